@@ -1,10 +1,49 @@
 //! airlock declarations: the validated model of a deployment directory.
 //!
 //! This crate reads files and nothing else: no network, no database, no async runtime.
-//! Everything that leaves it has been validated; declaration shapes stay private.
+//! [`Deployment::load`] turns a directory into a validated model, or into every problem at once,
+//! each with file, line:column, key path and reason. Declaration shapes stay private; only
+//! validated types leave the crate.
 
+mod agent;
+mod builtin;
 mod canonical;
+mod config;
+mod connection;
+mod credentials;
+mod declared;
+mod deployment;
+mod diag;
+mod fields;
+mod names;
 mod policy;
+mod schema;
+mod scope;
+mod tool;
+mod tool_api;
+mod tool_mcp;
+mod tree;
+mod urls;
+mod values;
 
+pub use agent::{API_VERSION, AgentSpec, ModelSpec, PROVIDERS};
+pub use builtin::definition as builtin_definition;
 pub use canonical::{canonical_json, sha256_hex};
+pub use config::{
+    ApiConnection, Config, CredentialsSettings, DEFAULT_APPROVAL_TTL, DEFAULT_BODY_CAP,
+    DEFAULT_EGRESS_DEADLINE, DEFAULT_LISTEN, EgressSettings, EndpointAuth, TokenSpec,
+};
+pub use connection::ConnectionSpec;
+pub use credentials::{CredentialError, Credentials, ENV_PREFIX, MASTER_KEY_ENV, MasterKey};
+pub use deployment::{Deployment, MAX_FILE_BYTES};
+pub use diag::{SpecErrors, SpecIssue};
+pub use names::{CredentialPath, MAX_TOOL_NAME, ToolName};
 pub use policy::{Approval, Effect, Mode, SourceKind, UnknownWord};
+pub use schema::{MAX_SCHEMA_BYTES, MAX_SCHEMA_DEPTH};
+pub use scope::{NameCollision, Scope, ScopeId, definitions_digest};
+pub use tool::{
+    ApiAuth, ApiOperation, Builtin, ConnectionTool, McpAuth, McpInlineTool, McpProtocol, Method,
+    Policy, RateLimit, ToolDefinition, ToolSource, ToolSpec,
+};
+pub use tool_mcp::{MAX_MCP_SLUG, MAX_REMOTE_TOOL_NAME};
+pub use tree::Pos;

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Crate arrows point one way (DESIGN.md §8). Fails if a crate reaches upward or into a
+# forbidden dependency; the spec crate is checked transitively (it must stay network-free).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+fail=0
+deny() { # crate, regex, extra cargo-tree flags
+  cargo metadata --format-version 1 --no-deps | grep -q "\"name\":\"$1\"" || return 0
+  if cargo tree -p "$1" -e normal --prefix none $3 2>/dev/null | tail -n +2 | grep -qE "^($2) v"; then
+    echo "layering: $1 must not depend on $2"; fail=1
+  fi
+}
+deny airlock-spec    'tokio|mio|socket2|sqlx|reqwest|hyper|hickory-resolver|axum|rmcp|airlock-[a-z]+' ""
+deny airlock-egress  'airlock-[a-z]+|sqlx|rmcp|axum'                  "--depth 1"
+deny airlock-ledger  'reqwest|axum|rmcp|airlock-(egress|mcp|runtime)' "--depth 1"
+deny airlock-mcp     'sqlx|airlock-(ledger|runtime)'                  "--depth 1"
+deny airlock-runtime 'axum|airlock'                                   "--depth 1"
+if grep -rn 'rmcp::' crates --include=*.rs | grep -v '^crates/airlock-mcp/'; then
+  echo "layering: rmcp types must stay inside airlock-mcp"; fail=1
+fi
+exit $fail

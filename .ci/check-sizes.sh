@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# A source file holds at most 600 lines of non-test code (style.md §16); 1000 is the hard stop.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+fail=0
+for f in $(git ls-files 'crates/*.rs' | grep -v '/tests/' | grep -v '/benches/'); do
+  n=$(awk '/^#\[cfg\(test\)\]/{exit} {c++} END{print c+0}' "$f")
+  if [ "$n" -gt 1000 ]; then echo "$f: $n non-test lines (hard limit 1000)"; fail=1
+  elif [ "$n" -gt 600 ]; then echo "warning: $f: $n non-test lines (aim for 600)"; fi
+done
+exit $fail

@@ -1,0 +1,276 @@
+//! `agents/<name>.yml`: agent manifests (seed 001) — model, system prompt and tools of types
+//! `api`, `mcp`, `agent` and `builtin`. A bad manifest does not load.
+
+use std::path::PathBuf;
+
+use serde_json::json;
+
+use crate::declared::{Declared, approval, declare};
+use crate::diag::Diag;
+use crate::fields::Fields;
+use crate::names::{CredentialPath, check_slug, slug_prefix};
+use crate::tool::{Builtin, Policy, ToolSource, ToolSpec};
+use crate::tool_api::read_api;
+use crate::tool_mcp::read_mcp;
+use crate::tree::{Node, Pos};
+use crate::urls::check_credential_url;
+use crate::values::credential_path;
+
+/// The only accepted `apiVersion`.
+pub const API_VERSION: &str = "airlock/v1";
+
+/// A validated agent manifest.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentSpec {
+    /// `metadata.name`: a kebab slug equal to the file stem.
+    pub name: String,
+    /// The file, for messages.
+    pub file: PathBuf,
+    /// `metadata.description`.
+    pub description: Option<String>,
+    /// `spec.model`.
+    pub model: ModelSpec,
+    /// `spec.prompts.system`.
+    pub system_prompt: String,
+    /// `spec.tools`, expanded: one entry per model-visible tool.
+    pub tools: Vec<ToolSpec>,
+}
+
+/// The model provider an agent runs against.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelSpec {
+    /// `provider`: `openai` (any OpenAI-compatible API) or `anthropic`.
+    pub provider: String,
+    /// `model`: the provider's model id.
+    pub model: String,
+    /// `endpoint`: base URL of the provider's API (default the provider's public API).
+    pub endpoint: Option<String>,
+    /// `credential`: path of the API key.
+    pub credential: Option<CredentialPath>,
+}
+
+/// Model providers airlock has adapters for.
+pub const PROVIDERS: [&str; 2] = ["openai", "anthropic"];
+
+/// A manifest and the tools it declares, before cross-file checks.
+pub(crate) struct ReadAgent {
+    pub(crate) spec: AgentSpec,
+    pub(crate) declared: Vec<Declared>,
+}
+
+/// Reads one manifest; `stem` is the file name without extension.
+pub(crate) fn read_agent(node: &Node, stem: &str, d: &mut Diag) -> Option<ReadAgent> {
+    let f = Fields::open(node, "", &["apiVersion", "kind", "metadata", "spec"], d)?;
+    match f.req_str("apiVersion", d) {
+        Some(v) if v != API_VERSION => d.push(
+            f.key_at("apiVersion"),
+            "apiVersion",
+            format!("`{v}` is not supported; use `{API_VERSION}`"),
+        ),
+        _ => {}
+    }
+    match f.req_str("kind", d) {
+        Some(k) if k != "Agent" => d.push(
+            f.key_at("kind"),
+            "kind",
+            format!("`{k}` is not a kind this directory holds; use `Agent`"),
+        ),
+        _ => {}
+    }
+    let (name, description) = f
+        .required("metadata", d)
+        .map_or((None, None), |n| metadata(n, stem, d));
+    let spec = f
+        .required("spec", d)
+        .and_then(|n| Fields::open(n, "spec", &["model", "prompts", "tools"], d));
+    let spec = spec?;
+    let model = spec.required("model", d).and_then(|n| model(n, d));
+    let system_prompt = spec.required("prompts", d).and_then(|n| {
+        let p = Fields::open(n, "spec.prompts", &["system"], d)?;
+        p.req_str("system", d)
+    });
+    let declared = spec
+        .opt_list("tools", d)
+        .unwrap_or_default()
+        .into_iter()
+        .flat_map(|(path, n)| tool(n, &path, d))
+        .collect();
+    let spec = AgentSpec {
+        name: name?,
+        file: d.file().to_path_buf(),
+        description,
+        model: model?,
+        system_prompt: system_prompt?,
+        tools: Vec::new(),
+    };
+    Some(ReadAgent { spec, declared })
+}
+
+fn metadata(node: &Node, stem: &str, d: &mut Diag) -> (Option<String>, Option<String>) {
+    let Some(f) = Fields::open(node, "metadata", &["name", "description"], d) else {
+        return (None, None);
+    };
+    let name = f.req_str("name", d).filter(|name| {
+        if let Err(reason) = check_slug(name, 64) {
+            d.push(f.key_at("name"), "metadata.name", reason);
+            return false;
+        }
+        if name != stem {
+            d.push(
+                f.key_at("name"),
+                "metadata.name",
+                format!(
+                    "`{name}` differs from the file name `{stem}`; an agent's name is its file name"
+                ),
+            );
+            return false;
+        }
+        true
+    });
+    (name, f.opt_str("description", d))
+}
+
+fn model(node: &Node, d: &mut Diag) -> Option<ModelSpec> {
+    let f = Fields::open(
+        node,
+        "spec.model",
+        &["provider", "model", "endpoint", "credential"],
+        d,
+    )?;
+    let provider = f.req_str("provider", d).filter(|p| {
+        let ok = PROVIDERS.contains(&p.as_str());
+        if !ok {
+            d.push(
+                f.key_at("provider"),
+                "spec.model.provider",
+                format!(
+                    "`{p}` is not a provider; use one of: {}",
+                    PROVIDERS.join(", ")
+                ),
+            );
+        }
+        ok
+    });
+    let model = f.req_str("model", d);
+    let credential = f
+        .get("credential")
+        .and_then(|n| credential_path(n, "spec.model.credential", d));
+    let endpoint = f.opt_str("endpoint", d);
+    if let Some(Err(reason)) = endpoint.as_ref().map(|url| check_credential_url(url, credential.is_some())) {
+        d.push(f.key_at("endpoint"), "spec.model.endpoint", reason);
+    }
+    Some(ModelSpec {
+        provider: provider?,
+        model: model?,
+        endpoint,
+        credential,
+    })
+}
+
+const TOOL_TYPES: [&str; 4] = ["api", "mcp", "agent", "builtin"];
+
+fn tool(node: &Node, path: &str, d: &mut Diag) -> Vec<Declared> {
+    let Some(ty) = tool_type(node, path, d) else {
+        return Vec::new();
+    };
+    let keys: &[&str] = match ty.as_str() {
+        "api" => &crate::tool_api::KEYS,
+        "mcp" => &crate::tool_mcp::KEYS,
+        "agent" => &["type", "agent", "description", "approval"],
+        _ => &["type", "name", "approval"],
+    };
+    let Some(f) = Fields::open(node, path, keys, d) else {
+        return Vec::new();
+    };
+    match ty.as_str() {
+        "api" => read_api(&f, d),
+        "mcp" => read_mcp(&f, d),
+        "agent" => agent_tool(&f, d).into_iter().collect(),
+        _ => builtin_tool(&f, d).into_iter().collect(),
+    }
+}
+
+fn tool_type(node: &Node, path: &str, d: &mut Diag) -> Option<String> {
+    let f = Fields::open_free(node, path, d)?;
+    let ty = f.req_str("type", d)?;
+    if !TOOL_TYPES.contains(&ty.as_str()) {
+        d.push(
+            f.key_at("type"),
+            &f.key("type"),
+            format!(
+                "`{ty}` is not a tool type; use one of: {}",
+                TOOL_TYPES.join(", ")
+            ),
+        );
+        return None;
+    }
+    Some(ty)
+}
+
+/// Input of every sub-agent tool: the request for the other agent.
+fn agent_schema() -> serde_json::Value {
+    json!({
+        "type": "object",
+        "properties": {"input": {"type": "string", "description": "What to ask the agent."}},
+        "required": ["input"]
+    })
+}
+
+fn agent_tool(f: &Fields<'_>, d: &mut Diag) -> Option<Declared> {
+    let agent = f.req_str("agent", d).filter(|a| {
+        check_slug(a, 64)
+            .map_err(|r| d.push(f.key_at("agent"), &f.key("agent"), r))
+            .is_ok()
+    });
+    let description = f.opt_str("description", d);
+    let approval = approval(f, d)?;
+    let agent = agent?;
+    let description =
+        description.unwrap_or_else(|| format!("Ask the `{agent}` agent and get its answer."));
+    let policy = Policy {
+        approval,
+        ..Policy::default()
+    };
+    let at: Pos = f.key_at("agent");
+    declare(
+        &slug_prefix(&agent),
+        description,
+        agent_schema(),
+        ToolSource::Agent(agent),
+        policy,
+        (at, &f.key("agent")),
+        d,
+    )
+}
+
+fn builtin_tool(f: &Fields<'_>, d: &mut Diag) -> Option<Declared> {
+    let name = f.req_str("name", d);
+    let approval = approval(f, d)?;
+    let name = name?;
+    let Some(builtin) = Builtin::by_name(&name) else {
+        let names: Vec<&str> = Builtin::ALL.iter().map(|(n, _)| *n).collect();
+        d.push(
+            f.key_at("name"),
+            &f.key("name"),
+            format!(
+                "unknown builtin `{name}`; expected one of: {}",
+                names.join(", ")
+            ),
+        );
+        return None;
+    };
+    let def = crate::builtin::definition(builtin);
+    let policy = Policy {
+        approval,
+        ..Policy::default()
+    };
+    declare(
+        builtin.name(),
+        def.description,
+        def.input_schema,
+        ToolSource::Builtin(builtin),
+        policy,
+        (f.key_at("name"), &f.key("name")),
+        d,
+    )
+}

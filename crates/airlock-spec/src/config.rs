@@ -1,0 +1,417 @@
+//! `airlock.toml`: server settings. Every key is optional and has a documented default;
+//! unknown keys are errors.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use ipnet::IpNet;
+
+use crate::diag::Diag;
+use crate::fields::Fields;
+use crate::names::CredentialPath;
+use crate::policy::{Approval, Effect};
+use crate::tool::{Builtin, Policy};
+use crate::tree::{Node, Pos};
+use crate::urls::check_credential_url;
+use crate::values::{credential_path, duration, identifier};
+
+/// Default listen address.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
+/// Default approval TTL: 7 days.
+pub const DEFAULT_APPROVAL_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
+/// Default whole-call egress deadline: 30 s.
+pub const DEFAULT_EGRESS_DEADLINE: Duration = Duration::from_secs(30);
+/// Default egress body cap: 5 MiB.
+pub const DEFAULT_BODY_CAP: u64 = 5 * 1024 * 1024;
+
+/// The validated `airlock.toml`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// `listen`: address of the HTTP server (default `127.0.0.1:8080`).
+    pub listen: SocketAddr,
+    /// `database_url`: `sqlite://…` or `postgres://…` (default an SQLite file `airlock.sqlite`
+    /// inside the deployment directory).
+    pub database_url: String,
+    /// `approval_ttl`: how long a parked call waits for a person (default `7d`).
+    pub approval_ttl: Duration,
+    /// `[mcp]`: who may call the MCP endpoint (none by default: every request is refused).
+    pub mcp: EndpointAuth,
+    /// `[admin]`: who may decide approvals over the API (none by default).
+    pub admin: EndpointAuth,
+    /// `[egress]`: the operator's egress policy.
+    pub egress: EgressSettings,
+    /// `[connections.<name>]`: base URLs and credentials of tenant APIs and MCP servers.
+    pub connections: BTreeMap<String, ApiConnection>,
+    /// `[credentials]`: where secrets come from.
+    pub credentials: CredentialsSettings,
+    /// `[builtins.<name>]`: builtin tools enabled in the gateway scope, with their policy.
+    pub builtins: Vec<(Builtin, Policy)>,
+}
+
+/// Bearer tokens accepted by an endpoint, each mapped to a principal.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct EndpointAuth {
+    /// `[[mcp.tokens]]` / `[[admin.tokens]]`: `credential` path → `principal` name.
+    pub tokens: Vec<TokenSpec>,
+    /// `allowed_hosts`: `Host`/`Origin` names accepted (default loopback names only).
+    pub allowed_hosts: Vec<String>,
+}
+
+/// One accepted bearer token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenSpec {
+    /// Where the token is stored.
+    pub credential: CredentialPath,
+    /// The principal recorded on every call made with it.
+    pub principal: String,
+}
+
+/// The operator's egress policy. Allow lists are empty by default: nothing private is reachable.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EgressSettings {
+    /// CIDRs allowed although not public (from `allow`).
+    pub allow_cidrs: Vec<IpNet>,
+    /// Host names allowed although not public (from `allow`).
+    pub allow_hosts: Vec<String>,
+    /// CIDRs always blocked (from `deny`).
+    pub deny_cidrs: Vec<IpNet>,
+    /// Host names always blocked (from `deny`).
+    pub deny_hosts: Vec<String>,
+    /// `ports`: when set, the only ports allowed.
+    pub ports: Option<Vec<u16>>,
+    /// `deadline`: one deadline for every request of a call (default `30s`).
+    pub deadline: Duration,
+    /// `body_cap`: decoded body cap in bytes (default 5 MiB).
+    pub body_cap: u64,
+}
+
+/// `[connections.<name>]`: where a tenant API or MCP server lives, and its credential.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiConnection {
+    /// `base_url`: scheme, host and optional base path.
+    pub base_url: String,
+    /// `credential`: path of the credential sent to it.
+    pub credential: Option<CredentialPath>,
+}
+
+/// `[credentials]`: sources of secrets. The environment (`AIRLOCK_CREDENTIALS__…`) always
+/// comes first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CredentialsSettings {
+    /// `file`: a plain YAML credentials file (development only).
+    pub file: Option<PathBuf>,
+    /// `encrypted`: the encrypted file (default `credentials.yml.enc`; used when it exists).
+    pub encrypted: PathBuf,
+    /// `master_key_file`: key file (default `master.key`); `AIRLOCK_MASTER_KEY` wins.
+    pub master_key_file: PathBuf,
+}
+
+const TOP_KEYS: [&str; 9] = [
+    "listen",
+    "database_url",
+    "approval_ttl",
+    "mcp",
+    "admin",
+    "egress",
+    "connections",
+    "credentials",
+    "builtins",
+];
+
+/// Reads `airlock.toml` (its tree) into a [`Config`]; `root` is the deployment directory.
+pub(crate) fn read_config(node: Option<&Node>, root: &Path, d: &mut Diag) -> Option<Config> {
+    let empty = Node {
+        at: Pos { line: 1, column: 1 },
+        value: crate::tree::NodeValue::Map(Vec::new()),
+    };
+    let f = Fields::open(node.unwrap_or(&empty), "", &TOP_KEYS, d)?;
+    let listen = f
+        .opt_str("listen", d)
+        .unwrap_or_else(|| DEFAULT_LISTEN.to_owned());
+    let listen = listen.parse().map_err(|_| {
+        d.push(
+            f.key_at("listen"),
+            "listen",
+            format!("`{listen}` is not an address such as `127.0.0.1:8080`"),
+        );
+    });
+    let database_url = f.opt_str("database_url", d).map_or_else(
+        || format!("sqlite://{}", root.join("airlock.sqlite").display()),
+        |url| database_url(&url, root, f.key_at("database_url"), d),
+    );
+    let approval_ttl = f
+        .get("approval_ttl")
+        .and_then(|n| duration(n, "approval_ttl", d))
+        .unwrap_or(DEFAULT_APPROVAL_TTL);
+    let mcp = f
+        .get("mcp")
+        .map(|n| endpoint_auth(n, "mcp", d))
+        .unwrap_or_default();
+    let admin = f
+        .get("admin")
+        .map(|n| endpoint_auth(n, "admin", d))
+        .unwrap_or_default();
+    let egress = egress(f.get("egress"), d);
+    let connections = f
+        .get("connections")
+        .map(|n| connections(n, d))
+        .unwrap_or_default();
+    let credentials = credentials(f.get("credentials"), d);
+    let builtins = f
+        .get("builtins")
+        .map(|n| builtins(n, d))
+        .unwrap_or_default();
+    Some(Config {
+        listen: listen.ok()?,
+        database_url,
+        approval_ttl,
+        mcp,
+        admin,
+        egress,
+        connections,
+        credentials,
+        builtins,
+    })
+}
+
+fn database_url(url: &str, root: &Path, at: Pos, d: &mut Diag) -> String {
+    if let Some(path) = url.strip_prefix("sqlite://") {
+        let path = Path::new(path.split('?').next().unwrap_or(path));
+        let absolute = if path.is_absolute() {
+            path.to_path_buf()
+        } else {
+            root.join(path)
+        };
+        return format!("sqlite://{}", absolute.display());
+    }
+    if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+        d.push(
+            at,
+            "database_url",
+            "expected `sqlite://PATH` or `postgres://…`",
+        );
+    }
+    url.to_owned()
+}
+
+fn endpoint_auth(node: &Node, path: &str, d: &mut Diag) -> EndpointAuth {
+    let Some(f) = Fields::open(node, path, &["tokens", "allowed_hosts"], d) else {
+        return EndpointAuth::default();
+    };
+    let mut tokens = Vec::new();
+    for (item_path, item) in f.opt_list("tokens", d).unwrap_or_default() {
+        let Some(t) = Fields::open(item, &item_path, &["credential", "principal"], d) else {
+            continue;
+        };
+        let credential = t
+            .required("credential", d)
+            .and_then(|n| credential_path(n, &t.key("credential"), d));
+        let principal = t.req_str("principal", d);
+        if let (Some(credential), Some(principal)) = (credential, principal) {
+            tokens.push(TokenSpec {
+                credential,
+                principal,
+            });
+        }
+    }
+    let allowed_hosts = f.opt_str_list("allowed_hosts", d).map_or_else(
+        || {
+            vec![
+                "localhost".to_owned(),
+                "127.0.0.1".to_owned(),
+                "::1".to_owned(),
+            ]
+        },
+        |hosts| {
+            hosts
+                .into_iter()
+                .map(|(h, _)| h.to_ascii_lowercase())
+                .collect()
+        },
+    );
+    EndpointAuth {
+        tokens,
+        allowed_hosts,
+    }
+}
+
+fn egress(node: Option<&Node>, d: &mut Diag) -> EgressSettings {
+    let mut settings = EgressSettings {
+        allow_cidrs: Vec::new(),
+        allow_hosts: Vec::new(),
+        deny_cidrs: Vec::new(),
+        deny_hosts: Vec::new(),
+        ports: None,
+        deadline: DEFAULT_EGRESS_DEADLINE,
+        body_cap: DEFAULT_BODY_CAP,
+    };
+    let Some(f) = node.and_then(|n| {
+        Fields::open(
+            n,
+            "egress",
+            &["allow", "deny", "ports", "deadline", "body_cap"],
+            d,
+        )
+    }) else {
+        return settings;
+    };
+    (settings.allow_cidrs, settings.allow_hosts) = cidrs_and_hosts(&f, "allow", d);
+    (settings.deny_cidrs, settings.deny_hosts) = cidrs_and_hosts(&f, "deny", d);
+    if let Some(ports) = f.opt_list("ports", d) {
+        let mut list = Vec::new();
+        for (path, port) in ports {
+            match port
+                .to_json()
+                .as_u64()
+                .and_then(|p| u16::try_from(p).ok())
+                .filter(|p| *p != 0)
+            {
+                Some(p) => list.push(p),
+                None => d.push(port.at, &path, "expected a port number between 1 and 65535"),
+            }
+        }
+        settings.ports = Some(list);
+    }
+    if let Some(deadline) = f
+        .get("deadline")
+        .and_then(|n| duration(n, "egress.deadline", d))
+    {
+        settings.deadline = deadline;
+    }
+    if let Some(cap) = f.opt_u64("body_cap", d) {
+        settings.body_cap = cap;
+    }
+    settings
+}
+
+fn cidrs_and_hosts(f: &Fields<'_>, key: &str, d: &mut Diag) -> (Vec<IpNet>, Vec<String>) {
+    let (mut cidrs, mut hosts) = (Vec::new(), Vec::new());
+    for (i, (entry, at)) in f
+        .opt_str_list(key, d)
+        .unwrap_or_default()
+        .into_iter()
+        .enumerate()
+    {
+        if let Ok(net) = entry.parse::<IpNet>() {
+            cidrs.push(net.trunc());
+        } else if let Ok(ip) = entry.parse::<std::net::IpAddr>() {
+            cidrs.push(IpNet::from(ip));
+        } else if !entry.is_empty()
+            && entry
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-')
+        {
+            hosts.push(entry.to_ascii_lowercase().trim_end_matches('.').to_owned());
+        } else {
+            d.push(
+                at,
+                &format!("egress.{key}[{i}]"),
+                format!(
+                    "`{entry}` is neither a CIDR (`10.0.0.0/8`), an IP address nor a host name"
+                ),
+            );
+        }
+    }
+    (cidrs, hosts)
+}
+
+fn connections(node: &Node, d: &mut Diag) -> BTreeMap<String, ApiConnection> {
+    let mut out = BTreeMap::new();
+    let Some(f) = Fields::open_free(node, "connections", d) else {
+        return out;
+    };
+    for entry in f.entries() {
+        let path = f.key(&entry.key);
+        if let Err(reason) = identifier(&entry.key) {
+            d.push(entry.key_at, &path, reason);
+        }
+        let Some(c) = Fields::open(&entry.value, &path, &["base_url", "credential"], d) else {
+            continue;
+        };
+        let credential = c
+            .get("credential")
+            .and_then(|n| credential_path(n, &c.key("credential"), d));
+        let Some(base_url) = c.req_str("base_url", d) else {
+            continue;
+        };
+        if let Err(reason) = check_credential_url(&base_url, credential.is_some()) {
+            d.push(c.key_at("base_url"), &c.key("base_url"), reason);
+        }
+        out.insert(
+            entry.key.clone(),
+            ApiConnection {
+                base_url,
+                credential,
+            },
+        );
+    }
+    out
+}
+
+fn credentials(node: Option<&Node>, d: &mut Diag) -> CredentialsSettings {
+    let mut settings = CredentialsSettings {
+        file: None,
+        encrypted: PathBuf::from("credentials.yml.enc"),
+        master_key_file: PathBuf::from("master.key"),
+    };
+    let Some(f) = node.and_then(|n| {
+        Fields::open(
+            n,
+            "credentials",
+            &["file", "encrypted", "master_key_file"],
+            d,
+        )
+    }) else {
+        return settings;
+    };
+    settings.file = f.opt_str("file", d).map(PathBuf::from);
+    if let Some(path) = f.opt_str("encrypted", d) {
+        settings.encrypted = PathBuf::from(path);
+    }
+    if let Some(path) = f.opt_str("master_key_file", d) {
+        settings.master_key_file = PathBuf::from(path);
+    }
+    settings
+}
+
+fn builtins(node: &Node, d: &mut Diag) -> Vec<(Builtin, Policy)> {
+    let mut out = Vec::new();
+    let Some(f) = Fields::open_free(node, "builtins", d) else {
+        return out;
+    };
+    for entry in f.entries() {
+        let path = f.key(&entry.key);
+        let Some(builtin) = Builtin::by_name(&entry.key) else {
+            let names: Vec<&str> = Builtin::ALL.iter().map(|(n, _)| *n).collect();
+            d.push(
+                entry.key_at,
+                &path,
+                format!(
+                    "unknown builtin `{}`; expected one of: {}",
+                    entry.key,
+                    names.join(", ")
+                ),
+            );
+            continue;
+        };
+        let Some(b) = Fields::open(&entry.value, &path, &["approval"], d) else {
+            continue;
+        };
+        let approval = b
+            .word::<Approval>("approval", d)
+            .ok()
+            .flatten()
+            .unwrap_or_default();
+        out.push((
+            builtin,
+            Policy {
+                approval,
+                effect: Effect::AtMostOnce,
+                ..Policy::default()
+            },
+        ));
+    }
+    out
+}

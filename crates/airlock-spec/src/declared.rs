@@ -1,0 +1,157 @@
+//! Rules shared by the tool declarations of agent manifests: `writes`/`mode`, rate limits,
+//! approval, and the final-name check.
+
+use crate::diag::Diag;
+use crate::fields::Fields;
+use crate::names::ToolName;
+use crate::policy::{Approval, Mode};
+use crate::tool::{Policy, RateLimit, ToolDefinition, ToolSource, ToolSpec};
+use crate::tree::{Node, Pos};
+use crate::values::duration;
+
+/// A tool as declared, with where it was declared (for collision messages).
+#[derive(Debug, Clone)]
+pub(crate) struct Declared {
+    pub(crate) spec: ToolSpec,
+    pub(crate) at: Pos,
+    pub(crate) path: String,
+}
+
+/// Reads `writes` and `mode` (seed 001): `writes` is required and exactly `true` or `false`;
+/// `true` only with `mode: propose`; `mode` only on writes.
+pub(crate) fn writes_and_mode(f: &Fields<'_>, d: &mut Diag) -> Option<(bool, Mode)> {
+    let Ok(writes) = f.opt_bool("writes", d) else {
+        return None;
+    };
+    let Some(writes) = writes else {
+        d.push(f.key_at("writes"), &f.key("writes"), "`writes` is required: declare `writes: false` for a read, or `writes: true` with `mode: propose`");
+        return None;
+    };
+    let mode = f.opt_str("mode", d);
+    match (writes, mode.as_deref()) {
+        (false, None) => Some((false, Mode::Execute)),
+        (false, Some(_)) => {
+            d.push(
+                f.key_at("mode"),
+                &f.key("mode"),
+                "`mode` applies only to writes: remove it, or declare `writes: true`",
+            );
+            None
+        }
+        (true, Some("propose")) => Some((true, Mode::Propose)),
+        (true, Some(other)) => {
+            d.push(
+                f.key_at("mode"),
+                &f.key("mode"),
+                format!("`mode: {other}` is not supported; the only mode is `propose`"),
+            );
+            None
+        }
+        (true, None) => {
+            d.push(f.key_at("writes"), &f.key("writes"), "a write must declare `mode: propose`: airlock never executes a tenant write directly, it returns it as a proposal");
+            None
+        }
+    }
+}
+
+/// Reads `rate_limit: {requests, per}`.
+pub(crate) fn rate_limit(f: &Fields<'_>, d: &mut Diag) -> Option<RateLimit> {
+    let node = f.get("rate_limit")?;
+    let r = Fields::open(node, &f.key("rate_limit"), &["requests", "per"], d)?;
+    let requests = r
+        .required("requests", d)
+        .and_then(|_| r.opt_u64("requests", d));
+    let per = r
+        .required("per", d)
+        .and_then(|n| duration(n, &r.key("per"), d));
+    let requests = match requests.map(u32::try_from) {
+        Some(Ok(n)) if n > 0 => n,
+        Some(_) => {
+            d.push(
+                r.key_at("requests"),
+                &r.key("requests"),
+                "expected at least 1 request per window",
+            );
+            return None;
+        }
+        None => return None,
+    };
+    Some(RateLimit {
+        requests,
+        per: per?,
+    })
+}
+
+/// Reads an optional `approval` word (default `never`).
+pub(crate) fn approval(f: &Fields<'_>, d: &mut Diag) -> Option<Approval> {
+    f.word::<Approval>("approval", d)
+        .ok()
+        .map(Option::unwrap_or_default)
+}
+
+/// Builds a declared tool after checking its final name (`^[a-zA-Z0-9_-]{1,64}$`).
+pub(crate) fn declare(
+    name: &str,
+    description: String,
+    input_schema: serde_json::Value,
+    source: ToolSource,
+    policy: Policy,
+    (at, path): (Pos, &str),
+    d: &mut Diag,
+) -> Option<Declared> {
+    let name = ToolName::try_from(name)
+        .map_err(|reason| d.push(at, path, format!("final tool name: {reason}")))
+        .ok()?;
+    let definition = ToolDefinition {
+        name,
+        description,
+        input_schema,
+    };
+    Some(Declared {
+        spec: ToolSpec {
+            definition,
+            source,
+            policy,
+        },
+        at,
+        path: path.to_owned(),
+    })
+}
+
+/// Reads a required, non-empty `description`.
+pub(crate) fn description(f: &Fields<'_>, d: &mut Diag) -> Option<String> {
+    let text = f.req_str("description", d)?;
+    if text.trim().is_empty() {
+        d.push(
+            f.key_at("description"),
+            &f.key("description"),
+            "`description` cannot be empty: the model reads it to choose the tool",
+        );
+        return None;
+    }
+    Some(text)
+}
+
+/// The node of a required list that must not be empty.
+pub(crate) fn non_empty_list<'n>(
+    f: &Fields<'n>,
+    key: &str,
+    what: &str,
+    d: &mut Diag,
+) -> Vec<(String, &'n Node)> {
+    if f.required(key, d).is_none() {
+        return Vec::new();
+    }
+    let items = f.opt_list(key, d).unwrap_or_default();
+    if items.is_empty()
+        && f.get(key)
+            .is_some_and(|n| matches!(n.value, crate::tree::NodeValue::Seq(_)))
+    {
+        d.push(
+            f.key_at(key),
+            &f.key(key),
+            format!("`{key}` needs at least one {what}"),
+        );
+    }
+    items
+}

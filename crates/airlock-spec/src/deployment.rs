@@ -1,0 +1,329 @@
+//! Loading a deployment directory: one pure function from files to a validated model or the
+//! list of every problem. No network, no DNS, no database.
+//!
+//! Layout: `airlock.toml`, `connections/<name>.yml`, `agents/<name>.yml`. Files are read in
+//! name order, so results and errors do not depend on the directory's listing order.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use crate::agent::{AgentSpec, read_agent};
+use crate::config::{Config, read_config};
+use crate::connection::{ConnectionSpec, read_connection};
+use crate::declared::Declared;
+use crate::diag::{Diag, SpecErrors, SpecIssue};
+use crate::scope::{Scope, ScopeId};
+use crate::tool::{ToolSource, ToolSpec};
+use crate::tree::{Node, parse_toml, parse_yaml};
+
+/// Largest declaration file read, in bytes.
+pub const MAX_FILE_BYTES: u64 = 4 * 1024 * 1024;
+
+/// A validated deployment directory.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Deployment {
+    /// The directory.
+    pub root: PathBuf,
+    /// `airlock.toml` (defaults when the file is absent).
+    pub config: Config,
+    /// `connections/*.yml`, by namespace.
+    pub connections: Vec<ConnectionSpec>,
+    /// `agents/*.yml`, by name.
+    pub agents: BTreeMap<String, AgentSpec>,
+}
+
+impl Deployment {
+    /// Loads and validates `root`. Every problem of every file is returned at once.
+    pub fn load(root: &Path) -> Result<Self, SpecErrors> {
+        let mut issues = Vec::new();
+        let config = load_config(root, &mut issues);
+        let connections = load_connections(root, &mut issues);
+        let agents = config
+            .as_ref()
+            .map(|c| load_agents(root, c, &mut issues))
+            .unwrap_or_default();
+        issues.sort_by(|a, b| (&a.file, a.line, a.column).cmp(&(&b.file, b.line, b.column)));
+        match config {
+            Some(config) if issues.is_empty() => Ok(Self {
+                root: root.to_path_buf(),
+                config,
+                connections,
+                agents,
+            }),
+            _ => Err(SpecErrors(issues)),
+        }
+    }
+
+    /// The gateway scope before discovery: the builtins enabled in `airlock.toml`.
+    /// Connection tools are added by discovery.
+    #[must_use]
+    pub fn gateway_scope(&self) -> Scope {
+        let mut scope = Scope::new(ScopeId::Gateway);
+        for (builtin, policy) in &self.config.builtins {
+            let spec = ToolSpec {
+                definition: crate::builtin::definition(*builtin),
+                source: ToolSource::Builtin(*builtin),
+                policy: policy.clone(),
+            };
+            // Builtins are unique by construction (keys of one TOML table).
+            let _ = scope.add(spec);
+        }
+        scope
+    }
+
+    /// The scope of agent `name`.
+    #[must_use]
+    pub fn agent_scope(&self, name: &str) -> Option<Scope> {
+        let agent = self.agents.get(name)?;
+        let mut scope = Scope::new(ScopeId::Agent(name.to_owned()));
+        for tool in &agent.tools {
+            // Collisions were refused at load.
+            let _ = scope.add(tool.clone());
+        }
+        Some(scope)
+    }
+}
+
+/// Reads a file as text, or records why it cannot be read.
+fn read_text(root: &Path, rel: &Path, issues: &mut Vec<SpecIssue>) -> Option<String> {
+    let path = root.join(rel);
+    let problem = match fs::metadata(&path) {
+        Ok(meta) if meta.len() > MAX_FILE_BYTES => {
+            format!("the file is larger than {MAX_FILE_BYTES} bytes")
+        }
+        Ok(_) => match fs::read(&path) {
+            Ok(bytes) => match String::from_utf8(bytes) {
+                Ok(text) => return Some(text),
+                Err(_) => "the file is not UTF-8 text".to_owned(),
+            },
+            Err(e) => format!("cannot read the file: {e}"),
+        },
+        Err(e) => format!("cannot read the file: {e}"),
+    };
+    issues.push(SpecIssue {
+        file: rel.to_path_buf(),
+        line: 1,
+        column: 1,
+        key: String::new(),
+        reason: problem,
+    });
+    None
+}
+
+fn load_config(root: &Path, issues: &mut Vec<SpecIssue>) -> Option<Config> {
+    let rel = Path::new("airlock.toml");
+    let mut d = Diag::new(rel);
+    let tree = if root.join(rel).exists() {
+        let text = read_text(root, rel, issues)?;
+        match parse_toml(&text) {
+            Ok(tree) => Some(tree),
+            Err(errors) => {
+                errors.into_iter().for_each(|e| d.push(e.at, "", e.message));
+                issues.extend(d.into_issues());
+                return None;
+            }
+        }
+    } else {
+        None
+    };
+    let config = read_config(tree.as_ref(), root, &mut d);
+    issues.extend(d.into_issues());
+    config
+}
+
+/// The `.yml`/`.yaml` files of `root/dir`, sorted, as (relative path, stem).
+fn yaml_files(root: &Path, dir: &str, issues: &mut Vec<SpecIssue>) -> Vec<(PathBuf, String)> {
+    let Ok(listing) = fs::read_dir(root.join(dir)) else {
+        return Vec::new();
+    };
+    let mut files: Vec<(PathBuf, String)> = Vec::new();
+    for entry in listing.flatten() {
+        let path = entry.path();
+        let is_yaml = matches!(
+            path.extension().and_then(|e| e.to_str()),
+            Some("yml" | "yaml")
+        );
+        let Some(stem) = path.file_stem().and_then(|s| s.to_str()) else {
+            continue;
+        };
+        if !is_yaml || stem.starts_with('.') {
+            continue;
+        }
+        let rel = Path::new(dir).join(entry.file_name());
+        if let Some((first, _)) = files.iter().find(|(_, s)| s == stem) {
+            issues.push(SpecIssue {
+                file: rel.clone(),
+                line: 1,
+                column: 1,
+                key: String::new(),
+                reason: format!("`{stem}` is also declared by {}", first.display()),
+            });
+            continue;
+        }
+        files.push((rel, stem.to_owned()));
+    }
+    files.sort();
+    files
+}
+
+/// Parses a YAML file; `None` for an empty file or a syntax error (recorded).
+fn parse_file(root: &Path, rel: &Path, issues: &mut Vec<SpecIssue>) -> Option<Node> {
+    let text = read_text(root, rel, issues)?;
+    match parse_yaml(&text) {
+        Ok(node) => node,
+        Err(e) => {
+            issues.push(SpecIssue {
+                file: rel.to_path_buf(),
+                line: e.at.line.max(1),
+                column: e.at.column.max(1),
+                key: String::new(),
+                reason: e.message,
+            });
+            None
+        }
+    }
+}
+
+fn load_connections(root: &Path, issues: &mut Vec<SpecIssue>) -> Vec<ConnectionSpec> {
+    let mut out = Vec::new();
+    for (rel, stem) in yaml_files(root, "connections", issues) {
+        // Seed 000: an empty connection file is ignored.
+        let Some(node) = parse_file(root, &rel, issues) else {
+            continue;
+        };
+        let mut d = Diag::new(&rel);
+        let spec = read_connection(&node, &stem, &mut d);
+        if d.is_clean() {
+            out.extend(spec);
+        }
+        issues.extend(d.into_issues());
+    }
+    out
+}
+
+fn load_agents(
+    root: &Path,
+    config: &Config,
+    issues: &mut Vec<SpecIssue>,
+) -> BTreeMap<String, AgentSpec> {
+    let mut agents = BTreeMap::new();
+    let mut declared: HashMap<String, Vec<Declared>> = HashMap::new();
+    for (rel, stem) in yaml_files(root, "agents", issues) {
+        let Some(node) = parse_file(root, &rel, issues) else {
+            issues.push(SpecIssue {
+                file: rel,
+                line: 1,
+                column: 1,
+                key: String::new(),
+                reason: "the manifest is empty".into(),
+            });
+            continue;
+        };
+        let mut d = Diag::new(&rel);
+        let read = read_agent(&node, &stem, &mut d);
+        if let Some(read) = read {
+            check_tools(&read.declared, config, &mut d);
+            let mut spec = read.spec;
+            spec.tools = read.declared.iter().map(|t| t.spec.clone()).collect();
+            declared.insert(spec.name.clone(), read.declared);
+            agents.insert(spec.name.clone(), spec);
+        }
+        issues.extend(d.into_issues());
+    }
+    check_agent_graph(&agents, &declared, issues);
+    agents
+}
+
+/// Per-agent checks: connections exist; no two tools share a final name.
+fn check_tools(declared: &[Declared], config: &Config, d: &mut Diag) {
+    let mut seen: HashMap<&str, &Declared> = HashMap::new();
+    for tool in declared {
+        let name = tool.spec.definition.name.as_str();
+        if let Some(first) = seen.get(name) {
+            d.push(tool.at, &tool.path, format!("tool `{name}` collides with the tool declared at {} (line {}); every tool name of an agent must be unique", first.path, first.at.line));
+        } else {
+            seen.insert(name, tool);
+        }
+        let connection = match &tool.spec.source {
+            ToolSource::Api(op) => Some(&op.connection),
+            ToolSource::McpInline(t) => Some(&t.connection),
+            _ => None,
+        };
+        if let Some(connection) =
+            connection.filter(|c| !config.connections.contains_key(c.as_str()))
+        {
+            d.push(
+                tool.at,
+                &tool.path,
+                format!(
+                    "connection `{connection}` is not declared in airlock.toml `[connections]`"
+                ),
+            );
+        }
+    }
+}
+
+/// `type: agent` tools name agents of this directory, and never form a cycle.
+fn check_agent_graph(
+    agents: &BTreeMap<String, AgentSpec>,
+    declared: &HashMap<String, Vec<Declared>>,
+    issues: &mut Vec<SpecIssue>,
+) {
+    let calls = |name: &str| -> Vec<(&str, &Declared)> {
+        declared
+            .get(name)
+            .into_iter()
+            .flatten()
+            .filter_map(|t| match &t.spec.source {
+                ToolSource::Agent(target) => Some((target.as_str(), t)),
+                _ => None,
+            })
+            .collect()
+    };
+    for (name, agent) in agents {
+        for (target, tool) in calls(name) {
+            let issue = |reason: String| SpecIssue {
+                file: agent.file.clone(),
+                line: tool.at.line,
+                column: tool.at.column,
+                key: tool.path.clone(),
+                reason,
+            };
+            if !agents.contains_key(target) {
+                issues.push(issue(format!(
+                    "agent `{target}` is not declared in agents/"
+                )));
+            } else if let Some(cycle) = find_cycle(target, name, &calls) {
+                issues.push(issue(format!(
+                    "agent cycle: {name} → {}",
+                    cycle.join(" → ")
+                )));
+            }
+        }
+    }
+}
+
+/// A path from `from` back to `to` through agent tools, if one exists.
+fn find_cycle<'a>(
+    from: &'a str,
+    to: &'a str,
+    calls: &dyn Fn(&str) -> Vec<(&'a str, &'a Declared)>,
+) -> Option<Vec<&'a str>> {
+    let mut stack = vec![(from, vec![from])];
+    let mut visited = std::collections::HashSet::new();
+    while let Some((node, path)) = stack.pop() {
+        if node == to {
+            return Some(path);
+        }
+        if !visited.insert(node) {
+            continue;
+        }
+        for (next, _) in calls(node) {
+            let mut next_path = path.clone();
+            next_path.push(next);
+            stack.push((next, next_path));
+        }
+    }
+    None
+}

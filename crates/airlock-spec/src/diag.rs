@@ -1,0 +1,100 @@
+//! Diagnostics: every problem of a load, each with file, line:column, key path and reason.
+//!
+//! Validation never stops at the first problem: each step pushes onto one [`Diag`] and the
+//! load fails at the end with all of them, sorted by file and position.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use crate::tree::Pos;
+
+/// One problem in one declaration file.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct SpecIssue {
+    /// The file, relative to the deployment directory when it is inside it.
+    pub file: PathBuf,
+    /// 1-based line of the offending key (or value, when there is no key).
+    pub line: usize,
+    /// 1-based column.
+    pub column: usize,
+    /// Key path, e.g. `spec.tools[2].operations[0].request.path`; empty for the whole file.
+    pub key: String,
+    /// What is wrong and, where it helps, what to write instead.
+    pub reason: String,
+}
+
+impl fmt::Display for SpecIssue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}:{}: ", self.file.display(), self.line, self.column)?;
+        if !self.key.is_empty() {
+            write!(f, "{}: ", self.key)?;
+        }
+        f.write_str(&self.reason)
+    }
+}
+
+/// Every problem found by one load. Never empty.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct SpecErrors(pub Vec<SpecIssue>);
+
+impl fmt::Display for SpecErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let n = self.0.len();
+        writeln!(
+            f,
+            "{n} problem{} in declarations:",
+            if n == 1 { "" } else { "s" }
+        )?;
+        for issue in &self.0 {
+            writeln!(f, "  {issue}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Collects the problems of one file while it is validated.
+pub(crate) struct Diag {
+    file: PathBuf,
+    issues: Vec<SpecIssue>,
+}
+
+impl Diag {
+    pub(crate) fn new(file: &Path) -> Self {
+        Self {
+            file: file.to_path_buf(),
+            issues: Vec::new(),
+        }
+    }
+
+    /// Records a problem at `at` for `key`.
+    pub(crate) fn push(&mut self, at: Pos, key: &str, reason: impl Into<String>) {
+        self.issues.push(SpecIssue {
+            file: self.file.clone(),
+            line: at.line,
+            column: at.column,
+            key: key.to_owned(),
+            reason: reason.into(),
+        });
+    }
+
+    pub(crate) fn is_clean(&self) -> bool {
+        self.issues.is_empty()
+    }
+
+    pub(crate) fn file(&self) -> &Path {
+        &self.file
+    }
+
+    pub(crate) fn into_issues(self) -> Vec<SpecIssue> {
+        self.issues
+    }
+}
+
+/// Joins a key path and a child key: `spec` + `tools` → `spec.tools`.
+pub(crate) fn child(path: &str, key: &str) -> String {
+    if path.is_empty() {
+        key.to_owned()
+    } else {
+        format!("{path}.{key}")
+    }
+}

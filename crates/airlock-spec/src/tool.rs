@@ -1,0 +1,233 @@
+//! The validated tool model: what the model sees ([`ToolDefinition`]), how the tool runs
+//! ([`ToolSource`]) and what airlock enforces around it ([`Policy`]).
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::names::ToolName;
+use crate::policy::{Approval, Effect, Mode, SourceKind};
+
+/// What the model and MCP clients see of a tool; the input of the definitions digest.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ToolDefinition {
+    /// Final, model-visible name.
+    pub name: ToolName,
+    /// What the tool does, for the model.
+    pub description: String,
+    /// JSON Schema of the arguments (always `type: object`).
+    pub input_schema: Value,
+}
+
+/// A tool of a scope: its definition, how it runs, and its policy.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolSpec {
+    /// What the model sees.
+    pub definition: ToolDefinition,
+    /// Where and how it runs.
+    pub source: ToolSource,
+    /// Approval, effect, mode, rate limit.
+    pub policy: Policy,
+}
+
+/// Per-tool policy enforced by the gateway and the ledger.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Policy {
+    /// When a person must approve (default `never`).
+    pub approval: Approval,
+    /// Repeat semantics (default `at_most_once`).
+    pub effect: Effect,
+    /// `propose` for writes that are returned instead of executed.
+    pub mode: Mode,
+    /// Whether the tool writes (`writes: true`); reads never propose.
+    pub writes: bool,
+    /// Calls allowed per window, shared by every tool of the declaration.
+    pub rate_limit: Option<RateLimit>,
+}
+
+/// A rate limit: at most `requests` calls per `per`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RateLimit {
+    /// Calls allowed per window (≥ 1).
+    pub requests: u32,
+    /// The window.
+    pub per: Duration,
+}
+
+/// How a tool runs.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ToolSource {
+    /// One operation of a tenant HTTP API (seed 001 `type: api`).
+    Api(ApiOperation),
+    /// One tool of a tenant MCP server described inline (seed 001 `type: mcp`).
+    McpInline(McpInlineTool),
+    /// One tool of a connection file's MCP server, known after discovery (seed 000).
+    Connection(ConnectionTool),
+    /// Another agent of the deployment, called as a tool.
+    Agent(String),
+    /// A tool built into airlock.
+    Builtin(Builtin),
+}
+
+impl ToolSource {
+    /// The source kind stored on ledger rows.
+    #[must_use]
+    pub fn kind(&self) -> SourceKind {
+        match self {
+            Self::Api(_) => SourceKind::Api,
+            Self::McpInline(_) | Self::Connection(_) => SourceKind::Mcp,
+            Self::Agent(_) => SourceKind::Agent,
+            Self::Builtin(_) => SourceKind::Builtin,
+        }
+    }
+}
+
+/// The tools built into airlock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Builtin {
+    /// Ask a person a question; the call parks until answered, declined or expired.
+    AskHuman,
+    /// GET a public URL through the egress guard (text only, capped).
+    Fetch,
+}
+
+impl Builtin {
+    /// Every builtin, by name.
+    pub const ALL: [(&'static str, Builtin); 2] =
+        [("ask_human", Self::AskHuman), ("fetch", Self::Fetch)];
+
+    /// The tool name.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::AskHuman => "ask_human",
+            Self::Fetch => "fetch",
+        }
+    }
+
+    /// Looks a builtin up by name.
+    #[must_use]
+    pub fn by_name(name: &str) -> Option<Self> {
+        Self::ALL.iter().find(|(n, _)| *n == name).map(|(_, b)| *b)
+    }
+}
+
+/// Authentication of a tenant API (`auth.scheme`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ApiAuth {
+    /// `Authorization: Bearer <credential>`.
+    Bearer,
+    /// `<header>: <credential>`.
+    Header(String),
+    /// HTTP basic; the credential is a mapping with `username` and `password`.
+    Basic,
+    /// The credential as query parameter `<param>`, overriding a declared one.
+    Query(String),
+}
+
+/// HTTP method of an API operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    /// GET: no body.
+    Get,
+    /// POST: JSON body.
+    Post,
+}
+
+/// One operation of a `type: api` declaration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApiOperation {
+    /// The declaration's slug (`erp-cliente`).
+    pub slug: String,
+    /// The operation's name (`buscar_cliente`).
+    pub operation: String,
+    /// The connection supplying `base_url` and the credential.
+    pub connection: String,
+    /// How the credential is sent.
+    pub auth: ApiAuth,
+    /// GET or POST.
+    pub method: Method,
+    /// Path template, starting with `/`, with `{name}` placeholders.
+    pub path: String,
+    /// Query template, in declaration order.
+    pub query: Vec<(String, String)>,
+    /// JSON body template (POST).
+    pub body: Option<Value>,
+    /// Parameters whose value may contain `/` in the path.
+    pub allow_slashes: Vec<String>,
+    /// Dotted path selecting part of the JSON response.
+    pub select: Option<String>,
+}
+
+/// Authentication of a tenant or connection MCP server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum McpAuth {
+    /// No credential.
+    None,
+    /// `Authorization: Bearer <credential>`.
+    Bearer,
+    /// `<header>: <credential>`.
+    Header(String),
+}
+
+/// Which MCP protocol revision an upstream speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum McpProtocol {
+    /// Session-era lifecycle (`initialize`), the default.
+    #[default]
+    Legacy,
+    /// Probe `server/discover`, fall back to `initialize`.
+    Auto,
+    /// The 2026-07-28 revision.
+    Rev20260728,
+}
+
+impl McpProtocol {
+    /// Accepted spellings.
+    pub const WORDS: [&'static str; 3] = ["legacy", "auto", "2026-07-28"];
+
+    pub(crate) fn parse(word: &str) -> Option<Self> {
+        match word {
+            "legacy" => Some(Self::Legacy),
+            "auto" => Some(Self::Auto),
+            "2026-07-28" => Some(Self::Rev20260728),
+            _ => None,
+        }
+    }
+
+    /// The spelling.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Legacy => "legacy",
+            Self::Auto => "auto",
+            Self::Rev20260728 => "2026-07-28",
+        }
+    }
+}
+
+/// One tool of an inline `type: mcp` declaration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct McpInlineTool {
+    /// The declaration's slug (`soporte`).
+    pub slug: String,
+    /// The tool's name on the server, as given (`buscar_ticket`).
+    pub remote_name: String,
+    /// The connection supplying `base_url` and the credential.
+    pub connection: String,
+    /// Path of the MCP endpoint on the connection's base URL.
+    pub path: String,
+    /// How the credential is sent.
+    pub auth: McpAuth,
+    /// Protocol revision spoken by the server.
+    pub protocol: McpProtocol,
+}
+
+/// One tool of a connection file's server.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConnectionTool {
+    /// The connection file's namespace (`crm`).
+    pub namespace: String,
+    /// The tool's name on the server.
+    pub remote_name: String,
+}

@@ -1,0 +1,167 @@
+//! `type: mcp` tools (seed 001): a tenant MCP server with a snapshot of its tools inline.
+//! Built with no DNS and no network; each tool is `<slug with _>_<tool normalized>`.
+
+use crate::connection::{effect, header_name, protocol};
+use crate::declared::{Declared, approval, declare, non_empty_list, rate_limit, writes_and_mode};
+use crate::diag::Diag;
+use crate::fields::Fields;
+use crate::names::{check_slug, normalize_tool, slug_prefix};
+use crate::schema::check_input_schema;
+use crate::tool::{McpAuth, McpInlineTool, Policy, ToolSource};
+use crate::tree::Node;
+
+/// Longest slug of a `type: mcp` declaration.
+pub const MAX_MCP_SLUG: usize = 30;
+/// Longest remote tool name.
+pub const MAX_REMOTE_TOOL_NAME: usize = 128;
+
+pub(crate) const KEYS: [&str; 11] = [
+    "name",
+    "type",
+    "connection",
+    "path",
+    "auth",
+    "tools",
+    "description",
+    "rate_limit",
+    "approval",
+    "effect",
+    "protocol",
+];
+const TOOL_KEYS: [&str; 5] = ["name", "description", "input_schema", "writes", "mode"];
+
+/// Reads one `type: mcp` entry of `spec.tools` into one tool per snapshot entry.
+pub(crate) fn read_mcp(f: &Fields<'_>, d: &mut Diag) -> Vec<Declared> {
+    let slug = f.req_str("name", d).filter(|s| {
+        check_slug(s, MAX_MCP_SLUG)
+            .map_err(|r| d.push(f.key_at("name"), &f.key("name"), r))
+            .is_ok()
+    });
+    let connection = f.req_str("connection", d);
+    let path = f.req_str("path", d).filter(|p| {
+        check_path(p)
+            .map_err(|r| d.push(f.key_at("path"), &f.key("path"), r))
+            .is_ok()
+    });
+    let auth = f
+        .required("auth", d)
+        .and_then(|n| auth(n, &f.key("auth"), d));
+    if f.has("description") {
+        f.opt_str("description", d);
+    }
+    let policy = Policy {
+        approval: approval(f, d).unwrap_or_default(),
+        effect: effect(f, d).unwrap_or_default(),
+        rate_limit: rate_limit(f, d),
+        ..Policy::default()
+    };
+    let protocol = protocol(f, d);
+    let entries: Vec<Entry> = non_empty_list(f, "tools", "tool", d)
+        .into_iter()
+        .filter_map(|(path, node)| entry(node, &path, d))
+        .collect();
+    let (Some(slug), Some(connection), Some(path), Some(auth), Some(protocol)) =
+        (slug, connection, path, auth, protocol)
+    else {
+        return Vec::new();
+    };
+    let prefix = slug_prefix(&slug);
+    entries
+        .into_iter()
+        .filter_map(|e| {
+            let source = ToolSource::McpInline(McpInlineTool {
+                slug: slug.clone(),
+                remote_name: e.name.clone(),
+                connection: connection.clone(),
+                path: path.clone(),
+                auth: auth.clone(),
+                protocol,
+            });
+            let policy = Policy {
+                writes: e.writes,
+                mode: e.mode,
+                ..policy.clone()
+            };
+            let final_name = format!("{prefix}_{}", normalize_tool(&e.name));
+            declare(
+                &final_name,
+                e.description,
+                e.schema,
+                source,
+                policy,
+                (e.at, &e.path),
+                d,
+            )
+        })
+        .collect()
+}
+
+/// The endpoint path: starts with `/`, no query, no fragment.
+fn check_path(path: &str) -> Result<(), String> {
+    if !path.starts_with('/') || path.starts_with("//") {
+        return Err(format!("`{path}` must start with a single `/`"));
+    }
+    if path.contains(['?', '#']) {
+        return Err(format!("`{path}` cannot have a query or fragment"));
+    }
+    Ok(())
+}
+
+fn auth(node: &Node, path: &str, d: &mut Diag) -> Option<McpAuth> {
+    let f = Fields::open(node, path, &["scheme", "header"], d)?;
+    match f.req_str("scheme", d)?.as_str() {
+        "bearer" => Some(McpAuth::Bearer),
+        "header" => header_name(&f, d).map(McpAuth::Header),
+        other => {
+            d.push(
+                f.key_at("scheme"),
+                &f.key("scheme"),
+                format!(
+                    "`{other}` is not an auth scheme for an MCP server; use `bearer` or `header`"
+                ),
+            );
+            None
+        }
+    }
+}
+
+struct Entry {
+    name: String,
+    description: String,
+    schema: serde_json::Value,
+    writes: bool,
+    mode: crate::policy::Mode,
+    at: crate::tree::Pos,
+    path: String,
+}
+
+fn entry(node: &Node, path: &str, d: &mut Diag) -> Option<Entry> {
+    let f = Fields::open(node, path, &TOOL_KEYS, d)?;
+    let name = f.req_str("name", d).filter(|n| {
+        let ok = !n.is_empty() && n.chars().count() <= MAX_REMOTE_TOOL_NAME;
+        if !ok {
+            d.push(
+                f.key_at("name"),
+                &f.key("name"),
+                format!("a tool name has 1 to {MAX_REMOTE_TOOL_NAME} characters"),
+            );
+        }
+        ok
+    });
+    let description = f.req_str("description", d);
+    let schema = f.required("input_schema", d).map(|n| {
+        let schema = n.to_json();
+        check_input_schema(&schema, f.key_at("input_schema"), &f.key("input_schema"), d);
+        schema
+    });
+    let (writes, mode) = writes_and_mode(&f, d)?;
+    Some(Entry {
+        name: name?,
+        description: description?,
+        schema: schema?,
+        writes,
+        mode,
+        at: f.key_at("name"),
+        path: f.key("name"),
+    })
+}

@@ -1,0 +1,88 @@
+//! Typed values shared by several declaration formats: durations, credential paths,
+//! identifiers.
+
+use std::time::Duration;
+
+use crate::diag::Diag;
+use crate::names::CredentialPath;
+use crate::tree::{Node, NodeValue};
+
+/// Reads a duration written as `<number><unit>` with unit `ms`, `s`, `m`, `h` or `d`.
+pub(crate) fn duration(node: &Node, path: &str, d: &mut Diag) -> Option<Duration> {
+    let parsed = match &node.value {
+        NodeValue::Str(text) => parse_duration(text),
+        _ => None,
+    };
+    if parsed.is_none() {
+        d.push(
+            node.at,
+            path,
+            "expected a duration such as `30s`, `15m`, `12h` or `7d`",
+        );
+    }
+    parsed
+}
+
+pub(crate) fn parse_duration(text: &str) -> Option<Duration> {
+    let split = text.find(|c: char| !c.is_ascii_digit())?;
+    let (number, unit) = text.split_at(split);
+    let n: u64 = number.parse().ok()?;
+    let secs = match unit {
+        "ms" => return Some(Duration::from_millis(n)),
+        "s" => n,
+        "m" => n.checked_mul(60)?,
+        "h" => n.checked_mul(3600)?,
+        "d" => n.checked_mul(86_400)?,
+        _ => return None,
+    };
+    Some(Duration::from_secs(secs))
+}
+
+/// Reads a credential path.
+pub(crate) fn credential_path(node: &Node, path: &str, d: &mut Diag) -> Option<CredentialPath> {
+    let Some(text) = node.as_str() else {
+        d.push(
+            node.at,
+            path,
+            format!(
+                "expected a credential path such as `crm.mcp_token`, found {}",
+                node.kind()
+            ),
+        );
+        return None;
+    };
+    CredentialPath::try_from(text)
+        .map_err(|reason| d.push(node.at, path, reason))
+        .ok()
+}
+
+/// Checks a configuration identifier (connection names): `^[a-z][a-z0-9_]{0,63}$`.
+pub(crate) fn identifier(name: &str) -> Result<(), String> {
+    let ok = name.len() <= 64
+        && name.as_bytes().first().is_some_and(u8::is_ascii_lowercase)
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "`{name}` is not a valid name: use lowercase letters, digits and `_`, starting with a letter"
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("7d"), Some(Duration::from_secs(604_800)));
+        assert_eq!(parse_duration("250ms"), Some(Duration::from_millis(250)));
+        assert_eq!(parse_duration("30s"), Some(Duration::from_secs(30)));
+        assert_eq!(parse_duration("7"), None);
+        assert_eq!(parse_duration("d"), None);
+        assert_eq!(parse_duration("1w"), None);
+    }
+}

@@ -1,0 +1,9 @@
+//! Integration tests of declaration loading: examples, every rule, all-errors-at-once,
+//! digests and names.
+
+#![allow(clippy::unwrap_used, missing_docs)]
+
+mod digest;
+mod examples;
+mod rules;
+mod support;

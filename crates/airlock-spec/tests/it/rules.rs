@@ -1,0 +1,171 @@
+//! Rules that need more than one file or a particular setup, and all-errors-at-once.
+
+use crate::support::{Dir, agent};
+
+#[test]
+fn five_mistakes_in_one_file_are_all_reported_with_their_lines() {
+    let tools = "    - name: erp-cliente
+      type: api
+      connection: erp_main
+      auth: { scheme: bearer }
+      operations:
+        - name: BuscarCliente
+          description: Find.
+          writes: 0
+          request: { method: PUT, path: clientes }
+        - name: crear
+          description: Create.
+          writes: true
+          request: { method: POST, path: /x }
+";
+    let dir = Dir::new().file("agents/five.yml", &agent("five", tools));
+    let errors = dir.errors();
+    assert_eq!(errors.len(), 5, "{errors:#?}");
+    let lines: Vec<&str> = errors
+        .iter()
+        .map(|e| e.split(':').nth(1).unwrap())
+        .collect();
+    assert_eq!(lines, ["14", "16", "17", "17", "20"]);
+    assert!(errors[0].contains("`BuscarCliente` is not snake_case"));
+    assert!(errors[1].contains("expected `true` or `false`, found an integer"));
+    assert!(errors.iter().any(|e| e.contains("`PUT` is not allowed")));
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.contains("`clientes` must start with `/`"))
+    );
+    assert!(errors[4].contains("a write must declare `mode: propose`"));
+}
+
+#[test]
+fn errors_span_files_and_are_sorted() {
+    let dir = Dir::new()
+        .file(
+            "agents/b.yml",
+            &agent("b", "    - type: builtin\n      name: nope\n"),
+        )
+        .file(
+            "agents/a.yml",
+            &agent("a", "    - type: builtin\n      name: nope\n"),
+        )
+        .file(
+            "connections/crm.yml",
+            "url: http://crm.example.com/mcp\nauth: { type: bearer, credential: crm.t }\n",
+        );
+    let errors = dir.errors();
+    assert_eq!(errors.len(), 3);
+    assert!(errors[0].starts_with("agents/a.yml:10:"));
+    assert!(errors[1].starts_with("agents/b.yml:10:"));
+    assert!(errors[2].starts_with("connections/crm.yml:1:1: url: credentials require https"));
+}
+
+#[test]
+fn collisions_are_refused_whichever_is_declared_first() {
+    let api = "    - name: ask\n      type: api\n      connection: erp_main\n      auth: { scheme: bearer }\n      operations:\n        - name: human\n          description: Ask.\n          writes: false\n          request: { method: GET, path: /x }\n";
+    let builtin = "    - type: builtin\n      name: ask_human\n";
+    for tools in [format!("{api}{builtin}"), format!("{builtin}{api}")] {
+        let errors = Dir::new()
+            .file("agents/c.yml", &agent("c", &tools))
+            .errors();
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert!(
+            errors[0].contains("tool `ask_human` collides with the tool declared at"),
+            "{}",
+            errors[0]
+        );
+    }
+}
+
+#[test]
+fn placeholders_must_name_parameters() {
+    let tools = "    - name: erp\n      type: api\n      connection: erp_main\n      auth: { scheme: bearer }\n      operations:\n        - name: get\n          description: Get.\n          writes: false\n          parameters: { id: { type: string, required: true } }\n          request: { method: GET, path: '/x/{id}/{other}' }\n";
+    let errors = Dir::new().file("agents/p.yml", &agent("p", tools)).errors();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(errors[0].contains("`{other}` names no parameter of this operation"));
+}
+
+#[test]
+fn schema_limits_are_inclusive() {
+    // Levels: root 1, properties 2, x 3, properties 4, x 5, properties 6, x 7, items 8.
+    let leaf = |items: serde_json::Value| serde_json::json!({"type": "object", "properties": {"x": {"type": "object", "properties": {"x": {"type": "object", "properties": {"x": {"type": "array", "items": items}}}}}}});
+    let tool = |schema: &serde_json::Value| {
+        format!(
+            "    - name: s\n      type: mcp\n      connection: soporte_mcp\n      path: /mcp\n      auth: {{ scheme: bearer }}\n      tools:\n        - name: t\n          description: T.\n          writes: false\n          input_schema: {schema}\n"
+        )
+    };
+    let eight = leaf(serde_json::json!({"type": "string"}));
+    assert_eq!(
+        Dir::new()
+            .file("agents/s.yml", &agent("s", &tool(&eight)))
+            .errors(),
+        Vec::<String>::new()
+    );
+    let nine = leaf(serde_json::json!({"type": "string", "enum": ["a"]}));
+    let errors = Dir::new()
+        .file("agents/s.yml", &agent("s", &tool(&nine)))
+        .errors();
+    assert_eq!(errors.len(), 1);
+    assert!(errors[0].contains("9 levels deep; the limit is 8"));
+}
+
+#[test]
+fn loading_inline_mcp_tools_is_offline() {
+    // A name that cannot resolve: if loading touched DNS or the network it would fail or hang;
+    // the binary crate proves the absence of network syscalls with strace.
+    let toml = "[connections.soporte_mcp]\nbase_url = \"https://tenant.airlock-test.invalid\"\ncredential = \"s.k\"\n";
+    let tools = "    - name: s\n      type: mcp\n      connection: soporte_mcp\n      path: /mcp\n      auth: { scheme: bearer }\n      tools:\n        - name: t\n          description: T.\n          writes: false\n          input_schema: { type: object }\n";
+    let dir = Dir::new()
+        .file("airlock.toml", toml)
+        .file("agents/s.yml", &agent("s", tools));
+    let deployment = dir.load().unwrap();
+    assert_eq!(deployment.agent_scope("s").unwrap().tools().len(), 1);
+}
+
+#[test]
+fn airlock_toml_problems_are_all_reported() {
+    let toml = "listen = \"nowhere\"\napproval_ttl = \"1 week\"\nsurprise = 1\n[egress]\nallow = [\"10.0.0.0/8\", \"bad host!\"]\nports = [0]\n";
+    let errors = Dir::new().file("airlock.toml", toml).errors();
+    assert_eq!(errors.len(), 5, "{errors:#?}");
+    assert!(errors[0].starts_with("airlock.toml:1:1: listen: `nowhere` is not an address"));
+    assert!(errors[1].starts_with("airlock.toml:2:16: approval_ttl: expected a duration"));
+    assert!(errors[2].starts_with("airlock.toml:3:1: surprise: unknown key `surprise`"));
+    assert!(errors[3].contains("egress.allow[1]: `bad host!` is neither a CIDR"));
+    assert!(errors[4].contains("egress.ports[0]: expected a port number"));
+}
+
+#[test]
+fn airlock_toml_defaults() {
+    let dir = Dir::new().file("airlock.toml", "");
+    let d = dir.load().unwrap();
+    assert_eq!(d.config.listen.to_string(), "127.0.0.1:8080");
+    assert_eq!(
+        d.config.approval_ttl,
+        std::time::Duration::from_secs(7 * 86_400)
+    );
+    assert_eq!(
+        d.config.database_url,
+        format!("sqlite://{}", dir.path().join("airlock.sqlite").display())
+    );
+    assert!(
+        d.config.mcp.tokens.is_empty(),
+        "no MCP principal unless configured"
+    );
+    assert!(d.config.egress.allow_cidrs.is_empty() && d.config.egress.allow_hosts.is_empty());
+    assert_eq!(d.config.egress.body_cap, 5 * 1024 * 1024);
+}
+
+#[test]
+fn duplicate_yaml_keys_are_refused() {
+    let errors = Dir::new()
+        .file(
+            "connections/crm.yml",
+            "url: https://a.example.com/mcp\nurl: https://b.example.com/mcp\n",
+        )
+        .errors();
+    assert_eq!(
+        errors,
+        [
+            "connections/crm.yml:2:1: duplicate key `url` (first at line 1); a second value would silently replace the first"
+        ]
+    );
+}

@@ -1,0 +1,138 @@
+//! `airlock check DIR [--json]`: validate offline, print each scope's tools and digest.
+//! Exit status 1 when any declaration is invalid.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use airlock_spec::{Deployment, Scope, ScopeId, SpecErrors, ToolSpec};
+use serde_json::{Value, json};
+
+/// Arguments of `airlock check`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// The deployment directory.
+    dir: PathBuf,
+    /// Print JSON instead of tables.
+    #[arg(long)]
+    json: bool,
+}
+
+pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
+    match Deployment::load(&args.dir) {
+        Ok(deployment) => {
+            let scopes = scopes(&deployment);
+            if args.json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(
+                        &json!({"ok": true, "scopes": scopes.iter().map(scope_json).collect::<Vec<_>>()})
+                    )?
+                );
+            } else {
+                scopes.iter().for_each(print_scope);
+                print_connections(&deployment);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(errors) => {
+            report(&args.dir, &errors, args.json)?;
+            Ok(ExitCode::FAILURE)
+        }
+    }
+}
+
+fn scopes(deployment: &Deployment) -> Vec<Scope> {
+    let agents = deployment
+        .agents
+        .keys()
+        .filter_map(|name| deployment.agent_scope(name));
+    std::iter::once(deployment.gateway_scope())
+        .chain(agents)
+        .collect()
+}
+
+fn scope_label(scope: &Scope) -> String {
+    match &scope.id {
+        ScopeId::Gateway => "gateway (/mcp)".to_owned(),
+        ScopeId::Agent(name) => format!("agent {name} (/agents/{name}/mcp)"),
+    }
+}
+
+fn row(tool: &ToolSpec) -> [String; 6] {
+    let p = &tool.policy;
+    [
+        tool.definition.name.to_string(),
+        tool.source.kind().to_string(),
+        p.approval.to_string(),
+        p.effect.to_string(),
+        p.mode.to_string(),
+        p.rate_limit.map_or_else(
+            || "-".to_owned(),
+            |r| format!("{}/{}s", r.requests, r.per.as_secs()),
+        ),
+    ]
+}
+
+fn print_scope(scope: &Scope) {
+    println!("{}  digest {}", scope_label(scope), scope.digest());
+    let header = ["TOOL", "SOURCE", "APPROVAL", "EFFECT", "MODE", "RATE LIMIT"].map(str::to_owned);
+    let rows: Vec<[String; 6]> = std::iter::once(header)
+        .chain(scope.tools().iter().map(row))
+        .collect();
+    let widths: Vec<usize> = (0..6)
+        .map(|i| rows.iter().map(|r| r[i].len()).max().unwrap_or(0))
+        .collect();
+    for r in &rows {
+        let cells: Vec<String> = r
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
+        println!("  {}", cells.join("  ").trim_end());
+    }
+    if scope.tools().is_empty() {
+        println!("  (no tools declared; connection tools appear after discovery)");
+    }
+    println!();
+}
+
+fn print_connections(deployment: &Deployment) {
+    for c in &deployment.connections {
+        println!(
+            "connection {}: tools {}__* are discovered at boot (approval {}, effect {})",
+            c.namespace, c.namespace, c.approval, c.effect
+        );
+    }
+}
+
+fn scope_json(scope: &Scope) -> Value {
+    let tools: Vec<Value> = scope
+        .tools()
+        .iter()
+        .map(|t| {
+            let [name, source, approval, effect, mode, rate_limit] = row(t);
+            json!({"name": name, "source": source, "approval": approval, "effect": effect, "mode": mode, "rate_limit": rate_limit})
+        })
+        .collect();
+    json!({"scope": scope_label(scope), "digest": scope.digest(), "tools": tools})
+}
+
+fn report(dir: &std::path::Path, errors: &SpecErrors, json: bool) -> anyhow::Result<()> {
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json!({"ok": false, "errors": errors.0}))?
+        );
+    } else {
+        eprintln!(
+            "{} problem{} in {}:",
+            errors.0.len(),
+            if errors.0.len() == 1 { "" } else { "s" },
+            dir.display()
+        );
+        for issue in &errors.0 {
+            eprintln!("  {issue}");
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,21 @@
+//! End-to-end tests of the `airlock` command.
+
+#![allow(clippy::unwrap_used, missing_docs)]
+
+mod check;
+mod credentials;
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+pub(crate) fn airlock() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_airlock"))
+}
+
+pub(crate) fn examples() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples")
+}
+
+pub(crate) fn text(out: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+}
