@@ -156,7 +156,10 @@ fn model(node: &Node, d: &mut Diag) -> Option<ModelSpec> {
         .get("credential")
         .and_then(|n| credential_path(n, "spec.model.credential", d));
     let endpoint = f.opt_str("endpoint", d);
-    if let Some(Err(reason)) = endpoint.as_ref().map(|url| check_credential_url(url, credential.is_some())) {
+    if let Some(Err(reason)) = endpoint
+        .as_ref()
+        .map(|url| check_credential_url(url, credential.is_some()))
+    {
         d.push(f.key_at("endpoint"), "spec.model.endpoint", reason);
     }
     Some(ModelSpec {

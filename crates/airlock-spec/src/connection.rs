@@ -92,7 +92,10 @@ pub(crate) fn read_connection(
         .get("approval_ttl")
         .and_then(|n| duration(n, "approval_ttl", d));
     let with_credential = auth.as_ref().is_some_and(|a| *a != McpAuth::None);
-    if let Some(Err(reason)) = url.as_ref().map(|url| check_credential_url(url, with_credential)) {
+    if let Some(Err(reason)) = url
+        .as_ref()
+        .map(|url| check_credential_url(url, with_credential))
+    {
         d.push(f.key_at("url"), "url", reason);
     }
     Some(ConnectionSpec {

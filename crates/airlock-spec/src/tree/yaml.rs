@@ -214,7 +214,10 @@ fn scalar(text: &str, style: ScalarStyle, forced_str: bool) -> NodeValue {
     if let Some(i) = parse_int(text) {
         return NodeValue::Int(i);
     }
-    if let Some(f) = looks_like_float(text).then(|| text.parse::<f64>().ok()).flatten() {
+    if let Some(f) = looks_like_float(text)
+        .then(|| text.parse::<f64>().ok())
+        .flatten()
+    {
         return NodeValue::Float(f);
     }
     NodeValue::Str(text.to_owned())

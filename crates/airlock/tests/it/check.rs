@@ -4,28 +4,48 @@ use crate::{airlock, examples, text};
 
 #[test]
 fn quickstart_passes_and_prints_each_scope() {
-    let out = airlock().arg("check").arg(examples().join("quickstart")).output().unwrap();
+    let out = airlock()
+        .arg("check")
+        .arg(examples().join("quickstart"))
+        .output()
+        .unwrap();
     assert!(out.status.success(), "{}", text(&out));
     let stdout = String::from_utf8(out.stdout).unwrap();
     assert!(stdout.contains("gateway (/mcp)  digest "));
     assert!(stdout.contains("agent support (/agents/support/mcp)  digest "));
-    assert!(stdout.contains("erp_cliente_crear_pedido    api      never     at_most_once  propose  60/60s"), "{stdout}");
+    assert!(
+        stdout.contains(
+            "erp_cliente_crear_pedido    api      never     at_most_once  propose  60/60s"
+        ),
+        "{stdout}"
+    );
     assert!(stdout.contains("connection crm: tools crm__* are discovered at boot (approval once, effect at_most_once)"), "{stdout}");
 }
 
 #[test]
 fn quickstart_json_lists_tools() {
-    let out = airlock().args(["check", "--json"]).arg(examples().join("quickstart")).output().unwrap();
+    let out = airlock()
+        .args(["check", "--json"])
+        .arg(examples().join("quickstart"))
+        .output()
+        .unwrap();
     assert!(out.status.success());
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["ok"], true);
-    assert_eq!(v["scopes"][2]["tools"][1]["name"], "erp_cliente_crear_pedido");
+    assert_eq!(
+        v["scopes"][2]["tools"][1]["name"],
+        "erp_cliente_crear_pedido"
+    );
     assert_eq!(v["scopes"][2]["tools"][1]["mode"], "propose");
 }
 
 #[test]
 fn invalid_fails_listing_every_error() {
-    let out = airlock().arg("check").arg(examples().join("invalid")).output().unwrap();
+    let out = airlock()
+        .arg("check")
+        .arg(examples().join("invalid"))
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8(out.stderr).unwrap();
     let golden = std::fs::read_to_string(examples().join("invalid/expected-errors.txt")).unwrap();
@@ -40,13 +60,24 @@ fn invalid_fails_listing_every_error() {
 fn check_does_no_network_io() {
     let strace = std::path::Path::new("/usr/bin/strace");
     if !strace.exists() {
-        assert!(std::env::var_os("CI").is_none(), "strace is required in CI (.ci/run installs it)");
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "strace is required in CI (.ci/run installs it)"
+        );
         eprintln!("strace not installed; skipping outside CI");
         return;
     }
     let log = tempfile::NamedTempFile::new().unwrap();
     let out = std::process::Command::new(strace)
-        .args(["-f", "-qq", "-e", "trace=%network", "-e", "signal=none", "-o"])
+        .args([
+            "-f",
+            "-qq",
+            "-e",
+            "trace=%network",
+            "-e",
+            "signal=none",
+            "-o",
+        ])
         .arg(log.path())
         .arg(env!("CARGO_BIN_EXE_airlock"))
         .arg("check")
@@ -55,6 +86,12 @@ fn check_does_no_network_io() {
         .unwrap();
     assert!(out.status.success(), "{}", text(&out));
     let calls = std::fs::read_to_string(log.path()).unwrap();
-    let network: Vec<&str> = calls.lines().filter(|l| !l.contains("exited with") && !l.trim().is_empty()).collect();
-    assert!(network.is_empty(), "network syscalls during check: {network:#?}");
+    let network: Vec<&str> = calls
+        .lines()
+        .filter(|l| !l.contains("exited with") && !l.trim().is_empty())
+        .collect();
+    assert!(
+        network.is_empty(),
+        "network syscalls during check: {network:#?}"
+    );
 }

@@ -9,7 +9,11 @@ const SECRET: &str = "sk-live-5d41402abc4b2a76b9719d911017c592";
 
 fn deployment() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("airlock.toml"), "[[mcp.tokens]]\ncredential = \"airlock.mcp_token\"\nprincipal = \"ci\"\n").unwrap();
+    std::fs::write(
+        dir.path().join("airlock.toml"),
+        "[[mcp.tokens]]\ncredential = \"airlock.mcp_token\"\nprincipal = \"ci\"\n",
+    )
+    .unwrap();
     dir
 }
 
@@ -23,7 +27,12 @@ fn set(dir: &std::path::Path, path: &str, value: &str) -> std::process::Output {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    child.stdin.take().unwrap().write_all(value.as_bytes()).unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(value.as_bytes())
+        .unwrap();
     child.wait_with_output().unwrap()
 }
 
@@ -43,14 +52,24 @@ fn set_encrypts_and_no_output_shows_the_value() {
     let key = std::fs::read_to_string(dir.path().join("master.key")).unwrap();
     assert_eq!(key.trim().len(), 64);
 
-    let out = airlock().args(["credentials", "show-paths", "--dir"]).arg(dir.path()).output().unwrap();
+    let out = airlock()
+        .args(["credentials", "show-paths", "--dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
     assert!(out.status.success(), "{}", text(&out));
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "airlock.mcp_token\ncrm.mcp_token\n");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "airlock.mcp_token\ncrm.mcp_token\n"
+    );
     outputs += &text(&out);
 
     let out = airlock().args(["check"]).arg(dir.path()).output().unwrap();
     outputs += &text(&out);
-    assert!(!outputs.contains(SECRET), "a credential value leaked into output");
+    assert!(
+        !outputs.contains(SECRET),
+        "a credential value leaked into output"
+    );
 }
 
 #[test]
@@ -65,6 +84,9 @@ fn wrong_master_key_is_refused_without_leaking() {
         .unwrap();
     assert!(!out.status.success());
     let all = text(&out);
-    assert!(all.contains("the master key does not open this file"), "{all}");
+    assert!(
+        all.contains("the master key does not open this file"),
+        "{all}"
+    );
     assert!(!all.contains(SECRET));
 }
