@@ -10,12 +10,12 @@ use ipnet::IpNet;
 
 use crate::diag::Diag;
 use crate::fields::Fields;
-use crate::names::CredentialPath;
+use crate::names::{CredentialPath, check_identifier};
 use crate::policy::{Approval, Effect};
 use crate::tool::{Builtin, Policy};
 use crate::tree::{Node, Pos};
 use crate::urls::check_credential_url;
-use crate::values::{credential_path, duration, identifier};
+use crate::values::{credential_path, duration};
 
 /// Default listen address.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
@@ -324,7 +324,7 @@ fn connections(node: &Node, d: &mut Diag) -> BTreeMap<String, ApiConnection> {
     };
     for entry in f.entries() {
         let path = f.key(&entry.key);
-        if let Err(reason) = identifier(&entry.key) {
+        if let Err(reason) = check_identifier(&entry.key) {
             d.push(entry.key_at, &path, reason);
         }
         let Some(c) = Fields::open(&entry.value, &path, &["base_url", "credential"], d) else {

@@ -82,6 +82,17 @@ pub(crate) fn rate_limit(f: &Fields<'_>, d: &mut Diag) -> Option<RateLimit> {
     })
 }
 
+/// Reads the keys every api/mcp declaration shares: `description` (type only; the model sees
+/// the operations' descriptions), `approval` and `rate_limit`.
+pub(crate) fn shared_policy(f: &Fields<'_>, d: &mut Diag) -> Policy {
+    f.opt_str("description", d);
+    Policy {
+        approval: approval(f, d).unwrap_or_default(),
+        rate_limit: rate_limit(f, d),
+        ..Policy::default()
+    }
+}
+
 /// Reads an optional `approval` word (default `never`).
 pub(crate) fn approval(f: &Fields<'_>, d: &mut Diag) -> Option<Approval> {
     f.word::<Approval>("approval", d)

@@ -86,14 +86,18 @@ pub(crate) fn check_slug(slug: &str, max: usize) -> Result<(), String> {
     Ok(())
 }
 
-/// Checks a snake_case identifier (operation names).
-pub(crate) fn check_snake(name: &str) -> Result<(), String> {
-    let ok = name.as_bytes().first().is_some_and(u8::is_ascii_lowercase)
-        && name.split('_').all(|w| !w.is_empty())
+/// Lowercase letters, digits and `_`, starting with a letter: the shape shared by operation
+/// names, namespaces and configuration names.
+fn is_lower_ident(name: &str) -> bool {
+    name.as_bytes().first().is_some_and(u8::is_ascii_lowercase)
         && name
             .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
-    if ok {
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+}
+
+/// Checks a snake_case identifier (operation names).
+pub(crate) fn check_snake(name: &str) -> Result<(), String> {
+    if is_lower_ident(name) && name.split('_').all(|w| !w.is_empty()) {
         Ok(())
     } else {
         Err(format!(
@@ -104,20 +108,24 @@ pub(crate) fn check_snake(name: &str) -> Result<(), String> {
 
 /// Checks a connection file's namespace (its file stem): `^[a-z][a-z0-9_]{0,31}$`.
 ///
-/// No `-` and no `__`, so `<namespace>__<tool>` splits back unambiguously.
+/// No `__` and no trailing `_`, so `<namespace>__<tool>` splits back unambiguously.
 pub(crate) fn check_namespace(name: &str) -> Result<(), String> {
-    let ok = name.len() <= 32
-        && name.as_bytes().first().is_some_and(u8::is_ascii_lowercase)
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
-        && !name.contains("__")
-        && !name.ends_with('_');
-    if ok {
+    if name.len() <= 32 && is_lower_ident(name) && !name.contains("__") && !name.ends_with('_') {
         Ok(())
     } else {
         Err(format!(
             "`{name}` cannot be a namespace: use 1-32 characters of lowercase letters, digits and single `_`, starting with a letter (the file name becomes the tool prefix `{name}__`)"
+        ))
+    }
+}
+
+/// Checks a configuration name (`[connections.<name>]`): `^[a-z][a-z0-9_]{0,63}$`.
+pub(crate) fn check_identifier(name: &str) -> Result<(), String> {
+    if name.len() <= 64 && is_lower_ident(name) {
+        Ok(())
+    } else {
+        Err(format!(
+            "`{name}` is not a valid name: use lowercase letters, digits and `_`, starting with a letter"
         ))
     }
 }

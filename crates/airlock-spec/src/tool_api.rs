@@ -4,7 +4,7 @@
 use serde_json::Value;
 
 use crate::declared::{
-    Declared, approval, declare, description, non_empty_list, rate_limit, writes_and_mode,
+    Declared, declare, description, non_empty_list, shared_policy, writes_and_mode,
 };
 use crate::diag::Diag;
 use crate::fields::Fields;
@@ -68,14 +68,7 @@ pub(crate) fn read_api(f: &Fields<'_>, d: &mut Diag) -> Vec<Declared> {
     let auth = f
         .required("auth", d)
         .and_then(|n| auth(n, &f.key("auth"), d));
-    if f.has("description") {
-        f.opt_str("description", d);
-    }
-    let policy = Policy {
-        approval: approval(f, d).unwrap_or_default(),
-        rate_limit: rate_limit(f, d),
-        ..Policy::default()
-    };
+    let policy = shared_policy(f, d);
     let operations: Vec<Operation> = non_empty_list(f, "operations", "operation", d)
         .into_iter()
         .filter_map(|(path, node)| operation(node, &path, d))

@@ -2,7 +2,7 @@
 //! Built with no DNS and no network; each tool is `<slug with _>_<tool normalized>`.
 
 use crate::connection::{effect, header_name, protocol};
-use crate::declared::{Declared, approval, declare, non_empty_list, rate_limit, writes_and_mode};
+use crate::declared::{Declared, declare, non_empty_list, shared_policy, writes_and_mode};
 use crate::diag::Diag;
 use crate::fields::Fields;
 use crate::names::{check_slug, normalize_tool, slug_prefix};
@@ -46,14 +46,9 @@ pub(crate) fn read_mcp(f: &Fields<'_>, d: &mut Diag) -> Vec<Declared> {
     let auth = f
         .required("auth", d)
         .and_then(|n| auth(n, &f.key("auth"), d));
-    if f.has("description") {
-        f.opt_str("description", d);
-    }
     let policy = Policy {
-        approval: approval(f, d).unwrap_or_default(),
         effect: effect(f, d).unwrap_or_default(),
-        rate_limit: rate_limit(f, d),
-        ..Policy::default()
+        ..shared_policy(f, d)
     };
     let protocol = protocol(f, d);
     let entries: Vec<Entry> = non_empty_list(f, "tools", "tool", d)

@@ -1,5 +1,4 @@
-//! Typed values shared by several declaration formats: durations, credential paths,
-//! identifiers.
+//! Typed values shared by several declaration formats: durations and credential paths.
 
 use std::time::Duration;
 
@@ -54,22 +53,6 @@ pub(crate) fn credential_path(node: &Node, path: &str, d: &mut Diag) -> Option<C
     CredentialPath::try_from(text)
         .map_err(|reason| d.push(node.at, path, reason))
         .ok()
-}
-
-/// Checks a configuration identifier (connection names): `^[a-z][a-z0-9_]{0,63}$`.
-pub(crate) fn identifier(name: &str) -> Result<(), String> {
-    let ok = name.len() <= 64
-        && name.as_bytes().first().is_some_and(u8::is_ascii_lowercase)
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
-    if ok {
-        Ok(())
-    } else {
-        Err(format!(
-            "`{name}` is not a valid name: use lowercase letters, digits and `_`, starting with a letter"
-        ))
-    }
 }
 
 #[cfg(test)]
