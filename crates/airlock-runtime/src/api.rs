@@ -1,0 +1,23 @@
+//! The declarative HTTP executor for tenant APIs (seed 001 `type: api`), without the network.
+//!
+//! A call runs as three pure steps, each a function here:
+//! 1. [`ArgumentCheck::prepare`]: parameter defaults fill absent arguments, then the arguments
+//!    are validated against the tool's input schema; every violation is listed at once.
+//! 2. [`build_request`]: the connection's credential is resolved (missing → no request), the
+//!    declared path, query and body are interpolated, and the base URL is joined structurally
+//!    with an origin check. The result, an [`ApiRequest`], never shows its credential in `Debug`.
+//! 3. [`handle_response`]: status, content type and body become the tool result or a
+//!    [`ToolError`](crate::ToolError) whose kind says what the caller can do about it.
+//!
+//! Sending the request through the egress guard and rate limiting happen around these steps,
+//! in the executor.
+
+mod args;
+mod path;
+mod request;
+mod response;
+mod template;
+
+pub use args::{ArgumentCheck, prepare_arguments};
+pub use request::{ApiHeaderValue, ApiRequest, build_request};
+pub use response::{MAX_RESPONSE_BYTES, UpstreamResponse, handle_response, select};

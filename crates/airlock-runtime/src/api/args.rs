@@ -1,0 +1,185 @@
+//! Arguments of an api tool call: defaults filled, then validated against the input schema.
+//!
+//! Guarantees: a call that reaches request building has an object of arguments that satisfies
+//! the tool's input schema. A violation is a `bad_arguments` tool error listing every problem,
+//! each with its JSON pointer, so the model can correct all of them in one retry. The schema is
+//! compiled without network or file access (`jsonschema` default features are off), so a
+//! `$ref` to a remote document fails to compile instead of fetching anything.
+
+use serde_json::{Map, Value};
+
+use crate::ToolError;
+
+/// Most problems listed in one error; the rest are counted.
+const MAX_LISTED: usize = 20;
+
+/// The compiled input schema of one tool, with the defaults of its parameters.
+pub struct ArgumentCheck {
+    validator: jsonschema::Validator,
+    defaults: Vec<(String, Value)>,
+}
+
+impl std::fmt::Debug for ArgumentCheck {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ArgumentCheck")
+            .field("defaults", &self.defaults)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ArgumentCheck {
+    /// Compiles `input_schema` (once per tool; reuse it for every call).
+    ///
+    /// # Errors
+    /// `bad_declaration` when the schema does not compile.
+    pub fn new(input_schema: &Value) -> Result<Self, ToolError> {
+        let validator = jsonschema::validator_for(input_schema).map_err(|e| {
+            ToolError::bad_declaration(format!("the tool's input schema is invalid: {e}"))
+        })?;
+        let defaults = input_schema
+            .get("properties")
+            .and_then(Value::as_object)
+            .map(|props| {
+                props
+                    .iter()
+                    .filter_map(|(name, p)| Some((name.clone(), p.get("default")?.clone())))
+                    .collect()
+            })
+            .unwrap_or_default();
+        Ok(Self {
+            validator,
+            defaults,
+        })
+    }
+
+    /// Fills defaults for absent (or `null`) arguments, then validates.
+    ///
+    /// `null` as the whole argument value means "no arguments" (`{}`).
+    ///
+    /// # Errors
+    /// `bad_arguments` listing every violation, or saying the arguments are not an object.
+    pub fn prepare(&self, arguments: &Value) -> Result<Map<String, Value>, ToolError> {
+        let mut args = match arguments {
+            Value::Object(map) => map.clone(),
+            Value::Null => Map::new(),
+            _ => {
+                return Err(ToolError::bad_arguments(
+                    "the arguments must be a JSON object",
+                ));
+            }
+        };
+        // A `null` argument means "left out" (see `template`); drop it so the default applies
+        // and the schema does not reject a type it never allowed.
+        args.retain(|_, v| !v.is_null());
+        for (name, default) in &self.defaults {
+            if !args.contains_key(name) {
+                args.insert(name.clone(), default.clone());
+            }
+        }
+        let instance = Value::Object(args);
+        let problems: Vec<String> = self
+            .validator
+            .iter_errors(&instance)
+            .map(|e| {
+                let at = e.instance_path().as_str();
+                let at = if at.is_empty() { "(arguments)" } else { at };
+                format!("- {at}: {e}")
+            })
+            .collect();
+        if !problems.is_empty() {
+            let mut message = format!(
+                "the arguments do not match the tool's input schema ({} problem{}):",
+                problems.len(),
+                if problems.len() == 1 { "" } else { "s" }
+            );
+            for line in problems.iter().take(MAX_LISTED) {
+                message.push('\n');
+                message.push_str(line);
+            }
+            if problems.len() > MAX_LISTED {
+                message.push_str(&format!("\n… and {} more", problems.len() - MAX_LISTED));
+            }
+            return Err(ToolError::bad_arguments(message));
+        }
+        match instance {
+            Value::Object(args) => Ok(args),
+            _ => Ok(Map::new()),
+        }
+    }
+}
+
+/// Compiles `input_schema` and prepares `arguments` in one step (tests, one-off calls).
+///
+/// # Errors
+/// As [`ArgumentCheck::new`] and [`ArgumentCheck::prepare`].
+pub fn prepare_arguments(
+    input_schema: &Value,
+    arguments: &Value,
+) -> Result<Map<String, Value>, ToolError> {
+    ArgumentCheck::new(input_schema)?.prepare(arguments)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::ToolErrorKind;
+
+    fn schema() -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "cuit": {"type": "string"},
+                "limit": {"type": "integer", "default": 25},
+                "estado": {"type": "string", "enum": ["activo", "baja"]}
+            },
+            "required": ["cuit"]
+        })
+    }
+
+    #[test]
+    fn defaults_fill_absent_and_null_arguments() {
+        let args = prepare_arguments(&schema(), &json!({"cuit": "1", "limit": null})).unwrap();
+        assert_eq!(Value::Object(args), json!({"cuit": "1", "limit": 25}));
+        let args = prepare_arguments(&schema(), &json!({"cuit": "1", "limit": 3})).unwrap();
+        assert_eq!(args["limit"], json!(3));
+    }
+
+    #[test]
+    fn every_problem_is_listed() {
+        let e = prepare_arguments(&schema(), &json!({"limit": "x", "estado": "otro"})).unwrap_err();
+        assert_eq!(e.kind, ToolErrorKind::BadArguments);
+        assert!(
+            e.message
+                .starts_with("the arguments do not match the tool's input schema (3 problems):"),
+            "{}",
+            e.message
+        );
+        assert!(
+            e.message
+                .contains("- (arguments): \"cuit\" is a required property"),
+            "{}",
+            e.message
+        );
+        assert!(e.message.contains("- /limit: "), "{}", e.message);
+        assert!(e.message.contains("- /estado: "), "{}", e.message);
+    }
+
+    #[test]
+    fn not_an_object() {
+        let e = prepare_arguments(&schema(), &json!([1])).unwrap_err();
+        assert_eq!(e.message, "the arguments must be a JSON object");
+        let no_required = json!({"type": "object", "properties": {}});
+        assert_eq!(
+            prepare_arguments(&no_required, &Value::Null).unwrap(),
+            Map::new()
+        );
+    }
+
+    #[test]
+    fn remote_refs_do_not_compile() {
+        let e = ArgumentCheck::new(&json!({"$ref": "https://example.com/s.json"})).unwrap_err();
+        assert_eq!(e.kind, ToolErrorKind::BadDeclaration);
+    }
+}
