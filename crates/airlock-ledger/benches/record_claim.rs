@@ -1,0 +1,186 @@
+//! Ledger throughput and wake-up latency (a bench binary: `cargo bench -p airlock-ledger`).
+//!
+//! 1. The machine's single-thread durable commit rate: one SQLite transaction per iteration in
+//!    WAL mode with `synchronous = FULL` (one fsync per commit) — the baseline.
+//! 2. record + claim + finish of a no-op at-most-once call, 16 concurrent callers, on SQLite
+//!    (target ≥ 4× the baseline) and on PostgreSQL with `synchronous_commit = on` (target
+//!    ≥ 2,000 calls/s), when `AIRLOCK_TEST_DATABASE_URL` is set.
+//! 3. Decision → waiter wake-up latency (p50/p99), in-process on SQLite and across two pools
+//!    (LISTEN/NOTIFY) on PostgreSQL (target p99 < 20 ms).
+#![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use airlock_ledger::{
+    Approval, Decision, NewInvocation, NewSession, PgStore, SessionId, SqliteStore, Store,
+    StoreConfig,
+};
+use serde_json::json;
+use sqlx::ConnectOptions;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
+
+const CALLERS: usize = 16;
+const CALLS_PER_CALLER: usize = 150;
+const WAKEUPS: usize = 200;
+
+async fn single_thread_commit_rate(dir: &std::path::Path) -> f64 {
+    let mut conn = SqliteConnectOptions::new()
+        .filename(dir.join("baseline.db"))
+        .create_if_missing(true)
+        .journal_mode(SqliteJournalMode::Wal)
+        .synchronous(SqliteSynchronous::Full)
+        .connect()
+        .await
+        .unwrap();
+    sqlx::query("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)")
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    let n = 400;
+    let start = Instant::now();
+    for i in 0..n {
+        sqlx::query("INSERT INTO t (v) VALUES ($1)")
+            .bind(format!("row {i}"))
+            .execute(&mut conn)
+            .await
+            .unwrap();
+    }
+    f64::from(n) / start.elapsed().as_secs_f64()
+}
+
+async fn session(store: &Arc<dyn Store>) -> SessionId {
+    store
+        .create_session(NewSession {
+            channel: "bench".into(),
+            principal: None,
+            metadata: json!({}),
+        })
+        .await
+        .unwrap()
+        .id
+}
+
+async fn calls_per_second(store: Arc<dyn Store>) -> f64 {
+    let s = session(&store).await;
+    let start = Instant::now();
+    let tasks: Vec<_> = (0..CALLERS)
+        .map(|c| {
+            let store = Arc::clone(&store);
+            tokio::spawn(async move {
+                for i in 0..CALLS_PER_CALLER {
+                    let call =
+                        NewInvocation::new(s, format!("{c}-{i}"), "noop", json!({"i": i}), "d");
+                    let id = store.record(call).await.unwrap().invocation.id;
+                    let owner = format!("w{c}");
+                    store
+                        .claim(id, &owner, Duration::from_secs(30))
+                        .await
+                        .unwrap();
+                    store.finish(id, &owner, Ok(json!(null))).await.unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    (CALLERS * CALLS_PER_CALLER) as f64 / start.elapsed().as_secs_f64()
+}
+
+/// (p50, p99) of decision start → waiter woken, waiter on `waiting`, decider on `deciding`.
+async fn wakeup(waiting: Arc<dyn Store>, deciding: Arc<dyn Store>) -> (Duration, Duration) {
+    let s = session(&deciding).await;
+    let mut lat = Vec::with_capacity(WAKEUPS);
+    for i in 0..WAKEUPS {
+        let mut call = NewInvocation::new(s, format!("w{i}"), "refund", json!({"i": i}), "d");
+        call.approval = Approval::Always;
+        let row = deciding.record(call).await.unwrap().invocation;
+        let w = Arc::clone(&waiting);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        let waiter = tokio::spawn(async move {
+            let r = w
+                .wait_for_change(row.id, Some(row.version), deadline)
+                .await
+                .unwrap();
+            (r, Instant::now())
+        });
+        tokio::time::sleep(Duration::from_millis(3)).await; // let the waiter register
+        let start = Instant::now();
+        deciding
+            .decide(row.id, "bench", Decision::Approve)
+            .await
+            .unwrap();
+        let (r, woke) = waiter.await.unwrap();
+        assert_ne!(r.version, row.version);
+        lat.push(woke.saturating_duration_since(start));
+    }
+    lat.sort();
+    (lat[WAKEUPS / 2], lat[WAKEUPS * 99 / 100])
+}
+
+async fn pg_store(url: &str, schema: &str) -> Arc<dyn Store> {
+    let opts: sqlx::postgres::PgConnectOptions = url.parse().unwrap();
+    Arc::new(
+        PgStore::connect(
+            opts.options([("search_path", schema)]),
+            StoreConfig::default(),
+        )
+        .await
+        .unwrap(),
+    )
+}
+
+async fn postgres(url: &str) {
+    let admin = sqlx::PgPool::connect(url).await.unwrap();
+    let sync: String = sqlx::query_scalar("SHOW synchronous_commit")
+        .fetch_one(&admin)
+        .await
+        .unwrap();
+    let schema = format!("bench_{}", uuid::Uuid::new_v4().simple());
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
+        .execute(&admin)
+        .await
+        .unwrap();
+    let a = pg_store(url, &schema).await;
+    let rate = calls_per_second(Arc::clone(&a)).await;
+    println!(
+        "postgres (synchronous_commit={sync}): {rate:.0} calls/s with {CALLERS} callers \
+         (target >= 2000)"
+    );
+    let b = pg_store(url, &schema).await;
+    let (p50, p99) = wakeup(b, a).await;
+    println!("postgres wake-up across pools: p50 {p50:?}, p99 {p99:?} (target p99 < 20ms)");
+    sqlx::query(sqlx::AssertSqlSafe(format!("DROP SCHEMA {schema} CASCADE")))
+        .execute(&admin)
+        .await
+        .unwrap();
+}
+
+fn main() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let dir = tempfile::tempdir().unwrap();
+        let base = single_thread_commit_rate(dir.path()).await;
+        println!("sqlite single-thread durable commit rate (WAL, synchronous=FULL): {base:.0} commits/s");
+        let store: Arc<dyn Store> = Arc::new(
+            SqliteStore::open(dir.path().join("ledger.db"), StoreConfig::default())
+                .await
+                .unwrap(),
+        );
+        let rate = calls_per_second(Arc::clone(&store)).await;
+        println!(
+            "sqlite: {rate:.0} calls/s with {CALLERS} callers = {:.1}x the commit rate (target >= 4x)",
+            rate / base
+        );
+        let (p50, p99) = wakeup(Arc::clone(&store), store).await;
+        println!("sqlite wake-up in process: p50 {p50:?}, p99 {p99:?} (target p99 < 20ms)");
+        match std::env::var("AIRLOCK_TEST_DATABASE_URL") {
+            Ok(url) if !url.is_empty() => postgres(&url).await,
+            _ => println!("postgres: skipped (AIRLOCK_TEST_DATABASE_URL not set)"),
+        }
+    });
+}

@@ -1,0 +1,154 @@
+//! Decisions by named people, and the transactional effect mode.
+//!
+//! A decision is one compare-and-swap from a parked state; the first decision stands and every
+//! later one is refused with the first decider's name. Expiry is applied before deciding, so an
+//! overdue row is expired (and stays expired) instead of approved.
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::error::LedgerError;
+use crate::ids::InvocationId;
+use crate::model::{Decision, DecisionRecord, Invocation, ResolutionRecord};
+use crate::ops::{self, CLAIM_FROM};
+use crate::state::{DecisionKind, InvocationState as S, Resolution};
+use crate::tx::{LedgerTx, TxTool};
+use crate::writer::Batch;
+
+const APPROVE_FROM: &[S] = &[S::AwaitingApproval];
+const DENY_FROM: &[S] = &[S::AwaitingApproval, S::AwaitingAnswer];
+const ANSWER_FROM: &[S] = &[S::AwaitingAnswer];
+const RESOLVE_FROM: &[S] = &[S::InDoubt];
+
+fn expected_for(decision: &Decision) -> &'static [S] {
+    match decision {
+        Decision::Approve => APPROVE_FROM,
+        Decision::Deny { .. } => DENY_FROM,
+        Decision::Answer { .. } => ANSWER_FROM,
+        Decision::Resolve { .. } => RESOLVE_FROM,
+    }
+}
+
+/// Why `decision` cannot apply to `inv` as it stands.
+fn refuse(inv: &Invocation, decision: &Decision) -> LedgerError {
+    if inv.state == S::Expired {
+        return LedgerError::Expired {
+            id: inv.id,
+            expires_at: inv.expires_at.unwrap_or(inv.updated_at),
+        };
+    }
+    let first = match decision {
+        Decision::Resolve { .. } => inv
+            .resolution
+            .as_ref()
+            .map(|r| (r.by.clone(), format!("resolved: {}", r.resolution))),
+        _ => inv
+            .decision
+            .as_ref()
+            .map(|d| (d.by.clone(), d.decision.to_string())),
+    };
+    match first {
+        Some((by, decision)) => LedgerError::AlreadyDecided {
+            id: inv.id,
+            by,
+            decision,
+        },
+        None => LedgerError::WrongState {
+            id: inv.id,
+            expected: expected_for(decision),
+            actual: inv.state,
+        },
+    }
+}
+
+pub(crate) async fn decide(
+    tx: &mut LedgerTx,
+    batch: &mut Batch,
+    id: InvocationId,
+    by: &str,
+    decision: &Decision,
+) -> Result<Invocation, LedgerError> {
+    let inv = ops::load_current(tx, batch, id).await?;
+    if !expected_for(decision).contains(&inv.state) {
+        return Err(refuse(&inv, decision));
+    }
+    ops::check_run_open(tx, &inv).await?;
+    let mut next = inv.clone();
+    let record = |kind, reason| DecisionRecord {
+        by: by.to_owned(),
+        decision: kind,
+        reason,
+        at: batch.now,
+    };
+    match decision {
+        Decision::Approve => {
+            next.state = S::Approved;
+            next.decision = Some(record(DecisionKind::Approved, None));
+        }
+        Decision::Deny { reason } => {
+            next.state = S::Denied;
+            next.decision = Some(record(DecisionKind::Denied, Some(reason.clone())));
+        }
+        Decision::Answer { text } => {
+            next.state = S::Succeeded;
+            next.result = Some(json!({ "answer": text }));
+            next.decision = Some(record(DecisionKind::Answered, Some(text.clone())));
+        }
+        Decision::Resolve { resolution, note } => {
+            next.state = match resolution {
+                Resolution::Ran => S::Resolved,
+                Resolution::DidNotRun => S::Approved,
+            };
+            next.lease = None;
+            next.resolution = Some(ResolutionRecord {
+                by: by.to_owned(),
+                resolution: *resolution,
+                note: note.clone(),
+                at: batch.now,
+            });
+        }
+    }
+    next.expires_at = None;
+    ops::save_or(tx, batch, &inv, next, |now| refuse(now, decision)).await
+}
+
+/// Claim, the tool's own writes, and the result, in one transaction (see [`crate::LedgerTx`]).
+pub(crate) async fn run_transactional(
+    tx: &mut LedgerTx,
+    batch: &mut Batch,
+    id: InvocationId,
+    owner: &str,
+    tool: TxTool,
+) -> Result<Invocation, LedgerError> {
+    let inv = ops::load_current(tx, batch, id).await?;
+    if inv.source_kind != airlock_spec::SourceKind::Local {
+        return Err(LedgerError::Invalid(format!(
+            "tool {} is {}: only local tools can run in the ledger's transaction",
+            inv.tool, inv.source_kind
+        )));
+    }
+    let next = ops::claimed(&inv, owner, Duration::from_secs(60), batch.now)?;
+    let running = ops::save_or(tx, batch, &inv, next, |now| LedgerError::WrongState {
+        id,
+        expected: CLAIM_FROM,
+        actual: now.state,
+    })
+    .await?;
+    tx.inner.execute("SAVEPOINT airlock_tool", &[]).await?;
+    let outcome = tool(tx).await;
+    // A failed tool leaves no writes behind; the row still commits, as `failed`.
+    let end = if outcome.is_ok() {
+        "RELEASE SAVEPOINT airlock_tool"
+    } else {
+        "ROLLBACK TO SAVEPOINT airlock_tool"
+    };
+    tx.inner.execute(end, &[]).await?;
+    let done = ops::finished(&running, outcome);
+    ops::save_or(tx, batch, &running, done, |now| LedgerError::Taken {
+        id,
+        state: now.state,
+        holder: now.lease.as_ref().map(|l| l.owner.clone()),
+    })
+    .await
+}

@@ -1,0 +1,361 @@
+//! The ledger's domain types: what callers hand in and what they get back.
+//!
+//! These are validated values; database rows (`*Row`, private) convert into them in one place.
+
+use std::time::Duration;
+
+use airlock_spec::{Approval, Effect, Mode, SourceKind};
+use serde_json::{Value, json};
+use time::OffsetDateTime;
+
+use crate::error::ToolError;
+use crate::ids::{InvocationId, RunId, SessionId};
+use crate::state::{CallKind, DecisionKind, InvocationState, Resolution, RunStatus};
+
+/// A session to open: a conversation, a channel thread, or one MCP endpoint call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewSession {
+    /// `mcp`, `api`, `cli`, `slack`, …
+    pub channel: String,
+    /// Who is calling (the authenticated identity), if known.
+    pub principal: Option<String>,
+    /// Free-form metadata (a JSON object).
+    pub metadata: Value,
+}
+
+/// A stored session.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Session {
+    /// Its id.
+    pub id: SessionId,
+    /// The channel it came from.
+    pub channel: String,
+    /// Who is calling, if known.
+    pub principal: Option<String>,
+    /// Free-form metadata.
+    pub metadata: Value,
+    /// When it was opened.
+    pub created_at: OffsetDateTime,
+}
+
+/// A run to start.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewRun {
+    /// The session it runs in.
+    pub session_id: SessionId,
+    /// The agent's name.
+    pub agent: String,
+    /// SHA-256 of the agent's model-visible definitions.
+    pub definitions_digest: String,
+    /// The definitions themselves, so a parked run resumes against what the model saw.
+    pub definitions_snapshot: Value,
+}
+
+/// A stored run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Run {
+    /// Its id.
+    pub id: RunId,
+    /// Its session.
+    pub session_id: SessionId,
+    /// The agent's name.
+    pub agent: String,
+    /// Where it is.
+    pub status: RunStatus,
+    /// Why it ended, when it failed or was cancelled (`approval_expired`, …).
+    pub status_reason: Option<String>,
+    /// SHA-256 of the model-visible definitions.
+    pub definitions_digest: String,
+    /// The definitions snapshot.
+    pub definitions_snapshot: Value,
+    /// Bumped on every change (compare-and-swap token).
+    pub version: i64,
+    /// When it started.
+    pub created_at: OffsetDateTime,
+    /// When it last changed.
+    pub updated_at: OffsetDateTime,
+}
+
+/// What [`crate::Store::resume_run`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResumeOutcome {
+    /// This caller moved the run from `parked` to `running`: it, and only it, resumes the run.
+    Resumed,
+    /// Some of the run's invocations still wait for a person.
+    StillWaiting,
+    /// The run is not parked (someone else resumed it, or it ended).
+    NotParked(RunStatus),
+}
+
+/// A tool call to record.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewInvocation {
+    /// The session the call belongs to.
+    pub session_id: SessionId,
+    /// The run, when the call comes from an agent run.
+    pub run_id: Option<RunId>,
+    /// The caller's id for this call; (session, call id) is unique, so a retry finds its row.
+    pub call_id: String,
+    /// The tool's full name.
+    pub tool: String,
+    /// The arguments as given (stored verbatim, hashed canonically).
+    pub arguments: Value,
+    /// Where the tool runs.
+    pub source_kind: SourceKind,
+    /// The effect mode.
+    pub effect: Effect,
+    /// The approval policy.
+    pub approval: Approval,
+    /// Execute or propose.
+    pub mode: Mode,
+    /// A tool call, or a question for a person.
+    pub kind: CallKind,
+    /// Sent upstream for idempotent tools; default: the invocation id.
+    pub idempotency_key: Option<String>,
+    /// The scope principal for `once`; default: the session's principal.
+    pub principal: Option<String>,
+    /// The definitions digest the call was made against.
+    pub definitions_digest: String,
+    /// How long a parked row waits; default: the store's approval TTL.
+    pub approval_ttl: Option<Duration>,
+}
+
+impl NewInvocation {
+    /// A local, at-most-once, never-approved, executed tool call; set the other fields directly.
+    pub fn new(
+        session_id: SessionId,
+        call_id: impl Into<String>,
+        tool: impl Into<String>,
+        arguments: Value,
+        definitions_digest: impl Into<String>,
+    ) -> Self {
+        Self {
+            session_id,
+            run_id: None,
+            call_id: call_id.into(),
+            tool: tool.into(),
+            arguments,
+            source_kind: SourceKind::Local,
+            effect: Effect::AtMostOnce,
+            approval: Approval::Never,
+            mode: Mode::Execute,
+            kind: CallKind::Tool,
+            idempotency_key: None,
+            principal: None,
+            definitions_digest: definitions_digest.into(),
+            approval_ttl: None,
+        }
+    }
+}
+
+/// What [`crate::Store::record`] did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Recorded {
+    /// The row (new, or the existing one for this session and call id).
+    pub invocation: Invocation,
+    /// `false` when the (session, call id) was already recorded.
+    pub created: bool,
+}
+
+/// A person's decision on a parked row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// Let an `awaiting_approval` row run.
+    Approve,
+    /// Decline an `awaiting_approval` row or an `awaiting_answer` question, with a reason.
+    Deny {
+        /// Shown to the model as `{"denied": reason}`.
+        reason: String,
+    },
+    /// Answer an `awaiting_answer` question; the answer becomes the result.
+    Answer {
+        /// The answer.
+        text: String,
+    },
+    /// Settle an `in_doubt` row.
+    Resolve {
+        /// Whether the call ran.
+        resolution: Resolution,
+        /// The operator's note (kept on the row).
+        note: String,
+    },
+}
+
+/// Who decided what, and when.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DecisionRecord {
+    /// The named decider.
+    pub by: String,
+    /// The decision.
+    pub decision: DecisionKind,
+    /// The reason (deny) or answer (answer).
+    pub reason: Option<String>,
+    /// When.
+    pub at: OffsetDateTime,
+}
+
+/// How an in-doubt row was settled.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResolutionRecord {
+    /// The named operator.
+    pub by: String,
+    /// Whether the call ran.
+    pub resolution: Resolution,
+    /// The operator's note.
+    pub note: String,
+    /// When.
+    pub at: OffsetDateTime,
+}
+
+/// A lease on a running row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lease {
+    /// Who runs the call.
+    pub owner: String,
+    /// When the lease runs out unless renewed.
+    pub deadline: OffsetDateTime,
+}
+
+/// One tool call: one ledger row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Invocation {
+    /// Its id.
+    pub id: InvocationId,
+    /// Its session.
+    pub session_id: SessionId,
+    /// Its run, if any.
+    pub run_id: Option<RunId>,
+    /// The caller's call id.
+    pub call_id: String,
+    /// The tool's full name.
+    pub tool: String,
+    /// The arguments as given.
+    pub arguments: Value,
+    /// SHA-256 of the canonical JSON of the arguments.
+    pub arguments_hash: String,
+    /// Where the tool runs.
+    pub source_kind: SourceKind,
+    /// The effect mode.
+    pub effect: Effect,
+    /// The approval policy in force when recorded.
+    pub approval: Approval,
+    /// Execute or propose.
+    pub mode: Mode,
+    /// Tool call or question.
+    pub kind: CallKind,
+    /// Where it is.
+    pub state: InvocationState,
+    /// Bumped on every change (compare-and-swap token, and what waiters compare).
+    pub version: i64,
+    /// The tool's result (succeeded), or the answer (`{"answer": …}`).
+    pub result: Option<Value>,
+    /// The tool's error (failed).
+    pub error: Option<ToolError>,
+    /// Sent upstream for idempotent tools.
+    pub idempotency_key: String,
+    /// The scope principal.
+    pub principal: Option<String>,
+    /// The definitions digest the call was made against.
+    pub definitions_digest: String,
+    /// The approved invocation whose approval let this one run without parking (`once`).
+    pub approval_ref: Option<InvocationId>,
+    /// The person's decision, if any.
+    pub decision: Option<DecisionRecord>,
+    /// How an in-doubt row was settled, if it was.
+    pub resolution: Option<ResolutionRecord>,
+    /// When a parked row stops waiting.
+    pub expires_at: Option<OffsetDateTime>,
+    /// The lease (running; kept on in-doubt rows to name who was running).
+    pub lease: Option<Lease>,
+    /// How many times it was claimed.
+    pub attempts: i64,
+    /// When recorded.
+    pub created_at: OffsetDateTime,
+    /// When last changed.
+    pub updated_at: OffsetDateTime,
+}
+
+impl Invocation {
+    /// What the model sees once the row is settled, or `None` while it is not.
+    ///
+    /// `succeeded` → the result; `failed` → `{"error": {kind, message}}`; `denied` →
+    /// `{"denied": reason}`; `expired` → `{"denied": "approval expired"}`; `resolved` →
+    /// `{"resolved": note}`; `proposed` → `{"proposed": {tool, arguments}}`.
+    #[must_use]
+    pub fn model_result(&self) -> Option<Value> {
+        match self.state {
+            InvocationState::Succeeded => self.result.clone(),
+            InvocationState::Failed => Some(json!({ "error": self.error })),
+            InvocationState::Denied => {
+                let reason = self.decision.as_ref().and_then(|d| d.reason.clone());
+                Some(json!({ "denied": reason.unwrap_or_else(|| "denied".to_owned()) }))
+            }
+            InvocationState::Expired => Some(json!({ "denied": "approval expired" })),
+            InvocationState::Resolved => {
+                let note = self.resolution.as_ref().map(|r| r.note.clone());
+                Some(json!({ "resolved": note }))
+            }
+            InvocationState::Proposed => Some(json!({
+                "proposed": { "tool": self.tool, "arguments": self.arguments }
+            })),
+            InvocationState::Pending
+            | InvocationState::AwaitingApproval
+            | InvocationState::AwaitingAnswer
+            | InvocationState::Approved
+            | InvocationState::Running
+            | InvocationState::InDoubt => None,
+        }
+    }
+}
+
+/// Filters for [`crate::Store::pending_approvals`]; empty means everything.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ApprovalFilter {
+    /// Only this tool.
+    pub tool: Option<String>,
+    /// Only this principal.
+    pub principal: Option<String>,
+    /// Only rows recorded at or before this time (older than a given age).
+    pub recorded_before: Option<OffsetDateTime>,
+    /// At most this many rows (default 500).
+    pub limit: Option<u32>,
+}
+
+/// What one [`crate::Store::sweep`] changed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SweepReport {
+    /// At-most-once rows whose lease ran out: now `in_doubt`.
+    pub in_doubt: Vec<InvocationId>,
+    /// Idempotent rows whose lease ran out: back to `approved` for a re-run.
+    pub retried: Vec<InvocationId>,
+    /// Parked rows past `expires_at`: now `expired`.
+    pub expired: Vec<InvocationId>,
+}
+
+/// The result of [`crate::Store::verify`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuditReport {
+    /// Chain events checked.
+    pub events: u64,
+    /// Rows checked.
+    pub rows: u64,
+    /// The first break found, if any.
+    pub first_break: Option<ChainBreak>,
+}
+
+/// Where the audit chain is broken.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChainBreak {
+    /// `invocation`, `session`, `run` or `event`.
+    pub entity: String,
+    /// The row's id (for `event`: `lane/seq`).
+    pub id: String,
+    /// What is wrong.
+    pub reason: String,
+}
+
+impl std::fmt::Display for ChainBreak {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}: {}", self.entity, self.id, self.reason)
+    }
+}

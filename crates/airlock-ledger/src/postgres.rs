@@ -1,0 +1,108 @@
+//! The replicated backend: PostgreSQL through a connection pool, migrated at start.
+//!
+//! Durability is the server's: run with `synchronous_commit = on` (the default) so a commit is
+//! flushed before it is acknowledged. Several writer lanes commit in parallel, and PostgreSQL
+//! flushes their commit records together. Waiters are woken across processes by
+//! `NOTIFY airlock_ledger` (sent inside each write transaction, so only on commit) and a
+//! `LISTEN`ing task per store.
+//!
+//! Migrations are versioned (`migrations/postgres/`) and idempotent: sqlx records applied
+//! versions and takes an advisory lock, so replicas starting together apply each once.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
+use time::OffsetDateTime;
+use tokio::time::Instant;
+
+use crate::db::DbPool;
+use crate::engine::{AbortOnDrop, Engine, StoreConfig};
+use crate::error::{LedgerError, ToolError};
+use crate::ids::{InvocationId, RunId, SessionId};
+use crate::model::{
+    ApprovalFilter, AuditReport, Decision, Invocation, NewInvocation, NewRun, NewSession, Recorded,
+    ResumeOutcome, Run, Session, SweepReport,
+};
+use crate::notify::Notifier;
+use crate::state::RunStatus;
+use crate::store::{LedgerFuture, delegate_store};
+use crate::tx::TxTool;
+
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
+
+/// The `LISTEN` channel.
+const CHANNEL: &str = "airlock_ledger";
+
+/// The ledger in a PostgreSQL database.
+pub struct PgStore {
+    engine: Engine,
+}
+
+impl std::fmt::Debug for PgStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgStore").finish_non_exhaustive()
+    }
+}
+
+impl PgStore {
+    /// Connects with `options` (set `search_path` there to use a schema), migrates, and
+    /// starts listening for changes made by other processes.
+    pub async fn connect(
+        options: PgConnectOptions,
+        config: StoreConfig,
+    ) -> Result<Self, LedgerError> {
+        let lanes = config.lanes.max(1);
+        let pool = PgPoolOptions::new()
+            // One per writer lane, one for LISTEN, the rest for reads.
+            .max_connections(u32::try_from(lanes + 6).unwrap_or(16))
+            .acquire_timeout(Duration::from_secs(30))
+            .connect_with(options)
+            .await?;
+        MIGRATOR.run(&pool).await?;
+        let mut listener = PgListener::connect_with(&pool).await?;
+        listener.listen(CHANNEL).await?;
+        let mut engine = Engine::start_split(
+            DbPool::Postgres(pool.clone()),
+            DbPool::Postgres(pool),
+            &config,
+            lanes,
+        );
+        let task = tokio::spawn(listen(listener, engine.notifier()));
+        engine._listener = Some(AbortOnDrop(task));
+        Ok(Self { engine })
+    }
+
+    /// Connects to a `postgres://` URL.
+    pub async fn connect_url(url: &str, config: StoreConfig) -> Result<Self, LedgerError> {
+        Self::connect(url.parse()?, config).await
+    }
+}
+
+/// Feeds notifications from every process into this process's notifier.
+async fn listen(mut listener: PgListener, notifier: Arc<Notifier>) {
+    loop {
+        match listener.try_recv().await {
+            Ok(Some(n)) => {
+                let ids: Vec<InvocationId> = n
+                    .payload()
+                    .split(',')
+                    .filter_map(|s| s.parse().ok())
+                    .collect();
+                notifier.notify_many(&ids);
+            }
+            // The connection dropped and will be re-established: anything sent meanwhile was
+            // missed, so wake every waiter to re-read its row.
+            Ok(None) => notifier.notify_all(),
+            Err(e) => {
+                tracing::warn!(error = %e, "ledger LISTEN connection failed; retrying");
+                notifier.notify_all();
+                // Back off before reconnecting (not polling rows: waiters are already woken).
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        }
+    }
+}
+
+delegate_store!(PgStore);

@@ -1,0 +1,248 @@
+//! Sessions and runs: creation, and the run transitions that decide who resumes a parked run.
+//!
+//! A run moves `running → parked → running → … → succeeded | failed | cancelled`, each a
+//! compare-and-swap on its version, so when several approvals land at once exactly one caller
+//! gets [`ResumeOutcome::Resumed`].
+
+use sqlx::AssertSqlSafe;
+
+use crate::error::LedgerError;
+use crate::ids::{RunId, SessionId};
+use crate::model::{NewRun, NewSession, ResumeOutcome, Run, Session};
+use crate::row::{RUN_COLUMNS, RunRow, SESSION_COLUMNS, SessionRow, content_hash};
+use crate::state::RunStatus;
+use crate::tx::LedgerTx;
+use crate::writer::Batch;
+
+pub(crate) async fn load_session(
+    tx: &mut LedgerTx,
+    id: SessionId,
+) -> Result<Option<Session>, LedgerError> {
+    let row = tx
+        .inner
+        .fetch_optional(
+            AssertSqlSafe(format!(
+                "SELECT {SESSION_COLUMNS} FROM sessions WHERE id = $1"
+            )),
+            &[id.to_string().into()],
+        )
+        .await?;
+    row.map(|r| Session::try_from(SessionRow::read(&r)?))
+        .transpose()
+}
+
+pub(crate) async fn load_run(tx: &mut LedgerTx, id: RunId) -> Result<Option<Run>, LedgerError> {
+    let row = tx
+        .inner
+        .fetch_optional(
+            AssertSqlSafe(format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = $1")),
+            &[id.to_string().into()],
+        )
+        .await?;
+    row.map(|r| Run::try_from(RunRow::read(&r)?)).transpose()
+}
+
+pub(crate) async fn create_session(
+    tx: &mut LedgerTx,
+    batch: &mut Batch,
+    id: SessionId,
+    new: NewSession,
+) -> Result<Session, LedgerError> {
+    let session = Session {
+        id,
+        channel: new.channel,
+        principal: new.principal,
+        metadata: new.metadata,
+        created_at: batch.now,
+    };
+    let row = SessionRow::from(&session);
+    tx.inner
+        .execute(
+            AssertSqlSafe(format!(
+                "INSERT INTO sessions ({SESSION_COLUMNS}) VALUES ($1, $2, $3, $4, $5)"
+            )),
+            &row.binds(),
+        )
+        .await?;
+    let hash = content_hash(&row);
+    crate::chain::append(&mut tx.inner, batch, "session", &row.id, 1, "open", &hash).await?;
+    Ok(session)
+}
+
+pub(crate) async fn create_run(
+    tx: &mut LedgerTx,
+    batch: &mut Batch,
+    id: RunId,
+    new: NewRun,
+) -> Result<Run, LedgerError> {
+    load_session(tx, new.session_id)
+        .await?
+        .ok_or(LedgerError::SessionNotFound(new.session_id))?;
+    let run = Run {
+        id,
+        session_id: new.session_id,
+        agent: new.agent,
+        status: RunStatus::Running,
+        status_reason: None,
+        definitions_digest: new.definitions_digest,
+        definitions_snapshot: new.definitions_snapshot,
+        version: 1,
+        created_at: batch.now,
+        updated_at: batch.now,
+    };
+    let row = RunRow::from(&run);
+    tx.inner
+        .execute(
+            AssertSqlSafe(format!(
+                "INSERT INTO runs ({RUN_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
+            )),
+            &row.binds(),
+        )
+        .await?;
+    let hash = content_hash(&row);
+    crate::chain::append(&mut tx.inner, batch, "run", &row.id, 1, &row.status, &hash).await?;
+    Ok(run)
+}
+
+/// Compare-and-swap of a run's status; `None` when another writer changed it first.
+async fn save_run(
+    tx: &mut LedgerTx,
+    batch: &mut Batch,
+    prev: &Run,
+    status: RunStatus,
+    reason: Option<String>,
+) -> Result<Option<Run>, LedgerError> {
+    let mut next = prev.clone();
+    next.status = status;
+    next.status_reason = reason;
+    next.version = prev.version + 1;
+    next.updated_at = batch.now;
+    let row = RunRow::from(&next);
+    let n = tx
+        .inner
+        .execute(
+            "UPDATE runs SET status = $3, status_reason = $4, version = $5, updated_at = $6 \
+             WHERE id = $1 AND version = $2",
+            &[
+                row.id.clone().into(),
+                prev.version.into(),
+                row.status.clone().into(),
+                row.status_reason.clone().into(),
+                row.version.into(),
+                row.updated_at.into(),
+            ],
+        )
+        .await?;
+    if n == 0 {
+        return Ok(None);
+    }
+    let hash = content_hash(&row);
+    crate::chain::append(
+        &mut tx.inner,
+        batch,
+        "run",
+        &row.id,
+        row.version,
+        &row.status,
+        &hash,
+    )
+    .await?;
+    Ok(Some(next))
+}
+
+async fn load_run_required(tx: &mut LedgerTx, id: RunId) -> Result<Run, LedgerError> {
+    load_run(tx, id).await?.ok_or(LedgerError::RunNotFound(id))
+}
+
+/// Fails a run that has not ended (used when one of its parked calls expires).
+pub(crate) async fn fail_open_run(
+    tx: &mut LedgerTx,
+    batch: &mut Batch,
+    id: RunId,
+    reason: &str,
+) -> Result<(), LedgerError> {
+    let run = load_run_required(tx, id).await?;
+    if !run.status.is_terminal() {
+        save_run(tx, batch, &run, RunStatus::Failed, Some(reason.to_owned())).await?;
+    }
+    Ok(())
+}
+
+/// `running → parked`.
+pub(crate) async fn park_run(
+    tx: &mut LedgerTx,
+    batch: &mut Batch,
+    id: RunId,
+) -> Result<Run, LedgerError> {
+    let run = load_run_required(tx, id).await?;
+    let wrong = |actual| LedgerError::RunWrongState {
+        id,
+        expected: RunStatus::Running,
+        actual,
+    };
+    if run.status != RunStatus::Running {
+        return Err(wrong(run.status));
+    }
+    match save_run(tx, batch, &run, RunStatus::Parked, None).await? {
+        Some(run) => Ok(run),
+        None => Err(wrong(load_run_required(tx, id).await?.status)),
+    }
+}
+
+/// `parked → running`, only when none of the run's calls still waits for a person.
+pub(crate) async fn resume_run(
+    tx: &mut LedgerTx,
+    batch: &mut Batch,
+    id: RunId,
+) -> Result<ResumeOutcome, LedgerError> {
+    let run = load_run_required(tx, id).await?;
+    if run.status != RunStatus::Parked {
+        return Ok(ResumeOutcome::NotParked(run.status));
+    }
+    let waiting = tx
+        .inner
+        .fetch_optional(
+            "SELECT COUNT(*) AS n FROM invocations WHERE run_id = $1 \
+             AND state IN ('awaiting_approval', 'awaiting_answer', 'in_doubt')",
+            &[id.to_string().into()],
+        )
+        .await?
+        .map(|r| r.req_int("n"))
+        .transpose()?
+        .unwrap_or(0);
+    if waiting > 0 {
+        return Ok(ResumeOutcome::StillWaiting);
+    }
+    match save_run(tx, batch, &run, RunStatus::Running, None).await? {
+        Some(_) => Ok(ResumeOutcome::Resumed),
+        None => Ok(ResumeOutcome::NotParked(
+            load_run_required(tx, id).await?.status,
+        )),
+    }
+}
+
+/// Ends a run: `succeeded`, `failed` or `cancelled`, with a reason.
+pub(crate) async fn end_run(
+    tx: &mut LedgerTx,
+    batch: &mut Batch,
+    id: RunId,
+    status: RunStatus,
+    reason: Option<String>,
+) -> Result<Run, LedgerError> {
+    let run = load_run_required(tx, id).await?;
+    if run.status.is_terminal() || !status.is_terminal() {
+        return Err(LedgerError::RunWrongState {
+            id,
+            expected: RunStatus::Running,
+            actual: run.status,
+        });
+    }
+    match save_run(tx, batch, &run, status, reason).await? {
+        Some(run) => Ok(run),
+        None => Err(LedgerError::RunWrongState {
+            id,
+            expected: RunStatus::Running,
+            actual: load_run_required(tx, id).await?.status,
+        }),
+    }
+}

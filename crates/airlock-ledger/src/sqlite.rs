@@ -1,0 +1,82 @@
+//! The embedded backend: one SQLite file in WAL mode, created and migrated on first open.
+//!
+//! Durability: `journal_mode = WAL` with `synchronous = FULL`. In WAL mode FULL fsyncs the log
+//! on every commit, so a committed write survives power loss; NORMAL would only fsync at
+//! checkpoints and could lose the last commits — for an at-most-once call that could mean
+//! losing the `running` mark of a call that then ran. Throughput comes from group commit
+//! instead (one writer lane batches concurrent writes into one transaction and one fsync).
+//!
+//! Reads use a separate pool of read connections, which WAL lets run beside the writer.
+
+use std::path::Path;
+use std::str::FromStr;
+use std::time::Duration;
+
+use serde_json::Value;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use time::OffsetDateTime;
+use tokio::time::Instant;
+
+use crate::db::DbPool;
+use crate::engine::{Engine, StoreConfig};
+use crate::error::{LedgerError, ToolError};
+use crate::ids::{InvocationId, RunId, SessionId};
+use crate::model::{
+    ApprovalFilter, AuditReport, Decision, Invocation, NewInvocation, NewRun, NewSession, Recorded,
+    ResumeOutcome, Run, Session, SweepReport,
+};
+use crate::state::RunStatus;
+use crate::store::{LedgerFuture, delegate_store};
+use crate::tx::TxTool;
+
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
+
+/// The ledger in a SQLite file.
+pub struct SqliteStore {
+    engine: Engine,
+}
+
+impl std::fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteStore").finish_non_exhaustive()
+    }
+}
+
+fn options(path: &Path) -> SqliteConnectOptions {
+    SqliteConnectOptions::new()
+        .filename(path)
+        .create_if_missing(true)
+        .journal_mode(SqliteJournalMode::Wal)
+        .synchronous(SqliteSynchronous::Full)
+        .foreign_keys(true)
+        // Another process (a second replica, a CLI) may hold the write lock briefly.
+        .busy_timeout(Duration::from_secs(10))
+}
+
+impl SqliteStore {
+    /// Opens (creating and migrating if needed) the ledger at `path`.
+    pub async fn open(path: impl AsRef<Path>, config: StoreConfig) -> Result<Self, LedgerError> {
+        let opts = options(path.as_ref());
+        let write = SqlitePoolOptions::new()
+            .max_connections(1)
+            .min_connections(1)
+            .connect_with(opts.clone())
+            .await?;
+        MIGRATOR.run(&write).await?;
+        let read = SqlitePoolOptions::new()
+            .max_connections(4)
+            .connect_with(opts.read_only(true))
+            .await?;
+        let engine = Engine::start_split(DbPool::Sqlite(write), DbPool::Sqlite(read), &config, 1);
+        Ok(Self { engine })
+    }
+
+    /// Opens a ledger from a `sqlite://path` URL (or a bare path).
+    pub async fn open_url(url: &str, config: StoreConfig) -> Result<Self, LedgerError> {
+        let path = url.strip_prefix("sqlite://").unwrap_or(url);
+        let opts = SqliteConnectOptions::from_str(&format!("sqlite://{path}"))?;
+        Self::open(opts.get_filename(), config).await
+    }
+}
+
+delegate_store!(SqliteStore);

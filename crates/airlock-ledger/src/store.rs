@@ -1,0 +1,235 @@
+//! The [`Store`] trait: the only way anything changes an invocation's state.
+//!
+//! Methods return boxed futures rather than `async fn` so the trait is dyn-compatible: the
+//! runtime holds an `Arc<dyn Store>` chosen at boot from configuration, and tests run one suite
+//! against both backends through the same object type. (RPITIT `async fn` in traits is not
+//! dyn-compatible; the box costs one allocation per call, small next to a database write.)
+
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use serde_json::Value;
+use time::OffsetDateTime;
+use tokio::time::Instant;
+
+use crate::error::{LedgerError, ToolError};
+use crate::ids::{InvocationId, RunId, SessionId};
+use crate::model::{
+    ApprovalFilter, AuditReport, Decision, Invocation, NewInvocation, NewRun, NewSession, Recorded,
+    ResumeOutcome, Run, Session, SweepReport,
+};
+use crate::state::RunStatus;
+use crate::tx::TxTool;
+
+/// A result in the future, as every [`Store`] method returns.
+pub type LedgerFuture<'a, T> = BoxFuture<'a, Result<T, LedgerError>>;
+
+/// The ledger: durable rows for sessions, runs and invocations, and their state machine.
+///
+/// Every write is committed durably before its future resolves. Every transition is a
+/// compare-and-swap, so of any number of concurrent callers exactly one wins.
+pub trait Store: Send + Sync + 'static {
+    /// Opens a session.
+    fn create_session(&self, new: NewSession) -> LedgerFuture<'_, Session>;
+    /// Reads a session.
+    fn get_session(&self, id: SessionId) -> LedgerFuture<'_, Session>;
+    /// Starts a run (status `running`).
+    fn create_run(&self, new: NewRun) -> LedgerFuture<'_, Run>;
+    /// Reads a run.
+    fn get_run(&self, id: RunId) -> LedgerFuture<'_, Run>;
+    /// `running → parked`: the run waits for decisions.
+    fn park_run(&self, id: RunId) -> LedgerFuture<'_, Run>;
+    /// `parked → running` if nothing of the run waits for a person any more; exactly one of
+    /// several concurrent callers gets [`ResumeOutcome::Resumed`].
+    fn resume_run(&self, id: RunId) -> LedgerFuture<'_, ResumeOutcome>;
+    /// Ends a run with a terminal status and a reason.
+    fn end_run(
+        &self,
+        id: RunId,
+        status: RunStatus,
+        reason: Option<String>,
+    ) -> LedgerFuture<'_, Run>;
+
+    /// Records a call, or returns the existing row for its (session, call id). The approval
+    /// policy picks the first state atomically with the insert: `never` → `pending`;
+    /// `always` → `awaiting_approval`; `once` → `pending` if an identical call in the same
+    /// session or by the same principal was approved by a person, else `awaiting_approval`;
+    /// `mode: propose` → `proposed`; a question → `awaiting_answer`.
+    fn record(&self, new: NewInvocation) -> LedgerFuture<'_, Recorded>;
+    /// `pending | approved → running` under `owner`'s lease. Exactly one concurrent claimer
+    /// wins; the others get [`LedgerError::Taken`].
+    fn claim(&self, id: InvocationId, owner: &str, lease: Duration)
+    -> LedgerFuture<'_, Invocation>;
+    /// Extends `owner`'s lease on a running row.
+    fn renew_lease(
+        &self,
+        id: InvocationId,
+        owner: &str,
+        lease: Duration,
+    ) -> LedgerFuture<'_, Invocation>;
+    /// Stores the result: `running → succeeded | failed`. Only the lease owner may; a second
+    /// finish is [`LedgerError::AlreadyFinished`].
+    fn finish(
+        &self,
+        id: InvocationId,
+        owner: &str,
+        outcome: Result<Value, ToolError>,
+    ) -> LedgerFuture<'_, Invocation>;
+    /// Claims the row and runs `tool` inside the ledger's own transaction: the tool's writes
+    /// and `succeeded` commit together; if the tool fails its writes roll back and the row
+    /// commits as `failed`. The tool must not call the store (it would wait on itself).
+    fn run_transactional(
+        &self,
+        id: InvocationId,
+        owner: &str,
+        tool: TxTool,
+    ) -> LedgerFuture<'_, Invocation>;
+    /// A named person's decision, as one compare-and-swap. A second decision fails naming
+    /// the first; overdue rows expire instead; rows of cancelled or failed runs are refused.
+    fn decide(
+        &self,
+        id: InvocationId,
+        by: &str,
+        decision: Decision,
+    ) -> LedgerFuture<'_, Invocation>;
+    /// Expired leases → `in_doubt` (at-most-once) or `approved` (idempotent, re-run); parked
+    /// rows past `expires_at` → `expired`.
+    fn sweep(&self, now: OffsetDateTime) -> LedgerFuture<'_, SweepReport>;
+
+    /// Reads a row (expiring it first if it is overdue).
+    fn get(&self, id: InvocationId) -> LedgerFuture<'_, Invocation>;
+    /// Waits until the row's version differs from `seen` (default: its version now), or until
+    /// `deadline`; returns the row as it then is. Woken by notification, never by polling.
+    fn wait_for_change(
+        &self,
+        id: InvocationId,
+        seen: Option<i64>,
+        deadline: Instant,
+    ) -> LedgerFuture<'_, Invocation>;
+    /// Rows waiting for a person's approval or answer, oldest first.
+    fn pending_approvals(&self, filter: ApprovalFilter) -> LedgerFuture<'_, Vec<Invocation>>;
+    /// Rows in doubt, oldest first.
+    fn in_doubt(&self) -> LedgerFuture<'_, Vec<Invocation>>;
+    /// A session's invocations in the order they were recorded.
+    fn session_invocations(&self, id: SessionId) -> LedgerFuture<'_, Vec<Invocation>>;
+    /// A run's invocations in the order they were recorded.
+    fn run_invocations(&self, id: RunId) -> LedgerFuture<'_, Vec<Invocation>>;
+    /// Checks the audit chain against every row; names the first break.
+    fn verify(&self) -> LedgerFuture<'_, AuditReport>;
+}
+
+/// Implements [`Store`] for a type with an `engine` field by delegation.
+macro_rules! delegate_store {
+    ($ty:ty) => {
+        impl $crate::store::Store for $ty {
+            fn create_session(&self, new: NewSession) -> LedgerFuture<'_, Session> {
+                Box::pin(self.engine.create_session(new))
+            }
+            fn get_session(&self, id: SessionId) -> LedgerFuture<'_, Session> {
+                Box::pin(self.engine.get_session(id))
+            }
+            fn create_run(&self, new: NewRun) -> LedgerFuture<'_, Run> {
+                Box::pin(self.engine.create_run(new))
+            }
+            fn get_run(&self, id: RunId) -> LedgerFuture<'_, Run> {
+                Box::pin(self.engine.get_run(id))
+            }
+            fn park_run(&self, id: RunId) -> LedgerFuture<'_, Run> {
+                Box::pin(self.engine.park_run(id))
+            }
+            fn resume_run(&self, id: RunId) -> LedgerFuture<'_, ResumeOutcome> {
+                Box::pin(self.engine.resume_run(id))
+            }
+            fn end_run(
+                &self,
+                id: RunId,
+                status: RunStatus,
+                reason: Option<String>,
+            ) -> LedgerFuture<'_, Run> {
+                Box::pin(self.engine.end_run(id, status, reason))
+            }
+            fn record(&self, new: NewInvocation) -> LedgerFuture<'_, Recorded> {
+                Box::pin(self.engine.record(new))
+            }
+            fn claim(
+                &self,
+                id: InvocationId,
+                owner: &str,
+                lease: Duration,
+            ) -> LedgerFuture<'_, Invocation> {
+                let owner = owner.to_owned();
+                Box::pin(async move { self.engine.claim(id, &owner, lease).await })
+            }
+            fn renew_lease(
+                &self,
+                id: InvocationId,
+                owner: &str,
+                lease: Duration,
+            ) -> LedgerFuture<'_, Invocation> {
+                let owner = owner.to_owned();
+                Box::pin(async move { self.engine.renew_lease(id, &owner, lease).await })
+            }
+            fn finish(
+                &self,
+                id: InvocationId,
+                owner: &str,
+                outcome: Result<Value, ToolError>,
+            ) -> LedgerFuture<'_, Invocation> {
+                let owner = owner.to_owned();
+                Box::pin(async move { self.engine.finish(id, &owner, outcome).await })
+            }
+            fn run_transactional(
+                &self,
+                id: InvocationId,
+                owner: &str,
+                tool: TxTool,
+            ) -> LedgerFuture<'_, Invocation> {
+                let owner = owner.to_owned();
+                Box::pin(async move { self.engine.run_transactional(id, &owner, tool).await })
+            }
+            fn decide(
+                &self,
+                id: InvocationId,
+                by: &str,
+                decision: Decision,
+            ) -> LedgerFuture<'_, Invocation> {
+                let by = by.to_owned();
+                Box::pin(async move { self.engine.decide(id, &by, decision).await })
+            }
+            fn sweep(&self, now: OffsetDateTime) -> LedgerFuture<'_, SweepReport> {
+                Box::pin(self.engine.sweep(now))
+            }
+            fn get(&self, id: InvocationId) -> LedgerFuture<'_, Invocation> {
+                Box::pin(self.engine.get(id))
+            }
+            fn wait_for_change(
+                &self,
+                id: InvocationId,
+                seen: Option<i64>,
+                deadline: Instant,
+            ) -> LedgerFuture<'_, Invocation> {
+                Box::pin(self.engine.wait_for_change(id, seen, deadline))
+            }
+            fn pending_approvals(
+                &self,
+                filter: ApprovalFilter,
+            ) -> LedgerFuture<'_, Vec<Invocation>> {
+                Box::pin(async move { self.engine.pending_approvals(&filter).await })
+            }
+            fn in_doubt(&self) -> LedgerFuture<'_, Vec<Invocation>> {
+                Box::pin(self.engine.in_doubt())
+            }
+            fn session_invocations(&self, id: SessionId) -> LedgerFuture<'_, Vec<Invocation>> {
+                Box::pin(self.engine.session_invocations(id))
+            }
+            fn run_invocations(&self, id: RunId) -> LedgerFuture<'_, Vec<Invocation>> {
+                Box::pin(self.engine.run_invocations(id))
+            }
+            fn verify(&self) -> LedgerFuture<'_, AuditReport> {
+                Box::pin(self.engine.verify())
+            }
+        }
+    };
+}
+
+pub(crate) use delegate_store;

@@ -1,0 +1,267 @@
+//! Group commit: every write goes through a writer lane that batches whatever is queued into
+//! one transaction, so one fsync covers many callers' writes.
+//!
+//! Guarantees. A caller's write is acknowledged only after the transaction containing it has
+//! committed (durably: see the store's `synchronous` / `synchronous_commit` settings). Jobs in
+//! a batch run one after another in arrival order, so they see each other's writes exactly as
+//! if each had committed alone. A job's own refusal (wrong state, taken, …) writes nothing and
+//! does not disturb its batch; a database error rolls the whole batch back, and each job is
+//! then retried alone, so one bad job never fails its neighbours.
+//!
+//! A store has one lane on SQLite (one writer at a time is all SQLite allows) and several on
+//! PostgreSQL (each its own connection and audit chain). Jobs for one row always go to the same
+//! lane, so they never race each other inside the process; across processes the row-level
+//! compare-and-swap decides.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use time::OffsetDateTime;
+use tokio::sync::{mpsc, oneshot};
+use uuid::Uuid;
+
+use crate::clock::{Clock, truncate};
+use crate::db::{Backend, DbPool, SqlValue};
+use crate::error::LedgerError;
+use crate::ids::InvocationId;
+use crate::notify::Notifier;
+use crate::tx::LedgerTx;
+
+/// The most jobs one transaction takes.
+const MAX_BATCH: usize = 256;
+
+/// PostgreSQL's NOTIFY payload limit is 8000 bytes; ids are 36 bytes plus a comma.
+const IDS_PER_NOTIFY: usize = 200;
+
+/// The state of one write transaction, shared by the jobs in it.
+pub(crate) struct Batch {
+    /// This lane's audit chain.
+    pub(crate) lane: i64,
+    /// One timestamp for the whole batch (microsecond precision).
+    pub(crate) now: OffsetDateTime,
+    /// How long parked rows wait by default.
+    pub(crate) approval_ttl: Duration,
+    /// The lane's last event (seq, hash).
+    pub(crate) head: (i64, String),
+    /// Invocations changed in this batch; their waiters are woken after commit.
+    pub(crate) changed: Vec<InvocationId>,
+}
+
+/// A unit of work for a writer lane.
+pub(crate) trait Job: Send {
+    /// Runs alone in its own transaction (a transactional tool's body).
+    fn exclusive(&self) -> bool {
+        false
+    }
+    /// Applies the job. `Err` only for database errors, which abort the batch.
+    fn run<'a>(
+        &'a mut self,
+        tx: &'a mut LedgerTx,
+        batch: &'a mut Batch,
+    ) -> BoxFuture<'a, Result<(), sqlx::Error>>;
+    /// Sends the job's outcome (called after commit).
+    fn reply(self: Box<Self>);
+    /// Sends a database error (the job's transaction did not commit).
+    fn fail(self: Box<Self>, e: sqlx::Error);
+}
+
+/// A retryable job built from a closure.
+struct FnJob<T, F> {
+    f: F,
+    out: Option<Result<T, LedgerError>>,
+    reply: oneshot::Sender<Result<T, LedgerError>>,
+}
+
+impl<T, F> Job for FnJob<T, F>
+where
+    T: Send + 'static,
+    F: for<'a> Fn(&'a mut LedgerTx, &'a mut Batch) -> BoxFuture<'a, Result<T, LedgerError>>
+        + Send
+        + 'static,
+{
+    fn run<'a>(
+        &'a mut self,
+        tx: &'a mut LedgerTx,
+        batch: &'a mut Batch,
+    ) -> BoxFuture<'a, Result<(), sqlx::Error>> {
+        Box::pin(async move {
+            match (self.f)(tx, batch).await {
+                Err(LedgerError::Database(e)) => Err(e),
+                other => {
+                    self.out = Some(other);
+                    Ok(())
+                }
+            }
+        })
+    }
+
+    fn reply(self: Box<Self>) {
+        let out = self.out.unwrap_or(Err(LedgerError::Closed));
+        // The caller may have gone away (cancelled); the write stands regardless.
+        let _ = self.reply.send(out);
+    }
+
+    fn fail(self: Box<Self>, e: sqlx::Error) {
+        let _ = self.reply.send(Err(LedgerError::Database(e)));
+    }
+}
+
+/// Shared by the lanes.
+pub(crate) struct LaneContext {
+    pub(crate) pool: DbPool,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) notifier: Arc<Notifier>,
+    pub(crate) approval_ttl: Duration,
+}
+
+/// Handles to the writer lanes; dropping it stops them once their queues drain.
+pub(crate) struct Writer {
+    lanes: Vec<mpsc::UnboundedSender<Box<dyn Job>>>,
+}
+
+impl Writer {
+    pub(crate) fn start(ctx: &Arc<LaneContext>, lanes: usize) -> Self {
+        let lanes = (0..lanes.max(1))
+            .map(|lane| {
+                let (tx, rx) = mpsc::unbounded_channel();
+                let lane = i64::try_from(lane).unwrap_or(0);
+                tokio::spawn(lane_loop(Arc::clone(ctx), lane, rx));
+                tx
+            })
+            .collect();
+        Self { lanes }
+    }
+
+    fn lane_for(&self, key: &Uuid) -> &mpsc::UnboundedSender<Box<dyn Job>> {
+        let n = self.lanes.len() as u128;
+        // UUIDv7's low bits are random: an even spread, and one row always maps to one lane.
+        let i = usize::try_from(key.as_u128() % n).unwrap_or(0);
+        &self.lanes[i]
+    }
+
+    /// Queues `f` on the lane of `key` and waits for the commit that contains it.
+    pub(crate) async fn submit<T, F>(&self, key: &Uuid, f: F) -> Result<T, LedgerError>
+    where
+        T: Send + 'static,
+        F: for<'a> Fn(&'a mut LedgerTx, &'a mut Batch) -> BoxFuture<'a, Result<T, LedgerError>>
+            + Send
+            + 'static,
+    {
+        let (reply, rx) = oneshot::channel();
+        let job = FnJob {
+            f,
+            out: None,
+            reply,
+        };
+        self.submit_job(key, Box::new(job))?;
+        rx.await.map_err(|_| LedgerError::Closed)?
+    }
+
+    /// Queues a prepared job on the lane of `key`.
+    pub(crate) fn submit_job(&self, key: &Uuid, job: Box<dyn Job>) -> Result<(), LedgerError> {
+        self.lane_for(key)
+            .send(job)
+            .map_err(|_| LedgerError::Closed)
+    }
+}
+
+async fn lane_loop(
+    ctx: Arc<LaneContext>,
+    lane: i64,
+    mut rx: mpsc::UnboundedReceiver<Box<dyn Job>>,
+) {
+    while let Some(first) = rx.recv().await {
+        // Group commit: while the previous batch was committing, callers kept queueing.
+        let mut queued = vec![first];
+        while queued.len() < MAX_BATCH {
+            match rx.try_recv() {
+                Ok(job) => queued.push(job),
+                Err(_) => break,
+            }
+        }
+        let mut group = Vec::with_capacity(queued.len());
+        for job in queued {
+            if job.exclusive() {
+                run_group(&ctx, lane, std::mem::take(&mut group)).await;
+                run_group(&ctx, lane, vec![job]).await;
+            } else {
+                group.push(job);
+            }
+        }
+        run_group(&ctx, lane, group).await;
+    }
+}
+
+async fn run_group(ctx: &LaneContext, lane: i64, mut jobs: Vec<Box<dyn Job>>) {
+    if jobs.is_empty() {
+        return;
+    }
+    match attempt(ctx, lane, &mut jobs).await {
+        Ok(changed) => {
+            ctx.notifier.notify_many(&changed);
+            jobs.into_iter().for_each(Job::reply);
+        }
+        Err(e) if jobs.len() == 1 => {
+            tracing::warn!(error = %e, "ledger write failed");
+            if let Some(job) = jobs.pop() {
+                job.fail(e);
+            }
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, jobs = jobs.len(), "ledger batch failed; retrying jobs one by one");
+            for job in jobs {
+                let mut one = vec![job];
+                match attempt(ctx, lane, &mut one).await {
+                    Ok(changed) => {
+                        ctx.notifier.notify_many(&changed);
+                        one.into_iter().for_each(Job::reply);
+                    }
+                    Err(e) => one.into_iter().for_each(|j| j.fail(clone_error(&e))),
+                }
+            }
+        }
+    }
+}
+
+/// `sqlx::Error` is not `Clone`; keep the message for the one job it belongs to.
+fn clone_error(e: &sqlx::Error) -> sqlx::Error {
+    sqlx::Error::Protocol(e.to_string())
+}
+
+async fn attempt(
+    ctx: &LaneContext,
+    lane: i64,
+    jobs: &mut [Box<dyn Job>],
+) -> Result<Vec<InvocationId>, sqlx::Error> {
+    let inner = ctx.pool.begin_write(lane).await?;
+    let mut tx = LedgerTx { inner };
+    let head = crate::chain::head(&mut tx.inner, lane).await?;
+    let mut batch = Batch {
+        lane,
+        now: truncate(ctx.clock.now()),
+        approval_ttl: ctx.approval_ttl,
+        head,
+        changed: Vec::new(),
+    };
+    for job in jobs.iter_mut() {
+        if let Err(e) = job.run(&mut tx, &mut batch).await {
+            let _ = tx.inner.rollback().await;
+            return Err(e);
+        }
+    }
+    if tx.inner.backend() == Backend::Postgres {
+        // Delivered to every listener (other processes too) only when the batch commits.
+        for chunk in batch.changed.chunks(IDS_PER_NOTIFY) {
+            let ids: Vec<String> = chunk.iter().map(ToString::to_string).collect();
+            tx.inner
+                .execute(
+                    "SELECT pg_notify('airlock_ledger', $1)",
+                    &[SqlValue::Text(ids.join(","))],
+                )
+                .await?;
+        }
+    }
+    tx.inner.commit().await?;
+    Ok(batch.changed)
+}

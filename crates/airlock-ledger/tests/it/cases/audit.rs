@@ -1,0 +1,190 @@
+//! Cases 24–26: waiting and audit.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use airlock_ledger::{Approval, ApprovalFilter, Decision, InvocationState as S};
+use serde_json::json;
+use tokio::time::Instant;
+
+use crate::harness::{Harness, LEASE};
+
+/// Case 24: `wait_for_change` returns promptly on a change and at the deadline otherwise.
+pub(crate) async fn case_24_wait_for_change(h: &Harness) {
+    let s = h.session().await;
+    let mut call = h.call(s, "refund", json!({"amount": 5}));
+    call.approval = Approval::Always;
+    let row = h.store.record(call).await.unwrap().invocation;
+
+    // Nothing happens: back at the deadline with the same version.
+    let same = h
+        .store
+        .wait_for_change(row.id, None, Instant::now() + Duration::from_millis(50))
+        .await
+        .unwrap();
+    assert_eq!(same.version, row.version);
+
+    // A change wakes the waiter long before its deadline.
+    let store = Arc::clone(&h.store);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let waiter = tokio::spawn(async move {
+        store
+            .wait_for_change(row.id, Some(row.version), deadline)
+            .await
+    });
+    h.store
+        .decide(row.id, "bob", Decision::Approve)
+        .await
+        .unwrap();
+    let changed = waiter.await.unwrap().unwrap();
+    assert_eq!(changed.state, S::Approved);
+    assert!(Instant::now() < deadline);
+
+    // A stale `seen` returns at once.
+    let now = h
+        .store
+        .wait_for_change(row.id, Some(row.version), deadline)
+        .await
+        .unwrap();
+    assert_eq!(now.state, S::Approved);
+}
+
+/// Case 25: Every decision records who, when and why; listings show the story in order.
+pub(crate) async fn case_25_story_in_order(h: &Harness) {
+    let s = h.session().await;
+    let mut ids = Vec::new();
+    for (n, approval) in [
+        (1, Approval::Never),
+        (2, Approval::Always),
+        (3, Approval::Always),
+    ] {
+        let mut call = h.call(s, "refund", json!({"n": n}));
+        call.approval = approval;
+        ids.push(h.store.record(call).await.unwrap().invocation.id);
+        h.clock.advance(Duration::from_millis(5));
+    }
+    let pending = h
+        .store
+        .pending_approvals(ApprovalFilter {
+            tool: Some("refund".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        pending.iter().map(|i| i.id).collect::<Vec<_>>(),
+        ids[1..].to_vec()
+    );
+    let by_principal = ApprovalFilter {
+        principal: Some("nobody".into()),
+        ..Default::default()
+    };
+    assert!(
+        h.store
+            .pending_approvals(by_principal)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let old = ApprovalFilter {
+        recorded_before: Some(h.clock_now() - Duration::from_millis(7)),
+        ..Default::default()
+    };
+    assert_eq!(h.store.pending_approvals(old).await.unwrap().len(), 1);
+
+    h.store.claim(ids[0], "w1", LEASE).await.unwrap();
+    h.store.finish(ids[0], "w1", Ok(json!("ok"))).await.unwrap();
+    h.store
+        .decide(ids[1], "alice", Decision::Approve)
+        .await
+        .unwrap();
+    h.store
+        .decide(
+            ids[2],
+            "bob",
+            Decision::Deny {
+                reason: "duplicate".into(),
+            },
+        )
+        .await
+        .unwrap();
+
+    let story = h.store.session_invocations(s).await.unwrap();
+    assert_eq!(story.iter().map(|i| i.id).collect::<Vec<_>>(), ids);
+    let states: Vec<_> = story.iter().map(|i| i.state).collect();
+    assert_eq!(states, vec![S::Succeeded, S::Approved, S::Denied]);
+    let d1 = story[1].decision.clone().unwrap();
+    let d2 = story[2].decision.clone().unwrap();
+    assert_eq!(
+        (d1.by.as_str(), d2.by.as_str(), d2.reason.as_deref()),
+        ("alice", "bob", Some("duplicate"))
+    );
+    assert_eq!(d2.at, h.clock_now());
+    let session = h.store.get_session(s).await.unwrap();
+    assert_eq!(
+        (session.channel.as_str(), session.principal.as_deref()),
+        ("mcp", Some("alice@example.com"))
+    );
+    assert!(
+        story
+            .iter()
+            .all(|i| i.principal.as_deref() == Some("alice@example.com"))
+    );
+}
+
+/// Case 26: The audit chain detects an edited or deleted row and names it.
+pub(crate) async fn case_26_audit_chain_names_tampered_rows(h: &Harness) {
+    let s = h.session().await;
+    let mut ids = Vec::new();
+    for n in 0..4 {
+        let row = h
+            .store
+            .record(h.call(s, "refund", json!({"amount": n})))
+            .await
+            .unwrap()
+            .invocation;
+        h.store.claim(row.id, "w1", LEASE).await.unwrap();
+        h.store.finish(row.id, "w1", Ok(json!(n))).await.unwrap();
+        ids.push(row.id);
+    }
+    let clean = h.store.verify().await.unwrap();
+    assert_eq!(clean.first_break, None);
+    assert_eq!(clean.rows, 5);
+
+    h.raw
+        .exec(&format!(
+            "UPDATE invocations SET arguments = '{{\"amount\":1000}}' WHERE id = '{}'",
+            ids[2]
+        ))
+        .await;
+    let broken = h.store.verify().await.unwrap().first_break.unwrap();
+    assert_eq!(
+        (broken.entity.as_str(), broken.id.clone()),
+        ("invocation", ids[2].to_string())
+    );
+    assert!(broken.reason.contains("edited"), "{broken}");
+    h.raw
+        .exec(&format!(
+            "UPDATE invocations SET arguments = '{{\"amount\":2}}' WHERE id = '{}'",
+            ids[2]
+        ))
+        .await;
+    assert_eq!(h.store.verify().await.unwrap().first_break, None);
+
+    h.raw
+        .exec(&format!("DELETE FROM invocations WHERE id = '{}'", ids[1]))
+        .await;
+    let broken = h.store.verify().await.unwrap().first_break.unwrap();
+    assert_eq!(broken.id, ids[1].to_string());
+    assert!(broken.reason.contains("deleted"), "{broken}");
+
+    // Deleting its audit events too breaks the chain at the gap.
+    h.raw
+        .exec(&format!(
+            "DELETE FROM ledger_events WHERE entity_id = '{}'",
+            ids[1]
+        ))
+        .await;
+    let broken = h.store.verify().await.unwrap().first_break.unwrap();
+    assert!(broken.reason.contains("audit event"), "{broken}");
+}

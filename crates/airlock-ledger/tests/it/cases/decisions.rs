@@ -1,0 +1,399 @@
+//! Cases 16–23: decisions, plus questions (`ask_human`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use airlock_ledger::{
+    Approval, CallKind, Decision, DecisionKind, InvocationState as S, LedgerError, NewRun,
+    Resolution, ResumeOutcome, RunId, RunStatus, SessionId,
+};
+use serde_json::json;
+use tokio::time::Instant;
+
+use crate::harness::{DIGEST, Harness, LEASE};
+
+async fn parked(
+    h: &Harness,
+    s: SessionId,
+    run: Option<RunId>,
+    args: serde_json::Value,
+) -> airlock_ledger::Invocation {
+    let mut call = h.call(s, "refund", args);
+    call.approval = Approval::Always;
+    call.run_id = run;
+    h.store.record(call).await.unwrap().invocation
+}
+
+async fn run(h: &Harness, s: SessionId) -> RunId {
+    h.store
+        .create_run(NewRun {
+            session_id: s,
+            agent: "support".into(),
+            definitions_digest: DIGEST.into(),
+            definitions_snapshot: json!({}),
+        })
+        .await
+        .unwrap()
+        .id
+}
+
+/// Case 16: Park → approve → runs exactly once, and whoever waits gets the result.
+pub(crate) async fn case_16_approve_runs_once_waiter_gets_result(h: &Harness) {
+    let s = h.session().await;
+    let row = parked(h, s, None, json!({"amount": 5})).await;
+    let store = Arc::clone(&h.store);
+    let waiter = tokio::spawn(async move {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let mut seen = None;
+        for _ in 0..10 {
+            let now = store.wait_for_change(row.id, seen, deadline).await.unwrap();
+            if now.state.is_terminal() {
+                return now;
+            }
+            seen = Some(now.version);
+        }
+        panic!("the row never settled");
+    });
+    h.store
+        .decide(row.id, "bob", Decision::Approve)
+        .await
+        .unwrap();
+    let claims = futures::future::join_all((0..4).map(|i| {
+        let store = Arc::clone(&h.store);
+        async move { store.claim(row.id, &format!("w{i}"), LEASE).await }
+    }))
+    .await;
+    let winners: Vec<_> = claims.into_iter().filter_map(Result::ok).collect();
+    assert_eq!(winners.len(), 1);
+    let owner = winners[0].lease.clone().unwrap().owner;
+    h.store
+        .finish(row.id, &owner, Ok(json!({"refunded": 5})))
+        .await
+        .unwrap();
+    let seen = waiter.await.unwrap();
+    assert_eq!(seen.model_result(), Some(json!({"refunded": 5})));
+    assert_eq!(seen.attempts, 1);
+}
+
+/// Case 17: Park → deny(reason) → denied, the model sees `{"denied": reason}`, nothing runs, the
+/// run continues.
+pub(crate) async fn case_17_deny(h: &Harness) {
+    let s = h.session().await;
+    let r = run(h, s).await;
+    let row = parked(h, s, Some(r), json!({"amount": 5})).await;
+    let denied = h
+        .store
+        .decide(
+            row.id,
+            "bob",
+            Decision::Deny {
+                reason: "not today".into(),
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(denied.state, S::Denied);
+    assert_eq!(denied.model_result(), Some(json!({"denied": "not today"})));
+    assert!(h.store.claim(row.id, "w1", LEASE).await.is_err());
+    assert_eq!(h.store.get_run(r).await.unwrap().status, RunStatus::Running);
+}
+
+/// Case 18: In doubt → "did not run" → re-executed exactly once; "it ran" → settled with the note.
+pub(crate) async fn case_18_resolve_in_doubt(h: &Harness) {
+    let s = h.session().await;
+    let a = h
+        .store
+        .record(h.call(s, "charge", json!({"n": 1})))
+        .await
+        .unwrap()
+        .invocation;
+    let b = h
+        .store
+        .record(h.call(s, "charge", json!({"n": 2})))
+        .await
+        .unwrap()
+        .invocation;
+    h.store.claim(a.id, "w1", LEASE).await.unwrap();
+    h.store.claim(b.id, "w1", LEASE).await.unwrap();
+    h.store.sweep(h.clock_now() + LEASE * 2).await.unwrap();
+
+    let did_not = Decision::Resolve {
+        resolution: Resolution::DidNotRun,
+        note: "no charge in Stripe".into(),
+    };
+    let again = h.store.decide(a.id, "ops", did_not.clone()).await.unwrap();
+    assert_eq!(again.state, S::Approved);
+    h.store.claim(a.id, "w2", LEASE).await.unwrap();
+    assert!(matches!(
+        h.store.claim(a.id, "w3", LEASE).await,
+        Err(LedgerError::Taken { .. })
+    ));
+    let done = h
+        .store
+        .finish(a.id, "w2", Ok(json!("charged")))
+        .await
+        .unwrap();
+    assert_eq!((done.state, done.attempts), (S::Succeeded, 2));
+
+    let ran = Decision::Resolve {
+        resolution: Resolution::Ran,
+        note: "charge ch_1 exists".into(),
+    };
+    let settled = h.store.decide(b.id, "ops", ran).await.unwrap();
+    assert_eq!(settled.state, S::Resolved);
+    assert_eq!(
+        settled.model_result(),
+        Some(json!({"resolved": "charge ch_1 exists"}))
+    );
+    let err = h.store.decide(b.id, "ops2", did_not).await.unwrap_err();
+    assert!(err.to_string().contains("resolved: ran by ops"), "{err}");
+    assert!(h.store.claim(b.id, "w2", LEASE).await.is_err());
+}
+
+/// Case 19: A second decision fails naming the first; deny never overwrites approve; 16 concurrent
+/// deciders leave exactly one decision.
+pub(crate) async fn case_19_one_decision_stands(h: &Harness) {
+    let s = h.session().await;
+    let row = parked(h, s, None, json!({"amount": 5})).await;
+    h.store
+        .decide(row.id, "alice", Decision::Approve)
+        .await
+        .unwrap();
+    let err = h
+        .store
+        .decide(
+            row.id,
+            "bob",
+            Decision::Deny {
+                reason: "no".into(),
+            },
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, LedgerError::AlreadyDecided { by, decision, .. } if by == "alice" && decision == "approved"),
+        "{err}"
+    );
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "invocation {} was already decided: approved by alice",
+            row.id
+        )
+    );
+    assert_eq!(h.store.get(row.id).await.unwrap().state, S::Approved);
+
+    let row = parked(h, s, None, json!({"amount": 6})).await;
+    let results = futures::future::join_all((0..16).map(|i| {
+        let store = Arc::clone(&h.store);
+        async move {
+            let d = if i % 2 == 0 {
+                Decision::Approve
+            } else {
+                Decision::Deny {
+                    reason: format!("r{i}"),
+                }
+            };
+            (i, store.decide(row.id, &format!("person{i}"), d).await)
+        }
+    }))
+    .await;
+    let ok: Vec<_> = results
+        .iter()
+        .filter(|(_, r)| r.is_ok())
+        .map(|(i, _)| *i)
+        .collect();
+    assert_eq!(ok.len(), 1);
+    let winner = format!("person{}", ok[0]);
+    for (_, r) in &results {
+        if let Err(e) = r {
+            assert!(
+                matches!(e, LedgerError::AlreadyDecided { by, .. } if *by == winner),
+                "{e}"
+            );
+        }
+    }
+    let stored = h.store.get(row.id).await.unwrap().decision.unwrap();
+    assert_eq!(stored.by, winner);
+}
+
+/// Case 20: Approving a row that is not awaiting a decision says which state it is in.
+pub(crate) async fn case_20_approve_wrong_state(h: &Harness) {
+    let s = h.session().await;
+    let row = h
+        .store
+        .record(h.call(s, "lookup", json!({})))
+        .await
+        .unwrap()
+        .invocation;
+    let err = h
+        .store
+        .decide(row.id, "bob", Decision::Approve)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "invocation {} is pending, expected awaiting_approval",
+            row.id
+        )
+    );
+    h.store.claim(row.id, "w1", LEASE).await.unwrap();
+    let err = h
+        .store
+        .decide(row.id, "bob", Decision::Approve)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            LedgerError::WrongState {
+                actual: S::Running,
+                ..
+            }
+        ),
+        "{err}"
+    );
+}
+
+/// Case 21: Past `expires_at` a row cannot be approved; sweeper and reads mark it expired; the
+/// model sees `{"denied": "approval expired"}`; its run fails with `approval_expired`.
+pub(crate) async fn case_21_expiry(h: &Harness) {
+    let s = h.session().await;
+    let r1 = run(h, s).await;
+    let by_decision = parked(h, s, Some(r1), json!({"n": 1})).await;
+    let by_read = parked(h, s, None, json!({"n": 2})).await;
+    let by_sweep = parked(h, s, None, json!({"n": 3})).await;
+    h.clock
+        .advance(crate::harness::TTL + Duration::from_secs(1));
+
+    let err = h
+        .store
+        .decide(by_decision.id, "bob", Decision::Approve)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, LedgerError::Expired { .. }), "{err}");
+    let row = h.store.get(by_decision.id).await.unwrap();
+    assert_eq!(row.state, S::Expired);
+    assert_eq!(
+        row.model_result(),
+        Some(json!({"denied": "approval expired"}))
+    );
+    let run = h.store.get_run(r1).await.unwrap();
+    assert_eq!(
+        (run.status, run.status_reason.as_deref()),
+        (RunStatus::Failed, Some("approval_expired"))
+    );
+
+    // A read persists the expiry (the pending list no longer shows it).
+    assert_eq!(h.store.get(by_read.id).await.unwrap().state, S::Expired);
+    let report = h.store.sweep(h.clock_now()).await.unwrap();
+    assert_eq!(report.expired, vec![by_sweep.id]);
+    assert!(
+        h.store
+            .pending_approvals(Default::default())
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+/// Case 22: A decision on a row whose run was cancelled or failed is refused.
+pub(crate) async fn case_22_closed_run_refuses_decisions(h: &Harness) {
+    let s = h.session().await;
+    for status in [RunStatus::Cancelled, RunStatus::Failed] {
+        let r = run(h, s).await;
+        let row = parked(h, s, Some(r), json!({"status": status.as_str()})).await;
+        h.store
+            .end_run(r, status, Some("user stopped it".into()))
+            .await
+            .unwrap();
+        let err = h
+            .store
+            .decide(row.id, "bob", Decision::Approve)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, LedgerError::RunClosed { status: st, .. } if st == status),
+            "{err}"
+        );
+        assert_eq!(
+            h.store.get(row.id).await.unwrap().state,
+            S::AwaitingApproval
+        );
+    }
+}
+
+/// Case 23: Two gated calls of one step approved concurrently: the run resumes exactly once.
+pub(crate) async fn case_23_run_resumes_once(h: &Harness) {
+    let s = h.session().await;
+    let r = run(h, s).await;
+    let a = parked(h, s, Some(r), json!({"n": 1})).await;
+    let b = parked(h, s, Some(r), json!({"n": 2})).await;
+    h.store.park_run(r).await.unwrap();
+    assert_eq!(
+        h.store.resume_run(r).await.unwrap(),
+        ResumeOutcome::StillWaiting
+    );
+    // Each decider approves, then tries to resume the run.
+    let outcomes = futures::future::join_all([a.id, b.id].map(|id| {
+        let store = Arc::clone(&h.store);
+        async move {
+            store.decide(id, "bob", Decision::Approve).await.unwrap();
+            store.resume_run(r).await.unwrap()
+        }
+    }))
+    .await;
+    let resumed = outcomes
+        .iter()
+        .filter(|o| **o == ResumeOutcome::Resumed)
+        .count();
+    assert_eq!(resumed, 1, "{outcomes:?}");
+    assert_eq!(
+        h.store.resume_run(r).await.unwrap(),
+        ResumeOutcome::NotParked(RunStatus::Running)
+    );
+}
+
+/// `ask_human`: a question parks; an answer becomes the result; declining is a deny.
+pub(crate) async fn question_answer_and_decline(h: &Harness) {
+    let s = h.session().await;
+    let mut q = h.call(s, "ask_human", json!({"question": "Which plan?"}));
+    q.kind = CallKind::Question;
+    q.source_kind = airlock_ledger::SourceKind::Builtin;
+    let row = h.store.record(q.clone()).await.unwrap().invocation;
+    assert_eq!(row.state, S::AwaitingAnswer);
+    assert!(row.expires_at.is_some());
+    assert!(
+        h.store
+            .decide(row.id, "bob", Decision::Approve)
+            .await
+            .is_err()
+    );
+    let answered = h
+        .store
+        .decide(row.id, "bob", Decision::Answer { text: "Pro".into() })
+        .await
+        .unwrap();
+    assert_eq!(answered.state, S::Succeeded);
+    assert_eq!(answered.model_result(), Some(json!({"answer": "Pro"})));
+    assert_eq!(answered.decision.unwrap().decision, DecisionKind::Answered);
+
+    q.call_id = "q2".into();
+    let row = h.store.record(q).await.unwrap().invocation;
+    let declined = h
+        .store
+        .decide(
+            row.id,
+            "bob",
+            Decision::Deny {
+                reason: "ask sales".into(),
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        declined.model_result(),
+        Some(json!({"denied": "ask sales"}))
+    );
+}

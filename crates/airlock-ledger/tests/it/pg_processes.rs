@@ -1,0 +1,78 @@
+//! Two stores (separate pools and listeners, as two replicas would have) on one PostgreSQL
+//! database: a decision committed through one wakes `wait_for_change` on the other.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use airlock_ledger::{Approval, Decision, InvocationState as S, PgStore, Store};
+use serde_json::json;
+use tokio::time::Instant;
+
+use crate::harness::{Harness, config, pg_options, pg_url};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn decision_in_one_process_wakes_waiter_in_another() {
+    let Some(h) = Harness::postgres().await else {
+        return;
+    };
+    let url = pg_url().unwrap();
+    let other: Arc<dyn Store> = Arc::new(
+        PgStore::connect(pg_options(&url, &h.location), config(&h.clock))
+            .await
+            .unwrap(),
+    );
+    let s = h.session().await;
+    let mut call = h.call(s, "refund", json!({"amount": 5}));
+    call.approval = Approval::Always;
+    let row = h.store.record(call).await.unwrap().invocation;
+
+    let mut worst = Duration::ZERO;
+    for round in 0..3 {
+        let (waiting_on, deciding) = if round % 2 == 0 {
+            (Arc::clone(&other), Arc::clone(&h.store))
+        } else {
+            (Arc::clone(&h.store), Arc::clone(&other))
+        };
+        // Warm the waiter's pool so its first read is not a connection set-up.
+        for _ in 0..3 {
+            waiting_on.get(row.id).await.unwrap();
+        }
+        let current = waiting_on.get(row.id).await.unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let waiter = tokio::spawn(async move {
+            let seen = waiting_on
+                .wait_for_change(row.id, Some(current.version), deadline)
+                .await
+                .unwrap();
+            (seen, Instant::now())
+        });
+        // Let the waiter register before deciding (not a timing assertion).
+        tokio::task::yield_now().await;
+        let started = Instant::now();
+        if round == 0 {
+            deciding
+                .decide(row.id, "bob", Decision::Approve)
+                .await
+                .unwrap();
+        } else {
+            let owner = format!("w{round}");
+            if round == 1 {
+                deciding
+                    .claim(row.id, &owner, Duration::from_secs(30))
+                    .await
+                    .unwrap();
+            } else {
+                deciding
+                    .finish(row.id, "w1", Ok(json!("done")))
+                    .await
+                    .unwrap();
+            }
+        }
+        let (seen, woke) = waiter.await.unwrap();
+        assert_ne!(seen.version, current.version);
+        worst = worst.max(woke.saturating_duration_since(started));
+    }
+    assert_eq!(h.store.get(row.id).await.unwrap().state, S::Succeeded);
+    println!("cross-process wake-up, worst of 3: {worst:?}");
+    assert!(worst < Duration::from_millis(100), "woken after {worst:?}");
+}
