@@ -1,1 +1,42 @@
-//! placeholder
+//! The egress guard: the one HTTP client every outbound airlock request goes through.
+//!
+//! It reaches public hosts only. A URL is checked before parsing and after; its host name passes
+//! the name rules; the name is resolved once per call and every address must be public by
+//! airlock's own table (or explicitly allowed by the operator); connections go only to those
+//! checked addresses, with `Host` and TLS SNI carrying the original name. No proxies, no
+//! redirects, identity encoding only, text bodies only, a body cap counted while streaming, and
+//! one deadline per call. See `shared/egress-global.md` for the precise rules.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), airlock_egress::EgressError> {
+//! use airlock_egress::{EgressPolicy, GuardedClient, Request};
+//! let client = GuardedClient::new(EgressPolicy::default())?;
+//! let call = client.call(); // one deadline, one resolution per host
+//! let reply = call.send(Request::get("https://api.example.com/v1/items")).await?;
+//! println!("{}", reply.error_for_status()?.text());
+//! # Ok(()) }
+//! ```
+
+mod address;
+mod body;
+mod check;
+mod client;
+mod error;
+mod name;
+mod observe;
+mod pin;
+mod policy;
+mod request;
+mod resolve;
+mod transport;
+mod url_check;
+
+pub use address::{Classification, SpecialRange, classify};
+pub use check::{CheckReport, check_join, check_url};
+pub use client::{Call, GuardedClient, GuardedClientBuilder, PreparedCall};
+pub use error::{BoxError, EgressError};
+pub use name::{HostName, check_host};
+pub use policy::{DEFAULT_DEADLINE, DEFAULT_DNS_TIMEOUT, DEFAULT_MAX_BODY_BYTES, EgressPolicy};
+pub use request::{Request, Response};
+pub use resolve::{Lookup, OverrideError, Resolve, ResolveError, StaticResolver, SystemResolver};
+pub use url_check::{join, precheck};

@@ -1,0 +1,399 @@
+//! The guarded client: every outbound request goes through here; addresses are checked once per
+//! call and pinned.
+//!
+//! Guarantees: a [`Call`] resolves each host at most once (a rebinding resolver cannot change the
+//! answer mid-call) and runs every request under one deadline; every connection goes only to
+//! addresses the policy allowed, with `Host` and TLS SNI carrying the original name and the
+//! certificate verified against it; responses obey [`crate::body`]'s rules. Connection pools are
+//! shared across calls only between calls whose checked addresses for a host are identical, so a
+//! pooled connection never reaches an address the current call did not check.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use http::Method;
+use tokio::time::Instant;
+use tracing::Instrument;
+use url::Url;
+
+use crate::body::{self, BodyRule};
+use crate::observe;
+use crate::pin::{self, Deadline, Pinned};
+use crate::request::{Request, Response};
+use crate::resolve::{Resolve, SystemResolver};
+use crate::transport::{self, Pins};
+use crate::url_check::{self, Target, TargetHost};
+use crate::{EgressError, EgressPolicy};
+
+/// Pooled clients kept at most; past it the pool starts over (idle connections are cheap to lose).
+const MAX_POOLED_CLIENTS: usize = 256;
+
+/// The guarded HTTP client. Cheap to clone; clones share the policy, resolver, TLS config and
+/// connection pools.
+#[derive(Debug, Clone)]
+pub struct GuardedClient {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    policy: EgressPolicy,
+    resolver: Arc<dyn Resolve>,
+    tls: rustls::ClientConfig,
+    /// One reqwest client per (pinned name, checked addresses): its pool may be reused by any
+    /// later call that checked exactly the same addresses.
+    pool: Mutex<HashMap<(String, Vec<SocketAddr>), reqwest::Client>>,
+}
+
+impl std::fmt::Debug for Inner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GuardedClient")
+            .field("policy", &self.policy)
+            .field("resolver", &self.resolver)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Builds a [`GuardedClient`] with an injected resolver or TLS configuration.
+#[derive(Debug)]
+pub struct GuardedClientBuilder {
+    policy: EgressPolicy,
+    resolver: Option<Arc<dyn Resolve>>,
+    tls: Option<rustls::ClientConfig>,
+}
+
+impl GuardedClientBuilder {
+    /// Uses `resolver` instead of the system resolver (tests, `egress check --resolve`).
+    #[must_use]
+    pub fn resolver(mut self, resolver: Arc<dyn Resolve>) -> Self {
+        self.resolver = Some(resolver);
+        self
+    }
+
+    /// Uses this rustls configuration (for example with a private root) instead of the platform
+    /// verifier. ALPN `h2`/`http/1.1` is added when it has none.
+    #[must_use]
+    pub fn tls_config(mut self, config: rustls::ClientConfig) -> Self {
+        self.tls = Some(config);
+        self
+    }
+
+    /// Builds the client.
+    ///
+    /// # Errors
+    /// [`EgressError::Tls`] when the platform roots cannot be loaded; [`EgressError::Unresolvable`]
+    /// when the system resolver configuration cannot be read.
+    pub fn build(self) -> Result<GuardedClient, EgressError> {
+        let resolver: Arc<dyn Resolve> = match self.resolver {
+            Some(r) => r,
+            None => Arc::new(SystemResolver::from_system_conf().map_err(|e| {
+                EgressError::Unresolvable {
+                    host: String::new(),
+                    reason: e.to_string(),
+                }
+            })?),
+        };
+        let mut tls = match self.tls {
+            Some(tls) => tls,
+            None => transport::default_tls()?,
+        };
+        transport::with_alpn(&mut tls);
+        Ok(GuardedClient {
+            inner: Arc::new(Inner {
+                policy: self.policy,
+                resolver,
+                tls,
+                pool: Mutex::new(HashMap::new()),
+            }),
+        })
+    }
+}
+
+impl GuardedClient {
+    /// A client with the system resolver and the platform's certificate roots.
+    ///
+    /// # Errors
+    /// As [`GuardedClientBuilder::build`].
+    pub fn new(policy: EgressPolicy) -> Result<Self, EgressError> {
+        Self::builder(policy).build()
+    }
+
+    /// A builder, for injecting a resolver or TLS configuration.
+    #[must_use]
+    pub fn builder(policy: EgressPolicy) -> GuardedClientBuilder {
+        GuardedClientBuilder {
+            policy,
+            resolver: None,
+            tls: None,
+        }
+    }
+
+    /// The policy this client enforces.
+    #[must_use]
+    pub fn policy(&self) -> &EgressPolicy {
+        &self.inner.policy
+    }
+
+    /// The resolver this client asks.
+    #[must_use]
+    pub fn resolver(&self) -> &Arc<dyn Resolve> {
+        &self.inner.resolver
+    }
+
+    /// Starts a call: one deadline (the policy's) and one resolution per host for every request
+    /// made through it.
+    #[must_use]
+    pub fn call(&self) -> Call {
+        Call {
+            client: self.clone(),
+            deadline: Deadline::starting_now(self.inner.policy.deadline),
+            pins: tokio::sync::Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Sends one request as a call of its own.
+    ///
+    /// # Errors
+    /// Any [`EgressError`].
+    pub async fn send(&self, request: Request) -> Result<Response, EgressError> {
+        self.call().send(request).await
+    }
+
+    /// Checks `url` and returns a reqwest client pinned to its checked addresses, as a call of
+    /// its own (see [`Call::prepare`]).
+    ///
+    /// # Errors
+    /// Any refusal of [`Call::prepare`].
+    pub async fn prepare(
+        &self,
+        url: &str,
+        carries_credential: bool,
+    ) -> Result<PreparedCall, EgressError> {
+        self.call().prepare(url, carries_credential).await
+    }
+
+    /// The pooled reqwest client for these checked addresses (built on first use).
+    fn pooled(
+        &self,
+        target: &Target,
+        addrs: &[SocketAddr],
+    ) -> Result<reqwest::Client, EgressError> {
+        let key = match target.host {
+            TargetHost::Name { .. } => (target.pin_name().to_owned(), addrs.to_vec()),
+            // An IP literal is never resolved; one unpinned client serves every literal.
+            TargetHost::Ip(_) => (String::new(), Vec::new()),
+        };
+        let mut pool = self
+            .inner
+            .pool
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(client) = pool.get(&key) {
+            return Ok(client.clone());
+        }
+        let pins = (!key.0.is_empty()).then(|| Pins {
+            name: &key.0,
+            addrs,
+        });
+        let client = transport::build_client(&self.inner.tls, pins, None)?;
+        if pool.len() >= MAX_POOLED_CLIENTS {
+            pool.clear();
+        }
+        pool.insert(key, client.clone());
+        Ok(client)
+    }
+}
+
+/// One logical call (for example an MCP initialize + tools/call): one deadline, and one
+/// resolution per host, shared by every request made through it.
+#[derive(Debug)]
+pub struct Call {
+    client: GuardedClient,
+    deadline: Deadline,
+    /// Checked addresses per host name, filled on first use. Held across the lookup, so two
+    /// concurrent requests of a call cannot resolve the same host twice.
+    pins: tokio::sync::Mutex<HashMap<String, Result<Pinned, pin::Refusal>>>,
+}
+
+/// A reqwest client pinned to one URL's checked addresses, for code that must drive reqwest
+/// itself (rmcp's `StreamableHttpClientTransport::with_client`).
+///
+/// The client refuses redirects and proxies, sends `Accept-Encoding: identity`, and reaches only
+/// the checked addresses of `url`'s host (any other name fails to resolve). It cannot enforce
+/// the body rules: the caller must refuse non-identity encodings, check content types, count
+/// bytes against `max_body_bytes`, wrap its work in `tokio::time::timeout_at(deadline, …)`, and
+/// use it only for URLs on `url`'s origin (an IP-literal URL bypasses resolvers).
+#[derive(Debug, Clone)]
+pub struct PreparedCall {
+    /// The pinned client (each request also times out when the call's deadline passes).
+    pub client: reqwest::Client,
+    /// The checked URL.
+    pub url: Url,
+    /// The whole-call deadline.
+    pub deadline: Instant,
+    /// The addresses connections may go to.
+    pub addresses: Vec<SocketAddr>,
+    /// The policy's body cap, in bytes.
+    pub max_body_bytes: u64,
+}
+
+impl Call {
+    /// When this call's deadline passes.
+    #[must_use]
+    pub fn deadline(&self) -> Instant {
+        self.deadline.at
+    }
+
+    /// Sends one request of this call.
+    ///
+    /// # Errors
+    /// Any [`EgressError`]; a 4xx/5xx is not an error here (see [`Response::error_for_status`]).
+    pub async fn send(&self, request: Request) -> Result<Response, EgressError> {
+        let span = observe::request_span();
+        let result = self
+            .send_in_span(request, &span)
+            .instrument(span.clone())
+            .await;
+        observe::finish(&span, result.as_ref().map(|_| ()));
+        result
+    }
+
+    async fn send_in_span(
+        &self,
+        request: Request,
+        span: &tracing::Span,
+    ) -> Result<Response, EgressError> {
+        request.check()?;
+        let policy = self.client.policy();
+        let target = url_check::parse_target(policy, &request.url)?;
+        let host = target.host_label();
+        span.record("host", host.as_str());
+        let addrs = self
+            .checked_addrs(&target, request.carries_credential())
+            .await?;
+        span.record("checked", tracing::field::debug(&addrs));
+        let client = self.client.pooled(&target, &addrs)?;
+        let cap = policy.max_body_bytes;
+        let expect_body = request.method != Method::HEAD;
+        let mut builder = client
+            .request(request.method, target.url)
+            .headers(request.headers);
+        if let Some(body) = request.body {
+            builder = builder.body(body);
+        }
+        let exchange = async {
+            let response = builder
+                .send()
+                .await
+                .map_err(|e| transport::classify_error(e, &host))?;
+            if let Some(remote) = response.remote_addr() {
+                span.record("chosen", tracing::field::display(remote));
+            }
+            let rule: BodyRule =
+                body::check_head(response.status(), response.headers(), expect_body, cap)?;
+            let (status, headers) = (response.status(), response.headers().clone());
+            let body = body::read_capped(response, rule, cap, &host).await?;
+            Ok(Response {
+                status,
+                headers,
+                body,
+            })
+        };
+        tokio::time::timeout_at(self.deadline.at, exchange)
+            .await
+            .map_err(|_| self.deadline.error())?
+    }
+
+    /// Checks `url` and returns a reqwest client pinned to its checked addresses, under this
+    /// call's deadline and resolution.
+    ///
+    /// # Errors
+    /// Every refusal that needs no response: scheme, URL, name, address, resolution, a
+    /// credential over plain `http`, or a deadline already passed.
+    pub async fn prepare(
+        &self,
+        url: &str,
+        carries_credential: bool,
+    ) -> Result<PreparedCall, EgressError> {
+        let span = observe::request_span();
+        let result = async {
+            let target = url_check::parse_target(self.client.policy(), url)?;
+            span.record("host", target.host_label());
+            let addrs = self.checked_addrs(&target, carries_credential).await?;
+            span.record("checked", tracing::field::debug(&addrs));
+            let remaining = self.deadline.at.saturating_duration_since(Instant::now());
+            if remaining.is_zero() {
+                return Err(self.deadline.error());
+            }
+            let pins = matches!(target.host, TargetHost::Name { .. }).then(|| Pins {
+                name: target.pin_name(),
+                addrs: &addrs,
+            });
+            let client = transport::build_client(&self.client.inner.tls, pins, Some(remaining))?;
+            Ok(PreparedCall {
+                client,
+                url: target.url,
+                deadline: self.deadline.at,
+                addresses: addrs,
+                max_body_bytes: self.client.policy().max_body_bytes,
+            })
+        }
+        .instrument(span.clone())
+        .await;
+        observe::finish(&span, result.as_ref().map(|_| ()));
+        result
+    }
+
+    /// The checked socket addresses for `target`, resolving its host once per call, and the
+    /// credential rule.
+    async fn checked_addrs(
+        &self,
+        target: &Target,
+        carries_credential: bool,
+    ) -> Result<Vec<SocketAddr>, EgressError> {
+        let policy = self.client.policy();
+        let pinned = {
+            let mut pins = self.pins.lock().await;
+            match pins.get(target.pin_name()) {
+                Some(Ok(p)) => p.clone(),
+                Some(Err(refusal)) => return Err(refusal.clone().into()),
+                None => {
+                    let resolver = self.client.resolver().as_ref();
+                    let result = pin::pin(policy, resolver, target, Some(self.deadline)).await;
+                    // A refusal is remembered too: a rebinding name refused once in a call must
+                    // not get a second chance with a friendlier answer.
+                    let remembered = match &result {
+                        Ok(p) => Ok(p.clone()),
+                        Err(e) => Err(pin::Refusal::from(e)),
+                    };
+                    pins.insert(target.pin_name().to_owned(), remembered);
+                    result?
+                }
+            }
+        };
+        // A credential over plain http can be read on the path; only an operator-allowed loopback
+        // address (a sidecar on the same host) is exempt.
+        if carries_credential && target.url.scheme() == "http" && !pinned.operator_loopback_only() {
+            return Err(EgressError::BlockedScheme {
+                reason: "a credential is never sent over plain http".into(),
+            });
+        }
+        Ok(pinned.socket_addrs(target.port))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_production_client_builds_from_the_system_configuration() {
+        let client = GuardedClient::new(EgressPolicy::default()).unwrap();
+        // A refusal needs no network: the guard decides before any lookup.
+        let err = client
+            .send(Request::get("http://localhost/"))
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), "blocked_name");
+    }
+}

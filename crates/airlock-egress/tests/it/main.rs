@@ -1,0 +1,9 @@
+//! The egress guard's integration tests: one binary, one module per concern.
+
+// Test helpers outside #[test] functions panic on setup failure on purpose.
+#![allow(clippy::unwrap_used)]
+
+mod guard;
+mod proxy;
+mod support;
+mod vectors;
