@@ -9,15 +9,16 @@
 //! 3. [`handle_response`]: status, content type and body become the tool result or a
 //!    [`ToolError`](crate::ToolError) whose kind says what the caller can do about it.
 //!
-//! Sending the request through the egress guard and rate limiting happen around these steps,
-//! in the executor.
+//! [`execute`] runs the three steps around the egress guard, the only way out.
 
 mod args;
+mod execute;
 mod path;
 mod request;
 mod response;
 mod template;
 
 pub use args::{ArgumentCheck, prepare_arguments};
+pub use execute::execute;
 pub use request::{ApiHeaderValue, ApiRequest, build_request};
 pub use response::{MAX_RESPONSE_BYTES, UpstreamResponse, handle_response, select};

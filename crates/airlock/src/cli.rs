@@ -3,6 +3,7 @@
 
 mod check;
 mod credentials;
+mod egress;
 
 use std::process::ExitCode;
 
@@ -23,6 +24,9 @@ enum Command {
     /// Manage the encrypted credentials file.
     #[command(subcommand)]
     Credentials(credentials::Command),
+    /// Operator tools for the egress guard.
+    #[command(subcommand)]
+    Egress(egress::Command),
 }
 
 /// Parses the command line and runs the subcommand.
@@ -32,6 +36,7 @@ pub fn run() -> ExitCode {
     let result = match cli.command {
         Command::Check(args) => check::run(&args),
         Command::Credentials(cmd) => credentials::run(cmd),
+        Command::Egress(cmd) => egress::run(cmd),
     };
     match result {
         Ok(code) => code,

@@ -1,5 +1,6 @@
 #![allow(clippy::unwrap_used, missing_docs)]
 //! The runtime's integration tests: one binary, one module per concern.
 
+mod api_execute;
 mod api_request;
 mod api_response;

@@ -4,6 +4,7 @@
 
 mod check;
 mod credentials;
+mod egress;
 
 use std::path::PathBuf;
 use std::process::{Command, Output};

@@ -1,0 +1,74 @@
+//! The executor of api tools: build the request, send it through the egress guard, read the
+//! response. The guard is the only way out: a private, internal or unresolvable host, a plain
+//! `http` URL with a credential, a redirect, a non-text or oversized body all come back as
+//! `upstream_error` with the guard's reason, and no other client exists here.
+
+use airlock_egress::{EgressError, GuardedClient, Request};
+use airlock_spec::{ApiConnection, ApiOperation, Credentials};
+use http::{HeaderName, HeaderValue, Method};
+use serde_json::{Map, Value};
+
+use super::{ApiRequest, UpstreamResponse, build_request, handle_response};
+use crate::{ToolError, ToolErrorKind};
+
+/// Runs one api operation with prepared arguments and returns its result.
+///
+/// # Errors
+/// A [`ToolError`] for every failure: credential, request building, egress, status, body.
+pub async fn execute(
+    client: &GuardedClient,
+    operation: &ApiOperation,
+    connection: &ApiConnection,
+    credentials: &Credentials,
+    arguments: &Map<String, Value>,
+) -> Result<Value, ToolError> {
+    let request = build_request(operation, connection, credentials, arguments)?;
+    let response = client
+        .call()
+        .send(to_egress(&request)?)
+        .await
+        .map_err(|e| guard_error(&e))?;
+    let header = |name: &str| response.headers().get(name).and_then(|v| v.to_str().ok());
+    let upstream = UpstreamResponse {
+        status: response.status().as_u16(),
+        content_type: header("content-type"),
+        retry_after: header("retry-after"),
+        body: response.body(),
+    };
+    handle_response(&upstream, operation.select.as_deref())
+}
+
+/// The guard's refusal or a network failure, as the model reads it.
+fn guard_error(error: &EgressError) -> ToolError {
+    ToolError::new(ToolErrorKind::UpstreamError, error.to_string())
+}
+
+fn to_egress(request: &ApiRequest) -> Result<Request, ToolError> {
+    let method = match request.method() {
+        airlock_spec::Method::Get => Method::GET,
+        airlock_spec::Method::Post => Method::POST,
+    };
+    let mut out = Request::new(method, request.url().as_str());
+    for (name, value) in request.headers() {
+        let name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| bad_header(name))?;
+        let mut header =
+            HeaderValue::from_str(value.expose()).map_err(|_| bad_header(name.as_str()))?;
+        // Keeps the value out of HTTP/2 header compression tables and debug output.
+        header.set_sensitive(value.is_secret());
+        out = out.header(name, header);
+    }
+    if let Some(body) = request.body() {
+        out = out.body(body.to_vec());
+    }
+    if request.carries_credential() {
+        out = out.with_credential();
+    }
+    Ok(out)
+}
+
+fn bad_header(name: &str) -> ToolError {
+    ToolError::new(
+        ToolErrorKind::BadDeclaration,
+        format!("header `{name}` cannot be sent (invalid characters in its name or value)"),
+    )
+}
