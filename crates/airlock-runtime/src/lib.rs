@@ -8,6 +8,13 @@
 pub mod api;
 mod egress;
 mod error;
+mod gateway;
+mod local;
+mod rate_limit;
 
+/// The ledger, re-exported for embedders (stores, rows, local tools' transactions).
+pub use airlock_ledger as ledger;
 pub use egress::egress_policy;
 pub use error::{ToolError, ToolErrorKind};
+pub use gateway::{CallContext, Gateway, GatewayBuilder, GatewayError, Outcome};
+pub use local::{LocalBody, LocalTool};

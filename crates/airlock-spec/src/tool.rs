@@ -67,6 +67,8 @@ pub enum ToolSource {
     Agent(String),
     /// A tool built into airlock.
     Builtin(Builtin),
+    /// A tool compiled into the embedding process (`airlock_runtime::LocalTool`).
+    Local,
 }
 
 impl ToolSource {
@@ -78,6 +80,7 @@ impl ToolSource {
             Self::McpInline(_) | Self::Connection(_) => SourceKind::Mcp,
             Self::Agent(_) => SourceKind::Agent,
             Self::Builtin(_) => SourceKind::Builtin,
+            Self::Local => SourceKind::Local,
         }
     }
 }

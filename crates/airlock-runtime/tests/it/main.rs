@@ -4,3 +4,4 @@
 mod api_execute;
 mod api_request;
 mod api_response;
+mod gateway;

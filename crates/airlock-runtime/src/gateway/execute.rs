@@ -1,0 +1,136 @@
+//! Step 6 of the path: run a claimed row by its source, renewing the lease while it runs,
+//! and store the result. Every network path goes through the egress guard.
+
+use airlock_egress::Request;
+use airlock_ledger::{Invocation, ToolError as StoredError, TxTool};
+use airlock_spec::{Builtin, ToolSource, ToolSpec};
+use serde_json::{Map, Value, json};
+
+use super::{Gateway, GatewayError, LEASE};
+use crate::ToolError;
+use crate::local::LocalBody;
+
+impl Gateway {
+    /// Executes a claimed row and finishes it. `arguments` are the validated arguments with
+    /// defaults filled (absent for tools without a compiled check).
+    pub(super) async fn execute(
+        &self,
+        spec: &ToolSpec,
+        row: Invocation,
+        arguments: Option<Result<Map<String, Value>, ToolError>>,
+    ) -> Result<Invocation, GatewayError> {
+        let arguments = match arguments {
+            Some(Ok(map)) => Value::Object(map),
+            Some(Err(e)) => return self.finish(&row, Err(stored(e))).await,
+            None => row.arguments.clone(),
+        };
+        let work = self.run_source(spec, arguments);
+        tokio::pin!(work);
+        // Renew the lease while the call runs, so a live call is never taken for a crash.
+        let mut renew = tokio::time::interval(LEASE / 3);
+        renew.tick().await;
+        let result = loop {
+            tokio::select! {
+                result = &mut work => break result,
+                _ = renew.tick() => { self.store.renew_lease(row.id, &self.owner, LEASE).await?; }
+            }
+        };
+        self.finish(&row, result).await
+    }
+
+    async fn finish(
+        &self,
+        row: &Invocation,
+        result: Result<Value, StoredError>,
+    ) -> Result<Invocation, GatewayError> {
+        Ok(self.store.finish(row.id, &self.owner, result).await?)
+    }
+
+    async fn run_source(&self, spec: &ToolSpec, arguments: Value) -> Result<Value, StoredError> {
+        match &spec.source {
+            ToolSource::Api(op) => {
+                let connection = self.connections.get(&op.connection).ok_or_else(|| {
+                    StoredError::new(
+                        "bad_declaration",
+                        format!("connection `{}` is not configured", op.connection),
+                    )
+                })?;
+                let args = arguments.as_object().cloned().unwrap_or_default();
+                crate::api::execute(&self.egress, op, connection, &self.credentials, &args)
+                    .await
+                    .map_err(stored)
+            }
+            ToolSource::Builtin(Builtin::Fetch) => self.fetch(&arguments).await,
+            ToolSource::Local => match self.local_body(spec, arguments) {
+                Some(LocalBody::Plain(body)) => body.await,
+                Some(LocalBody::Transactional(_)) | None => Err(StoredError::new(
+                    "bad_declaration",
+                    format!(
+                        "local tool `{}` has no implementation registered",
+                        spec.definition.name
+                    ),
+                )),
+            },
+            ToolSource::Builtin(Builtin::AskHuman) => Err(StoredError::new(
+                "bad_declaration",
+                "a question is answered by a person, never executed",
+            )),
+            // TODO-correctness(#5): MCP tools arrive with the airlock-mcp client.
+            ToolSource::McpInline(_) | ToolSource::Connection(_) => Err(StoredError::new(
+                "unavailable",
+                "MCP tools are not available in this build yet",
+            )),
+            // TODO-correctness(#9): sub-agents arrive with the agent runtime.
+            ToolSource::Agent(_) => Err(StoredError::new(
+                "unavailable",
+                "sub-agent tools need the agent runtime, which this build does not have yet",
+            )),
+        }
+    }
+
+    fn local_body(&self, spec: &ToolSpec, arguments: Value) -> Option<LocalBody> {
+        self.local
+            .get(spec.definition.name.as_str())
+            .map(|tool| tool.invoke(arguments))
+    }
+
+    /// The body of a transactional local tool, when `spec` is one.
+    pub(super) fn transactional_body(&self, spec: &ToolSpec, row: &Invocation) -> Option<TxTool> {
+        if spec.policy.effect != airlock_spec::Effect::Transactional
+            || !matches!(spec.source, ToolSource::Local)
+        {
+            return None;
+        }
+        match self.local_body(spec, row.arguments.clone())? {
+            LocalBody::Transactional(body) => Some(body),
+            LocalBody::Plain(_) => None,
+        }
+    }
+
+    /// The `fetch` builtin: GET a public URL through the guard; text only, capped.
+    async fn fetch(&self, arguments: &Value) -> Result<Value, StoredError> {
+        let url = arguments
+            .get("url")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let response = self
+            .egress
+            .call()
+            .send(Request::get(url))
+            .await
+            .map_err(|e| StoredError::new(e.kind(), e.to_string()))?;
+        let content_type = response
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_owned();
+        Ok(
+            json!({"status": response.status().as_u16(), "content_type": content_type, "body": response.text()}),
+        )
+    }
+}
+
+fn stored(error: ToolError) -> StoredError {
+    StoredError::new(error.kind.as_str(), error.message)
+}
