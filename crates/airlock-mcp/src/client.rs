@@ -1,0 +1,161 @@
+//! The MCP client airlock's runtime and boot code use: calls and discovery as short sessions,
+//! and the memory of which lifecycle each upstream speaks.
+//!
+//! Guarantees: [`McpClient::call_tool`] sends exactly initialize → notifications/initialized →
+//! tools/call (with the remote name and the arguments as given) → close, and never panics:
+//! every failure is an [`McpCallError`]. [`McpClient::discover`] lists every page of
+//! `tools/list` in one session. What an `auto` upstream speaks is remembered per endpoint URL
+//! for the life of the client, so only the first session pays for the probe.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use airlock_egress::GuardedClient;
+use airlock_spec::McpProtocol;
+use rmcp::model::{CallToolRequestParams, JsonObject, MetaObject, RequestMetaObject};
+use serde_json::Value;
+
+use crate::content::to_tool_result;
+use crate::error::{CallErrorKind, McpCallError};
+use crate::session::{self, Speaks};
+use crate::target::{IDEMPOTENCY_META_KEY, McpTarget, RemoteTool, ToolCall, ToolResult};
+
+/// Upstreams remembered at most; past it the memory starts over (a probe is only slower).
+const MAX_REMEMBERED: usize = 1024;
+
+/// The MCP client: a guarded HTTP client plus what each upstream was seen to speak. Cheap to
+/// clone; clones share the memory.
+#[derive(Debug, Clone)]
+pub struct McpClient {
+    guard: GuardedClient,
+    speaks: Arc<Mutex<HashMap<String, Speaks>>>,
+}
+
+impl McpClient {
+    /// A client whose every request goes through `guard`.
+    #[must_use]
+    pub fn new(guard: GuardedClient) -> Self {
+        Self {
+            guard,
+            speaks: Arc::default(),
+        }
+    }
+
+    /// The egress guard this client sends through.
+    #[must_use]
+    pub fn guard(&self) -> &GuardedClient {
+        &self.guard
+    }
+
+    /// What the upstream at `url` was last seen to speak: `legacy`, `2026-07-28`, or `None`
+    /// when it has not been reached yet.
+    #[must_use]
+    pub fn remembered_protocol(&self, url: &str) -> Option<McpProtocol> {
+        self.memory().get(url).map(|s| match s {
+            Speaks::Legacy => McpProtocol::Legacy,
+            Speaks::Modern => McpProtocol::Rev20260728,
+        })
+    }
+
+    /// Calls one remote tool in a short session.
+    ///
+    /// # Errors
+    /// Every failure, as an [`McpCallError`] with a stable kind: the tool's `isError` text, the
+    /// server's JSON-RPC error, a guard refusal, a redirect, the deadline, an HTTP status, an
+    /// oversized reply, a protocol mismatch, or anything else.
+    pub async fn call_tool(
+        &self,
+        target: &McpTarget,
+        call: &ToolCall,
+    ) -> Result<ToolResult, McpCallError> {
+        let params = call_params(call)?;
+        let outcome = self
+            .session(target, |peer| async move { peer.call_tool(params).await })
+            .await?;
+        // Through JSON: airlock reads the result's wire form, not rmcp's types.
+        let result = serde_json::to_value(&outcome).map_err(|e| {
+            McpCallError::new(
+                CallErrorKind::BadReply,
+                format!("the tool result cannot be read: {e}"),
+            )
+        })?;
+        to_tool_result(&result)
+    }
+
+    /// Lists every tool of the upstream (every page of `tools/list`) in one session. A tool
+    /// without a description gets an empty one; without an `inputSchema`, `{"type":"object"}`.
+    ///
+    /// # Errors
+    /// As [`McpClient::call_tool`]; boot code prefixes the message with the connection's name.
+    pub async fn discover(&self, target: &McpTarget) -> Result<Vec<RemoteTool>, McpCallError> {
+        let tools = self
+            .session(target, |peer| async move { peer.list_all_tools().await })
+            .await?;
+        Ok(tools
+            .into_iter()
+            .map(|tool| RemoteTool {
+                name: tool.name.to_string(),
+                description: tool.description.map(|d| d.to_string()).unwrap_or_default(),
+                input_schema: Value::Object(tool.input_schema.as_ref().clone()),
+            })
+            .collect())
+    }
+
+    async fn session<T, F, Fut>(&self, target: &McpTarget, work: F) -> Result<T, McpCallError>
+    where
+        F: FnOnce(rmcp::Peer<rmcp::RoleClient>) -> Fut,
+        Fut: Future<Output = Result<T, rmcp::ServiceError>>,
+    {
+        let known = self.memory().get(&target.url).copied();
+        let (speaks, result) = session::run(&self.guard, target, known, work).await;
+        if let Some(speaks) = speaks {
+            let mut memory = self.memory();
+            if memory.len() >= MAX_REMEMBERED && !memory.contains_key(&target.url) {
+                memory.clear();
+            }
+            memory.insert(target.url.clone(), speaks);
+        }
+        result
+    }
+
+    fn memory(&self) -> std::sync::MutexGuard<'_, HashMap<String, Speaks>> {
+        self.speaks.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The `tools/call` parameters: the remote name and the arguments exactly as given.
+fn call_params(call: &ToolCall) -> Result<CallToolRequestParams, McpCallError> {
+    let arguments: JsonObject = match &call.arguments {
+        Value::Object(map) => map.clone(),
+        // MCP arguments are an object; a model that sent something else gets told so, and no
+        // request is made.
+        other => {
+            return Err(McpCallError::new(
+                CallErrorKind::Config,
+                format!(
+                    "tool arguments must be a JSON object, not {}",
+                    json_type(other)
+                ),
+            ));
+        }
+    };
+    let mut params = CallToolRequestParams::new(call.remote_name.clone());
+    params.arguments = Some(arguments);
+    if let Some(key) = &call.idempotency_key {
+        let mut meta = JsonObject::new();
+        meta.insert(IDEMPOTENCY_META_KEY.to_owned(), Value::String(key.clone()));
+        params.meta = Some(RequestMetaObject(MetaObject(meta)));
+    }
+    Ok(params)
+}
+
+fn json_type(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}

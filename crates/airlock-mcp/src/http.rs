@@ -1,0 +1,430 @@
+//! The HTTP side of a session: rmcp's Streamable HTTP client trait, implemented on the egress
+//! guard's pinned reqwest client.
+//!
+//! Guarantees, for every request of a session: it goes only to the session's own endpoint URL
+//! (the prepared client is pinned to that host's checked addresses); a 3xx is never followed; a
+//! content coding other than identity, or a content type other than JSON or an event stream, is
+//! refused; every byte of every reply — JSON or SSE — counts against one cap for the whole
+//! session (rmcp itself caps only each SSE event); no server-initiated GET stream is opened (a
+//! short session needs none, and a resumed stream would escape the count). The first failure is
+//! remembered, so the session can report what really went wrong rather than rmcp's summary.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::stream::{BoxStream, StreamExt};
+use http::header::{ACCEPT, CONTENT_ENCODING, CONTENT_TYPE};
+use http::{HeaderName, HeaderValue, StatusCode};
+use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
+use rmcp::transport::streamable_http_client::{
+    SseError, StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
+};
+use serde_json::Value;
+use sse_stream::{Sse, SseStream};
+
+use crate::error::{CallErrorKind, McpCallError};
+
+const SESSION_HEADER: &str = "mcp-session-id";
+
+type HttpError = StreamableHttpError<McpCallError>;
+
+/// The guarded HTTP client of one session. Cheap to clone; clones share the byte budget and the
+/// remembered failure.
+#[derive(Debug, Clone)]
+pub(crate) struct GuardedHttp {
+    inner: Arc<Shared>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    client: reqwest::Client,
+    /// The one URL this session may reach.
+    url: String,
+    /// Host name for messages (never the pinned address).
+    host: String,
+    credential: Option<(HeaderName, HeaderValue)>,
+    cap: u64,
+    /// Bytes of reply read so far, across every request of the session.
+    used: AtomicU64,
+    /// The whole-call deadline, for the timeout message.
+    budget: Duration,
+    /// The first failure of the session.
+    failure: Mutex<Option<McpCallError>>,
+    /// A failure on a notification, which the session went on after (as MCP SDKs do).
+    swallowed: Mutex<Option<McpCallError>>,
+}
+
+/// What kind of body a reply carries.
+enum Body {
+    Json,
+    Sse,
+    Other(String),
+}
+
+impl GuardedHttp {
+    pub(crate) fn new(
+        client: reqwest::Client,
+        url: &url::Url,
+        credential: Option<(HeaderName, HeaderValue)>,
+        cap: u64,
+        budget: Duration,
+    ) -> Self {
+        Self {
+            inner: Arc::new(Shared {
+                client,
+                url: url.as_str().to_owned(),
+                host: url.host_str().unwrap_or_default().to_owned(),
+                credential,
+                cap,
+                used: AtomicU64::new(0),
+                budget,
+                failure: Mutex::new(None),
+                swallowed: Mutex::new(None),
+            }),
+        }
+    }
+
+    /// The first failure the session hit, if any (a swallowed one last).
+    pub(crate) fn failure(&self) -> Option<McpCallError> {
+        let first = lock(&self.inner.failure).clone();
+        first.or_else(|| lock(&self.inner.swallowed).clone())
+    }
+
+    /// Remembers `err` as the session's failure (the first one wins) and hands it to rmcp.
+    fn fail(&self, err: McpCallError) -> HttpError {
+        lock(&self.inner.failure).get_or_insert_with(|| err.clone());
+        StreamableHttpError::Client(err)
+    }
+
+    fn check_uri(&self, uri: &str) -> Result<(), HttpError> {
+        // The prepared client is pinned to one host; a URL elsewhere would need its own check.
+        if uri == self.inner.url {
+            Ok(())
+        } else {
+            Err(self.fail(McpCallError::new(
+                CallErrorKind::Blocked,
+                "the MCP client tried to reach a URL other than the checked endpoint",
+            )))
+        }
+    }
+
+    fn request(
+        &self,
+        method: http::Method,
+        session_id: Option<&str>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> reqwest::RequestBuilder {
+        let mut request = self
+            .inner
+            .client
+            .request(method, self.inner.url.as_str())
+            .header(ACCEPT, "application/json, text/event-stream");
+        for (name, value) in custom_headers {
+            request = request.header(name, value);
+        }
+        if let Some((name, value)) = &self.inner.credential {
+            request = request.header(name.clone(), value.clone());
+        }
+        if let Some(id) = session_id {
+            request = request.header(SESSION_HEADER, id);
+        }
+        request
+    }
+
+    fn transport_error(&self, err: &reqwest::Error) -> McpCallError {
+        if err.is_timeout() {
+            McpCallError::timeout(self.inner.budget)
+        } else {
+            McpCallError::new(
+                CallErrorKind::Unreachable,
+                format!("the MCP server {} could not be reached", self.inner.host),
+            )
+        }
+    }
+
+    /// Counts `n` more reply bytes; past the cap the session fails.
+    fn charge(&self, n: usize) -> Result<(), McpCallError> {
+        let n = u64::try_from(n).unwrap_or(u64::MAX);
+        let used = self.inner.used.fetch_add(n, Ordering::Relaxed);
+        if used.saturating_add(n) > self.inner.cap {
+            let err = McpCallError::too_large(self.inner.cap);
+            lock(&self.inner.failure).get_or_insert_with(|| err.clone());
+            return Err(err);
+        }
+        Ok(())
+    }
+
+    async fn read_body(&self, mut response: reqwest::Response) -> Result<Vec<u8>, HttpError> {
+        let declared = response.content_length().unwrap_or(0);
+        if declared > self.inner.cap {
+            return Err(self.fail(McpCallError::too_large(self.inner.cap)));
+        }
+        let mut body = Vec::new();
+        loop {
+            match response.chunk().await {
+                Ok(Some(chunk)) => {
+                    self.charge(chunk.len()).map_err(|e| self.fail(e))?;
+                    body.extend_from_slice(&chunk);
+                }
+                Ok(None) => return Ok(body),
+                Err(e) => return Err(self.fail(self.transport_error(&e))),
+            }
+        }
+    }
+
+    /// The SSE events of a reply, its bytes counted against the session's cap.
+    fn counted_sse(
+        &self,
+        response: reqwest::Response,
+    ) -> BoxStream<'static, Result<Sse, SseError>> {
+        let this = self.clone();
+        let bytes = response
+            .bytes_stream()
+            .map(move |chunk| match chunk {
+                Ok(chunk) => this.charge(chunk.len()).map(|()| chunk),
+                Err(e) => Err(this.transport_error(&e)),
+            })
+            // Stop at the first error: nothing after an over-cap chunk is read.
+            .scan(false, |failed, item: Result<Bytes, McpCallError>| {
+                let stop = *failed;
+                *failed = item.is_err();
+                std::future::ready((!stop).then_some(item))
+            });
+        SseStream::from_bytes_stream(bytes)
+            .map(|event| event.map(patch_event))
+            .boxed()
+    }
+
+    async fn post(
+        &self,
+        uri: &str,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<StreamableHttpPostResponse, HttpError> {
+        self.check_uri(uri)?;
+        let awaits_reply = matches!(message, ClientJsonRpcMessage::Request(_));
+        let body = serde_json::to_vec(&message)?;
+        let response = self
+            .request(http::Method::POST, session_id.as_deref(), custom_headers)
+            .header(CONTENT_TYPE, "application/json")
+            .body(body)
+            .send()
+            .await
+            .map_err(|e| self.fail(self.transport_error(&e)))?;
+        let status = response.status();
+        let session = response
+            .headers()
+            .get(SESSION_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        if let Err(err) = check_head(status, response.headers()) {
+            if !awaits_reply && err.kind != CallErrorKind::BadReply {
+                // A notification needs no answer: go on, as MCP SDKs do, but remember it in
+                // case nothing better explains a later failure.
+                tracing::debug!(error = %err, "MCP notification answered with a failure");
+                lock(&self.inner.swallowed).get_or_insert(err);
+                return Ok(StreamableHttpPostResponse::Accepted);
+            }
+            return self.rejected(response, err).await;
+        }
+        if matches!(status, StatusCode::ACCEPTED | StatusCode::NO_CONTENT) {
+            return Ok(StreamableHttpPostResponse::Accepted);
+        }
+        match body_kind(response.headers()) {
+            Body::Sse => Ok(StreamableHttpPostResponse::Sse(
+                self.counted_sse(response),
+                session,
+            )),
+            Body::Json => {
+                let body = self.read_body(response).await?;
+                match parse_message(&body) {
+                    Some(message) => Ok(StreamableHttpPostResponse::Json(message, session)),
+                    None if !awaits_reply => Ok(StreamableHttpPostResponse::Accepted),
+                    None => Err(self.fail(not_json_rpc())),
+                }
+            }
+            Body::Other(_) if !awaits_reply => Ok(StreamableHttpPostResponse::Accepted),
+            Body::Other(ct) => Err(self.fail(McpCallError::new(
+                CallErrorKind::BadReply,
+                format!("the MCP server answered with content type {ct:?}, not JSON or SSE"),
+            ))),
+        }
+    }
+
+    /// A reply whose head failed: a JSON-RPC error in a JSON body still wins (it is the
+    /// server's own explanation); otherwise the head's failure stands.
+    async fn rejected(
+        &self,
+        response: reqwest::Response,
+        err: McpCallError,
+    ) -> Result<StreamableHttpPostResponse, HttpError> {
+        if err.kind == CallErrorKind::HttpStatus
+            && matches!(body_kind(response.headers()), Body::Json)
+            && let Ok(body) = self.read_body(response).await
+            && let Some(message @ ServerJsonRpcMessage::Error(_)) = parse_message(&body)
+        {
+            return Ok(StreamableHttpPostResponse::Json(message, None));
+        }
+        Err(self.fail(err))
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn not_json_rpc() -> McpCallError {
+    McpCallError::new(
+        CallErrorKind::BadReply,
+        "the MCP server's reply is not a JSON-RPC message",
+    )
+}
+
+/// Status, coding and type rules that need no body.
+fn check_head(status: StatusCode, headers: &http::HeaderMap) -> Result<(), McpCallError> {
+    if status.is_redirection() {
+        return Err(McpCallError::redirect(status.as_u16()));
+    }
+    for value in headers.get_all(CONTENT_ENCODING) {
+        let identity = value
+            .as_bytes()
+            .split(|&b| b == b',')
+            .all(|c| c.trim_ascii().eq_ignore_ascii_case(b"identity"));
+        if !identity {
+            return Err(McpCallError::new(
+                CallErrorKind::BadReply,
+                "the MCP server's reply is compressed; only identity encoding is accepted",
+            ));
+        }
+    }
+    if !status.is_success() {
+        return Err(McpCallError::http_status(status.as_u16()));
+    }
+    Ok(())
+}
+
+fn body_kind(headers: &http::HeaderMap) -> Body {
+    let Some(ct) = headers.get(CONTENT_TYPE) else {
+        return Body::Other(String::new());
+    };
+    let essence = String::from_utf8_lossy(ct.as_bytes())
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase();
+    match essence.as_str() {
+        "application/json" => Body::Json,
+        "text/event-stream" => Body::Sse,
+        _ => Body::Other(essence.chars().take(64).collect()),
+    }
+}
+
+/// Parses a JSON-RPC message, first giving listed tools without an `inputSchema` the empty object
+/// schema (rmcp requires the field; some servers omit it).
+fn parse_message(body: &[u8]) -> Option<ServerJsonRpcMessage> {
+    let mut value: Value = serde_json::from_slice(body).ok()?;
+    default_input_schemas(&mut value);
+    serde_json::from_value(value).ok()
+}
+
+fn default_input_schemas(value: &mut Value) {
+    let Some(tools) = value
+        .pointer_mut("/result/tools")
+        .and_then(Value::as_array_mut)
+    else {
+        return;
+    };
+    for tool in tools.iter_mut().filter_map(Value::as_object_mut) {
+        tool.entry("inputSchema")
+            .or_insert_with(|| serde_json::json!({"type": "object"}));
+    }
+}
+
+/// Applies [`default_input_schemas`] to an SSE event's data.
+fn patch_event(mut event: Sse) -> Sse {
+    if let Some(data) = event.data.as_deref()
+        && data.contains("\"tools\"")
+        && let Ok(mut value) = serde_json::from_str::<Value>(data)
+    {
+        default_input_schemas(&mut value);
+        event.data = Some(value.to_string());
+    }
+    event
+}
+
+impl StreamableHttpClient for GuardedHttp {
+    type Error = McpCallError;
+
+    async fn post_message(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        _auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<StreamableHttpPostResponse, HttpError> {
+        // rmcp's own auth header is never set: the credential is ours, added in `request`.
+        self.post(&uri, message, session_id, custom_headers).await
+    }
+
+    async fn delete_session(
+        &self,
+        uri: Arc<str>,
+        session_id: Arc<str>,
+        _auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<(), HttpError> {
+        self.check_uri(&uri)?;
+        // Closing is a courtesy: its answer cannot change the call's outcome.
+        let _ = self
+            .request(http::Method::DELETE, Some(&session_id), custom_headers)
+            .send()
+            .await;
+        Ok(())
+    }
+
+    async fn get_stream(
+        &self,
+        _uri: Arc<str>,
+        _session_id: Option<Arc<str>>,
+        _last_event_id: Option<String>,
+        _auth_header: Option<String>,
+        _custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<BoxStream<'static, Result<Sse, SseError>>, HttpError> {
+        // A short session needs no server-initiated stream, and a resumed stream would be a
+        // second reply outside the session's byte count.
+        Err(StreamableHttpError::ServerDoesNotSupportSse)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_listed_tool_without_schema_gets_the_empty_object_schema() {
+        let body = br#"{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"a"}]}}"#;
+        let mut value: Value = serde_json::from_slice(body).unwrap();
+        default_input_schemas(&mut value);
+        assert_eq!(
+            value.pointer("/result/tools/0/inputSchema"),
+            Some(&serde_json::json!({"type": "object"}))
+        );
+        assert!(parse_message(body).is_some());
+    }
+
+    #[test]
+    fn compressed_and_redirected_heads_are_refused() {
+        let mut headers = http::HeaderMap::new();
+        headers.insert(CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+        let err = check_head(StatusCode::OK, &headers).unwrap_err();
+        assert_eq!(err.kind, CallErrorKind::BadReply);
+        let err = check_head(StatusCode::FOUND, &http::HeaderMap::new()).unwrap_err();
+        assert_eq!(err.kind, CallErrorKind::Redirect);
+    }
+}

@@ -1,0 +1,34 @@
+//! The client side of MCP for airlock: every remote tool call is a short, guarded session.
+//!
+//! A call is initialize → notifications/initialized → tools/call → close, through the egress
+//! guard's pinned client, under one deadline and one byte cap for the whole session, and it
+//! never panics: every failure is an [`McpCallError`] with a stable [`CallErrorKind`]. Discovery
+//! lists every page of `tools/list` for connection files at boot.
+//!
+//! rmcp (the official SDK) stays inside this crate: callers use [`McpClient`], [`McpTarget`],
+//! [`ToolCall`], [`ToolResult`] and [`RemoteTool`], never an rmcp type.
+//!
+//! ```no_run
+//! # async fn demo(guard: airlock_egress::GuardedClient) {
+//! use airlock_mcp::{McpClient, McpTarget, ToolCall};
+//! let client = McpClient::new(guard);
+//! let target = McpTarget::new("https://mcp.example.com/mcp");
+//! match client.call_tool(&target, &ToolCall::new("search", serde_json::json!({"q": "x"}))).await {
+//!     Ok(result) => println!("{}", result.text),
+//!     Err(err) => println!("{}: {}", err.kind, err.message),
+//! }
+//! # }
+//! ```
+
+mod client;
+mod content;
+mod error;
+mod http;
+mod session;
+mod target;
+
+pub use client::McpClient;
+pub use error::{CallErrorKind, McpCallError};
+pub use target::{
+    IDEMPOTENCY_META_KEY, McpCredential, McpTarget, RemoteTool, ToolCall, ToolResult,
+};

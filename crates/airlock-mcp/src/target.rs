@@ -1,0 +1,176 @@
+//! Where a call goes and what it carries: airlock's own vocabulary for an MCP upstream.
+//!
+//! Guarantees: a credential stays a [`SecretString`] until the request header is built (then the
+//! header is marked sensitive); [`McpCredential::from_spec`] refuses a declared credential that
+//! is missing, so no request is ever sent without the auth its declaration asks for.
+
+use airlock_spec::{McpAuth, McpProtocol};
+use http::HeaderName;
+use secrecy::{ExposeSecret, SecretString};
+use serde_json::Value;
+
+use crate::error::{CallErrorKind, McpCallError};
+
+/// How a request to the upstream is authenticated.
+#[derive(Debug, Clone, Default)]
+pub enum McpCredential {
+    /// No credential.
+    #[default]
+    None,
+    /// `Authorization: Bearer <token>`.
+    Bearer(SecretString),
+    /// `<name>: <value>`, and no `Authorization` header.
+    Header {
+        /// The header name as declared (`X-Api-Key`).
+        name: String,
+        /// The secret value.
+        value: SecretString,
+    },
+}
+
+impl McpCredential {
+    /// Builds the credential a declaration asks for from the secret resolved at call time.
+    ///
+    /// # Errors
+    /// [`CallErrorKind::Config`] when the declaration has auth but no secret was supplied.
+    pub fn from_spec(auth: &McpAuth, secret: Option<SecretString>) -> Result<Self, McpCallError> {
+        match (auth, secret) {
+            (McpAuth::None, _) => Ok(Self::None),
+            (McpAuth::Bearer, Some(token)) => Ok(Self::Bearer(token)),
+            (McpAuth::Header(name), Some(value)) => Ok(Self::Header {
+                name: name.clone(),
+                value,
+            }),
+            (McpAuth::Bearer | McpAuth::Header(_), None) => Err(McpCallError::new(
+                CallErrorKind::Config,
+                "the connection declares auth but no credential was supplied",
+            )),
+        }
+    }
+
+    /// True when a request carries a secret (the guard refuses that over plain http).
+    #[must_use]
+    pub fn is_some(&self) -> bool {
+        !matches!(self, Self::None)
+    }
+
+    /// The header this credential sends, marked sensitive.
+    pub(crate) fn header(&self) -> Result<Option<(HeaderName, http::HeaderValue)>, McpCallError> {
+        let (name, value) = match self {
+            Self::None => return Ok(None),
+            Self::Bearer(token) => (
+                http::header::AUTHORIZATION,
+                format!("Bearer {}", token.expose_secret()),
+            ),
+            Self::Header { name, value } => {
+                let name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
+                    McpCallError::new(
+                        CallErrorKind::Config,
+                        format!("{name:?} is not a valid header name"),
+                    )
+                })?;
+                (name, value.expose_secret().to_owned())
+            }
+        };
+        let mut value = http::HeaderValue::from_str(&value).map_err(|_| {
+            McpCallError::new(
+                CallErrorKind::Config,
+                "the credential contains characters a header cannot carry",
+            )
+        })?;
+        value.set_sensitive(true);
+        Ok(Some((name, value)))
+    }
+}
+
+/// One MCP upstream: its endpoint URL, its credential and the protocol revision it speaks.
+#[derive(Debug, Clone)]
+pub struct McpTarget {
+    /// The MCP endpoint (a connection file's `url`, or `base_url + path` for an inline tool).
+    pub url: String,
+    /// How requests are authenticated.
+    pub credential: McpCredential,
+    /// The lifecycle to use (default `legacy`).
+    pub protocol: McpProtocol,
+}
+
+impl McpTarget {
+    /// A target with no credential, speaking the legacy lifecycle.
+    #[must_use]
+    pub fn new(url: impl Into<String>) -> Self {
+        Self {
+            url: url.into(),
+            credential: McpCredential::None,
+            protocol: McpProtocol::Legacy,
+        }
+    }
+
+    /// Sets the credential.
+    #[must_use]
+    pub fn with_credential(mut self, credential: McpCredential) -> Self {
+        self.credential = credential;
+        self
+    }
+
+    /// Sets the protocol revision.
+    #[must_use]
+    pub fn with_protocol(mut self, protocol: McpProtocol) -> Self {
+        self.protocol = protocol;
+        self
+    }
+}
+
+/// One `tools/call`: the remote tool's original name and the model's arguments, as given.
+#[derive(Debug, Clone)]
+pub struct ToolCall {
+    /// The tool's name on the server (not the airlock-visible name).
+    pub remote_name: String,
+    /// The arguments, sent unchanged (an object; anything else is refused before any request).
+    pub arguments: Value,
+    /// Sent as `_meta["airlock/idempotency_key"]` so an idempotent upstream can deduplicate a
+    /// retried call.
+    pub idempotency_key: Option<String>,
+}
+
+impl ToolCall {
+    /// A call of `remote_name` with `arguments` and no idempotency key.
+    #[must_use]
+    pub fn new(remote_name: impl Into<String>, arguments: Value) -> Self {
+        Self {
+            remote_name: remote_name.into(),
+            arguments,
+            idempotency_key: None,
+        }
+    }
+
+    /// Adds the idempotency key.
+    #[must_use]
+    pub fn with_idempotency_key(mut self, key: impl Into<String>) -> Self {
+        self.idempotency_key = Some(key.into());
+        self
+    }
+}
+
+/// The meta key carrying the idempotency key in a `tools/call` request.
+pub const IDEMPOTENCY_META_KEY: &str = "airlock/idempotency_key";
+
+/// A successful tool result.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolResult {
+    /// Text blocks joined with newlines; image, audio and resource blocks appear as placeholders
+    /// such as `[image: image/png, 1234 bytes]`.
+    pub text: String,
+    /// `structuredContent`, kept as sent.
+    pub structured: Option<Value>,
+}
+
+/// One tool as a server lists it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RemoteTool {
+    /// The name on the server.
+    pub name: String,
+    /// Its description (empty when the server gives none).
+    pub description: String,
+    /// Its `inputSchema` (`{"type":"object"}` when the server gives none).
+    pub input_schema: Value,
+}
