@@ -1,4 +1,6 @@
-//! The client side of MCP for airlock: every remote tool call is a short, guarded session.
+//! MCP for airlock, both directions. The client: every remote tool call is a short, guarded
+//! session. The endpoint ([`router`]): any MCP client calls the tools of a [`ToolHost`] (the
+//! runtime implements it), with deny-by-default auth, and a gated call parks instead of running.
 //!
 //! A call is initialize → notifications/initialized → tools/call → close, through the egress
 //! guard's pinned client, under one deadline and one byte cap for the whole session, and it
@@ -6,7 +8,8 @@
 //! lists every page of `tools/list` for connection files at boot.
 //!
 //! rmcp (the official SDK) stays inside this crate: callers use [`McpClient`], [`McpTarget`],
-//! [`ToolCall`], [`ToolResult`] and [`RemoteTool`], never an rmcp type.
+//! [`ToolCall`], [`ToolResult`] and [`RemoteTool`], and the endpoint's port types in [`ToolHost`]'s
+//! vocabulary, never an rmcp type.
 //!
 //! ```no_run
 //! # async fn demo(guard: airlock_egress::GuardedClient) {
@@ -23,12 +26,16 @@
 mod client;
 mod content;
 mod error;
+mod host;
 mod http;
+mod server;
 mod session;
 mod target;
 
 pub use client::McpClient;
 pub use error::{CallErrorKind, McpCallError};
+pub use host::{Caller, HostError, HostOutcome, HostScope, ParkedStatus, ToolDescriptor, ToolHost};
+pub use server::{AWAIT_TOOL, EndpointConfig, MAX_AWAIT, router};
 pub use target::{
     IDEMPOTENCY_META_KEY, McpCredential, McpTarget, RemoteTool, ToolCall, ToolResult,
 };

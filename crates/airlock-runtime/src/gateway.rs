@@ -18,7 +18,10 @@ use airlock_ledger::{
     CallKind, Invocation, InvocationId, InvocationState, LedgerError, NewInvocation, NewSession,
     SessionId, Store, ToolError as StoredError,
 };
-use airlock_spec::{ApiConnection, Builtin, Credentials, Scope, ScopeId, ToolSource, ToolSpec};
+use airlock_mcp::McpClient;
+use airlock_spec::{
+    ApiConnection, Builtin, ConnectionSpec, Credentials, Scope, ScopeId, ToolSource, ToolSpec,
+};
 use serde_json::{Value, json};
 
 use crate::api::ArgumentCheck;
@@ -105,8 +108,10 @@ struct PreparedScope {
 pub struct Gateway {
     store: Arc<dyn Store>,
     egress: GuardedClient,
+    mcp: McpClient,
     credentials: Arc<Credentials>,
     connections: BTreeMap<String, ApiConnection>,
+    mcp_connections: HashMap<String, ConnectionSpec>,
     scopes: HashMap<ScopeId, PreparedScope>,
     local: HashMap<String, Arc<dyn LocalTool>>,
     limits: RateLimits,
@@ -158,6 +163,16 @@ impl GatewayBuilder {
         self
     }
 
+    /// The connection files whose discovered tools are in the gateway scope.
+    #[must_use]
+    pub fn mcp_connections(mut self, connections: Vec<ConnectionSpec>) -> Self {
+        self.gateway.mcp_connections = connections
+            .into_iter()
+            .map(|c| (c.namespace.clone(), c))
+            .collect();
+        self
+    }
+
     /// The gateway.
     #[must_use]
     pub fn build(self) -> Gateway {
@@ -177,9 +192,11 @@ impl Gateway {
         GatewayBuilder {
             gateway: Gateway {
                 store,
+                mcp: McpClient::new(egress.clone()),
                 egress,
                 credentials,
                 connections: BTreeMap::new(),
+                mcp_connections: HashMap::new(),
                 scopes: HashMap::new(),
                 local: HashMap::new(),
                 limits: RateLimits::default(),

@@ -4,6 +4,7 @@
 mod check;
 mod credentials;
 mod egress;
+mod serve;
 
 use std::process::ExitCode;
 
@@ -21,6 +22,8 @@ struct Cli {
 enum Command {
     /// Validate a deployment directory offline and list every scope's tools.
     Check(check::Args),
+    /// Start the gateway: validate, discover, migrate, serve.
+    Serve(serve::Args),
     /// Manage the encrypted credentials file.
     #[command(subcommand)]
     Credentials(credentials::Command),
@@ -33,8 +36,17 @@ enum Command {
 #[must_use]
 pub fn run() -> ExitCode {
     let cli = Cli::parse();
+    // Diagnostics go to stderr through tracing; human output to stdout.
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("AIRLOCK_LOG")
+                .unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
     let result = match cli.command {
         Command::Check(args) => check::run(&args),
+        Command::Serve(args) => serve::run(&args),
         Command::Credentials(cmd) => credentials::run(cmd),
         Command::Egress(cmd) => egress::run(cmd),
     };

@@ -1,3 +1,5 @@
-//! The `airlock` binary's library: the command line and (later) the HTTP server.
+//! The `airlock` binary's library: the command line and the HTTP server.
 
+pub mod boot;
 pub mod cli;
+pub mod http;

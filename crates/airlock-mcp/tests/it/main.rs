@@ -2,4 +2,5 @@
 //! airlock-mcp against a real MCP upstream on loopback, reached only through the egress guard.
 
 mod calls;
+mod server;
 mod upstream;

@@ -9,6 +9,7 @@ use serde_json::{Map, Value, json};
 use super::{Gateway, GatewayError, LEASE};
 use crate::ToolError;
 use crate::local::LocalBody;
+use crate::mcp_tools;
 
 impl Gateway {
     /// Executes a claimed row and finishes it. `arguments` are the validated arguments with
@@ -24,7 +25,9 @@ impl Gateway {
             Some(Err(e)) => return self.finish(&row, Err(stored(e))).await,
             None => row.arguments.clone(),
         };
-        let work = self.run_source(spec, arguments);
+        let key = (spec.policy.effect == airlock_spec::Effect::Idempotent)
+            .then(|| row.idempotency_key.clone());
+        let work = self.run_source(spec, arguments, key);
         tokio::pin!(work);
         // Renew the lease while the call runs, so a live call is never taken for a crash.
         let mut renew = tokio::time::interval(LEASE / 3);
@@ -46,7 +49,12 @@ impl Gateway {
         Ok(self.store.finish(row.id, &self.owner, result).await?)
     }
 
-    async fn run_source(&self, spec: &ToolSpec, arguments: Value) -> Result<Value, StoredError> {
+    async fn run_source(
+        &self,
+        spec: &ToolSpec,
+        arguments: Value,
+        idempotency_key: Option<String>,
+    ) -> Result<Value, StoredError> {
         match &spec.source {
             ToolSource::Api(op) => {
                 let connection = self.connections.get(&op.connection).ok_or_else(|| {
@@ -75,11 +83,40 @@ impl Gateway {
                 "bad_declaration",
                 "a question is answered by a person, never executed",
             )),
-            // TODO-correctness(#5): MCP tools arrive with the airlock-mcp client.
-            ToolSource::McpInline(_) | ToolSource::Connection(_) => Err(StoredError::new(
-                "unavailable",
-                "MCP tools are not available in this build yet",
-            )),
+            ToolSource::McpInline(tool) => {
+                let connection = self.connections.get(&tool.connection).ok_or_else(|| {
+                    StoredError::new(
+                        "bad_declaration",
+                        format!("connection `{}` is not configured", tool.connection),
+                    )
+                })?;
+                let target = mcp_tools::inline_target(tool, connection, &self.credentials)?;
+                mcp_tools::call(
+                    &self.mcp,
+                    &target,
+                    &tool.remote_name,
+                    arguments,
+                    idempotency_key,
+                )
+                .await
+            }
+            ToolSource::Connection(tool) => {
+                let connection = self.mcp_connections.get(&tool.namespace).ok_or_else(|| {
+                    StoredError::new(
+                        "bad_declaration",
+                        format!("connection `{}` is not loaded", tool.namespace),
+                    )
+                })?;
+                let target = mcp_tools::connection_target(connection, &self.credentials)?;
+                mcp_tools::call(
+                    &self.mcp,
+                    &target,
+                    &tool.remote_name,
+                    arguments,
+                    idempotency_key,
+                )
+                .await
+            }
             // TODO-correctness(#9): sub-agents arrive with the agent runtime.
             ToolSource::Agent(_) => Err(StoredError::new(
                 "unavailable",

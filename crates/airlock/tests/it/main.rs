@@ -5,6 +5,7 @@
 mod check;
 mod credentials;
 mod egress;
+mod serve;
 
 use std::path::PathBuf;
 use std::process::{Command, Output};

@@ -1,0 +1,166 @@
+//! The port between airlock's MCP endpoint and whatever runs the tools (the runtime's gateway).
+//!
+//! Guarantees: these types are airlock's own vocabulary — no rmcp type appears here, so the
+//! runtime implements [`ToolHost`] without naming the MCP SDK, and an SDK upgrade touches only
+//! `server/`. The endpoint calls the host once per `tools/list`, `tools/call` or await; it keeps
+//! no state of its own between requests.
+
+use std::fmt;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use serde_json::{Map, Value};
+
+/// The tools behind one endpoint URL, and what runs them. Implemented by the runtime.
+///
+/// Every method is called with the scope of the URL the request came in on and, for calls, the
+/// authenticated [`Caller`]; the host records the principal on every invocation and must refuse
+/// an await for an invocation that belongs to another principal or another channel.
+pub trait ToolHost: Send + Sync + 'static {
+    /// The tools of `scope`, in the order `tools/list` shows them. The hints are airlock's own
+    /// declarations, never copied from an upstream server.
+    fn list_tools(&self, scope: &HostScope) -> Result<Vec<ToolDescriptor>, HostError>;
+
+    /// Runs (or parks, or refuses) one call of the tool `name` of `scope` on the MCP channel.
+    /// `arguments` is always a JSON object.
+    fn call_tool<'a>(
+        &'a self,
+        scope: &'a HostScope,
+        caller: &'a Caller,
+        name: &'a str,
+        arguments: Value,
+    ) -> BoxFuture<'a, Result<HostOutcome, HostError>>;
+
+    /// Waits at most `wait` for the parked invocation `invocation_id` to be decided, then
+    /// returns its result, or the same [`HostOutcome::Parked`] payload again at the deadline.
+    /// An unknown id, or one the caller may not see, is [`HostError::NotFound`].
+    fn await_decision<'a>(
+        &'a self,
+        caller: &'a Caller,
+        invocation_id: &'a str,
+        wait: Duration,
+    ) -> BoxFuture<'a, Result<HostOutcome, HostError>>;
+}
+
+/// Which tools an endpoint URL serves.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum HostScope {
+    /// `POST /mcp`: every tool of the gateway.
+    Gateway,
+    /// `POST /agents/{name}/mcp`: the tools of the agent `name`.
+    Agent(String),
+}
+
+impl fmt::Display for HostScope {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Gateway => f.write_str("gateway"),
+            Self::Agent(name) => write!(f, "agent {name}"),
+        }
+    }
+}
+
+/// Who is calling: the principal the request's bearer token maps to.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Caller {
+    /// The principal named in the endpoint's configuration for the token presented.
+    pub principal: String,
+}
+
+/// One tool as `tools/list` shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolDescriptor {
+    /// The name a client calls it by.
+    pub name: String,
+    /// What it does, for the model.
+    pub description: String,
+    /// The JSON Schema of its arguments (an object schema).
+    pub input_schema: Map<String, Value>,
+    /// It does not change anything (`readOnlyHint`).
+    pub read_only: bool,
+    /// It may destroy or overwrite (`destructiveHint`).
+    pub destructive: bool,
+    /// Calling it again with the same arguments changes nothing more (`idempotentHint`).
+    pub idempotent: bool,
+}
+
+/// Why a call has not run (yet): the state of its parked invocation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ParkedStatus {
+    /// A person has to approve it first.
+    AwaitingApproval,
+    /// It may or may not have run; a person has to settle it.
+    InDoubt,
+    /// It asked a person a question that has not been answered.
+    AwaitingAnswer,
+}
+
+impl ParkedStatus {
+    /// The stable wire name: `awaiting_approval`, `in_doubt` or `awaiting_answer`.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::AwaitingApproval => "awaiting_approval",
+            Self::InDoubt => "in_doubt",
+            Self::AwaitingAnswer => "awaiting_answer",
+        }
+    }
+}
+
+impl fmt::Display for ParkedStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What became of a call or an await.
+#[derive(Debug, Clone, PartialEq)]
+pub enum HostOutcome {
+    /// The tool ran; `is_error` says whether it failed (its text then says why).
+    Completed {
+        /// The text the model reads.
+        text: String,
+        /// The structured result, when the tool has one.
+        structured: Option<Value>,
+        /// The tool failed.
+        is_error: bool,
+    },
+    /// The call waits as rows for a person; nothing has run.
+    Parked {
+        /// Why it waits.
+        status: ParkedStatus,
+        /// The id to await it with.
+        invocation_id: String,
+        /// The tool called.
+        tool: String,
+        /// When the wait ends unanswered (RFC 3339), if it does.
+        expires_at: Option<String>,
+    },
+    /// A person (or a policy) declined the call.
+    Denied {
+        /// Why.
+        reason: String,
+    },
+    /// The call cannot be made on this channel (for example a proposed write).
+    Refused {
+        /// The message for the model.
+        message: String,
+    },
+}
+
+/// A request the host could not serve at all.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HostError {
+    /// No tool of that name in the scope (a JSON-RPC invalid-params error).
+    #[error("unknown tool: {0}")]
+    UnknownTool(String),
+    /// No agent of that name (a JSON-RPC invalid-params error).
+    #[error("unknown scope: {0}")]
+    UnknownScope(String),
+    /// No invocation the caller may see with that id (a tool error the model reads).
+    #[error("not found: {0}")]
+    NotFound(String),
+    /// The host is broken; the detail is logged, never sent to the client.
+    #[error("internal error: {0}")]
+    Internal(String),
+}

@@ -1,0 +1,79 @@
+//! airlock's MCP endpoint: any MCP client calls the tools of a [`ToolHost`] over Streamable HTTP.
+//!
+//! Guarantees:
+//! - `POST /mcp` serves [`HostScope::Gateway`], `POST /agents/{name}/mcp` serves
+//!   [`HostScope::Agent`]; every other method answers 405 (no GET stream, no DELETE: the
+//!   endpoint is stateless and keeps no session, for every protocol era).
+//! - Before anything is parsed, the `Host` and any `Origin` must name an allowed host (403
+//!   otherwise, a DNS-rebinding guard), and a bearer token must match one configured token in
+//!   constant time (401 with `WWW-Authenticate: Bearer` otherwise). With no tokens configured
+//!   every request is refused.
+//! - A body that is not JSON is a 400 with a JSON-RPC parse error; replies are plain JSON.
+//! - Session-era clients (`initialize`, 2025-06-18 / 2025-11-25) and 2026-07-28 clients
+//!   (`server/discover`, per-request `_meta`, `resultType`) are both served; rmcp's stateless
+//!   Streamable HTTP service does the protocol checks, `handler` does the translation.
+//! - A parked call is a normal result that no model can read as success, with the
+//!   `airlock_await_decision` tool to wait for it; a failed call is always `isError: true`.
+
+mod admit;
+mod convert;
+mod handler;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::middleware::from_fn_with_state;
+use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use secrecy::SecretString;
+
+use crate::host::ToolHost;
+use admit::Gate;
+use handler::Endpoint;
+
+pub use convert::AWAIT_TOOL;
+
+/// The longest a single `airlock_await_decision` call waits, whatever the client asks: short
+/// enough for every client's request timeout, long enough that polling is cheap.
+pub const MAX_AWAIT: std::time::Duration = std::time::Duration::from_secs(25);
+
+/// Who may call the endpoint, and under which names it may be reached.
+#[derive(Debug, Clone, Default)]
+pub struct EndpointConfig {
+    /// Bearer tokens, each with the principal it authenticates. Empty: every request is refused.
+    pub tokens: Vec<(SecretString, String)>,
+    /// Host names (`example.com`, any port) or authorities (`example.com:8443`) the `Host` and
+    /// `Origin` headers may name. Empty: loopback only (`localhost`, `127.0.0.1`, `::1`).
+    pub allowed_hosts: Vec<String>,
+}
+
+/// The axum router of the endpoint: `POST /mcp` and `POST /agents/{name}/mcp`, stateless,
+/// plain JSON. Merge it into the server's app; it needs no state of its own.
+pub fn router(host: Arc<dyn ToolHost>, config: EndpointConfig) -> Router {
+    if config.tokens.is_empty() {
+        tracing::warn!("the MCP endpoint has no tokens configured: every request is refused");
+    }
+    let gate = Arc::new(Gate::new(config));
+    // Host and Origin are checked by `admit`, once, before auth; rmcp's own check would only
+    // repeat it with slightly different matching rules.
+    let rmcp_config = StreamableHttpServerConfig::default()
+        .with_legacy_session_mode(false)
+        .with_json_response(true)
+        .with_sse_keep_alive(None)
+        .with_sse_retry(None)
+        .with_max_request_body_bytes(admit::MAX_BODY_BYTES)
+        .disable_allowed_hosts();
+    let endpoint = Endpoint::new(host);
+    let service = StreamableHttpService::new(
+        move || Ok(endpoint.clone()),
+        Arc::new(NeverSessionManager::default()),
+        rmcp_config,
+    );
+    let gateway = Router::new()
+        .route_service("/mcp", service.clone())
+        .route_layer(from_fn_with_state(gate.clone(), admit::gateway));
+    let agents = Router::new()
+        .route_service("/agents/{name}/mcp", service)
+        .route_layer(from_fn_with_state(gate, admit::agent));
+    gateway.merge(agents)
+}

@@ -1,0 +1,173 @@
+//! The one rmcp `ServerHandler` of airlock: tools only, each request answered from the host.
+//!
+//! Guarantees: the scope and caller come only from admission ([`Admitted`] in the request's
+//! extensions) — a request without them is an internal error, never served anonymously; the
+//! await tool never waits longer than [`MAX_AWAIT`]; nothing is kept between requests.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use serde_json::{Map, Value};
+
+use super::MAX_AWAIT;
+use super::admit::Admitted;
+use super::convert::{
+    AWAIT_TOOL, await_tool, from_host_error, to_call_result, to_error_data, to_tool,
+};
+use crate::host::ToolHost;
+
+/// The handler rmcp builds per request (a clone of one `Arc`).
+#[derive(Clone)]
+pub(super) struct Endpoint {
+    host: Arc<dyn ToolHost>,
+}
+
+impl Endpoint {
+    pub(super) fn new(host: Arc<dyn ToolHost>) -> Self {
+        Self { host }
+    }
+
+    async fn await_decision(
+        &self,
+        admitted: &Admitted,
+        arguments: &Map<String, Value>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let (invocation_id, wait) = match await_arguments(arguments) {
+            Ok(parsed) => parsed,
+            Err(message) => {
+                return Ok(CallToolResult::error(vec![ContentBlock::text(format!(
+                    "invalid arguments for {AWAIT_TOOL}: {message}"
+                ))]));
+            }
+        };
+        match self
+            .host
+            .await_decision(&admitted.caller, &invocation_id, wait)
+            .await
+        {
+            Ok(outcome) => Ok(to_call_result(outcome)),
+            Err(err) => from_host_error(err),
+        }
+    }
+}
+
+impl ServerHandler for Endpoint {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("airlock", env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+                "Every call goes through airlock. A call that needs a person's approval returns \
+                 status awaiting_approval instead of a result: it has NOT run. Call \
+                 airlock_await_decision with its invocation_id to get the real result.",
+            )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let admitted = admitted(&context)?;
+        let descriptors = self
+            .host
+            .list_tools(&admitted.scope)
+            .map_err(to_error_data)?;
+        let mut tools: Vec<_> = descriptors.into_iter().map(to_tool).collect();
+        tools.push(await_tool());
+        Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let admitted = admitted(&context)?;
+        let arguments = request.arguments.unwrap_or_default();
+        if request.name == AWAIT_TOOL {
+            return self
+                .await_decision(&admitted, &arguments)
+                .await
+                .map(Into::into);
+        }
+        let outcome = self
+            .host
+            .call_tool(
+                &admitted.scope,
+                &admitted.caller,
+                &request.name,
+                Value::Object(arguments),
+            )
+            .await;
+        match outcome {
+            Ok(outcome) => Ok(to_call_result(outcome).into()),
+            Err(err) => from_host_error(err).map(Into::into),
+        }
+    }
+}
+
+/// What admission established for this request.
+fn admitted(context: &RequestContext<RoleServer>) -> Result<Admitted, ErrorData> {
+    context
+        .extensions
+        .get::<http::request::Parts>()
+        .and_then(|parts| parts.extensions.get::<Admitted>())
+        .cloned()
+        .ok_or_else(|| {
+            tracing::error!("MCP request reached the handler without admission");
+            ErrorData::internal_error("internal error", None)
+        })
+}
+
+/// `invocation_id` (a string; a number is accepted and read as its digits) and the wait,
+/// capped at [`MAX_AWAIT`].
+fn await_arguments(arguments: &Map<String, Value>) -> Result<(String, Duration), String> {
+    let invocation_id = match arguments.get("invocation_id") {
+        Some(Value::String(id)) if !id.is_empty() => id.clone(),
+        Some(Value::Number(n)) => n.to_string(),
+        Some(_) => return Err("invocation_id must be a string".into()),
+        None => return Err("invocation_id is required".into()),
+    };
+    let wait = match arguments.get("wait_seconds") {
+        None | Some(Value::Null) => MAX_AWAIT,
+        Some(Value::Number(n)) => match n.as_u64() {
+            Some(secs) => Duration::from_secs(secs).min(MAX_AWAIT),
+            None => return Err("wait_seconds must be a whole number of seconds, 0 or more".into()),
+        },
+        Some(_) => return Err("wait_seconds must be an integer".into()),
+    };
+    Ok((invocation_id, wait))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn args(value: Value) -> Map<String, Value> {
+        match value {
+            Value::Object(map) => map,
+            _ => Map::new(),
+        }
+    }
+
+    #[test]
+    fn await_waits_at_most_25_seconds() {
+        let (id, wait) = await_arguments(&args(json!({"invocation_id": "i1"}))).unwrap();
+        assert_eq!((id.as_str(), wait), ("i1", MAX_AWAIT));
+        let (_, wait) =
+            await_arguments(&args(json!({"invocation_id": "i1", "wait_seconds": 600}))).unwrap();
+        assert_eq!(wait, MAX_AWAIT);
+        let (id, wait) =
+            await_arguments(&args(json!({"invocation_id": 42, "wait_seconds": 0}))).unwrap();
+        assert_eq!((id.as_str(), wait), ("42", Duration::ZERO));
+        assert!(await_arguments(&args(json!({"wait_seconds": 1}))).is_err());
+        assert!(await_arguments(&args(json!({"invocation_id": "i", "wait_seconds": -1}))).is_err());
+    }
+}

@@ -1,0 +1,292 @@
+//! airlock's MCP endpoint on 127.0.0.1 in front of a scripted `ToolHost`: raw HTTP with literal
+//! JSON-RPC bodies (`wire`), and the official TypeScript SDK as a real client (`sdk`).
+
+mod sdk;
+mod wire;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use airlock_mcp::{
+    Caller, EndpointConfig, HostError, HostOutcome, HostScope, ParkedStatus, ToolDescriptor,
+    ToolHost,
+};
+use futures::future::BoxFuture;
+use secrecy::SecretString;
+use serde_json::{Map, Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+pub(crate) const TOKEN: &str = "test-token-alice";
+
+/// What the host was asked.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Asked {
+    Call {
+        scope: HostScope,
+        principal: String,
+        name: String,
+        arguments: Value,
+    },
+    Await {
+        principal: String,
+        invocation_id: String,
+        wait: Duration,
+    },
+}
+
+/// A host with fixed tools and scripted outcomes, recording every call.
+#[derive(Default)]
+pub(crate) struct FakeHost {
+    pub(crate) asked: Mutex<Vec<Asked>>,
+}
+
+fn schema() -> Map<String, Value> {
+    let Value::Object(map) = json!({"type": "object", "properties": {"msg": {"type": "string"}}})
+    else {
+        unreachable!()
+    };
+    map
+}
+
+impl ToolHost for FakeHost {
+    fn list_tools(&self, scope: &HostScope) -> Result<Vec<ToolDescriptor>, HostError> {
+        if *scope == HostScope::Agent("nope".into()) {
+            return Err(HostError::UnknownScope("nope".into()));
+        }
+        let tool = |name: &str, read_only, destructive, idempotent| ToolDescriptor {
+            name: name.into(),
+            description: format!("the {name} tool"),
+            input_schema: schema(),
+            read_only,
+            destructive,
+            idempotent,
+        };
+        let mut tools = vec![
+            tool("echo", true, false, true),
+            tool("deploy", false, true, false),
+        ];
+        if let HostScope::Agent(name) = scope {
+            tools.retain(|t| t.name == "echo");
+            tools[0].description = format!("echo for {name}");
+        }
+        Ok(tools)
+    }
+
+    fn call_tool<'a>(
+        &'a self,
+        scope: &'a HostScope,
+        caller: &'a Caller,
+        name: &'a str,
+        arguments: Value,
+    ) -> BoxFuture<'a, Result<HostOutcome, HostError>> {
+        self.asked.lock().unwrap().push(Asked::Call {
+            scope: scope.clone(),
+            principal: caller.principal.clone(),
+            name: name.into(),
+            arguments: arguments.clone(),
+        });
+        let outcome = match name {
+            "echo" => Ok(HostOutcome::Completed {
+                text: arguments.to_string(),
+                structured: Some(json!({ "echo": arguments })),
+                is_error: false,
+            }),
+            "fail" => Ok(HostOutcome::Completed {
+                text: "upstream said 500".into(),
+                structured: None,
+                is_error: true,
+            }),
+            "deploy" => Ok(HostOutcome::Parked {
+                status: ParkedStatus::AwaitingApproval,
+                invocation_id: "inv-1".into(),
+                tool: "deploy".into(),
+                expires_at: Some("2030-01-01T00:00:00Z".into()),
+            }),
+            "wipe" => Ok(HostOutcome::Denied {
+                reason: "policy: never on Fridays".into(),
+            }),
+            "propose" => Ok(HostOutcome::Refused {
+                message: "proposals cannot be made through the MCP endpoint".into(),
+            }),
+            "broken" => Err(HostError::Internal("db password is hunter2".into())),
+            other => Err(HostError::UnknownTool(other.into())),
+        };
+        Box::pin(async move { outcome })
+    }
+
+    fn await_decision<'a>(
+        &'a self,
+        caller: &'a Caller,
+        invocation_id: &'a str,
+        wait: Duration,
+    ) -> BoxFuture<'a, Result<HostOutcome, HostError>> {
+        self.asked.lock().unwrap().push(Asked::Await {
+            principal: caller.principal.clone(),
+            invocation_id: invocation_id.into(),
+            wait,
+        });
+        let outcome = match invocation_id {
+            "inv-1" => Ok(HostOutcome::Completed {
+                text: "deployed".into(),
+                structured: Some(
+                    json!({"status": "completed", "decided_by": "bob", "result": "deployed"}),
+                ),
+                is_error: false,
+            }),
+            "inv-waiting" => Ok(HostOutcome::Parked {
+                status: ParkedStatus::AwaitingApproval,
+                invocation_id: "inv-waiting".into(),
+                tool: "deploy".into(),
+                expires_at: None,
+            }),
+            "inv-denied" => Ok(HostOutcome::Denied {
+                reason: "bob said no".into(),
+            }),
+            other => Err(HostError::NotFound(format!(
+                "no invocation {other} of yours on the MCP channel"
+            ))),
+        };
+        Box::pin(async move { outcome })
+    }
+}
+
+/// A running endpoint.
+pub(crate) struct Endpoint {
+    pub(crate) port: u16,
+    pub(crate) host: Arc<FakeHost>,
+}
+
+impl Endpoint {
+    /// The endpoint with one token (principal `alice`) and loopback hosts.
+    pub(crate) async fn start() -> Self {
+        Self::start_with(
+            vec![(SecretString::from(TOKEN), "alice".to_owned())],
+            vec![],
+        )
+        .await
+    }
+
+    pub(crate) async fn start_with(
+        tokens: Vec<(SecretString, String)>,
+        allowed_hosts: Vec<String>,
+    ) -> Self {
+        let host = Arc::new(FakeHost::default());
+        let app = airlock_mcp::router(
+            host.clone(),
+            EndpointConfig {
+                tokens,
+                allowed_hosts,
+            },
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        Self { port, host }
+    }
+
+    pub(crate) fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    pub(crate) fn asked(&self) -> Vec<Asked> {
+        self.host.asked.lock().unwrap().clone()
+    }
+
+    /// Sends `head` (request line and headers, `\r\n`-separated, without `Content-Length`) and
+    /// `body` as literal bytes, and reads the whole answer.
+    pub(crate) async fn raw(&self, head: &str, body: &str) -> Reply {
+        let mut stream = TcpStream::connect(("127.0.0.1", self.port)).await.unwrap();
+        let request = format!(
+            "{head}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut bytes = Vec::new();
+        stream.read_to_end(&mut bytes).await.unwrap();
+        Reply::parse(&String::from_utf8(bytes).unwrap())
+    }
+
+    /// A POST to `path` with the usual MCP headers (token, Host, Accept, Content-Type) and
+    /// `extra` header lines.
+    pub(crate) async fn post(&self, path: &str, extra: &[&str], body: &str) -> Reply {
+        let mut head = format!(
+            "POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nAuthorization: Bearer {TOKEN}\r\n\
+             Accept: application/json, text/event-stream\r\nContent-Type: application/json",
+            self.port
+        );
+        for line in extra {
+            head.push_str("\r\n");
+            head.push_str(line);
+        }
+        self.raw(&head, body).await
+    }
+}
+
+/// An HTTP answer.
+#[derive(Debug)]
+pub(crate) struct Reply {
+    pub(crate) status: u16,
+    /// Lower-case names.
+    pub(crate) headers: Vec<(String, String)>,
+    pub(crate) body: String,
+}
+
+impl Reply {
+    fn parse(text: &str) -> Self {
+        let (head, body) = text.split_once("\r\n\r\n").unwrap();
+        let mut lines = head.split("\r\n");
+        let status = lines
+            .next()
+            .unwrap()
+            .split(' ')
+            .nth(1)
+            .unwrap()
+            .parse()
+            .unwrap();
+        let headers: Vec<(String, String)> = lines
+            .map(|l| {
+                let (k, v) = l.split_once(':').unwrap();
+                (k.trim().to_ascii_lowercase(), v.trim().to_owned())
+            })
+            .collect();
+        let chunked = headers
+            .iter()
+            .any(|(k, v)| k == "transfer-encoding" && v.contains("chunked"));
+        let body = if chunked {
+            dechunk(body)
+        } else {
+            body.to_owned()
+        };
+        Self {
+            status,
+            headers,
+            body,
+        }
+    }
+
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    pub(crate) fn json(&self) -> Value {
+        serde_json::from_str(&self.body)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {:?}", self.body))
+    }
+}
+
+fn dechunk(mut body: &str) -> String {
+    let mut out = String::new();
+    loop {
+        let (size, rest) = body.split_once("\r\n").unwrap();
+        let size = usize::from_str_radix(size.trim(), 16).unwrap();
+        if size == 0 {
+            return out;
+        }
+        out.push_str(&rest[..size]);
+        body = &rest[size + 2..];
+    }
+}

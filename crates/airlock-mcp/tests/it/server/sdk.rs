@@ -1,0 +1,75 @@
+//! The official TypeScript SDK (`tests/sdk/client.mjs`) as a real client of the endpoint.
+//!
+//! Needs `npm ci --prefix crates/airlock-mcp/tests/sdk`. Without it the test is skipped with a
+//! message, unless `CI` is set: then it fails, so CI can never pass by skipping it.
+
+use std::path::PathBuf;
+
+use serde_json::{Value, json};
+
+use super::{Endpoint, TOKEN};
+
+#[tokio::test]
+async fn typescript_sdk_lists_calls_parks_and_awaits() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/sdk");
+    if !dir.join("node_modules/@modelcontextprotocol/sdk").is_dir() {
+        let help = "the TypeScript SDK is not installed: run `npm ci --prefix crates/airlock-mcp/tests/sdk`";
+        assert!(std::env::var_os("CI").is_none(), "{help}");
+        eprintln!("SKIPPED typescript_sdk_lists_calls_parks_and_awaits: {help}");
+        return;
+    }
+    let server = Endpoint::start().await;
+    let output = tokio::process::Command::new("node")
+        .arg(dir.join("client.mjs"))
+        .arg(server.url("/mcp"))
+        .arg(TOKEN)
+        .current_dir(&dir)
+        .output()
+        .await
+        .expect("node must be on PATH");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "node failed:\n{stdout}\n{stderr}");
+    let out: Value = serde_json::from_str(stdout.trim())
+        .unwrap_or_else(|e| panic!("not JSON ({e}):\n{stdout}\n{stderr}"));
+
+    assert_eq!(out["sessionId"], Value::Null, "no session is kept");
+    assert_eq!(out["server"]["name"], "airlock");
+    let names: Vec<_> = out["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].clone())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            json!("echo"),
+            json!("deploy"),
+            json!("airlock_await_decision")
+        ]
+    );
+    assert_eq!(out["tools"][1]["annotations"]["destructiveHint"], true);
+
+    assert_eq!(out["echo"]["isError"], false);
+    assert_eq!(
+        out["echo"]["structuredContent"],
+        json!({"echo": {"msg": "hi"}})
+    );
+
+    assert_eq!(out["parked"]["isError"], false);
+    assert_eq!(
+        out["parked"]["structuredContent"]["status"],
+        "awaiting_approval"
+    );
+    assert!(
+        out["parked"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("NOT EXECUTED YET")
+    );
+
+    assert_eq!(out["awaited"]["structuredContent"]["decided_by"], "bob");
+    assert_eq!(out["failed"]["isError"], true);
+    assert_eq!(out["unknown"]["code"], -32602);
+}

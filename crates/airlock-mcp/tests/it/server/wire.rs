@@ -1,0 +1,404 @@
+//! Every endpoint rule, on the wire: literal requests, asserted replies.
+
+use std::time::Duration;
+
+use airlock_mcp::HostScope;
+use secrecy::SecretString;
+use serde_json::{Value, json};
+
+use super::{Asked, Endpoint, TOKEN};
+
+const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+const TOOLS_LIST: &str = r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#;
+const V2025: &str = "MCP-Protocol-Version: 2025-06-18";
+
+fn call(name: &str, arguments: &str) -> String {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{{"name":"{name}","arguments":{arguments}}}}}"#
+    )
+}
+
+async fn call_result(server: &Endpoint, name: &str, arguments: &str) -> Value {
+    let reply = server.post("/mcp", &[V2025], &call(name, arguments)).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(reply.header("content-type"), Some("application/json"));
+    reply.json()["result"].clone()
+}
+
+#[tokio::test]
+async fn no_tokens_configured_refuses_everything() {
+    let server = Endpoint::start_with(vec![], vec![]).await;
+    let reply = server.post("/mcp", &[], INITIALIZE).await;
+    assert_eq!(reply.status, 401);
+    assert!(
+        reply
+            .header("www-authenticate")
+            .unwrap()
+            .starts_with("Bearer")
+    );
+}
+
+#[tokio::test]
+async fn missing_or_wrong_token_is_401_with_a_bearer_challenge() {
+    let server = Endpoint::start().await;
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nAccept: application/json, text/event-stream\r\nContent-Type: application/json",
+        server.port
+    );
+    let reply = server.raw(&head, INITIALIZE).await;
+    assert_eq!(reply.status, 401);
+    assert_eq!(
+        reply.header("www-authenticate"),
+        Some(r#"Bearer realm="airlock""#)
+    );
+
+    let wrong = format!("{head}\r\nAuthorization: Bearer {TOKEN}x");
+    let reply = server.raw(&wrong, INITIALIZE).await;
+    assert_eq!(reply.status, 401);
+    assert!(
+        reply
+            .header("www-authenticate")
+            .unwrap()
+            .contains("invalid_token")
+    );
+    assert!(server.asked().is_empty());
+}
+
+#[tokio::test]
+async fn each_token_names_its_principal() {
+    let tokens = vec![
+        (SecretString::from("tok-a"), "alice".to_owned()),
+        (SecretString::from("tok-b"), "bob".to_owned()),
+    ];
+    let server = Endpoint::start_with(tokens, vec![]).await;
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: localhost:{}\r\nAuthorization: Bearer tok-b\r\nAccept: application/json, text/event-stream\r\nContent-Type: application/json\r\n{V2025}",
+        server.port
+    );
+    let reply = server.raw(&head, &call("echo", "{}")).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let Asked::Call { principal, .. } = &server.asked()[0] else {
+        panic!()
+    };
+    assert_eq!(principal, "bob");
+}
+
+#[tokio::test]
+async fn get_and_delete_are_405() {
+    let server = Endpoint::start().await;
+    for method in ["GET", "DELETE"] {
+        let head = format!(
+            "{method} /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {TOKEN}\r\nAccept: text/event-stream"
+        );
+        let reply = server.raw(&head, "").await;
+        assert_eq!(reply.status, 405, "{method}");
+        assert_eq!(reply.header("allow"), Some("POST"));
+    }
+}
+
+#[tokio::test]
+async fn bad_json_is_400_with_a_parse_error() {
+    let server = Endpoint::start().await;
+    let reply = server
+        .post("/mcp", &[], r#"{"jsonrpc":"2.0","id":1,"method":"#)
+        .await;
+    assert_eq!(reply.status, 400);
+    assert_eq!(
+        reply.json(),
+        json!({"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error: the body is not JSON"}})
+    );
+    let reply = server.post("/mcp", &[], r#"{"hello":"world"}"#).await;
+    assert_eq!(reply.status, 400);
+    assert_eq!(reply.json()["error"]["code"], -32600);
+}
+
+#[tokio::test]
+async fn unknown_method_is_32601() {
+    let server = Endpoint::start().await;
+    let body = r#"{"jsonrpc":"2.0","id":7,"method":"resources/frobnicate","params":{}}"#;
+    let reply = server.post("/mcp", &[V2025], body).await;
+    let reply = reply.json();
+    assert_eq!(reply["id"], 7);
+    assert_eq!(reply["error"]["code"], -32601, "{reply}");
+}
+
+#[tokio::test]
+async fn unknown_tool_is_32602() {
+    let server = Endpoint::start().await;
+    let reply = server
+        .post("/mcp", &[V2025], &call("nope", "{}"))
+        .await
+        .json();
+    assert_eq!(reply["error"]["code"], -32602, "{reply}");
+    assert!(reply["error"]["message"].as_str().unwrap().contains("nope"));
+}
+
+#[tokio::test]
+async fn foreign_host_or_origin_is_403() {
+    let server = Endpoint::start().await;
+    let head = |host: &str, origin: Option<&str>| {
+        let mut head = format!(
+            "POST /mcp HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {TOKEN}\r\nAccept: application/json, text/event-stream\r\nContent-Type: application/json"
+        );
+        if let Some(origin) = origin {
+            head.push_str(&format!("\r\nOrigin: {origin}"));
+        }
+        head
+    };
+    let reply = server.raw(&head("evil.example:80", None), INITIALIZE).await;
+    assert_eq!(reply.status, 403);
+    let reply = server
+        .raw(&head("localhost", Some("http://evil.example")), INITIALIZE)
+        .await;
+    assert_eq!(reply.status, 403);
+    let reply = server
+        .raw(
+            &head("localhost", Some("http://localhost:3000")),
+            INITIALIZE,
+        )
+        .await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+
+    let named = Endpoint::start_with(
+        vec![(SecretString::from(TOKEN), "alice".into())],
+        vec!["mcp.example.com".into()],
+    )
+    .await;
+    let reply = named.raw(&head("mcp.example.com", None), INITIALIZE).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let reply = named.raw(&head("127.0.0.1", None), INITIALIZE).await;
+    assert_eq!(reply.status, 403, "loopback is only the default");
+}
+
+#[tokio::test]
+async fn initialize_then_initialized_keeps_no_session() {
+    let server = Endpoint::start().await;
+    let reply = server.post("/mcp", &[], INITIALIZE).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(reply.header("mcp-session-id"), None);
+    let result = &reply.json()["result"];
+    assert_eq!(result["protocolVersion"], "2025-06-18");
+    assert_eq!(result["capabilities"], json!({"tools": {}}));
+    assert_eq!(result["serverInfo"]["name"], "airlock");
+
+    let initialized = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+    let reply = server.post("/mcp", &[V2025], initialized).await;
+    assert_eq!(reply.status, 202);
+
+    let ping = r#"{"jsonrpc":"2.0","id":9,"method":"ping"}"#;
+    let reply = server.post("/mcp", &[V2025], ping).await.json();
+    assert_eq!(reply, json!({"jsonrpc":"2.0","id":9,"result":{}}));
+}
+
+#[tokio::test]
+async fn tools_list_has_the_await_tool_and_airlocks_hints() {
+    let server = Endpoint::start().await;
+    let reply = server.post("/mcp", &[V2025], TOOLS_LIST).await.json();
+    let tools = reply["result"]["tools"].as_array().unwrap().clone();
+    let names: Vec<_> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["echo", "deploy", "airlock_await_decision"]);
+    assert_eq!(
+        tools[0]["annotations"],
+        json!({"readOnlyHint": true, "destructiveHint": false, "idempotentHint": true})
+    );
+    assert_eq!(tools[1]["annotations"]["destructiveHint"], true);
+    assert_eq!(
+        tools[2]["inputSchema"]["required"],
+        json!(["invocation_id"])
+    );
+
+    let reply = server
+        .post("/agents/ops/mcp", &[V2025], TOOLS_LIST)
+        .await
+        .json();
+    let tools = reply["result"]["tools"].as_array().unwrap().clone();
+    assert_eq!(tools[0]["description"], "echo for ops");
+    assert_eq!(tools.len(), 2);
+    let reply = server
+        .post("/agents/nope/mcp", &[V2025], TOOLS_LIST)
+        .await
+        .json();
+    assert_eq!(reply["error"]["code"], -32602);
+}
+
+#[tokio::test]
+async fn completed_calls_carry_text_and_structured_content() {
+    let server = Endpoint::start().await;
+    let result = call_result(&server, "echo", r#"{"msg":"hi"}"#).await;
+    assert_eq!(
+        result,
+        json!({
+            "content": [{"type": "text", "text": r#"{"msg":"hi"}"#}],
+            "structuredContent": {"echo": {"msg": "hi"}},
+            "isError": false
+        })
+    );
+    let reply = server
+        .post("/agents/ops/mcp", &[V2025], &call("echo", "{}"))
+        .await;
+    assert_eq!(reply.status, 200);
+    let asked = server.asked();
+    assert_eq!(
+        asked[1],
+        Asked::Call {
+            scope: HostScope::Agent("ops".into()),
+            principal: "alice".into(),
+            name: "echo".into(),
+            arguments: json!({}),
+        }
+    );
+}
+
+#[tokio::test]
+async fn failures_are_is_error_never_success() {
+    let server = Endpoint::start().await;
+    let result = call_result(&server, "fail", "{}").await;
+    assert_eq!(result["isError"], true);
+    assert_eq!(result["content"][0]["text"], "upstream said 500");
+
+    let result = call_result(&server, "wipe", "{}").await;
+    assert_eq!(result["isError"], true);
+    assert_eq!(
+        result["structuredContent"],
+        json!({"denied": "policy: never on Fridays"})
+    );
+    assert_eq!(
+        result["content"][0]["text"],
+        r#"{"denied":"policy: never on Fridays"}"#
+    );
+
+    let result = call_result(&server, "propose", "{}").await;
+    assert_eq!(result["isError"], true);
+    assert!(
+        result["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("proposals")
+    );
+
+    let reply = server
+        .post("/mcp", &[V2025], &call("broken", "{}"))
+        .await
+        .json();
+    assert_eq!(reply["error"]["code"], -32603);
+    assert!(
+        !reply.to_string().contains("hunter2"),
+        "internals never leak"
+    );
+}
+
+#[tokio::test]
+async fn a_parked_call_says_it_did_not_run() {
+    let server = Endpoint::start().await;
+    let result = call_result(&server, "deploy", r#"{"env":"prod"}"#).await;
+    let payload = json!({
+        "status": "awaiting_approval",
+        "invocation_id": "inv-1",
+        "tool": "deploy",
+        "expires_at": "2030-01-01T00:00:00Z",
+        "await_with": {"tool": "airlock_await_decision", "arguments": {"invocation_id": "inv-1"}}
+    });
+    assert_eq!(result["structuredContent"], payload);
+    assert_eq!(result["isError"], false);
+    let text = result["content"][0]["text"].as_str().unwrap();
+    assert!(text.starts_with("NOT EXECUTED YET: this call is waiting for a person's approval"));
+    let json_line = text.lines().last().unwrap();
+    assert_eq!(serde_json::from_str::<Value>(json_line).unwrap(), payload);
+}
+
+#[tokio::test]
+async fn await_tool_waits_at_most_25_seconds_and_maps_outcomes() {
+    let server = Endpoint::start().await;
+    let result = call_result(
+        &server,
+        "airlock_await_decision",
+        r#"{"invocation_id":"inv-1"}"#,
+    )
+    .await;
+    assert_eq!(result["isError"], false);
+    assert_eq!(result["structuredContent"]["decided_by"], "bob");
+
+    let args = r#"{"invocation_id":"inv-waiting","wait_seconds":0}"#;
+    let result = call_result(&server, "airlock_await_decision", args).await;
+    assert_eq!(result["structuredContent"]["status"], "awaiting_approval");
+    assert_eq!(result["isError"], false);
+
+    let args = r#"{"invocation_id":"inv-denied","wait_seconds":3600}"#;
+    let result = call_result(&server, "airlock_await_decision", args).await;
+    assert_eq!(
+        result["structuredContent"],
+        json!({"denied": "bob said no"})
+    );
+    assert_eq!(result["isError"], true);
+
+    let result = call_result(
+        &server,
+        "airlock_await_decision",
+        r#"{"invocation_id":"x9"}"#,
+    )
+    .await;
+    assert_eq!(result["isError"], true);
+    assert!(
+        result["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("x9")
+    );
+
+    let result = call_result(&server, "airlock_await_decision", "{}").await;
+    assert_eq!(result["isError"], true);
+
+    let waits: Vec<_> = server
+        .asked()
+        .into_iter()
+        .filter_map(|a| match a {
+            Asked::Await {
+                wait, principal, ..
+            } => Some((wait, principal)),
+            Asked::Call { .. } => None,
+        })
+        .collect();
+    let secs = |s| (Duration::from_secs(s), "alice".to_owned());
+    assert_eq!(waits, [secs(25), secs(0), secs(25), secs(25)]);
+}
+
+#[tokio::test]
+async fn current_clients_discover_and_call_without_initialize() {
+    let server = Endpoint::start().await;
+    let meta = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"}}"#;
+    let discover =
+        format!(r#"{{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{{{meta}}}}}"#);
+    let headers = [
+        "MCP-Protocol-Version: 2026-07-28",
+        "Mcp-Method: server/discover",
+    ];
+    let reply = server.post("/mcp", &headers, &discover).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let result = &reply.json()["result"];
+    assert_eq!(result["resultType"], "complete");
+    assert!(
+        result["supportedVersions"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("2026-07-28"))
+    );
+    assert_eq!(result["capabilities"]["tools"], json!({}));
+
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{{"name":"deploy","arguments":{{}},{meta}}}}}"#
+    );
+    let headers = [
+        "MCP-Protocol-Version: 2026-07-28",
+        "Mcp-Method: tools/call",
+        "Mcp-Name: deploy",
+    ];
+    let reply = server.post("/mcp", &headers, &body).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let result = &reply.json()["result"];
+    assert_eq!(result["resultType"], "complete");
+    assert_eq!(result["structuredContent"]["status"], "awaiting_approval");
+
+    // The per-request version is required: a 2026 request without its header is refused.
+    let reply = server.post("/mcp", &[], &body).await;
+    assert_eq!(reply.status, 400, "{}", reply.body);
+}

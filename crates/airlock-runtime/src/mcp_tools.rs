@@ -1,0 +1,144 @@
+//! MCP tools in the gateway: inline `type: mcp` tools (seed 001; base URL and credential from
+//! `[connections]`, resolved per call) and connection-file tools (seed 000; discovered once at
+//! boot, failing loudly, their remote names and schemas part of the scope's digest).
+
+use airlock_egress::join;
+use airlock_mcp::{McpClient, McpCredential, McpTarget, ToolCall};
+use airlock_spec::{
+    ApiConnection, ConnectionSpec, ConnectionTool, CredentialPath, Credentials, McpAuth,
+    McpInlineTool, Policy, ToolDefinition, ToolName, ToolSource, ToolSpec,
+};
+use secrecy::SecretString;
+use serde_json::{Value, json};
+
+use airlock_ledger::ToolError as StoredError;
+
+/// Why boot-time discovery failed; boot aborts with it.
+#[derive(Debug, thiserror::Error)]
+#[error("connection {namespace}: tools/list failed at boot — {reason}")]
+pub struct DiscoveryError {
+    /// The connection file's namespace.
+    pub namespace: String,
+    /// What went wrong.
+    pub reason: String,
+}
+
+/// Discovers the tools of every connection file: one `tools/list` (all pages) each.
+///
+/// # Errors
+/// The first connection that fails, named.
+pub async fn discover(
+    client: &McpClient,
+    connections: &[ConnectionSpec],
+    credentials: &Credentials,
+) -> Result<Vec<ToolSpec>, DiscoveryError> {
+    let mut tools = Vec::new();
+    for connection in connections {
+        let fail = |reason: String| DiscoveryError {
+            namespace: connection.namespace.clone(),
+            reason,
+        };
+        let target = connection_target(connection, credentials).map_err(|e| fail(e.message))?;
+        let remote = client
+            .discover(&target)
+            .await
+            .map_err(|e| fail(e.message))?;
+        for tool in remote {
+            let name = format!("{}__{}", connection.namespace, tool.name);
+            let name = ToolName::try_from(name.as_str())
+                .map_err(|reason| fail(format!("tool `{}`: {reason}", tool.name)))?;
+            tools.push(ToolSpec {
+                definition: ToolDefinition {
+                    name,
+                    description: tool.description,
+                    input_schema: tool.input_schema,
+                },
+                source: ToolSource::Connection(ConnectionTool {
+                    namespace: connection.namespace.clone(),
+                    remote_name: tool.name,
+                }),
+                policy: Policy {
+                    approval: connection.approval,
+                    effect: connection.effect,
+                    ..Policy::default()
+                },
+            });
+        }
+    }
+    Ok(tools)
+}
+
+fn secret(
+    credentials: &Credentials,
+    path: Option<&CredentialPath>,
+) -> Result<Option<SecretString>, StoredError> {
+    path.map(|p| {
+        credentials
+            .get(p)
+            .cloned()
+            .map_err(|e| StoredError::new("credential_missing", e.to_string()))
+    })
+    .transpose()
+}
+
+/// The target of a connection file's server.
+pub(crate) fn connection_target(
+    connection: &ConnectionSpec,
+    credentials: &Credentials,
+) -> Result<McpTarget, StoredError> {
+    let secret = secret(credentials, connection.credential.as_ref())?;
+    let credential = McpCredential::from_spec(&connection.auth, secret)
+        .map_err(|e| StoredError::new(e.kind_str(), e.message))?;
+    Ok(McpTarget::new(connection.url.clone())
+        .with_credential(credential)
+        .with_protocol(connection.protocol))
+}
+
+/// The target of an inline tool: the connection's base URL joined with the declared path.
+pub(crate) fn inline_target(
+    tool: &McpInlineTool,
+    connection: &ApiConnection,
+    credentials: &Credentials,
+) -> Result<McpTarget, StoredError> {
+    let base = url::Url::parse(&connection.base_url).map_err(|_| {
+        StoredError::new(
+            "bad_declaration",
+            format!("connection `{}` has an invalid base_url", tool.connection),
+        )
+    })?;
+    let url = join(&base, &tool.path).map_err(|e| StoredError::new(e.kind(), e.to_string()))?;
+    let secret = match tool.auth {
+        McpAuth::None => None,
+        McpAuth::Bearer | McpAuth::Header(_) => {
+            secret(credentials, connection.credential.as_ref())?
+        }
+    };
+    let credential = McpCredential::from_spec(&tool.auth, secret).map_err(|e| {
+        StoredError::new(
+            "credential_missing",
+            format!("connection `{}`: {}", tool.connection, e.message),
+        )
+    })?;
+    Ok(McpTarget::new(url.to_string())
+        .with_credential(credential)
+        .with_protocol(tool.protocol))
+}
+
+/// Calls a remote tool; the result keeps the text and the structured content.
+pub(crate) async fn call(
+    client: &McpClient,
+    target: &McpTarget,
+    remote_name: &str,
+    arguments: Value,
+    idempotency_key: Option<String>,
+) -> Result<Value, StoredError> {
+    let mut call = ToolCall::new(remote_name, arguments);
+    if let Some(key) = idempotency_key {
+        call = call.with_idempotency_key(key);
+    }
+    let result = client
+        .call_tool(target, &call)
+        .await
+        .map_err(|e| StoredError::new(e.kind_str(), e.message))?;
+    Ok(json!({ "text": result.text, "structured": result.structured }))
+}

@@ -1,0 +1,130 @@
+//! Boot: from a deployment directory to a running gateway's parts — validated declarations
+//! (fail loud), credentials, the ledger (migrated), the egress guard, discovered connection
+//! tools (fail loud, naming the connection) and every scope.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use airlock_egress::GuardedClient;
+use airlock_ledger::{PgStore, SqliteStore, Store, StoreConfig};
+use airlock_mcp::McpClient;
+use airlock_runtime::{Gateway, discover, egress_policy};
+use airlock_spec::{Credentials, Deployment, EndpointAuth, ScopeId};
+use anyhow::Context as _;
+use secrecy::SecretString;
+
+/// Everything `serve` needs.
+pub struct Booted {
+    /// The validated deployment.
+    pub deployment: Deployment,
+    /// The gateway over every scope.
+    pub gateway: Arc<Gateway>,
+    /// Admin tokens → principals.
+    pub admin: Tokens,
+    /// MCP tokens → principals.
+    pub mcp: Tokens,
+}
+
+/// Bearer tokens resolved from their credential paths, each with its principal.
+#[derive(Clone, Default)]
+pub struct Tokens(pub Arc<Vec<(SecretString, String)>>);
+
+/// Loads the deployment and builds the gateway. Any problem aborts with a clear message.
+pub async fn boot(dir: &Path) -> anyhow::Result<Booted> {
+    let deployment = Deployment::load(dir).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let config = &deployment.config;
+    let credentials = Arc::new(Credentials::load(
+        dir,
+        &config.credentials,
+        std::env::vars(),
+    )?);
+    let store = open_store(&config.database_url, config.approval_ttl).await?;
+    let egress =
+        GuardedClient::new(egress_policy(&config.egress)).context("building the egress client")?;
+    let discovered = discover(
+        &McpClient::new(egress.clone()),
+        &deployment.connections,
+        &credentials,
+    )
+    .await?;
+    let mut gateway_scope = deployment.gateway_scope();
+    for tool in discovered {
+        let name = tool.definition.name.to_string();
+        gateway_scope.add(tool).map_err(|_| {
+            anyhow::anyhow!(
+                "discovered tool `{name}` collides with another tool of the gateway scope"
+            )
+        })?;
+    }
+    let mut builder = Gateway::builder(store, egress, Arc::clone(&credentials))
+        .connections(config.connections.clone())
+        .mcp_connections(deployment.connections.clone())
+        .scope(gateway_scope);
+    for name in deployment.agents.keys() {
+        if let Some(scope) = deployment.agent_scope(name) {
+            builder = builder.scope(scope);
+        }
+    }
+    let admin = tokens(&config.admin, &credentials).context("admin tokens")?;
+    let mcp = tokens(&config.mcp, &credentials).context("MCP tokens")?;
+    Ok(Booted {
+        gateway: Arc::new(builder.build()),
+        deployment,
+        admin,
+        mcp,
+    })
+}
+
+/// Opens (and migrates) the ledger named by `url`.
+pub async fn open_store(
+    url: &str,
+    approval_ttl: std::time::Duration,
+) -> anyhow::Result<Arc<dyn Store>> {
+    let config = StoreConfig {
+        approval_ttl,
+        ..StoreConfig::default()
+    };
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        Ok(Arc::new(
+            PgStore::connect_url(url, config)
+                .await
+                .context("opening the PostgreSQL ledger")?,
+        ))
+    } else {
+        Ok(Arc::new(
+            SqliteStore::open_url(url, config)
+                .await
+                .context("opening the SQLite ledger")?,
+        ))
+    }
+}
+
+fn tokens(auth: &EndpointAuth, credentials: &Credentials) -> anyhow::Result<Tokens> {
+    let mut out = Vec::new();
+    for token in &auth.tokens {
+        out.push((
+            credentials.get(&token.credential)?.clone(),
+            token.principal.clone(),
+        ));
+    }
+    Ok(Tokens(Arc::new(out)))
+}
+
+/// The scopes served, for the start-up banner.
+pub fn scope_paths(booted: &Booted) -> Vec<String> {
+    let mut paths = vec!["/mcp".to_owned()];
+    paths.extend(
+        booted
+            .deployment
+            .agents
+            .keys()
+            .filter(|n| {
+                booted
+                    .gateway
+                    .scope(&ScopeId::Agent((*n).clone()))
+                    .is_some()
+            })
+            .map(|n| format!("/agents/{n}/mcp")),
+    );
+    paths
+}

@@ -1,0 +1,299 @@
+//! The server: the decisions API over a real SQLite ledger and a loopback upstream, and the
+//! `airlock serve` binary's start-up and graceful shutdown.
+
+use std::io::{BufRead as _, BufReader};
+use std::process::Stdio;
+use std::time::Duration;
+
+use airlock::boot::boot;
+use airlock::http::{AppState, app, serve};
+use airlock_ledger::InvocationState;
+use airlock_runtime::{CallContext, Outcome};
+use airlock_spec::ScopeId;
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::net::TcpListener;
+
+use crate::airlock;
+
+const ADMIN: &str = "admin-token-7c4a8d09ca3762af61e59520943dc264";
+
+fn deployment() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let toml = "listen = \"127.0.0.1:0\"\n[[admin.tokens]]\ncredential = \"airlock.admin\"\nprincipal = \"alice\"\n[egress]\nallow = [\"127.0.0.1/32\"]\n[credentials]\nfile = \"creds.yml\"\n[builtins.ask_human]\n[builtins.fetch]\napproval = \"always\"\n";
+    std::fs::write(dir.path().join("airlock.toml"), toml).unwrap();
+    std::fs::write(
+        dir.path().join("creds.yml"),
+        format!("airlock:\n  admin: {ADMIN}\n"),
+    )
+    .unwrap();
+    dir
+}
+
+/// A plain HTTP/1.1 request to the server; returns (status, JSON body or Null).
+async fn http(
+    addr: std::net::SocketAddr,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: Option<Value>,
+) -> (u16, Value, String) {
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let body = body.map(|b| b.to_string()).unwrap_or_default();
+    let auth = token
+        .map(|t| format!("authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nhost: localhost\r\n{auth}content-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").unwrap();
+    let status = head[9..12].parse().unwrap();
+    (
+        status,
+        serde_json::from_str(body).unwrap_or(Value::Null),
+        head.to_ascii_lowercase(),
+    )
+}
+
+/// An upstream that answers every request with a small text page.
+async fn upstream() -> std::net::SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let mut buf = [0u8; 2048];
+            let _ = socket.read(&mut buf).await;
+            let _ = socket.write_all(b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: 5\r\nconnection: close\r\n\r\nhello").await;
+        }
+    });
+    addr
+}
+
+#[tokio::test]
+async fn decisions_api_is_deny_by_default_and_runs_approved_calls_once() {
+    let dir = deployment();
+    let booted = boot(dir.path()).await.unwrap();
+    let gateway = booted.gateway.clone();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(serve(
+        listener,
+        app(AppState {
+            gateway: gateway.clone(),
+            admin: booted.admin,
+        }),
+        std::future::pending(),
+    ));
+
+    let page = upstream().await;
+    let session = gateway
+        .open_session("test", Some("bob".into()), &ScopeId::Gateway)
+        .await
+        .unwrap();
+    let ctx = CallContext {
+        scope: ScopeId::Gateway,
+        session,
+        call_id: "1".into(),
+        principal: Some("bob".into()),
+    };
+    let Outcome::Parked(row) = gateway
+        .call(&ctx, "fetch", json!({"url": format!("http://{page}/")}))
+        .await
+        .unwrap()
+    else {
+        panic!()
+    };
+
+    let (status, _, head) = http(addr, "GET", "/v1/approvals", None, None).await;
+    assert_eq!(status, 401);
+    assert!(head.contains("www-authenticate: bearer"), "{head}");
+    assert_eq!(
+        http(addr, "GET", "/v1/approvals", Some("wrong"), None)
+            .await
+            .0,
+        401
+    );
+
+    let (status, list, _) = http(addr, "GET", "/v1/approvals?tool=fetch", Some(ADMIN), None).await;
+    assert_eq!(status, 200);
+    assert_eq!(list["approvals"][0]["id"], row.id.to_string());
+    assert_eq!(list["approvals"][0]["state"], "awaiting_approval");
+
+    let path = format!("/v1/approvals/{}/decision", row.id);
+    let (status, body, _) = http(
+        addr,
+        "POST",
+        &path,
+        Some(ADMIN),
+        Some(json!({"decision": "approve", "by": "mallory"})),
+    )
+    .await;
+    assert_eq!(
+        status, 400,
+        "unknown fields, including a self-chosen decider, are refused: {body}"
+    );
+    let (status, body, _) = http(
+        addr,
+        "POST",
+        &path,
+        Some(ADMIN),
+        Some(json!({"decision": "approve"})),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["decision"]["by"], "alice");
+    let (status, body, _) = http(
+        addr,
+        "POST",
+        &path,
+        Some(ADMIN),
+        Some(json!({"decision": "deny", "reason": "late"})),
+    )
+    .await;
+    assert_eq!(status, 409, "{body}");
+    assert!(
+        body["message"].as_str().unwrap().contains("by alice"),
+        "{body}"
+    );
+
+    // The approved call runs in the background; wait for the row to settle (woken, not polled).
+    let mut current = gateway.store().get(row.id).await.unwrap();
+    for _ in 0..20 {
+        if current.state == InvocationState::Succeeded {
+            break;
+        }
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        current = gateway
+            .store()
+            .wait_for_change(row.id, Some(current.version), deadline)
+            .await
+            .unwrap();
+    }
+    assert_eq!(current.state, InvocationState::Succeeded);
+    assert_eq!(current.model_result().unwrap()["body"], "hello");
+
+    let (status, shown, _) = http(
+        addr,
+        "GET",
+        &format!("/v1/invocations/{}", row.id),
+        Some(ADMIN),
+        None,
+    )
+    .await;
+    assert_eq!((status, shown["state"].as_str()), (200, Some("succeeded")));
+    assert_eq!(
+        http(addr, "GET", "/v1/invocations/nope", Some(ADMIN), None)
+            .await
+            .0,
+        400
+    );
+    assert_eq!(http(addr, "GET", "/healthz", None, None).await.0, 200);
+    assert_eq!(http(addr, "GET", "/readyz", None, None).await.0, 200);
+}
+
+#[tokio::test]
+async fn a_question_is_answered_over_the_api() {
+    let dir = deployment();
+    let booted = boot(dir.path()).await.unwrap();
+    let gateway = booted.gateway.clone();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(serve(
+        listener,
+        app(AppState {
+            gateway: gateway.clone(),
+            admin: booted.admin,
+        }),
+        std::future::pending(),
+    ));
+    let session = gateway
+        .open_session("test", None, &ScopeId::Gateway)
+        .await
+        .unwrap();
+    let ctx = CallContext {
+        scope: ScopeId::Gateway,
+        session,
+        call_id: "q".into(),
+        principal: None,
+    };
+    let parked = gateway
+        .call(&ctx, "ask_human", json!({"question": "Which warehouse?"}))
+        .await
+        .unwrap();
+    let path = format!("/v1/approvals/{}/decision", parked.invocation().id);
+    let (status, body, _) = http(
+        addr,
+        "POST",
+        &path,
+        Some(ADMIN),
+        Some(json!({"decision": "answer", "text": "Rosario"})),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["state"], "succeeded");
+    assert_eq!(body["result"]["answer"], "Rosario");
+    let (status, body, _) = http(
+        addr,
+        "POST",
+        &path,
+        Some(ADMIN),
+        Some(json!({"decision": "maybe"})),
+    )
+    .await;
+    assert_eq!(status, 400, "{body}");
+}
+
+#[test]
+fn serve_starts_prints_endpoints_and_stops_on_sigterm() {
+    let dir = deployment();
+    let mut child = airlock()
+        .arg("serve")
+        .arg(dir.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = lines.next().unwrap().unwrap();
+    let addr = first
+        .strip_prefix("airlock listening on http://")
+        .unwrap_or_else(|| panic!("{first}"))
+        .to_owned();
+    let health = std::process::Command::new("curl")
+        .args(["-sS", &format!("http://{addr}/healthz")])
+        .output();
+    if let Ok(out) = health {
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "ok");
+    }
+    assert!(
+        dir.path().join("airlock.sqlite").exists(),
+        "the SQLite ledger is created on first start"
+    );
+    let pid = child.id().to_string();
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let status = child.wait().unwrap();
+    assert!(status.success(), "graceful shutdown exits 0: {status}");
+}
+
+#[test]
+fn serve_fails_loudly_on_a_bad_deployment() {
+    let dir = deployment();
+    std::fs::write(dir.path().join("airlock.toml"), "listen = 5\n").unwrap();
+    let out = airlock().arg("serve").arg(dir.path()).output().unwrap();
+    assert!(!out.status.success());
+    assert!(
+        crate::text(&out).contains("airlock.toml:1:1: listen: expected a string"),
+        "{}",
+        crate::text(&out)
+    );
+}
