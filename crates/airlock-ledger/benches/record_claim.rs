@@ -4,7 +4,10 @@
 //!    WAL mode with `synchronous = FULL` (one fsync per commit) — the baseline.
 //! 2. record + claim + finish of a no-op at-most-once call, 16 concurrent callers, on SQLite
 //!    (target ≥ 4× the baseline) and on PostgreSQL with `synchronous_commit = on` (target
-//!    ≥ 2,000 calls/s), when `AIRLOCK_TEST_DATABASE_URL` is set.
+//!    ≥ 2,000 calls/s), when `AIRLOCK_TEST_DATABASE_URL` is set. Two ways: the fused path the
+//!    runtime uses for ungated calls (`record_and_claim`, then `finish`: two durable commits),
+//!    and three separate steps (`record`, `claim`, `finish`). Each caller awaits every step of
+//!    its call before starting the next call.
 //! 3. Decision → waiter wake-up latency (p50/p99), in-process on SQLite and across two pools
 //!    (LISTEN/NOTIFY) on PostgreSQL (target p99 < 20 ms).
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
@@ -13,8 +16,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use airlock_ledger::{
-    Approval, Decision, NewInvocation, NewSession, PgStore, SessionId, SqliteStore, Store,
-    StoreConfig,
+    Approval, Decision, InvocationState, NewInvocation, NewSession, PgStore, SessionId,
+    SqliteStore, Store, StoreConfig,
 };
 use serde_json::json;
 use sqlx::ConnectOptions;
@@ -61,23 +64,48 @@ async fn session(store: &Arc<dyn Store>) -> SessionId {
         .id
 }
 
-async fn calls_per_second(store: Arc<dyn Store>) -> f64 {
-    let s = session(&store).await;
+/// Which write path a caller uses for one call.
+#[derive(Clone, Copy)]
+enum Path {
+    /// `record_and_claim` + `finish`: two commits.
+    Fused,
+    /// `record` + `claim` + `finish`: three commits.
+    Separate,
+}
+
+async fn one_call(store: &dyn Store, s: SessionId, c: usize, i: usize, path: Path) {
+    let call = NewInvocation::new(s, format!("{c}-{i}"), "noop", json!({"i": i}), "d");
+    let owner = format!("w{c}");
+    let lease = Duration::from_secs(30);
+    let id = match path {
+        Path::Fused => {
+            let r = store.record_and_claim(call, &owner, lease).await.unwrap();
+            assert!(r.created && r.invocation.state == InvocationState::Running);
+            r.invocation.id
+        }
+        Path::Separate => {
+            let id = store.record(call).await.unwrap().invocation.id;
+            store.claim(id, &owner, lease).await.unwrap();
+            id
+        }
+    };
+    store.finish(id, &owner, Ok(json!(null))).await.unwrap();
+}
+
+/// Each caller is its own session (an agent conversation), as 16 concurrent agents would be.
+async fn calls_per_second(store: Arc<dyn Store>, path: Path) -> f64 {
+    let mut sessions = Vec::with_capacity(CALLERS);
+    for _ in 0..CALLERS {
+        sessions.push(session(&store).await);
+    }
     let start = Instant::now();
     let tasks: Vec<_> = (0..CALLERS)
         .map(|c| {
             let store = Arc::clone(&store);
+            let s = sessions[c];
             tokio::spawn(async move {
                 for i in 0..CALLS_PER_CALLER {
-                    let call =
-                        NewInvocation::new(s, format!("{c}-{i}"), "noop", json!({"i": i}), "d");
-                    let id = store.record(call).await.unwrap().invocation.id;
-                    let owner = format!("w{c}");
-                    store
-                        .claim(id, &owner, Duration::from_secs(30))
-                        .await
-                        .unwrap();
-                    store.finish(id, &owner, Ok(json!(null))).await.unwrap();
+                    one_call(&*store, s, c, i, path).await;
                 }
             })
         })
@@ -143,10 +171,11 @@ async fn postgres(url: &str) {
         .await
         .unwrap();
     let a = pg_store(url, &schema).await;
-    let rate = calls_per_second(Arc::clone(&a)).await;
+    let fused = calls_per_second(Arc::clone(&a), Path::Fused).await;
+    let separate = calls_per_second(Arc::clone(&a), Path::Separate).await;
     println!(
-        "postgres (synchronous_commit={sync}): {rate:.0} calls/s with {CALLERS} callers \
-         (target >= 2000)"
+        "postgres (synchronous_commit={sync}), {CALLERS} callers: record_and_claim+finish \
+         {fused:.0} calls/s (target >= 2000); record+claim+finish {separate:.0} calls/s"
     );
     let b = pg_store(url, &schema).await;
     let (p50, p99) = wakeup(b, a).await;
@@ -165,16 +194,21 @@ fn main() {
     rt.block_on(async {
         let dir = tempfile::tempdir().unwrap();
         let base = single_thread_commit_rate(dir.path()).await;
-        println!("sqlite single-thread durable commit rate (WAL, synchronous=FULL): {base:.0} commits/s");
+        println!(
+            "sqlite single-thread durable commit rate (WAL, synchronous=FULL): {base:.0} commits/s"
+        );
         let store: Arc<dyn Store> = Arc::new(
             SqliteStore::open(dir.path().join("ledger.db"), StoreConfig::default())
                 .await
                 .unwrap(),
         );
-        let rate = calls_per_second(Arc::clone(&store)).await;
+        let fused = calls_per_second(Arc::clone(&store), Path::Fused).await;
+        let separate = calls_per_second(Arc::clone(&store), Path::Separate).await;
         println!(
-            "sqlite: {rate:.0} calls/s with {CALLERS} callers = {:.1}x the commit rate (target >= 4x)",
-            rate / base
+            "sqlite, {CALLERS} callers: record_and_claim+finish {fused:.0} calls/s = {:.1}x the \
+             commit rate (target >= 4x); record+claim+finish {separate:.0} calls/s = {:.1}x",
+            fused / base,
+            separate / base
         );
         let (p50, p99) = wakeup(Arc::clone(&store), store).await;
         println!("sqlite wake-up in process: p50 {p50:?}, p99 {p99:?} (target p99 < 20ms)");

@@ -27,7 +27,7 @@ use crate::row::{
 use crate::state::RunStatus;
 use crate::tx::{LedgerTx, TxTool};
 use crate::writer::{Batch, Job, LaneContext, Writer};
-use crate::{decide, ops, runs};
+use crate::{decide, ops, record, runs};
 
 /// Settings shared by both backends.
 #[derive(Clone)]
@@ -141,6 +141,7 @@ impl Engine {
             clock: Arc::clone(&config.clock),
             notifier: Arc::clone(&notifier),
             approval_ttl: config.approval_ttl,
+            sessions: Arc::default(),
         });
         Self {
             writer: Writer::start(&ctx, lanes),
@@ -163,7 +164,7 @@ impl Engine {
     pub(crate) async fn create_session(&self, new: NewSession) -> Result<Session, LedgerError> {
         let id = SessionId::new();
         self.writer
-            .submit(&id.0, move |tx, b| {
+            .submit(&id.0, None, move |tx, b| {
                 let new = new.clone();
                 Box::pin(runs::create_session(tx, b, id, new))
             })
@@ -173,7 +174,7 @@ impl Engine {
     pub(crate) async fn create_run(&self, new: NewRun) -> Result<Run, LedgerError> {
         let id = RunId::new();
         self.writer
-            .submit(&id.0, move |tx, b| {
+            .submit(&id.0, None, move |tx, b| {
                 let new = new.clone();
                 Box::pin(runs::create_run(tx, b, id, new))
             })
@@ -182,13 +183,17 @@ impl Engine {
 
     pub(crate) async fn park_run(&self, id: RunId) -> Result<Run, LedgerError> {
         self.writer
-            .submit(&id.0, move |tx, b| Box::pin(runs::park_run(tx, b, id)))
+            .submit(&id.0, None, move |tx, b| {
+                Box::pin(runs::park_run(tx, b, id))
+            })
             .await
     }
 
     pub(crate) async fn resume_run(&self, id: RunId) -> Result<ResumeOutcome, LedgerError> {
         self.writer
-            .submit(&id.0, move |tx, b| Box::pin(runs::resume_run(tx, b, id)))
+            .submit(&id.0, None, move |tx, b| {
+                Box::pin(runs::resume_run(tx, b, id))
+            })
             .await
     }
 
@@ -199,7 +204,7 @@ impl Engine {
         reason: Option<String>,
     ) -> Result<Run, LedgerError> {
         self.writer
-            .submit(&id.0, move |tx, b| {
+            .submit(&id.0, None, move |tx, b| {
                 Box::pin(runs::end_run(tx, b, id, status, reason.clone()))
             })
             .await
@@ -207,10 +212,30 @@ impl Engine {
 
     pub(crate) async fn record(&self, new: NewInvocation) -> Result<Recorded, LedgerError> {
         // Keyed by session: records of one session serialize, so (session, call id) dedupes
-        // inside the process without relying on the unique index alone.
+        // inside the process without relying on the unique index alone, and a session's events
+        // stay in one lane's chain in order.
         let key = new.session_id.0;
         self.writer
-            .submit(&key, move |tx, b| Box::pin(ops::record(tx, b, new.clone())))
+            .submit(&key, None, move |tx, b| {
+                Box::pin(record::record(tx, b, new.clone()))
+            })
+            .await
+    }
+
+    pub(crate) async fn record_and_claim(
+        &self,
+        new: NewInvocation,
+        owner: &str,
+        lease: Duration,
+    ) -> Result<Recorded, LedgerError> {
+        // Keyed by session, like `record`.
+        let key = new.session_id.0;
+        let owner = owner.to_owned();
+        self.writer
+            .submit(&key, None, move |tx, b| {
+                let (new, owner) = (new.clone(), owner.clone());
+                Box::pin(async move { record::record_and_claim(tx, b, new, &owner, lease).await })
+            })
             .await
     }
 
@@ -222,7 +247,7 @@ impl Engine {
     ) -> Result<Invocation, LedgerError> {
         let owner = owner.to_owned();
         self.writer
-            .submit(&id.0, move |tx, b| {
+            .submit(&id.0, Some(id), move |tx, b| {
                 let owner = owner.clone();
                 Box::pin(async move { ops::claim(tx, b, id, &owner, lease).await })
             })
@@ -237,7 +262,7 @@ impl Engine {
     ) -> Result<Invocation, LedgerError> {
         let owner = owner.to_owned();
         self.writer
-            .submit(&id.0, move |tx, b| {
+            .submit(&id.0, Some(id), move |tx, b| {
                 let owner = owner.clone();
                 Box::pin(async move { ops::renew(tx, b, id, &owner, lease).await })
             })
@@ -252,7 +277,7 @@ impl Engine {
     ) -> Result<Invocation, LedgerError> {
         let owner = owner.to_owned();
         self.writer
-            .submit(&id.0, move |tx, b| {
+            .submit(&id.0, Some(id), move |tx, b| {
                 let (owner, outcome) = (owner.clone(), outcome.clone());
                 Box::pin(async move { ops::finish(tx, b, id, &owner, outcome).await })
             })
@@ -285,7 +310,7 @@ impl Engine {
     ) -> Result<Invocation, LedgerError> {
         let by = by.to_owned();
         self.writer
-            .submit(&id.0, move |tx, b| {
+            .submit(&id.0, Some(id), move |tx, b| {
                 let (by, decision) = (by.clone(), decision.clone());
                 Box::pin(async move { decide::decide(tx, b, id, &by, &decision).await })
             })
@@ -295,7 +320,7 @@ impl Engine {
     pub(crate) async fn sweep(&self, now: OffsetDateTime) -> Result<SweepReport, LedgerError> {
         let (now, limit) = (truncate(now), self.sweep_limit);
         self.writer
-            .submit(&uuid::Uuid::nil(), move |tx, b| {
+            .submit(&uuid::Uuid::nil(), None, move |tx, b| {
                 Box::pin(ops::sweep(tx, b, now, limit))
             })
             .await
@@ -303,7 +328,9 @@ impl Engine {
 
     async fn expire(&self, id: InvocationId) -> Result<Invocation, LedgerError> {
         self.writer
-            .submit(&id.0, move |tx, b| Box::pin(ops::load_current(tx, b, id)))
+            .submit(&id.0, Some(id), move |tx, b| {
+                Box::pin(ops::load_current(tx, b, id))
+            })
             .await
     }
 

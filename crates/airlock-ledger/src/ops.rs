@@ -5,21 +5,26 @@
 //! compare-and-swap `UPDATE … WHERE id = $1 AND state = $2 AND version = $3`; a lost swap is
 //! re-read and reported as what it is (taken, already decided, …). Refusals write nothing,
 //! except that a row found past its `expires_at` is expired first — that write is the point.
+//!
+//! Rows are read through the batch (`Batch::rows`: prefetched for all of its jobs in one query,
+//! and updated by every write), and in a batch of several jobs the swaps are queued and written
+//! together (see `deferred`), so a job costs no round trip of its own.
 
 use std::time::Duration;
 
-use airlock_spec::{Approval, Effect, Mode, SourceKind, canonical_json, sha256_hex};
+use airlock_spec::{Effect, canonical_json, sha256_hex};
 use serde_json::Value;
 use sqlx::AssertSqlSafe;
 use time::OffsetDateTime;
 
 use crate::db::SqlValue;
+use crate::deferred;
 use crate::error::{LedgerError, ToolError};
 use crate::ids::InvocationId;
-use crate::model::{Invocation, Lease, NewInvocation, Recorded, SweepReport};
+use crate::model::{Invocation, Lease, SweepReport};
 use crate::row::{INVOCATION_COLUMNS, InvocationRow, content_hash};
 use crate::runs;
-use crate::state::{CallKind, InvocationState as S, RunStatus};
+use crate::state::{InvocationState as S, RunStatus};
 use crate::tx::LedgerTx;
 use crate::writer::Batch;
 
@@ -31,10 +36,25 @@ pub(crate) fn arguments_hash(arguments: &Value) -> String {
     sha256_hex(canonical_json(arguments).as_bytes())
 }
 
+/// Writes the batch's queued updates, so a statement that reads invocations sees them.
+pub(crate) async fn flush_rows(tx: &mut LedgerTx, batch: &mut Batch) -> Result<(), LedgerError> {
+    if let Some(deferred) = batch.deferred.as_mut() {
+        deferred.flush(&mut tx.inner).await?;
+    }
+    Ok(())
+}
+
+/// The row as it stands in this transaction: from the batch's rows if it has been read or
+/// written already, else from the database (and then kept).
 pub(crate) async fn load(
     tx: &mut LedgerTx,
+    batch: &mut Batch,
     id: InvocationId,
 ) -> Result<Option<Invocation>, LedgerError> {
+    if let Some(inv) = batch.rows.get(&id) {
+        return Ok(Some(inv.clone()));
+    }
+    flush_rows(tx, batch).await?;
     let row = tx
         .inner
         .fetch_optional(
@@ -44,32 +64,56 @@ pub(crate) async fn load(
             &[id.to_string().into()],
         )
         .await?;
-    row.map(|r| Invocation::try_from(InvocationRow::read(&r)?))
-        .transpose()
+    let inv = row
+        .map(|r| Invocation::try_from(InvocationRow::read(&r)?))
+        .transpose()?;
+    if let Some(inv) = &inv {
+        batch.rows.insert(id, inv.clone());
+    }
+    Ok(inv)
 }
 
 pub(crate) async fn load_required(
     tx: &mut LedgerTx,
+    batch: &mut Batch,
     id: InvocationId,
 ) -> Result<Invocation, LedgerError> {
-    load(tx, id).await?.ok_or(LedgerError::NotFound(id))
+    load(tx, batch, id).await?.ok_or(LedgerError::NotFound(id))
 }
 
-async fn load_by_call(
+/// Reads the rows a batch's jobs will transition, in one query instead of one per job. Runs
+/// inside the batch's transaction, after its lock, so the rows are as current as a per-job
+/// read (and the compare-and-swap still guards every write). A row that fails to decode is
+/// left for its job's own read to report.
+pub(crate) async fn prefetch(
     tx: &mut LedgerTx,
-    new: &NewInvocation,
-) -> Result<Option<Invocation>, LedgerError> {
-    let row = tx
+    batch: &mut Batch,
+    ids: &[InvocationId],
+) -> Result<(), sqlx::Error> {
+    if ids.is_empty() {
+        return Ok(());
+    }
+    let placeholders: Vec<String> = (1..=ids.len()).map(|i| format!("${i}")).collect();
+    let binds: Vec<SqlValue> = ids.iter().map(|id| id.to_string().into()).collect();
+    let rows = tx
         .inner
-        .fetch_optional(
+        .fetch_all(
             AssertSqlSafe(format!(
-                "SELECT {INVOCATION_COLUMNS} FROM invocations WHERE session_id = $1 AND call_id = $2"
+                "SELECT {INVOCATION_COLUMNS} FROM invocations WHERE id IN ({})",
+                placeholders.join(", ")
             )),
-            &[new.session_id.to_string().into(), new.call_id.clone().into()],
+            &binds,
         )
         .await?;
-    row.map(|r| Invocation::try_from(InvocationRow::read(&r)?))
-        .transpose()
+    for r in rows {
+        if let Ok(inv) = InvocationRow::read(&r)
+            .map_err(LedgerError::from)
+            .and_then(Invocation::try_from)
+        {
+            batch.rows.insert(inv.id, inv);
+        }
+    }
+    Ok(())
 }
 
 /// Writes `next` over `prev` with a compare-and-swap; `None` when another writer got there
@@ -91,58 +135,25 @@ pub(crate) async fn save(
     next.version = prev.version + 1;
     next.updated_at = batch.now;
     let row = InvocationRow::from(&next);
-    let mut binds = vec![
-        row.id.clone().into(),
-        prev.state.as_str().into(),
-        prev.version.into(),
-        row.state.clone().into(),
-        row.version.into(),
-        row.result.clone().into(),
-        row.error_kind.clone().into(),
-        row.error_message.clone().into(),
-        row.decided_by.clone().into(),
-        row.decision.clone().into(),
-        row.decision_reason.clone().into(),
-        row.decided_at.into(),
-        row.resolved_by.clone().into(),
-        row.resolution.clone().into(),
-        row.resolution_note.clone().into(),
-        row.resolved_at.into(),
-        row.expires_at.into(),
-    ];
-    binds.extend([
-        row.lease_owner.clone().into(),
-        row.lease_deadline.into(),
-        row.attempts.into(),
-        row.updated_at.into(),
-    ]);
-    let n = tx
-        .inner
-        .execute(
-            "UPDATE invocations SET state = $4, version = $5, result = $6, error_kind = $7, \
-             error_message = $8, decided_by = $9, decision = $10, decision_reason = $11, \
-             decided_at = $12, resolved_by = $13, resolution = $14, resolution_note = $15, \
-             resolved_at = $16, expires_at = $17, lease_owner = $18, lease_deadline = $19, \
-             attempts = $20, updated_at = $21 \
-             WHERE id = $1 AND state = $2 AND version = $3",
-            &binds,
-        )
-        .await?;
-    if n == 0 {
-        return Ok(None);
+    if let Some(deferred) = batch.deferred.as_mut() {
+        // Written with the batch's other updates; the swap is checked then (see `deferred`).
+        deferred.push(prev.id, prev.state, prev.version, row.clone());
+    } else {
+        let binds = deferred::cas_binds(prev.state, prev.version, &row);
+        let n = tx
+            .inner
+            .execute(AssertSqlSafe(deferred::cas_sql()), &binds)
+            .await?;
+        if n == 0 {
+            // Someone else changed the row: forget our copy so the caller's re-read is fresh.
+            batch.rows.remove(&prev.id);
+            return Ok(None);
+        }
     }
     let hash = content_hash(&row);
-    crate::chain::append(
-        &mut tx.inner,
-        batch,
-        "invocation",
-        &row.id,
-        row.version,
-        &row.state,
-        &hash,
-    )
-    .await?;
+    crate::chain::append(batch, "invocation", &row.id, row.version, &row.state, &hash);
     batch.changed.push(next.id);
+    batch.rows.insert(next.id, next.clone());
     Ok(Some(next))
 }
 
@@ -159,7 +170,7 @@ where
 {
     match save(tx, batch, prev, next).await? {
         Some(saved) => Ok(saved),
-        None => Err(refuse(&load_required(tx, prev.id).await?)),
+        None => Err(refuse(&load_required(tx, batch, prev.id).await?)),
     }
 }
 
@@ -178,7 +189,7 @@ pub(crate) async fn settle_expiry(
     let mut next = inv.clone();
     next.state = S::Expired;
     let Some(saved) = save(tx, batch, &inv, next).await? else {
-        return load_required(tx, inv.id).await;
+        return load_required(tx, batch, inv.id).await;
     };
     if let Some(run_id) = saved.run_id {
         runs::fail_open_run(tx, batch, run_id, "approval_expired").await?;
@@ -192,177 +203,9 @@ pub(crate) async fn load_current(
     batch: &mut Batch,
     id: InvocationId,
 ) -> Result<Invocation, LedgerError> {
-    let inv = load_required(tx, id).await?;
+    let inv = load_required(tx, batch, id).await?;
     let now = batch.now;
     settle_expiry(tx, batch, inv, now).await
-}
-
-/// Record step: dedupe on (session, call id), then the policy decides the first state.
-pub(crate) async fn record(
-    tx: &mut LedgerTx,
-    batch: &mut Batch,
-    new: NewInvocation,
-) -> Result<Recorded, LedgerError> {
-    if new.effect == Effect::Transactional && new.source_kind != SourceKind::Local {
-        return Err(LedgerError::Invalid(format!(
-            "tool {} is {}: only local tools can be transactional",
-            new.tool, new.source_kind
-        )));
-    }
-    if let Some(existing) = load_by_call(tx, &new).await? {
-        let now = batch.now;
-        let invocation = settle_expiry(tx, batch, existing, now).await?;
-        return Ok(Recorded {
-            invocation,
-            created: false,
-        });
-    }
-    let session = runs::load_session(tx, new.session_id)
-        .await?
-        .ok_or(LedgerError::SessionNotFound(new.session_id))?;
-    if let Some(run_id) = new.run_id {
-        runs::load_run(tx, run_id)
-            .await?
-            .ok_or(LedgerError::RunNotFound(run_id))?;
-    }
-    let id = InvocationId::new();
-    let principal = new.principal.clone().or(session.principal);
-    let args_hash = arguments_hash(&new.arguments);
-    let ttl = new.approval_ttl.unwrap_or(batch.approval_ttl);
-    let (state, approval_ref) = initial_state(tx, &new, &args_hash, principal.as_deref()).await?;
-    let expires_at = state.is_parked().then(|| batch.now + ttl);
-    let inv = Invocation {
-        id,
-        session_id: new.session_id,
-        run_id: new.run_id,
-        call_id: new.call_id.clone(),
-        tool: new.tool.clone(),
-        arguments: new.arguments.clone(),
-        arguments_hash: args_hash,
-        source_kind: new.source_kind,
-        effect: new.effect,
-        approval: new.approval,
-        mode: new.mode,
-        kind: new.kind,
-        state,
-        version: 1,
-        result: None,
-        error: None,
-        idempotency_key: new
-            .idempotency_key
-            .clone()
-            .unwrap_or_else(|| id.to_string()),
-        principal,
-        definitions_digest: new.definitions_digest.clone(),
-        approval_ref,
-        decision: None,
-        resolution: None,
-        expires_at,
-        lease: None,
-        attempts: 0,
-        created_at: batch.now,
-        updated_at: batch.now,
-    };
-    if insert(tx, batch, &inv).await? {
-        return Ok(Recorded {
-            invocation: inv,
-            created: true,
-        });
-    }
-    // Another process recorded the same call between our read and our insert.
-    let existing = load_by_call(tx, &new)
-        .await?
-        .ok_or(LedgerError::NotFound(id))?;
-    Ok(Recorded {
-        invocation: existing,
-        created: false,
-    })
-}
-
-/// The first state of a new row: the whole approval policy, atomic with the insert.
-async fn initial_state(
-    tx: &mut LedgerTx,
-    new: &NewInvocation,
-    args_hash: &str,
-    principal: Option<&str>,
-) -> Result<(S, Option<InvocationId>), LedgerError> {
-    if new.mode == Mode::Propose {
-        return Ok((S::Proposed, None));
-    }
-    if new.kind == CallKind::Question {
-        return Ok((S::AwaitingAnswer, None));
-    }
-    match new.approval {
-        Approval::Never => Ok((S::Pending, None)),
-        Approval::Always => Ok((S::AwaitingApproval, None)),
-        Approval::Once => {
-            // Only calls a person approved count; bound to tool, canonical arguments and the
-            // definitions digest, in the same session or for the same principal.
-            let row = tx
-                .inner
-                .fetch_optional(
-                    "SELECT id FROM invocations WHERE tool = $1 AND arguments_hash = $2 \
-                     AND definitions_digest = $3 AND decision = 'approved' \
-                     AND (session_id = $4 OR principal = $5) ORDER BY created_at LIMIT 1",
-                    &[
-                        new.tool.clone().into(),
-                        args_hash.into(),
-                        new.definitions_digest.clone().into(),
-                        new.session_id.to_string().into(),
-                        principal.map(str::to_owned).into(),
-                    ],
-                )
-                .await?;
-            match row {
-                Some(r) => {
-                    let id = r.req_text("id")?;
-                    let id = id.parse().map_err(|e| LedgerError::Corrupt {
-                        entity: "invocation",
-                        id: id.clone(),
-                        reason: format!("column id: {e}"),
-                    })?;
-                    Ok((S::Pending, Some(id)))
-                }
-                None => Ok((S::AwaitingApproval, None)),
-            }
-        }
-    }
-}
-
-async fn insert(
-    tx: &mut LedgerTx,
-    batch: &mut Batch,
-    inv: &Invocation,
-) -> Result<bool, LedgerError> {
-    let row = InvocationRow::from(inv);
-    let placeholders: Vec<String> = (1..=35).map(|i| format!("${i}")).collect();
-    let n = tx
-        .inner
-        .execute(
-            AssertSqlSafe(format!(
-                "INSERT INTO invocations ({INVOCATION_COLUMNS}) VALUES ({}) \
-                 ON CONFLICT (session_id, call_id) DO NOTHING",
-                placeholders.join(", ")
-            )),
-            &row.binds(),
-        )
-        .await?;
-    if n == 0 {
-        return Ok(false);
-    }
-    let hash = content_hash(&row);
-    crate::chain::append(
-        &mut tx.inner,
-        batch,
-        "invocation",
-        &row.id,
-        row.version,
-        &row.state,
-        &hash,
-    )
-    .await?;
-    batch.changed.push(inv.id);
-    Ok(true)
 }
 
 fn taken(inv: &Invocation) -> LedgerError {
@@ -441,7 +284,7 @@ pub(crate) async fn renew(
     owner: &str,
     lease: Duration,
 ) -> Result<Invocation, LedgerError> {
-    let inv = load_required(tx, id).await?;
+    let inv = load_required(tx, batch, id).await?;
     if inv.state != S::Running || !holds(&inv, owner) {
         return Err(lease_lost(&inv, owner));
     }
@@ -496,7 +339,7 @@ pub(crate) async fn finish(
     owner: &str,
     outcome: Result<Value, ToolError>,
 ) -> Result<Invocation, LedgerError> {
-    let inv = load_required(tx, id).await?;
+    let inv = load_required(tx, batch, id).await?;
     let mine = matches!(inv.state, S::Running | S::InDoubt) && holds(&inv, owner);
     if !mine {
         return Err(refuse_finish(&inv, owner));
@@ -513,6 +356,7 @@ pub(crate) async fn sweep(
     limit: i64,
 ) -> Result<SweepReport, LedgerError> {
     let mut report = SweepReport::default();
+    flush_rows(tx, batch).await?;
     let now_us = crate::clock::to_micros(now);
     let rows = tx
         .inner

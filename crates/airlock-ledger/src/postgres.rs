@@ -57,6 +57,10 @@ impl PgStore {
         let pool = PgPoolOptions::new()
             // One per writer lane, one for LISTEN, the rest for reads.
             .max_connections(u32::try_from(lanes + 6).unwrap_or(16))
+            // Opened now, not on the first write or read; and no liveness ping per acquire
+            // (a round trip per batch): a dead connection fails its batch, which is retried.
+            .min_connections(u32::try_from(lanes + 2).unwrap_or(6))
+            .test_before_acquire(false)
             .acquire_timeout(Duration::from_secs(30))
             .connect_with(options)
             .await?;

@@ -4,6 +4,9 @@
 //! compare-and-swap on its version, so when several approvals land at once exactly one caller
 //! gets [`ResumeOutcome::Resumed`].
 
+use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
+
 use sqlx::AssertSqlSafe;
 
 use crate::error::LedgerError;
@@ -13,6 +16,56 @@ use crate::row::{RUN_COLUMNS, RunRow, SESSION_COLUMNS, SessionRow, content_hash}
 use crate::state::RunStatus;
 use crate::tx::LedgerTx;
 use crate::writer::Batch;
+
+/// Sessions seen in the database, with their principal. Sessions are never updated or
+/// deleted, so a cached one stays true; recording a call then needs no session read.
+#[derive(Default)]
+pub(crate) struct SessionCache(Mutex<HashMap<SessionId, Option<String>>>);
+
+/// Entries kept before the cache starts over (a bound on memory, not a tuning knob).
+const SESSION_CACHE_MAX: usize = 4096;
+
+impl SessionCache {
+    fn get(&self, id: SessionId) -> Option<Option<String>> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&id)
+            .cloned()
+    }
+
+    fn put(&self, id: SessionId, principal: Option<String>) {
+        let mut map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if map.len() >= SESSION_CACHE_MAX {
+            map.clear();
+        }
+        map.insert(id, principal);
+    }
+
+    /// Forgets everything (after a rolled-back batch, which may have created sessions).
+    pub(crate) fn clear(&self) {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
+    }
+}
+
+/// The principal of session `id` (`None` when the session does not exist).
+pub(crate) async fn session_principal(
+    tx: &mut LedgerTx,
+    batch: &Batch,
+    id: SessionId,
+) -> Result<Option<Option<String>>, LedgerError> {
+    if let Some(principal) = batch.sessions.get(id) {
+        return Ok(Some(principal));
+    }
+    let Some(session) = load_session(tx, id).await? else {
+        return Ok(None);
+    };
+    batch.sessions.put(id, session.principal.clone());
+    Ok(Some(session.principal))
+}
 
 pub(crate) async fn load_session(
     tx: &mut LedgerTx,
@@ -65,7 +118,7 @@ pub(crate) async fn create_session(
         )
         .await?;
     let hash = content_hash(&row);
-    crate::chain::append(&mut tx.inner, batch, "session", &row.id, 1, "open", &hash).await?;
+    crate::chain::append(batch, "session", &row.id, 1, "open", &hash);
     Ok(session)
 }
 
@@ -75,7 +128,7 @@ pub(crate) async fn create_run(
     id: RunId,
     new: NewRun,
 ) -> Result<Run, LedgerError> {
-    load_session(tx, new.session_id)
+    session_principal(tx, batch, new.session_id)
         .await?
         .ok_or(LedgerError::SessionNotFound(new.session_id))?;
     let run = Run {
@@ -100,7 +153,7 @@ pub(crate) async fn create_run(
         )
         .await?;
     let hash = content_hash(&row);
-    crate::chain::append(&mut tx.inner, batch, "run", &row.id, 1, &row.status, &hash).await?;
+    crate::chain::append(batch, "run", &row.id, 1, &row.status, &hash);
     Ok(run)
 }
 
@@ -137,16 +190,7 @@ async fn save_run(
         return Ok(None);
     }
     let hash = content_hash(&row);
-    crate::chain::append(
-        &mut tx.inner,
-        batch,
-        "run",
-        &row.id,
-        row.version,
-        &row.status,
-        &hash,
-    )
-    .await?;
+    crate::chain::append(batch, "run", &row.id, row.version, &row.status, &hash);
     Ok(Some(next))
 }
 
@@ -199,6 +243,7 @@ pub(crate) async fn resume_run(
     if run.status != RunStatus::Parked {
         return Ok(ResumeOutcome::NotParked(run.status));
     }
+    crate::ops::flush_rows(tx, batch).await?;
     let waiting = tx
         .inner
         .fetch_optional(

@@ -57,14 +57,21 @@ impl SqliteStore {
     /// Opens (creating and migrating if needed) the ledger at `path`.
     pub async fn open(path: impl AsRef<Path>, config: StoreConfig) -> Result<Self, LedgerError> {
         let opts = options(path.as_ref());
+        // The writer lane keeps its one connection; skipping the liveness ping on acquire saves
+        // a round trip to sqlx's connection thread per batch (a broken connection still
+        // surfaces as an error on the batch's first statement).
         let write = SqlitePoolOptions::new()
             .max_connections(1)
             .min_connections(1)
+            .test_before_acquire(false)
             .connect_with(opts.clone())
             .await?;
         MIGRATOR.run(&write).await?;
+        // Connections are opened here, not on the first read (which would wait for one).
         let read = SqlitePoolOptions::new()
             .max_connections(4)
+            .min_connections(2)
+            .test_before_acquire(false)
             .connect_with(opts.read_only(true))
             .await?;
         let engine = Engine::start_split(DbPool::Sqlite(write), DbPool::Sqlite(read), &config, 1);

@@ -18,7 +18,7 @@ use crate::model::{
     ApprovalFilter, AuditReport, Decision, Invocation, NewInvocation, NewRun, NewSession, Recorded,
     ResumeOutcome, Run, Session, SweepReport,
 };
-use crate::state::RunStatus;
+use crate::state::{InvocationState, RunStatus};
 use crate::tx::TxTool;
 
 /// A result in the future, as every [`Store`] method returns.
@@ -56,6 +56,29 @@ pub trait Store: Send + Sync + 'static {
     /// session or by the same principal was approved by a person, else `awaiting_approval`;
     /// `mode: propose` → `proposed`; a question → `awaiting_answer`.
     fn record(&self, new: NewInvocation) -> LedgerFuture<'_, Recorded>;
+    /// [`Store::record`], then — only if that created the row and it may run now (`pending`:
+    /// approval `never`, or `once` already approved) — [`Store::claim`] under `owner`'s lease,
+    /// both in one durable commit. A row parked for a person is returned unclaimed, and so is
+    /// an existing row for the same (session, call id): a retried call is never claimed twice.
+    /// Check `created && invocation.state == Running` before dispatching.
+    ///
+    /// The default takes two commits; the built-in stores override it with one.
+    fn record_and_claim(
+        &self,
+        new: NewInvocation,
+        owner: &str,
+        lease: Duration,
+    ) -> LedgerFuture<'_, Recorded> {
+        let owner = owner.to_owned();
+        Box::pin(async move {
+            let mut recorded = self.record(new).await?;
+            if recorded.created && recorded.invocation.state == InvocationState::Pending {
+                let id = recorded.invocation.id;
+                recorded.invocation = self.claim(id, &owner, lease).await?;
+            }
+            Ok(recorded)
+        })
+    }
     /// `pending | approved → running` under `owner`'s lease. Exactly one concurrent claimer
     /// wins; the others get [`LedgerError::Taken`].
     fn claim(&self, id: InvocationId, owner: &str, lease: Duration)
@@ -150,6 +173,15 @@ macro_rules! delegate_store {
             }
             fn record(&self, new: NewInvocation) -> LedgerFuture<'_, Recorded> {
                 Box::pin(self.engine.record(new))
+            }
+            fn record_and_claim(
+                &self,
+                new: NewInvocation,
+                owner: &str,
+                lease: Duration,
+            ) -> LedgerFuture<'_, Recorded> {
+                let owner = owner.to_owned();
+                Box::pin(async move { self.engine.record_and_claim(new, &owner, lease).await })
             }
             fn claim(
                 &self,

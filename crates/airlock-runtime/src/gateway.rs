@@ -66,7 +66,7 @@ impl Outcome {
         }
     }
 
-    fn from_row(row: Invocation) -> Self {
+    pub(crate) fn from_row(row: Invocation) -> Self {
         match row.state {
             InvocationState::Proposed => Self::Proposed(row),
             InvocationState::Denied | InvocationState::Expired => Self::Denied(row),

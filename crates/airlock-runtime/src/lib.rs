@@ -11,6 +11,7 @@ mod egress;
 mod error;
 mod gateway;
 mod local;
+mod mcp_host;
 mod mcp_tools;
 mod rate_limit;
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use airlock_egress::GuardedClient;
 use airlock_ledger::{PgStore, SqliteStore, Store, StoreConfig};
-use airlock_mcp::McpClient;
+use airlock_mcp::{EndpointConfig, McpClient};
 use airlock_runtime::{Gateway, discover, egress_policy};
 use airlock_spec::{Credentials, Deployment, EndpointAuth, ScopeId};
 use anyhow::Context as _;
@@ -21,8 +21,8 @@ pub struct Booted {
     pub gateway: Arc<Gateway>,
     /// Admin tokens → principals.
     pub admin: Tokens,
-    /// MCP tokens → principals.
-    pub mcp: Tokens,
+    /// The MCP endpoint's tokens and host names.
+    pub mcp: EndpointConfig,
 }
 
 /// Bearer tokens resolved from their credential paths, each with its principal.
@@ -66,7 +66,14 @@ pub async fn boot(dir: &Path) -> anyhow::Result<Booted> {
         }
     }
     let admin = tokens(&config.admin, &credentials).context("admin tokens")?;
-    let mcp = tokens(&config.mcp, &credentials).context("MCP tokens")?;
+    let mcp = EndpointConfig {
+        tokens: tokens(&config.mcp, &credentials)
+            .context("MCP tokens")?
+            .0
+            .as_ref()
+            .clone(),
+        allowed_hosts: config.mcp.allowed_hosts.clone(),
+    };
     Ok(Booted {
         gateway: Arc::new(builder.build()),
         deployment,

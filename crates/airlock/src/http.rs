@@ -9,6 +9,7 @@ mod ops;
 use std::future::Future;
 use std::sync::Arc;
 
+use airlock_mcp::{EndpointConfig, ToolHost};
 use airlock_runtime::Gateway;
 use axum::Router;
 use tokio::net::TcpListener;
@@ -22,14 +23,20 @@ pub struct AppState {
     pub gateway: Arc<Gateway>,
     /// Admin tokens for the approvals API.
     pub admin: Tokens,
+    /// Who may call the MCP endpoint, and under which host names.
+    pub mcp: EndpointConfig,
 }
 
-/// The whole HTTP surface.
+/// The whole HTTP surface: operations, the decisions API, and the MCP endpoint
+/// (`POST /mcp`, `POST /agents/{name}/mcp`), built in `airlock-mcp` on the gateway.
 pub fn app(state: AppState) -> Router {
+    let host: Arc<dyn ToolHost> = state.gateway.clone();
+    let mcp = airlock_mcp::router(host, state.mcp.clone());
     Router::new()
         .merge(ops::router())
         .nest("/v1", approvals::router())
         .with_state(state)
+        .merge(mcp)
 }
 
 /// Serves `app` on `listener` until `shutdown` resolves, then lets in-flight requests finish.

@@ -5,8 +5,10 @@ mod approval;
 mod audit;
 mod decisions;
 mod execution;
+mod fused;
 
 pub(crate) use approval::*;
 pub(crate) use audit::*;
 pub(crate) use decisions::*;
 pub(crate) use execution::*;
+pub(crate) use fused::*;

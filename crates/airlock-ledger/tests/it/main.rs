@@ -37,4 +37,8 @@ harness::both_backends!(
     case_25_story_in_order,
     case_26_audit_chain_names_tampered_rows,
     question_answer_and_decline,
+    fused_claims_an_ungated_call_once,
+    fused_racing_duplicates_claim_once,
+    fused_leaves_gated_calls_unclaimed,
+    fused_batches_stay_exact,
 );

@@ -180,6 +180,16 @@ async fn always_parks_then_runs_exactly_once_when_approved() {
     };
     assert_eq!(row.state, InvocationState::AwaitingApproval);
     assert!(row.expires_at.is_some());
+    assert_eq!(
+        f.gateway.store().get(row.id).await.unwrap().expires_at,
+        row.expires_at,
+        "read back"
+    );
+    let formatted = row
+        .expires_at
+        .unwrap()
+        .format(&time::format_description::well_known::Rfc3339);
+    assert!(formatted.is_ok(), "{formatted:?} {:?}", row.expires_at);
     assert_eq!(f.runs(), 0);
     f.gateway
         .store()

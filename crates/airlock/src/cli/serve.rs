@@ -40,7 +40,7 @@ async fn serve_dir(args: &Args) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("binding {listen}"))?;
     let addr = listener.local_addr()?;
-    if booted.mcp.0.is_empty() {
+    if booted.mcp.tokens.is_empty() {
         tracing::warn!("no [[mcp.tokens]] configured: every MCP request will be refused");
     }
     if booted.admin.0.is_empty() {
@@ -48,11 +48,12 @@ async fn serve_dir(args: &Args) -> anyhow::Result<()> {
     }
     println!("airlock listening on http://{addr}");
     println!("  /healthz /readyz  /v1/approvals  /v1/invocations/{{id}}");
-    println!("  scopes: {}", scope_paths(&booted).join(" "));
+    println!("  MCP: {}", scope_paths(&booted).join(" "));
     let sweeper = tokio::spawn(sweep(booted.gateway.store().clone()));
     let state = AppState {
         gateway: booted.gateway,
         admin: booted.admin,
+        mcp: booted.mcp,
     };
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(serve(listener, app(state), async move {

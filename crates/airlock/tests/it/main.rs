@@ -5,6 +5,7 @@
 mod check;
 mod credentials;
 mod egress;
+mod mcp;
 mod serve;
 
 use std::path::PathBuf;

@@ -85,6 +85,7 @@ async fn decisions_api_is_deny_by_default_and_runs_approved_calls_once() {
         app(AppState {
             gateway: gateway.clone(),
             admin: booted.admin,
+            mcp: booted.mcp,
         }),
         std::future::pending(),
     ));
@@ -108,6 +109,7 @@ async fn decisions_api_is_deny_by_default_and_runs_approved_calls_once() {
         panic!()
     };
 
+    assert!(row.expires_at.is_some(), "{row:?}");
     let (status, _, head) = http(addr, "GET", "/v1/approvals", None, None).await;
     assert_eq!(status, 401);
     assert!(head.contains("www-authenticate: bearer"), "{head}");
@@ -207,6 +209,7 @@ async fn a_question_is_answered_over_the_api() {
         app(AppState {
             gateway: gateway.clone(),
             admin: booted.admin,
+            mcp: booted.mcp,
         }),
         std::future::pending(),
     ));

@@ -1,0 +1,141 @@
+//! `record_and_claim` (the fused path for ungated calls) and the batched writes behind it.
+
+use std::sync::Arc;
+
+use airlock_ledger::{Approval, InvocationState as S, Mode};
+use serde_json::json;
+
+use crate::harness::{Harness, LEASE};
+
+/// An ungated call is recorded and claimed in one step; a replay of the same (session, call id)
+/// returns the same row and never claims it again.
+pub(crate) async fn fused_claims_an_ungated_call_once(h: &Harness) {
+    let s = h.session().await;
+    let call = h.call(s, "crm__search", json!({"q": "ada"}));
+    let first = h
+        .store
+        .record_and_claim(call.clone(), "w1", LEASE)
+        .await
+        .unwrap();
+    assert!(first.created);
+    let inv = &first.invocation;
+    assert_eq!(inv.state, S::Running);
+    assert_eq!((inv.version, inv.attempts), (2, 1));
+    assert_eq!(inv.lease.as_ref().map(|l| l.owner.as_str()), Some("w1"));
+    assert_eq!(h.store.get(inv.id).await.unwrap().state, S::Running);
+
+    let again = h
+        .store
+        .record_and_claim(call.clone(), "w2", LEASE)
+        .await
+        .unwrap();
+    assert!(!again.created);
+    assert_eq!(again.invocation.id, inv.id);
+    assert_eq!(again.invocation.lease, inv.lease, "never claimed twice");
+
+    h.store
+        .finish(inv.id, "w1", Ok(json!({"hits": 1})))
+        .await
+        .unwrap();
+    let replay = h
+        .store
+        .record_and_claim(call.clone(), "w3", LEASE)
+        .await
+        .unwrap();
+    assert!(!replay.created);
+    assert_eq!(replay.invocation.state, S::Succeeded);
+    assert_eq!(replay.invocation.attempts, 1);
+    let plain = h.store.record(call).await.unwrap();
+    assert_eq!((plain.created, plain.invocation.id), (false, inv.id));
+    // The chain holds both versions written by the fused step.
+    let audit = h.store.verify().await.unwrap();
+    assert!(audit.first_break.is_none(), "{audit:?}");
+}
+
+/// 16 callers racing to record-and-claim one call: one row, claimed exactly once.
+pub(crate) async fn fused_racing_duplicates_claim_once(h: &Harness) {
+    let s = h.session().await;
+    let call = h.call(s, "refund", json!({"amount": 5}));
+    let tasks: Vec<_> = (0..16)
+        .map(|i| {
+            let (store, call) = (Arc::clone(&h.store), call.clone());
+            tokio::spawn(async move { store.record_and_claim(call, &format!("w{i}"), LEASE).await })
+        })
+        .collect();
+    let mut created = 0;
+    let mut ids = Vec::new();
+    for t in tasks {
+        let r = t.await.unwrap().unwrap();
+        created += usize::from(r.created);
+        ids.push(r.invocation.id);
+    }
+    assert_eq!(created, 1);
+    assert!(ids.iter().all(|id| *id == ids[0]));
+    let row = h.store.get(ids[0]).await.unwrap();
+    assert_eq!((row.state, row.attempts, row.version), (S::Running, 1, 2));
+}
+
+/// A call that needs a person (approval always, once without a prior approval), a proposal, or
+/// a question is recorded but not claimed.
+pub(crate) async fn fused_leaves_gated_calls_unclaimed(h: &Harness) {
+    let s = h.session().await;
+    let mut always = h.call(s, "refund", json!({"amount": 5}));
+    always.approval = Approval::Always;
+    let mut once = h.call(s, "refund", json!({"amount": 6}));
+    once.approval = Approval::Once;
+    let mut propose = h.call(s, "crm__search", json!({"q": "x"}));
+    propose.mode = Mode::Propose;
+    for (call, state) in [
+        (always, S::AwaitingApproval),
+        (once, S::AwaitingApproval),
+        (propose, S::Proposed),
+    ] {
+        let r = h.store.record_and_claim(call, "w1", LEASE).await.unwrap();
+        assert!(r.created);
+        assert_eq!(r.invocation.state, state);
+        assert!(r.invocation.lease.is_none());
+        assert_eq!(r.invocation.attempts, 0);
+        assert_eq!(h.store.get(r.invocation.id).await.unwrap().state, state);
+    }
+}
+
+/// Many callers at once (so writes share batches): every call runs once and settles, a
+/// replayed call inside a busy batch gets its existing row, and the chain verifies.
+pub(crate) async fn fused_batches_stay_exact(h: &Harness) {
+    let s = h.session().await;
+    let old = h.call(s, "crm__search", json!({"q": "old"}));
+    let old_id = h.store.record(old.clone()).await.unwrap().invocation.id;
+    let tasks: Vec<_> = (0..32)
+        .map(|i| {
+            let store = Arc::clone(&h.store);
+            let call = if i == 7 {
+                old.clone()
+            } else {
+                h.call(s, "crm__search", json!({ "q": i }))
+            };
+            tokio::spawn(async move {
+                let owner = format!("w{i}");
+                let r = store.record_and_claim(call, &owner, LEASE).await.unwrap();
+                if r.created {
+                    let id = r.invocation.id;
+                    store.finish(id, &owner, Ok(json!(i))).await.unwrap();
+                }
+                r
+            })
+        })
+        .collect();
+    for (i, t) in tasks.into_iter().enumerate() {
+        let r = t.await.unwrap();
+        if i == 7 {
+            assert!(!r.created);
+            assert_eq!((r.invocation.id, r.invocation.state), (old_id, S::Pending));
+        } else {
+            assert!(r.created);
+            let row = h.store.get(r.invocation.id).await.unwrap();
+            assert_eq!((row.state, row.version, row.attempts), (S::Succeeded, 3, 1));
+        }
+    }
+    let audit = h.store.verify().await.unwrap();
+    assert!(audit.first_break.is_none(), "{audit:?}");
+    assert_eq!(audit.rows, 1 + 32);
+}

@@ -1,0 +1,209 @@
+//! The gateway as the MCP endpoint's [`ToolHost`]: every `tools/call` is its own session on
+//! channel `mcp`, recorded under the authenticated principal, through [`Gateway::call`]. The
+//! await tool long-polls the ledger (woken by its notifier, never by polling), runs an approved
+//! call itself if it claims it first, and only shows a caller its own calls.
+
+use std::time::Duration;
+
+use airlock_ledger::{Invocation, InvocationId, InvocationState, LedgerError, SourceKind};
+use airlock_mcp::{
+    Caller, HostError, HostOutcome, HostScope, ParkedStatus, ToolDescriptor, ToolHost,
+};
+use airlock_spec::{Builtin, Effect, ScopeId, ToolSource, ToolSpec};
+use futures::future::BoxFuture;
+use serde_json::{Map, Value};
+use time::format_description::well_known::Rfc3339;
+
+use crate::{CallContext, Gateway, GatewayError, Outcome};
+
+fn scope_id(scope: &HostScope) -> ScopeId {
+    match scope {
+        HostScope::Gateway => ScopeId::Gateway,
+        HostScope::Agent(name) => ScopeId::Agent(name.clone()),
+    }
+}
+
+/// Hints from airlock's own declarations, never copied from an upstream's hints.
+fn descriptor(spec: &ToolSpec) -> ToolDescriptor {
+    let read_only = match &spec.source {
+        ToolSource::Api(_) | ToolSource::McpInline(_) => !spec.policy.writes,
+        ToolSource::Builtin(Builtin::Fetch) => true,
+        // A connection file does not say what its tools do: assume they may write.
+        ToolSource::Connection(_)
+        | ToolSource::Agent(_)
+        | ToolSource::Local
+        | ToolSource::Builtin(Builtin::AskHuman) => false,
+    };
+    let input_schema = match &spec.definition.input_schema {
+        Value::Object(map) => map.clone(),
+        _ => Map::new(),
+    };
+    ToolDescriptor {
+        name: spec.definition.name.to_string(),
+        description: spec.definition.description.clone(),
+        input_schema,
+        read_only,
+        destructive: !read_only,
+        idempotent: read_only || spec.policy.effect == Effect::Idempotent,
+    }
+}
+
+fn internal(error: &GatewayError) -> HostError {
+    tracing::error!(%error, "MCP call failed inside the gateway");
+    HostError::Internal(error.to_string())
+}
+
+fn time(t: Option<time::OffsetDateTime>) -> Option<String> {
+    t.and_then(|t| t.format(&Rfc3339).ok())
+}
+
+/// What an MCP client sees of a row.
+fn host_outcome(outcome: Outcome) -> HostOutcome {
+    match outcome {
+        Outcome::Completed(row) => completed(&row),
+        Outcome::Denied(row) => {
+            let reason = row.model_result().and_then(|r| r["denied"].as_str().map(str::to_owned));
+            HostOutcome::Denied { reason: reason.unwrap_or_else(|| "denied".to_owned()) }
+        }
+        Outcome::Proposed(_) => HostOutcome::Refused {
+            message: "not executed: this tool only proposes writes for approval, and a call through the MCP endpoint cannot propose (nobody would receive the proposal)".to_owned(),
+        },
+        Outcome::Parked(row) => {
+            let status = match row.state {
+                InvocationState::InDoubt => ParkedStatus::InDoubt,
+                InvocationState::AwaitingAnswer => ParkedStatus::AwaitingAnswer,
+                _ => ParkedStatus::AwaitingApproval,
+            };
+            HostOutcome::Parked { status, invocation_id: row.id.to_string(), tool: row.tool.clone(), expires_at: time(row.expires_at) }
+        }
+    }
+}
+
+fn completed(row: &Invocation) -> HostOutcome {
+    match (row.state, row.model_result()) {
+        (InvocationState::Failed, _) => {
+            let message = row.error.as_ref().map_or_else(
+                || "the call failed".to_owned(),
+                |e| format!("{} ({})", e.message, e.kind),
+            );
+            HostOutcome::Completed {
+                text: message,
+                structured: None,
+                is_error: true,
+            }
+        }
+        // MCP results keep the upstream's text and structured content as they were.
+        (_, Some(result)) if row.source_kind == SourceKind::Mcp => HostOutcome::Completed {
+            text: result["text"].as_str().unwrap_or_default().to_owned(),
+            structured: result.get("structured").filter(|s| !s.is_null()).cloned(),
+            is_error: false,
+        },
+        (_, Some(result)) => HostOutcome::Completed {
+            text: result
+                .as_str()
+                .map_or_else(|| result.to_string(), str::to_owned),
+            structured: result.is_object().then(|| result.clone()),
+            is_error: false,
+        },
+        (_, None) => HostOutcome::Completed {
+            text: String::new(),
+            structured: None,
+            is_error: false,
+        },
+    }
+}
+
+impl Gateway {
+    async fn mcp_call(
+        &self,
+        scope: &HostScope,
+        caller: &Caller,
+        name: &str,
+        arguments: Value,
+    ) -> Result<HostOutcome, HostError> {
+        let scope = scope_id(scope);
+        if self.scope(&scope).is_none() {
+            return Err(HostError::UnknownScope(format!("{scope:?}")));
+        }
+        let principal = Some(caller.principal.clone());
+        let session = self
+            .open_session("mcp", principal.clone(), &scope)
+            .await
+            .map_err(|e| internal(&e))?;
+        let ctx = CallContext {
+            scope,
+            session,
+            call_id: "mcp".to_owned(),
+            principal,
+        };
+        match self.call(&ctx, name, arguments).await {
+            Ok(outcome) => Ok(host_outcome(outcome)),
+            Err(GatewayError::UnknownTool(name)) => Err(HostError::UnknownTool(name)),
+            Err(e) => Err(internal(&e)),
+        }
+    }
+
+    async fn mcp_await(
+        &self,
+        caller: &Caller,
+        id: &str,
+        wait: Duration,
+    ) -> Result<HostOutcome, HostError> {
+        let not_found = || HostError::NotFound(format!("invocation {id}"));
+        let id: InvocationId = id.parse().map_err(|_| not_found())?;
+        let deadline = tokio::time::Instant::now() + wait;
+        let mut row = match self.store().get(id).await {
+            Ok(row) => row,
+            Err(LedgerError::NotFound(_)) => return Err(not_found()),
+            Err(e) => return Err(internal(&e.into())),
+        };
+        // Another principal's call is not shown, not even as "exists".
+        if row.principal.as_deref() != Some(caller.principal.as_str()) {
+            return Err(not_found());
+        }
+        loop {
+            if row.state == InvocationState::Approved {
+                // Run it if we claim it first; if someone else did, wait for their result.
+                let outcome = self.continue_approved(id).await.map_err(|e| internal(&e))?;
+                row = outcome.invocation().clone();
+            }
+            let outcome = Outcome::from_row(row.clone());
+            if !matches!(outcome, Outcome::Parked(_)) || tokio::time::Instant::now() >= deadline {
+                return Ok(host_outcome(outcome));
+            }
+            row = self
+                .store()
+                .wait_for_change(id, Some(row.version), deadline)
+                .await
+                .map_err(|e| internal(&e.into()))?;
+        }
+    }
+}
+
+impl ToolHost for Gateway {
+    fn list_tools(&self, scope: &HostScope) -> Result<Vec<ToolDescriptor>, HostError> {
+        let scope = self
+            .scope(&scope_id(scope))
+            .ok_or_else(|| HostError::UnknownScope(scope.to_string()))?;
+        Ok(scope.tools().iter().map(descriptor).collect())
+    }
+
+    fn call_tool<'a>(
+        &'a self,
+        scope: &'a HostScope,
+        caller: &'a Caller,
+        name: &'a str,
+        arguments: Value,
+    ) -> BoxFuture<'a, Result<HostOutcome, HostError>> {
+        Box::pin(self.mcp_call(scope, caller, name, arguments))
+    }
+
+    fn await_decision<'a>(
+        &'a self,
+        caller: &'a Caller,
+        invocation_id: &'a str,
+        wait: Duration,
+    ) -> BoxFuture<'a, Result<HostOutcome, HostError>> {
+        Box::pin(self.mcp_await(caller, invocation_id, wait))
+    }
+}

@@ -1,0 +1,203 @@
+//! The MCP endpoint on the real gateway: deny-by-default auth, tools/list, a gated call parks
+//! as rows, a person decides over the API, and the client comes back — even after a restart —
+//! through `airlock_await_decision`, seeing only its own calls.
+
+use airlock::boot::boot;
+use airlock::http::{AppState, app, serve};
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+
+const ADMIN: &str = "admin-2c26b46b68ffc68ff99b453c1d304134";
+const CLAUDE: &str = "mcp-fcde2b2edba56bf408601fb721fe9b5c";
+const OTHER: &str = "mcp-9b74c9897bac770ffc029102a200c5de";
+
+fn deployment() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let toml = "[[admin.tokens]]\ncredential = \"airlock.admin\"\nprincipal = \"alice\"\n[[mcp.tokens]]\ncredential = \"airlock.claude\"\nprincipal = \"claude\"\n[[mcp.tokens]]\ncredential = \"airlock.other\"\nprincipal = \"other\"\n[egress]\nallow = [\"127.0.0.1/32\"]\n[credentials]\nfile = \"creds.yml\"\n[builtins.ask_human]\n[builtins.fetch]\napproval = \"always\"\n";
+    std::fs::write(dir.path().join("airlock.toml"), toml).unwrap();
+    std::fs::write(
+        dir.path().join("creds.yml"),
+        format!("airlock:\n  admin: {ADMIN}\n  claude: {CLAUDE}\n  other: {OTHER}\n"),
+    )
+    .unwrap();
+    dir
+}
+
+/// Boots the deployment and serves it on 127.0.0.1:0; returns the base URL.
+async fn start(dir: &std::path::Path) -> String {
+    let booted = boot(dir).await.unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let state = AppState {
+        gateway: booted.gateway,
+        admin: booted.admin,
+        mcp: booted.mcp,
+    };
+    tokio::spawn(serve(listener, app(state), std::future::pending()));
+    format!("http://127.0.0.1:{}", addr.port())
+}
+
+async fn rpc(base: &str, token: Option<&str>, body: Value) -> (u16, Value) {
+    let mut request = reqwest::Client::new()
+        .post(format!("{base}/mcp"))
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .header("mcp-protocol-version", "2025-11-25")
+        .body(body.to_string());
+    if let Some(token) = token {
+        request = request.header("authorization", format!("Bearer {token}"));
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status().as_u16();
+    let text = response.text().await.unwrap();
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    )
+}
+
+async fn call(base: &str, token: &str, name: &str, arguments: Value) -> Value {
+    let (status, reply) = rpc(base, Some(token), json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": name, "arguments": arguments}})).await;
+    assert_eq!(status, 200, "{reply}");
+    reply["result"].clone()
+}
+
+async fn approve(base: &str, id: &str) {
+    let response = reqwest::Client::new()
+        .post(format!("{base}/v1/approvals/{id}/decision"))
+        .header("authorization", format!("Bearer {ADMIN}"))
+        .header("content-type", "application/json")
+        .body(r#"{"decision":"approve"}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+}
+
+/// An upstream page for `fetch`.
+async fn page() -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let mut buf = [0u8; 2048];
+            let _ = socket.read(&mut buf).await;
+            let _ = socket.write_all(b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: 5\r\nconnection: close\r\n\r\nhello").await;
+        }
+    });
+    format!("http://{addr}/")
+}
+
+#[tokio::test]
+async fn the_endpoint_is_deny_by_default() {
+    let dir = deployment();
+    let base = start(dir.path()).await;
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    assert_eq!(rpc(&base, None, init.clone()).await.0, 401);
+    assert_eq!(rpc(&base, Some("mcp-wrong"), init.clone()).await.0, 401);
+    let (status, reply) = rpc(&base, Some(CLAUDE), init).await;
+    assert_eq!(status, 200, "{reply}");
+    assert!(
+        reply["result"]["capabilities"]["tools"].is_object(),
+        "{reply}"
+    );
+    let (_, list) = rpc(
+        &base,
+        Some(CLAUDE),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+    )
+    .await;
+    let names: Vec<&str> = list["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["ask_human", "fetch", "airlock_await_decision"]);
+    let fetch = &list["result"]["tools"][1];
+    assert_eq!(fetch["annotations"]["readOnlyHint"], true, "{fetch}");
+    let (_, unknown) = rpc(&base, Some(CLAUDE), json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "nope", "arguments": {}}})).await;
+    assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
+}
+
+#[tokio::test]
+async fn a_gated_call_parks_and_the_client_comes_back_after_a_restart() {
+    let dir = deployment();
+    let url = page().await;
+    let first = start(dir.path()).await;
+    let parked = call(&first, CLAUDE, "fetch", json!({"url": url})).await;
+    assert_eq!(parked["isError"], false, "{parked}");
+    let status = &parked["structuredContent"];
+    assert_eq!(status["status"], "awaiting_approval", "{parked}");
+    assert_eq!(status["await_with"]["tool"], "airlock_await_decision");
+    assert!(
+        status["expires_at"].is_string(),
+        "a parked call says when it expires: {parked}"
+    );
+    let id = status["invocation_id"].as_str().unwrap().to_owned();
+    assert!(
+        !parked["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .to_lowercase()
+            .contains("success")
+    );
+
+    // A redeploy: a new process over the same ledger file.
+    let second = start(dir.path()).await;
+    let still = call(
+        &second,
+        CLAUDE,
+        "airlock_await_decision",
+        json!({"invocation_id": id, "wait_seconds": 0}),
+    )
+    .await;
+    assert_eq!(
+        still["structuredContent"]["status"], "awaiting_approval",
+        "{still}"
+    );
+
+    approve(&second, &id).await;
+    let done = call(
+        &second,
+        CLAUDE,
+        "airlock_await_decision",
+        json!({"invocation_id": id, "wait_seconds": 10}),
+    )
+    .await;
+    assert_eq!(done["isError"], false, "{done}");
+    assert_eq!(done["structuredContent"]["body"], "hello", "{done}");
+
+    let foreign = call(
+        &second,
+        OTHER,
+        "airlock_await_decision",
+        json!({"invocation_id": id, "wait_seconds": 0}),
+    )
+    .await;
+    assert_eq!(
+        foreign["isError"], true,
+        "another principal must not see the call: {foreign}"
+    );
+}
+
+#[tokio::test]
+async fn a_question_waits_for_a_person_and_a_failure_is_an_error() {
+    let dir = deployment();
+    let base = start(dir.path()).await;
+    let parked = call(&base, CLAUDE, "ask_human", json!({"question": "Ship it?"})).await;
+    assert_eq!(
+        parked["structuredContent"]["status"], "awaiting_answer",
+        "{parked}"
+    );
+    let bad = call(&base, CLAUDE, "fetch", json!({})).await;
+    assert_eq!(bad["isError"], true, "{bad}");
+    assert!(
+        bad["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("bad_arguments"),
+        "{bad}"
+    );
+}
