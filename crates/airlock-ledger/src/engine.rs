@@ -417,6 +417,17 @@ impl Engine {
         Ok(rows.into_iter().filter(|i| i.state.is_parked()).collect())
     }
 
+    pub(crate) async fn approved_unclaimed(
+        &self,
+        limit: u32,
+    ) -> Result<Vec<Invocation>, LedgerError> {
+        self.list(
+            "state = 'approved' ORDER BY created_at, id LIMIT $1",
+            &[i64::from(limit).into()],
+        )
+        .await
+    }
+
     pub(crate) async fn in_doubt(&self) -> Result<Vec<Invocation>, LedgerError> {
         let rows = self
             .list("state = 'in_doubt' ORDER BY created_at, id", &[])

@@ -133,6 +133,10 @@ pub trait Store: Send + Sync + 'static {
     fn pending_approvals(&self, filter: ApprovalFilter) -> LedgerFuture<'_, Vec<Invocation>>;
     /// Rows in doubt, oldest first.
     fn in_doubt(&self) -> LedgerFuture<'_, Vec<Invocation>>;
+    /// Up to `limit` rows a person approved (or resolved as "did not run") that nobody has
+    /// claimed yet, oldest first — what a background worker picks up. Reading guarantees
+    /// nothing: run them through [`Store::claim`], which lets exactly one claimer win.
+    fn approved_unclaimed(&self, limit: u32) -> LedgerFuture<'_, Vec<Invocation>>;
     /// A session's invocations in the order they were recorded.
     fn session_invocations(&self, id: SessionId) -> LedgerFuture<'_, Vec<Invocation>>;
     /// A run's invocations in the order they were recorded.
@@ -250,6 +254,9 @@ macro_rules! delegate_store {
             }
             fn in_doubt(&self) -> LedgerFuture<'_, Vec<Invocation>> {
                 Box::pin(self.engine.in_doubt())
+            }
+            fn approved_unclaimed(&self, limit: u32) -> LedgerFuture<'_, Vec<Invocation>> {
+                Box::pin(self.engine.approved_unclaimed(limit))
             }
             fn session_invocations(&self, id: SessionId) -> LedgerFuture<'_, Vec<Invocation>> {
                 Box::pin(self.engine.session_invocations(id))

@@ -28,7 +28,7 @@ use crate::api::ArgumentCheck;
 use crate::local::LocalTool;
 use crate::rate_limit::RateLimits;
 
-/// Lease of a running call; renewed while it runs.
+/// Default lease of a running call; renewed every third of it while the call runs.
 const LEASE: Duration = Duration::from_secs(60);
 
 /// Who calls, from where, in which scope.
@@ -116,6 +116,7 @@ pub struct Gateway {
     local: HashMap<String, Arc<dyn LocalTool>>,
     limits: RateLimits,
     owner: String,
+    lease: Duration,
 }
 
 /// Builds a [`Gateway`].
@@ -173,6 +174,15 @@ impl GatewayBuilder {
         self
     }
 
+    /// How long a claim holds without renewal (default 60 s). A running call renews it every
+    /// third of it; if the process dies, the sweeper acts on the row once it runs out. At
+    /// least 30 ms.
+    #[must_use]
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.gateway.lease = lease.max(Duration::from_millis(30));
+        self
+    }
+
     /// The gateway.
     #[must_use]
     pub fn build(self) -> Gateway {
@@ -201,6 +211,7 @@ impl Gateway {
                 local: HashMap::new(),
                 limits: RateLimits::default(),
                 owner,
+                lease: LEASE,
             },
         }
     }
@@ -260,7 +271,7 @@ impl Gateway {
         if let (Some(error), true) = (invalid, recorded.created) {
             // Bad arguments are stored on their own row and never run, whatever the policy.
             let id = recorded.invocation.id;
-            self.store.claim(id, &self.owner, LEASE).await?;
+            self.store.claim(id, &self.owner, self.lease).await?;
             let row = self
                 .store
                 .finish(
@@ -311,7 +322,10 @@ impl Gateway {
         ) {
             return Ok(Outcome::from_row(row));
         }
-        if let Some(err) = self.limits.check(&prepared.scope.id, spec) {
+        if let Some(err) = self
+            .limits
+            .check(&prepared.scope.id, spec, row.principal.as_deref())
+        {
             return Ok(Outcome::Completed(self.fail_unclaimed(row, err).await?));
         }
         if let Some(body) = self.transactional_body(spec, &row) {
@@ -327,7 +341,7 @@ impl Gateway {
                 Err(e) => Err(e.into()),
             };
         }
-        let claimed = match self.store.claim(row.id, &self.owner, LEASE).await {
+        let claimed = match self.store.claim(row.id, &self.owner, self.lease).await {
             Ok(claimed) => claimed,
             // Another claimer won the race: it runs the call, we report where it stands.
             Err(LedgerError::Taken { .. }) => {
@@ -349,7 +363,7 @@ impl Gateway {
         row: Invocation,
         error: crate::ToolError,
     ) -> Result<Invocation, GatewayError> {
-        self.store.claim(row.id, &self.owner, LEASE).await?;
+        self.store.claim(row.id, &self.owner, self.lease).await?;
         Ok(self
             .store
             .finish(

@@ -1,6 +1,7 @@
 //! Rate limits of `type: api` and `type: mcp` declarations (`rate_limit: {requests, per}`):
-//! one token bucket per declaration and scope, shared by every tool the declaration makes.
-//! A call over the limit is refused before it runs, as `rate_limited` with a retry-after.
+//! one token bucket per (scope, declaration, principal), shared by every tool the declaration
+//! makes, so one caller cannot spend another's budget. A call over the limit is refused before
+//! it runs, as `rate_limited` with a retry-after.
 
 use std::collections::HashMap;
 use std::num::NonZeroU32;
@@ -16,14 +17,23 @@ use crate::ToolError;
 /// The buckets of every declaration that has a rate limit.
 #[derive(Default)]
 pub(crate) struct RateLimits {
-    buckets: Mutex<HashMap<(String, String), Arc<DefaultDirectRateLimiter>>>,
+    buckets: Mutex<HashMap<(String, String, String), Arc<DefaultDirectRateLimiter>>>,
 }
 
 impl RateLimits {
     /// `None` when `spec` may run now; otherwise the refusal.
-    pub(crate) fn check(&self, scope: &ScopeId, spec: &ToolSpec) -> Option<ToolError> {
+    pub(crate) fn check(
+        &self,
+        scope: &ScopeId,
+        spec: &ToolSpec,
+        principal: Option<&str>,
+    ) -> Option<ToolError> {
         let limit = spec.policy.rate_limit?;
-        let key = (format!("{scope:?}"), declaration(spec));
+        let key = (
+            format!("{scope:?}"),
+            declaration(spec),
+            principal.unwrap_or_default().to_owned(),
+        );
         let bucket = {
             let mut buckets = self
                 .buckets
@@ -60,7 +70,7 @@ fn declaration(spec: &ToolSpec) -> String {
 }
 
 /// `requests` per `per`, as a bucket that refills evenly and holds at most `requests`.
-fn quota(limit: RateLimit) -> Quota {
+pub(crate) fn quota(limit: RateLimit) -> Quota {
     let burst = NonZeroU32::new(limit.requests).unwrap_or(NonZeroU32::MIN);
     let period = limit
         .per
@@ -70,4 +80,32 @@ fn quota(limit: RateLimit) -> Quota {
     Quota::with_period(period)
         .unwrap_or_else(|| Quota::per_second(burst))
         .allow_burst(burst)
+}
+
+#[cfg(test)]
+mod tests {
+    use governor::clock::FakeRelativeClock;
+
+    use super::*;
+
+    #[test]
+    fn n_pass_then_refused_then_the_bucket_refills() {
+        let clock = FakeRelativeClock::default();
+        let limit = RateLimit {
+            requests: 3,
+            per: Duration::from_secs(60),
+        };
+        let bucket = RateLimiter::direct_with_clock(quota(limit), clock.clone());
+        for _ in 0..3 {
+            assert!(bucket.check().is_ok());
+        }
+        let refused = bucket.check().unwrap_err();
+        assert_eq!(refused.wait_time_from(clock.now()), Duration::from_secs(20));
+        clock.advance(Duration::from_secs(20));
+        assert!(
+            bucket.check().is_ok(),
+            "one request refills every per/requests"
+        );
+        assert!(bucket.check().is_err());
+    }
 }

@@ -23,6 +23,14 @@ pub(crate) fn duration(node: &Node, path: &str, d: &mut Diag) -> Option<Duration
 }
 
 pub(crate) fn parse_duration(text: &str) -> Option<Duration> {
+    // Rate limits read naturally as "per minute"; a unit word is one of that unit.
+    match text {
+        "second" => return Some(Duration::from_secs(1)),
+        "minute" => return Some(Duration::from_secs(60)),
+        "hour" => return Some(Duration::from_secs(3600)),
+        "day" => return Some(Duration::from_secs(86_400)),
+        _ => {}
+    }
     let split = text.find(|c: char| !c.is_ascii_digit())?;
     let (number, unit) = text.split_at(split);
     let n: u64 = number.parse().ok()?;
@@ -67,5 +75,6 @@ mod tests {
         assert_eq!(parse_duration("7"), None);
         assert_eq!(parse_duration("d"), None);
         assert_eq!(parse_duration("1w"), None);
+        assert_eq!(parse_duration("minute"), Some(Duration::from_secs(60)));
     }
 }

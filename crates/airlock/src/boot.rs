@@ -31,6 +31,11 @@ pub struct Tokens(pub Arc<Vec<(SecretString, String)>>);
 
 /// Loads the deployment and builds the gateway. Any problem aborts with a clear message.
 pub async fn boot(dir: &Path) -> anyhow::Result<Booted> {
+    boot_with(dir, None).await
+}
+
+/// [`boot`], with the gateway's lease on running calls overridden (default 60 s).
+pub async fn boot_with(dir: &Path, lease: Option<std::time::Duration>) -> anyhow::Result<Booted> {
     let deployment = Deployment::load(dir).map_err(|e| anyhow::anyhow!("{e}"))?;
     let config = &deployment.config;
     let credentials = Arc::new(Credentials::load(
@@ -60,6 +65,9 @@ pub async fn boot(dir: &Path) -> anyhow::Result<Booted> {
         .connections(config.connections.clone())
         .mcp_connections(deployment.connections.clone())
         .scope(gateway_scope);
+    if let Some(lease) = lease {
+        builder = builder.lease(lease);
+    }
     for name in deployment.agents.keys() {
         if let Some(scope) = deployment.agent_scope(name) {
             builder = builder.scope(scope);

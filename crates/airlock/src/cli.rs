@@ -1,6 +1,8 @@
 //! The command line: one module per subcommand, each calling the same library functions the
 //! HTTP surfaces call.
 
+mod approvals;
+mod call;
 mod check;
 mod credentials;
 mod egress;
@@ -22,6 +24,8 @@ struct Cli {
 enum Command {
     /// Validate a deployment directory offline and list every scope's tools.
     Check(check::Args),
+    /// Call one tool through the gateway (ledger, policy, egress guard) on channel `cli`.
+    Call(call::Args),
     /// Start the gateway: validate, discover, migrate, serve.
     Serve(serve::Args),
     /// Manage the encrypted credentials file.
@@ -30,6 +34,8 @@ enum Command {
     /// Operator tools for the egress guard.
     #[command(subcommand)]
     Egress(egress::Command),
+    #[command(flatten)]
+    Decisions(approvals::Command),
 }
 
 /// Parses the command line and runs the subcommand.
@@ -47,8 +53,10 @@ pub fn run() -> ExitCode {
     let result = match cli.command {
         Command::Check(args) => check::run(&args),
         Command::Serve(args) => serve::run(&args),
+        Command::Call(args) => call::run(&args),
         Command::Credentials(cmd) => credentials::run(cmd),
         Command::Egress(cmd) => egress::run(cmd),
+        Command::Decisions(cmd) => approvals::run(cmd),
     };
     match result {
         Ok(code) => code,

@@ -3,3 +3,4 @@
 pub mod boot;
 pub mod cli;
 pub mod http;
+pub mod pending;

@@ -6,9 +6,11 @@ mod audit;
 mod decisions;
 mod execution;
 mod fused;
+mod worker;
 
 pub(crate) use approval::*;
 pub(crate) use audit::*;
 pub(crate) use decisions::*;
 pub(crate) use execution::*;
 pub(crate) use fused::*;
+pub(crate) use worker::*;

@@ -41,4 +41,5 @@ harness::both_backends!(
     fused_racing_duplicates_claim_once,
     fused_leaves_gated_calls_unclaimed,
     fused_batches_stay_exact,
+    approved_unclaimed_oldest_first_until_claimed,
 );

@@ -6,7 +6,7 @@ use airlock_ledger::{Invocation, ToolError as StoredError, TxTool};
 use airlock_spec::{Builtin, ToolSource, ToolSpec};
 use serde_json::{Map, Value, json};
 
-use super::{Gateway, GatewayError, LEASE};
+use super::{Gateway, GatewayError};
 use crate::ToolError;
 use crate::local::LocalBody;
 use crate::mcp_tools;
@@ -30,12 +30,12 @@ impl Gateway {
         let work = self.run_source(spec, arguments, key);
         tokio::pin!(work);
         // Renew the lease while the call runs, so a live call is never taken for a crash.
-        let mut renew = tokio::time::interval(LEASE / 3);
+        let mut renew = tokio::time::interval(self.lease / 3);
         renew.tick().await;
         let result = loop {
             tokio::select! {
                 result = &mut work => break result,
-                _ = renew.tick() => { self.store.renew_lease(row.id, &self.owner, LEASE).await?; }
+                _ = renew.tick() => { self.store.renew_lease(row.id, &self.owner, self.lease).await?; }
             }
         };
         self.finish(&row, result).await

@@ -7,8 +7,8 @@ use crate::support::examples;
 #[test]
 fn quickstart_loads_every_declaration_kind() {
     let d = Deployment::load(&examples().join("quickstart")).unwrap();
-    assert_eq!(d.connections.len(), 1);
-    assert_eq!(d.connections[0].namespace, "crm");
+    // The quickstart runs offline: no connection file is loaded (optional/ is not read).
+    assert!(d.connections.is_empty(), "{:?}", d.connections);
     let support = d.agent_scope("support").unwrap();
     let kinds: Vec<SourceKind> = support.tools().iter().map(|t| t.source.kind()).collect();
     for kind in [
@@ -34,6 +34,27 @@ fn quickstart_loads_every_declaration_kind() {
             "ask_human"
         ]
     );
+}
+
+/// The optional connection file of the quickstart is valid once moved into `connections/`.
+#[test]
+fn quickstart_optional_connection_loads_when_enabled() {
+    let dir = tempfile::tempdir().unwrap();
+    let quickstart = examples().join("quickstart");
+    std::fs::copy(
+        quickstart.join("airlock.toml"),
+        dir.path().join("airlock.toml"),
+    )
+    .unwrap();
+    std::fs::create_dir(dir.path().join("connections")).unwrap();
+    std::fs::copy(
+        quickstart.join("optional/crm.yml"),
+        dir.path().join("connections/crm.yml"),
+    )
+    .unwrap();
+    let d = Deployment::load(dir.path()).unwrap();
+    assert_eq!(d.connections.len(), 1);
+    assert_eq!(d.connections[0].namespace, "crm");
 }
 
 #[test]

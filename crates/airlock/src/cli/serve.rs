@@ -1,7 +1,11 @@
 //! `airlock serve DIR`: validate (fail loud), discover connection tools (fail loud), migrate,
-//! start the sweeper, serve HTTP; on SIGTERM/SIGINT stop accepting, let in-flight calls finish
-//! within a deadline, and leave parked rows as they are.
+//! start the sweeper and the worker (approved calls nobody claimed), serve HTTP; on
+//! SIGTERM/SIGINT stop accepting, let in-flight calls finish within a deadline, and leave
+//! parked rows as they are.
 
+mod worker;
+
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -10,7 +14,7 @@ use airlock_ledger::Store;
 use anyhow::Context as _;
 use tokio::net::TcpListener;
 
-use crate::boot::{boot, scope_paths};
+use crate::boot::{boot_with, scope_paths};
 use crate::http::{AppState, app, serve};
 
 /// How often expired leases and approvals are swept.
@@ -23,6 +27,12 @@ const DRAIN: Duration = Duration::from_secs(30);
 pub(crate) struct Args {
     /// The deployment directory.
     dir: PathBuf,
+    /// Listen on this address instead of `airlock.toml`'s `listen` (port 0: any free port).
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<SocketAddr>,
+    /// Lease of a running call in seconds (default 60); for crash tests.
+    #[arg(long, hide = true, value_name = "SECS")]
+    lease: Option<u64>,
 }
 
 pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
@@ -34,8 +44,8 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
 }
 
 async fn serve_dir(args: &Args) -> anyhow::Result<()> {
-    let booted = boot(&args.dir).await?;
-    let listen = booted.deployment.config.listen;
+    let booted = boot_with(&args.dir, args.lease.map(Duration::from_secs)).await?;
+    let listen = args.listen.unwrap_or(booted.deployment.config.listen);
     let listener = TcpListener::bind(listen)
         .await
         .with_context(|| format!("binding {listen}"))?;
@@ -47,9 +57,13 @@ async fn serve_dir(args: &Args) -> anyhow::Result<()> {
         tracing::warn!("no [[admin.tokens]] configured: the approvals API is closed");
     }
     println!("airlock listening on http://{addr}");
-    println!("  /healthz /readyz  /v1/approvals  /v1/invocations/{{id}}");
+    println!(
+        "  /healthz /readyz  /v1/approvals  /v1/invocations/{{id}}[/approve|/deny|/answer|/resolve]"
+    );
     println!("  MCP: {}", scope_paths(&booted).join(" "));
     let sweeper = tokio::spawn(sweep(booted.gateway.store().clone()));
+    let (stop_worker, worker_stop) = tokio::sync::oneshot::channel::<()>();
+    let worker = tokio::spawn(worker::work(booted.gateway.clone(), worker_stop));
     let state = AppState {
         gateway: booted.gateway,
         admin: booted.admin,
@@ -65,13 +79,20 @@ async fn serve_dir(args: &Args) -> anyhow::Result<()> {
         DRAIN.as_secs()
     );
     let _ = stop_tx.send(());
+    let _ = stop_worker.send(());
     sweeper.abort();
-    match tokio::time::timeout(DRAIN, server).await {
-        Ok(result) => result.context("server task")?.context("serving")?,
-        Err(_) => tracing::warn!(
-            "in-flight requests did not finish within {} s",
+    let (served, worked) = tokio::join!(
+        tokio::time::timeout(DRAIN, server),
+        tokio::time::timeout(DRAIN, worker)
+    );
+    if served.is_err() || worked.is_err() {
+        tracing::warn!(
+            "in-flight calls did not finish within {} s",
             DRAIN.as_secs()
-        ),
+        );
+    }
+    if let Ok(result) = served {
+        result.context("server task")?.context("serving")?;
     }
     Ok(())
 }
@@ -81,8 +102,16 @@ async fn sweep(store: std::sync::Arc<dyn Store>) {
     let mut tick = tokio::time::interval(SWEEP_EVERY);
     loop {
         tick.tick().await;
-        if let Err(error) = store.sweep(time::OffsetDateTime::now_utc()).await {
-            tracing::error!(%error, "sweep failed");
+        match store.sweep(time::OffsetDateTime::now_utc()).await {
+            Ok(report) => {
+                for id in &report.in_doubt {
+                    tracing::warn!(%id, "lease ran out on an at-most-once call: in doubt, resolve it (`airlock resolve`)");
+                }
+                for id in &report.retried {
+                    tracing::info!(%id, "lease ran out on an idempotent call: approved for a re-run");
+                }
+            }
+            Err(error) => tracing::error!(%error, "sweep failed"),
         }
     }
 }

@@ -1,36 +1,51 @@
 //! The decisions API: list what waits for a person, read a call, decide. The decider is the
 //! authenticated admin; deciding writes the row and wakes waiters — execution happens through
-//! the gateway's claim (here, a background task), never inline in the request.
+//! the gateway's claim (here, a background task; the `serve` worker otherwise), never inline
+//! in the request.
+//!
+//! Statuses: 404 unknown id, 409 already decided (naming who) or wrong state, 410 expired,
+//! 422 a body that is not the decision's shape, 400 a malformed id or query.
 
-use airlock_ledger::{ApprovalFilter, Decision, Invocation, InvocationId, Resolution};
-use axum::extract::rejection::JsonRejection;
+use airlock_ledger::{Decision, Invocation, InvocationId, Resolution};
+use axum::body::Bytes;
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::Deserialize;
+use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use time::format_description::well_known::Rfc3339;
 
 use super::AppState;
 use super::auth::Admin;
 use super::error::ApiError;
+use crate::pending;
 
 pub(super) fn router() -> Router<AppState> {
     Router::new()
         .route("/approvals", get(list))
         .route("/approvals/{id}/decision", post(decide))
         .route("/invocations/{id}", get(show))
+        .route("/invocations/{id}/approve", post(approve))
+        .route("/invocations/{id}/deny", post(deny))
+        .route("/invocations/{id}/answer", post(answer))
+        .route("/invocations/{id}/resolve", post(resolve))
 }
 
-/// Filters of `GET /v1/approvals`.
+/// Filters and paging of `GET /v1/approvals`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ListQuery {
     tool: Option<String>,
     principal: Option<String>,
+    /// Only calls made in this agent's scope.
+    agent: Option<String>,
     /// Only rows at least this many seconds old.
     older_than: Option<u64>,
+    limit: Option<u32>,
+    offset: Option<u32>,
 }
 
 /// Body of `POST /v1/approvals/{id}/decision`.
@@ -44,26 +59,60 @@ enum DecisionBody {
     Resolve { ran: bool, note: String },
 }
 
+/// Body of `/approve` (may be empty).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ApproveBody {}
+
+/// Body of `/deny`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DenyBody {
+    reason: String,
+}
+
+/// Body of `/answer`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AnswerBody {
+    text: String,
+}
+
+/// Body of `/resolve`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ResolveBody {
+    outcome: Outcome,
+    note: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum Outcome {
+    Ran,
+    DidNotRun,
+}
+
 async fn list(
     _admin: Admin,
     State(state): State<AppState>,
-    query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
+    query: Result<Query<ListQuery>, QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
     let Query(query) =
         query.map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "bad_query", e.body_text()))?;
-    let recorded_before = query
-        .older_than
-        .map(|secs| time::OffsetDateTime::now_utc() - std::time::Duration::from_secs(secs));
-    let filter = ApprovalFilter {
+    let query = pending::Query {
         tool: query.tool,
         principal: query.principal,
-        recorded_before,
-        ..ApprovalFilter::default()
+        agent: query.agent,
+        older_than: query.older_than.map(std::time::Duration::from_secs),
+        limit: query.limit,
+        offset: query.offset,
     };
-    let rows = state.gateway.store().pending_approvals(filter).await?;
-    Ok(Json(
-        json!({ "approvals": rows.iter().map(invocation_json).collect::<Vec<_>>() }),
-    ))
+    let page = pending::list(state.gateway.store().as_ref(), &query).await?;
+    Ok(Json(json!({
+        "approvals": page.rows.iter().map(invocation_json).collect::<Vec<_>>(),
+        "next_offset": page.next_offset,
+    })))
 }
 
 async fn show(
@@ -76,15 +125,13 @@ async fn show(
 }
 
 async fn decide(
-    Admin(decider): Admin,
+    admin: Admin,
     State(state): State<AppState>,
     Path(id): Path<String>,
-    body: Result<Json<DecisionBody>, JsonRejection>,
+    body: Bytes,
 ) -> Result<Json<Value>, ApiError> {
     let id = parse_id(&id)?;
-    let Json(body) =
-        body.map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "bad_body", e.body_text()))?;
-    let decision = match body {
+    let decision = match parse_body::<DecisionBody>(&body)? {
         DecisionBody::Approve {} => Decision::Approve,
         DecisionBody::Deny { reason } => Decision::Deny { reason },
         DecisionBody::Answer { text } => Decision::Answer { text },
@@ -97,8 +144,79 @@ async fn decide(
             note,
         },
     };
-    let row = airlock_runtime::decide(&state.gateway, id, &decider, decision).await?;
+    apply(&state, &admin, id, decision).await
+}
+
+async fn approve(
+    admin: Admin,
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Result<Json<Value>, ApiError> {
+    let id = parse_id(&id)?;
+    if !body.iter().all(u8::is_ascii_whitespace) {
+        let ApproveBody {} = parse_body(&body)?;
+    }
+    apply(&state, &admin, id, Decision::Approve).await
+}
+
+async fn deny(
+    admin: Admin,
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Result<Json<Value>, ApiError> {
+    let id = parse_id(&id)?;
+    let DenyBody { reason } = parse_body(&body)?;
+    apply(&state, &admin, id, Decision::Deny { reason }).await
+}
+
+async fn answer(
+    admin: Admin,
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Result<Json<Value>, ApiError> {
+    let id = parse_id(&id)?;
+    let AnswerBody { text } = parse_body(&body)?;
+    apply(&state, &admin, id, Decision::Answer { text }).await
+}
+
+async fn resolve(
+    admin: Admin,
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Result<Json<Value>, ApiError> {
+    let id = parse_id(&id)?;
+    let ResolveBody { outcome, note } = parse_body(&body)?;
+    let resolution = match outcome {
+        Outcome::Ran => Resolution::Ran,
+        Outcome::DidNotRun => Resolution::DidNotRun,
+    };
+    apply(&state, &admin, id, Decision::Resolve { resolution, note }).await
+}
+
+/// The one decision path of every route: the ledger's compare-and-swap by the admin.
+async fn apply(
+    state: &AppState,
+    Admin(decider): &Admin,
+    id: InvocationId,
+    decision: Decision,
+) -> Result<Json<Value>, ApiError> {
+    let row = airlock_runtime::decide(&state.gateway, id, decider, decision).await?;
     Ok(Json(invocation_json(&row)))
+}
+
+/// A decision body, or 422 saying what is wrong with it.
+fn parse_body<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+    serde_json::from_slice(body).map_err(|e| {
+        ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "bad_body",
+            format!("the request body is not a valid decision: {e}"),
+        )
+    })
 }
 
 fn parse_id(id: &str) -> Result<InvocationId, ApiError> {

@@ -19,6 +19,34 @@ fn quickstart_passes_and_prints_each_scope() {
         ),
         "{stdout}"
     );
+    assert!(
+        !stdout.contains("connection crm"),
+        "the quickstart loads no connection file: {stdout}"
+    );
+    assert!(
+        stdout.contains("fetch      builtin  always"),
+        "a tool waits for a person: {stdout}"
+    );
+}
+
+#[test]
+fn check_names_a_connection_file() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("airlock.toml"),
+        "[credentials]\nfile = \"creds.yml\"\n",
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("creds.yml"), "crm:\n  mcp_token: t\n").unwrap();
+    std::fs::create_dir(dir.path().join("connections")).unwrap();
+    std::fs::copy(
+        examples().join("quickstart/optional/crm.yml"),
+        dir.path().join("connections/crm.yml"),
+    )
+    .unwrap();
+    let out = airlock().arg("check").arg(dir.path()).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let stdout = String::from_utf8(out.stdout).unwrap();
     assert!(stdout.contains("connection crm: tools crm__* are discovered at boot (approval once, effect at_most_once)"), "{stdout}");
 }
 

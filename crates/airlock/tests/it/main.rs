@@ -2,10 +2,15 @@
 
 #![allow(clippy::unwrap_used, missing_docs)]
 
+mod approvals_cli;
+mod call;
 mod check;
+mod crash;
 mod credentials;
+mod decisions;
 mod egress;
 mod mcp;
+mod quickstart;
 mod serve;
 
 use std::path::PathBuf;

@@ -16,9 +16,9 @@ use tokio::net::TcpListener;
 
 use crate::airlock;
 
-const ADMIN: &str = "admin-token-7c4a8d09ca3762af61e59520943dc264";
+pub(crate) const ADMIN: &str = "admin-token-7c4a8d09ca3762af61e59520943dc264";
 
-fn deployment() -> tempfile::TempDir {
+pub(crate) fn deployment() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     let toml = "listen = \"127.0.0.1:0\"\n[[admin.tokens]]\ncredential = \"airlock.admin\"\nprincipal = \"alice\"\n[egress]\nallow = [\"127.0.0.1/32\"]\n[credentials]\nfile = \"creds.yml\"\n[builtins.ask_human]\n[builtins.fetch]\napproval = \"always\"\n";
     std::fs::write(dir.path().join("airlock.toml"), toml).unwrap();
@@ -31,7 +31,7 @@ fn deployment() -> tempfile::TempDir {
 }
 
 /// A plain HTTP/1.1 request to the server; returns (status, JSON body or Null).
-async fn http(
+pub(crate) async fn http(
     addr: std::net::SocketAddr,
     method: &str,
     path: &str,
@@ -60,7 +60,7 @@ async fn http(
 }
 
 /// An upstream that answers every request with a small text page.
-async fn upstream() -> std::net::SocketAddr {
+pub(crate) async fn upstream() -> std::net::SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move {
@@ -135,7 +135,7 @@ async fn decisions_api_is_deny_by_default_and_runs_approved_calls_once() {
     )
     .await;
     assert_eq!(
-        status, 400,
+        status, 422,
         "unknown fields, including a self-chosen decider, are refused: {body}"
     );
     let (status, body, _) = http(
@@ -247,7 +247,7 @@ async fn a_question_is_answered_over_the_api() {
         Some(json!({"decision": "maybe"})),
     )
     .await;
-    assert_eq!(status, 400, "{body}");
+    assert_eq!(status, 422, "{body}");
 }
 
 #[test]

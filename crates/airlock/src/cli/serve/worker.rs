@@ -1,0 +1,73 @@
+//! The worker of `serve`: runs approved calls nobody has claimed — approved from the CLI or
+//! another process, or left approved when a process restarted — so an approval runs even if
+//! no client ever comes back.
+//!
+//! Woken at start and then every [`WORK_EVERY`], it lists approved-but-unclaimed rows and runs
+//! each through [`Gateway::continue_approved`]. Exactly once comes from the ledger's claim: a
+//! waiter, another process's worker or this one may race for a row, and only one runs it.
+//! On stop it claims nothing new and lets the calls it started finish.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use airlock_ledger::InvocationId;
+use airlock_runtime::{Gateway, Outcome};
+use tokio::sync::oneshot;
+use tokio::task::JoinSet;
+
+/// How often the worker looks for approved rows.
+pub(super) const WORK_EVERY: Duration = Duration::from_secs(2);
+/// The most rows picked up per look.
+const BATCH: u32 = 64;
+
+/// Runs until `stop` fires, then waits for the calls it started.
+pub(super) async fn work(gateway: Arc<Gateway>, mut stop: oneshot::Receiver<()>) {
+    let mut tick = tokio::time::interval(WORK_EVERY);
+    let mut running = JoinSet::new();
+    let mut tasks: HashMap<tokio::task::Id, InvocationId> = HashMap::new();
+    let mut in_flight: HashSet<InvocationId> = HashSet::new();
+    loop {
+        tokio::select! {
+            _ = &mut stop => break,
+            Some(done) = running.join_next_with_id() => {
+                let task = match done {
+                    Ok((task, ())) => task,
+                    Err(error) => error.id(),
+                };
+                if let Some(id) = tasks.remove(&task) {
+                    in_flight.remove(&id);
+                }
+                continue;
+            }
+            _ = tick.tick() => {}
+        }
+        let rows = match gateway.store().approved_unclaimed(BATCH).await {
+            Ok(rows) => rows,
+            Err(error) => {
+                tracing::error!(%error, "listing approved calls failed");
+                continue;
+            }
+        };
+        for row in rows {
+            if in_flight.insert(row.id) {
+                let gateway = Arc::clone(&gateway);
+                let handle = running.spawn(run_one(gateway, row.id));
+                tasks.insert(handle.id(), row.id);
+            }
+        }
+    }
+    while running.join_next().await.is_some() {}
+}
+
+async fn run_one(gateway: Arc<Gateway>, id: InvocationId) {
+    match gateway.continue_approved(id).await {
+        Ok(Outcome::Completed(row) | Outcome::Denied(row)) => {
+            tracing::info!(%id, tool = %row.tool, state = %row.state, "worker ran an approved call");
+        }
+        Ok(Outcome::Parked(row) | Outcome::Proposed(row)) => {
+            tracing::debug!(%id, state = %row.state, "approved call not run by the worker");
+        }
+        Err(error) => tracing::error!(%id, %error, "running an approved call failed"),
+    }
+}

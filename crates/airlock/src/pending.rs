@@ -1,0 +1,118 @@
+//! What waits for a person — calls awaiting an approval or an answer, and calls in doubt — as
+//! one list shared by `GET /v1/approvals` and `airlock approvals list`: oldest first, filtered
+//! by tool, principal, agent and age, and paged by offset.
+//!
+//! The ledger filters by tool, principal and age; the agent filter reads each row's session
+//! (its `{"scope": "agent:<name>"}` metadata) here, so with `agent` set at most [`MAX_SCAN`]
+//! of the oldest waiting rows are considered.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use airlock_ledger::{ApprovalFilter, Invocation, LedgerError, SessionId, Store};
+use serde_json::Value;
+use time::OffsetDateTime;
+
+/// How many rows a page holds when the caller does not say.
+pub const DEFAULT_LIMIT: u32 = 50;
+/// The most rows a page may hold.
+pub const MAX_LIMIT: u32 = 500;
+/// The most waiting rows read when filtering by agent.
+pub const MAX_SCAN: u32 = 5_000;
+
+/// Filters and paging of the list.
+#[derive(Debug, Clone, Default)]
+pub struct Query {
+    /// Only this tool.
+    pub tool: Option<String>,
+    /// Only calls by this principal.
+    pub principal: Option<String>,
+    /// Only calls made in this agent's scope.
+    pub agent: Option<String>,
+    /// Only rows at least this old.
+    pub older_than: Option<Duration>,
+    /// Page size (default [`DEFAULT_LIMIT`], at most [`MAX_LIMIT`]).
+    pub limit: Option<u32>,
+    /// Rows to skip (default 0).
+    pub offset: Option<u32>,
+}
+
+/// One page of the list.
+#[derive(Debug, Clone)]
+pub struct Page {
+    /// The rows, oldest first.
+    pub rows: Vec<Invocation>,
+    /// The offset of the next page, if there are more rows.
+    pub next_offset: Option<u32>,
+}
+
+/// Reads one page of what waits for a person.
+///
+/// # Errors
+/// The ledger's: the database is unreachable or a row is corrupt.
+pub async fn list(store: &dyn Store, query: &Query) -> Result<Page, LedgerError> {
+    let limit = query.limit.unwrap_or(DEFAULT_LIMIT).clamp(1, MAX_LIMIT);
+    let offset = query.offset.unwrap_or(0);
+    let wanted = if query.agent.is_some() {
+        MAX_SCAN
+    } else {
+        offset.saturating_add(limit).saturating_add(1)
+    };
+    let recorded_before = query.older_than.map(|age| OffsetDateTime::now_utc() - age);
+    let filter = ApprovalFilter {
+        tool: query.tool.clone(),
+        principal: query.principal.clone(),
+        recorded_before,
+        limit: Some(wanted),
+    };
+    let mut rows = store.pending_approvals(filter).await?;
+    rows.extend(store.in_doubt().await?.into_iter().filter(|row| {
+        query.tool.as_ref().is_none_or(|t| &row.tool == t)
+            && query
+                .principal
+                .as_ref()
+                .is_none_or(|p| row.principal.as_ref() == Some(p))
+            && recorded_before.is_none_or(|before| row.created_at <= before)
+    }));
+    rows.sort_by_key(|row| (row.created_at, row.id));
+    if let Some(agent) = &query.agent {
+        rows = in_agent_scope(store, rows, agent).await?;
+    }
+    let more = rows.len() > offset as usize + limit as usize;
+    let rows: Vec<Invocation> = rows
+        .into_iter()
+        .skip(offset as usize)
+        .take(limit as usize)
+        .collect();
+    Ok(Page {
+        rows,
+        next_offset: more.then(|| offset + limit),
+    })
+}
+
+/// The rows whose session was opened in `agent`'s scope.
+async fn in_agent_scope(
+    store: &dyn Store,
+    rows: Vec<Invocation>,
+    agent: &str,
+) -> Result<Vec<Invocation>, LedgerError> {
+    let wanted = format!("agent:{agent}");
+    let mut scopes: HashMap<SessionId, bool> = HashMap::new();
+    let mut out = Vec::new();
+    for row in rows {
+        let matches = match scopes.get(&row.session_id) {
+            Some(matches) => *matches,
+            None => {
+                let session = store.get_session(row.session_id).await?;
+                let matches =
+                    session.metadata.get("scope").and_then(Value::as_str) == Some(wanted.as_str());
+                scopes.insert(row.session_id, matches);
+                matches
+            }
+        };
+        if matches {
+            out.push(row);
+        }
+    }
+    Ok(out)
+}

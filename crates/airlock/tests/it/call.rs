@@ -1,0 +1,99 @@
+//! `airlock call`: an api tool through the gateway and the guard, against a loopback upstream.
+
+use std::io::{Read as _, Write as _};
+use std::net::TcpListener;
+
+use crate::{airlock, text};
+
+/// Answers one request with `body` as JSON; returns the port and the request head.
+fn upstream(body: &'static str) -> (u16, std::thread::JoinHandle<String>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let handle = std::thread::spawn(move || {
+        let (mut socket, _) = listener.accept().unwrap();
+        let mut head = Vec::new();
+        let mut buf = [0u8; 1024];
+        while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+            let n = socket.read(&mut buf).unwrap();
+            head.extend_from_slice(&buf[..n]);
+        }
+        write!(socket, "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}", body.len()).unwrap();
+        String::from_utf8_lossy(&head).into_owned()
+    });
+    (port, handle)
+}
+
+fn deployment(port: u16) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let toml = format!(
+        "[egress]\nallow = [\"127.0.0.1/32\"]\n[connections.erp]\nbase_url = \"http://127.0.0.1:{port}/api\"\ncredential = \"erp.token\"\n[credentials]\nfile = \"creds.yml\"\n"
+    );
+    std::fs::write(dir.path().join("airlock.toml"), toml).unwrap();
+    std::fs::write(
+        dir.path().join("creds.yml"),
+        "erp:\n  token: tok-cli-3b5d5c3712955042212316173ccf37be\n",
+    )
+    .unwrap();
+    std::fs::create_dir(dir.path().join("agents")).unwrap();
+    let agent = "apiVersion: airlock/v1\nkind: Agent\nmetadata: { name: erp-agent }\nspec:\n  model: { provider: openai, model: m }\n  prompts: { system: s }\n  tools:\n    - name: erp\n      type: api\n      connection: erp\n      auth: { scheme: bearer }\n      operations:\n        - name: cliente\n          description: Find a customer.\n          writes: false\n          parameters: { cuit: { type: string, required: true }, limit: { type: integer, default: 25 } }\n          request: { method: GET, path: '/clientes/{cuit}', query: { limit: '{limit}' } }\n          response: { select: data.name }\n";
+    std::fs::write(dir.path().join("agents/erp-agent.yml"), agent).unwrap();
+    dir
+}
+
+#[test]
+fn an_api_tool_runs_through_the_ledger_and_the_guard() {
+    let (port, head) = upstream(r#"{"data":{"name":"ACME SA"}}"#);
+    let dir = deployment(port);
+    let out = airlock()
+        .args([
+            "call",
+            "erp_cliente",
+            "--agent",
+            "erp-agent",
+            "--as",
+            "tenant-admin",
+            "--args",
+            r#"{"cuit":"30-1"}"#,
+            "--dir",
+        ])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let printed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(printed["state"], "succeeded");
+    assert_eq!(printed["result"], "ACME SA");
+    let head = head.join().unwrap();
+    assert!(
+        head.starts_with("GET /api/clientes/30-1?limit=25 HTTP/1.1"),
+        "{head}"
+    );
+    assert!(
+        !text(&out).contains("tok-cli-3b5d5c3712955042212316173ccf37be"),
+        "the credential never shows"
+    );
+}
+
+#[test]
+fn bad_arguments_fail_without_a_request() {
+    let dir = deployment(9);
+    let out = airlock()
+        .args([
+            "call",
+            "erp_cliente",
+            "--agent",
+            "erp-agent",
+            "--args",
+            r#"{"cuit":5}"#,
+            "--dir",
+        ])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("bad_arguments"),
+        "{}",
+        text(&out)
+    );
+}

@@ -1,0 +1,266 @@
+//! The decisions API's routes per decision (`/v1/invocations/{id}/approve|deny|answer|resolve`)
+//! with their precise statuses, and the paged, filtered `GET /v1/approvals`.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use airlock::boot::boot;
+use airlock::http::{AppState, app, serve};
+use airlock_ledger::{Invocation, InvocationState};
+use airlock_runtime::{CallContext, Gateway};
+use airlock_spec::ScopeId;
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+
+use crate::serve::{ADMIN, deployment, http};
+
+const HELPER: &str = "apiVersion: airlock/v1\nkind: Agent\nmetadata:\n  name: helper\n  description: Reads pages.\nspec:\n  model:\n    provider: anthropic\n    model: claude-sonnet-4-5\n    credential: anthropic.api_key\n  prompts:\n    system: Read.\n  tools:\n    - type: builtin\n      name: fetch\n      approval: always\n";
+
+/// Serves `dir` on a free port; returns the address and the gateway.
+async fn start(dir: &std::path::Path) -> (SocketAddr, Arc<Gateway>) {
+    let booted = boot(dir).await.unwrap();
+    let gateway = booted.gateway.clone();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(serve(
+        listener,
+        app(AppState {
+            gateway: gateway.clone(),
+            admin: booted.admin,
+            mcp: booted.mcp,
+        }),
+        std::future::pending(),
+    ));
+    (addr, gateway)
+}
+
+/// A parked call of `tool` in `scope` by `principal`.
+async fn park(
+    gateway: &Gateway,
+    scope: ScopeId,
+    principal: &str,
+    tool: &str,
+    arguments: Value,
+) -> Invocation {
+    let session = gateway
+        .open_session("test", Some(principal.into()), &scope)
+        .await
+        .unwrap();
+    let ctx = CallContext {
+        scope,
+        session,
+        call_id: "1".into(),
+        principal: Some(principal.into()),
+    };
+    let row = gateway
+        .call(&ctx, tool, arguments)
+        .await
+        .unwrap()
+        .invocation()
+        .clone();
+    assert!(row.state.is_parked(), "{row:?}");
+    row
+}
+
+async fn post(addr: SocketAddr, path: &str, body: Option<Value>) -> (u16, Value) {
+    let (status, body, _) = http(addr, "POST", path, Some(ADMIN), body).await;
+    (status, body)
+}
+
+#[tokio::test]
+async fn decision_routes_answer_with_precise_statuses() {
+    let dir = deployment();
+    let (addr, gateway) = start(dir.path()).await;
+    // Nothing listens on port 9: a fetch that runs fails fast, which is all this test needs.
+    let url = json!({"url": "http://127.0.0.1:9/"});
+    let fetch = park(&gateway, ScopeId::Gateway, "bob", "fetch", url.clone()).await;
+    let question = park(
+        &gateway,
+        ScopeId::Gateway,
+        "bob",
+        "ask_human",
+        json!({"question": "Which warehouse?"}),
+    )
+    .await;
+    let at = |id: &airlock_ledger::InvocationId, verb: &str| format!("/v1/invocations/{id}/{verb}");
+
+    // 422: a body that is not the decision's shape (a self-chosen decider included).
+    for (verb, body) in [
+        ("approve", json!({"by": "mallory"})),
+        ("deny", json!({})),
+        ("deny", json!({"reason": 5})),
+        ("answer", json!({"answer": "x"})),
+        ("resolve", json!({"outcome": "maybe", "note": "n"})),
+        ("resolve", json!({"outcome": "ran"})),
+    ] {
+        let (status, reply) = post(addr, &at(&fetch.id, verb), Some(body.clone())).await;
+        assert_eq!(
+            (status, &reply["error"]),
+            (422, &json!("bad_body")),
+            "{verb} {body}: {reply}"
+        );
+    }
+    // 400: a malformed id; 404: an id nobody recorded.
+    assert_eq!(
+        post(addr, "/v1/invocations/nope/approve", None).await.0,
+        400
+    );
+    let unknown = airlock_ledger::InvocationId::new();
+    let (status, reply) = post(addr, &at(&unknown, "approve"), None).await;
+    assert_eq!(
+        (status, &reply["error"]),
+        (404, &json!("not_found")),
+        "{reply}"
+    );
+
+    // 200 with an empty body, the decider being the admin; then 409 naming who.
+    let (status, reply) = post(addr, &at(&fetch.id, "approve"), None).await;
+    assert_eq!(status, 200, "{reply}");
+    assert_eq!(reply["decision"]["by"], "alice");
+    let (status, reply) = post(
+        addr,
+        &at(&fetch.id, "deny"),
+        Some(json!({"reason": "late"})),
+    )
+    .await;
+    assert_eq!(
+        (status, &reply["error"]),
+        (409, &json!("already_decided")),
+        "{reply}"
+    );
+    assert!(
+        reply["message"].as_str().unwrap().contains("by alice"),
+        "{reply}"
+    );
+
+    // A question: answering it with a wrong route is a conflict, answering it settles it.
+    let (status, _) = post(
+        addr,
+        &at(&question.id, "resolve"),
+        Some(json!({"outcome": "ran", "note": "n"})),
+    )
+    .await;
+    assert_eq!(status, 409);
+    let (status, reply) = post(
+        addr,
+        &at(&question.id, "answer"),
+        Some(json!({"text": "Rosario"})),
+    )
+    .await;
+    assert_eq!(
+        (status, &reply["result"]["answer"]),
+        (200, &json!("Rosario")),
+        "{reply}"
+    );
+
+    // deny on a fresh call.
+    let other = park(
+        &gateway,
+        ScopeId::Gateway,
+        "carol",
+        "fetch",
+        json!({"url": "http://127.0.0.1:9/x"}),
+    )
+    .await;
+    let (status, reply) = post(
+        addr,
+        &at(&other.id, "deny"),
+        Some(json!({"reason": "not today"})),
+    )
+    .await;
+    assert_eq!(
+        (status, &reply["state"]),
+        (200, &json!("denied")),
+        "{reply}"
+    );
+    assert_eq!(reply["decision"]["reason"], "not today");
+}
+
+#[tokio::test]
+async fn an_expired_call_is_gone() {
+    let dir = deployment();
+    let toml = std::fs::read_to_string(dir.path().join("airlock.toml")).unwrap();
+    std::fs::write(
+        dir.path().join("airlock.toml"),
+        format!("approval_ttl = \"300ms\"\n{toml}"),
+    )
+    .unwrap();
+    let (addr, gateway) = start(dir.path()).await;
+    let row = park(
+        &gateway,
+        ScopeId::Gateway,
+        "bob",
+        "fetch",
+        json!({"url": "http://127.0.0.1:9/"}),
+    )
+    .await;
+    // Woken when the read past the deadline expires the row.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let now = gateway
+        .store()
+        .wait_for_change(row.id, Some(row.version), deadline)
+        .await
+        .unwrap();
+    assert_eq!(now.state, InvocationState::Expired);
+    let (status, reply) = post(addr, &format!("/v1/invocations/{}/approve", row.id), None).await;
+    assert_eq!(
+        (status, &reply["error"]),
+        (410, &json!("expired")),
+        "{reply}"
+    );
+}
+
+#[tokio::test]
+async fn approvals_are_paged_and_filtered_by_agent() {
+    let dir = deployment();
+    std::fs::create_dir(dir.path().join("agents")).unwrap();
+    std::fs::write(dir.path().join("agents/helper.yml"), HELPER).unwrap();
+    let (addr, gateway) = start(dir.path()).await;
+    let mut ids = Vec::new();
+    for n in 0..3 {
+        let url = json!({"url": format!("http://127.0.0.1:9/{n}")});
+        ids.push(
+            park(&gateway, ScopeId::Gateway, "bob", "fetch", url)
+                .await
+                .id
+                .to_string(),
+        );
+    }
+    let helper = ScopeId::Agent("helper".into());
+    let agent_row = park(
+        &gateway,
+        helper,
+        "bob",
+        "fetch",
+        json!({"url": "http://127.0.0.1:9/a"}),
+    )
+    .await;
+    let get = |path: String| async move { http(addr, "GET", &path, Some(ADMIN), None).await };
+    let listed = |v: &Value| -> Vec<String> {
+        v["approvals"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+
+    let (status, page, _) = get("/v1/approvals?limit=2".into()).await;
+    assert_eq!(status, 200, "{page}");
+    assert_eq!(listed(&page), ids[..2]);
+    assert_eq!(page["next_offset"], 2);
+    let (_, page, _) = get("/v1/approvals?limit=2&offset=2".into()).await;
+    assert_eq!(listed(&page), [ids[2].clone(), agent_row.id.to_string()]);
+    assert_eq!(page["next_offset"], Value::Null);
+
+    let (_, page, _) = get("/v1/approvals?agent=helper".into()).await;
+    assert_eq!(listed(&page), [agent_row.id.to_string()]);
+    let (_, page, _) = get("/v1/approvals?agent=nobody".into()).await;
+    assert!(listed(&page).is_empty());
+    let (_, page, _) = get("/v1/approvals?principal=bob&limit=1&offset=1".into()).await;
+    assert_eq!(listed(&page), [ids[1].clone()]);
+
+    assert_eq!(get("/v1/approvals?limit=many".into()).await.0, 400);
+    assert_eq!(get("/v1/approvals?colour=red".into()).await.0, 400);
+}
