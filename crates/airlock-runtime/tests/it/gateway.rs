@@ -1,5 +1,6 @@
-//! The one path of a call through a real SQLite ledger: policies, dedupe, bad arguments,
-//! proposals, decisions, questions, rate limits, digests, transactional local tools.
+//! The one path of a call through a real ledger — every test on SQLite and on PostgreSQL:
+//! policies, dedupe, bad arguments, proposals, decisions, questions, rate limits, digests,
+//! transactional local tools.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -7,7 +8,7 @@ use std::time::Duration;
 
 use airlock_egress::{EgressPolicy, GuardedClient};
 use airlock_runtime::ledger::{
-    Decision, InvocationState, SqliteStore, Store, StoreConfig, ToolError, tx_tool,
+    Decision, InvocationState, PgStore, SqliteStore, Store, StoreConfig, ToolError, tx_tool,
 };
 use airlock_runtime::{CallContext, Gateway, LocalBody, LocalTool, Outcome};
 use airlock_spec::{
@@ -74,13 +75,79 @@ fn spec_of(tool: &dyn LocalTool) -> ToolSpec {
     }
 }
 
-async fn fixture(policy: Policy, description_suffix: &str) -> Fixture {
-    let dir = tempfile::tempdir().unwrap();
-    let store = SqliteStore::open(dir.path().join("ledger.sqlite"), StoreConfig::default())
-        .await
-        .unwrap();
-    gateway_on(Arc::new(store), policy, description_suffix, dir).await
+#[derive(Clone, Copy)]
+enum Backend {
+    Sqlite,
+    Postgres,
 }
+
+/// A fresh ledger: an SQLite file in `dir`, or a fresh PostgreSQL schema. `None` skips the
+/// PostgreSQL half outside CI when `AIRLOCK_TEST_DATABASE_URL` is unset (CI fails instead).
+async fn store(backend: Backend, dir: &tempfile::TempDir) -> Option<Arc<dyn Store>> {
+    match backend {
+        Backend::Sqlite => Some(Arc::new(
+            SqliteStore::open(dir.path().join("ledger.sqlite"), StoreConfig::default())
+                .await
+                .unwrap(),
+        )),
+        Backend::Postgres => {
+            let Ok(url) = std::env::var("AIRLOCK_TEST_DATABASE_URL") else {
+                assert!(
+                    std::env::var_os("CI").is_none(),
+                    "CI must set AIRLOCK_TEST_DATABASE_URL"
+                );
+                return None;
+            };
+            let schema = format!("gw_{}", uuid::Uuid::new_v4().simple());
+            let admin = sqlx::PgPool::connect(&url).await.unwrap();
+            sqlx::query(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
+                .execute(&admin)
+                .await
+                .unwrap();
+            admin.close().await;
+            let options: sqlx::postgres::PgConnectOptions = url.parse().unwrap();
+            let store = PgStore::connect(
+                options.options([("search_path", schema.as_str())]),
+                StoreConfig::default(),
+            )
+            .await
+            .unwrap();
+            Some(Arc::new(store))
+        }
+    }
+}
+
+async fn fixture(backend: Backend, policy: Policy, description_suffix: &str) -> Option<Fixture> {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(backend, &dir).await?;
+    Some(gateway_on(store, policy, description_suffix, dir).await)
+}
+
+/// Declares each test once per backend.
+macro_rules! on_both_backends {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(#[tokio::test] async fn $name() { super::$name(super::Backend::Sqlite).await })*
+        }
+        mod postgres {
+            $(#[tokio::test] async fn $name() { super::$name(super::Backend::Postgres).await })*
+        }
+    };
+}
+
+on_both_backends!(
+    never_runs_at_once_and_a_retry_never_runs_twice,
+    always_parks_then_runs_exactly_once_when_approved,
+    deny_never_runs_and_tells_the_model_why,
+    bad_arguments_are_a_stored_tool_error_and_never_park_or_run,
+    unknown_tools_are_protocol_errors,
+    propose_records_and_calls_nobody,
+    ask_human_parks_until_a_person_answers,
+    rate_limits_refuse_before_running,
+    an_approval_does_not_survive_a_changed_declaration,
+    a_transactional_local_tool_commits_with_its_row,
+    once_is_scoped_to_the_principal,
+);
 
 async fn gateway_on(
     store: Arc<dyn Store>,
@@ -144,9 +211,10 @@ fn policy(approval: Approval) -> Policy {
     }
 }
 
-#[tokio::test]
-async fn never_runs_at_once_and_a_retry_never_runs_twice() {
-    let f = fixture(policy(Approval::Never), "").await;
+async fn never_runs_at_once_and_a_retry_never_runs_twice(backend: Backend) {
+    let Some(f) = fixture(backend, policy(Approval::Never), "").await else {
+        return;
+    };
     let ctx = f.ctx("c1").await;
     let Outcome::Completed(row) = f
         .gateway
@@ -166,9 +234,10 @@ async fn never_runs_at_once_and_a_retry_never_runs_twice() {
     assert_eq!(f.runs(), 1);
 }
 
-#[tokio::test]
-async fn always_parks_then_runs_exactly_once_when_approved() {
-    let f = fixture(policy(Approval::Always), "").await;
+async fn always_parks_then_runs_exactly_once_when_approved(backend: Backend) {
+    let Some(f) = fixture(backend, policy(Approval::Always), "").await else {
+        return;
+    };
     let ctx = f.ctx("c1").await;
     let Outcome::Parked(row) = f
         .gateway
@@ -210,9 +279,10 @@ async fn always_parks_then_runs_exactly_once_when_approved() {
     assert_eq!(row.state, InvocationState::Succeeded);
 }
 
-#[tokio::test]
-async fn deny_never_runs_and_tells_the_model_why() {
-    let f = fixture(policy(Approval::Always), "").await;
+async fn deny_never_runs_and_tells_the_model_why(backend: Backend) {
+    let Some(f) = fixture(backend, policy(Approval::Always), "").await else {
+        return;
+    };
     let ctx = f.ctx("c1").await;
     let parked = f
         .gateway
@@ -238,9 +308,10 @@ async fn deny_never_runs_and_tells_the_model_why() {
     assert_eq!(f.runs(), 0);
 }
 
-#[tokio::test]
-async fn bad_arguments_are_a_stored_tool_error_and_never_park_or_run() {
-    let f = fixture(policy(Approval::Always), "").await;
+async fn bad_arguments_are_a_stored_tool_error_and_never_park_or_run(backend: Backend) {
+    let Some(f) = fixture(backend, policy(Approval::Always), "").await else {
+        return;
+    };
     let ctx = f.ctx("c1").await;
     let Outcome::Completed(row) = f
         .gateway
@@ -257,17 +328,18 @@ async fn bad_arguments_are_a_stored_tool_error_and_never_park_or_run() {
     assert_eq!(f.runs(), 0);
 }
 
-#[tokio::test]
-async fn unknown_tools_are_protocol_errors() {
-    let f = fixture(policy(Approval::Never), "").await;
+async fn unknown_tools_are_protocol_errors(backend: Backend) {
+    let Some(f) = fixture(backend, policy(Approval::Never), "").await else {
+        return;
+    };
     let ctx = f.ctx("c1").await;
     let err = f.gateway.call(&ctx, "nope", json!({})).await.unwrap_err();
     assert_eq!(err.to_string(), "unknown tool `nope`");
 }
 
-#[tokio::test]
-async fn propose_records_and_calls_nobody() {
-    let f = fixture(
+async fn propose_records_and_calls_nobody(backend: Backend) {
+    let Some(f) = fixture(
+        backend,
         Policy {
             mode: Mode::Propose,
             writes: true,
@@ -275,7 +347,10 @@ async fn propose_records_and_calls_nobody() {
         },
         "",
     )
-    .await;
+    .await
+    else {
+        return;
+    };
     let ctx = f.ctx("c1").await;
     let Outcome::Proposed(row) = f
         .gateway
@@ -292,9 +367,10 @@ async fn propose_records_and_calls_nobody() {
     assert_eq!(f.runs(), 0);
 }
 
-#[tokio::test]
-async fn ask_human_parks_until_a_person_answers() {
-    let f = fixture(policy(Approval::Never), "").await;
+async fn ask_human_parks_until_a_person_answers(backend: Backend) {
+    let Some(f) = fixture(backend, policy(Approval::Never), "").await else {
+        return;
+    };
     let ctx = f.ctx("q1").await;
     let Outcome::Parked(row) = f
         .gateway
@@ -316,20 +392,23 @@ async fn ask_human_parks_until_a_person_answers() {
     assert_eq!(row.model_result().unwrap()["answer"], "yes");
 }
 
-#[tokio::test]
-async fn rate_limits_refuse_before_running() {
+async fn rate_limits_refuse_before_running(backend: Backend) {
     let limit = RateLimit {
         requests: 1,
         per: Duration::from_secs(60),
     };
-    let f = fixture(
+    let Some(f) = fixture(
+        backend,
         Policy {
             rate_limit: Some(limit),
             ..Policy::default()
         },
         "",
     )
-    .await;
+    .await
+    else {
+        return;
+    };
     let first = f
         .gateway
         .call(&f.ctx("a").await, "count", json!({"amount": 1}))
@@ -351,15 +430,11 @@ async fn rate_limits_refuse_before_running() {
     assert_eq!(f.runs(), 1);
 }
 
-#[tokio::test]
-async fn an_approval_does_not_survive_a_changed_declaration() {
+async fn an_approval_does_not_survive_a_changed_declaration(backend: Backend) {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("ledger.sqlite");
-    let store: Arc<dyn Store> = Arc::new(
-        SqliteStore::open(&path, StoreConfig::default())
-            .await
-            .unwrap(),
-    );
+    let Some(store) = store(backend, &dir).await else {
+        return;
+    };
     let before = gateway_on(
         Arc::clone(&store),
         policy(Approval::Always),
@@ -387,16 +462,19 @@ async fn an_approval_does_not_survive_a_changed_declaration() {
     assert_eq!(after.runs() + before.runs(), 0);
 }
 
-#[tokio::test]
-async fn a_transactional_local_tool_commits_with_its_row() {
-    let f = fixture(
+async fn a_transactional_local_tool_commits_with_its_row(backend: Backend) {
+    let Some(f) = fixture(
+        backend,
         Policy {
             effect: Effect::Transactional,
             ..Policy::default()
         },
         "",
     )
-    .await;
+    .await
+    else {
+        return;
+    };
     let ok = f
         .gateway
         .call(&f.ctx("a").await, "count", json!({"amount": 3}))
@@ -413,6 +491,70 @@ async fn a_transactional_local_tool_commits_with_its_row() {
     assert_eq!(
         failed.invocation().error.clone().unwrap().message,
         "amount must not be zero"
+    );
+    assert_eq!(f.runs(), 2);
+}
+
+async fn once_is_scoped_to_the_principal(backend: Backend) {
+    let Some(f) = fixture(backend, policy(Approval::Once), "").await else {
+        return;
+    };
+    let first = f
+        .gateway
+        .call(&f.ctx("a").await, "count", json!({"amount": 5}))
+        .await
+        .unwrap();
+    assert_eq!(first.invocation().state, InvocationState::AwaitingApproval);
+    f.gateway
+        .store()
+        .decide(first.invocation().id, "alice", Decision::Approve)
+        .await
+        .unwrap();
+    f.gateway
+        .continue_approved(first.invocation().id)
+        .await
+        .unwrap();
+    // Each MCP call is its own session: `once` holds for the same principal across sessions.
+    let same = f
+        .gateway
+        .call(&f.ctx("b").await, "count", json!({"amount": 5}))
+        .await
+        .unwrap();
+    assert_eq!(
+        same.invocation().state,
+        InvocationState::Succeeded,
+        "an identical call by the same principal runs"
+    );
+    let more = f
+        .gateway
+        .call(&f.ctx("c").await, "count", json!({"amount": 5000}))
+        .await
+        .unwrap();
+    assert_eq!(
+        more.invocation().state,
+        InvocationState::AwaitingApproval,
+        "approving 5 never approves 5000"
+    );
+    let session = f
+        .gateway
+        .open_session("test", Some("eve".into()), &ScopeId::Gateway)
+        .await
+        .unwrap();
+    let other = CallContext {
+        scope: ScopeId::Gateway,
+        session,
+        call_id: "d".into(),
+        principal: Some("eve".into()),
+    };
+    let theirs = f
+        .gateway
+        .call(&other, "count", json!({"amount": 5}))
+        .await
+        .unwrap();
+    assert_eq!(
+        theirs.invocation().state,
+        InvocationState::AwaitingApproval,
+        "another principal parks"
     );
     assert_eq!(f.runs(), 2);
 }
