@@ -267,7 +267,21 @@ impl Gateway {
             .get(tool)
             .and_then(|c| c.prepare(&arguments).err());
         let new = new_invocation(ctx, spec, arguments, &prepared.digest, invalid.is_some());
-        let recorded = self.store.record(new).await?;
+        // An ungated call is recorded and claimed in one durable commit; rate-limited and
+        // transactional calls take the general path (limit first; the transaction claims).
+        let fast = invalid.is_none()
+            && spec.policy.rate_limit.is_none()
+            && spec.policy.effect != airlock_spec::Effect::Transactional;
+        let recorded = if fast {
+            self.store
+                .record_and_claim(new, &self.owner, self.lease)
+                .await?
+        } else {
+            self.store.record(new).await?
+        };
+        if recorded.created && recorded.invocation.state == InvocationState::Running {
+            return self.run_claimed(prepared, spec, recorded.invocation).await;
+        }
         if let (Some(error), true) = (invalid, recorded.created) {
             // Bad arguments are stored on their own row and never run, whatever the policy.
             let id = recorded.invocation.id;
@@ -349,6 +363,16 @@ impl Gateway {
             }
             Err(e) => return Err(e.into()),
         };
+        self.run_claimed(prepared, spec, claimed).await
+    }
+
+    /// Executes a row this gateway has claimed, and stores its result.
+    async fn run_claimed(
+        &self,
+        prepared: &PreparedScope,
+        spec: &ToolSpec,
+        claimed: Invocation,
+    ) -> Result<Outcome, GatewayError> {
         let arguments = prepared
             .checks
             .get(spec.definition.name.as_str())

@@ -11,7 +11,7 @@ use airlock_ledger::InvocationState;
 use airlock_runtime::{CallContext, Outcome};
 use airlock_spec::ScopeId;
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpListener;
 
 use crate::airlock;
@@ -299,4 +299,84 @@ fn serve_fails_loudly_on_a_bad_deployment() {
         "{}",
         crate::text(&out)
     );
+}
+
+/// SIGTERM while a call is in flight: the server stops accepting, the call finishes and its
+/// client gets the result, and the process exits 0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn graceful_shutdown_lets_an_in_flight_call_finish() {
+    let dir = tempfile::tempdir().unwrap();
+    let token = "mcp-5994471abb01112afcc18159f6cc74b4";
+    let toml = "listen = \"127.0.0.1:0\"\n[[mcp.tokens]]\ncredential = \"airlock.mcp\"\nprincipal = \"claude\"\n[egress]\nallow = [\"127.0.0.1/32\"]\n[credentials]\nfile = \"creds.yml\"\n[builtins.fetch]\n";
+    std::fs::write(dir.path().join("airlock.toml"), toml).unwrap();
+    std::fs::write(
+        dir.path().join("creds.yml"),
+        format!("airlock:\n  mcp: {token}\n"),
+    )
+    .unwrap();
+
+    // An upstream that answers only when the test says so.
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let page = format!("http://{}/", listener.local_addr().unwrap());
+    let (arrived_tx, arrived_rx) = tokio::sync::oneshot::channel::<()>();
+    let (go_tx, go_rx) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(async move {
+        let (mut socket, _) = listener.accept().await.unwrap();
+        let mut buf = [0u8; 2048];
+        let _ = socket.read(&mut buf).await;
+        arrived_tx.send(()).unwrap();
+        go_rx.await.unwrap();
+        socket.write_all(b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: 4\r\nconnection: close\r\n\r\nlate").await.unwrap();
+    });
+
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_airlock"))
+        .arg("serve")
+        .arg(dir.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = lines.next_line().await.unwrap().unwrap();
+    let addr = first
+        .strip_prefix("airlock listening on http://")
+        .unwrap()
+        .to_owned();
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "fetch", "arguments": {"url": page}}});
+    let call = tokio::spawn(async move {
+        reqwest::Client::new()
+            .post(format!("http://{addr}/mcp"))
+            .header("authorization", format!("Bearer {token}"))
+            .header("accept", "application/json, text/event-stream")
+            .header("content-type", "application/json")
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    });
+    arrived_rx.await.unwrap();
+    let pid = child.id().unwrap().to_string();
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    go_tx.send(()).unwrap();
+    let reply: Value = serde_json::from_str(&call.await.unwrap()).unwrap();
+    assert_eq!(
+        reply["result"]["structuredContent"]["body"], "late",
+        "{reply}"
+    );
+    let status = tokio::time::timeout(Duration::from_secs(30), child.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(status.success(), "{status}");
 }
