@@ -15,6 +15,10 @@ deny airlock-egress  'airlock-[a-z]+|sqlx|rmcp|axum'                  "--depth 1
 deny airlock-ledger  'reqwest|axum|rmcp|airlock-(egress|mcp|runtime)' "--depth 1"
 deny airlock-mcp     'sqlx|airlock-(ledger|runtime)'                  "--depth 1"
 deny airlock-runtime 'axum|airlock'                                   "--depth 1"
+# The testkit is a dev-dependency only: no crate's normal dependency tree may contain it.
+for crate in airlock-spec airlock-egress airlock-ledger airlock-mcp airlock-runtime airlock; do
+  deny "$crate" 'airlock-testkit' ""
+done
 if grep -rn 'rmcp::' crates --include=*.rs | grep -v '^crates/airlock-mcp/'; then
   echo "layering: rmcp types must stay inside airlock-mcp"; fail=1
 fi

@@ -1,25 +1,28 @@
 //! A real MCP server on 127.0.0.1 for the tests: Streamable HTTP written by hand on axum, so
 //! each test scripts what it answers (JSON or SSE, isError, JSON-RPC errors, 3xx, 401, silence,
-//! oversized streams, pagination) and reads back exactly what it was sent.
+//! oversized streams, pagination, a tools list that changes) and reads back exactly what it was
+//! sent. Every request on any path is recorded; only `/mcp` answers as an MCP server.
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use serde_json::{Value, json};
 
 /// How the upstream behaves.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Script {
+pub struct Script {
     /// Answer requests as `text/event-stream` instead of JSON.
     pub sse: bool,
     /// Answer every POST with this status (and a `Location` for a 3xx).
     pub status: Option<u16>,
+    /// The `Location` of a 3xx (default `http://10.0.0.1/mcp`, an internal target).
+    pub location: Option<String>,
     /// Answer only notifications with this status.
     pub notification_status: Option<u16>,
     /// Delay every request answer by this much.
@@ -28,71 +31,133 @@ pub(crate) struct Script {
     pub gzip: bool,
 }
 
-/// What the upstream saw.
+/// One request the upstream saw.
 #[derive(Debug, Clone)]
-pub(crate) struct Seen {
+pub struct Seen {
+    /// The request path (`/mcp` unless a client followed a redirect elsewhere).
+    pub path: String,
+    /// The JSON-RPC method (empty when the body is not JSON-RPC).
     pub method: String,
+    /// The body as JSON (`null` when it is not JSON).
     pub body: Value,
+    /// The request headers.
     pub headers: HeaderMap,
 }
+
+/// The tools `tools/list` answers: the default two pages, or a list a test set.
+type Tools = Arc<Mutex<Option<Vec<Value>>>>;
 
 #[derive(Clone)]
 struct Upstream {
     script: Script,
     seen: Arc<Mutex<Vec<Seen>>>,
+    tools: Tools,
 }
 
-/// A running upstream.
-pub(crate) struct Server {
+/// A running upstream on 127.0.0.1; it lives until the test's runtime ends.
+pub struct Server {
+    /// The port it listens on.
     pub port: u16,
     seen: Arc<Mutex<Vec<Seen>>>,
+    tools: Tools,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Server {
-    pub(crate) async fn start(script: Script) -> Self {
+    /// Starts an upstream that behaves as `script` says.
+    ///
+    /// By default `tools/list` answers two pages: `search` (described, with a schema) and then
+    /// `create_note` (neither). `tools/call` knows `echo` (text + structured echo of the
+    /// arguments), `fail` (isError), `reject` (JSON-RPC error), `chart` (an image), `silent`
+    /// (never answers) and `huge` (a ~100 KiB SSE stream).
+    ///
+    /// # Panics
+    /// When no port on 127.0.0.1 can be bound.
+    pub async fn start(script: Script) -> Self {
         let seen = Arc::new(Mutex::new(Vec::new()));
+        let tools = Tools::default();
         let state = Upstream {
             script,
             seen: seen.clone(),
+            tools: tools.clone(),
         };
         let app = Router::new()
             .route("/mcp", post(handle).delete(|| async { StatusCode::OK }))
+            .fallback(elsewhere)
             .with_state(state);
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let port = listener.local_addr().unwrap().port();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("binding 127.0.0.1:0");
+        let port = listener
+            .local_addr()
+            .expect("the listener's address")
+            .port();
         tokio::spawn(async move { axum::serve(listener, app).await });
-        Self { port, seen }
+        Self { port, seen, tools }
     }
 
-    /// The URL through the test name `mcp.upstream.io` (pinned to 127.0.0.1 by the resolver).
-    pub(crate) fn url(&self) -> String {
+    /// The URL through the test name `mcp.upstream.io` (a test resolver pins it to 127.0.0.1).
+    #[must_use]
+    pub fn url(&self) -> String {
         format!("http://mcp.upstream.io:{}/mcp", self.port)
     }
 
-    pub(crate) fn seen(&self) -> Vec<Seen> {
-        self.seen.lock().unwrap().clone()
+    /// The URL on the IP literal, for clients with the system resolver (allow `127.0.0.1/32`).
+    #[must_use]
+    pub fn loopback_url(&self) -> String {
+        format!("http://127.0.0.1:{}/mcp", self.port)
     }
 
-    pub(crate) fn methods(&self) -> Vec<String> {
+    /// Every request so far, in order (DELETEs that close a session are not recorded).
+    #[must_use]
+    pub fn seen(&self) -> Vec<Seen> {
+        lock(&self.seen).clone()
+    }
+
+    /// The JSON-RPC methods of [`Server::seen`].
+    #[must_use]
+    pub fn methods(&self) -> Vec<String> {
         self.seen().into_iter().map(|s| s.method).collect()
     }
+
+    /// Replaces what `tools/list` answers from the next request on: one page of these tools
+    /// (each a JSON object with `name` and optionally `description` and `inputSchema`).
+    pub fn set_tools(&self, tools: Vec<Value>) {
+        *lock(&self.tools) = Some(tools);
+    }
+}
+
+/// Any path but `/mcp`: recorded, then 404.
+async fn elsewhere(State(up): State<Upstream>, uri: Uri, headers: HeaderMap) -> StatusCode {
+    lock(&up.seen).push(Seen {
+        path: uri.path().to_owned(),
+        method: String::new(),
+        body: Value::Null,
+        headers,
+    });
+    StatusCode::NOT_FOUND
 }
 
 async fn handle(State(up): State<Upstream>, headers: HeaderMap, body: Bytes) -> Response {
     let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let method = body["method"].as_str().unwrap_or_default().to_owned();
-    up.seen.lock().unwrap().push(Seen {
+    lock(&up.seen).push(Seen {
+        path: "/mcp".to_owned(),
         method: method.clone(),
         body: body.clone(),
         headers,
     });
     let is_notification = body.get("id").is_none();
+    let location = up.script.location.as_deref();
     if let Some(status) = up.script.status {
-        return status_reply(status);
+        return status_reply(status, location);
     }
     if is_notification {
         return match up.script.notification_status {
-            Some(status) => status_reply(status),
+            Some(status) => status_reply(status, location),
             None => StatusCode::ACCEPTED.into_response(),
         };
     }
@@ -109,7 +174,14 @@ async fn handle(State(up): State<Upstream>, headers: HeaderMap, body: Bytes) -> 
                 "serverInfo": {"name": "test-upstream", "version": "1"}
             }),
         ),
-        "tools/list" => ok(&id, tools_page(body["params"]["cursor"].as_str())),
+        "tools/list" => {
+            let set = lock(&up.tools).clone();
+            let page = match set {
+                Some(tools) => json!({ "tools": tools }),
+                None => tools_page(body["params"]["cursor"].as_str()),
+            };
+            ok(&id, page)
+        }
         "tools/call" => match call(&body["params"]) {
             Call::Reply(result) => ok(&id, result),
             Call::Error(message) => {
@@ -179,11 +251,12 @@ fn ok(id: &Value, result: Value) -> Value {
     reply
 }
 
-fn status_reply(status: u16) -> Response {
-    let status = StatusCode::from_u16(status).unwrap();
+fn status_reply(status: u16, location: Option<&str>) -> Response {
+    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     if status.is_redirection() {
-        // An internal target: following it would be the SSRF the guard exists to stop.
-        (status, [(header::LOCATION, "http://10.0.0.1/mcp")]).into_response()
+        // By default an internal target: following it would be the SSRF the guard stops.
+        let location = location.unwrap_or("http://10.0.0.1/mcp").to_owned();
+        (status, [(header::LOCATION, location)]).into_response()
     } else {
         (status, "nope").into_response()
     }

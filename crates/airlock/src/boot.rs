@@ -9,7 +9,7 @@ use airlock_egress::GuardedClient;
 use airlock_ledger::{PgStore, SqliteStore, Store, StoreConfig};
 use airlock_mcp::{EndpointConfig, McpClient};
 use airlock_runtime::{Gateway, discover, egress_policy};
-use airlock_spec::{Credentials, Deployment, EndpointAuth, ScopeId};
+use airlock_spec::{Credentials, Deployment, EndpointAuth, Scope, ScopeId, ToolSpec};
 use anyhow::Context as _;
 use secrecy::SecretString;
 
@@ -53,14 +53,7 @@ pub async fn boot_with(dir: &Path, lease: Option<std::time::Duration>) -> anyhow
     )
     .await?;
     let mut gateway_scope = deployment.gateway_scope();
-    for tool in discovered {
-        let name = tool.definition.name.to_string();
-        gateway_scope.add(tool).map_err(|_| {
-            anyhow::anyhow!(
-                "discovered tool `{name}` collides with another tool of the gateway scope"
-            )
-        })?;
-    }
+    add_discovered(&mut gateway_scope, discovered)?;
     let mut builder = Gateway::builder(store, egress, Arc::clone(&credentials))
         .connections(config.connections.clone())
         .mcp_connections(deployment.connections.clone())
@@ -88,6 +81,22 @@ pub async fn boot_with(dir: &Path, lease: Option<std::time::Duration>) -> anyhow
         admin,
         mcp,
     })
+}
+
+/// Adds discovered connection tools to the gateway scope, as `serve` does.
+///
+/// # Errors
+/// A discovered name that collides with a declared one.
+pub fn add_discovered(scope: &mut Scope, discovered: Vec<ToolSpec>) -> anyhow::Result<()> {
+    for tool in discovered {
+        let name = tool.definition.name.to_string();
+        scope.add(tool).map_err(|_| {
+            anyhow::anyhow!(
+                "discovered tool `{name}` collides with another tool of the gateway scope"
+            )
+        })?;
+    }
+    Ok(())
 }
 
 /// Opens (and migrates) the ledger named by `url`.

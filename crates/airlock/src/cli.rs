@@ -5,6 +5,7 @@ mod approvals;
 mod call;
 mod check;
 mod credentials;
+mod discover;
 mod egress;
 mod serve;
 
@@ -31,6 +32,8 @@ enum Command {
     /// Manage the encrypted credentials file.
     #[command(subcommand)]
     Credentials(credentials::Command),
+    /// List a live MCP server's tools through the guard and print a ready `type: mcp` block.
+    Discover(discover::Args),
     /// Operator tools for the egress guard.
     #[command(subcommand)]
     Egress(egress::Command),
@@ -55,6 +58,7 @@ pub fn run() -> ExitCode {
         Command::Serve(args) => serve::run(&args),
         Command::Call(args) => call::run(&args),
         Command::Credentials(cmd) => credentials::run(cmd),
+        Command::Discover(args) => discover::run(&args),
         Command::Egress(cmd) => egress::run(cmd),
         Command::Decisions(cmd) => approvals::run(cmd),
     };

@@ -8,7 +8,7 @@ use airlock_egress::{EgressPolicy, GuardedClient, StaticResolver};
 use airlock_mcp::{CallErrorKind, McpClient, McpCredential, McpTarget, ToolCall};
 use serde_json::json;
 
-use crate::upstream::{Script, Server};
+use airlock_testkit::{Script, Server};
 
 fn client_with(deadline: Duration, cap: u64) -> McpClient {
     let policy = EgressPolicy {
@@ -163,6 +163,22 @@ async fn a_redirect_is_reported_and_not_followed() {
     assert!(err.message.contains("the MCP server answered 302"), "{err}");
     // One request, to the upstream; the internal Location was never requested.
     assert_eq!(server.methods(), ["initialize"]);
+}
+
+#[tokio::test]
+async fn a_same_host_redirect_is_not_followed_either() {
+    let script = Script {
+        status: Some(307),
+        location: Some("/elsewhere/mcp".into()),
+        ..Script::default()
+    };
+    let (server, out) = call(script, "echo").await;
+    let err = out.unwrap_err();
+    assert_eq!(err.kind, CallErrorKind::Redirect);
+    assert!(err.message.contains("the MCP server answered 307"), "{err}");
+    // The same host's other path was never requested.
+    let paths: Vec<_> = server.seen().into_iter().map(|s| s.path).collect();
+    assert_eq!(paths, ["/mcp"]);
 }
 
 #[tokio::test]

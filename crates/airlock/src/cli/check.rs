@@ -1,10 +1,12 @@
-//! `airlock check DIR [--json]`: validate offline, print each scope's tools and digest.
-//! Exit status 1 when any declaration is invalid.
+//! `airlock check DIR [--json] [--discover]`: validate offline, print each scope's tools and
+//! digest. Exit status 1 when any declaration is invalid. Only `--discover` touches the network:
+//! it lists every connection file's tools (one `tools/list` each, through the deployment's
+//! egress policy) and shows them in the gateway scope, with the digest `serve` would have.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use airlock_spec::{Deployment, Scope, ScopeId, SpecErrors, ToolSpec};
+use airlock_spec::{Deployment, Scope, ScopeId, SpecErrors, ToolSource, ToolSpec};
 use serde_json::{Value, json};
 
 /// Arguments of `airlock check`.
@@ -15,12 +17,22 @@ pub(crate) struct Args {
     /// Print JSON instead of tables.
     #[arg(long)]
     json: bool,
+    /// Also discover connection files' tools (network: one `tools/list` per connection).
+    #[arg(long)]
+    discover: bool,
 }
 
 pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
     match Deployment::load(&args.dir) {
         Ok(deployment) => {
-            let scopes = scopes(&deployment);
+            let mut scopes = scopes(&deployment);
+            let discovered = if args.discover {
+                let tools = super::discover::connection_tools(&args.dir, &deployment)?;
+                crate::boot::add_discovered(&mut scopes[0], tools.clone())?;
+                Some(tools)
+            } else {
+                None
+            };
             if args.json {
                 println!(
                     "{}",
@@ -30,7 +42,10 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
                 );
             } else {
                 scopes.iter().for_each(print_scope);
-                print_connections(&deployment);
+                match &discovered {
+                    Some(tools) => print_discovered(&deployment, tools),
+                    None => print_connections(&deployment),
+                }
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -102,6 +117,29 @@ fn print_connections(deployment: &Deployment) {
             "connection {}: tools {}__* are discovered at boot (approval {}, effect {})",
             c.namespace, c.namespace, c.approval, c.effect
         );
+    }
+}
+
+fn print_discovered(deployment: &Deployment, tools: &[ToolSpec]) {
+    for c in &deployment.connections {
+        let mine: Vec<&ToolSpec> = tools
+            .iter()
+            .filter(
+                |t| matches!(&t.source, ToolSource::Connection(s) if s.namespace == c.namespace),
+            )
+            .collect();
+        println!(
+            "connection {}: {} tool{} discovered at {} (approval {}, effect {})",
+            c.namespace,
+            mine.len(),
+            if mine.len() == 1 { "" } else { "s" },
+            c.url,
+            c.approval,
+            c.effect
+        );
+        for t in mine {
+            println!("  {}  {}", t.definition.name, t.definition.description);
+        }
     }
 }
 

@@ -8,6 +8,7 @@ mod check;
 mod crash;
 mod credentials;
 mod decisions;
+mod discovery;
 mod egress;
 mod mcp;
 mod quickstart;

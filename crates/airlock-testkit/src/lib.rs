@@ -1,0 +1,11 @@
+//! Test fixtures shared by airlock's crates. Used only as a dev-dependency (CI checks that no
+//! crate's normal dependency tree contains it), so nothing here ships in a binary.
+//!
+//! [`Server`] is a real MCP server on 127.0.0.1 whose behaviour each test scripts with a
+//! [`Script`] and whose received requests it reads back with [`Server::seen`]. Fixtures panic
+//! on setup failure (a port that cannot be bound): that is a broken test machine, and a loud
+//! panic is the clearest report a test can give.
+
+mod upstream;
+
+pub use upstream::{Script, Seen, Server};

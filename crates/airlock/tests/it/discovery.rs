@@ -1,0 +1,282 @@
+//! Connection files against the testkit upstream on 127.0.0.1 (allowed by `[egress] allow`):
+//! boot-time discovery (tools, policy, calls with the credential, fail-loud boot, the scope
+//! digest), `airlock check --discover` and `airlock discover`'s pasteable block.
+
+use std::path::Path;
+
+use airlock::boot::boot;
+use airlock_runtime::{CallContext, Outcome};
+use airlock_spec::{Deployment, ScopeId};
+use airlock_testkit::{Script, Server};
+use serde_json::{Value, json};
+
+use crate::airlock;
+
+const SECRET: &str = "crm-secret-4f1c";
+
+/// A deployment whose `connections/crm.yml` points at `url`.
+fn deployment(url: &str, approval: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let toml = "listen = \"127.0.0.1:0\"\n[egress]\nallow = [\"127.0.0.1/32\"]\n[credentials]\nfile = \"creds.yml\"\n";
+    std::fs::write(dir.path().join("airlock.toml"), toml).unwrap();
+    std::fs::write(
+        dir.path().join("creds.yml"),
+        format!("crm:\n  mcp_token: {SECRET}\n"),
+    )
+    .unwrap();
+    std::fs::create_dir(dir.path().join("connections")).unwrap();
+    let crm = format!(
+        "url: {url}\nauth:\n  type: bearer\n  credential: crm.mcp_token\napproval: {approval}\neffect: idempotent\n"
+    );
+    std::fs::write(dir.path().join("connections/crm.yml"), crm).unwrap();
+    dir
+}
+
+async fn gateway_digest(dir: &Path) -> String {
+    let booted = boot(dir).await.unwrap();
+    booted.gateway.scope(&ScopeId::Gateway).unwrap().digest()
+}
+
+/// A URL on 127.0.0.1 where nothing listens.
+async fn closed_url() -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    drop(listener);
+    format!("http://127.0.0.1:{port}/mcp")
+}
+
+#[tokio::test]
+async fn connection_tools_join_the_gateway_scope_with_the_files_policy() {
+    let upstream = Server::start(Script::default()).await;
+    let dir = deployment(&upstream.loopback_url(), "once");
+    let booted = boot(dir.path()).await.unwrap();
+    let scope = booted.gateway.scope(&ScopeId::Gateway).unwrap();
+    let crm: Vec<_> = scope
+        .tools()
+        .iter()
+        .filter(|t| t.definition.name.to_string().starts_with("crm__"))
+        .collect();
+    let names: Vec<_> = crm.iter().map(|t| t.definition.name.to_string()).collect();
+    assert_eq!(names, ["crm__search", "crm__create_note"]);
+    for tool in &crm {
+        assert_eq!(tool.policy.approval.to_string(), "once");
+        assert_eq!(tool.policy.effect.to_string(), "idempotent");
+    }
+    assert_eq!(crm[0].definition.description, "Search the CRM.");
+    assert_eq!(
+        crm[0].definition.input_schema["properties"]["q"],
+        json!({"type": "string"})
+    );
+    assert_eq!(crm[1].definition.input_schema, json!({"type": "object"}));
+    // Discovery sent the credential too.
+    assert_eq!(
+        upstream.seen()[0].headers["authorization"],
+        format!("Bearer {SECRET}").as_str()
+    );
+}
+
+#[tokio::test]
+async fn a_call_to_a_connection_tool_reaches_the_upstream_with_the_bearer_credential() {
+    let upstream = Server::start(Script::default()).await;
+    upstream.set_tools(vec![json!({"name": "echo", "description": "Echo."})]);
+    let dir = deployment(&upstream.loopback_url(), "never");
+    let gateway = boot(dir.path()).await.unwrap().gateway;
+    let session = gateway
+        .open_session("test", Some("bob".into()), &ScopeId::Gateway)
+        .await
+        .unwrap();
+    let ctx = CallContext {
+        scope: ScopeId::Gateway,
+        session,
+        call_id: "1".into(),
+        principal: Some("bob".into()),
+    };
+    let outcome = gateway
+        .call(&ctx, "crm__echo", json!({"ticket": "42"}))
+        .await
+        .unwrap();
+    let Outcome::Completed(row) = outcome else {
+        panic!("{outcome:?}")
+    };
+    let result = row.model_result().unwrap();
+    assert_eq!(result["structured"], json!({"received": {"ticket": "42"}}));
+    let call = upstream
+        .seen()
+        .into_iter()
+        .find(|s| s.method == "tools/call")
+        .unwrap();
+    assert_eq!(call.body["params"]["name"], "echo", "the remote name");
+    assert_eq!(call.body["params"]["arguments"], json!({"ticket": "42"}));
+    assert_eq!(
+        call.headers["authorization"],
+        format!("Bearer {SECRET}").as_str()
+    );
+}
+
+#[tokio::test]
+async fn an_unreachable_connection_fails_boot_naming_it() {
+    let dir = deployment(&closed_url().await, "never");
+    let err = boot(dir.path()).await.err().unwrap();
+    let message = format!("{err:#}");
+    assert!(
+        message.contains("connection crm: tools/list failed at boot — "),
+        "{message}"
+    );
+
+    let out = tokio::process::Command::from(airlock())
+        .arg("serve")
+        .arg(dir.path())
+        .output()
+        .await
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("connection crm: tools/list failed at boot"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test]
+async fn the_scope_digest_is_stable_across_boots_and_follows_the_upstreams_tools() {
+    let upstream = Server::start(Script::default()).await;
+    let dir = deployment(&upstream.loopback_url(), "never");
+    let first = gateway_digest(dir.path()).await;
+    assert_eq!(first, gateway_digest(dir.path()).await);
+
+    // Same names, another schema: the digest covers schemas, not only names.
+    upstream.set_tools(vec![
+        json!({"name": "search", "description": "Search the CRM.",
+               "inputSchema": {"type": "object", "properties": {"q": {"type": "integer"}}}}),
+        json!({"name": "create_note"}),
+    ]);
+    let changed = gateway_digest(dir.path()).await;
+    assert_ne!(first, changed);
+    upstream.set_tools(vec![json!({"name": "search"})]);
+    assert_ne!(changed, gateway_digest(dir.path()).await);
+}
+
+#[tokio::test]
+async fn check_discover_lists_each_connections_tools_and_plain_check_does_not() {
+    let upstream = Server::start(Script::default()).await;
+    let dir = deployment(&upstream.loopback_url(), "once");
+    let run = |discover: bool| {
+        let mut cmd = tokio::process::Command::from(airlock());
+        cmd.arg("check");
+        if discover {
+            cmd.arg("--discover");
+        }
+        cmd.arg(dir.path()).output()
+    };
+    let out = run(true).await.unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(
+        stdout.contains("connection crm: 2 tools discovered at http://127.0.0.1:"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("  crm__search  Search the CRM."),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("crm__create_note  mcp     once"),
+        "{stdout}"
+    );
+    let digest = gateway_digest(dir.path()).await;
+    assert!(
+        stdout.contains(&format!("gateway (/mcp)  digest {digest}")),
+        "check --discover shows the digest serve has: {stdout}"
+    );
+
+    let before = upstream.seen().len();
+    let out = run(false).await.unwrap();
+    assert!(out.status.success());
+    assert_eq!(upstream.seen().len(), before, "plain check stays offline");
+
+    let closed = deployment(&closed_url().await, "once");
+    let out = tokio::process::Command::from(airlock())
+        .args(["check", "--discover"])
+        .arg(closed.path())
+        .output()
+        .await
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("connection crm: tools/list failed at boot"),
+        "{stderr}"
+    );
+}
+
+/// A schema of `2 * levels - 1` levels as `airlock check` counts them.
+fn deep_schema(levels: usize) -> Value {
+    let mut schema = json!({"type": "string"});
+    for _ in 1..levels {
+        schema = json!({"type": "object", "properties": {"a": schema}});
+    }
+    schema
+}
+
+#[tokio::test]
+async fn discover_prints_a_block_that_check_accepts() {
+    let upstream = Server::start(Script::default()).await;
+    upstream.set_tools(vec![
+        json!({"name": "search", "description": "Search the CRM: by \"name\" or id.",
+               "inputSchema": {"type": "object", "properties": {"q": {"type": "string"}}}}),
+        json!({"name": "create-note"}),
+        json!({"name": "deep", "description": "Too deep.", "inputSchema": deep_schema(5)}),
+        json!({"name": "fits", "description": "Just fits.", "inputSchema": deep_schema(4)}),
+    ]);
+    let dir = deployment(&upstream.loopback_url(), "never");
+    let out = tokio::process::Command::from(airlock())
+        .arg("discover")
+        .arg(upstream.loopback_url())
+        .args([
+            "--name",
+            "crm-live",
+            "--credential",
+            "crm.mcp_token",
+            "--dir",
+        ])
+        .arg(dir.path())
+        .output()
+        .await
+        .unwrap();
+    let block = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{block}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(block.contains("writes: false"), "{block}");
+    assert!(!block.contains("writes: true"), "{block}");
+    assert!(
+        block.contains(
+            "# tool \"deep\" left out: the input schema is 9 levels deep; the limit is 8"
+        ),
+        "{block}"
+    );
+    assert_eq!(
+        upstream.seen()[0].headers["authorization"],
+        format!("Bearer {SECRET}").as_str()
+    );
+
+    // Paste it into a deployment with the connection it names, and load that.
+    let target = tempfile::tempdir().unwrap();
+    let toml = format!(
+        "[connections.crm_live_mcp]\nbase_url = \"http://127.0.0.1:{}\"\ncredential = \"crm.mcp_token\"\n",
+        upstream.port
+    );
+    std::fs::write(target.path().join("airlock.toml"), toml).unwrap();
+    std::fs::create_dir(target.path().join("agents")).unwrap();
+    let indented: String = block.lines().map(|l| format!("    {l}\n")).collect();
+    let manifest = format!(
+        "apiVersion: airlock/v1\nkind: Agent\nmetadata:\n  name: live\nspec:\n  model: {{ provider: openai, model: gpt-4o-mini }}\n  prompts: {{ system: test }}\n  tools:\n{indented}"
+    );
+    std::fs::write(target.path().join("agents/live.yml"), &manifest).unwrap();
+    let deployment = Deployment::load(target.path())
+        .unwrap_or_else(|e| panic!("{e}\n--- manifest:\n{manifest}"));
+    let scope = deployment.agent_scope("live").unwrap();
+    assert_eq!(scope.tools().len(), 3, "{block}");
+}
