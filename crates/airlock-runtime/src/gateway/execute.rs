@@ -57,12 +57,7 @@ impl Gateway {
     ) -> Result<Value, StoredError> {
         match &spec.source {
             ToolSource::Api(op) => {
-                let connection = self.connections.get(&op.connection).ok_or_else(|| {
-                    StoredError::new(
-                        "bad_declaration",
-                        format!("connection `{}` is not configured", op.connection),
-                    )
-                })?;
+                let connection = self.api_connection(&op.connection)?;
                 let args = arguments.as_object().cloned().unwrap_or_default();
                 crate::api::execute(&self.egress, op, connection, &self.credentials, &args)
                     .await
@@ -83,22 +78,40 @@ impl Gateway {
                 "bad_declaration",
                 "a question is answered by a person, never executed",
             )),
+            ToolSource::McpInline(_) | ToolSource::Connection(_) => {
+                let (target, remote_name) = self.mcp_target(&spec.source)?;
+                mcp_tools::call(&self.mcp, &target, remote_name, arguments, idempotency_key).await
+            }
+            // TODO-correctness(#9): sub-agents arrive with the agent runtime.
+            ToolSource::Agent(_) => Err(StoredError::new(
+                "unavailable",
+                "sub-agent tools need the agent runtime, which this build does not have yet",
+            )),
+        }
+    }
+
+    /// A `[connections]` entry of `airlock.toml`, or the tool error naming it.
+    fn api_connection(&self, name: &str) -> Result<&airlock_spec::ApiConnection, StoredError> {
+        self.connections.get(name).ok_or_else(|| {
+            StoredError::new(
+                "bad_declaration",
+                format!("connection `{name}` is not configured"),
+            )
+        })
+    }
+
+    /// Where an MCP tool's server is, with its credential, and the tool's remote name.
+    fn mcp_target<'s>(
+        &self,
+        source: &'s ToolSource,
+    ) -> Result<(airlock_mcp::McpTarget, &'s str), StoredError> {
+        match source {
             ToolSource::McpInline(tool) => {
-                let connection = self.connections.get(&tool.connection).ok_or_else(|| {
-                    StoredError::new(
-                        "bad_declaration",
-                        format!("connection `{}` is not configured", tool.connection),
-                    )
-                })?;
-                let target = mcp_tools::inline_target(tool, connection, &self.credentials)?;
-                mcp_tools::call(
-                    &self.mcp,
-                    &target,
+                let connection = self.api_connection(&tool.connection)?;
+                Ok((
+                    mcp_tools::inline_target(tool, connection, &self.credentials)?,
                     &tool.remote_name,
-                    arguments,
-                    idempotency_key,
-                )
-                .await
+                ))
             }
             ToolSource::Connection(tool) => {
                 let connection = self.mcp_connections.get(&tool.namespace).ok_or_else(|| {
@@ -107,21 +120,12 @@ impl Gateway {
                         format!("connection `{}` is not loaded", tool.namespace),
                     )
                 })?;
-                let target = mcp_tools::connection_target(connection, &self.credentials)?;
-                mcp_tools::call(
-                    &self.mcp,
-                    &target,
+                Ok((
+                    mcp_tools::connection_target(connection, &self.credentials)?,
                     &tool.remote_name,
-                    arguments,
-                    idempotency_key,
-                )
-                .await
+                ))
             }
-            // TODO-correctness(#9): sub-agents arrive with the agent runtime.
-            ToolSource::Agent(_) => Err(StoredError::new(
-                "unavailable",
-                "sub-agent tools need the agent runtime, which this build does not have yet",
-            )),
+            _ => Err(StoredError::new("bad_declaration", "not an MCP tool")),
         }
     }
 
