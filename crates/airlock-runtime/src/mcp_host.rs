@@ -161,6 +161,17 @@ impl Gateway {
         if row.principal.as_deref() != Some(caller.principal.as_str()) {
             return Err(not_found());
         }
+        // Calls made on other channels (an agent run, the CLI) are settled there, not here.
+        let session = self
+            .store()
+            .get_session(row.session_id)
+            .await
+            .map_err(|e| internal(&e.into()))?;
+        if session.channel != "mcp" {
+            return Err(HostError::NotFound(format!(
+                "invocation {id} was not made through the MCP endpoint"
+            )));
+        }
         loop {
             if row.state == InvocationState::Approved {
                 // Run it if we claim it first; if someone else did, wait for their result.

@@ -558,3 +558,56 @@ async fn once_is_scoped_to_the_principal(backend: Backend) {
     );
     assert_eq!(f.runs(), 2);
 }
+
+/// The await tool only settles calls made through the MCP endpoint, by the same principal.
+#[tokio::test]
+async fn await_refuses_calls_from_other_channels_and_principals() {
+    use airlock_mcp::{Caller, HostError, HostOutcome, HostScope, ToolHost};
+    let Some(f) = fixture(Backend::Sqlite, policy(Approval::Always), "").await else {
+        return;
+    };
+    let ada = Caller {
+        principal: "ada".into(),
+    };
+    let parked = f
+        .gateway
+        .call_tool(&HostScope::Gateway, &ada, "count", json!({"amount": 1}))
+        .await
+        .unwrap();
+    let HostOutcome::Parked { invocation_id, .. } = parked else {
+        panic!("{parked:?}")
+    };
+    let waiting = f
+        .gateway
+        .await_decision(&ada, &invocation_id, Duration::ZERO)
+        .await
+        .unwrap();
+    assert!(matches!(waiting, HostOutcome::Parked { .. }), "{waiting:?}");
+    let eve = Caller {
+        principal: "eve".into(),
+    };
+    assert!(matches!(
+        f.gateway
+            .await_decision(&eve, &invocation_id, Duration::ZERO)
+            .await,
+        Err(HostError::NotFound(_))
+    ));
+    // A call made on another channel (here: the test's own session) is not the endpoint's.
+    let other = f
+        .gateway
+        .call(&f.ctx("x").await, "count", json!({"amount": 1}))
+        .await
+        .unwrap();
+    let err = f
+        .gateway
+        .await_decision(&ada, &other.invocation().id.to_string(), Duration::ZERO)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err,
+        HostError::NotFound(format!(
+            "invocation {} was not made through the MCP endpoint",
+            other.invocation().id
+        ))
+    );
+}
