@@ -26,12 +26,18 @@ use crate::pending;
 pub(super) fn router() -> Router<AppState> {
     Router::new()
         .route("/approvals", get(list))
-        .route("/approvals/{id}/decision", post(decide))
+        .route(
+            "/approvals/{id}/decision",
+            post(decide_verb::<DecisionBody>),
+        )
         .route("/invocations/{id}", get(show))
         .route("/invocations/{id}/approve", post(approve))
-        .route("/invocations/{id}/deny", post(deny))
-        .route("/invocations/{id}/answer", post(answer))
-        .route("/invocations/{id}/resolve", post(resolve))
+        .route("/invocations/{id}/deny", post(decide_verb::<DenyBody>))
+        .route("/invocations/{id}/answer", post(decide_verb::<AnswerBody>))
+        .route(
+            "/invocations/{id}/resolve",
+            post(decide_verb::<ResolveBody>),
+        )
 }
 
 /// Filters and paging of `GET /v1/approvals`.
@@ -93,6 +99,46 @@ enum Outcome {
     DidNotRun,
 }
 
+impl From<DecisionBody> for Decision {
+    fn from(body: DecisionBody) -> Self {
+        match body {
+            DecisionBody::Approve {} => Self::Approve,
+            DecisionBody::Deny { reason } => Self::Deny { reason },
+            DecisionBody::Answer { text } => Self::Answer { text },
+            DecisionBody::Resolve { ran, note } => Self::Resolve {
+                resolution: if ran {
+                    Resolution::Ran
+                } else {
+                    Resolution::DidNotRun
+                },
+                note,
+            },
+        }
+    }
+}
+
+impl From<DenyBody> for Decision {
+    fn from(DenyBody { reason }: DenyBody) -> Self {
+        Self::Deny { reason }
+    }
+}
+
+impl From<AnswerBody> for Decision {
+    fn from(AnswerBody { text }: AnswerBody) -> Self {
+        Self::Answer { text }
+    }
+}
+
+impl From<ResolveBody> for Decision {
+    fn from(ResolveBody { outcome, note }: ResolveBody) -> Self {
+        let resolution = match outcome {
+            Outcome::Ran => Resolution::Ran,
+            Outcome::DidNotRun => Resolution::DidNotRun,
+        };
+        Self::Resolve { resolution, note }
+    }
+}
+
 async fn list(
     _admin: Admin,
     State(state): State<AppState>,
@@ -124,29 +170,6 @@ async fn show(
     Ok(Json(invocation_json(&row)))
 }
 
-async fn decide(
-    admin: Admin,
-    State(state): State<AppState>,
-    Path(id): Path<String>,
-    body: Bytes,
-) -> Result<Json<Value>, ApiError> {
-    let id = parse_id(&id)?;
-    let decision = match parse_body::<DecisionBody>(&body)? {
-        DecisionBody::Approve {} => Decision::Approve,
-        DecisionBody::Deny { reason } => Decision::Deny { reason },
-        DecisionBody::Answer { text } => Decision::Answer { text },
-        DecisionBody::Resolve { ran, note } => Decision::Resolve {
-            resolution: if ran {
-                Resolution::Ran
-            } else {
-                Resolution::DidNotRun
-            },
-            note,
-        },
-    };
-    apply(&state, &admin, id, decision).await
-}
-
 async fn approve(
     admin: Admin,
     State(state): State<AppState>,
@@ -160,41 +183,18 @@ async fn approve(
     apply(&state, &admin, id, Decision::Approve).await
 }
 
-async fn deny(
+/// `/approvals/{id}/decision` and the per-verb routes but `/approve`: parse the id, then the body
+/// `B` (in that order, so a malformed id is a 400 before a bad body is a 422), and apply the
+/// decision it names.
+async fn decide_verb<B: DeserializeOwned + Into<Decision>>(
     admin: Admin,
     State(state): State<AppState>,
     Path(id): Path<String>,
     body: Bytes,
 ) -> Result<Json<Value>, ApiError> {
     let id = parse_id(&id)?;
-    let DenyBody { reason } = parse_body(&body)?;
-    apply(&state, &admin, id, Decision::Deny { reason }).await
-}
-
-async fn answer(
-    admin: Admin,
-    State(state): State<AppState>,
-    Path(id): Path<String>,
-    body: Bytes,
-) -> Result<Json<Value>, ApiError> {
-    let id = parse_id(&id)?;
-    let AnswerBody { text } = parse_body(&body)?;
-    apply(&state, &admin, id, Decision::Answer { text }).await
-}
-
-async fn resolve(
-    admin: Admin,
-    State(state): State<AppState>,
-    Path(id): Path<String>,
-    body: Bytes,
-) -> Result<Json<Value>, ApiError> {
-    let id = parse_id(&id)?;
-    let ResolveBody { outcome, note } = parse_body(&body)?;
-    let resolution = match outcome {
-        Outcome::Ran => Resolution::Ran,
-        Outcome::DidNotRun => Resolution::DidNotRun,
-    };
-    apply(&state, &admin, id, Decision::Resolve { resolution, note }).await
+    let decision = parse_body::<B>(&body)?.into();
+    apply(&state, &admin, id, decision).await
 }
 
 /// The one decision path of every route: the ledger's compare-and-swap by the admin.

@@ -3,6 +3,7 @@
 use std::io::{Read as _, Write as _};
 use std::net::TcpListener;
 
+use crate::support::deployment_with;
 use crate::{airlock, text};
 
 /// Answers one request with `body` as JSON; returns the port and the request head.
@@ -24,16 +25,13 @@ fn upstream(body: &'static str) -> (u16, std::thread::JoinHandle<String>) {
 }
 
 fn deployment(port: u16) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
     let toml = format!(
         "[egress]\nallow = [\"127.0.0.1/32\"]\n[connections.erp]\nbase_url = \"http://127.0.0.1:{port}/api\"\ncredential = \"erp.token\"\n[credentials]\nfile = \"creds.yml\"\n"
     );
-    std::fs::write(dir.path().join("airlock.toml"), toml).unwrap();
-    std::fs::write(
-        dir.path().join("creds.yml"),
+    let dir = deployment_with(
+        &toml,
         "erp:\n  token: tok-cli-3b5d5c3712955042212316173ccf37be\n",
-    )
-    .unwrap();
+    );
     std::fs::create_dir(dir.path().join("agents")).unwrap();
     let agent = "apiVersion: airlock/v1\nkind: Agent\nmetadata: { name: erp-agent }\nspec:\n  model: { provider: openai, model: m }\n  prompts: { system: s }\n  tools:\n    - name: erp\n      type: api\n      connection: erp\n      auth: { scheme: bearer }\n      operations:\n        - name: cliente\n          description: Find a customer.\n          writes: false\n          parameters: { cuit: { type: string, required: true }, limit: { type: integer, default: 25 } }\n          request: { method: GET, path: '/clientes/{cuit}', query: { limit: '{limit}' } }\n          response: { select: data.name }\n";
     std::fs::write(dir.path().join("agents/erp-agent.yml"), agent).unwrap();

@@ -1,5 +1,6 @@
 //! `airlock check`: tables on success, every error and a non-zero exit on failure, offline.
 
+use crate::support::deployment_with;
 use crate::{airlock, examples, text};
 
 #[test]
@@ -31,13 +32,10 @@ fn quickstart_passes_and_prints_each_scope() {
 
 #[test]
 fn check_names_a_connection_file() {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(
-        dir.path().join("airlock.toml"),
+    let dir = deployment_with(
         "[credentials]\nfile = \"creds.yml\"\n",
-    )
-    .unwrap();
-    std::fs::write(dir.path().join("creds.yml"), "crm:\n  mcp_token: t\n").unwrap();
+        "crm:\n  mcp_token: t\n",
+    );
     std::fs::create_dir(dir.path().join("connections")).unwrap();
     std::fs::copy(
         examples().join("quickstart/optional/crm.yml"),

@@ -7,22 +7,18 @@ use std::time::Duration;
 use serde_json::json;
 use tokio::net::TcpListener;
 
-use crate::approvals_cli::{Server, cli};
+use crate::support::{Server, cli, deployment_with, mcp_request};
 use crate::text;
 
 const ADMIN: &str = "admin-5d41402abc4b2a76b9719d911017c592";
 const CLIENT: &str = "mcp-7d793037a0760186574b0282f2f435e7";
 
 fn deployment() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
     let toml = "[[admin.tokens]]\ncredential = \"airlock.admin\"\nprincipal = \"alice\"\n[[mcp.tokens]]\ncredential = \"airlock.client\"\nprincipal = \"claude\"\n[egress]\nallow = [\"127.0.0.1/32\"]\n[credentials]\nfile = \"creds.yml\"\n[builtins.fetch]\napproval = \"never\"\n";
-    std::fs::write(dir.path().join("airlock.toml"), toml).unwrap();
-    std::fs::write(
-        dir.path().join("creds.yml"),
-        format!("airlock:\n  admin: {ADMIN}\n  client: {CLIENT}\n"),
+    deployment_with(
+        toml,
+        &format!("airlock:\n  admin: {ADMIN}\n  client: {CLIENT}\n"),
     )
-    .unwrap();
-    dir
 }
 
 /// An upstream that accepts, says so, and never answers.
@@ -48,11 +44,7 @@ async fn sigkill_mid_call_leaves_it_in_doubt_until_resolved() {
     let base = format!("http://{}", first.addr);
     // The MCP client's call: it hangs on the upstream, then loses its server.
     let call = tokio::spawn(async move {
-        reqwest::Client::new()
-            .post(format!("{base}/mcp"))
-            .header("accept", "application/json, text/event-stream")
-            .header("content-type", "application/json")
-            .header("mcp-protocol-version", "2025-11-25")
+        mcp_request(&base)
             .header("authorization", format!("Bearer {CLIENT}"))
             .body(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "fetch", "arguments": {"url": format!("http://{upstream}/slow")}}}).to_string())
             .send()

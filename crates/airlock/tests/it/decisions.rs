@@ -1,77 +1,21 @@
 //! The decisions API's routes per decision (`/v1/invocations/{id}/approve|deny|answer|resolve`)
 //! with their precise statuses, and the paged, filtered `GET /v1/approvals`.
 
-use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
-use airlock::boot::boot;
-use airlock::http::{AppState, app, serve};
-use airlock_ledger::{Invocation, InvocationState};
-use airlock_runtime::{CallContext, Gateway};
+use airlock_ledger::InvocationState;
 use airlock_spec::ScopeId;
 use serde_json::{Value, json};
-use tokio::net::TcpListener;
 
-use crate::serve::{ADMIN, deployment, http};
+use crate::serve::{ADMIN, deployment, post};
+use crate::support::{http, park, serve_in_process};
 
 const HELPER: &str = "apiVersion: airlock/v1\nkind: Agent\nmetadata:\n  name: helper\n  description: Reads pages.\nspec:\n  model:\n    provider: anthropic\n    model: claude-sonnet-4-5\n    credential: anthropic.api_key\n  prompts:\n    system: Read.\n  tools:\n    - type: builtin\n      name: fetch\n      approval: always\n";
-
-/// Serves `dir` on a free port; returns the address and the gateway.
-async fn start(dir: &std::path::Path) -> (SocketAddr, Arc<Gateway>) {
-    let booted = boot(dir).await.unwrap();
-    let gateway = booted.gateway.clone();
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(serve(
-        listener,
-        app(AppState {
-            gateway: gateway.clone(),
-            admin: booted.admin,
-            mcp: booted.mcp,
-        }),
-        std::future::pending(),
-    ));
-    (addr, gateway)
-}
-
-/// A parked call of `tool` in `scope` by `principal`.
-async fn park(
-    gateway: &Gateway,
-    scope: ScopeId,
-    principal: &str,
-    tool: &str,
-    arguments: Value,
-) -> Invocation {
-    let session = gateway
-        .open_session("test", Some(principal.into()), &scope)
-        .await
-        .unwrap();
-    let ctx = CallContext {
-        scope,
-        session,
-        call_id: "1".into(),
-        principal: Some(principal.into()),
-    };
-    let row = gateway
-        .call(&ctx, tool, arguments)
-        .await
-        .unwrap()
-        .invocation()
-        .clone();
-    assert!(row.state.is_parked(), "{row:?}");
-    row
-}
-
-async fn post(addr: SocketAddr, path: &str, body: Option<Value>) -> (u16, Value) {
-    let (status, body, _) = http(addr, "POST", path, Some(ADMIN), body).await;
-    (status, body)
-}
 
 #[tokio::test]
 async fn decision_routes_answer_with_precise_statuses() {
     let dir = deployment();
-    let (addr, gateway) = start(dir.path()).await;
+    let (addr, gateway) = serve_in_process(dir.path()).await;
     // Nothing listens on port 9: a fetch that runs fails fast, which is all this test needs.
     let url = json!({"url": "http://127.0.0.1:9/"});
     let fetch = park(&gateway, ScopeId::Gateway, "bob", "fetch", url.clone()).await;
@@ -186,7 +130,7 @@ async fn an_expired_call_is_gone() {
         format!("approval_ttl = \"300ms\"\n{toml}"),
     )
     .unwrap();
-    let (addr, gateway) = start(dir.path()).await;
+    let (addr, gateway) = serve_in_process(dir.path()).await;
     let row = park(
         &gateway,
         ScopeId::Gateway,
@@ -216,7 +160,7 @@ async fn approvals_are_paged_and_filtered_by_agent() {
     let dir = deployment();
     std::fs::create_dir(dir.path().join("agents")).unwrap();
     std::fs::write(dir.path().join("agents/helper.yml"), HELPER).unwrap();
-    let (addr, gateway) = start(dir.path()).await;
+    let (addr, gateway) = serve_in_process(dir.path()).await;
     let mut ids = Vec::new();
     for n in 0..3 {
         let url = json!({"url": format!("http://127.0.0.1:9/{n}")});

@@ -5,25 +5,20 @@
 use std::path::Path;
 
 use airlock::boot::boot;
-use airlock_runtime::{CallContext, Outcome};
+use airlock_runtime::Outcome;
 use airlock_spec::{Deployment, ScopeId};
 use airlock_testkit::{Script, Server};
 use serde_json::{Value, json};
 
 use crate::airlock;
+use crate::support::{call_context, deployment_with};
 
 const SECRET: &str = "crm-secret-4f1c";
 
 /// A deployment whose `connections/crm.yml` points at `url`.
 fn deployment(url: &str, approval: &str) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
     let toml = "listen = \"127.0.0.1:0\"\n[egress]\nallow = [\"127.0.0.1/32\"]\n[credentials]\nfile = \"creds.yml\"\n";
-    std::fs::write(dir.path().join("airlock.toml"), toml).unwrap();
-    std::fs::write(
-        dir.path().join("creds.yml"),
-        format!("crm:\n  mcp_token: {SECRET}\n"),
-    )
-    .unwrap();
+    let dir = deployment_with(toml, &format!("crm:\n  mcp_token: {SECRET}\n"));
     std::fs::create_dir(dir.path().join("connections")).unwrap();
     let crm = format!(
         "url: {url}\nauth:\n  type: bearer\n  credential: crm.mcp_token\napproval: {approval}\neffect: idempotent\n"
@@ -81,16 +76,7 @@ async fn a_call_to_a_connection_tool_reaches_the_upstream_with_the_bearer_creden
     upstream.set_tools(vec![json!({"name": "echo", "description": "Echo."})]);
     let dir = deployment(&upstream.loopback_url(), "never");
     let gateway = boot(dir.path()).await.unwrap().gateway;
-    let session = gateway
-        .open_session("test", Some("bob".into()), &ScopeId::Gateway)
-        .await
-        .unwrap();
-    let ctx = CallContext {
-        scope: ScopeId::Gateway,
-        session,
-        call_id: "1".into(),
-        principal: Some("bob".into()),
-    };
+    let ctx = call_context(&gateway, ScopeId::Gateway, Some("bob"), "1").await;
     let outcome = gateway
         .call(&ctx, "crm__echo", json!({"ticket": "42"}))
         .await

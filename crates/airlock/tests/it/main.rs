@@ -13,6 +13,7 @@ mod egress;
 mod mcp;
 mod quickstart;
 mod serve;
+mod support;
 
 use std::path::PathBuf;
 use std::process::{Command, Output};

@@ -2,48 +2,30 @@
 //! as rows, a person decides over the API, and the client comes back — even after a restart —
 //! through `airlock_await_decision`, seeing only its own calls.
 
-use airlock::boot::boot;
-use airlock::http::{AppState, app, serve};
 use serde_json::{Value, json};
-use tokio::net::TcpListener;
+
+use crate::support::{deployment_with, hello_upstream, mcp_request, serve_in_process};
 
 const ADMIN: &str = "admin-2c26b46b68ffc68ff99b453c1d304134";
 const CLAUDE: &str = "mcp-fcde2b2edba56bf408601fb721fe9b5c";
 const OTHER: &str = "mcp-9b74c9897bac770ffc029102a200c5de";
 
 fn deployment() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
     let toml = "[[admin.tokens]]\ncredential = \"airlock.admin\"\nprincipal = \"alice\"\n[[mcp.tokens]]\ncredential = \"airlock.claude\"\nprincipal = \"claude\"\n[[mcp.tokens]]\ncredential = \"airlock.other\"\nprincipal = \"other\"\n[egress]\nallow = [\"127.0.0.1/32\"]\n[credentials]\nfile = \"creds.yml\"\n[builtins.ask_human]\n[builtins.fetch]\napproval = \"always\"\n";
-    std::fs::write(dir.path().join("airlock.toml"), toml).unwrap();
-    std::fs::write(
-        dir.path().join("creds.yml"),
-        format!("airlock:\n  admin: {ADMIN}\n  claude: {CLAUDE}\n  other: {OTHER}\n"),
+    deployment_with(
+        toml,
+        &format!("airlock:\n  admin: {ADMIN}\n  claude: {CLAUDE}\n  other: {OTHER}\n"),
     )
-    .unwrap();
-    dir
 }
 
 /// Boots the deployment and serves it on 127.0.0.1:0; returns the base URL.
 async fn start(dir: &std::path::Path) -> String {
-    let booted = boot(dir).await.unwrap();
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let state = AppState {
-        gateway: booted.gateway,
-        admin: booted.admin,
-        mcp: booted.mcp,
-    };
-    tokio::spawn(serve(listener, app(state), std::future::pending()));
+    let (addr, _) = serve_in_process(dir).await;
     format!("http://127.0.0.1:{}", addr.port())
 }
 
 async fn rpc(base: &str, token: Option<&str>, body: Value) -> (u16, Value) {
-    let mut request = reqwest::Client::new()
-        .post(format!("{base}/mcp"))
-        .header("accept", "application/json, text/event-stream")
-        .header("content-type", "application/json")
-        .header("mcp-protocol-version", "2025-11-25")
-        .body(body.to_string());
+    let mut request = mcp_request(base).body(body.to_string());
     if let Some(token) = token {
         request = request.header("authorization", format!("Bearer {token}"));
     }
@@ -76,17 +58,7 @@ async fn approve(base: &str, id: &str) {
 
 /// An upstream page for `fetch`.
 async fn page() -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-        while let Ok((mut socket, _)) = listener.accept().await {
-            let mut buf = [0u8; 2048];
-            let _ = socket.read(&mut buf).await;
-            let _ = socket.write_all(b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: 5\r\nconnection: close\r\n\r\nhello").await;
-        }
-    });
-    format!("http://{addr}/")
+    format!("http://{}/", hello_upstream().await)
 }
 
 #[tokio::test]

@@ -3,8 +3,8 @@
 
 use std::path::Path;
 
-use crate::approvals_cli::Server;
 use crate::examples;
+use crate::support::Server;
 
 fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();

@@ -2,105 +2,43 @@
 //! `airlock serve` binary's start-up and graceful shutdown.
 
 use std::io::{BufRead as _, BufReader};
+use std::net::SocketAddr;
 use std::process::Stdio;
 use std::time::Duration;
 
-use airlock::boot::boot;
-use airlock::http::{AppState, app, serve};
 use airlock_ledger::InvocationState;
-use airlock_runtime::{CallContext, Outcome};
+use airlock_runtime::Outcome;
 use airlock_spec::ScopeId;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpListener;
 
 use crate::airlock;
+use crate::support::{
+    call_context, deployment_with, hello_upstream, http, listening_addr, serve_in_process,
+};
 
 pub(crate) const ADMIN: &str = "admin-token-7c4a8d09ca3762af61e59520943dc264";
 
+/// A POST by the admin; returns (status, JSON body or Null).
+pub(crate) async fn post(addr: SocketAddr, path: &str, body: Option<Value>) -> (u16, Value) {
+    let (status, body, _) = http(addr, "POST", path, Some(ADMIN), body).await;
+    (status, body)
+}
+
+/// The deployment of the API tests: an admin token for `alice`, `ask_human`, gated `fetch`.
 pub(crate) fn deployment() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
     let toml = "listen = \"127.0.0.1:0\"\n[[admin.tokens]]\ncredential = \"airlock.admin\"\nprincipal = \"alice\"\n[egress]\nallow = [\"127.0.0.1/32\"]\n[credentials]\nfile = \"creds.yml\"\n[builtins.ask_human]\n[builtins.fetch]\napproval = \"always\"\n";
-    std::fs::write(dir.path().join("airlock.toml"), toml).unwrap();
-    std::fs::write(
-        dir.path().join("creds.yml"),
-        format!("airlock:\n  admin: {ADMIN}\n"),
-    )
-    .unwrap();
-    dir
-}
-
-/// A plain HTTP/1.1 request to the server; returns (status, JSON body or Null).
-pub(crate) async fn http(
-    addr: std::net::SocketAddr,
-    method: &str,
-    path: &str,
-    token: Option<&str>,
-    body: Option<Value>,
-) -> (u16, Value, String) {
-    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let body = body.map(|b| b.to_string()).unwrap_or_default();
-    let auth = token
-        .map(|t| format!("authorization: Bearer {t}\r\n"))
-        .unwrap_or_default();
-    let request = format!(
-        "{method} {path} HTTP/1.1\r\nhost: localhost\r\n{auth}content-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    stream.write_all(request.as_bytes()).await.unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).await.unwrap();
-    let (head, body) = response.split_once("\r\n\r\n").unwrap();
-    let status = head[9..12].parse().unwrap();
-    (
-        status,
-        serde_json::from_str(body).unwrap_or(Value::Null),
-        head.to_ascii_lowercase(),
-    )
-}
-
-/// An upstream that answers every request with a small text page.
-pub(crate) async fn upstream() -> std::net::SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        while let Ok((mut socket, _)) = listener.accept().await {
-            let mut buf = [0u8; 2048];
-            let _ = socket.read(&mut buf).await;
-            let _ = socket.write_all(b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: 5\r\nconnection: close\r\n\r\nhello").await;
-        }
-    });
-    addr
+    deployment_with(toml, &format!("airlock:\n  admin: {ADMIN}\n"))
 }
 
 #[tokio::test]
 async fn decisions_api_is_deny_by_default_and_runs_approved_calls_once() {
     let dir = deployment();
-    let booted = boot(dir.path()).await.unwrap();
-    let gateway = booted.gateway.clone();
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(serve(
-        listener,
-        app(AppState {
-            gateway: gateway.clone(),
-            admin: booted.admin,
-            mcp: booted.mcp,
-        }),
-        std::future::pending(),
-    ));
+    let (addr, gateway) = serve_in_process(dir.path()).await;
 
-    let page = upstream().await;
-    let session = gateway
-        .open_session("test", Some("bob".into()), &ScopeId::Gateway)
-        .await
-        .unwrap();
-    let ctx = CallContext {
-        scope: ScopeId::Gateway,
-        session,
-        call_id: "1".into(),
-        principal: Some("bob".into()),
-    };
+    let page = hello_upstream().await;
+    let ctx = call_context(&gateway, ScopeId::Gateway, Some("bob"), "1").await;
     let Outcome::Parked(row) = gateway
         .call(&ctx, "fetch", json!({"url": format!("http://{page}/")}))
         .await
@@ -126,11 +64,9 @@ async fn decisions_api_is_deny_by_default_and_runs_approved_calls_once() {
     assert_eq!(list["approvals"][0]["state"], "awaiting_approval");
 
     let path = format!("/v1/approvals/{}/decision", row.id);
-    let (status, body, _) = http(
+    let (status, body) = post(
         addr,
-        "POST",
         &path,
-        Some(ADMIN),
         Some(json!({"decision": "approve", "by": "mallory"})),
     )
     .await;
@@ -138,21 +74,12 @@ async fn decisions_api_is_deny_by_default_and_runs_approved_calls_once() {
         status, 422,
         "unknown fields, including a self-chosen decider, are refused: {body}"
     );
-    let (status, body, _) = http(
-        addr,
-        "POST",
-        &path,
-        Some(ADMIN),
-        Some(json!({"decision": "approve"})),
-    )
-    .await;
+    let (status, body) = post(addr, &path, Some(json!({"decision": "approve"}))).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["decision"]["by"], "alice");
-    let (status, body, _) = http(
+    let (status, body) = post(
         addr,
-        "POST",
         &path,
-        Some(ADMIN),
         Some(json!({"decision": "deny", "reason": "late"})),
     )
     .await;
@@ -200,53 +127,23 @@ async fn decisions_api_is_deny_by_default_and_runs_approved_calls_once() {
 #[tokio::test]
 async fn a_question_is_answered_over_the_api() {
     let dir = deployment();
-    let booted = boot(dir.path()).await.unwrap();
-    let gateway = booted.gateway.clone();
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(serve(
-        listener,
-        app(AppState {
-            gateway: gateway.clone(),
-            admin: booted.admin,
-            mcp: booted.mcp,
-        }),
-        std::future::pending(),
-    ));
-    let session = gateway
-        .open_session("test", None, &ScopeId::Gateway)
-        .await
-        .unwrap();
-    let ctx = CallContext {
-        scope: ScopeId::Gateway,
-        session,
-        call_id: "q".into(),
-        principal: None,
-    };
+    let (addr, gateway) = serve_in_process(dir.path()).await;
+    let ctx = call_context(&gateway, ScopeId::Gateway, None, "q").await;
     let parked = gateway
         .call(&ctx, "ask_human", json!({"question": "Which warehouse?"}))
         .await
         .unwrap();
     let path = format!("/v1/approvals/{}/decision", parked.invocation().id);
-    let (status, body, _) = http(
+    let (status, body) = post(
         addr,
-        "POST",
         &path,
-        Some(ADMIN),
         Some(json!({"decision": "answer", "text": "Rosario"})),
     )
     .await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["state"], "succeeded");
     assert_eq!(body["result"]["answer"], "Rosario");
-    let (status, body, _) = http(
-        addr,
-        "POST",
-        &path,
-        Some(ADMIN),
-        Some(json!({"decision": "maybe"})),
-    )
-    .await;
+    let (status, body) = post(addr, &path, Some(json!({"decision": "maybe"}))).await;
     assert_eq!(status, 422, "{body}");
 }
 
@@ -261,11 +158,7 @@ fn serve_starts_prints_endpoints_and_stops_on_sigterm() {
         .spawn()
         .unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let first = lines.next().unwrap().unwrap();
-    let addr = first
-        .strip_prefix("airlock listening on http://")
-        .unwrap_or_else(|| panic!("{first}"))
-        .to_owned();
+    let addr = listening_addr(&lines.next().unwrap().unwrap());
     let health = std::process::Command::new("curl")
         .args(["-sS", &format!("http://{addr}/healthz")])
         .output();
@@ -305,15 +198,9 @@ fn serve_fails_loudly_on_a_bad_deployment() {
 /// client gets the result, and the process exits 0.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn graceful_shutdown_lets_an_in_flight_call_finish() {
-    let dir = tempfile::tempdir().unwrap();
     let token = "mcp-5994471abb01112afcc18159f6cc74b4";
     let toml = "listen = \"127.0.0.1:0\"\n[[mcp.tokens]]\ncredential = \"airlock.mcp\"\nprincipal = \"claude\"\n[egress]\nallow = [\"127.0.0.1/32\"]\n[credentials]\nfile = \"creds.yml\"\n[builtins.fetch]\n";
-    std::fs::write(dir.path().join("airlock.toml"), toml).unwrap();
-    std::fs::write(
-        dir.path().join("creds.yml"),
-        format!("airlock:\n  mcp: {token}\n"),
-    )
-    .unwrap();
+    let dir = deployment_with(toml, &format!("airlock:\n  mcp: {token}\n"));
 
     // An upstream that answers only when the test says so.
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -337,11 +224,7 @@ async fn graceful_shutdown_lets_an_in_flight_call_finish() {
         .spawn()
         .unwrap();
     let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
-    let first = lines.next_line().await.unwrap().unwrap();
-    let addr = first
-        .strip_prefix("airlock listening on http://")
-        .unwrap()
-        .to_owned();
+    let addr = listening_addr(&lines.next_line().await.unwrap().unwrap());
     tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
 
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "fetch", "arguments": {"url": page}}});

@@ -1,0 +1,235 @@
+//! Shared scaffolding of the end-to-end tests: a temporary deployment, the app served in-process
+//! on a free port, the `airlock serve` binary as a child, parked calls, loopback upstreams and
+//! plain HTTP requests. Each test keeps its own TOML, credentials and tokens.
+
+use std::io::{BufRead as _, BufReader};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Child, Output, Stdio};
+use std::sync::{Arc, mpsc};
+use std::time::Duration;
+
+use airlock::boot::boot;
+use airlock::http::{AppState, app, serve};
+use airlock_ledger::Invocation;
+use airlock_runtime::{CallContext, Gateway};
+use airlock_spec::ScopeId;
+use serde_json::Value;
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::net::TcpListener;
+
+use crate::airlock;
+
+/// What an upstream page answers: `hello` as plain text.
+const HELLO: &[u8] = b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: 5\r\nconnection: close\r\n\r\nhello";
+
+/// A temporary deployment directory holding `airlock.toml` and `creds.yml` as given.
+pub(crate) fn deployment_with(toml: &str, creds: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("airlock.toml"), toml).unwrap();
+    std::fs::write(dir.path().join("creds.yml"), creds).unwrap();
+    dir
+}
+
+/// Boots `dir` and serves it on 127.0.0.1:0 in the background; returns the address and the
+/// gateway.
+pub(crate) async fn serve_in_process(dir: &Path) -> (SocketAddr, Arc<Gateway>) {
+    let booted = boot(dir).await.unwrap();
+    let gateway = booted.gateway.clone();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let state = AppState {
+        gateway: gateway.clone(),
+        admin: booted.admin,
+        mcp: booted.mcp,
+    };
+    tokio::spawn(serve(listener, app(state), std::future::pending()));
+    (addr, gateway)
+}
+
+/// The context of call `call_id` by `principal` in `scope`, in a fresh session.
+pub(crate) async fn call_context(
+    gateway: &Gateway,
+    scope: ScopeId,
+    principal: Option<&str>,
+    call_id: &str,
+) -> CallContext {
+    let session = gateway
+        .open_session("test", principal.map(Into::into), &scope)
+        .await
+        .unwrap();
+    CallContext {
+        scope,
+        session,
+        call_id: call_id.into(),
+        principal: principal.map(Into::into),
+    }
+}
+
+/// A parked call of `tool` in `scope` by `principal`.
+pub(crate) async fn park(
+    gateway: &Gateway,
+    scope: ScopeId,
+    principal: &str,
+    tool: &str,
+    arguments: Value,
+) -> Invocation {
+    let ctx = call_context(gateway, scope, Some(principal), "1").await;
+    let row = gateway
+        .call(&ctx, tool, arguments)
+        .await
+        .unwrap()
+        .invocation()
+        .clone();
+    assert!(row.state.is_parked(), "{row:?}");
+    row
+}
+
+/// The address in `airlock serve`'s first stdout line, `airlock listening on http://ADDR`.
+pub(crate) fn listening_addr(banner: &str) -> String {
+    banner
+        .strip_prefix("airlock listening on http://")
+        .unwrap_or_else(|| panic!("{banner}"))
+        .to_owned()
+}
+
+/// A running `airlock serve`, its stderr lines on a channel; killed when dropped.
+pub(crate) struct Server {
+    pub(crate) child: Child,
+    pub(crate) addr: String,
+    stderr: mpsc::Receiver<String>,
+}
+
+impl Server {
+    /// Starts `airlock serve DIR --listen 127.0.0.1:0 EXTRA…` and waits for its banner.
+    pub(crate) fn start(dir: &Path, extra: &[&str]) -> Self {
+        let mut child = airlock()
+            .arg("serve")
+            .arg(dir)
+            .args(["--listen", "127.0.0.1:0"])
+            .args(extra)
+            .env("NO_COLOR", "1")
+            .env("AIRLOCK_LOG", "info")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (tx, stderr) = mpsc::channel();
+        let err = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(err).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let addr = listening_addr(&lines.next().unwrap().unwrap());
+        std::thread::spawn(move || lines.for_each(drop));
+        Self {
+            child,
+            addr,
+            stderr,
+        }
+    }
+
+    /// Waits (bounded) for a log line containing every one of `needles`.
+    pub(crate) fn await_log(&self, needles: &[&str], within: Duration) -> String {
+        let deadline = std::time::Instant::now() + within;
+        let mut seen = Vec::new();
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match self.stderr.recv_timeout(left) {
+                Ok(line) if needles.iter().all(|n| line.contains(n)) => return line,
+                Ok(line) => seen.push(line),
+                Err(_) => panic!("no log line with {needles:?} within {within:?}; saw {seen:#?}"),
+            }
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `airlock ARGS… --dir DIR` (decisions as `alice`).
+pub(crate) fn cli(dir: &Path, args: &[&str]) -> Output {
+    airlock()
+        .args(args)
+        .arg("--dir")
+        .arg(dir)
+        .env("USER", "alice")
+        .output()
+        .unwrap()
+}
+
+/// An upstream that answers every request with a small text page, `hello`.
+pub(crate) async fn hello_upstream() -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let mut buf = [0u8; 2048];
+            let _ = socket.read(&mut buf).await;
+            let _ = socket.write_all(HELLO).await;
+        }
+    });
+    addr
+}
+
+/// An upstream that answers one request with `hello`, and says when it was asked.
+pub(crate) async fn hello_once() -> (SocketAddr, tokio::sync::oneshot::Receiver<()>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    tokio::spawn(async move {
+        let (mut socket, _) = listener.accept().await.unwrap();
+        let mut buf = [0u8; 2048];
+        let _ = socket.read(&mut buf).await;
+        let _ = tx.send(());
+        let _ = socket.write_all(HELLO).await;
+    });
+    (addr, rx)
+}
+
+/// A plain HTTP/1.1 request to the server; returns (status, JSON body or Null, lower-cased head).
+pub(crate) async fn http(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: Option<Value>,
+) -> (u16, Value, String) {
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let body = body.map(|b| b.to_string()).unwrap_or_default();
+    let auth = token
+        .map(|t| format!("authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nhost: localhost\r\n{auth}content-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").unwrap();
+    let status = head[9..12].parse().unwrap();
+    (
+        status,
+        serde_json::from_str(body).unwrap_or(Value::Null),
+        head.to_ascii_lowercase(),
+    )
+}
+
+/// A JSON-RPC POST to `{base}/mcp` with the streamable-HTTP headers; the caller adds its token
+/// and body.
+pub(crate) fn mcp_request(base: &str) -> reqwest::RequestBuilder {
+    reqwest::Client::new()
+        .post(format!("{base}/mcp"))
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .header("mcp-protocol-version", "2025-11-25")
+}
