@@ -319,6 +319,17 @@ impl Gateway {
                 Ok(Outcome::from_row(self.fail_unclaimed(row, error).await?))
             }
             Some((prepared, spec)) => self.advance(prepared, spec, row).await,
+            // An approved call whose tool is gone fails once, instead of waiting forever.
+            None if row.state == InvocationState::Approved => {
+                let error = crate::ToolError::new(
+                    crate::ToolErrorKind::BadDeclaration,
+                    format!(
+                        "tool `{}` is no longer declared in this call's scope",
+                        row.tool
+                    ),
+                );
+                Ok(Outcome::from_row(self.fail_unclaimed(row, error).await?))
+            }
             None => Ok(Outcome::from_row(row)),
         }
     }

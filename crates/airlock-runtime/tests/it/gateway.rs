@@ -611,3 +611,41 @@ async fn await_refuses_calls_from_other_channels_and_principals() {
         ))
     );
 }
+
+/// An approved call whose tool was removed from the deployment fails instead of staying
+/// approved forever (the worker would otherwise pick it up on every tick).
+#[tokio::test]
+async fn an_approved_call_of_a_removed_tool_fails_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(Backend::Sqlite, &dir).await.unwrap();
+    let before = gateway_on(
+        Arc::clone(&store),
+        policy(Approval::Always),
+        "",
+        tempfile::tempdir().unwrap(),
+    )
+    .await;
+    let parked = before
+        .gateway
+        .call(&before.ctx("c1").await, "count", json!({"amount": 5}))
+        .await
+        .unwrap();
+    let id = parked.invocation().id;
+    store.decide(id, "alice", Decision::Approve).await.unwrap();
+    let egress = GuardedClient::new(EgressPolicy::default()).unwrap();
+    let empty = Gateway::builder(store, egress, Arc::new(Credentials::default()))
+        .scope(Scope::new(ScopeId::Gateway))
+        .build();
+    let row = empty
+        .continue_approved(id)
+        .await
+        .unwrap()
+        .invocation()
+        .clone();
+    assert_eq!(row.state, InvocationState::Failed);
+    assert_eq!(
+        row.error.unwrap().message,
+        "tool `count` is no longer declared in this call's scope"
+    );
+    assert_eq!(before.runs(), 0);
+}
