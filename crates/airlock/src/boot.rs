@@ -126,10 +126,19 @@ pub async fn open_store(
 fn tokens(auth: &EndpointAuth, credentials: &Credentials) -> anyhow::Result<Tokens> {
     let mut out = Vec::new();
     for token in &auth.tokens {
-        out.push((
-            credentials.get(&token.credential)?.clone(),
-            token.principal.clone(),
-        ));
+        let secret = credentials.get(&token.credential)?.clone();
+        // An empty value would make an empty bearer token a valid login.
+        if secrecy::ExposeSecret::expose_secret(&secret)
+            .trim()
+            .is_empty()
+        {
+            anyhow::bail!(
+                "credential `{}` (token of principal {}) is empty",
+                token.credential,
+                token.principal
+            );
+        }
+        out.push((secret, token.principal.clone()));
     }
     Ok(Tokens(Arc::new(out)))
 }

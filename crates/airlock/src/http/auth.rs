@@ -34,7 +34,11 @@ impl FromRequestParts<AppState> for Admin {
 
 /// The principal whose token `header` (`Bearer …`) carries, if any.
 pub(crate) fn principal(tokens: &Tokens, header: Option<&str>) -> Option<String> {
-    let supplied = header?.strip_prefix("Bearer ")?;
+    // An empty token is never a credential, whatever is configured.
+    let supplied = header?.strip_prefix("Bearer ")?.trim();
+    if supplied.is_empty() {
+        return None;
+    }
     // Hashing first gives equal-length inputs, so the comparison time says nothing about the
     // token's length or its first differing byte.
     let supplied = Sha256::digest(supplied.as_bytes());
@@ -69,6 +73,15 @@ mod tests {
         assert_eq!(principal(&tokens, Some("Bearer s3cre")), None);
         assert_eq!(principal(&tokens, Some("s3cret")), None);
         assert_eq!(principal(&tokens, None), None);
+        let empty = Tokens(Arc::new(vec![(
+            SecretString::from(String::new()),
+            "nobody".to_owned(),
+        )]));
+        assert_eq!(
+            principal(&empty, Some("Bearer ")),
+            None,
+            "an empty token never authenticates"
+        );
         assert_eq!(
             principal(&Tokens::default(), Some("Bearer s3cret")),
             None,

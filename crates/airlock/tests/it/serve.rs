@@ -263,3 +263,16 @@ async fn graceful_shutdown_lets_an_in_flight_call_finish() {
         .unwrap();
     assert!(status.success(), "{status}");
 }
+
+#[tokio::test]
+async fn an_empty_token_credential_refuses_to_boot() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("airlock.toml"), "[[admin.tokens]]\ncredential = \"airlock.admin\"\nprincipal = \"alice\"\n[credentials]\nfile = \"creds.yml\"\n").unwrap();
+    std::fs::write(dir.path().join("creds.yml"), "airlock:\n  admin: \"\"\n").unwrap();
+    let err = airlock::boot::boot(dir.path()).await.err().unwrap();
+    assert!(
+        format!("{err:#}")
+            .contains("credential `airlock.admin` (token of principal alice) is empty"),
+        "{err:#}"
+    );
+}
