@@ -76,6 +76,23 @@ fn creds() -> Credentials {
     Credentials::from_pairs([("erp.token".to_owned(), TOKEN.to_owned())])
 }
 
+/// Runs `operation(path, select)` against `base` with the test credential and arguments.
+async fn run(
+    allow_loopback: bool,
+    path: &str,
+    select: Option<&str>,
+    base: &str,
+) -> Result<Value, airlock_runtime::ToolError> {
+    execute(
+        &client(allow_loopback),
+        &operation(path, select),
+        &connection(base),
+        &creds(),
+        &args(),
+    )
+    .await
+}
+
 fn args() -> Map<String, Value> {
     json!({"cuit": "30-1"}).as_object().unwrap().clone()
 }
@@ -84,14 +101,7 @@ fn args() -> Map<String, Value> {
 async fn a_read_goes_through_the_guard_with_its_credential() {
     let (port, head) = server("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 27\r\nconnection: close\r\n\r\n{\"data\":{\"name\":\"ACME SA\"}}").await;
     let base = format!("http://api.tenant.example.com:{port}/v1");
-    let out = execute(
-        &client(true),
-        &operation("/clientes", Some("data.name")),
-        &connection(&base),
-        &creds(),
-        &args(),
-    )
-    .await;
+    let out = run(true, "/clientes", Some("data.name"), &base).await;
     assert_eq!(out.unwrap(), json!("ACME SA"));
     let head = head.await.unwrap().to_ascii_lowercase();
     assert!(
@@ -113,15 +123,7 @@ async fn a_read_goes_through_the_guard_with_its_credential() {
 async fn a_private_host_is_a_tool_error_and_nothing_is_sent() {
     let (port, head) = server("HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n").await;
     let base = format!("http://api.tenant.example.com:{port}");
-    let err = execute(
-        &client(false),
-        &operation("/x", None),
-        &connection(&base),
-        &creds(),
-        &args(),
-    )
-    .await
-    .unwrap_err();
+    let err = run(false, "/x", None, &base).await.unwrap_err();
     assert_eq!(err.kind.as_str(), "upstream_error");
     assert!(err.message.contains("refused"), "{}", err.message);
     assert!(!err.message.contains(TOKEN));
@@ -136,15 +138,7 @@ async fn internal_names_are_refused_without_resolving() {
         "https://localhost",
         "https://erp",
     ] {
-        let err = execute(
-            &client(true),
-            &operation("/x", None),
-            &connection(base),
-            &creds(),
-            &args(),
-        )
-        .await
-        .unwrap_err();
+        let err = run(true, "/x", None, base).await.unwrap_err();
         assert_eq!(err.kind.as_str(), "upstream_error", "{base}");
         assert!(err.message.contains("refused"), "{base}: {}", err.message);
     }
@@ -152,15 +146,9 @@ async fn internal_names_are_refused_without_resolving() {
 
 #[tokio::test]
 async fn a_credential_never_travels_over_plain_http_to_a_public_host() {
-    let err = execute(
-        &client(true),
-        &operation("/x", None),
-        &connection("http://public.tenant.example.com"),
-        &creds(),
-        &args(),
-    )
-    .await
-    .unwrap_err();
+    let err = run(true, "/x", None, "http://public.tenant.example.com")
+        .await
+        .unwrap_err();
     assert_eq!(err.kind.as_str(), "upstream_error");
     assert!(err.message.starts_with("scheme refused"), "{}", err.message);
 }
@@ -169,15 +157,7 @@ async fn a_credential_never_travels_over_plain_http_to_a_public_host() {
 async fn an_upstream_failure_keeps_status_and_body() {
     let (port, _head) = server("HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain\r\ncontent-length: 11\r\nconnection: close\r\n\r\nmaintenance").await;
     let base = format!("http://api.tenant.example.com:{port}");
-    let err = execute(
-        &client(true),
-        &operation("/x", None),
-        &connection(&base),
-        &creds(),
-        &args(),
-    )
-    .await
-    .unwrap_err();
+    let err = run(true, "/x", None, &base).await.unwrap_err();
     assert_eq!(err.kind.as_str(), "upstream_error");
     assert_eq!(err.message, "HTTP 503: maintenance");
 }
@@ -186,14 +166,6 @@ async fn an_upstream_failure_keeps_status_and_body() {
 async fn a_redirect_is_not_followed() {
     let (port, _head) = server("HTTP/1.1 302 Found\r\nlocation: http://169.254.169.254/\r\ncontent-length: 0\r\nconnection: close\r\n\r\n").await;
     let base = format!("http://api.tenant.example.com:{port}");
-    let err = execute(
-        &client(true),
-        &operation("/x", None),
-        &connection(&base),
-        &creds(),
-        &args(),
-    )
-    .await
-    .unwrap_err();
+    let err = run(true, "/x", None, &base).await.unwrap_err();
     assert!(err.message.contains("302"), "{}", err.message);
 }
