@@ -2,8 +2,8 @@
 //!
 //! Guarantees: these types are airlock's own vocabulary — no rmcp type appears here, so the
 //! runtime implements [`ToolHost`] without naming the MCP SDK, and an SDK upgrade touches only
-//! `server/`. The endpoint calls the host once per `tools/list`, `tools/call` or await; it keeps
-//! no state of its own between requests.
+//! `server/`. The endpoint calls the host once per `tools/list`, `tools/call`, await or task
+//! request; it keeps no state of its own between requests (a task is its ledger row).
 
 use std::fmt;
 use std::time::Duration;
@@ -22,24 +22,59 @@ pub trait ToolHost: Send + Sync + 'static {
     fn list_tools(&self, scope: &HostScope) -> Result<Vec<ToolDescriptor>, HostError>;
 
     /// Runs (or parks, or refuses) one call of the tool `name` of `scope` on the MCP channel.
-    /// `arguments` is always a JSON object.
+    /// `arguments` is always a JSON object. Every call the host accepts is a ledger row, so
+    /// the answer names it (a parked call is later awaited, or followed as a task, by that id).
     fn call_tool<'a>(
         &'a self,
         scope: &'a HostScope,
         caller: &'a Caller,
         name: &'a str,
         arguments: Value,
-    ) -> BoxFuture<'a, Result<HostOutcome, HostError>>;
+    ) -> BoxFuture<'a, Result<HostCall, HostError>>;
 
     /// Waits at most `wait` for the parked invocation `invocation_id` to be decided, then
     /// returns its result, or the same [`HostOutcome::Parked`] payload again at the deadline.
-    /// An unknown id, or one the caller may not see, is [`HostError::NotFound`].
+    /// A settled call's result says who decided it. An unknown id, or one the caller may not
+    /// see from `scope`, is [`HostError::NotFound`].
     fn await_decision<'a>(
         &'a self,
+        scope: &'a HostScope,
         caller: &'a Caller,
         invocation_id: &'a str,
         wait: Duration,
-    ) -> BoxFuture<'a, Result<HostOutcome, HostError>>;
+    ) -> BoxFuture<'a, Result<HostCall, HostError>>;
+
+    /// Withdraws the caller's own parked call (a task cancelled by its client): a call still
+    /// waiting for a person is recorded as denied by the caller and becomes
+    /// [`HostOutcome::Withdrawn`]; a call that already ran, runs or is in doubt is left as it
+    /// is and returned unchanged. Visibility as for [`ToolHost::await_decision`].
+    fn withdraw<'a>(
+        &'a self,
+        scope: &'a HostScope,
+        caller: &'a Caller,
+        invocation_id: &'a str,
+    ) -> BoxFuture<'a, Result<HostCall, HostError>>;
+}
+
+/// One call as the ledger knows it: the row's id and times, and what became of it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HostCall {
+    /// The invocation's id (also the task id of a task-augmented call).
+    pub invocation_id: String,
+    /// When the call was recorded (RFC 3339).
+    pub created_at: String,
+    /// When its row last changed (RFC 3339).
+    pub updated_at: String,
+    /// What became of it.
+    pub outcome: HostOutcome,
+}
+
+impl HostCall {
+    /// Whether the call is still waiting for a person (or running): not yet settled.
+    #[must_use]
+    pub fn is_parked(&self) -> bool {
+        matches!(self.outcome, HostOutcome::Parked { .. })
+    }
 }
 
 /// Which tools an endpoint URL serves.
@@ -93,16 +128,19 @@ pub enum ParkedStatus {
     InDoubt,
     /// It asked a person a question that has not been answered.
     AwaitingAnswer,
+    /// A person approved it and it is running now; its result is not in yet.
+    Running,
 }
 
 impl ParkedStatus {
-    /// The stable wire name: `awaiting_approval`, `in_doubt` or `awaiting_answer`.
+    /// The stable wire name: `awaiting_approval`, `in_doubt`, `awaiting_answer` or `running`.
     #[must_use]
     pub fn as_str(self) -> &'static str {
         match self {
             Self::AwaitingApproval => "awaiting_approval",
             Self::InDoubt => "in_doubt",
             Self::AwaitingAnswer => "awaiting_answer",
+            Self::Running => "running",
         }
     }
 }
@@ -146,6 +184,8 @@ pub enum HostOutcome {
         /// The message for the model.
         message: String,
     },
+    /// The caller withdrew the call while it waited (a cancelled task); nothing ran.
+    Withdrawn,
 }
 
 /// A request the host could not serve at all.

@@ -14,10 +14,15 @@
 //!   Streamable HTTP service does the protocol checks, `handler` does the translation.
 //! - A parked call is a normal result that no model can read as success, with the
 //!   `airlock_await_decision` tool to wait for it; a failed call is always `isError: true`.
+//! - Clients that opt into MCP Tasks get the parked call as a task instead (the ledger row is
+//!   the task): the 2026-07-28 extension through rmcp (`handler`), the 2025-11-25 experimental
+//!   shape through `legacy_tasks`, which runs after admission and before rmcp.
 
 mod admit;
 mod convert;
 mod handler;
+mod legacy_tasks;
+mod tasks;
 
 use std::sync::Arc;
 
@@ -63,17 +68,20 @@ pub fn router(host: Arc<dyn ToolHost>, config: EndpointConfig) -> Router {
         .with_sse_retry(None)
         .with_max_request_body_bytes(admit::MAX_BODY_BYTES)
         .disable_allowed_hosts();
-    let endpoint = Endpoint::new(host);
+    let endpoint = Endpoint::new(host.clone());
     let service = StreamableHttpService::new(
         move || Ok(endpoint.clone()),
         Arc::new(NeverSessionManager::default()),
         rmcp_config,
     );
+    // `route_layer`s wrap outwards: admission runs first, then the 2025 task shape.
     let gateway = Router::new()
         .route_service("/mcp", service.clone())
+        .route_layer(from_fn_with_state(host.clone(), legacy_tasks::layer))
         .route_layer(from_fn_with_state(gate.clone(), admit::gateway));
     let agents = Router::new()
         .route_service("/agents/{name}/mcp", service)
+        .route_layer(from_fn_with_state(host, legacy_tasks::layer))
         .route_layer(from_fn_with_state(gate, admit::agent));
     gateway.merge(agents)
 }

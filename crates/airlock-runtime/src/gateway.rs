@@ -438,7 +438,7 @@ fn new_invocation(
 }
 
 /// How a scope is written in session metadata.
-fn scope_key(scope: &ScopeId) -> String {
+pub(crate) fn scope_key(scope: &ScopeId) -> String {
     match scope {
         ScopeId::Gateway => "gateway".to_owned(),
         ScopeId::Agent(name) => format!("agent:{name}"),

@@ -1,20 +1,28 @@
 //! The gateway as the MCP endpoint's [`ToolHost`]: every `tools/call` is its own session on
 //! channel `mcp`, recorded under the authenticated principal, through [`Gateway::call`]. The
-//! await tool long-polls the ledger (woken by its notifier, never by polling), runs an approved
-//! call itself if it claims it first, and only shows a caller its own calls.
+//! await tool (and a task's `get`) long-polls the ledger (woken by its notifier, never by
+//! polling), runs an approved call itself if it claims it first, and only shows a caller its
+//! own calls made on the MCP channel from the same scope. A settled await says who decided.
+//! Withdrawing (a cancelled task) is a denial recorded under the caller's own name with a
+//! fixed reason, so a withdrawn call reads back as withdrawn after any restart.
 
 use std::time::Duration;
 
+use airlock_ledger::Decision;
 use airlock_ledger::{Invocation, InvocationId, InvocationState, LedgerError, SourceKind};
 use airlock_mcp::{
-    Caller, HostError, HostOutcome, HostScope, ParkedStatus, ToolDescriptor, ToolHost,
+    Caller, HostCall, HostError, HostOutcome, HostScope, ParkedStatus, ToolDescriptor, ToolHost,
 };
 use airlock_spec::{Builtin, Effect, ScopeId, ToolSource, ToolSpec};
 use futures::future::BoxFuture;
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 use time::format_description::well_known::Rfc3339;
 
+use crate::gateway::scope_key;
 use crate::{CallContext, Gateway, GatewayError, Outcome};
+
+/// The reason recorded when a caller withdraws its own waiting call.
+const WITHDRAWN: &str = "withdrawn by the caller (MCP task cancelled)";
 
 fn scope_id(scope: &HostScope) -> ScopeId {
     match scope {
@@ -61,6 +69,7 @@ fn time(t: Option<time::OffsetDateTime>) -> Option<String> {
 fn host_outcome(outcome: Outcome) -> HostOutcome {
     match outcome {
         Outcome::Completed(row) => completed(&row),
+        Outcome::Denied(row) if is_withdrawn(&row) => HostOutcome::Withdrawn,
         Outcome::Denied(row) => {
             let reason = row.model_result().and_then(|r| r["denied"].as_str().map(str::to_owned));
             HostOutcome::Denied { reason: reason.unwrap_or_else(|| "denied".to_owned()) }
@@ -72,11 +81,50 @@ fn host_outcome(outcome: Outcome) -> HostOutcome {
             let status = match row.state {
                 InvocationState::InDoubt => ParkedStatus::InDoubt,
                 InvocationState::AwaitingAnswer => ParkedStatus::AwaitingAnswer,
-                _ => ParkedStatus::AwaitingApproval,
+                InvocationState::AwaitingApproval => ParkedStatus::AwaitingApproval,
+                _ => ParkedStatus::Running,
             };
             HostOutcome::Parked { status, invocation_id: row.id.to_string(), tool: row.tool.clone(), expires_at: time(row.expires_at) }
         }
     }
+}
+
+/// Denied by its own caller with the withdrawal reason.
+fn is_withdrawn(row: &Invocation) -> bool {
+    row.decision.as_ref().is_some_and(|d| {
+        Some(d.by.as_str()) == row.principal.as_deref() && d.reason.as_deref() == Some(WITHDRAWN)
+    })
+}
+
+/// The call as the endpoint sees it: the row's id and times, and its outcome.
+fn host_call(outcome: Outcome) -> HostCall {
+    let row = outcome.invocation();
+    HostCall {
+        invocation_id: row.id.to_string(),
+        created_at: time(Some(row.created_at)).unwrap_or_default(),
+        updated_at: time(Some(row.updated_at)).unwrap_or_default(),
+        outcome: host_outcome(outcome),
+    }
+}
+
+/// A settled await: the tool's text for the model, and `{status, decided_by, result}`.
+fn settled(mut call: HostCall, row: &Invocation) -> HostCall {
+    if let HostOutcome::Completed {
+        text,
+        structured,
+        is_error,
+    } = &mut call.outcome
+    {
+        let result = structured
+            .take()
+            .unwrap_or_else(|| Value::String(text.clone()));
+        *structured = Some(json!({
+            "status": if *is_error { "failed" } else { "completed" },
+            "decided_by": row.decision.as_ref().map(|d| d.by.clone()),
+            "result": result,
+        }));
+    }
+    call
 }
 
 fn completed(row: &Invocation) -> HostOutcome {
@@ -120,7 +168,7 @@ impl Gateway {
         caller: &Caller,
         name: &str,
         arguments: Value,
-    ) -> Result<HostOutcome, HostError> {
+    ) -> Result<HostCall, HostError> {
         let scope = scope_id(scope);
         if self.scope(&scope).is_none() {
             return Err(HostError::UnknownScope(format!("{scope:?}")));
@@ -137,27 +185,27 @@ impl Gateway {
             principal,
         };
         match self.call(&ctx, name, arguments).await {
-            Ok(outcome) => Ok(host_outcome(outcome)),
+            Ok(outcome) => Ok(host_call(outcome)),
             Err(GatewayError::UnknownTool(name)) => Err(HostError::UnknownTool(name)),
             Err(e) => Err(internal(&e)),
         }
     }
 
-    async fn mcp_await(
+    /// The row `id`, if `caller` may see it from `scope`: its own call, made through the MCP
+    /// endpoint of that scope. Anything else is "not found", never "exists".
+    async fn mcp_row(
         &self,
+        scope: &HostScope,
         caller: &Caller,
         id: &str,
-        wait: Duration,
-    ) -> Result<HostOutcome, HostError> {
+    ) -> Result<Invocation, HostError> {
         let not_found = || HostError::NotFound(format!("invocation {id}"));
         let id: InvocationId = id.parse().map_err(|_| not_found())?;
-        let deadline = tokio::time::Instant::now() + wait;
-        let mut row = match self.store().get(id).await {
+        let row = match self.store().get(id).await {
             Ok(row) => row,
             Err(LedgerError::NotFound(_)) => return Err(not_found()),
             Err(e) => return Err(internal(&e.into())),
         };
-        // Another principal's call is not shown, not even as "exists".
         if row.principal.as_deref() != Some(caller.principal.as_str()) {
             return Err(not_found());
         }
@@ -172,22 +220,71 @@ impl Gateway {
                 "invocation {id} was not made through the MCP endpoint"
             )));
         }
+        if session.metadata["scope"].as_str() != Some(scope_key(&scope_id(scope)).as_str()) {
+            return Err(HostError::NotFound(format!(
+                "invocation {id} was not made through this endpoint URL ({scope})"
+            )));
+        }
+        Ok(row)
+    }
+
+    async fn mcp_await(
+        &self,
+        scope: &HostScope,
+        caller: &Caller,
+        id: &str,
+        wait: Duration,
+    ) -> Result<HostCall, HostError> {
+        let deadline = tokio::time::Instant::now() + wait;
+        let mut row = self.mcp_row(scope, caller, id).await?;
         loop {
             if row.state == InvocationState::Approved {
                 // Run it if we claim it first; if someone else did, wait for their result.
-                let outcome = self.continue_approved(id).await.map_err(|e| internal(&e))?;
+                let outcome = self
+                    .continue_approved(row.id)
+                    .await
+                    .map_err(|e| internal(&e))?;
                 row = outcome.invocation().clone();
             }
             let outcome = Outcome::from_row(row.clone());
-            if !matches!(outcome, Outcome::Parked(_)) || tokio::time::Instant::now() >= deadline {
-                return Ok(host_outcome(outcome));
+            if !matches!(outcome, Outcome::Parked(_)) {
+                return Ok(settled(host_call(outcome), &row));
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Ok(host_call(outcome));
             }
             row = self
                 .store()
-                .wait_for_change(id, Some(row.version), deadline)
+                .wait_for_change(row.id, Some(row.version), deadline)
                 .await
                 .map_err(|e| internal(&e.into()))?;
         }
+    }
+
+    async fn mcp_withdraw(
+        &self,
+        scope: &HostScope,
+        caller: &Caller,
+        id: &str,
+    ) -> Result<HostCall, HostError> {
+        let row = self.mcp_row(scope, caller, id).await?;
+        let waiting = matches!(
+            row.state,
+            InvocationState::AwaitingApproval | InvocationState::AwaitingAnswer
+        );
+        let row = if waiting {
+            let deny = Decision::Deny {
+                reason: WITHDRAWN.to_owned(),
+            };
+            match self.store().decide(row.id, &caller.principal, deny).await {
+                Ok(row) => row,
+                // Decided by someone else a moment ago: report what stands.
+                Err(_) => self.mcp_row(scope, caller, id).await?,
+            }
+        } else {
+            row
+        };
+        Ok(host_call(Outcome::from_row(row)))
     }
 }
 
@@ -205,16 +302,26 @@ impl ToolHost for Gateway {
         caller: &'a Caller,
         name: &'a str,
         arguments: Value,
-    ) -> BoxFuture<'a, Result<HostOutcome, HostError>> {
+    ) -> BoxFuture<'a, Result<HostCall, HostError>> {
         Box::pin(self.mcp_call(scope, caller, name, arguments))
     }
 
     fn await_decision<'a>(
         &'a self,
+        scope: &'a HostScope,
         caller: &'a Caller,
         invocation_id: &'a str,
         wait: Duration,
-    ) -> BoxFuture<'a, Result<HostOutcome, HostError>> {
-        Box::pin(self.mcp_await(caller, invocation_id, wait))
+    ) -> BoxFuture<'a, Result<HostCall, HostError>> {
+        Box::pin(self.mcp_await(scope, caller, invocation_id, wait))
+    }
+
+    fn withdraw<'a>(
+        &'a self,
+        scope: &'a HostScope,
+        caller: &'a Caller,
+        invocation_id: &'a str,
+    ) -> BoxFuture<'a, Result<HostCall, HostError>> {
+        Box::pin(self.mcp_withdraw(scope, caller, invocation_id))
     }
 }

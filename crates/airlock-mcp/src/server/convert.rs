@@ -1,9 +1,10 @@
 //! Translation between the port's vocabulary and rmcp's wire types: the only place that decides
 //! what a client sees for a tool list, an outcome or a host error.
 //!
-//! Guarantees: a failed, denied or refused call is always `isError: true`; a parked call is a
-//! non-error result whose text starts with a capitalised "NOT EXECUTED YET" / "NOT SETTLED YET"
-//! / "NOT ANSWERED YET" and whose `structuredContent` is the awaiting payload with `await_with`;
+//! Guarantees: a failed, denied, refused or withdrawn call is always `isError: true`; a parked
+//! call is a non-error result whose text starts with a capitalised "NOT EXECUTED YET" / "NOT
+//! SETTLED YET" / "NOT ANSWERED YET" / "NOT FINISHED YET" and whose `structuredContent` is the
+//! awaiting payload with `await_with`;
 //! host internals never reach the client (they are logged).
 
 use std::sync::Arc;
@@ -100,6 +101,9 @@ pub(super) fn to_call_result(outcome: HostOutcome) -> CallToolResult {
         HostOutcome::Refused { message } => {
             CallToolResult::error(vec![ContentBlock::text(message)])
         }
+        HostOutcome::Withdrawn => CallToolResult::error(vec![ContentBlock::text(
+            "withdrawn: the caller cancelled this call while it waited; it did not run",
+        )]),
     }
 }
 
@@ -130,6 +134,9 @@ fn parked(
         }
         ParkedStatus::AwaitingAnswer => {
             "NOT ANSWERED YET: this call is waiting for a person's answer."
+        }
+        ParkedStatus::Running => {
+            "NOT FINISHED YET: this call was approved and is running; its result is not in yet."
         }
     };
     let text = format!(

@@ -2,14 +2,18 @@
 //!
 //! Guarantees: the scope and caller come only from admission ([`Admitted`] in the request's
 //! extensions) — a request without them is an internal error, never served anonymously; the
-//! await tool never waits longer than [`MAX_AWAIT`]; nothing is kept between requests.
+//! await tool never waits longer than [`MAX_AWAIT`]; nothing is kept between requests. A parked
+//! call becomes a 2026 task (`resultType: "task"`) only for a request that declares the tasks
+//! extension; `tasks/get` and `tasks/cancel` see only the caller's own calls from this scope
+//! (rmcp refuses them with -32021 to a request that did not declare the extension).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
+    GetTaskParams, GetTaskResult, Implementation, ListToolsResult, PaginatedRequestParams,
+    ServerCapabilities, ServerConfig,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -20,6 +24,7 @@ use super::admit::Admitted;
 use super::convert::{
     AWAIT_TOOL, await_tool, from_host_error, to_call_result, to_error_data, to_tool,
 };
+use super::tasks;
 use crate::host::ToolHost;
 
 /// The handler rmcp builds per request (a clone of one `Arc`).
@@ -48,10 +53,10 @@ impl Endpoint {
         };
         match self
             .host
-            .await_decision(&admitted.caller, &invocation_id, wait)
+            .await_decision(&admitted.scope, &admitted.caller, &invocation_id, wait)
             .await
         {
-            Ok(outcome) => Ok(to_call_result(outcome)),
+            Ok(call) => Ok(to_call_result(call.outcome)),
             Err(err) => from_host_error(err),
         }
     }
@@ -59,7 +64,11 @@ impl Endpoint {
 
 impl ServerHandler for Endpoint {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tasks()
+            .build();
+        ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("airlock", env!("CARGO_PKG_VERSION")))
             .with_instructions(
                 "Every call goes through airlock. A call that needs a person's approval returns \
@@ -89,6 +98,9 @@ impl ServerHandler for Endpoint {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let admitted = admitted(&context)?;
+        let wants_task = context
+            .client_capabilities()
+            .is_some_and(|caps| caps.supports_tasks());
         let arguments = request.arguments.unwrap_or_default();
         if request.name == AWAIT_TOOL {
             return self
@@ -106,9 +118,46 @@ impl ServerHandler for Endpoint {
             )
             .await;
         match outcome {
-            Ok(outcome) => Ok(to_call_result(outcome).into()),
+            Ok(call) if wants_task && call.is_parked() => {
+                Ok(CallToolResponse::Task(tasks::created(&call)))
+            }
+            Ok(call) => Ok(to_call_result(call.outcome).into()),
             Err(err) => from_host_error(err).map(Into::into),
         }
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        let admitted = admitted(&context)?;
+        let call = self
+            .host
+            .await_decision(
+                &admitted.scope,
+                &admitted.caller,
+                &request.task_id,
+                Duration::ZERO,
+            )
+            .await
+            .map_err(to_error_data)?;
+        Ok(tasks::detailed(call))
+    }
+
+    /// Withdraws a waiting call; a settled one is acknowledged unchanged (SEP-2663: cancel is
+    /// idempotent, -32602 is only for an unknown task).
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let admitted = admitted(&context)?;
+        self.host
+            .withdraw(&admitted.scope, &admitted.caller, &request.task_id)
+            .await
+            .map_err(to_error_data)?;
+        Ok(())
     }
 }
 

@@ -1,15 +1,17 @@
 //! airlock's MCP endpoint on 127.0.0.1 in front of a scripted `ToolHost`: raw HTTP with literal
-//! JSON-RPC bodies (`wire`), and the official TypeScript SDK as a real client (`sdk`).
+//! JSON-RPC bodies (`wire`, and `tasks` for both MCP Tasks shapes), and the official TypeScript
+//! SDK as a real client (`sdk`).
 
 mod sdk;
+mod tasks;
 mod wire;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use airlock_mcp::{
-    Caller, EndpointConfig, HostError, HostOutcome, HostScope, ParkedStatus, ToolDescriptor,
-    ToolHost,
+    Caller, EndpointConfig, HostCall, HostError, HostOutcome, HostScope, ParkedStatus,
+    ToolDescriptor, ToolHost,
 };
 use futures::future::BoxFuture;
 use secrecy::SecretString;
@@ -33,12 +35,36 @@ pub(crate) enum Asked {
         invocation_id: String,
         wait: Duration,
     },
+    Withdraw {
+        scope: HostScope,
+        principal: String,
+        invocation_id: String,
+    },
 }
 
 /// A host with fixed tools and scripted outcomes, recording every call.
 #[derive(Default)]
 pub(crate) struct FakeHost {
     pub(crate) asked: Mutex<Vec<Asked>>,
+}
+
+/// `outcome` as the ledger row `id` would carry it.
+fn tracked(id: &str, outcome: HostOutcome) -> HostCall {
+    HostCall {
+        invocation_id: id.into(),
+        created_at: "2026-11-30T10:00:00Z".into(),
+        updated_at: "2026-11-30T10:00:01Z".into(),
+        outcome,
+    }
+}
+
+fn parked(id: &str) -> HostOutcome {
+    HostOutcome::Parked {
+        status: ParkedStatus::AwaitingApproval,
+        invocation_id: id.into(),
+        tool: "deploy".into(),
+        expires_at: None,
+    }
 }
 
 fn schema() -> Map<String, Value> {
@@ -79,7 +105,7 @@ impl ToolHost for FakeHost {
         caller: &'a Caller,
         name: &'a str,
         arguments: Value,
-    ) -> BoxFuture<'a, Result<HostOutcome, HostError>> {
+    ) -> BoxFuture<'a, Result<HostCall, HostError>> {
         self.asked.lock().unwrap().push(Asked::Call {
             scope: scope.clone(),
             principal: caller.principal.clone(),
@@ -112,15 +138,16 @@ impl ToolHost for FakeHost {
             "broken" => Err(HostError::Internal("db password is hunter2".into())),
             other => Err(HostError::UnknownTool(other.into())),
         };
-        Box::pin(async move { outcome })
+        Box::pin(async move { outcome.map(|o| tracked("inv-1", o)) })
     }
 
     fn await_decision<'a>(
         &'a self,
+        _scope: &'a HostScope,
         caller: &'a Caller,
         invocation_id: &'a str,
         wait: Duration,
-    ) -> BoxFuture<'a, Result<HostOutcome, HostError>> {
+    ) -> BoxFuture<'a, Result<HostCall, HostError>> {
         self.asked.lock().unwrap().push(Asked::Await {
             principal: caller.principal.clone(),
             invocation_id: invocation_id.into(),
@@ -134,20 +161,42 @@ impl ToolHost for FakeHost {
                 ),
                 is_error: false,
             }),
-            "inv-waiting" => Ok(HostOutcome::Parked {
-                status: ParkedStatus::AwaitingApproval,
-                invocation_id: "inv-waiting".into(),
-                tool: "deploy".into(),
-                expires_at: None,
-            }),
+            "inv-waiting" => Ok(parked("inv-waiting")),
             "inv-denied" => Ok(HostOutcome::Denied {
                 reason: "bob said no".into(),
             }),
+            "inv-withdrawn" => Ok(HostOutcome::Withdrawn),
             other => Err(HostError::NotFound(format!(
                 "no invocation {other} of yours on the MCP channel"
             ))),
         };
-        Box::pin(async move { outcome })
+        let id = invocation_id.to_owned();
+        Box::pin(async move { outcome.map(|o| tracked(&id, o)) })
+    }
+
+    fn withdraw<'a>(
+        &'a self,
+        scope: &'a HostScope,
+        caller: &'a Caller,
+        invocation_id: &'a str,
+    ) -> BoxFuture<'a, Result<HostCall, HostError>> {
+        self.asked.lock().unwrap().push(Asked::Withdraw {
+            scope: scope.clone(),
+            principal: caller.principal.clone(),
+            invocation_id: invocation_id.into(),
+        });
+        let outcome = match invocation_id {
+            "inv-waiting" | "inv-withdrawn" => Ok(HostOutcome::Withdrawn),
+            "inv-running" => Ok(HostOutcome::Parked {
+                status: ParkedStatus::Running,
+                invocation_id: "inv-running".into(),
+                tool: "deploy".into(),
+                expires_at: None,
+            }),
+            other => Err(HostError::NotFound(format!("invocation {other}"))),
+        };
+        let id = invocation_id.to_owned();
+        Box::pin(async move { outcome.map(|o| tracked(&id, o)) })
     }
 }
 

@@ -559,9 +559,10 @@ async fn once_is_scoped_to_the_principal(backend: Backend) {
     assert_eq!(f.runs(), 2);
 }
 
-/// The await tool only settles calls made through the MCP endpoint, by the same principal.
+/// The await tool only settles calls made through the MCP endpoint, by the same principal,
+/// from the same endpoint URL (scope).
 #[tokio::test]
-async fn await_refuses_calls_from_other_channels_and_principals() {
+async fn await_refuses_calls_from_other_channels_principals_and_scopes() {
     use airlock_mcp::{Caller, HostError, HostOutcome, HostScope, ToolHost};
     let Some(f) = fixture(Backend::Sqlite, policy(Approval::Always), "").await else {
         return;
@@ -569,27 +570,44 @@ async fn await_refuses_calls_from_other_channels_and_principals() {
     let ada = Caller {
         principal: "ada".into(),
     };
+    let gateway = HostScope::Gateway;
     let parked = f
         .gateway
-        .call_tool(&HostScope::Gateway, &ada, "count", json!({"amount": 1}))
+        .call_tool(&gateway, &ada, "count", json!({"amount": 1}))
         .await
         .unwrap();
-    let HostOutcome::Parked { invocation_id, .. } = parked else {
-        panic!("{parked:?}")
-    };
+    assert!(parked.is_parked(), "{parked:?}");
+    let id = parked.invocation_id;
     let waiting = f
         .gateway
-        .await_decision(&ada, &invocation_id, Duration::ZERO)
+        .await_decision(&gateway, &ada, &id, Duration::ZERO)
         .await
         .unwrap();
-    assert!(matches!(waiting, HostOutcome::Parked { .. }), "{waiting:?}");
+    assert!(
+        matches!(waiting.outcome, HostOutcome::Parked { .. }),
+        "{waiting:?}"
+    );
     let eve = Caller {
         principal: "eve".into(),
     };
     assert!(matches!(
         f.gateway
-            .await_decision(&eve, &invocation_id, Duration::ZERO)
+            .await_decision(&gateway, &eve, &id, Duration::ZERO)
             .await,
+        Err(HostError::NotFound(_))
+    ));
+    let elsewhere = HostScope::Agent("helper".into());
+    assert_eq!(
+        f.gateway
+            .await_decision(&elsewhere, &ada, &id, Duration::ZERO)
+            .await
+            .unwrap_err(),
+        HostError::NotFound(format!(
+            "invocation {id} was not made through this endpoint URL (agent helper)"
+        ))
+    );
+    assert!(matches!(
+        f.gateway.withdraw(&gateway, &eve, &id).await,
         Err(HostError::NotFound(_))
     ));
     // A call made on another channel (here: the test's own session) is not the endpoint's.
@@ -600,7 +618,12 @@ async fn await_refuses_calls_from_other_channels_and_principals() {
         .unwrap();
     let err = f
         .gateway
-        .await_decision(&ada, &other.invocation().id.to_string(), Duration::ZERO)
+        .await_decision(
+            &gateway,
+            &ada,
+            &other.invocation().id.to_string(),
+            Duration::ZERO,
+        )
         .await
         .unwrap_err();
     assert_eq!(
@@ -610,6 +633,44 @@ async fn await_refuses_calls_from_other_channels_and_principals() {
             other.invocation().id
         ))
     );
+}
+
+/// Withdrawing a waiting call (a cancelled task) denies it in the caller's name, nothing runs,
+/// and it reads back as withdrawn; a settled call is returned unchanged.
+#[tokio::test]
+async fn a_caller_withdraws_its_own_waiting_call() {
+    use airlock_mcp::{Caller, HostOutcome, HostScope, ToolHost};
+    let Some(f) = fixture(Backend::Sqlite, policy(Approval::Always), "").await else {
+        return;
+    };
+    let ada = Caller {
+        principal: "ada".into(),
+    };
+    let scope = HostScope::Gateway;
+    let parked = f
+        .gateway
+        .call_tool(&scope, &ada, "count", json!({"amount": 1}))
+        .await
+        .unwrap();
+    let id = parked.invocation_id;
+    let withdrawn = f.gateway.withdraw(&scope, &ada, &id).await.unwrap();
+    assert_eq!(withdrawn.outcome, HostOutcome::Withdrawn);
+    let row = f.gateway.store().get(id.parse().unwrap()).await.unwrap();
+    assert_eq!(row.state, InvocationState::Denied);
+    assert_eq!(row.decision.unwrap().by, "ada");
+    let again = f.gateway.withdraw(&scope, &ada, &id).await.unwrap();
+    assert_eq!(
+        again.outcome,
+        HostOutcome::Withdrawn,
+        "withdrawing twice changes nothing"
+    );
+    let awaited = f
+        .gateway
+        .await_decision(&scope, &ada, &id, Duration::ZERO)
+        .await
+        .unwrap();
+    assert_eq!(awaited.outcome, HostOutcome::Withdrawn);
+    assert_eq!(f.runs(), 0);
 }
 
 /// An approved call whose tool was removed from the deployment fails instead of staying

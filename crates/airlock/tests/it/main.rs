@@ -11,6 +11,7 @@ mod decisions;
 mod discovery;
 mod egress;
 mod mcp;
+mod mcp_tasks;
 mod python_sdk;
 mod quickstart;
 mod serve;

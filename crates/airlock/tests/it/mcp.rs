@@ -6,11 +6,11 @@ use serde_json::{Value, json};
 
 use crate::support::{deployment_with, hello_upstream, mcp_request, serve_in_process};
 
-const ADMIN: &str = "admin-2c26b46b68ffc68ff99b453c1d304134";
-const CLAUDE: &str = "mcp-fcde2b2edba56bf408601fb721fe9b5c";
-const OTHER: &str = "mcp-9b74c9897bac770ffc029102a200c5de";
+pub(crate) const ADMIN: &str = "admin-2c26b46b68ffc68ff99b453c1d304134";
+pub(crate) const CLAUDE: &str = "mcp-fcde2b2edba56bf408601fb721fe9b5c";
+pub(crate) const OTHER: &str = "mcp-9b74c9897bac770ffc029102a200c5de";
 
-fn deployment() -> tempfile::TempDir {
+pub(crate) fn deployment() -> tempfile::TempDir {
     let toml = "[[admin.tokens]]\ncredential = \"airlock.admin\"\nprincipal = \"alice\"\n[[mcp.tokens]]\ncredential = \"airlock.claude\"\nprincipal = \"claude\"\n[[mcp.tokens]]\ncredential = \"airlock.other\"\nprincipal = \"other\"\n[egress]\nallow = [\"127.0.0.1/32\"]\n[credentials]\nfile = \"creds.yml\"\n[builtins.ask_human]\n[builtins.fetch]\napproval = \"always\"\n";
     deployment_with(
         toml,
@@ -19,12 +19,12 @@ fn deployment() -> tempfile::TempDir {
 }
 
 /// Boots the deployment and serves it on 127.0.0.1:0; returns the base URL.
-async fn start(dir: &std::path::Path) -> String {
+pub(crate) async fn start(dir: &std::path::Path) -> String {
     let (addr, _) = serve_in_process(dir).await;
     format!("http://127.0.0.1:{}", addr.port())
 }
 
-async fn rpc(base: &str, token: Option<&str>, body: Value) -> (u16, Value) {
+pub(crate) async fn rpc(base: &str, token: Option<&str>, body: Value) -> (u16, Value) {
     let mut request = mcp_request(base).body(body.to_string());
     if let Some(token) = token {
         request = request.header("authorization", format!("Bearer {token}"));
@@ -38,13 +38,13 @@ async fn rpc(base: &str, token: Option<&str>, body: Value) -> (u16, Value) {
     )
 }
 
-async fn call(base: &str, token: &str, name: &str, arguments: Value) -> Value {
+pub(crate) async fn call(base: &str, token: &str, name: &str, arguments: Value) -> Value {
     let (status, reply) = rpc(base, Some(token), json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": name, "arguments": arguments}})).await;
     assert_eq!(status, 200, "{reply}");
     reply["result"].clone()
 }
 
-async fn approve(base: &str, id: &str) {
+pub(crate) async fn approve(base: &str, id: &str) {
     let response = reqwest::Client::new()
         .post(format!("{base}/v1/approvals/{id}/decision"))
         .header("authorization", format!("Bearer {ADMIN}"))
@@ -57,7 +57,7 @@ async fn approve(base: &str, id: &str) {
 }
 
 /// An upstream page for `fetch`.
-async fn page() -> String {
+pub(crate) async fn page() -> String {
     format!("http://{}/", hello_upstream().await)
 }
 
@@ -139,7 +139,10 @@ async fn a_gated_call_parks_and_the_client_comes_back_after_a_restart() {
     )
     .await;
     assert_eq!(done["isError"], false, "{done}");
-    assert_eq!(done["structuredContent"]["body"], "hello", "{done}");
+    let settled = &done["structuredContent"];
+    assert_eq!(settled["status"], "completed", "{done}");
+    assert_eq!(settled["decided_by"], "alice", "{done}");
+    assert_eq!(settled["result"]["body"], "hello", "{done}");
 
     let foreign = call(
         &second,

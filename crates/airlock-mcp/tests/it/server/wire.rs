@@ -178,7 +178,10 @@ async fn initialize_then_initialized_keeps_no_session() {
     assert_eq!(reply.header("mcp-session-id"), None);
     let result = &reply.json()["result"];
     assert_eq!(result["protocolVersion"], "2025-06-18");
-    assert_eq!(result["capabilities"], json!({"tools": {}}));
+    assert_eq!(
+        result["capabilities"],
+        json!({"tools": {}, "extensions": {"io.modelcontextprotocol/tasks": {}}})
+    );
     assert_eq!(result["serverInfo"]["name"], "airlock");
 
     let initialized = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
@@ -355,7 +358,7 @@ async fn await_tool_waits_at_most_25_seconds_and_maps_outcomes() {
             Asked::Await {
                 wait, principal, ..
             } => Some((wait, principal)),
-            Asked::Call { .. } => None,
+            Asked::Call { .. } | Asked::Withdraw { .. } => None,
         })
         .collect();
     let secs = |s| (Duration::from_secs(s), "alice".to_owned());

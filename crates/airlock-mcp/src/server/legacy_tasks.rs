@@ -1,0 +1,243 @@
+//! The 2025-11-25 experimental Tasks shape, which rmcp no longer models: task-augmented
+//! `tools/call` (`params.task`), `tasks/get`, `tasks/result` and `tasks/cancel`, answered here
+//! before rmcp sees the request, for requests of that protocol revision only.
+//!
+//! Guarantees: the server advertises `capabilities.tasks` (cancel, `tools/call`) in a
+//! 2025-11-25 `initialize` and marks every tool but the await tool `taskSupport: "optional"`;
+//! a task-augmented call is recorded like any other and answered with `{"task": …}`; the task
+//! is the ledger row, so a task survives restarts and is seen only by the principal who made it
+//! from the same scope. `tasks/result` blocks until the call settles, woken by the ledger (no
+//! polling), and carries the `related-task` metadata; cancelling a settled task is -32602, as
+//! that revision requires. Every other request passes through untouched.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::{Body, to_bytes};
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use rmcp::model::TaskStatus;
+use serde_json::{Map, Value, json};
+
+use super::admit::{Admitted, MAX_BODY_BYTES};
+use super::convert::AWAIT_TOOL;
+use super::tasks::{self, Era};
+use crate::host::{HostCall, HostError, ToolHost};
+
+/// The only revision with this task shape.
+const REVISION: &str = "2025-11-25";
+
+/// How long one `tasks/result` wait lasts before it is renewed; the request itself waits until
+/// the call settles or the client goes away (which drops the future).
+const RESULT_WAIT: Duration = Duration::from_secs(3600);
+
+/// The middleware: handles the 2025-11-25 task methods, decorates `initialize` and
+/// `tools/list` of that revision, and passes everything else on.
+pub(super) async fn layer(
+    State(host): State<Arc<dyn ToolHost>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let (parts, body) = request.into_parts();
+    let Ok(bytes) = to_bytes(body, MAX_BODY_BYTES).await else {
+        return (StatusCode::PAYLOAD_TOO_LARGE, "Payload Too Large").into_response();
+    };
+    let message: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    let method = message["method"].as_str().unwrap_or_default();
+    let revision = is_revision(&parts.headers);
+    let admitted = parts.extensions.get::<Admitted>().cloned();
+    let request = Request::from_parts(parts, Body::from(bytes));
+    let id = message.get("id").cloned().unwrap_or(Value::Null);
+    let params = &message["params"];
+    match (method, admitted) {
+        ("initialize", _) if params["protocolVersion"] == REVISION => {
+            decorate(next.run(request).await, advertise).await
+        }
+        ("tools/list", _) if revision => decorate(next.run(request).await, mark_tools).await,
+        ("tools/call", Some(admitted)) if revision && params["task"].is_object() => {
+            reply(&id, call(host.as_ref(), &admitted, params).await)
+        }
+        ("tasks/get" | "tasks/result" | "tasks/cancel", Some(admitted)) if revision => {
+            let Some(task_id) = params["taskId"].as_str() else {
+                return reply(&id, Err(rpc(-32602, "params.taskId must be a string")));
+            };
+            let answer = match method {
+                "tasks/get" => get(host.as_ref(), &admitted, task_id).await,
+                "tasks/result" => result(host.as_ref(), &admitted, task_id).await,
+                _ => cancel(host.as_ref(), &admitted, task_id).await,
+            };
+            reply(&id, answer)
+        }
+        _ => next.run(request).await,
+    }
+}
+
+fn is_revision(headers: &HeaderMap) -> bool {
+    headers
+        .get("mcp-protocol-version")
+        .is_some_and(|v| v.as_bytes() == REVISION.as_bytes())
+}
+
+type Answer = Result<Value, Value>;
+
+fn rpc(code: i64, message: impl Into<String>) -> Value {
+    json!({"code": code, "message": message.into()})
+}
+
+fn host_error(err: HostError) -> Value {
+    match err {
+        HostError::NotFound(what) => rpc(-32602, format!("task not found: {what}")),
+        HostError::UnknownTool(name) => rpc(-32602, format!("unknown tool: {name}")),
+        HostError::UnknownScope(name) => rpc(-32602, format!("unknown agent: {name}")),
+        HostError::Internal(detail) => {
+            tracing::error!(detail, "MCP endpoint: the tool host failed");
+            rpc(-32603, "internal error")
+        }
+    }
+}
+
+fn reply(id: &Value, answer: Answer) -> Response {
+    let body = match answer {
+        Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
+        Err(error) => json!({"jsonrpc": "2.0", "id": id, "error": error}),
+    };
+    (StatusCode::OK, axum::Json(body)).into_response()
+}
+
+/// The 2025-11-25 `Task` object.
+fn task_json(call: &HostCall) -> Value {
+    let task = tasks::task(call, Era::V2025);
+    let mut object = json!({
+        "taskId": task.task_id,
+        "status": task.status,
+        "createdAt": task.created_at,
+        "lastUpdatedAt": task.last_updated_at,
+        "ttl": null,
+        "pollInterval": tasks::POLL_INTERVAL_MS,
+    });
+    if let Some(message) = task.status_message {
+        object["statusMessage"] = Value::String(message);
+    }
+    object
+}
+
+async fn call(host: &dyn ToolHost, admitted: &Admitted, params: &Value) -> Answer {
+    let Some(name) = params["name"].as_str() else {
+        return Err(rpc(-32602, "params.name must be a string"));
+    };
+    let arguments = match &params["arguments"] {
+        Value::Null => Value::Object(Map::new()),
+        object @ Value::Object(_) => object.clone(),
+        _ => return Err(rpc(-32602, "params.arguments must be an object")),
+    };
+    if name == AWAIT_TOOL {
+        return Err(rpc(-32602, format!("{AWAIT_TOOL} cannot run as a task")));
+    }
+    let call = host
+        .call_tool(&admitted.scope, &admitted.caller, name, arguments)
+        .await
+        .map_err(host_error)?;
+    Ok(json!({ "task": task_json(&call) }))
+}
+
+async fn get(host: &dyn ToolHost, admitted: &Admitted, task_id: &str) -> Answer {
+    let call = host
+        .await_decision(&admitted.scope, &admitted.caller, task_id, Duration::ZERO)
+        .await
+        .map_err(host_error)?;
+    Ok(task_json(&call))
+}
+
+async fn result(host: &dyn ToolHost, admitted: &Admitted, task_id: &str) -> Answer {
+    let call = loop {
+        let call = host
+            .await_decision(&admitted.scope, &admitted.caller, task_id, RESULT_WAIT)
+            .await
+            .map_err(host_error)?;
+        if !call.is_parked() {
+            break call;
+        }
+    };
+    let mut result = tasks::result_object(call.outcome);
+    result.insert(
+        "_meta".to_owned(),
+        json!({"io.modelcontextprotocol/related-task": {"taskId": task_id}}),
+    );
+    Ok(Value::Object(result))
+}
+
+async fn cancel(host: &dyn ToolHost, admitted: &Admitted, task_id: &str) -> Answer {
+    let before = host
+        .await_decision(&admitted.scope, &admitted.caller, task_id, Duration::ZERO)
+        .await
+        .map_err(host_error)?;
+    let (status, _) = tasks::status(&before, Era::V2025);
+    if status != TaskStatus::Working {
+        let status = serde_json::to_value(status).unwrap_or_default();
+        return Err(rpc(
+            -32602,
+            format!("cannot cancel task {task_id}: it is already {status}"),
+        ));
+    }
+    let after = host
+        .withdraw(&admitted.scope, &admitted.caller, task_id)
+        .await
+        .map_err(host_error)?;
+    if after.is_parked() {
+        // Running or in doubt: it may be executing; withdrawing now would lie about it.
+        let message = task_json(&after)["statusMessage"].clone();
+        return Err(rpc(
+            -32602,
+            format!(
+                "cannot cancel task {task_id}: {}",
+                message.as_str().unwrap_or("it is running")
+            ),
+        ));
+    }
+    Ok(task_json(&after))
+}
+
+/// Rewrites a JSON-RPC response body with `edit` applied to its `result`.
+async fn decorate(response: Response, edit: fn(&mut Map<String, Value>)) -> Response {
+    let (mut parts, body) = response.into_parts();
+    let Ok(bytes) = to_bytes(body, usize::MAX).await else {
+        return StatusCode::BAD_GATEWAY.into_response();
+    };
+    let mut message: Value = match serde_json::from_slice(&bytes) {
+        Ok(message) => message,
+        Err(_) => return Response::from_parts(parts, Body::from(bytes)),
+    };
+    if let Some(result) = message.get_mut("result").and_then(Value::as_object_mut) {
+        edit(result);
+    }
+    parts.headers.remove(header::CONTENT_LENGTH);
+    Response::from_parts(parts, Body::from(message.to_string()))
+}
+
+fn advertise(result: &mut Map<String, Value>) {
+    if result.get("protocolVersion") != Some(&json!(REVISION)) {
+        return;
+    }
+    if let Some(capabilities) = result
+        .get_mut("capabilities")
+        .and_then(Value::as_object_mut)
+    {
+        capabilities.insert(
+            "tasks".to_owned(),
+            json!({"cancel": {}, "requests": {"tools": {"call": {}}}}),
+        );
+    }
+}
+
+fn mark_tools(result: &mut Map<String, Value>) {
+    let Some(tools) = result.get_mut("tools").and_then(Value::as_array_mut) else {
+        return;
+    };
+    for tool in tools.iter_mut().filter(|t| t["name"] != AWAIT_TOOL) {
+        if let Some(tool) = tool.as_object_mut() {
+            tool.insert("execution".to_owned(), json!({"taskSupport": "optional"}));
+        }
+    }
+}

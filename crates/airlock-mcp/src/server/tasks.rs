@@ -1,0 +1,154 @@
+//! MCP Tasks over parked calls: the parked ledger row *is* the task, its invocation id the task
+//! id, so a task outlives the request, the connection and the process that created it.
+//!
+//! Guarantees: one mapping from a [`HostCall`] to a task's status serves both wire shapes —
+//! the 2025-11-25 experimental one (`legacy_tasks`) and the 2026-07-28 extension (SEP-2663,
+//! built here on rmcp's types). A call waiting for a person (or running) is `working` with a
+//! status message saying so; a withdrawn call is `cancelled`; a settled call is `completed`,
+//! except that in the 2025 shape a tool error or a denial is `failed` (that revision's rule)
+//! while the 2026 extension keeps it `completed` with `isError: true` (its rule). Tasks are
+//! kept as long as their rows (`ttl` null: unlimited).
+
+use rmcp::model::{
+    CreateTaskResult, DetailedTask, GetTaskResult, JsonObject, Task, TaskPayload, TaskStatus,
+};
+use serde_json::Value;
+
+use super::convert::to_call_result;
+use crate::host::{HostCall, HostOutcome, ParkedStatus};
+
+/// How often a client should poll `tasks/get` while a person decides (milliseconds).
+pub(super) const POLL_INTERVAL_MS: u64 = 2_000;
+
+/// The wire revision whose task rules apply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Era {
+    /// 2025-11-25, experimental tasks.
+    V2025,
+    /// 2026-07-28, the `io.modelcontextprotocol/tasks` extension.
+    V2026,
+}
+
+/// A task's status and the message that goes with it.
+pub(super) fn status(call: &HostCall, era: Era) -> (TaskStatus, Option<String>) {
+    match &call.outcome {
+        HostOutcome::Parked { status, .. } => (TaskStatus::Working, Some(waiting(*status))),
+        HostOutcome::Withdrawn => (
+            TaskStatus::Cancelled,
+            Some("withdrawn by the caller; it did not run".to_owned()),
+        ),
+        HostOutcome::Completed {
+            is_error: false, ..
+        } => (TaskStatus::Completed, None),
+        HostOutcome::Completed { text, .. } if era == Era::V2025 => {
+            (TaskStatus::Failed, Some(text.clone()))
+        }
+        HostOutcome::Denied { reason } if era == Era::V2025 => {
+            (TaskStatus::Failed, Some(format!("denied: {reason}")))
+        }
+        HostOutcome::Refused { message } if era == Era::V2025 => {
+            (TaskStatus::Failed, Some(message.clone()))
+        }
+        HostOutcome::Completed { .. }
+        | HostOutcome::Denied { .. }
+        | HostOutcome::Refused { .. } => (TaskStatus::Completed, None),
+    }
+}
+
+fn waiting(status: ParkedStatus) -> String {
+    match status {
+        ParkedStatus::AwaitingApproval => "awaiting a person's approval; nothing has run yet",
+        ParkedStatus::AwaitingAnswer => "awaiting a person's answer",
+        ParkedStatus::InDoubt => "it is not known whether the call ran; a person must settle it",
+        ParkedStatus::Running => "approved; running now",
+    }
+    .to_owned()
+}
+
+/// The task fields common to both shapes.
+pub(super) fn task(call: &HostCall, era: Era) -> Task {
+    let (status, message) = status(call, era);
+    let task = Task::new(
+        call.invocation_id.clone(),
+        status,
+        call.created_at.clone(),
+        call.updated_at.clone(),
+    )
+    .with_poll_interval_ms(POLL_INTERVAL_MS);
+    match message {
+        Some(message) => task.with_status_message(message),
+        None => task,
+    }
+}
+
+/// The 2026 `CreateTaskResult` for a call that parked.
+pub(super) fn created(call: &HostCall) -> CreateTaskResult {
+    CreateTaskResult::new(task(call, Era::V2026))
+}
+
+/// The 2026 `tasks/get` answer: the task, with the tool's result inlined once settled.
+pub(super) fn detailed(call: HostCall) -> GetTaskResult {
+    let task = task(&call, Era::V2026);
+    let payload = match task.status {
+        TaskStatus::Working => TaskPayload::Working,
+        TaskStatus::Cancelled => TaskPayload::Cancelled,
+        _ => TaskPayload::Completed {
+            result: result_object(call.outcome),
+        },
+    };
+    GetTaskResult::new(DetailedTask::new(task, payload))
+}
+
+/// A settled outcome as the `tools/call` result object it stands for.
+pub(super) fn result_object(outcome: HostOutcome) -> JsonObject {
+    match serde_json::to_value(to_call_result(outcome)) {
+        Ok(Value::Object(object)) => object,
+        _ => JsonObject::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(outcome: HostOutcome) -> HostCall {
+        HostCall {
+            invocation_id: "i1".into(),
+            created_at: "2026-01-01T00:00:00Z".into(),
+            updated_at: "2026-01-01T00:00:01Z".into(),
+            outcome,
+        }
+    }
+
+    #[test]
+    fn a_denial_is_failed_in_2025_and_completed_with_is_error_in_2026() {
+        let denied = call(HostOutcome::Denied {
+            reason: "no".into(),
+        });
+        assert_eq!(status(&denied, Era::V2025).0, TaskStatus::Failed);
+        assert_eq!(status(&denied, Era::V2026).0, TaskStatus::Completed);
+        let wire = serde_json::to_value(detailed(denied)).unwrap();
+        assert_eq!(wire["status"], "completed");
+        assert_eq!(wire["result"]["isError"], true);
+        assert_eq!(wire["result"]["structuredContent"]["denied"], "no");
+    }
+
+    #[test]
+    fn parked_is_working_with_a_message_and_withdrawn_is_cancelled() {
+        let parked = call(HostOutcome::Parked {
+            status: ParkedStatus::AwaitingApproval,
+            invocation_id: "i1".into(),
+            tool: "deploy".into(),
+            expires_at: None,
+        });
+        let (status_, message) = status(&parked, Era::V2026);
+        assert_eq!(status_, TaskStatus::Working);
+        assert!(message.unwrap().contains("approval"));
+        let wire = serde_json::to_value(detailed(parked)).unwrap();
+        assert!(wire.get("result").is_none(), "{wire}");
+        assert_eq!(
+            status(&call(HostOutcome::Withdrawn), Era::V2025).0,
+            TaskStatus::Cancelled
+        );
+    }
+}
