@@ -1,5 +1,7 @@
 // Drives airlock's MCP endpoint with the official TypeScript SDK, the way a real agent would:
-// connect (initialize over Streamable HTTP), list tools, call a tool, get a parked call, await it.
+// connect (initialize over Streamable HTTP), list tools, call a tool, get a parked call, await it;
+// then the same parked call as an MCP task (2025-11-25 experimental tasks): stream it to its
+// result, follow and cancel a waiting one.
 // Usage: node client.mjs URL TOKEN. Prints one JSON object on stdout; the Rust test asserts it.
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
@@ -29,5 +31,14 @@ try {
 } catch (err) {
   out.unknown = { code: err.code ?? null, message: String(err.message) };
 }
+
+// Tasks: the SDK augments the call with a task because the server and the tool say it may.
+out.taskCapability = client.getServerCapabilities()?.tasks ?? null;
+out.taskStream = [];
+for await (const message of client.experimental.tasks.callToolStream({ name: "deploy", arguments: { env: "prod" } })) {
+  out.taskStream.push({ type: message.type, status: message.task?.status ?? null, result: message.result ?? null });
+}
+out.waitingTask = await client.experimental.tasks.getTask("inv-waiting");
+out.cancelledTask = await client.experimental.tasks.cancelTask("inv-waiting");
 await client.close();
 console.log(JSON.stringify(out));

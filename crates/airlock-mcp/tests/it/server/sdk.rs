@@ -72,4 +72,25 @@ async fn typescript_sdk_lists_calls_parks_and_awaits() {
     assert_eq!(out["awaited"]["structuredContent"]["decided_by"], "bob");
     assert_eq!(out["failed"]["isError"], true);
     assert_eq!(out["unknown"]["code"], -32602);
+
+    // MCP Tasks (2025-11-25): created, then the settled result, as the SDK streams them.
+    assert_eq!(
+        out["taskCapability"]["requests"]["tools"]["call"],
+        json!({})
+    );
+    let stream = out["taskStream"].as_array().unwrap();
+    assert_eq!(stream[0]["type"], "taskCreated", "{stream:?}");
+    assert_eq!(stream[0]["status"], "working");
+    let last = stream.last().unwrap();
+    assert_eq!(last["type"], "result", "{stream:?}");
+    assert_eq!(last["result"]["structuredContent"]["decided_by"], "bob");
+    assert_eq!(out["waitingTask"]["status"], "working");
+    assert_eq!(out["cancelledTask"]["status"], "cancelled");
+    assert!(
+        server
+            .asked()
+            .iter()
+            .any(|a| matches!(a, super::Asked::Withdraw { invocation_id, .. } if invocation_id == "inv-waiting")),
+        "the SDK's cancel withdrew the call"
+    );
 }
