@@ -5,6 +5,7 @@
 mod approvals_cli;
 mod call;
 mod check;
+mod conformance;
 mod crash;
 mod credentials;
 mod decisions;

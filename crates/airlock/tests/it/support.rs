@@ -1,6 +1,9 @@
 //! Shared scaffolding of the end-to-end tests: a temporary deployment, the app served in-process
 //! on a free port, the `airlock serve` binary as a child, parked calls, loopback upstreams and
-//! plain HTTP requests. Each test keeps its own TOML, credentials and tokens.
+//! plain HTTP requests, and a proxy adding a bearer token for clients that cannot. Each test keeps
+//! its own TOML, credentials and tokens.
+
+pub(crate) mod bearer_proxy;
 
 use std::io::{BufRead as _, BufReader};
 use std::net::SocketAddr;
