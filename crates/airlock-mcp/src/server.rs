@@ -17,11 +17,14 @@
 //! - Clients that opt into MCP Tasks get the parked call as a task instead (the ledger row is
 //!   the task): the 2026-07-28 extension through rmcp (`handler`), the 2025-11-25 experimental
 //!   shape through `legacy_tasks`, which runs after admission and before rmcp.
+//! - A 2026-07-28 `tools/call` whose `Mcp-Param-*` headers disagree with the arguments they
+//!   mirror is refused before anything is recorded (`param_headers`).
 
 mod admit;
 mod convert;
 mod handler;
 mod legacy_tasks;
+mod param_headers;
 mod tasks;
 
 use std::sync::Arc;
@@ -74,14 +77,17 @@ pub fn router(host: Arc<dyn ToolHost>, config: EndpointConfig) -> Router {
         Arc::new(NeverSessionManager::default()),
         rmcp_config,
     );
-    // `route_layer`s wrap outwards: admission runs first, then the 2025 task shape.
+    // `route_layer`s wrap outwards: admission runs first, then the `Mcp-Param-*` check, then
+    // the 2025 task shape.
     let gateway = Router::new()
         .route_service("/mcp", service.clone())
         .route_layer(from_fn_with_state(host.clone(), legacy_tasks::layer))
+        .route_layer(from_fn_with_state(host.clone(), param_headers::layer))
         .route_layer(from_fn_with_state(gate.clone(), admit::gateway));
     let agents = Router::new()
         .route_service("/agents/{name}/mcp", service)
-        .route_layer(from_fn_with_state(host, legacy_tasks::layer))
+        .route_layer(from_fn_with_state(host.clone(), legacy_tasks::layer))
+        .route_layer(from_fn_with_state(host, param_headers::layer))
         .route_layer(from_fn_with_state(gate, admit::agent));
     gateway.merge(agents)
 }

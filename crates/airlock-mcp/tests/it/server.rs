@@ -88,10 +88,10 @@ impl ToolHost for FakeHost {
             destructive,
             idempotent,
         };
-        let mut tools = vec![
-            tool("echo", true, false, true),
-            tool("deploy", false, true, false),
-        ];
+        let mut echo = tool("echo", true, false, true);
+        // `msg` is mirrored into the `Mcp-Param-Msg` header by 2026-07-28 clients.
+        echo.input_schema["properties"]["msg"]["x-mcp-header"] = json!("Msg");
+        let mut tools = vec![echo, tool("deploy", false, true, false)];
         if let HostScope::Agent(name) = scope {
             tools.retain(|t| t.name == "echo");
             tools[0].description = format!("echo for {name}");

@@ -405,3 +405,49 @@ async fn current_clients_discover_and_call_without_initialize() {
     let reply = server.post("/mcp", &[], &body).await;
     assert_eq!(reply.status, 400, "{}", reply.body);
 }
+
+#[tokio::test]
+async fn v2026_mcp_param_headers_must_match_the_arguments_they_mirror() {
+    let server = Endpoint::start().await;
+    let meta = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"}}"#;
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{{"name":"echo","arguments":{{"msg":"Hello"}},{meta}}}}}"#
+    );
+    let send = |param: Option<&'static str>| {
+        let body = body.clone();
+        let server = &server;
+        async move {
+            let mut headers = vec![
+                "MCP-Protocol-Version: 2026-07-28".to_owned(),
+                "Mcp-Method: tools/call".to_owned(),
+                "Mcp-Name: echo".to_owned(),
+            ];
+            if let Some(value) = param {
+                headers.push(format!("Mcp-Param-Msg: {value}"));
+            }
+            let headers: Vec<&str> = headers.iter().map(String::as_str).collect();
+            server.post("/mcp", &headers, &body).await
+        }
+    };
+    for ok in ["Hello", " Hello ", "=?base64?SGVsbG8=?="] {
+        let reply = send(Some(ok)).await;
+        assert_eq!(reply.status, 200, "{ok}: {}", reply.body);
+        assert_eq!(reply.json()["result"]["isError"], false);
+    }
+    for bad in [
+        None,
+        Some("Goodbye"),
+        Some("=?base64?SGVsbG8?="),
+        Some("=?base64?SGVs!!!bG8=?="),
+    ] {
+        let reply = send(bad).await;
+        assert_eq!(reply.status, 400, "{bad:?}: {}", reply.body);
+        assert_eq!(reply.json()["error"]["code"], -32020, "{bad:?}");
+    }
+    let calls = server
+        .asked()
+        .iter()
+        .filter(|a| matches!(a, Asked::Call { .. }))
+        .count();
+    assert_eq!(calls, 3, "a refused request never reaches the host");
+}
