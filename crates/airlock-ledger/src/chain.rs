@@ -118,20 +118,11 @@ pub(crate) fn append(
 /// Events per INSERT: 10 parameters each stays far below both backends' parameter limits.
 const EVENTS_PER_INSERT: usize = 200;
 
-/// Inserts the queued events, a chunk per statement. On PostgreSQL `notify` (the changed ids)
-/// rides on the first statement, saving a round trip; returns it if there was none to ride on.
-pub(crate) async fn flush(
-    tx: &mut DbTx,
-    events: &mut Vec<Event>,
-    notify: Option<String>,
-) -> Result<Option<String>, sqlx::Error> {
-    let mut notify = notify;
+/// Inserts the queued events, a chunk per statement.
+pub(crate) async fn flush(tx: &mut DbTx, events: &mut Vec<Event>) -> Result<(), sqlx::Error> {
     for chunk in events.chunks(EVENTS_PER_INSERT) {
         let mut sql = String::with_capacity(64 + chunk.len() * 48);
-        let mut binds = Vec::with_capacity(chunk.len() * 10 + 1);
-        if notify.is_some() {
-            sql.push_str("WITH ev AS (");
-        }
+        let mut binds = Vec::with_capacity(chunk.len() * 10);
         sql.push_str(
             "INSERT INTO ledger_events (lane, seq, entity, entity_id, version, state, row_hash, \
              prev_hash, hash, at) VALUES ",
@@ -163,21 +154,10 @@ pub(crate) async fn flush(
                 SqlValue::Int(e.at),
             ]);
         }
-        if let Some(ids) = notify.take() {
-            // A data-modifying CTE always runs, so the insert happens even though the outer
-            // SELECT does not read it.
-            binds.push(SqlValue::Text(ids));
-            sql.push_str(&format!(
-                " RETURNING 1) SELECT pg_notify('airlock_ledger', ${})",
-                binds.len()
-            ));
-            tx.fetch_all(sqlx::AssertSqlSafe(sql), &binds).await?;
-        } else {
-            tx.execute(sqlx::AssertSqlSafe(sql), &binds).await?;
-        }
+        tx.execute(sqlx::AssertSqlSafe(sql), &binds).await?;
     }
     events.clear();
-    Ok(notify)
+    Ok(())
 }
 
 /// The latest (version, row hash) the chain holds for each row.

@@ -47,13 +47,6 @@ impl From<Option<String>> for SqlValue {
     }
 }
 
-/// Which database a store talks to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Backend {
-    Sqlite,
-    Postgres,
-}
-
 /// A connection pool of either backend.
 #[derive(Debug, Clone)]
 pub(crate) enum DbPool {
@@ -183,13 +176,6 @@ impl DbPool {
 }
 
 impl DbTx {
-    pub(crate) fn backend(&self) -> Backend {
-        match self {
-            Self::Sqlite(_) => Backend::Sqlite,
-            Self::Postgres(_) => Backend::Postgres,
-        }
-    }
-
     pub(crate) async fn execute(
         &mut self,
         sql: impl SqlSafeStr,

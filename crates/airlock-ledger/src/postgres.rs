@@ -3,8 +3,8 @@
 //! Durability is the server's: run with `synchronous_commit = on` (the default) so a commit is
 //! flushed before it is acknowledged. Several writer lanes commit in parallel, and PostgreSQL
 //! flushes their commit records together. Waiters are woken across processes by
-//! `NOTIFY airlock_ledger` (sent inside each write transaction, so only on commit) and a
-//! `LISTEN`ing task per store.
+//! `NOTIFY airlock_ledger` (sent after each write transaction commits, in a short transaction
+//! of its own: see `writer::announce`) and a `LISTEN`ing task per store.
 //!
 //! Migrations are versioned (`migrations/postgres/`) and idempotent: sqlx records applied
 //! versions and takes an advisory lock, so replicas starting together apply each once.

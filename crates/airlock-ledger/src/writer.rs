@@ -24,7 +24,7 @@ use uuid::Uuid;
 
 use crate::chain::Event;
 use crate::clock::{Clock, truncate};
-use crate::db::{Backend, DbPool, SqlValue};
+use crate::db::DbPool;
 use crate::deferred::Deferred;
 use crate::error::LedgerError;
 use crate::ids::InvocationId;
@@ -252,7 +252,7 @@ async fn run_group(ctx: &LaneContext, lane: i64, mut jobs: Vec<Box<dyn Job>>) {
     }
     match attempt(ctx, lane, &mut jobs).await {
         Ok(changed) => {
-            ctx.notifier.notify_many(&changed);
+            announce(ctx, &changed);
             jobs.into_iter().for_each(Job::reply);
         }
         Err(e) if jobs.len() == 1 => {
@@ -267,13 +267,43 @@ async fn run_group(ctx: &LaneContext, lane: i64, mut jobs: Vec<Box<dyn Job>>) {
                 let mut one = vec![job];
                 match attempt(ctx, lane, &mut one).await {
                     Ok(changed) => {
-                        ctx.notifier.notify_many(&changed);
+                        announce(ctx, &changed);
                         one.into_iter().for_each(Job::reply);
                     }
                     Err(e) => one.into_iter().for_each(|j| j.fail(clone_error(&e))),
                 }
             }
         }
+    }
+}
+
+/// Wakes this process's waiters on the committed rows at once and, on PostgreSQL, other
+/// processes' through `NOTIFY`, sent after the commit in a transaction of its own.
+///
+/// Not inside the write transaction: a transaction that notifies holds PostgreSQL's
+/// database-wide notify lock from before its commit record until after the commit is flushed,
+/// so every lane's commits (and their fsyncs) would queue one behind another. The notification
+/// is only a hint — a waiter re-reads the row, and one that misses it still wakes at its
+/// deadline — so its own transaction skips the flush wait and holds the lock for microseconds.
+fn announce(ctx: &LaneContext, changed: &[InvocationId]) {
+    ctx.notifier.notify_many(changed);
+    let DbPool::Postgres(pool) = &ctx.pool else {
+        return;
+    };
+    for chunk in changed.chunks(IDS_PER_NOTIFY) {
+        let ids: Vec<String> = chunk.iter().map(ToString::to_string).collect();
+        // Ids are UUIDs (hex digits and hyphens): safe inside a literal, so one round trip.
+        let sql = format!(
+            "BEGIN; SET LOCAL synchronous_commit TO OFF; \
+             SELECT pg_notify('airlock_ledger', '{}'); COMMIT",
+            ids.join(",")
+        );
+        let pool = pool.clone();
+        tokio::spawn(async move {
+            if let Err(error) = sqlx::raw_sql(sqlx::AssertSqlSafe(sql)).execute(&pool).await {
+                tracing::warn!(%error, "ledger NOTIFY failed; other processes' waiters wake at their deadline");
+            }
+        });
     }
 }
 
@@ -332,28 +362,6 @@ async fn fill(
     if let Some(deferred) = batch.deferred.as_mut() {
         deferred.flush(&mut tx.inner).await?;
     }
-    let pg = tx.inner.backend() == Backend::Postgres;
-    // Delivered to every listener (other processes too) only when the batch commits.
-    let mut notify: Vec<String> = Vec::new();
-    if pg {
-        for chunk in batch.changed.chunks(IDS_PER_NOTIFY) {
-            let ids: Vec<String> = chunk.iter().map(ToString::to_string).collect();
-            notify.push(ids.join(","));
-        }
-    }
-    let first = if notify.len() == 1 {
-        notify.pop()
-    } else {
-        None
-    };
-    let unsent = crate::chain::flush(&mut tx.inner, &mut batch.events, first).await?;
-    for ids in unsent.into_iter().chain(notify) {
-        tx.inner
-            .execute(
-                "SELECT pg_notify('airlock_ledger', $1)",
-                &[SqlValue::Text(ids)],
-            )
-            .await?;
-    }
+    crate::chain::flush(&mut tx.inner, &mut batch.events).await?;
     Ok(batch.changed)
 }
