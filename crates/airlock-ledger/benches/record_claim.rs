@@ -20,37 +20,14 @@ use airlock_ledger::{
     SqliteStore, Store, StoreConfig,
 };
 use serde_json::json;
-use sqlx::ConnectOptions;
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
+
+#[path = "common/commit_rate.rs"]
+mod commit_rate;
+use commit_rate::single_thread_commit_rate;
 
 const CALLERS: usize = 16;
 const CALLS_PER_CALLER: usize = 150;
 const WAKEUPS: usize = 200;
-
-async fn single_thread_commit_rate(dir: &std::path::Path) -> f64 {
-    let mut conn = SqliteConnectOptions::new()
-        .filename(dir.join("baseline.db"))
-        .create_if_missing(true)
-        .journal_mode(SqliteJournalMode::Wal)
-        .synchronous(SqliteSynchronous::Full)
-        .connect()
-        .await
-        .unwrap();
-    sqlx::query("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)")
-        .execute(&mut conn)
-        .await
-        .unwrap();
-    let n = 400;
-    let start = Instant::now();
-    for i in 0..n {
-        sqlx::query("INSERT INTO t (v) VALUES ($1)")
-            .bind(format!("row {i}"))
-            .execute(&mut conn)
-            .await
-            .unwrap();
-    }
-    f64::from(n) / start.elapsed().as_secs_f64()
-}
 
 async fn session(store: &Arc<dyn Store>) -> SessionId {
     store

@@ -7,6 +7,10 @@
 //! instead (one writer lane batches concurrent writes into one transaction and one fsync).
 //!
 //! Reads use a separate pool of read connections, which WAL lets run beside the writer.
+//!
+//! [`SqliteStore::open_relaxed`] is the one exception, for benchmarks only: `synchronous =
+//! NORMAL`, to measure the ledger's CPU cost without the fsync. It is never durable and is not
+//! reachable from a deployment's configuration.
 
 use std::path::Path;
 use std::str::FromStr;
@@ -42,12 +46,12 @@ impl std::fmt::Debug for SqliteStore {
     }
 }
 
-fn options(path: &Path) -> SqliteConnectOptions {
+fn options(path: &Path, synchronous: SqliteSynchronous) -> SqliteConnectOptions {
     SqliteConnectOptions::new()
         .filename(path)
         .create_if_missing(true)
         .journal_mode(SqliteJournalMode::Wal)
-        .synchronous(SqliteSynchronous::Full)
+        .synchronous(synchronous)
         .foreign_keys(true)
         // Another process (a second replica, a CLI) may hold the write lock briefly.
         .busy_timeout(Duration::from_secs(10))
@@ -56,7 +60,26 @@ fn options(path: &Path) -> SqliteConnectOptions {
 impl SqliteStore {
     /// Opens (creating and migrating if needed) the ledger at `path`.
     pub async fn open(path: impl AsRef<Path>, config: StoreConfig) -> Result<Self, LedgerError> {
-        let opts = options(path.as_ref());
+        Self::open_with(path.as_ref(), config, SqliteSynchronous::Full).await
+    }
+
+    /// For benchmarks only; never durable. [`SqliteStore::open`] with `synchronous = NORMAL`:
+    /// commits skip the fsync (WAL syncs only at checkpoints), so a power loss can lose the last
+    /// commits — an at-most-once call's `running` mark among them. It exists to measure the
+    /// ledger's CPU cost apart from the disk; no deployment setting leads here.
+    pub async fn open_relaxed(
+        path: impl AsRef<Path>,
+        config: StoreConfig,
+    ) -> Result<Self, LedgerError> {
+        Self::open_with(path.as_ref(), config, SqliteSynchronous::Normal).await
+    }
+
+    async fn open_with(
+        path: &Path,
+        config: StoreConfig,
+        synchronous: SqliteSynchronous,
+    ) -> Result<Self, LedgerError> {
+        let opts = options(path, synchronous);
         // The writer lane keeps its one connection; skipping the liveness ping on acquire saves
         // a round trip to sqlx's connection thread per batch (a broken connection still
         // surfaces as an error on the batch's first statement).

@@ -37,13 +37,36 @@ pub async fn boot(dir: &Path) -> anyhow::Result<Booted> {
 /// [`boot`], with the gateway's lease on running calls overridden (default 60 s).
 pub async fn boot_with(dir: &Path, lease: Option<std::time::Duration>) -> anyhow::Result<Booted> {
     let deployment = Deployment::load(dir).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let credentials = load_credentials(dir, &deployment)?;
     let config = &deployment.config;
-    let credentials = Arc::new(Credentials::load(
-        dir,
-        &config.credentials,
-        std::env::vars(),
-    )?);
     let store = open_store(&config.database_url, config.approval_ttl).await?;
+    assemble(deployment, credentials, store, lease).await
+}
+
+/// [`boot`] on a ledger the caller opened (benchmarks and tests: e.g. a store with other
+/// settings); the deployment's `database_url` is not used.
+pub async fn boot_on_store(dir: &Path, store: Arc<dyn Store>) -> anyhow::Result<Booted> {
+    let deployment = Deployment::load(dir).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let credentials = load_credentials(dir, &deployment)?;
+    assemble(deployment, credentials, store, None).await
+}
+
+fn load_credentials(dir: &Path, deployment: &Deployment) -> anyhow::Result<Arc<Credentials>> {
+    Ok(Arc::new(Credentials::load(
+        dir,
+        &deployment.config.credentials,
+        std::env::vars(),
+    )?))
+}
+
+/// Everything after the ledger is open: the guard, discovery, the scopes, the tokens.
+async fn assemble(
+    deployment: Deployment,
+    credentials: Arc<Credentials>,
+    store: Arc<dyn Store>,
+    lease: Option<std::time::Duration>,
+) -> anyhow::Result<Booted> {
+    let config = &deployment.config;
     let egress =
         GuardedClient::new(egress_policy(&config.egress)).context("building the egress client")?;
     let discovered = discover(
