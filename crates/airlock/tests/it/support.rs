@@ -236,3 +236,18 @@ pub(crate) fn mcp_request(base: &str) -> reqwest::RequestBuilder {
         .header("content-type", "application/json")
         .header("mcp-protocol-version", "2025-11-25")
 }
+
+/// Whether a client that `.ci/run` installs (`installed` is one of its files) is here. Missing
+/// under `CI` is a failure, never a skip, so CI cannot pass by skipping; locally the test says
+/// how to install it and is skipped.
+pub(crate) fn installed(installed: &Path, what: &str, install: &str) -> bool {
+    if installed.exists() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "{what} is not installed; run `{install}`"
+    );
+    eprintln!("skipped: {what} is not installed; run `{install}`");
+    false
+}
