@@ -31,11 +31,14 @@ const WAKEUPS: usize = 200;
 
 async fn session(store: &Arc<dyn Store>) -> SessionId {
     store
-        .create_session(NewSession {
-            channel: "bench".into(),
-            principal: None,
-            metadata: json!({}),
-        })
+        .create_session(
+            SessionId::new(),
+            NewSession {
+                channel: "bench".into(),
+                principal: None,
+                metadata: json!({}),
+            },
+        )
         .await
         .unwrap()
         .id

@@ -161,8 +161,11 @@ impl Engine {
         truncate(self.clock.now())
     }
 
-    pub(crate) async fn create_session(&self, new: NewSession) -> Result<Session, LedgerError> {
-        let id = SessionId::new();
+    pub(crate) async fn create_session(
+        &self,
+        id: SessionId,
+        new: NewSession,
+    ) -> Result<Session, LedgerError> {
         self.writer
             .submit(&id.0, None, move |tx, b| {
                 let new = new.clone();

@@ -29,8 +29,9 @@ pub type LedgerFuture<'a, T> = BoxFuture<'a, Result<T, LedgerError>>;
 /// Every write is committed durably before its future resolves. Every transition is a
 /// compare-and-swap, so of any number of concurrent callers exactly one wins.
 pub trait Store: Send + Sync + 'static {
-    /// Opens a session.
-    fn create_session(&self, new: NewSession) -> LedgerFuture<'_, Session>;
+    /// Opens session `id` (a fresh [`SessionId::new`]). The caller names the id so it can queue
+    /// the session's first call right behind it without waiting: both then share one commit.
+    fn create_session(&self, id: SessionId, new: NewSession) -> LedgerFuture<'_, Session>;
     /// Reads a session.
     fn get_session(&self, id: SessionId) -> LedgerFuture<'_, Session>;
     /// Starts a run (status `running`).
@@ -149,8 +150,8 @@ pub trait Store: Send + Sync + 'static {
 macro_rules! delegate_store {
     ($ty:ty) => {
         impl $crate::store::Store for $ty {
-            fn create_session(&self, new: NewSession) -> LedgerFuture<'_, Session> {
-                Box::pin(self.engine.create_session(new))
+            fn create_session(&self, id: SessionId, new: NewSession) -> LedgerFuture<'_, Session> {
+                Box::pin(self.engine.create_session(id, new))
             }
             fn get_session(&self, id: SessionId) -> LedgerFuture<'_, Session> {
                 Box::pin(self.engine.get_session(id))

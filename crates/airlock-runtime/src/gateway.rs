@@ -235,16 +235,28 @@ impl Gateway {
         principal: Option<String>,
         scope: &ScopeId,
     ) -> Result<SessionId, GatewayError> {
+        let id = SessionId::new();
+        self.open_session_as(id, channel, principal, scope).await?;
+        Ok(id)
+    }
+
+    /// Opens session `id` (a fresh [`SessionId::new`]). A caller that starts its first call
+    /// alongside, without waiting for this, gets both written in one commit.
+    pub async fn open_session_as(
+        &self,
+        id: SessionId,
+        channel: &str,
+        principal: Option<String>,
+        scope: &ScopeId,
+    ) -> Result<(), GatewayError> {
         let metadata = json!({ "scope": scope_key(scope) });
-        let session = self
-            .store
-            .create_session(NewSession {
-                channel: channel.to_owned(),
-                principal,
-                metadata,
-            })
-            .await?;
-        Ok(session.id)
+        let new = NewSession {
+            channel: channel.to_owned(),
+            principal,
+            metadata,
+        };
+        self.store.create_session(id, new).await?;
+        Ok(())
     }
 
     /// Calls `tool` with `arguments` along the one path.

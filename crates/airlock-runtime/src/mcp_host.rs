@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use airlock_ledger::Decision;
+use airlock_ledger::{Decision, SessionId};
 use airlock_ledger::{Invocation, InvocationId, InvocationState, LedgerError, SourceKind};
 use airlock_mcp::{
     Caller, HostCall, HostError, HostOutcome, HostScope, ParkedStatus, ToolDescriptor, ToolHost,
@@ -174,17 +174,21 @@ impl Gateway {
             return Err(HostError::UnknownScope(format!("{scope:?}")));
         }
         let principal = Some(caller.principal.clone());
-        let session = self
-            .open_session("mcp", principal.clone(), &scope)
-            .await
-            .map_err(|e| internal(&e))?;
+        let session = SessionId::new();
         let ctx = CallContext {
             scope,
             session,
             call_id: "mcp".to_owned(),
-            principal,
+            principal: principal.clone(),
         };
-        match self.call(&ctx, name, arguments).await {
+        // The session is written in the commit that records the call: the record queues right
+        // behind it on the same writer lane (a call's record is refused if its session failed).
+        let (opened, called) = futures::join!(
+            self.open_session_as(session, "mcp", principal, &ctx.scope),
+            self.call(&ctx, name, arguments)
+        );
+        opened.map_err(|e| internal(&e))?;
+        match called {
             Ok(outcome) => Ok(host_call(outcome)),
             Err(GatewayError::UnknownTool(name)) => Err(HostError::UnknownTool(name)),
             Err(e) => Err(internal(&e)),

@@ -39,7 +39,7 @@ use std::time::{Duration, Instant};
 use airlock::boot::boot_on_store;
 use airlock::http::{AppState, app, serve};
 use airlock_egress::{EgressPolicy, GuardedClient};
-use airlock_ledger::{NewInvocation, NewSession, SqliteStore, Store, StoreConfig};
+use airlock_ledger::{NewInvocation, NewSession, SessionId, SqliteStore, Store, StoreConfig};
 use airlock_mcp::{McpClient, McpTarget, ToolCall};
 use airlock_testkit::{Script, Server};
 use serde_json::{Value, json};
@@ -189,11 +189,14 @@ async fn ledger_leg(store: &dyn Store) -> Stats {
     for i in 0..LEG_CALLS + 50 {
         let t = Instant::now();
         let session = store
-            .create_session(NewSession {
-                channel: "mcp".into(),
-                principal: Some("bench".into()),
-                metadata: json!({"scope": "gateway"}),
-            })
+            .create_session(
+                SessionId::new(),
+                NewSession {
+                    channel: "mcp".into(),
+                    principal: Some("bench".into()),
+                    metadata: json!({"scope": "gateway"}),
+                },
+            )
             .await
             .unwrap();
         let call = NewInvocation::new(session.id, "mcp", "echo__echo", json!({"q": "acme"}), "d");

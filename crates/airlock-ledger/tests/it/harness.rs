@@ -168,11 +168,14 @@ impl Harness {
 
     pub(crate) async fn session_for(&self, principal: Option<&str>) -> SessionId {
         self.store
-            .create_session(NewSession {
-                channel: "mcp".into(),
-                principal: principal.map(str::to_owned),
-                metadata: json!({"client": "test"}),
-            })
+            .create_session(
+                SessionId::new(),
+                NewSession {
+                    channel: "mcp".into(),
+                    principal: principal.map(str::to_owned),
+                    metadata: json!({"client": "test"}),
+                },
+            )
             .await
             .unwrap()
             .id
