@@ -69,5 +69,7 @@ async fn the_python_sdk_lists_calls_and_awaits_an_approved_call() {
     );
     assert_eq!(summary["approve_status"], 200, "{summary}");
     assert_eq!(summary["awaited"]["is_error"], false, "{summary}");
+    assert_eq!(summary["awaited"]["status"], "completed", "{summary}");
+    assert_eq!(summary["awaited"]["decided_by"], "alice", "{summary}");
     assert_eq!(summary["awaited"]["body"], "hello", "{summary}");
 }

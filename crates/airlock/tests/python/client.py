@@ -57,7 +57,13 @@ async def main(gateway, agent, token, admin, page):
         done = await session.call_tool(
             "airlock_await_decision", {"invocation_id": invocation, "wait_seconds": 10}
         )
-        summary["awaited"] = {"is_error": done.is_error, "body": body(done)}
+        settled = done.structured_content or {}
+        summary["awaited"] = {
+            "is_error": done.is_error,
+            "status": settled.get("status"),
+            "decided_by": settled.get("decided_by"),
+            "body": (settled.get("result") or {}).get("body"),
+        }
 
     await session_on(agent, token, ungated)
     await session_on(gateway, token, gated)
