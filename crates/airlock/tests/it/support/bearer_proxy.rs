@@ -8,6 +8,12 @@
 //! them, so host and header validation are tested for real); responses come back untouched.
 //! A request it cannot frame (a chunked body, a head over 64 KiB or without a request line)
 //! closes the connection with a message on stderr, never a guess.
+//!
+//! Each request also gets `Connection: close` (a hop-by-hop header, the proxy's own business):
+//! every request then has a connection of its own. Reusing one is a race here — when airlock
+//! refuses a request without reading its body (a 401, a 403), hyper closes that connection
+//! after the response, and a client that already sent its next request on it sees "other side
+//! closed" for a request airlock never received.
 
 use std::io;
 use std::net::SocketAddr;
@@ -85,6 +91,7 @@ async fn forward_requests(
         if header(head, "authorization").is_none() {
             out.extend_from_slice(line);
         }
+        out.extend_from_slice(b"connection: close\r\n");
         out.extend_from_slice(&head[request_line..]);
         to.write_all(&out).await?;
         pending.drain(..head_len);
