@@ -40,6 +40,15 @@ pub(super) async fn layer(
     request: Request,
     next: Next,
 ) -> Response {
+    // Another revision's request (the header names it) is none of this layer's business; an
+    // `initialize` carries no header yet, so a request without one is looked at.
+    if request
+        .headers()
+        .get("mcp-protocol-version")
+        .is_some_and(|v| v.as_bytes() != REVISION.as_bytes())
+    {
+        return next.run(request).await;
+    }
     let (parts, body) = request.into_parts();
     let Ok(bytes) = to_bytes(body, MAX_BODY_BYTES).await else {
         return (StatusCode::PAYLOAD_TOO_LARGE, "Payload Too Large").into_response();
