@@ -252,7 +252,7 @@ async fn run_group(ctx: &LaneContext, lane: i64, mut jobs: Vec<Box<dyn Job>>) {
     }
     match attempt(ctx, lane, &mut jobs).await {
         Ok(changed) => {
-            announce(ctx, &changed);
+            announce(ctx, &changed).await;
             jobs.into_iter().for_each(Job::reply);
         }
         Err(e) if jobs.len() == 1 => {
@@ -267,7 +267,7 @@ async fn run_group(ctx: &LaneContext, lane: i64, mut jobs: Vec<Box<dyn Job>>) {
                 let mut one = vec![job];
                 match attempt(ctx, lane, &mut one).await {
                     Ok(changed) => {
-                        announce(ctx, &changed);
+                        announce(ctx, &changed).await;
                         one.into_iter().for_each(Job::reply);
                     }
                     Err(e) => one.into_iter().for_each(|j| j.fail(clone_error(&e))),
@@ -277,34 +277,39 @@ async fn run_group(ctx: &LaneContext, lane: i64, mut jobs: Vec<Box<dyn Job>>) {
     }
 }
 
-/// Wakes this process's waiters on the committed rows at once and, on PostgreSQL, other
-/// processes' through `NOTIFY`, sent after the commit in a transaction of its own.
+/// Wakes this process's waiters on the committed rows and, on PostgreSQL, other processes'
+/// through `NOTIFY`, sent after the commit in a transaction of its own — and before the jobs
+/// are answered, so a short-lived process (a CLI decision) never exits with it unsent.
 ///
 /// Not inside the write transaction: a transaction that notifies holds PostgreSQL's
 /// database-wide notify lock from before its commit record until after the commit is flushed,
 /// so every lane's commits (and their fsyncs) would queue one behind another. The notification
 /// is only a hint — a waiter re-reads the row, and one that misses it still wakes at its
 /// deadline — so its own transaction skips the flush wait and holds the lock for microseconds.
-fn announce(ctx: &LaneContext, changed: &[InvocationId]) {
+/// sqlx's transaction rolls back if a statement fails, so no connection goes back to the pool
+/// inside a failed transaction.
+async fn announce(ctx: &LaneContext, changed: &[InvocationId]) {
     ctx.notifier.notify_many(changed);
     let DbPool::Postgres(pool) = &ctx.pool else {
         return;
     };
     for chunk in changed.chunks(IDS_PER_NOTIFY) {
         let ids: Vec<String> = chunk.iter().map(ToString::to_string).collect();
-        // Ids are UUIDs (hex digits and hyphens): safe inside a literal, so one round trip.
-        let sql = format!(
-            "BEGIN; SET LOCAL synchronous_commit TO OFF; \
-             SELECT pg_notify('airlock_ledger', '{}'); COMMIT",
-            ids.join(",")
-        );
-        let pool = pool.clone();
-        tokio::spawn(async move {
-            if let Err(error) = sqlx::raw_sql(sqlx::AssertSqlSafe(sql)).execute(&pool).await {
-                tracing::warn!(%error, "ledger NOTIFY failed; other processes' waiters wake at their deadline");
-            }
-        });
+        if let Err(error) = notify(pool, ids.join(",")).await {
+            tracing::warn!(%error, "ledger NOTIFY failed; other processes' waiters wake at their deadline");
+        }
     }
+}
+
+async fn notify(pool: &sqlx::PgPool, ids: String) -> Result<(), sqlx::Error> {
+    let mut tx = pool
+        .begin_with("BEGIN; SET LOCAL synchronous_commit TO OFF")
+        .await?;
+    sqlx::query("SELECT pg_notify('airlock_ledger', $1)")
+        .bind(ids)
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await
 }
 
 /// `sqlx::Error` is not `Clone`; keep the message for the one job it belongs to.

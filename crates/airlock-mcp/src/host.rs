@@ -33,9 +33,9 @@ pub trait ToolHost: Send + Sync + 'static {
     ) -> BoxFuture<'a, Result<HostCall, HostError>>;
 
     /// Waits at most `wait` for the parked invocation `invocation_id` to be decided, then
-    /// returns its result, or the same [`HostOutcome::Parked`] payload again at the deadline.
-    /// A settled call's result says who decided it. An unknown id, or one the caller may not
-    /// see from `scope`, is [`HostError::NotFound`].
+    /// returns its result (exactly as the call would have), or the same
+    /// [`HostOutcome::Parked`] payload again at the deadline. An unknown id, or one the caller
+    /// may not see from `scope`, is [`HostError::NotFound`].
     fn await_decision<'a>(
         &'a self,
         scope: &'a HostScope,
@@ -65,6 +65,8 @@ pub struct HostCall {
     pub created_at: String,
     /// When its row last changed (RFC 3339).
     pub updated_at: String,
+    /// The person who decided it (approved, denied, answered), if anyone did.
+    pub decided_by: Option<String>,
     /// What became of it.
     pub outcome: HostOutcome,
 }

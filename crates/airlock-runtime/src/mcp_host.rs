@@ -2,7 +2,7 @@
 //! channel `mcp`, recorded under the authenticated principal, through [`Gateway::call`]. The
 //! await tool (and a task's `get`) long-polls the ledger (woken by its notifier, never by
 //! polling), runs an approved call itself if it claims it first, and only shows a caller its
-//! own calls made on the MCP channel from the same scope. A settled await says who decided.
+//! own calls made on the MCP channel from the same scope, with who decided them.
 //! Withdrawing (a cancelled task) is a denial recorded under the caller's own name with a
 //! fixed reason, so a withdrawn call reads back as withdrawn after any restart.
 
@@ -15,7 +15,7 @@ use airlock_mcp::{
 };
 use airlock_spec::{Builtin, Effect, ScopeId, ToolSource, ToolSpec};
 use futures::future::BoxFuture;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 use time::format_description::well_known::Rfc3339;
 
 use crate::gateway::scope_key;
@@ -103,28 +103,9 @@ fn host_call(outcome: Outcome) -> HostCall {
         invocation_id: row.id.to_string(),
         created_at: time(Some(row.created_at)).unwrap_or_default(),
         updated_at: time(Some(row.updated_at)).unwrap_or_default(),
+        decided_by: row.decision.as_ref().map(|d| d.by.clone()),
         outcome: host_outcome(outcome),
     }
-}
-
-/// A settled await: the tool's text for the model, and `{status, decided_by, result}`.
-fn settled(mut call: HostCall, row: &Invocation) -> HostCall {
-    if let HostOutcome::Completed {
-        text,
-        structured,
-        is_error,
-    } = &mut call.outcome
-    {
-        let result = structured
-            .take()
-            .unwrap_or_else(|| Value::String(text.clone()));
-        *structured = Some(json!({
-            "status": if *is_error { "failed" } else { "completed" },
-            "decided_by": row.decision.as_ref().map(|d| d.by.clone()),
-            "result": result,
-        }));
-    }
-    call
 }
 
 fn completed(row: &Invocation) -> HostOutcome {
@@ -252,7 +233,7 @@ impl Gateway {
             }
             let outcome = Outcome::from_row(row.clone());
             if !matches!(outcome, Outcome::Parked(_)) {
-                return Ok(settled(host_call(outcome), &row));
+                return Ok(host_call(outcome));
             }
             if tokio::time::Instant::now() >= deadline {
                 return Ok(host_call(outcome));
@@ -282,8 +263,13 @@ impl Gateway {
             };
             match self.store().decide(row.id, &caller.principal, deny).await {
                 Ok(row) => row,
-                // Decided by someone else a moment ago: report what stands.
-                Err(_) => self.mcp_row(scope, caller, id).await?,
+                // Decided, expired or moved on a moment ago: report what stands.
+                Err(
+                    LedgerError::AlreadyDecided { .. }
+                    | LedgerError::WrongState { .. }
+                    | LedgerError::Expired { .. },
+                ) => self.mcp_row(scope, caller, id).await?,
+                Err(e) => return Err(internal(&e.into())),
             }
         } else {
             row

@@ -76,3 +76,51 @@ async fn decision_in_one_process_wakes_waiter_in_another() {
     println!("cross-process wake-up, worst of 3: {worst:?}");
     assert!(worst < Duration::from_millis(100), "woken after {worst:?}");
 }
+
+/// A short-lived process (the CLI deciding, then exiting) must not take the wake-up with it:
+/// the decision's NOTIFY is sent before the decision returns, so a process that drops its
+/// runtime at once still wakes the other replica's waiter.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_decider_that_exits_at_once_still_wakes_the_other_process() {
+    let Some(h) = Harness::postgres().await else {
+        return;
+    };
+    let url = pg_url().unwrap();
+    let s = h.session().await;
+    let mut call = h.call(s, "refund", json!({"amount": 5}));
+    call.approval = Approval::Always;
+    let row = h.store.record(call).await.unwrap().invocation;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let waiting_on = Arc::clone(&h.store);
+    let waiter = tokio::spawn(async move {
+        waiting_on
+            .wait_for_change(row.id, Some(row.version), deadline)
+            .await
+    });
+    tokio::task::yield_now().await;
+
+    // The "CLI": its own runtime on its own thread, dropped as soon as the decision returns.
+    let (location, clock) = (h.location.clone(), h.clock.clone());
+    let started = Instant::now();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let cli = PgStore::connect(pg_options(&url, &location), config(&clock))
+                .await
+                .unwrap();
+            cli.decide(row.id, "bob", Decision::Approve).await.unwrap();
+        });
+    })
+    .join()
+    .unwrap();
+    let seen = waiter.await.unwrap().unwrap();
+    assert_eq!(seen.state, S::Approved);
+    let waited = started.elapsed();
+    assert!(
+        waited < Duration::from_secs(5),
+        "woken only after {waited:?}"
+    );
+}

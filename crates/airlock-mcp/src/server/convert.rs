@@ -13,7 +13,7 @@ use rmcp::ErrorData;
 use rmcp::model::{CallToolResult, ContentBlock, JsonObject, Tool, ToolAnnotations};
 use serde_json::{Map, Value, json};
 
-use crate::host::{HostError, HostOutcome, ParkedStatus, ToolDescriptor};
+use crate::host::{HostCall, HostError, HostOutcome, ParkedStatus, ToolDescriptor};
 
 /// The name of the built-in tool that waits for a parked call's decision.
 pub const AWAIT_TOOL: &str = "airlock_await_decision";
@@ -105,6 +105,31 @@ pub(super) fn to_call_result(outcome: HostOutcome) -> CallToolResult {
             "withdrawn: the caller cancelled this call while it waited; it did not run",
         )]),
     }
+}
+
+/// What the await tool returns: a settled call's text for the model, with
+/// `{status, decided_by, result}` as its structured content; anything else as [`to_call_result`].
+/// (Tasks return the call's own result instead, exactly as `tools/call` would have.)
+pub(super) fn awaited(call: HostCall) -> CallToolResult {
+    let HostOutcome::Completed {
+        text,
+        structured,
+        is_error,
+    } = call.outcome
+    else {
+        return to_call_result(call.outcome);
+    };
+    let result = structured.unwrap_or_else(|| Value::String(text.clone()));
+    let settled = json!({
+        "status": if is_error { "failed" } else { "completed" },
+        "decided_by": call.decided_by,
+        "result": result,
+    });
+    to_call_result(HostOutcome::Completed {
+        text,
+        structured: Some(settled),
+        is_error,
+    })
 }
 
 /// The awaiting payload: a normal result (the call did not fail), worded so that a model

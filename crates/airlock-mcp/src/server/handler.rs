@@ -22,7 +22,7 @@ use serde_json::{Map, Value};
 use super::MAX_AWAIT;
 use super::admit::Admitted;
 use super::convert::{
-    AWAIT_TOOL, await_tool, from_host_error, to_call_result, to_error_data, to_tool,
+    AWAIT_TOOL, await_tool, awaited, from_host_error, to_call_result, to_error_data, to_tool,
 };
 use super::tasks;
 use crate::host::ToolHost;
@@ -56,7 +56,7 @@ impl Endpoint {
             .await_decision(&admitted.scope, &admitted.caller, &invocation_id, wait)
             .await
         {
-            Ok(call) => Ok(to_call_result(call.outcome)),
+            Ok(call) => Ok(awaited(call)),
             Err(err) => from_host_error(err),
         }
     }

@@ -29,9 +29,10 @@ use crate::host::{HostCall, HostError, ToolHost};
 /// The only revision with this task shape.
 const REVISION: &str = "2025-11-25";
 
-/// How long one `tasks/result` wait lasts before it is renewed; the request itself waits until
-/// the call settles or the client goes away (which drops the future).
-const RESULT_WAIT: Duration = Duration::from_secs(3600);
+/// How long one `tasks/result` wait lasts before the row is read again (a safety net for a
+/// missed notification); the request itself waits until the call settles or the client goes
+/// away (which drops the future).
+const RESULT_WAIT: Duration = super::MAX_AWAIT;
 
 /// The middleware: handles the 2025-11-25 task methods, decorates `initialize` and
 /// `tools/list` of that revision, and passes everything else on.

@@ -116,6 +116,7 @@ mod tests {
             invocation_id: "i1".into(),
             created_at: "2026-01-01T00:00:00Z".into(),
             updated_at: "2026-01-01T00:00:01Z".into(),
+            decided_by: None,
             outcome,
         }
     }

@@ -54,6 +54,7 @@ fn tracked(id: &str, outcome: HostOutcome) -> HostCall {
         invocation_id: id.into(),
         created_at: "2026-11-30T10:00:00Z".into(),
         updated_at: "2026-11-30T10:00:01Z".into(),
+        decided_by: (id == "inv-1").then(|| "bob".to_owned()),
         outcome,
     }
 }
@@ -156,9 +157,7 @@ impl ToolHost for FakeHost {
         let outcome = match invocation_id {
             "inv-1" => Ok(HostOutcome::Completed {
                 text: "deployed".into(),
-                structured: Some(
-                    json!({"status": "completed", "decided_by": "bob", "result": "deployed"}),
-                ),
+                structured: Some(json!({"deployed": "prod"})),
                 is_error: false,
             }),
             "inv-waiting" => Ok(parked("inv-waiting")),

@@ -67,10 +67,14 @@ async fn a_2026_task_survives_a_restart_and_inlines_the_decided_result() {
     let done = v2026(&second, CLAUDE, "tasks/get", get).await;
     let result = &done["result"];
     assert_eq!(result["status"], "completed", "{done}");
-    assert_eq!(result["result"]["structuredContent"]["decided_by"], "alice");
     assert_eq!(
-        result["result"]["structuredContent"]["result"]["body"],
-        "hello"
+        awaited["structuredContent"]["decided_by"], "alice",
+        "{awaited}"
+    );
+    // The task's result is the call's own, as `tools/call` would have returned it.
+    assert_eq!(
+        result["result"]["structuredContent"]["body"], "hello",
+        "{done}"
     );
 }
 

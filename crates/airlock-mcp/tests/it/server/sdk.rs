@@ -70,6 +70,10 @@ async fn typescript_sdk_lists_calls_parks_and_awaits() {
     );
 
     assert_eq!(out["awaited"]["structuredContent"]["decided_by"], "bob");
+    assert_eq!(
+        out["awaited"]["structuredContent"]["result"],
+        json!({"deployed": "prod"})
+    );
     assert_eq!(out["failed"]["isError"], true);
     assert_eq!(out["unknown"]["code"], -32602);
 
@@ -83,7 +87,11 @@ async fn typescript_sdk_lists_calls_parks_and_awaits() {
     assert_eq!(stream[0]["status"], "working");
     let last = stream.last().unwrap();
     assert_eq!(last["type"], "result", "{stream:?}");
-    assert_eq!(last["result"]["structuredContent"]["decided_by"], "bob");
+    // A task's result is the call's own result, exactly as `tools/call` would have returned it.
+    assert_eq!(
+        last["result"]["structuredContent"],
+        json!({"deployed": "prod"})
+    );
     assert_eq!(out["waitingTask"]["status"], "working");
     assert_eq!(out["cancelledTask"]["status"], "cancelled");
     assert!(

@@ -105,7 +105,11 @@ async fn v2026_tasks_get_inlines_the_result_and_denials_are_completed_errors() {
     let done = v2026(&server, "tasks/get", get("inv-1"), true).await["result"].clone();
     assert_eq!(done["status"], "completed", "{done}");
     assert_eq!(done["result"]["isError"], false);
-    assert_eq!(done["result"]["structuredContent"]["decided_by"], "bob");
+    // The call's own result, exactly as `tools/call` would have returned it.
+    assert_eq!(
+        done["result"]["structuredContent"],
+        json!({"deployed": "prod"})
+    );
     assert!(done["result"].get("_meta").is_none(), "{done}");
 
     let waiting = v2026(&server, "tasks/get", get("inv-waiting"), true).await["result"].clone();
@@ -210,7 +214,10 @@ async fn v2025_task_augmented_call_get_result_and_cancel() {
 
     let result = v2025(&server, "tasks/result", json!({"taskId": "inv-1"})).await;
     assert_eq!(result["result"]["isError"], false, "{result}");
-    assert_eq!(result["result"]["structuredContent"]["decided_by"], "bob");
+    assert_eq!(
+        result["result"]["structuredContent"],
+        json!({"deployed": "prod"})
+    );
     assert_eq!(
         result["result"]["_meta"]["io.modelcontextprotocol/related-task"]["taskId"],
         "inv-1"
