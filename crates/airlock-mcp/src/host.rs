@@ -21,6 +21,17 @@ pub trait ToolHost: Send + Sync + 'static {
     /// declarations, never copied from an upstream server.
     fn list_tools(&self, scope: &HostScope) -> Result<Vec<ToolDescriptor>, HostError>;
 
+    /// The input schema of the tool `name` of `scope`, if both exist: what the endpoint checks
+    /// a request against before the call. The default scans [`ToolHost::list_tools`]; a host
+    /// with a direct lookup should override it (it runs on every 2026-07-28 `tools/call`).
+    fn input_schema(&self, scope: &HostScope, name: &str) -> Option<Map<String, Value>> {
+        self.list_tools(scope)
+            .ok()?
+            .into_iter()
+            .find(|t| t.name == name)
+            .map(|t| t.input_schema)
+    }
+
     /// Runs (or parks, or refuses) one call of the tool `name` of `scope` on the MCP channel.
     /// `arguments` is always a JSON object. Every call the host accepts is a ledger row, so
     /// the answer names it (a parked call is later awaited, or followed as a task, by that id).

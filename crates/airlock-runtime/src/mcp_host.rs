@@ -286,6 +286,11 @@ impl ToolHost for Gateway {
         Ok(scope.tools().iter().map(descriptor).collect())
     }
 
+    fn input_schema(&self, scope: &HostScope, name: &str) -> Option<Map<String, Value>> {
+        let spec = self.scope(&scope_id(scope))?.get(name)?;
+        spec.definition.input_schema.as_object().cloned()
+    }
+
     fn call_tool<'a>(
         &'a self,
         scope: &'a HostScope,

@@ -71,17 +71,10 @@ fn check(
     headers: &HeaderMap,
 ) -> Result<(), String> {
     // An unknown tool or scope is reported by the call itself, with its own error.
-    let Ok(tools) = host.list_tools(&admitted.scope) else {
+    let Some(schema) = host.input_schema(&admitted.scope, name) else {
         return Ok(());
     };
-    let Some(tool) = tools.into_iter().find(|t| t.name == name) else {
-        return Ok(());
-    };
-    let Some(properties) = tool
-        .input_schema
-        .get("properties")
-        .and_then(Value::as_object)
-    else {
+    let Some(properties) = schema.get("properties").and_then(Value::as_object) else {
         return Ok(());
     };
     let arguments = &message["params"]["arguments"];
