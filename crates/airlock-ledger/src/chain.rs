@@ -18,7 +18,7 @@ use std::collections::HashMap;
 
 use airlock_spec::sha256_hex;
 
-use crate::db::{DbPool, DbTx, SqlValue};
+use crate::db::{CountedWrite, DbPool, DbTx, SqlValue};
 use crate::error::LedgerError;
 use crate::model::{AuditReport, ChainBreak};
 use crate::row::{
@@ -118,46 +118,39 @@ pub(crate) fn append(
 /// Events per INSERT: 10 parameters each stays far below both backends' parameter limits.
 const EVENTS_PER_INSERT: usize = 200;
 
-/// Inserts the queued events, a chunk per statement.
-pub(crate) async fn flush(tx: &mut DbTx, events: &mut Vec<Event>) -> Result<(), sqlx::Error> {
-    for chunk in events.chunks(EVENTS_PER_INSERT) {
-        let mut sql = String::with_capacity(64 + chunk.len() * 48);
-        let mut binds = Vec::with_capacity(chunk.len() * 10);
-        sql.push_str(
-            "INSERT INTO ledger_events (lane, seq, entity, entity_id, version, state, row_hash, \
-             prev_hash, hash, at) VALUES ",
-        );
-        for (i, e) in chunk.iter().enumerate() {
-            let b = i * 10;
-            if i > 0 {
-                sql.push_str(", ");
-            }
-            sql.push('(');
-            for k in 1..=10 {
-                if k > 1 {
-                    sql.push_str(", ");
-                }
-                sql.push('$');
-                sql.push_str(&(b + k).to_string());
-            }
-            sql.push(')');
-            binds.extend([
-                SqlValue::Int(e.lane),
-                SqlValue::Int(e.seq),
-                SqlValue::Text(e.entity.to_owned()),
-                SqlValue::Text(e.entity_id.clone()),
-                SqlValue::Int(e.version),
-                SqlValue::Text(e.state.clone()),
-                SqlValue::Text(e.row_hash.clone()),
-                SqlValue::Text(e.prev_hash.clone()),
-                SqlValue::Text(e.hash.clone()),
-                SqlValue::Int(e.at),
-            ]);
-        }
-        tx.execute(sqlx::AssertSqlSafe(sql), &binds).await?;
-    }
+/// The queued events as insert statements, a chunk per statement; empties the queue.
+pub(crate) fn take(tx: &DbTx, events: &mut Vec<Event>) -> Vec<CountedWrite> {
+    let writes = events
+        .chunks(EVENTS_PER_INSERT)
+        .map(|chunk| CountedWrite {
+            sql: format!(
+                "INSERT INTO ledger_events (lane, seq, entity, entity_id, version, state, \
+                 row_hash, prev_hash, hash, at) VALUES {}",
+                tx.tuples(chunk.len(), 10)
+            ),
+            binds: chunk.iter().flat_map(Event::binds).collect(),
+            rows: u64::try_from(chunk.len()).unwrap_or(u64::MAX),
+        })
+        .collect();
     events.clear();
-    Ok(())
+    writes
+}
+
+impl Event {
+    fn binds(&self) -> [SqlValue; 10] {
+        [
+            SqlValue::Int(self.lane),
+            SqlValue::Int(self.seq),
+            SqlValue::Text(self.entity.to_owned()),
+            SqlValue::Text(self.entity_id.clone()),
+            SqlValue::Int(self.version),
+            SqlValue::Text(self.state.clone()),
+            SqlValue::Text(self.row_hash.clone()),
+            SqlValue::Text(self.prev_hash.clone()),
+            SqlValue::Text(self.hash.clone()),
+            SqlValue::Int(self.at),
+        ]
+    }
 }
 
 /// The latest (version, row hash) the chain holds for each row.

@@ -22,9 +22,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use sqlx::AssertSqlSafe;
-
-use crate::db::{DbTx, SqlValue};
+use crate::db::{CountedWrite, DbTx, SqlValue};
 use crate::ids::InvocationId;
 use crate::row::{INVOCATION_COLUMNS, InvocationRow};
 use crate::state::InvocationState;
@@ -153,36 +151,51 @@ impl Deferred {
         });
     }
 
-    /// Writes the queued rows, new ones first (updates may be of them); fails if a call was
-    /// already recorded or a row lost its compare-and-swap.
-    pub(crate) async fn flush(&mut self, tx: &mut DbTx) -> Result<(), sqlx::Error> {
+    /// The queued rows as statements, new ones first (updates may be of them), and empties
+    /// the queue.
+    pub(crate) fn take(&mut self, tx: &DbTx) -> Vec<CountedWrite> {
+        let count = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
+        let mut writes = Vec::new();
         for chunk in self.inserts.chunks(ROWS_PER_UPDATE) {
-            let binds: Vec<SqlValue> = chunk.iter().flat_map(InvocationRow::binds).collect();
-            let n = tx
-                .execute(AssertSqlSafe(insert_sql(chunk.len())), &binds)
-                .await?;
-            if usize::try_from(n).ok() != Some(chunk.len()) {
-                return Err(sqlx::Error::Protocol(
-                    "a batched record met an existing call; retrying the jobs one by one".into(),
-                ));
-            }
+            writes.push(CountedWrite {
+                sql: insert_sql(tx, chunk.len()),
+                binds: chunk.iter().flat_map(InvocationRow::binds).collect(),
+                rows: count(chunk.len()),
+            });
+        }
+        for chunk in self.updates.chunks(ROWS_PER_UPDATE) {
+            writes.push(CountedWrite {
+                sql: update_sql(tx, chunk.len()),
+                binds: chunk_binds(chunk),
+                rows: count(chunk.len()),
+            });
         }
         self.inserts.clear();
         self.calls.clear();
-        for chunk in self.updates.chunks(ROWS_PER_UPDATE) {
-            let n = tx
-                .execute(AssertSqlSafe(update_sql(chunk.len())), &chunk_binds(chunk))
-                .await?;
-            if usize::try_from(n).ok() != Some(chunk.len()) {
-                return Err(sqlx::Error::Protocol(
-                    "a batched compare-and-swap lost a race; retrying the jobs one by one".into(),
-                ));
-            }
-        }
         self.updates.clear();
         self.index.clear();
-        Ok(())
+        writes
     }
+
+    /// Writes the queued rows; fails if a call was already recorded or a row lost its
+    /// compare-and-swap.
+    pub(crate) async fn flush(&mut self, tx: &mut DbTx) -> Result<(), sqlx::Error> {
+        let writes = self.take(tx);
+        if tx.execute_counted(writes).await? {
+            Ok(())
+        } else {
+            Err(lost_race())
+        }
+    }
+}
+
+/// Why a batch is retried job by job: one of its queued writes met a row that was not as its
+/// job read it.
+pub(crate) fn lost_race() -> sqlx::Error {
+    sqlx::Error::Protocol(
+        "a batched write met a call recorded or changed meanwhile; retrying the jobs one by one"
+            .into(),
+    )
 }
 
 fn chunk_binds(chunk: &[Update]) -> Vec<SqlValue> {
@@ -193,27 +206,16 @@ fn chunk_binds(chunk: &[Update]) -> Vec<SqlValue> {
     binds
 }
 
-/// `n` placeholders tuples of `width`, numbered on from `$1`.
-fn tuples(rows: usize, width: usize) -> String {
-    let values: Vec<String> = (0..rows)
-        .map(|r| {
-            let params: Vec<String> = (1..=width).map(|k| format!("${}", r * width + k)).collect();
-            format!("({})", params.join(", "))
-        })
-        .collect();
-    values.join(", ")
-}
-
-fn insert_sql(rows: usize) -> String {
+fn insert_sql(tx: &DbTx, rows: usize) -> String {
     format!(
         "INSERT INTO invocations ({INVOCATION_COLUMNS}) VALUES {} \
          ON CONFLICT (session_id, call_id) DO NOTHING",
-        tuples(rows, ROW_COLUMNS)
+        tx.tuples(rows, ROW_COLUMNS)
     )
 }
 
 /// `UPDATE … FROM (VALUES …)`: both backends name the VALUES columns `column1, column2, …`.
-fn update_sql(rows: usize) -> String {
+fn update_sql(tx: &DbTx, rows: usize) -> String {
     let set: Vec<String> = SET_COLUMNS
         .iter()
         .enumerate()
@@ -224,6 +226,6 @@ fn update_sql(rows: usize) -> String {
          WHERE invocations.id = v.column1 AND invocations.state = v.column2 \
          AND invocations.version = v.column3",
         set.join(", "),
-        tuples(rows, BINDS)
+        tx.tuples(rows, BINDS)
     )
 }

@@ -93,14 +93,13 @@ pub(crate) async fn prefetch(
     if ids.is_empty() {
         return Ok(());
     }
-    let placeholders: Vec<String> = (1..=ids.len()).map(|i| format!("${i}")).collect();
     let binds: Vec<SqlValue> = ids.iter().map(|id| id.to_string().into()).collect();
     let rows = tx
         .inner
         .fetch_all(
             AssertSqlSafe(format!(
-                "SELECT {INVOCATION_COLUMNS} FROM invocations WHERE id IN ({})",
-                placeholders.join(", ")
+                "SELECT {INVOCATION_COLUMNS} FROM invocations WHERE id IN {}",
+                tx.inner.tuples(1, ids.len())
             )),
             &binds,
         )

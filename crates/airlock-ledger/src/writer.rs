@@ -54,7 +54,7 @@ pub(crate) struct Batch {
     pub(crate) head: (i64, String),
     /// Invocations changed in this batch; their waiters are woken after commit.
     pub(crate) changed: Vec<InvocationId>,
-    /// Audit events chained so far, inserted together before commit (see `chain::flush`).
+    /// Audit events chained so far, inserted together before commit (see `chain::take`).
     pub(crate) events: Vec<Event>,
     /// Invocation rows as they stand in this transaction: prefetched for the batch's jobs in
     /// one query, and written through by every save, so no job re-reads a row.
@@ -364,9 +364,14 @@ async fn fill(
     for job in jobs.iter_mut() {
         job.run(tx, &mut batch).await?;
     }
-    if let Some(deferred) = batch.deferred.as_mut() {
-        deferred.flush(&mut tx.inner).await?;
+    // The rows, then their events: one statement list, so SQLite takes it in one hand-off.
+    let mut writes = match batch.deferred.as_mut() {
+        Some(deferred) => deferred.take(&tx.inner),
+        None => Vec::new(),
+    };
+    writes.extend(crate::chain::take(&tx.inner, &mut batch.events));
+    if !tx.inner.execute_counted(writes).await? {
+        return Err(crate::deferred::lost_race());
     }
-    crate::chain::flush(&mut tx.inner, &mut batch.events).await?;
     Ok(batch.changed)
 }
