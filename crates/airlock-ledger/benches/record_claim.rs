@@ -27,6 +27,7 @@ use commit_rate::single_thread_commit_rate;
 
 const CALLERS: usize = 16;
 const CALLS_PER_CALLER: usize = 150;
+const WARMUP_CALLS_PER_CALLER: usize = 50;
 const WAKEUPS: usize = 200;
 
 async fn session(store: &Arc<dyn Store>) -> SessionId {
@@ -55,6 +56,10 @@ enum Path {
 
 async fn one_call(store: &dyn Store, s: SessionId, c: usize, i: usize, path: Path) {
     let call = NewInvocation::new(s, format!("{c}-{i}"), "noop", json!({"i": i}), "d");
+    run_call(store, call, c, path).await;
+}
+
+async fn run_call(store: &dyn Store, call: NewInvocation, c: usize, path: Path) {
     let owner = format!("w{c}");
     let lease = Duration::from_secs(30);
     let id = match path {
@@ -73,10 +78,29 @@ async fn one_call(store: &dyn Store, s: SessionId, c: usize, i: usize, path: Pat
 }
 
 /// Each caller is its own session (an agent conversation), as 16 concurrent agents would be.
+/// A warm-up pass first, untimed: a ledger in use is not a fresh empty table (PostgreSQL's
+/// planner has no statistics for one yet and picks sequential scans until autovacuum's first
+/// ANALYZE).
 async fn calls_per_second(store: Arc<dyn Store>, path: Path) -> f64 {
     let mut sessions = Vec::with_capacity(CALLERS);
     for _ in 0..CALLERS {
         sessions.push(session(&store).await);
+    }
+    let warm: Vec<_> = (0..CALLERS)
+        .map(|c| {
+            let store = Arc::clone(&store);
+            let s = sessions[c];
+            tokio::spawn(async move {
+                for i in 0..WARMUP_CALLS_PER_CALLER {
+                    let id = format!("warm-{c}-{i}");
+                    let call = NewInvocation::new(s, id, "noop", json!({"i": i}), "d");
+                    run_call(&*store, call, c, path).await;
+                }
+            })
+        })
+        .collect();
+    for t in warm {
+        t.await.unwrap();
     }
     let start = Instant::now();
     let tasks: Vec<_> = (0..CALLERS)

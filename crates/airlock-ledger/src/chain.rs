@@ -130,6 +130,7 @@ pub(crate) fn take(tx: &DbTx, events: &mut Vec<Event>) -> Vec<CountedWrite> {
             ),
             binds: chunk.iter().flat_map(Event::binds).collect(),
             rows: u64::try_from(chunk.len()).unwrap_or(u64::MAX),
+            sees_earlier: false,
         })
         .collect();
     events.clear();

@@ -53,6 +53,8 @@ pub(crate) struct CountedWrite {
     pub(crate) binds: Vec<SqlValue>,
     /// Rows the statement must affect; fewer means a row it expected was not as expected.
     pub(crate) rows: u64,
+    /// Must see the rows the writes before it wrote (an update of a row inserted earlier).
+    pub(crate) sees_earlier: bool,
 }
 
 /// A connection pool of either backend.
@@ -211,34 +213,44 @@ impl DbTx {
     }
 
     /// Runs `writes` in order; `false` if any affected fewer rows than it expected (none can
-    /// affect more: each is an insert that skips conflicts or an update keyed by primary key).
+    /// affect more: each is an insert that skips conflicts or an update keyed by primary key,
+    /// so a sum of counts is short exactly when one of them is).
     ///
-    /// On SQLite they go as one multi-statement execute with `?` placeholders (sqlx binds
-    /// across the statements in order and sums their counts): one hand-off to sqlx's SQLite
-    /// thread instead of one per statement, the bulk of a batch's time. PostgreSQL cannot
-    /// prepare several statements as one, so there they run one by one.
+    /// One round trip where the backend allows, the bulk of a batch's time: on SQLite one
+    /// multi-statement execute (sqlx binds `?` across the statements in order and sums their
+    /// counts) — one hand-off to sqlx's SQLite thread instead of one per statement. PostgreSQL
+    /// cannot prepare several statements as one, so there the writes become data-modifying
+    /// CTEs of one statement, which all see the snapshot from before it; a write that must see
+    /// an earlier one's rows starts a new statement.
     pub(crate) async fn execute_counted(
         &mut self,
         writes: Vec<CountedWrite>,
     ) -> Result<bool, sqlx::Error> {
-        if writes.is_empty() {
-            return Ok(true);
-        }
-        if let Self::Sqlite(_) = self {
-            let expected: u64 = writes.iter().map(|w| w.rows).sum();
-            let (sql, binds) =
-                writes
-                    .into_iter()
-                    .fold((String::new(), Vec::new()), |(mut sql, mut binds), w| {
-                        sql.push_str(&w.sql);
-                        sql.push_str(";\n");
-                        binds.extend(w.binds);
-                        (sql, binds)
-                    });
-            return Ok(self.execute(AssertSqlSafe(sql), &binds).await? == expected);
-        }
-        for w in writes {
-            if self.execute(AssertSqlSafe(w.sql), &w.binds).await? != w.rows {
+        let groups: Vec<Vec<CountedWrite>> = match self {
+            Self::Sqlite(_) => vec![writes],
+            Self::Postgres(_) => writes.into_iter().fold(Vec::new(), |mut groups, w| {
+                match groups.last_mut() {
+                    Some(group) if !w.sees_earlier => group.push(w),
+                    _ => groups.push(vec![w]),
+                }
+                groups
+            }),
+        };
+        for group in groups {
+            let expected: u64 = group.iter().map(|w| w.rows).sum();
+            let done = match self {
+                Self::Sqlite(_) => {
+                    let (sql, binds) = joined(group);
+                    self.execute(AssertSqlSafe(sql), &binds).await?
+                }
+                Self::Postgres(_) => {
+                    let (sql, binds) = as_ctes(group);
+                    let row = self.fetch_optional(AssertSqlSafe(sql), &binds).await?;
+                    row.map_or(Ok(0), |r| r.req_int("n"))
+                        .map(|n| u64::try_from(n).unwrap_or(0))?
+                }
+            };
+            if done != expected {
                 return Ok(false);
             }
         }
@@ -312,5 +324,90 @@ impl DbTx {
             Self::Sqlite(tx) => tx.rollback().await,
             Self::Postgres(tx) => tx.rollback().await,
         }
+    }
+}
+
+/// SQLite: the statements one after another, their binds in order.
+fn joined(writes: Vec<CountedWrite>) -> (String, Vec<SqlValue>) {
+    let mut sql = String::new();
+    let mut binds = Vec::new();
+    for w in writes {
+        sql.push_str(&w.sql);
+        sql.push_str(";\n");
+        binds.extend(w.binds);
+    }
+    (sql, binds)
+}
+
+/// PostgreSQL: `WITH w0 AS (… RETURNING 1), w1 AS (…) SELECT` the sum of their counts as `n`,
+/// each statement's `$n` moved past the binds of those before it.
+fn as_ctes(writes: Vec<CountedWrite>) -> (String, Vec<SqlValue>) {
+    let mut sql = String::from("WITH ");
+    let mut counts = Vec::with_capacity(writes.len());
+    let mut binds = Vec::new();
+    for (i, w) in writes.into_iter().enumerate() {
+        if i > 0 {
+            sql.push_str(", ");
+        }
+        sql.push_str(&format!("w{i} AS ("));
+        shift_placeholders(&w.sql, binds.len(), &mut sql);
+        sql.push_str(" RETURNING 1)");
+        counts.push(format!("(SELECT count(*) FROM w{i})"));
+        binds.extend(w.binds);
+    }
+    sql.push_str(" SELECT (");
+    sql.push_str(&counts.join(" + "));
+    sql.push_str(")::bigint AS n");
+    (sql, binds)
+}
+
+/// Copies `sql` to `out` with every `$n` as `$(n + by)`. Only for the ledger's own statements,
+/// which hold no `$` but their placeholders (no literals, no dollar quoting).
+fn shift_placeholders(sql: &str, by: usize, out: &mut String) {
+    let mut rest = sql;
+    while let Some(at) = rest.find('$') {
+        out.push_str(&rest[..=at]);
+        rest = &rest[at + 1..];
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        match rest[..digits].parse::<usize>() {
+            Ok(n) => out.push_str(&(n + by).to_string()),
+            Err(_) => out.push_str(&rest[..digits]),
+        }
+        rest = &rest[digits..];
+    }
+    out.push_str(rest);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn placeholders_shift_past_earlier_binds() {
+        let mut out = String::new();
+        shift_placeholders("INSERT INTO t VALUES ($1, $2), ($3, $10)", 7, &mut out);
+        assert_eq!(out, "INSERT INTO t VALUES ($8, $9), ($10, $17)");
+    }
+
+    #[test]
+    fn writes_become_ctes_summing_their_counts() {
+        let w = |sql: &str, n: usize| CountedWrite {
+            sql: sql.to_owned(),
+            binds: (0..n).map(|i| SqlValue::Int(i as i64)).collect(),
+            rows: 1,
+            sees_earlier: false,
+        };
+        let (sql, binds) = as_ctes(vec![
+            w("INSERT INTO a VALUES ($1, $2)", 2),
+            w("UPDATE b SET x = $1", 1),
+        ]);
+        assert_eq!(
+            sql,
+            "WITH w0 AS (INSERT INTO a VALUES ($1, $2) RETURNING 1), w1 AS (UPDATE b SET x = $3 \
+             RETURNING 1) SELECT ((SELECT count(*) FROM w0) + (SELECT count(*) FROM w1))::bigint AS n"
+        );
+        assert_eq!(binds.len(), 3);
     }
 }

@@ -161,13 +161,16 @@ impl Deferred {
                 sql: insert_sql(tx, chunk.len()),
                 binds: chunk.iter().flat_map(InvocationRow::binds).collect(),
                 rows: count(chunk.len()),
+                sees_earlier: false,
             });
         }
+        let inserted: HashSet<&str> = self.inserts.iter().map(|r| r.id.as_str()).collect();
         for chunk in self.updates.chunks(ROWS_PER_UPDATE) {
             writes.push(CountedWrite {
                 sql: update_sql(tx, chunk.len()),
                 binds: chunk_binds(chunk),
                 rows: count(chunk.len()),
+                sees_earlier: chunk.iter().any(|u| inserted.contains(u.row.id.as_str())),
             });
         }
         self.inserts.clear();

@@ -201,23 +201,40 @@ impl Writer {
     }
 }
 
+/// One writer lane: its number, and the head of its audit chain as its last commit left it.
+///
+/// The cached head saves a read per batch. Another process writing the same lane (a CLI
+/// decision, a second replica) makes it stale; then the batch's first event collides with that
+/// process's on the chain's primary key `(lane, seq)`, and the batch is run again on a head
+/// read afresh — a stale head can cost a retry, never a fork of the chain.
+struct Lane {
+    ctx: Arc<LaneContext>,
+    lane: i64,
+    head: Option<(i64, String)>,
+}
+
 async fn lane_loop(
     ctx: Arc<LaneContext>,
     lane: i64,
     mut rx: mpsc::UnboundedReceiver<Box<dyn Job>>,
 ) {
+    let mut lane = Lane {
+        ctx,
+        lane,
+        head: None,
+    };
     while let Some(first) = rx.recv().await {
         let queued = gather(first, &mut rx).await;
         let mut group = Vec::with_capacity(queued.len());
         for job in queued {
             if job.exclusive() {
-                run_group(&ctx, lane, std::mem::take(&mut group)).await;
-                run_group(&ctx, lane, vec![job]).await;
+                lane.run_group(std::mem::take(&mut group)).await;
+                lane.run_group(vec![job]).await;
             } else {
                 group.push(job);
             }
         }
-        run_group(&ctx, lane, group).await;
+        lane.run_group(group).await;
     }
 }
 
@@ -246,35 +263,61 @@ async fn gather(
     queued
 }
 
-async fn run_group(ctx: &LaneContext, lane: i64, mut jobs: Vec<Box<dyn Job>>) {
-    if jobs.is_empty() {
-        return;
-    }
-    match attempt(ctx, lane, &mut jobs).await {
-        Ok(changed) => {
-            announce(ctx, &changed).await;
-            jobs.into_iter().for_each(Job::reply);
+impl Lane {
+    async fn run_group(&mut self, mut jobs: Vec<Box<dyn Job>>) {
+        if jobs.is_empty() {
+            return;
         }
-        Err(e) if jobs.len() == 1 => {
-            tracing::warn!(error = %e, "ledger write failed");
-            if let Some(job) = jobs.pop() {
-                job.fail(e);
+        match self.attempt(&mut jobs).await {
+            Ok(changed) => {
+                announce(&self.ctx, &changed).await;
+                jobs.into_iter().for_each(Job::reply);
             }
-        }
-        Err(e) => {
-            tracing::warn!(error = %e, jobs = jobs.len(), "ledger batch failed; retrying jobs one by one");
-            for job in jobs {
-                let mut one = vec![job];
-                match attempt(ctx, lane, &mut one).await {
-                    Ok(changed) => {
-                        announce(ctx, &changed).await;
-                        one.into_iter().for_each(Job::reply);
+            Err(e) if jobs.len() == 1 => {
+                tracing::warn!(error = %e, "ledger write failed");
+                if let Some(job) = jobs.pop() {
+                    job.fail(e);
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, jobs = jobs.len(), "ledger batch failed; retrying jobs one by one");
+                for job in jobs {
+                    let mut one = vec![job];
+                    match self.attempt(&mut one).await {
+                        Ok(changed) => {
+                            announce(&self.ctx, &changed).await;
+                            one.into_iter().for_each(Job::reply);
+                        }
+                        Err(e) => one.into_iter().for_each(|j| j.fail(clone_error(&e))),
                     }
-                    Err(e) => one.into_iter().for_each(|j| j.fail(clone_error(&e))),
                 }
             }
         }
     }
+
+    /// One transaction for `jobs`, from the cached chain head; again from a head read afresh
+    /// if the cached one turned out stale.
+    async fn attempt(
+        &mut self,
+        jobs: &mut [Box<dyn Job>],
+    ) -> Result<Vec<InvocationId>, sqlx::Error> {
+        let cached = self.head.take();
+        let was_cached = cached.is_some();
+        let result = match attempt(&self.ctx, self.lane, jobs, cached).await {
+            Err(e) if was_cached && is_unique_violation(&e) => {
+                attempt(&self.ctx, self.lane, jobs, None).await
+            }
+            other => other,
+        };
+        result.map(|(changed, head)| {
+            self.head = Some(head);
+            changed
+        })
+    }
+}
+
+fn is_unique_violation(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(db) if db.is_unique_violation())
 }
 
 /// Wakes this process's waiters on the committed rows and, on PostgreSQL, other processes'
@@ -317,14 +360,17 @@ fn clone_error(e: &sqlx::Error) -> sqlx::Error {
     sqlx::Error::Protocol(e.to_string())
 }
 
+/// One transaction: the jobs, their writes and events, the commit. Returns the rows changed
+/// and the lane's chain head after the commit.
 async fn attempt(
     ctx: &LaneContext,
     lane: i64,
     jobs: &mut [Box<dyn Job>],
-) -> Result<Vec<InvocationId>, sqlx::Error> {
+    head: Option<(i64, String)>,
+) -> Result<(Vec<InvocationId>, (i64, String)), sqlx::Error> {
     let inner = ctx.pool.begin_write(lane).await?;
     let mut tx = LedgerTx { inner };
-    let result = match fill(ctx, lane, &mut tx, jobs).await {
+    let result = match fill(ctx, lane, &mut tx, jobs, head).await {
         Ok(changed) => tx.inner.commit().await.map(|()| changed),
         Err(e) => {
             let _ = tx.inner.rollback().await;
@@ -344,8 +390,12 @@ async fn fill(
     lane: i64,
     tx: &mut LedgerTx,
     jobs: &mut [Box<dyn Job>],
-) -> Result<Vec<InvocationId>, sqlx::Error> {
-    let head = crate::chain::head(&mut tx.inner, lane).await?;
+    head: Option<(i64, String)>,
+) -> Result<(Vec<InvocationId>, (i64, String)), sqlx::Error> {
+    let head = match head {
+        Some(head) => head,
+        None => crate::chain::head(&mut tx.inner, lane).await?,
+    };
     let mut batch = Batch {
         lane,
         now: truncate(ctx.clock.now()),
@@ -373,5 +423,5 @@ async fn fill(
     if !tx.inner.execute_counted(writes).await? {
         return Err(crate::deferred::lost_race());
     }
-    Ok(batch.changed)
+    Ok((batch.changed, batch.head))
 }

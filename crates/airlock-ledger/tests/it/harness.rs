@@ -157,6 +157,25 @@ impl Harness {
         })
     }
 
+    /// Another store on the same database, as a second process would open it.
+    pub(crate) async fn second_store(&self) -> Arc<dyn Store> {
+        match self.kind {
+            Kind::Sqlite => Arc::new(
+                SqliteStore::open(&self.location, config(&self.clock))
+                    .await
+                    .unwrap(),
+            ),
+            Kind::Postgres => {
+                let url = pg_url().unwrap();
+                Arc::new(
+                    PgStore::connect(pg_options(&url, &self.location), config(&self.clock))
+                        .await
+                        .unwrap(),
+                )
+            }
+        }
+    }
+
     /// The harness clock's now.
     pub(crate) fn clock_now(&self) -> OffsetDateTime {
         airlock_ledger::Clock::now(&self.clock)

@@ -36,6 +36,7 @@ harness::both_backends!(
     case_24_wait_for_change,
     case_25_story_in_order,
     case_26_audit_chain_names_tampered_rows,
+    two_stores_share_the_chain,
     question_answer_and_decline,
     fused_claims_an_ungated_call_once,
     fused_racing_duplicates_claim_once,

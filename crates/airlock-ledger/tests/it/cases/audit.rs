@@ -188,3 +188,53 @@ pub(crate) async fn case_26_audit_chain_names_tampered_rows(h: &Harness) {
     let broken = h.store.verify().await.unwrap().first_break.unwrap();
     assert!(broken.reason.contains("audit event"), "{broken}");
 }
+
+/// Two stores on one database (two processes) writing the same writer lanes in turns: each
+/// lane's chain head a store remembers goes stale, yet every write lands once and the chain
+/// verifies without a break or fork.
+pub(crate) async fn two_stores_share_the_chain(h: &Harness) {
+    let other = h.second_store().await;
+    let s = h.session().await;
+    let mut ids = Vec::new();
+    for round in 0..3 {
+        for (n, store) in [&h.store, &other].into_iter().enumerate() {
+            let tasks: Vec<_> = (0..8)
+                .map(|i| {
+                    let store = Arc::clone(store);
+                    let call = h.call(s, "refund", json!({"round": round, "store": n, "i": i}));
+                    tokio::spawn(async move {
+                        let r = store.record_and_claim(call, "w", LEASE).await.unwrap();
+                        assert!(r.created);
+                        store
+                            .finish(r.invocation.id, "w", Ok(json!(i)))
+                            .await
+                            .unwrap();
+                        r.invocation.id
+                    })
+                })
+                .collect();
+            for t in tasks {
+                ids.push(t.await.unwrap());
+            }
+            // And one write alone, in a batch of its own, right after the other store's.
+            let call = h.call(
+                s,
+                "refund",
+                json!({"round": round, "store": n, "alone": true}),
+            );
+            let r = store.record_and_claim(call, "w", LEASE).await.unwrap();
+            store
+                .finish(r.invocation.id, "w", Ok(json!(0)))
+                .await
+                .unwrap();
+            ids.push(r.invocation.id);
+        }
+    }
+    for id in &ids {
+        let row = h.store.get(*id).await.unwrap();
+        assert_eq!((row.state, row.version, row.attempts), (S::Succeeded, 3, 1));
+    }
+    let audit = h.store.verify().await.unwrap();
+    assert!(audit.first_break.is_none(), "{audit:?}");
+    assert_eq!(audit.rows, 1 + ids.len() as u64);
+}
