@@ -195,7 +195,10 @@ impl GuardedClient {
             name: &key.0,
             addrs,
         });
-        let client = transport::build_client(&self.inner.tls, pins, None)?;
+        // A backstop for a request whose caller forgot the call's deadline (every caller here
+        // wraps its work in it): twice the deadline, so it never fires before the real one.
+        let backstop = self.inner.policy.deadline.saturating_mul(2);
+        let client = transport::build_client(&self.inner.tls, pins, Some(backstop))?;
         if pool.len() >= MAX_POOLED_CLIENTS {
             pool.clear();
         }
@@ -225,7 +228,8 @@ pub struct Call {
 /// use it only for URLs on `url`'s origin (an IP-literal URL bypasses resolvers).
 #[derive(Debug, Clone)]
 pub struct PreparedCall {
-    /// The pinned client (each request also times out when the call's deadline passes).
+    /// The pinned client, pooled per checked address set so connections are reused (each
+    /// request also times out after twice the policy's deadline, a backstop only).
     pub client: reqwest::Client,
     /// The checked URL.
     pub url: Url,
@@ -321,15 +325,12 @@ impl Call {
             span.record("host", target.host_label());
             let addrs = self.checked_addrs(&target, carries_credential).await?;
             span.record("checked", tracing::field::debug(&addrs));
-            let remaining = self.deadline.at.saturating_duration_since(Instant::now());
-            if remaining.is_zero() {
+            if self.deadline.at <= Instant::now() {
                 return Err(self.deadline.error());
             }
-            let pins = matches!(target.host, TargetHost::Name { .. }).then(|| Pins {
-                name: target.pin_name(),
-                addrs: &addrs,
-            });
-            let client = transport::build_client(&self.client.inner.tls, pins, Some(remaining))?;
+            // The pooled client of these checked addresses: its idle connections are reused,
+            // so a call does not pay for a new connection (and TLS handshake) each time.
+            let client = self.client.pooled(&target, &addrs)?;
             Ok(PreparedCall {
                 client,
                 url: target.url,

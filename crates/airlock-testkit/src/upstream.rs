@@ -3,12 +3,13 @@
 //! oversized streams, pagination, a tools list that changes) and reads back exactly what it was
 //! sent. Every request on any path is recorded; only `/mcp` answers as an MCP server.
 
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::State;
+use axum::extract::{ConnectInfo, State};
 use axum::http::{HeaderMap, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
@@ -42,6 +43,8 @@ pub struct Seen {
     pub body: Value,
     /// The request headers.
     pub headers: HeaderMap,
+    /// The client's address: the same for requests that came over one connection.
+    pub peer: SocketAddr,
 }
 
 /// The tools `tools/list` answers: the default two pages, or a list a test set.
@@ -95,6 +98,7 @@ impl Server {
             .local_addr()
             .expect("the listener's address")
             .port();
+        let app = app.into_make_service_with_connect_info::<SocketAddr>();
         tokio::spawn(async move { axum::serve(listener, app).await });
         Self { port, seen, tools }
     }
@@ -131,17 +135,28 @@ impl Server {
 }
 
 /// Any path but `/mcp`: recorded, then 404.
-async fn elsewhere(State(up): State<Upstream>, uri: Uri, headers: HeaderMap) -> StatusCode {
+async fn elsewhere(
+    State(up): State<Upstream>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    uri: Uri,
+    headers: HeaderMap,
+) -> StatusCode {
     lock(&up.seen).push(Seen {
         path: uri.path().to_owned(),
         method: String::new(),
         body: Value::Null,
         headers,
+        peer,
     });
     StatusCode::NOT_FOUND
 }
 
-async fn handle(State(up): State<Upstream>, headers: HeaderMap, body: Bytes) -> Response {
+async fn handle(
+    State(up): State<Upstream>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let method = body["method"].as_str().unwrap_or_default().to_owned();
     lock(&up.seen).push(Seen {
@@ -149,6 +164,7 @@ async fn handle(State(up): State<Upstream>, headers: HeaderMap, body: Bytes) -> 
         method: method.clone(),
         body: body.clone(),
         headers,
+        peer,
     });
     let is_notification = body.get("id").is_none();
     let location = up.script.location.as_deref();

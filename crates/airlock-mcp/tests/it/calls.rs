@@ -66,6 +66,26 @@ async fn a_call_is_a_short_session_with_name_and_arguments_as_given_json() {
 }
 
 #[tokio::test]
+async fn calls_to_one_upstream_reuse_one_connection() {
+    let server = Server::start(Script::default()).await;
+    let target = McpTarget::new(server.url());
+    let client = client();
+    for _ in 0..3 {
+        client
+            .call_tool(&target, &ToolCall::new("echo", json!({})))
+            .await
+            .unwrap();
+    }
+    let seen = server.seen();
+    assert_eq!(seen.len(), 9);
+    assert!(
+        seen.iter().all(|s| s.peer == seen[0].peer),
+        "every request of three sessions on the first connection: {:?}",
+        seen.iter().map(|s| s.peer).collect::<Vec<_>>()
+    );
+}
+
+#[tokio::test]
 async fn sse_replies_work_the_same() {
     let script = Script {
         sse: true,
