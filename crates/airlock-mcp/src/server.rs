@@ -41,15 +41,28 @@ use handler::Endpoint;
 
 pub use convert::AWAIT_TOOL;
 
+use crate::host::HostScope;
+
 /// The longest a single `airlock_await_decision` call waits, whatever the client asks: short
 /// enough for every client's request timeout, long enough that polling is cheap.
 pub const MAX_AWAIT: std::time::Duration = std::time::Duration::from_secs(25);
+
+/// One accepted bearer token.
+#[derive(Debug, Clone)]
+pub struct EndpointToken {
+    /// The token itself.
+    pub token: SecretString,
+    /// The principal recorded on every call made with it.
+    pub principal: String,
+    /// The scopes it may call; `None`: every scope.
+    pub scopes: Option<Vec<HostScope>>,
+}
 
 /// Who may call the endpoint, and under which names it may be reached.
 #[derive(Debug, Clone, Default)]
 pub struct EndpointConfig {
     /// Bearer tokens, each with the principal it authenticates. Empty: every request is refused.
-    pub tokens: Vec<(SecretString, String)>,
+    pub tokens: Vec<EndpointToken>,
     /// Host names (`example.com`, any port) or authorities (`example.com:8443`) the `Host` and
     /// `Origin` headers may name. Empty: loopback only (`localhost`, `127.0.0.1`, `::1`).
     pub allowed_hosts: Vec<String>,

@@ -10,7 +10,7 @@ use ipnet::IpNet;
 
 use crate::diag::Diag;
 use crate::fields::Fields;
-use crate::names::{CredentialPath, check_identifier};
+use crate::names::{CredentialPath, check_identifier, check_slug};
 use crate::policy::{Approval, Effect};
 use crate::tool::{Builtin, Policy};
 use crate::tree::{Node, Pos};
@@ -66,6 +66,34 @@ pub struct TokenSpec {
     pub credential: CredentialPath,
     /// The principal recorded on every call made with it.
     pub principal: String,
+    /// `scopes` (MCP tokens only): the endpoints it may call, `"gateway"` (`POST /mcp`) or
+    /// `"agent:<name>"` (`POST /agents/<name>/mcp`). `None` (the key absent): every scope.
+    pub scopes: Option<Vec<TokenScope>>,
+}
+
+/// One endpoint scope an MCP token may call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TokenScope {
+    /// `"gateway"`: `POST /mcp`.
+    Gateway,
+    /// `"agent:<name>"`: `POST /agents/<name>/mcp`.
+    Agent(String),
+}
+
+impl TokenScope {
+    fn parse(text: &str) -> Result<Self, String> {
+        if text == "gateway" {
+            return Ok(Self::Gateway);
+        }
+        match text.strip_prefix("agent:") {
+            Some(name) => check_slug(name, 64)
+                .map(|()| Self::Agent(name.to_owned()))
+                .map_err(|reason| format!("agent name `{name}`: {reason}")),
+            None => Err(format!(
+                "unknown scope `{text}`: expected \"gateway\" or \"agent:<name>\""
+            )),
+        }
+    }
 }
 
 /// The operator's egress policy. Allow lists are empty by default: nothing private is reachable.
@@ -196,15 +224,30 @@ fn database_url(url: &str, root: &Path, at: Pos, d: &mut Diag) -> String {
     url.to_owned()
 }
 
+/// `[mcp]` or `[admin]`; only MCP tokens may name `scopes`.
 fn endpoint_auth(node: &Node, path: &str, d: &mut Diag) -> EndpointAuth {
     let Some(f) = Fields::open(node, path, &["tokens", "allowed_hosts"], d) else {
         return EndpointAuth::default();
     };
+    let token_keys: &[&str] = if path == "mcp" {
+        &["credential", "principal", "scopes"]
+    } else {
+        &["credential", "principal"]
+    };
     let mut tokens = Vec::new();
     for (item_path, item) in f.opt_list("tokens", d).unwrap_or_default() {
-        let Some(t) = Fields::open(item, &item_path, &["credential", "principal"], d) else {
+        let Some(t) = Fields::open(item, &item_path, token_keys, d) else {
             continue;
         };
+        let scopes = t.opt_str_list("scopes", d).map(|list| {
+            list.into_iter()
+                .filter_map(|(text, at)| {
+                    TokenScope::parse(&text)
+                        .map_err(|reason| d.push(at, &t.key("scopes"), reason))
+                        .ok()
+                })
+                .collect()
+        });
         let credential = t
             .required("credential", d)
             .and_then(|n| credential_path(n, &t.key("credential"), d));
@@ -213,6 +256,7 @@ fn endpoint_auth(node: &Node, path: &str, d: &mut Diag) -> EndpointAuth {
             tokens.push(TokenSpec {
                 credential,
                 principal,
+                scopes,
             });
         }
     }

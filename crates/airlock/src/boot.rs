@@ -7,9 +7,9 @@ use std::sync::Arc;
 
 use airlock_egress::GuardedClient;
 use airlock_ledger::{PgStore, SqliteStore, Store, StoreConfig};
-use airlock_mcp::{EndpointConfig, McpClient};
+use airlock_mcp::{EndpointConfig, EndpointToken, HostScope, McpClient};
 use airlock_runtime::{Gateway, discover, egress_policy};
-use airlock_spec::{Credentials, Deployment, EndpointAuth, Scope, ScopeId, ToolSpec};
+use airlock_spec::{Credentials, Deployment, EndpointAuth, Scope, ScopeId, TokenScope, ToolSpec};
 use anyhow::Context as _;
 use secrecy::SecretString;
 
@@ -91,11 +91,7 @@ async fn assemble(
     }
     let admin = tokens(&config.admin, &credentials).context("admin tokens")?;
     let mcp = EndpointConfig {
-        tokens: tokens(&config.mcp, &credentials)
-            .context("MCP tokens")?
-            .0
-            .as_ref()
-            .clone(),
+        tokens: mcp_tokens(&deployment, &credentials).context("MCP tokens")?,
         allowed_hosts: config.mcp.allowed_hosts.clone(),
     };
     Ok(Booted {
@@ -164,6 +160,50 @@ fn tokens(auth: &EndpointAuth, credentials: &Credentials) -> anyhow::Result<Toke
         out.push((secret, token.principal.clone()));
     }
     Ok(Tokens(Arc::new(out)))
+}
+
+/// `[[mcp.tokens]]` with their scopes; a scope naming an agent that is not deployed is an
+/// error, not a token that silently grants nothing.
+fn mcp_tokens(
+    deployment: &Deployment,
+    credentials: &Credentials,
+) -> anyhow::Result<Vec<EndpointToken>> {
+    let specs = &deployment.config.mcp.tokens;
+    let secrets = tokens(&deployment.config.mcp, credentials)?;
+    let mut out = Vec::with_capacity(specs.len());
+    for (spec, (token, principal)) in specs.iter().zip(secrets.0.iter()) {
+        let scopes = match &spec.scopes {
+            None => None,
+            Some(scopes) => Some(
+                scopes
+                    .iter()
+                    .map(|s| host_scope(deployment, s, principal))
+                    .collect::<anyhow::Result<Vec<_>>>()?,
+            ),
+        };
+        out.push(EndpointToken {
+            token: token.clone(),
+            principal: principal.clone(),
+            scopes,
+        });
+    }
+    Ok(out)
+}
+
+fn host_scope(
+    deployment: &Deployment,
+    scope: &TokenScope,
+    principal: &str,
+) -> anyhow::Result<HostScope> {
+    match scope {
+        TokenScope::Gateway => Ok(HostScope::Gateway),
+        TokenScope::Agent(name) if deployment.agents.contains_key(name.as_str()) => {
+            Ok(HostScope::Agent(name.clone()))
+        }
+        TokenScope::Agent(name) => anyhow::bail!(
+            "the token of principal {principal} names scope \"agent:{name}\", but no agent `{name}` is deployed"
+        ),
+    }
 }
 
 /// The scopes served, for the start-up banner.

@@ -3,7 +3,7 @@
 //! Guarantees, in this order: only POST (405 otherwise, with `Allow: POST`); the `Host` and any
 //! `Origin` name an allowed host (403); a bearer token matches a configured one, compared in
 //! constant time over digests so neither length nor content leaks through timing (401 with
-//! `WWW-Authenticate: Bearer`); a JSON body is JSON and a JSON-RPC message (400 with a JSON-RPC
+//! `WWW-Authenticate: Bearer`); the token may call this scope (403 otherwise); a JSON body is JSON and a JSON-RPC message (400 with a JSON-RPC
 //! error otherwise). An admitted request carries [`Admitted`] (scope and caller) in its
 //! extensions, where the handler finds it; nothing else reaches the handler.
 
@@ -39,11 +39,24 @@ pub(super) struct Admitted {
 
 /// The admission rules, built once from the [`EndpointConfig`].
 pub(super) struct Gate {
-    /// SHA-256 of each token, with its principal. Comparing digests keeps every comparison the
-    /// same length, whatever the presented token's length.
-    tokens: Vec<([u8; 32], String)>,
+    /// SHA-256 of each token, with its principal and scopes. Comparing digests keeps every
+    /// comparison the same length, whatever the presented token's length.
+    tokens: Vec<Token>,
     /// Lower-case host names, or `host:port` authorities.
     allowed_hosts: Vec<String>,
+}
+
+struct Token {
+    digest: [u8; 32],
+    principal: String,
+    /// `None`: every scope.
+    scopes: Option<Vec<HostScope>>,
+}
+
+impl Token {
+    fn may_call(&self, scope: &HostScope) -> bool {
+        self.scopes.as_ref().is_none_or(|s| s.contains(scope))
+    }
 }
 
 impl Gate {
@@ -51,7 +64,11 @@ impl Gate {
         let tokens = config
             .tokens
             .into_iter()
-            .map(|(token, principal)| (digest(token.expose_secret()), principal))
+            .map(|t| Token {
+                digest: digest(t.token.expose_secret()),
+                principal: t.principal,
+                scopes: t.scopes,
+            })
             .collect();
         let allowed_hosts = if config.allowed_hosts.is_empty() {
             LOOPBACK.iter().map(|h| (*h).to_owned()).collect()
@@ -68,15 +85,15 @@ impl Gate {
         }
     }
 
-    /// The principal of the presented bearer token, checking every configured token so the
-    /// time taken does not say which one matched.
-    fn principal(&self, headers: &HeaderMap) -> Option<&str> {
+    /// The presented bearer token, checking every configured token so the time taken does
+    /// not say which one matched.
+    fn token(&self, headers: &HeaderMap) -> Option<&Token> {
         let presented = bearer(headers)?;
         let presented = digest(presented);
         let mut found = None;
-        for (expected, principal) in &self.tokens {
-            if bool::from(expected.ct_eq(&presented)) {
-                found = Some(principal.as_str());
+        for token in &self.tokens {
+            if bool::from(token.digest.ct_eq(&presented)) {
+                found = Some(token);
             }
         }
         found
@@ -122,11 +139,15 @@ async fn admit(gate: &Gate, scope: HostScope, request: Request, next: Next) -> R
         tracing::warn!(reason, "MCP request refused (possible DNS rebinding)");
         return (StatusCode::FORBIDDEN, format!("Forbidden: {reason}")).into_response();
     }
-    let Some(principal) = gate.principal(request.headers()) else {
+    let Some(token) = gate.token(request.headers()) else {
         return unauthorized(request.headers());
     };
+    if !token.may_call(&scope) {
+        tracing::warn!(principal = %token.principal, %scope, "MCP request refused: scope not granted to the token");
+        return (StatusCode::FORBIDDEN, forbidden_scope(&scope)).into_response();
+    }
     let caller = Caller {
-        principal: principal.to_owned(),
+        principal: token.principal.clone(),
     };
     let (mut parts, body) = request.into_parts();
     let Ok(bytes) = to_bytes(body, MAX_BODY_BYTES).await else {
@@ -140,6 +161,15 @@ async fn admit(gate: &Gate, scope: HostScope, request: Request, next: Next) -> R
     parts.extensions.insert(Admitted { scope, caller });
     next.run(Request::from_parts(parts, Body::from(bytes)))
         .await
+}
+
+/// Names the endpoint and the `scopes` entry that would grant it.
+fn forbidden_scope(scope: &HostScope) -> String {
+    let (path, entry) = match scope {
+        HostScope::Gateway => ("/mcp".to_owned(), "gateway".to_owned()),
+        HostScope::Agent(name) => (format!("/agents/{name}/mcp"), format!("agent:{name}")),
+    };
+    format!("Forbidden: this token may not call POST {path} (its scopes lack \"{entry}\")")
 }
 
 /// The 401, with a challenge saying whether a token was presented at all (RFC 6750).
@@ -247,7 +277,11 @@ mod tests {
 
     fn gate(hosts: &[&str]) -> Gate {
         Gate::new(EndpointConfig {
-            tokens: vec![(SecretString::from("s3cret"), "alice".to_owned())],
+            tokens: vec![crate::EndpointToken {
+                token: SecretString::from("s3cret"),
+                principal: "alice".to_owned(),
+                scopes: None,
+            }],
             allowed_hosts: hosts.iter().map(|h| (*h).to_owned()).collect(),
         })
     }
@@ -273,16 +307,19 @@ mod tests {
             header::AUTHORIZATION,
             HeaderValue::from_static("bearer s3cret"),
         );
-        assert_eq!(g.principal(&headers), Some("alice"));
+        assert_eq!(
+            g.token(&headers).map(|t| t.principal.as_str()),
+            Some("alice")
+        );
         headers.insert(
             header::AUTHORIZATION,
             HeaderValue::from_static("Bearer s3cre"),
         );
-        assert_eq!(g.principal(&headers), None);
+        assert_eq!(g.token(&headers).map(|t| t.principal.as_str()), None);
         headers.insert(
             header::AUTHORIZATION,
             HeaderValue::from_static("Basic s3cret"),
         );
-        assert_eq!(g.principal(&headers), None);
+        assert_eq!(g.token(&headers).map(|t| t.principal.as_str()), None);
     }
 }

@@ -223,7 +223,14 @@ impl Endpoint {
         let app = airlock_mcp::router(
             host.clone(),
             EndpointConfig {
-                tokens,
+                tokens: tokens
+                    .into_iter()
+                    .map(|(token, principal)| airlock_mcp::EndpointToken {
+                        token,
+                        principal,
+                        scopes: None,
+                    })
+                    .collect(),
                 allowed_hosts,
             },
         );

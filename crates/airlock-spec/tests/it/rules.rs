@@ -155,6 +155,35 @@ fn airlock_toml_defaults() {
 }
 
 #[test]
+fn token_scopes_are_read_and_bad_ones_all_reported() {
+    let good = "[[mcp.tokens]]\ncredential = \"a.b\"\nprincipal = \"p\"\nscopes = [\"gateway\", \"agent:support\"]\n";
+    let d = Dir::new().file("airlock.toml", good).load().unwrap();
+    assert_eq!(
+        d.config.mcp.tokens[0].scopes,
+        Some(vec![
+            airlock_spec::TokenScope::Gateway,
+            airlock_spec::TokenScope::Agent("support".into())
+        ])
+    );
+    let bad = "[[mcp.tokens]]\ncredential = \"a.b\"\nprincipal = \"p\"\nscopes = [\"everything\", \"agent:Bad Name\"]\n[[admin.tokens]]\ncredential = \"a.c\"\nprincipal = \"q\"\nscopes = [\"gateway\"]\n";
+    let errors = Dir::new().file("airlock.toml", bad).errors();
+    assert_eq!(errors.len(), 3, "{errors:#?}");
+    assert!(
+        errors[0]
+            .starts_with("airlock.toml:4:11: mcp.tokens[0].scopes: unknown scope `everything`"),
+        "{errors:#?}"
+    );
+    assert!(
+        errors[1].starts_with("airlock.toml:4:25: mcp.tokens[0].scopes: agent name `Bad Name`"),
+        "{errors:#?}"
+    );
+    assert!(
+        errors[2].contains("admin.tokens[0].scopes") && errors[2].contains("unknown key"),
+        "{errors:#?}"
+    );
+}
+
+#[test]
 fn duplicate_yaml_keys_are_refused() {
     let errors = Dir::new()
         .file(

@@ -176,3 +176,57 @@ async fn a_question_waits_for_a_person_and_a_failure_is_an_error() {
         "{bad}"
     );
 }
+
+/// `scopes` on an MCP token: it reaches the endpoints it names and gets 403 on the others; a
+/// token without `scopes` reaches every scope.
+#[tokio::test]
+async fn a_token_reaches_only_its_scopes() {
+    let toml = "[[mcp.tokens]]\ncredential = \"airlock.claude\"\nprincipal = \"claude\"\nscopes = [\"agent:support\"]\n[[mcp.tokens]]\ncredential = \"airlock.other\"\nprincipal = \"other\"\n[egress]\nallow = [\"127.0.0.1/32\"]\n[credentials]\nfile = \"creds.yml\"\n[builtins.fetch]\n";
+    let dir = deployment_with(
+        toml,
+        &format!("airlock:\n  claude: {CLAUDE}\n  other: {OTHER}\n"),
+    );
+    std::fs::create_dir(dir.path().join("agents")).unwrap();
+    let agent = "apiVersion: airlock/v1\nkind: Agent\nmetadata: { name: support }\nspec:\n  model: { provider: openai, model: m }\n  prompts: { system: s }\n  tools:\n    - { name: fetch, type: builtin }\n";
+    std::fs::write(dir.path().join("agents/support.yml"), agent).unwrap();
+    let base = start(dir.path()).await;
+    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"});
+    let post = |path: &str, token: &str| {
+        reqwest::Client::new()
+            .post(format!("{base}{path}"))
+            .header("accept", "application/json, text/event-stream")
+            .header("content-type", "application/json")
+            .header("mcp-protocol-version", "2025-11-25")
+            .header("authorization", format!("Bearer {token}"))
+            .body(list.to_string())
+            .send()
+    };
+    let agent_reply = post("/agents/support/mcp", CLAUDE).await.unwrap();
+    assert_eq!(agent_reply.status().as_u16(), 200);
+    let refused = post("/mcp", CLAUDE).await.unwrap();
+    assert_eq!(refused.status().as_u16(), 403);
+    let message = refused.text().await.unwrap();
+    assert!(
+        message.contains("POST /mcp") && message.contains("\"gateway\""),
+        "{message}"
+    );
+    for path in ["/mcp", "/agents/support/mcp"] {
+        assert_eq!(
+            post(path, OTHER).await.unwrap().status().as_u16(),
+            200,
+            "{path}"
+        );
+    }
+}
+
+/// A scope naming an agent that is not deployed stops boot with the principal and the name.
+#[tokio::test]
+async fn a_scope_of_an_unknown_agent_stops_boot() {
+    let toml = "[[mcp.tokens]]\ncredential = \"airlock.claude\"\nprincipal = \"claude\"\nscopes = [\"agent:nobody\"]\n[credentials]\nfile = \"creds.yml\"\n";
+    let dir = deployment_with(toml, &format!("airlock:\n  claude: {CLAUDE}\n"));
+    let error = format!("{:#}", airlock::boot::boot(dir.path()).await.err().unwrap());
+    assert!(
+        error.contains("principal claude") && error.contains("agent:nobody"),
+        "{error}"
+    );
+}
