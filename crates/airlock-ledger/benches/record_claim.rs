@@ -54,12 +54,8 @@ enum Path {
     Separate,
 }
 
-async fn one_call(store: &dyn Store, s: SessionId, c: usize, i: usize, path: Path) {
-    let call = NewInvocation::new(s, format!("{c}-{i}"), "noop", json!({"i": i}), "d");
-    run_call(store, call, c, path).await;
-}
-
-async fn run_call(store: &dyn Store, call: NewInvocation, c: usize, path: Path) {
+async fn one_call(store: &dyn Store, s: SessionId, call_id: String, c: usize, path: Path) {
+    let call = NewInvocation::new(s, call_id, "noop", json!({"c": c}), "d");
     let owner = format!("w{c}");
     let lease = Duration::from_secs(30);
     let id = match path {
@@ -77,6 +73,31 @@ async fn run_call(store: &dyn Store, call: NewInvocation, c: usize, path: Path) 
     store.finish(id, &owner, Ok(json!(null))).await.unwrap();
 }
 
+/// `calls` calls by each caller at once, call ids starting with `prefix`.
+async fn all_callers(
+    store: &Arc<dyn Store>,
+    sessions: &[SessionId],
+    calls: usize,
+    prefix: &'static str,
+    path: Path,
+) {
+    let tasks: Vec<_> = sessions
+        .iter()
+        .enumerate()
+        .map(|(c, &s)| {
+            let store = Arc::clone(store);
+            tokio::spawn(async move {
+                for i in 0..calls {
+                    one_call(&*store, s, format!("{prefix}{c}-{i}"), c, path).await;
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap();
+    }
+}
+
 /// Each caller is its own session (an agent conversation), as 16 concurrent agents would be.
 /// A warm-up pass first, untimed: a ledger in use is not a fresh empty table (PostgreSQL's
 /// planner has no statistics for one yet and picks sequential scans until autovacuum's first
@@ -86,37 +107,9 @@ async fn calls_per_second(store: Arc<dyn Store>, path: Path) -> f64 {
     for _ in 0..CALLERS {
         sessions.push(session(&store).await);
     }
-    let warm: Vec<_> = (0..CALLERS)
-        .map(|c| {
-            let store = Arc::clone(&store);
-            let s = sessions[c];
-            tokio::spawn(async move {
-                for i in 0..WARMUP_CALLS_PER_CALLER {
-                    let id = format!("warm-{c}-{i}");
-                    let call = NewInvocation::new(s, id, "noop", json!({"i": i}), "d");
-                    run_call(&*store, call, c, path).await;
-                }
-            })
-        })
-        .collect();
-    for t in warm {
-        t.await.unwrap();
-    }
+    all_callers(&store, &sessions, WARMUP_CALLS_PER_CALLER, "warm-", path).await;
     let start = Instant::now();
-    let tasks: Vec<_> = (0..CALLERS)
-        .map(|c| {
-            let store = Arc::clone(&store);
-            let s = sessions[c];
-            tokio::spawn(async move {
-                for i in 0..CALLS_PER_CALLER {
-                    one_call(&*store, s, c, i, path).await;
-                }
-            })
-        })
-        .collect();
-    for t in tasks {
-        t.await.unwrap();
-    }
+    all_callers(&store, &sessions, CALLS_PER_CALLER, "", path).await;
     (CALLERS * CALLS_PER_CALLER) as f64 / start.elapsed().as_secs_f64()
 }
 
