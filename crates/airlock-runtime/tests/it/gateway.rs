@@ -559,25 +559,33 @@ async fn once_is_scoped_to_the_principal(backend: Backend) {
     assert_eq!(f.runs(), 2);
 }
 
+/// A gated call made by `ada` through the gateway's MCP scope, parked: the fixture, the caller
+/// and the invocation id.
+async fn parked_through_mcp() -> Option<(Fixture, airlock_mcp::Caller, String)> {
+    use airlock_mcp::{Caller, HostScope, ToolHost};
+    let f = fixture(Backend::Sqlite, policy(Approval::Always), "").await?;
+    let ada = Caller {
+        principal: "ada".into(),
+    };
+    let parked = f
+        .gateway
+        .call_tool(&HostScope::Gateway, &ada, "count", json!({"amount": 1}))
+        .await
+        .unwrap();
+    assert!(parked.is_parked(), "{parked:?}");
+    let id = parked.invocation_id;
+    Some((f, ada, id))
+}
+
 /// The await tool only settles calls made through the MCP endpoint, by the same principal,
 /// from the same endpoint URL (scope).
 #[tokio::test]
 async fn await_refuses_calls_from_other_channels_principals_and_scopes() {
     use airlock_mcp::{Caller, HostError, HostOutcome, HostScope, ToolHost};
-    let Some(f) = fixture(Backend::Sqlite, policy(Approval::Always), "").await else {
+    let Some((f, ada, id)) = parked_through_mcp().await else {
         return;
     };
-    let ada = Caller {
-        principal: "ada".into(),
-    };
     let gateway = HostScope::Gateway;
-    let parked = f
-        .gateway
-        .call_tool(&gateway, &ada, "count", json!({"amount": 1}))
-        .await
-        .unwrap();
-    assert!(parked.is_parked(), "{parked:?}");
-    let id = parked.invocation_id;
     let waiting = f
         .gateway
         .await_decision(&gateway, &ada, &id, Duration::ZERO)
@@ -639,20 +647,11 @@ async fn await_refuses_calls_from_other_channels_principals_and_scopes() {
 /// and it reads back as withdrawn; a settled call is returned unchanged.
 #[tokio::test]
 async fn a_caller_withdraws_its_own_waiting_call() {
-    use airlock_mcp::{Caller, HostOutcome, HostScope, ToolHost};
-    let Some(f) = fixture(Backend::Sqlite, policy(Approval::Always), "").await else {
+    use airlock_mcp::{HostOutcome, HostScope, ToolHost};
+    let Some((f, ada, id)) = parked_through_mcp().await else {
         return;
     };
-    let ada = Caller {
-        principal: "ada".into(),
-    };
     let scope = HostScope::Gateway;
-    let parked = f
-        .gateway
-        .call_tool(&scope, &ada, "count", json!({"amount": 1}))
-        .await
-        .unwrap();
-    let id = parked.invocation_id;
     let withdrawn = f.gateway.withdraw(&scope, &ada, &id).await.unwrap();
     assert_eq!(withdrawn.outcome, HostOutcome::Withdrawn);
     let row = f.gateway.store().get(id.parse().unwrap()).await.unwrap();
