@@ -23,8 +23,8 @@
 use std::collections::{HashMap, HashSet};
 
 use crate::db::{CountedWrite, DbTx, SqlValue};
-use crate::ids::InvocationId;
-use crate::row::{INVOCATION_COLUMNS, InvocationRow};
+use crate::ids::{InvocationId, SessionId};
+use crate::row::{INVOCATION_COLUMNS, InvocationRow, SESSION_COLUMNS, SessionRow};
 use crate::state::InvocationState;
 
 /// The columns a transition may change, in bind order after (id, expected state, version).
@@ -108,6 +108,8 @@ struct Update {
 /// The inserts and updates a batch has queued (one update per row).
 #[derive(Default)]
 pub(crate) struct Deferred {
+    /// New sessions, written before the invocations that may name them.
+    sessions: Vec<SessionRow>,
     inserts: Vec<InvocationRow>,
     calls: HashSet<(String, String)>,
     updates: Vec<Update>,
@@ -117,7 +119,25 @@ pub(crate) struct Deferred {
 /// Columns of an invocation row.
 const ROW_COLUMNS: usize = 35;
 
+/// Columns of a session row.
+const SESSION_COLUMN_COUNT: usize = 5;
+
 impl Deferred {
+    /// Queues a new session (a duplicate id fails the batch, and its job alone then reports it).
+    pub(crate) fn push_session(&mut self, row: SessionRow) {
+        self.sessions.push(row);
+    }
+
+    /// The principal of a session this batch queued (not yet in the shared cache, which only
+    /// holds committed or read sessions).
+    pub(crate) fn queued_session(&self, id: SessionId) -> Option<Option<String>> {
+        let id = id.to_string();
+        self.sessions
+            .iter()
+            .find(|s| s.id == id)
+            .map(|s| s.principal.clone())
+    }
+
     /// Queues a new row; `false` (nothing queued) if the batch already queued its call.
     pub(crate) fn push_insert(&mut self, row: &InvocationRow) -> bool {
         if !self
@@ -156,12 +176,25 @@ impl Deferred {
     pub(crate) fn take(&mut self, tx: &DbTx) -> Vec<CountedWrite> {
         let count = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
         let mut writes = Vec::new();
+        for chunk in self.sessions.chunks(ROWS_PER_UPDATE) {
+            writes.push(CountedWrite {
+                sql: format!(
+                    "INSERT INTO sessions ({SESSION_COLUMNS}) VALUES {}",
+                    tx.tuples(chunk.len(), SESSION_COLUMN_COUNT)
+                ),
+                binds: chunk.iter().flat_map(SessionRow::binds).collect(),
+                rows: count(chunk.len()),
+                sees_earlier: false,
+            });
+        }
+        // An invocation's session must exist when its row is checked against the foreign key.
+        let after_sessions = !self.sessions.is_empty();
         for chunk in self.inserts.chunks(ROWS_PER_UPDATE) {
             writes.push(CountedWrite {
                 sql: insert_sql(tx, chunk.len()),
                 binds: chunk.iter().flat_map(InvocationRow::binds).collect(),
                 rows: count(chunk.len()),
-                sees_earlier: false,
+                sees_earlier: after_sessions,
             });
         }
         let inserted: HashSet<&str> = self.inserts.iter().map(|r| r.id.as_str()).collect();
@@ -173,6 +206,7 @@ impl Deferred {
                 sees_earlier: chunk.iter().any(|u| inserted.contains(u.row.id.as_str())),
             });
         }
+        self.sessions.clear();
         self.inserts.clear();
         self.calls.clear();
         self.updates.clear();

@@ -60,6 +60,10 @@ pub(crate) async fn session_principal(
     if let Some(principal) = batch.sessions.get(id) {
         return Ok(Some(principal));
     }
+    let queued = batch.deferred.as_ref().and_then(|d| d.queued_session(id));
+    if let Some(principal) = queued {
+        return Ok(Some(principal));
+    }
     let Some(session) = load_session(tx, id).await? else {
         return Ok(None);
     };
@@ -109,16 +113,22 @@ pub(crate) async fn create_session(
         created_at: batch.now,
     };
     let row = SessionRow::from(&session);
-    tx.inner
-        .execute(
-            AssertSqlSafe(format!(
-                "INSERT INTO sessions ({SESSION_COLUMNS}) VALUES ($1, $2, $3, $4, $5)"
-            )),
-            &row.binds(),
-        )
-        .await?;
     let hash = content_hash(&row);
     crate::chain::append(batch, "session", &row.id, 1, "open", &hash);
+    match batch.deferred.as_mut() {
+        // Written with the batch's other rows; calls recorded beside it find it in the queue.
+        Some(deferred) => deferred.push_session(row),
+        None => {
+            tx.inner
+                .execute(
+                    AssertSqlSafe(format!(
+                        "INSERT INTO sessions ({SESSION_COLUMNS}) VALUES ($1, $2, $3, $4, $5)"
+                    )),
+                    &row.binds(),
+                )
+                .await?;
+        }
+    }
     Ok(session)
 }
 

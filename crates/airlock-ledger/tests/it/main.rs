@@ -42,5 +42,6 @@ harness::both_backends!(
     fused_racing_duplicates_claim_once,
     fused_leaves_gated_calls_unclaimed,
     fused_batches_stay_exact,
+    sessions_and_first_calls_share_batches,
     approved_unclaimed_oldest_first_until_claimed,
 );

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use airlock_ledger::{Approval, InvocationState as S, Mode};
+use airlock_ledger::{Approval, InvocationState as S, Mode, NewSession, SessionId};
 use serde_json::json;
 
 use crate::harness::{Harness, LEASE};
@@ -138,4 +138,50 @@ pub(crate) async fn fused_batches_stay_exact(h: &Harness) {
     let audit = h.store.verify().await.unwrap();
     assert!(audit.first_break.is_none(), "{audit:?}");
     assert_eq!(audit.rows, 1 + 32);
+}
+
+/// A session and its first call submitted together (as the MCP endpoint does) commit together,
+/// many at once; a session id that already exists fails alone and leaves no call behind.
+pub(crate) async fn sessions_and_first_calls_share_batches(h: &Harness) {
+    let taken = h.session().await;
+    let tasks: Vec<_> = (0..9)
+        .map(|i| {
+            let store = Arc::clone(&h.store);
+            let id = if i == 4 { taken } else { SessionId::new() };
+            let call = h.call(id, "crm__search", json!({ "q": i }));
+            tokio::spawn(async move {
+                let new = NewSession {
+                    channel: "mcp".into(),
+                    principal: Some(format!("p{i}")),
+                    metadata: json!({}),
+                };
+                let (session, call) = tokio::join!(
+                    store.create_session(id, new),
+                    store.record_and_claim(call, "w", LEASE)
+                );
+                (session.map(|s| s.id), call)
+            })
+        })
+        .collect();
+    for (i, t) in tasks.into_iter().enumerate() {
+        let (session, call) = t.await.unwrap();
+        if i == 4 {
+            assert!(session.is_err(), "a duplicate session id is refused");
+            // The existing session was there, so its call stands on its own.
+            assert!(call.unwrap().created);
+            continue;
+        }
+        let id = session.unwrap();
+        let call = call.unwrap();
+        assert!(call.created);
+        assert_eq!(call.invocation.state, S::Running);
+        assert_eq!(call.invocation.session_id, id);
+        assert_eq!(
+            call.invocation.principal.as_deref(),
+            Some(format!("p{i}").as_str())
+        );
+        assert_eq!(h.store.get_session(id).await.unwrap().channel, "mcp");
+    }
+    let audit = h.store.verify().await.unwrap();
+    assert!(audit.first_break.is_none(), "{audit:?}");
 }
