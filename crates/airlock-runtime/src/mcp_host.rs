@@ -151,8 +151,13 @@ impl Gateway {
         arguments: Value,
     ) -> Result<HostCall, HostError> {
         let scope = scope_id(scope);
-        if self.scope(&scope).is_none() {
+        let Some(tools) = self.scope(&scope) else {
             return Err(HostError::UnknownScope(format!("{scope:?}")));
+        };
+        // Refused before anything is written: an unknown name leaves no empty session behind
+        // (and costs no commit).
+        if tools.get(name).is_none() {
+            return Err(HostError::UnknownTool(name.to_owned()));
         }
         let principal = Some(caller.principal.clone());
         let session = SessionId::new();

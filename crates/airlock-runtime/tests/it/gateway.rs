@@ -577,6 +577,27 @@ async fn parked_through_mcp() -> Option<(Fixture, airlock_mcp::Caller, String)> 
     Some((f, ada, id))
 }
 
+/// An unknown tool name through the MCP host is refused before anything is written: no
+/// session, no row.
+#[tokio::test]
+async fn an_unknown_mcp_tool_writes_nothing() {
+    use airlock_mcp::{Caller, HostError, HostScope, ToolHost};
+    let Some(f) = fixture(Backend::Sqlite, policy(Approval::Never), "").await else {
+        return;
+    };
+    let before = f.gateway.store().verify().await.unwrap().rows;
+    let caller = Caller {
+        principal: "ada".into(),
+    };
+    let refused = f
+        .gateway
+        .call_tool(&HostScope::Gateway, &caller, "nope", json!({}))
+        .await
+        .unwrap_err();
+    assert_eq!(refused, HostError::UnknownTool("nope".into()));
+    assert_eq!(f.gateway.store().verify().await.unwrap().rows, before);
+}
+
 /// The await tool only settles calls made through the MCP endpoint, by the same principal,
 /// from the same endpoint URL (scope).
 #[tokio::test]
