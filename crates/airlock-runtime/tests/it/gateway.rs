@@ -147,6 +147,7 @@ on_both_backends!(
     an_approval_does_not_survive_a_changed_declaration,
     a_transactional_local_tool_commits_with_its_row,
     once_is_scoped_to_the_principal,
+    a_running_call_keeps_its_lease,
 );
 
 async fn gateway_on(
@@ -729,4 +730,63 @@ async fn an_approved_call_of_a_removed_tool_fails_once() {
         "tool `count` is no longer declared in this call's scope"
     );
     assert_eq!(before.runs(), 0);
+}
+
+/// A local tool that takes longer than a lease.
+struct Slow;
+
+impl LocalTool for Slow {
+    fn definition(&self) -> ToolDefinition {
+        ToolDefinition {
+            name: ToolName::try_from("slow").unwrap(),
+            description: "Takes a while.".into(),
+            input_schema: json!({"type": "object"}),
+        }
+    }
+    fn policy(&self) -> Policy {
+        Policy::default()
+    }
+    fn invoke(&self, _arguments: Value) -> LocalBody {
+        LocalBody::Plain(Box::pin(async {
+            tokio::time::sleep(Duration::from_millis(900)).await;
+            Ok(json!("done"))
+        }))
+    }
+}
+
+/// The lease is renewed while a call runs: a sweep after the first lease would have expired
+/// finds it still running (not in doubt), and it finishes normally.
+async fn a_running_call_keeps_its_lease(backend: Backend) {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(store) = store(backend, &dir).await else {
+        return;
+    };
+    let tool = Arc::new(Slow);
+    let mut scope = Scope::new(ScopeId::Gateway);
+    scope.add(spec_of(tool.as_ref())).unwrap();
+    let egress = GuardedClient::new(EgressPolicy::default()).unwrap();
+    let gateway = Gateway::builder(Arc::clone(&store), egress, Arc::new(Credentials::default()))
+        .scope(scope)
+        .local(tool)
+        .lease(Duration::from_millis(300))
+        .build();
+    let session = gateway
+        .open_session("test", None, &ScopeId::Gateway)
+        .await
+        .unwrap();
+    let ctx = CallContext {
+        scope: ScopeId::Gateway,
+        session,
+        call_id: "slow-1".into(),
+        principal: None,
+    };
+    let sweeper = async {
+        tokio::time::sleep(Duration::from_millis(650)).await;
+        store.sweep(time::OffsetDateTime::now_utc()).await.unwrap()
+    };
+    let (outcome, swept) = tokio::join!(gateway.call(&ctx, "slow", json!({})), sweeper);
+    assert!(swept.in_doubt.is_empty(), "{swept:?}");
+    let row = outcome.unwrap().invocation().clone();
+    assert_eq!(row.state, InvocationState::Succeeded);
+    assert_eq!(row.attempts, 1);
 }
