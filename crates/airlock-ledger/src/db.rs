@@ -226,15 +226,12 @@ impl DbTx {
         &mut self,
         writes: Vec<CountedWrite>,
     ) -> Result<bool, sqlx::Error> {
+        if writes.is_empty() {
+            return Ok(true);
+        }
         let groups: Vec<Vec<CountedWrite>> = match self {
             Self::Sqlite(_) => vec![writes],
-            Self::Postgres(_) => writes.into_iter().fold(Vec::new(), |mut groups, w| {
-                match groups.last_mut() {
-                    Some(group) if !w.sees_earlier => group.push(w),
-                    _ => groups.push(vec![w]),
-                }
-                groups
-            }),
+            Self::Postgres(_) => pg_groups(writes),
         };
         for group in groups {
             let expected: u64 = group.iter().map(|w| w.rows).sum();
@@ -327,6 +324,27 @@ impl DbTx {
     }
 }
 
+/// Binds one PostgreSQL statement may carry (the protocol allows 65,535), with room to spare.
+const PG_BINDS_PER_STATEMENT: usize = 30_000;
+
+/// PostgreSQL: consecutive writes share a statement unless one must see an earlier one's rows
+/// or the statement would pass [`PG_BINDS_PER_STATEMENT`].
+fn pg_groups(writes: Vec<CountedWrite>) -> Vec<Vec<CountedWrite>> {
+    let mut groups: Vec<(usize, Vec<CountedWrite>)> = Vec::new();
+    for w in writes {
+        match groups.last_mut() {
+            Some((binds, group))
+                if !w.sees_earlier && *binds + w.binds.len() <= PG_BINDS_PER_STATEMENT =>
+            {
+                *binds += w.binds.len();
+                group.push(w);
+            }
+            _ => groups.push((w.binds.len(), vec![w])),
+        }
+    }
+    groups.into_iter().map(|(_, group)| group).collect()
+}
+
 /// SQLite: the statements one after another, their binds in order.
 fn joined(writes: Vec<CountedWrite>) -> (String, Vec<SqlValue>) {
     let mut sql = String::new();
@@ -389,6 +407,37 @@ mod tests {
         let mut out = String::new();
         shift_placeholders("INSERT INTO t VALUES ($1, $2), ($3, $10)", 7, &mut out);
         assert_eq!(out, "INSERT INTO t VALUES ($8, $9), ($10, $17)");
+    }
+
+    fn write(binds: usize, sees_earlier: bool) -> CountedWrite {
+        CountedWrite {
+            sql: String::new(),
+            binds: vec![SqlValue::Int(0); binds],
+            rows: 1,
+            sees_earlier,
+        }
+    }
+
+    #[test]
+    fn pg_statements_split_on_dependencies_and_bind_budget() {
+        let sizes = |groups: Vec<Vec<CountedWrite>>| -> Vec<Vec<usize>> {
+            groups
+                .iter()
+                .map(|g| g.iter().map(|w| w.binds.len()).collect())
+                .collect()
+        };
+        let writes = vec![
+            write(10, false),
+            write(20, false),
+            write(5, true),
+            write(20_000, false),
+            write(10_000, false),
+            write(1, false),
+        ];
+        assert_eq!(
+            sizes(pg_groups(writes)),
+            vec![vec![10, 20], vec![5, 20_000], vec![10_000, 1]]
+        );
     }
 
     #[test]

@@ -178,8 +178,11 @@ impl Engine {
 
     pub(crate) async fn create_run(&self, new: NewRun) -> Result<Run, LedgerError> {
         let id = RunId::new();
+        // On its session's lane: a run opened right behind its session lands in the same
+        // batch or a later one, never racing it on another lane.
+        let lane = new.session_id.0;
         self.writer
-            .submit(&id.0, None, move |tx, b| {
+            .submit(&lane, None, move |tx, b| {
                 let new = new.clone();
                 Box::pin(runs::create_run(tx, b, id, new))
             })

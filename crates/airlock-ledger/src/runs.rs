@@ -141,6 +141,8 @@ pub(crate) async fn create_run(
     session_principal(tx, batch, new.session_id)
         .await?
         .ok_or(LedgerError::SessionNotFound(new.session_id))?;
+    // The session may still be queued in this batch; the run's foreign key needs it written.
+    crate::ops::flush_rows(tx, batch).await?;
     let run = Run {
         id,
         session_id: new.session_id,

@@ -301,7 +301,10 @@ impl Lane {
         &mut self,
         jobs: &mut [Box<dyn Job>],
     ) -> Result<Vec<InvocationId>, sqlx::Error> {
-        let cached = self.head.take();
+        // A transactional tool's body runs once: its job cannot be rerun, so it reads the
+        // head fresh (under the lane's write lock, where it cannot be stale).
+        let rerunnable = !jobs.iter().any(|j| j.exclusive());
+        let cached = self.head.take().filter(|_| rerunnable);
         let was_cached = cached.is_some();
         let result = match attempt(&self.ctx, self.lane, jobs, cached).await {
             Err(e) if was_cached && is_unique_violation(&e) => {

@@ -240,6 +240,13 @@ fn endpoint_auth(node: &Node, path: &str, d: &mut Diag) -> EndpointAuth {
             continue;
         };
         let scopes = t.opt_str_list("scopes", d).map(|list| {
+            if list.is_empty() {
+                d.push(
+                    t.key_at("scopes"),
+                    &t.key("scopes"),
+                    "an empty list grants nothing; name the scopes, or remove the key to allow every scope",
+                );
+            }
             list.into_iter()
                 .filter_map(|(text, at)| {
                     TokenScope::parse(&text)

@@ -159,16 +159,17 @@ impl Harness {
 
     /// Another store on the same database, as a second process would open it.
     pub(crate) async fn second_store(&self) -> Arc<dyn Store> {
+        self.reopen(config(&self.clock)).await
+    }
+
+    /// Another store on the same database with `config`.
+    pub(crate) async fn reopen(&self, config: StoreConfig) -> Arc<dyn Store> {
         match self.kind {
-            Kind::Sqlite => Arc::new(
-                SqliteStore::open(&self.location, config(&self.clock))
-                    .await
-                    .unwrap(),
-            ),
+            Kind::Sqlite => Arc::new(SqliteStore::open(&self.location, config).await.unwrap()),
             Kind::Postgres => {
                 let url = pg_url().unwrap();
                 Arc::new(
-                    PgStore::connect(pg_options(&url, &self.location), config(&self.clock))
+                    PgStore::connect(pg_options(&url, &self.location), config)
                         .await
                         .unwrap(),
                 )

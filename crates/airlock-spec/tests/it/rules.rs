@@ -181,6 +181,14 @@ fn token_scopes_are_read_and_bad_ones_all_reported() {
         errors[2].contains("admin.tokens[0].scopes") && errors[2].contains("unknown key"),
         "{errors:#?}"
     );
+    let empty = "[[mcp.tokens]]\ncredential = \"a.b\"\nprincipal = \"p\"\nscopes = []\n";
+    let errors = Dir::new().file("airlock.toml", empty).errors();
+    assert_eq!(errors.len(), 1, "{errors:#?}");
+    assert!(
+        errors[0]
+            .starts_with("airlock.toml:4:1: mcp.tokens[0].scopes: an empty list grants nothing"),
+        "{errors:#?}"
+    );
 }
 
 #[test]

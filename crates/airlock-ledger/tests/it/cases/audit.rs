@@ -3,11 +3,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use airlock_ledger::{Approval, ApprovalFilter, Decision, InvocationState as S};
+use airlock_ledger::{
+    Approval, ApprovalFilter, Decision, Effect, InvocationState as S, NewRun, NewSession,
+    SessionId, SqlValue, StoreConfig, tx_tool,
+};
 use serde_json::json;
 use tokio::time::Instant;
 
-use crate::harness::{Harness, LEASE};
+use crate::harness::{DIGEST, Harness, LEASE, TTL};
 
 /// Case 24: `wait_for_change` returns promptly on a change and at the deadline otherwise.
 pub(crate) async fn case_24_wait_for_change(h: &Harness) {
@@ -237,4 +240,102 @@ pub(crate) async fn two_stores_share_the_chain(h: &Harness) {
     let audit = h.store.verify().await.unwrap();
     assert!(audit.first_break.is_none(), "{audit:?}");
     assert_eq!(audit.rows, 1 + ids.len() as u64);
+}
+
+/// The approval flow across processes: a person approves from another process (the CLI), then
+/// the server runs the transactional tool — whose body runs once and commits with its row, even
+/// though the other process moved the lane's chain on meanwhile.
+pub(crate) async fn a_transactional_call_after_another_process_decided(h: &Harness) {
+    h.raw
+        .exec("CREATE TABLE tool_orders (n BIGINT NOT NULL)")
+        .await;
+    let s = h.session().await;
+    let mut call = h.call(s, "orders_create", json!({"n": 1}));
+    call.effect = Effect::Transactional;
+    call.approval = Approval::Always;
+    let parked = h.store.record(call).await.unwrap().invocation;
+    let cli = h.second_store().await;
+    cli.decide(parked.id, "bob", Decision::Approve)
+        .await
+        .unwrap();
+    let done = h
+        .store
+        .run_transactional(
+            parked.id,
+            "w1",
+            tx_tool(|tx| {
+                Box::pin(async move {
+                    tx.execute(
+                        "INSERT INTO tool_orders (n) VALUES ($1)",
+                        &[SqlValue::Int(1)],
+                    )
+                    .await?;
+                    Ok(json!({"ok": true}))
+                })
+            }),
+        )
+        .await
+        .unwrap();
+    assert_eq!(done.state, S::Succeeded);
+    assert_eq!(h.raw.count("SELECT count(*) FROM tool_orders").await, 1);
+    let audit = h.store.verify().await.unwrap();
+    assert!(audit.first_break.is_none(), "{audit:?}");
+}
+
+/// One sweep settles more rows than one PostgreSQL statement can carry binds for (65,535):
+/// the batch's writes are split into several statements. (A sweep runs alone, so its row
+/// updates are immediate; its audit events, 10 binds each, are what goes out together.)
+pub(crate) async fn a_sweep_bigger_than_one_statement(h: &Harness) {
+    let store = h
+        .reopen(StoreConfig {
+            sweep_limit: 10_000,
+            ..crate::harness::config(&h.clock)
+        })
+        .await;
+    let s = h.session().await;
+    let n = 6_700; // 67,000 event binds
+    let tasks: Vec<_> = (0..n)
+        .map(|i| {
+            let store = Arc::clone(&store);
+            let mut call = h.call(s, "refund", json!({ "i": i }));
+            call.approval = Approval::Always;
+            tokio::spawn(async move { store.record(call).await.unwrap() })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    h.clock.advance(TTL + Duration::from_secs(1));
+    let report = store.sweep(h.clock_now()).await.unwrap();
+    assert_eq!(report.expired.len(), n);
+}
+
+/// A session and a run opened together in one batch: the run's foreign key finds the session.
+pub(crate) async fn a_run_beside_its_new_session(h: &Harness) {
+    let tasks: Vec<_> = (0..8)
+        .map(|_| {
+            let store = Arc::clone(&h.store);
+            tokio::spawn(async move {
+                let id = SessionId::new();
+                let new = NewSession {
+                    channel: "agent".into(),
+                    principal: None,
+                    metadata: json!({}),
+                };
+                let run = NewRun {
+                    session_id: id,
+                    agent: "support".into(),
+                    definitions_digest: DIGEST.into(),
+                    definitions_snapshot: json!({}),
+                };
+                let (session, run) =
+                    tokio::join!(store.create_session(id, new), store.create_run(run));
+                session.unwrap();
+                run.unwrap().session_id == id
+            })
+        })
+        .collect();
+    for t in tasks {
+        assert!(t.await.unwrap());
+    }
 }
