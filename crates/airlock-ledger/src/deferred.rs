@@ -2,15 +2,15 @@
 //! statement each.
 //!
 //! Why. One statement per write means one round trip per job (to sqlx's SQLite thread, or to
-//! the PostgreSQL server), which is most of a batch's time. In a batch of several jobs, a save
-//! queues its update here instead (the batch's `rows` already show the new row to later jobs),
+//! the PostgreSQL server), which is most of a batch's time. In every batch but a transactional
+//! tool's, a save queues its update here instead (the batch's `rows` already show the new row to later jobs),
 //! and the batch writes them all with `UPDATE … FROM (VALUES …)` before its audit events; a
 //! record queues its row for one multi-row `INSERT … ON CONFLICT DO NOTHING` the same way.
 //!
 //! A queued insert assumes its (session, call id) is new: the batch checks its own queue, and
 //! if the database already holds the call (recorded before, or by another process) the insert
-//! count falls short and the batch is retried job by job, where the conflict is answered with
-//! the existing row.
+//! count falls short and the batch is retried job by job — a lone job once more with immediate
+//! writes — where the conflict is answered with the existing row.
 //!
 //! Guarantees. Every entry keeps its compare-and-swap: a row is updated only if its state and
 //! version are still the ones its job read, and two saves of one row collapse into one entry
@@ -226,13 +226,19 @@ impl Deferred {
     }
 }
 
+/// What a lost race reports; see [`is_lost_race`].
+const LOST_RACE: &str =
+    "a batched write met a call recorded or changed meanwhile; retrying the jobs one by one";
+
 /// Why a batch is retried job by job: one of its queued writes met a row that was not as its
 /// job read it.
 pub(crate) fn lost_race() -> sqlx::Error {
-    sqlx::Error::Protocol(
-        "a batched write met a call recorded or changed meanwhile; retrying the jobs one by one"
-            .into(),
-    )
+    sqlx::Error::Protocol(LOST_RACE.into())
+}
+
+/// Whether `e` is [`lost_race`]'s.
+pub(crate) fn is_lost_race(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Protocol(m) if m == LOST_RACE)
 }
 
 fn chunk_binds(chunk: &[Update]) -> Vec<SqlValue> {

@@ -61,8 +61,9 @@ pub(crate) struct Batch {
     pub(crate) rows: HashMap<InvocationId, Invocation>,
     /// Sessions known to exist (they are immutable), shared by the store's lanes.
     pub(crate) sessions: Arc<SessionCache>,
-    /// Row updates queued to be written together (`None`: write each at once, as a job
-    /// running alone does, so a lost compare-and-swap is reported to it precisely).
+    /// Row writes queued to be written together at the end (`None`: write each at once — a
+    /// transactional tool's job, or a lone job rerun after a queued write lost its race, so
+    /// the lost compare-and-swap is reported to it precisely).
     pub(crate) deferred: Option<Deferred>,
 }
 
@@ -295,22 +296,29 @@ impl Lane {
         }
     }
 
-    /// One transaction for `jobs`, from the cached chain head; again from a head read afresh
-    /// if the cached one turned out stale.
+    /// One transaction for `jobs`, from the cached chain head and with queued writes; run
+    /// again from a head read afresh if the cached one was stale, and a lone job again with
+    /// immediate writes if a queued write lost its race, so its refusal names exactly what it
+    /// met (taken, wrong state, already recorded).
     async fn attempt(
         &mut self,
         jobs: &mut [Box<dyn Job>],
     ) -> Result<Vec<InvocationId>, sqlx::Error> {
         // A transactional tool's body runs once: its job cannot be rerun, so it reads the
-        // head fresh (under the lane's write lock, where it cannot be stale).
+        // head fresh (under the lane's write lock, where it cannot be stale) and writes at once.
         let rerunnable = !jobs.iter().any(|j| j.exclusive());
-        let cached = self.head.take().filter(|_| rerunnable);
-        let was_cached = cached.is_some();
-        let result = match attempt(&self.ctx, self.lane, jobs, cached).await {
-            Err(e) if was_cached && is_unique_violation(&e) => {
-                attempt(&self.ctx, self.lane, jobs, None).await
+        let mut head = self.head.take().filter(|_| rerunnable);
+        let mut queued = rerunnable;
+        // At most three runs: each retry clears the condition that allowed it.
+        let result = loop {
+            let cached = head.is_some();
+            match attempt(&self.ctx, self.lane, jobs, head.take(), queued).await {
+                Err(e) if cached && is_unique_violation(&e) => {}
+                Err(e) if queued && jobs.len() == 1 && crate::deferred::is_lost_race(&e) => {
+                    queued = false;
+                }
+                other => break other,
             }
-            other => other,
         };
         result.map(|(changed, head)| {
             self.head = Some(head);
@@ -370,10 +378,11 @@ async fn attempt(
     lane: i64,
     jobs: &mut [Box<dyn Job>],
     head: Option<(i64, String)>,
+    queued: bool,
 ) -> Result<(Vec<InvocationId>, (i64, String)), sqlx::Error> {
     let inner = ctx.pool.begin_write(lane).await?;
     let mut tx = LedgerTx { inner };
-    let result = match fill(ctx, lane, &mut tx, jobs, head).await {
+    let result = match fill(ctx, lane, &mut tx, jobs, head, queued).await {
         Ok(changed) => tx.inner.commit().await.map(|()| changed),
         Err(e) => {
             let _ = tx.inner.rollback().await;
@@ -394,6 +403,7 @@ async fn fill(
     tx: &mut LedgerTx,
     jobs: &mut [Box<dyn Job>],
     head: Option<(i64, String)>,
+    queued: bool,
 ) -> Result<(Vec<InvocationId>, (i64, String)), sqlx::Error> {
     let head = match head {
         Some(head) => head,
@@ -408,7 +418,7 @@ async fn fill(
         events: Vec::new(),
         rows: HashMap::new(),
         sessions: Arc::clone(&ctx.sessions),
-        deferred: (jobs.len() > 1).then(Deferred::default),
+        deferred: queued.then(Deferred::default),
     };
     let mut hints: Vec<InvocationId> = jobs.iter().filter_map(|j| j.prefetch()).collect();
     hints.sort_unstable();
