@@ -30,6 +30,9 @@ pub struct Script {
     pub delay: Option<Duration>,
     /// Label replies `Content-Encoding: gzip` (never acceptable: the cap counts decoded bytes).
     pub gzip: bool,
+    /// Keep no record of requests ([`Server::seen`] stays empty): for benchmarks, where a record
+    /// of every request grows without bound and its memory traffic would be measured too.
+    pub unrecorded: bool,
 }
 
 /// One request the upstream saw.
@@ -55,6 +58,14 @@ struct Upstream {
     script: Script,
     seen: Arc<Mutex<Vec<Seen>>>,
     tools: Tools,
+}
+
+impl Upstream {
+    fn record(&self, seen: Seen) {
+        if !self.script.unrecorded {
+            lock(&self.seen).push(seen);
+        }
+    }
 }
 
 /// A running upstream on 127.0.0.1; it lives until the test's runtime ends.
@@ -141,7 +152,7 @@ async fn elsewhere(
     uri: Uri,
     headers: HeaderMap,
 ) -> StatusCode {
-    lock(&up.seen).push(Seen {
+    up.record(Seen {
         path: uri.path().to_owned(),
         method: String::new(),
         body: Value::Null,
@@ -159,7 +170,7 @@ async fn handle(
 ) -> Response {
     let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let method = body["method"].as_str().unwrap_or_default().to_owned();
-    lock(&up.seen).push(Seen {
+    up.record(Seen {
         path: "/mcp".to_owned(),
         method: method.clone(),
         body: body.clone(),

@@ -382,7 +382,10 @@ fn main() {
             std::thread::available_parallelism().map_or(0, usize::from),
             load_average()
         );
-        let upstream = Server::start(Script::default()).await;
+        let upstream = Server::start(Script {
+            unrecorded: true,
+            ..Script::default()
+        }).await;
         upstream.set_tools(vec![json!({
             "name": "echo",
             "description": "Echoes the arguments.",
