@@ -283,8 +283,8 @@ pub(crate) async fn a_transactional_call_after_another_process_decided(h: &Harne
 }
 
 /// One sweep settles more rows than one PostgreSQL statement can carry binds for (65,535):
-/// the batch's writes are split into several statements. (A sweep runs alone, so its row
-/// updates are immediate; its audit events, 10 binds each, are what goes out together.)
+/// the batch's writes are split into several statements. (Each expired row is an update of 21
+/// binds and an audit event of 10.)
 pub(crate) async fn a_sweep_bigger_than_one_statement(h: &Harness) {
     let store = h
         .reopen(StoreConfig {
@@ -293,7 +293,7 @@ pub(crate) async fn a_sweep_bigger_than_one_statement(h: &Harness) {
         })
         .await;
     let s = h.session().await;
-    let n = 6_700; // 67,000 event binds
+    let n = 6_700; // 207,700 binds
     let tasks: Vec<_> = (0..n)
         .map(|i| {
             let store = Arc::clone(&store);
