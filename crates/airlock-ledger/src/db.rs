@@ -4,9 +4,25 @@
 //! 64-bit integers (see the migrations), which both SQLite and PostgreSQL accept unchanged. The
 //! enums here only dispatch; they hold no logic.
 
+use sqlx::pool::PoolConnection;
 use sqlx::postgres::{PgPool, PgRow};
 use sqlx::sqlite::{SqlitePool, SqliteRow};
-use sqlx::{AssertSqlSafe, Postgres, Row, SqlSafeStr, Sqlite, Transaction};
+use sqlx::{AssertSqlSafe, Postgres, Row, SqlSafeStr, SqlStr, Sqlite, Transaction};
+
+macro_rules! bound {
+    ($q:expr, $binds:expr) => {{
+        let mut q = $q;
+        for b in $binds {
+            q = match b {
+                SqlValue::Null => q.bind(None::<String>),
+                SqlValue::NullInt => q.bind(None::<i64>),
+                SqlValue::Int(i) => q.bind(*i),
+                SqlValue::Text(s) => q.bind(s.clone()),
+            };
+        }
+        q
+    }};
+}
 
 /// A value bound to a `$n` placeholder (in the ledger's statements and a transactional tool's).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,29 +83,116 @@ pub(crate) enum DbPool {
 /// An open transaction of either backend.
 #[derive(Debug)]
 pub(crate) enum DbTx {
-    Sqlite(Transaction<'static, Sqlite>),
+    Sqlite(SqliteTx),
     Postgres(Transaction<'static, Postgres>),
+}
+
+/// A SQLite write transaction whose `BEGIN IMMEDIATE` rides on its first statement and whose
+/// `COMMIT` on its last: every statement is a hand-off to sqlx's SQLite thread (tens of
+/// microseconds when that thread sleeps), so a batch that needs no read costs one hand-off,
+/// not three.
+#[derive(Debug)]
+pub(crate) struct SqliteTx {
+    conn: PoolConnection<Sqlite>,
+    /// `BEGIN` was sent and neither `COMMIT` nor `ROLLBACK` has ended it.
+    open: bool,
+}
+
+impl Drop for SqliteTx {
+    /// A transaction left open (a panic mid-batch) must not go back to the pool: the
+    /// connection is closed instead, which rolls it back.
+    fn drop(&mut self) {
+        if self.open {
+            self.conn.close_on_drop();
+        }
+    }
+}
+
+impl SqliteTx {
+    /// `sql`, behind the `BEGIN IMMEDIATE` if it is the transaction's first statement.
+    fn statement(&mut self, sql: impl SqlSafeStr) -> SqlStr {
+        let sql = sql.into_sql_str();
+        if self.open {
+            return sql;
+        }
+        self.open = true;
+        AssertSqlSafe(format!("BEGIN IMMEDIATE;\n{}", sql.as_str())).into_sql_str()
+    }
+
+    /// Runs `writes` (each followed by its guard) and commits, in one hand-off; `false` if a
+    /// guard found a write short, and then nothing is committed.
+    async fn commit_writes(mut self, writes: Vec<CountedWrite>) -> Result<bool, sqlx::Error> {
+        if writes.is_empty() && !self.open {
+            return Ok(true);
+        }
+        let (mut sql, binds) = guarded(writes);
+        sql.push_str("COMMIT");
+        let sql = self.statement(AssertSqlSafe(sql));
+        match bound!(sqlx::query(sql), &binds)
+            .execute(&mut *self.conn)
+            .await
+        {
+            Ok(_) => {
+                self.open = false;
+                Ok(true)
+            }
+            Err(e) => {
+                self.rollback().await;
+                if is_short_write(&e) {
+                    Ok(false)
+                } else {
+                    Err(e)
+                }
+            }
+        }
+    }
+
+    /// Ends the transaction if it is open. A failed `ROLLBACK` (the connection is gone) leaves
+    /// `open` set, so the connection is closed rather than reused.
+    async fn rollback(&mut self) {
+        if self.open
+            && sqlx::query("ROLLBACK")
+                .execute(&mut *self.conn)
+                .await
+                .is_ok()
+        {
+            self.open = false;
+        }
+    }
+}
+
+/// SQLite has no `RAISE` outside triggers, so a write that changed fewer rows than it must is
+/// caught by a `CHECK` on a one-row temporary table: each guard stores whether the statement
+/// before it changed exactly its rows, and `false` fails the constraint, which stops the
+/// statement list before its `COMMIT`. Temporary: never in the WAL, never fsynced. Created on
+/// every write connection (see the store's `after_connect`).
+pub(crate) const SQLITE_GUARD_TABLE: &str = "CREATE TEMP TABLE IF NOT EXISTS airlock_guard \
+     (ok INTEGER PRIMARY KEY CONSTRAINT airlock_short_write CHECK (ok = 1))";
+
+fn is_short_write(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(db) if db.message().contains("airlock_short_write"))
+}
+
+/// SQLite: the statements one after another, each followed by its guard, their binds in order.
+fn guarded(writes: Vec<CountedWrite>) -> (String, Vec<SqlValue>) {
+    let mut sql = String::new();
+    let mut binds = Vec::new();
+    for w in writes {
+        sql.push_str(&w.sql);
+        // `rows` is a count we computed, not input: formatting it into the SQL is safe.
+        sql.push_str(&format!(
+            ";\nINSERT OR REPLACE INTO temp.airlock_guard (ok) VALUES (changes() = {});\n",
+            w.rows
+        ));
+        binds.extend(w.binds);
+    }
+    (sql, binds)
 }
 
 /// A fetched row of either backend, read by column name.
 pub(crate) enum DbRow {
     Sqlite(SqliteRow),
     Postgres(PgRow),
-}
-
-macro_rules! bound {
-    ($q:expr, $binds:expr) => {{
-        let mut q = $q;
-        for b in $binds {
-            q = match b {
-                SqlValue::Null => q.bind(None::<String>),
-                SqlValue::NullInt => q.bind(None::<i64>),
-                SqlValue::Int(i) => q.bind(*i),
-                SqlValue::Text(s) => q.bind(s.clone()),
-            };
-        }
-        q
-    }};
 }
 
 impl DbRow {
@@ -166,13 +269,17 @@ impl DbPool {
 
     /// Opens a write transaction that owns `lane` of the audit chain.
     ///
-    /// SQLite: `BEGIN IMMEDIATE` takes the database write lock up front, so reading the chain
-    /// head and appending to it cannot interleave with another process (a deferred `BEGIN`
-    /// would fail with SQLITE_BUSY when upgrading). PostgreSQL: a transaction-scoped advisory
+    /// SQLite: `BEGIN IMMEDIATE` (sent with the first statement) takes the database write lock
+    /// before anything is read, so reading the chain head and appending to it cannot
+    /// interleave with another process (a deferred `BEGIN` would fail with SQLITE_BUSY when
+    /// upgrading). PostgreSQL: a transaction-scoped advisory
     /// lock per (schema, lane) serializes the lane across processes; other lanes proceed.
     pub(crate) async fn begin_write(&self, lane: i64) -> Result<DbTx, sqlx::Error> {
         match self {
-            Self::Sqlite(p) => Ok(DbTx::Sqlite(p.begin_with("BEGIN IMMEDIATE").await?)),
+            Self::Sqlite(p) => Ok(DbTx::Sqlite(SqliteTx {
+                conn: p.acquire().await?,
+                open: false,
+            })),
             Self::Postgres(p) => {
                 // BEGIN and the lock in one simple-query message: one round trip, not two.
                 // `lane` is an integer we own, so formatting it into the SQL is safe.
@@ -217,8 +324,9 @@ impl DbTx {
     /// so a sum of counts is short exactly when one of them is).
     ///
     /// One round trip where the backend allows, the bulk of a batch's time: on SQLite one
-    /// multi-statement execute (sqlx binds `?` across the statements in order and sums their
-    /// counts) — one hand-off to sqlx's SQLite thread instead of one per statement. PostgreSQL
+    /// multi-statement execute (sqlx binds `?` across the statements in order), each statement
+    /// checked by its guard (see [`SQLITE_GUARD_TABLE`]) — one hand-off to sqlx's SQLite
+    /// thread instead of one per statement. PostgreSQL
     /// cannot prepare several statements as one, so there the writes become data-modifying
     /// CTEs of one statement, which all see the snapshot from before it; a write that must see
     /// an earlier one's rows starts a new statement.
@@ -236,9 +344,17 @@ impl DbTx {
         for group in groups {
             let expected: u64 = group.iter().map(|w| w.rows).sum();
             let done = match self {
-                Self::Sqlite(_) => {
-                    let (sql, binds) = joined(group);
-                    self.execute(AssertSqlSafe(sql), &binds).await?
+                Self::Sqlite(tx) => {
+                    let (sql, binds) = guarded(group);
+                    let sql = tx.statement(AssertSqlSafe(sql));
+                    match bound!(sqlx::query(sql), &binds)
+                        .execute(&mut *tx.conn)
+                        .await
+                    {
+                        Ok(_) => expected,
+                        Err(e) if is_short_write(&e) => return Ok(false),
+                        Err(e) => return Err(e),
+                    }
                 }
                 Self::Postgres(_) => {
                     let (sql, binds) = as_ctes(group);
@@ -260,8 +376,8 @@ impl DbTx {
         binds: &[SqlValue],
     ) -> Result<u64, sqlx::Error> {
         Ok(match self {
-            Self::Sqlite(tx) => bound!(sqlx::query(sql), binds)
-                .execute(&mut **tx)
+            Self::Sqlite(tx) => bound!(sqlx::query(tx.statement(sql)), binds)
+                .execute(&mut *tx.conn)
                 .await?
                 .rows_affected(),
             Self::Postgres(tx) => bound!(sqlx::query(sql), binds)
@@ -277,8 +393,8 @@ impl DbTx {
         binds: &[SqlValue],
     ) -> Result<Option<DbRow>, sqlx::Error> {
         Ok(match self {
-            Self::Sqlite(tx) => bound!(sqlx::query(sql), binds)
-                .fetch_optional(&mut **tx)
+            Self::Sqlite(tx) => bound!(sqlx::query(tx.statement(sql)), binds)
+                .fetch_optional(&mut *tx.conn)
                 .await?
                 .map(DbRow::Sqlite),
             Self::Postgres(tx) => bound!(sqlx::query(sql), binds)
@@ -294,8 +410,8 @@ impl DbTx {
         binds: &[SqlValue],
     ) -> Result<Vec<DbRow>, sqlx::Error> {
         Ok(match self {
-            Self::Sqlite(tx) => bound!(sqlx::query(sql), binds)
-                .fetch_all(&mut **tx)
+            Self::Sqlite(tx) => bound!(sqlx::query(tx.statement(sql)), binds)
+                .fetch_all(&mut *tx.conn)
                 .await?
                 .into_iter()
                 .map(DbRow::Sqlite)
@@ -309,16 +425,33 @@ impl DbTx {
         })
     }
 
-    pub(crate) async fn commit(self) -> Result<(), sqlx::Error> {
-        match self {
-            Self::Sqlite(tx) => tx.commit().await,
-            Self::Postgres(tx) => tx.commit().await,
+    /// Runs `writes` as [`DbTx::execute_counted`] does and commits; `false` if one was short,
+    /// and then the transaction is rolled back. On SQLite the writes and the `COMMIT` are one
+    /// hand-off.
+    pub(crate) async fn commit_writes(
+        self,
+        writes: Vec<CountedWrite>,
+    ) -> Result<bool, sqlx::Error> {
+        let mut pg = match self {
+            Self::Sqlite(tx) => return tx.commit_writes(writes).await,
+            pg @ Self::Postgres(_) => pg,
+        };
+        let outcome = pg.execute_counted(writes).await;
+        match (outcome, pg) {
+            (Ok(true), Self::Postgres(tx)) => tx.commit().await.map(|()| true),
+            (outcome, pg) => {
+                let _ = pg.rollback().await;
+                outcome.map(|_| false)
+            }
         }
     }
 
     pub(crate) async fn rollback(self) -> Result<(), sqlx::Error> {
         match self {
-            Self::Sqlite(tx) => tx.rollback().await,
+            Self::Sqlite(mut tx) => {
+                tx.rollback().await;
+                Ok(())
+            }
             Self::Postgres(tx) => tx.rollback().await,
         }
     }
@@ -343,18 +476,6 @@ fn pg_groups(writes: Vec<CountedWrite>) -> Vec<Vec<CountedWrite>> {
         }
     }
     groups.into_iter().map(|(_, group)| group).collect()
-}
-
-/// SQLite: the statements one after another, their binds in order.
-fn joined(writes: Vec<CountedWrite>) -> (String, Vec<SqlValue>) {
-    let mut sql = String::new();
-    let mut binds = Vec::new();
-    for w in writes {
-        sql.push_str(&w.sql);
-        sql.push_str(";\n");
-        binds.extend(w.binds);
-    }
-    (sql, binds)
 }
 
 /// PostgreSQL: `WITH w0 AS (… RETURNING 1), w1 AS (…) SELECT` the sum of their counts as `n`,

@@ -21,12 +21,13 @@ use crate::model::{
     ResumeOutcome, Run, Session, SweepReport,
 };
 use crate::notify::Notifier;
+use crate::recent::RecentRows;
 use crate::row::{
     INVOCATION_COLUMNS, InvocationRow, RUN_COLUMNS, RunRow, SESSION_COLUMNS, SessionRow,
 };
 use crate::state::RunStatus;
 use crate::tx::{LedgerTx, TxTool};
-use crate::writer::{Batch, Job, LaneContext, Writer};
+use crate::writer::{Batch, Job, LaneContext, Prefetch, Writer};
 use crate::{decide, ops, record, runs};
 
 /// Settings shared by both backends.
@@ -144,6 +145,7 @@ impl Engine {
             notifier: Arc::clone(&notifier),
             approval_ttl: config.approval_ttl,
             sessions: Arc::default(),
+            recent: RecentRows::default(),
         });
         Self {
             writer: Writer::start(&ctx, lanes),
@@ -169,7 +171,7 @@ impl Engine {
         new: NewSession,
     ) -> Result<Session, LedgerError> {
         self.writer
-            .submit(&id.0, None, move |tx, b| {
+            .submit(&id.0, Prefetch::Nothing, move |tx, b| {
                 let new = new.clone();
                 Box::pin(runs::create_session(tx, b, id, new))
             })
@@ -182,7 +184,7 @@ impl Engine {
         // batch or a later one, never racing it on another lane.
         let lane = new.session_id.0;
         self.writer
-            .submit(&lane, None, move |tx, b| {
+            .submit(&lane, Prefetch::Nothing, move |tx, b| {
                 let new = new.clone();
                 Box::pin(runs::create_run(tx, b, id, new))
             })
@@ -191,7 +193,7 @@ impl Engine {
 
     pub(crate) async fn park_run(&self, id: RunId) -> Result<Run, LedgerError> {
         self.writer
-            .submit(&id.0, None, move |tx, b| {
+            .submit(&id.0, Prefetch::Nothing, move |tx, b| {
                 Box::pin(runs::park_run(tx, b, id))
             })
             .await
@@ -199,7 +201,7 @@ impl Engine {
 
     pub(crate) async fn resume_run(&self, id: RunId) -> Result<ResumeOutcome, LedgerError> {
         self.writer
-            .submit(&id.0, None, move |tx, b| {
+            .submit(&id.0, Prefetch::Nothing, move |tx, b| {
                 Box::pin(runs::resume_run(tx, b, id))
             })
             .await
@@ -212,7 +214,7 @@ impl Engine {
         reason: Option<String>,
     ) -> Result<Run, LedgerError> {
         self.writer
-            .submit(&id.0, None, move |tx, b| {
+            .submit(&id.0, Prefetch::Nothing, move |tx, b| {
                 Box::pin(runs::end_run(tx, b, id, status, reason.clone()))
             })
             .await
@@ -224,7 +226,7 @@ impl Engine {
         // stay in one lane's chain in order.
         let key = new.session_id.0;
         self.writer
-            .submit(&key, None, move |tx, b| {
+            .submit(&key, Prefetch::Nothing, move |tx, b| {
                 Box::pin(record::record(tx, b, new.clone()))
             })
             .await
@@ -240,7 +242,7 @@ impl Engine {
         let key = new.session_id.0;
         let owner = owner.to_owned();
         self.writer
-            .submit(&key, None, move |tx, b| {
+            .submit(&key, Prefetch::Nothing, move |tx, b| {
                 let (new, owner) = (new.clone(), owner.clone());
                 Box::pin(async move { record::record_and_claim(tx, b, new, &owner, lease).await })
             })
@@ -255,7 +257,7 @@ impl Engine {
     ) -> Result<Invocation, LedgerError> {
         let owner = owner.to_owned();
         self.writer
-            .submit(&id.0, Some(id), move |tx, b| {
+            .submit(&id.0, Prefetch::Fresh(id), move |tx, b| {
                 let owner = owner.clone();
                 Box::pin(async move { ops::claim(tx, b, id, &owner, lease).await })
             })
@@ -270,7 +272,7 @@ impl Engine {
     ) -> Result<Invocation, LedgerError> {
         let owner = owner.to_owned();
         self.writer
-            .submit(&id.0, Some(id), move |tx, b| {
+            .submit(&id.0, Prefetch::Running(id, owner.clone()), move |tx, b| {
                 let owner = owner.clone();
                 Box::pin(async move { ops::renew(tx, b, id, &owner, lease).await })
             })
@@ -285,7 +287,7 @@ impl Engine {
     ) -> Result<Invocation, LedgerError> {
         let owner = owner.to_owned();
         self.writer
-            .submit(&id.0, Some(id), move |tx, b| {
+            .submit(&id.0, Prefetch::Running(id, owner.clone()), move |tx, b| {
                 let (owner, outcome) = (owner.clone(), outcome.clone());
                 Box::pin(async move { ops::finish(tx, b, id, &owner, outcome).await })
             })
@@ -318,7 +320,7 @@ impl Engine {
     ) -> Result<Invocation, LedgerError> {
         let by = by.to_owned();
         self.writer
-            .submit(&id.0, Some(id), move |tx, b| {
+            .submit(&id.0, Prefetch::Fresh(id), move |tx, b| {
                 let (by, decision) = (by.clone(), decision.clone());
                 Box::pin(async move { decide::decide(tx, b, id, &by, &decision).await })
             })
@@ -328,7 +330,7 @@ impl Engine {
     pub(crate) async fn sweep(&self, now: OffsetDateTime) -> Result<SweepReport, LedgerError> {
         let (now, limit) = (truncate(now), self.sweep_limit);
         self.writer
-            .submit(&uuid::Uuid::nil(), None, move |tx, b| {
+            .submit(&uuid::Uuid::nil(), Prefetch::Nothing, move |tx, b| {
                 Box::pin(ops::sweep(tx, b, now, limit))
             })
             .await
@@ -336,7 +338,7 @@ impl Engine {
 
     async fn expire(&self, id: InvocationId) -> Result<Invocation, LedgerError> {
         self.writer
-            .submit(&id.0, Some(id), move |tx, b| {
+            .submit(&id.0, Prefetch::Fresh(id), move |tx, b| {
                 Box::pin(ops::load_current(tx, b, id))
             })
             .await

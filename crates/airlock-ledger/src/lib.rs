@@ -25,6 +25,7 @@ mod model;
 mod notify;
 mod ops;
 mod postgres;
+mod recent;
 mod record;
 mod row;
 mod runs;

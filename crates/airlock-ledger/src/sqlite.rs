@@ -87,6 +87,14 @@ impl SqliteStore {
             .max_connections(1)
             .min_connections(1)
             .test_before_acquire(false)
+            .after_connect(|conn, _| {
+                Box::pin(async move {
+                    sqlx::query(crate::db::SQLITE_GUARD_TABLE)
+                        .execute(conn)
+                        .await
+                        .map(|_| ())
+                })
+            })
             .connect_with(opts.clone())
             .await?;
         MIGRATOR.run(&write).await?;

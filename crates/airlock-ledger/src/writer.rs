@@ -24,12 +24,13 @@ use uuid::Uuid;
 
 use crate::chain::Event;
 use crate::clock::{Clock, truncate};
-use crate::db::DbPool;
+use crate::db::{CountedWrite, DbPool};
 use crate::deferred::Deferred;
 use crate::error::LedgerError;
 use crate::ids::InvocationId;
 use crate::model::Invocation;
 use crate::notify::Notifier;
+use crate::recent::RecentRows;
 use crate::runs::SessionCache;
 use crate::tx::LedgerTx;
 
@@ -74,8 +75,8 @@ pub(crate) trait Job: Send {
         false
     }
     /// The invocation the job reads first, fetched for the whole batch in one query.
-    fn prefetch(&self) -> Option<InvocationId> {
-        None
+    fn prefetch(&self) -> Prefetch {
+        Prefetch::Nothing
     }
     /// Applies the job. `Err` only for database errors, which abort the batch.
     fn run<'a>(
@@ -89,10 +90,24 @@ pub(crate) trait Job: Send {
     fn fail(self: Box<Self>, e: sqlx::Error);
 }
 
+/// The row a job reads first, so the batch can read its jobs' rows in one query.
+#[derive(Debug, Clone)]
+pub(crate) enum Prefetch {
+    Nothing,
+    /// Read in the transaction: the job checks the row's content (a claim verifies the
+    /// arguments before anything runs, a decision binds to them), which only the database
+    /// holds as it is now.
+    Fresh(InvocationId),
+    /// A call this process runs under the lease of `owner` (renew, finish): the row as the
+    /// last commit left it will do, if the writer still has it running under that lease
+    /// (see `recent`).
+    Running(InvocationId, String),
+}
+
 /// A retryable job built from a closure.
 struct FnJob<T, F> {
     f: F,
-    hint: Option<InvocationId>,
+    hint: Prefetch,
     out: Option<Result<T, LedgerError>>,
     reply: oneshot::Sender<Result<T, LedgerError>>,
 }
@@ -104,8 +119,8 @@ where
         + Send
         + 'static,
 {
-    fn prefetch(&self) -> Option<InvocationId> {
-        self.hint
+    fn prefetch(&self) -> Prefetch {
+        self.hint.clone()
     }
 
     fn run<'a>(
@@ -142,6 +157,7 @@ pub(crate) struct LaneContext {
     pub(crate) notifier: Arc<Notifier>,
     pub(crate) approval_ttl: Duration,
     pub(crate) sessions: Arc<SessionCache>,
+    pub(crate) recent: RecentRows,
 }
 
 /// Handles to the writer lanes; dropping it stops them once their queues drain.
@@ -174,7 +190,7 @@ impl Writer {
     pub(crate) async fn submit<T, F>(
         &self,
         key: &Uuid,
-        hint: Option<InvocationId>,
+        hint: Prefetch,
         f: F,
     ) -> Result<T, LedgerError>
     where
@@ -383,20 +399,30 @@ async fn attempt(
     let inner = ctx.pool.begin_write(lane).await?;
     let mut tx = LedgerTx { inner };
     let result = match fill(ctx, lane, &mut tx, jobs, head, queued).await {
-        Ok(changed) => tx.inner.commit().await.map(|()| changed),
+        Ok((writes, batch)) => match tx.inner.commit_writes(writes).await {
+            Ok(true) => {
+                ctx.recent.keep(batch.rows.values());
+                Ok((batch.changed, batch.head))
+            }
+            Ok(false) => Err(crate::deferred::lost_race()),
+            Err(e) => Err(e),
+        },
         Err(e) => {
             let _ = tx.inner.rollback().await;
             Err(e)
         }
     };
     if result.is_err() {
-        // A session this batch created may have been cached; it does not exist after all.
+        // A session this batch created may have been cached, and a cached row it started from
+        // may have moved on; neither is known after all.
         ctx.sessions.clear();
+        ctx.recent.clear();
     }
     result
 }
 
-/// Runs the jobs in the open transaction and writes their audit events and notifications.
+/// Runs the jobs in the open transaction; returns the writes still to make (queued rows, then
+/// audit events) and the batch as the jobs left it.
 async fn fill(
     ctx: &LaneContext,
     lane: i64,
@@ -404,7 +430,7 @@ async fn fill(
     jobs: &mut [Box<dyn Job>],
     head: Option<(i64, String)>,
     queued: bool,
-) -> Result<(Vec<InvocationId>, (i64, String)), sqlx::Error> {
+) -> Result<(Vec<CountedWrite>, Batch), sqlx::Error> {
     let head = match head {
         Some(head) => head,
         None => crate::chain::head(&mut tx.inner, lane).await?,
@@ -420,21 +446,28 @@ async fn fill(
         sessions: Arc::clone(&ctx.sessions),
         deferred: queued.then(Deferred::default),
     };
-    let mut hints: Vec<InvocationId> = jobs.iter().filter_map(|j| j.prefetch()).collect();
-    hints.sort_unstable();
-    hints.dedup();
-    crate::ops::prefetch(tx, &mut batch, &hints).await?;
+    let (mut fresh, mut running) = (Vec::new(), Vec::new());
+    for job in jobs.iter() {
+        match job.prefetch() {
+            Prefetch::Nothing => {}
+            Prefetch::Fresh(id) => fresh.push(id),
+            // A stale row here fails the batch's guard and the batch reruns from the database.
+            Prefetch::Running(id, owner) if queued => running.push((id, owner)),
+            Prefetch::Running(id, _) => fresh.push(id),
+        }
+    }
+    fresh.extend(ctx.recent.lend(running, &mut batch.rows));
+    // A row both fresh and lent is read again: the fresh read wins.
+    fresh.sort_unstable();
+    fresh.dedup();
+    crate::ops::prefetch(tx, &mut batch, &fresh).await?;
     for job in jobs.iter_mut() {
         job.run(tx, &mut batch).await?;
     }
-    // The rows, then their events: one statement list, so SQLite takes it in one hand-off.
     let mut writes = match batch.deferred.as_mut() {
         Some(deferred) => deferred.take(&tx.inner),
         None => Vec::new(),
     };
     writes.extend(crate::chain::take(&tx.inner, &mut batch.events));
-    if !tx.inner.execute_counted(writes).await? {
-        return Err(crate::deferred::lost_race());
-    }
-    Ok((batch.changed, batch.head))
+    Ok((writes, batch))
 }

@@ -47,4 +47,5 @@ harness::both_backends!(
     fused_batches_stay_exact,
     sessions_and_first_calls_share_batches,
     approved_unclaimed_oldest_first_until_claimed,
+    finish_after_another_process_swept_the_call,
 );

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use airlock_ledger::{Approval, InvocationState as S, Mode, NewSession, SessionId};
+use airlock_ledger::{Approval, InvocationState as S, LedgerError, Mode, NewSession, SessionId};
 use serde_json::json;
 
 use crate::harness::{Harness, LEASE};
@@ -182,6 +182,50 @@ pub(crate) async fn sessions_and_first_calls_share_batches(h: &Harness) {
         );
         assert_eq!(h.store.get_session(id).await.unwrap().channel, "mcp");
     }
+    let audit = h.store.verify().await.unwrap();
+    assert!(audit.first_break.is_none(), "{audit:?}");
+}
+
+/// A call this process runs is swept into `in_doubt` by another process (its lease ran out
+/// there), so the writer's copy of the running row is stale. The owner's finish still settles
+/// the row — from `in_doubt`, as the database holds it (version 4), not over the stale copy —
+/// and the neighbour finished in the same moment is not disturbed.
+pub(crate) async fn finish_after_another_process_swept_the_call(h: &Harness) {
+    let s = h.session().await;
+    let claim = |args| {
+        let (store, call) = (Arc::clone(&h.store), h.call(s, "charge", args));
+        async move {
+            store
+                .record_and_claim(call, "w1", LEASE)
+                .await
+                .unwrap()
+                .invocation
+        }
+    };
+    let swept = claim(json!({"cents": 1})).await;
+    let neighbour = claim(json!({"cents": 2})).await;
+    // Only the first call's lease runs out by the time the other process sweeps.
+    let later = h.clock_now() + LEASE + std::time::Duration::from_secs(1);
+    h.store
+        .renew_lease(neighbour.id, "w1", LEASE * 3)
+        .await
+        .unwrap();
+    let other = h.second_store().await;
+    assert_eq!(other.sweep(later).await.unwrap().in_doubt, vec![swept.id]);
+
+    let (settled, done) = tokio::join!(
+        h.store.finish(swept.id, "w1", Ok(json!("ran"))),
+        h.store.finish(neighbour.id, "w1", Ok(json!("ran"))),
+    );
+    let settled = settled.unwrap();
+    assert_eq!((settled.state, settled.version), (S::Succeeded, 4));
+    assert_eq!(h.store.get(swept.id).await.unwrap(), settled);
+    assert_eq!(done.unwrap().state, S::Succeeded);
+    // A second finish is refused as finished, not taken for the stale running copy.
+    assert!(matches!(
+        h.store.finish(swept.id, "w1", Ok(json!("again"))).await,
+        Err(LedgerError::AlreadyFinished { .. })
+    ));
     let audit = h.store.verify().await.unwrap();
     assert!(audit.first_break.is_none(), "{audit:?}");
 }

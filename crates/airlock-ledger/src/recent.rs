@@ -1,0 +1,78 @@
+//! The invocation rows this process's writer last committed, so a batch whose jobs transition
+//! them need not read them again: on SQLite that read is a hand-off to sqlx's thread of its
+//! own, on PostgreSQL a round trip — each about as long as the batch's useful work.
+//!
+//! Guarantees. Only `running` rows are kept, and one is lent only to a job of the lease that
+//! holds it (a renewal or a finish), so a cached row always leads its job to write, never to a
+//! refusal read off a stale copy. Only batches whose writes are queued borrow, and every queued
+//! write is a compare-and-swap on the (state, version) its job read: if another process
+//! changed the row since (a second replica's sweeper), the batch's guard finds the write
+//! short, the whole batch rolls back, the cache is emptied, and the jobs run again from rows
+//! read in the transaction. A version never goes backwards here, so a slower lane cannot
+//! overwrite a newer row with an older one.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
+
+use crate::ids::InvocationId;
+use crate::model::Invocation;
+use crate::state::InvocationState;
+
+/// Entries kept before the cache starts over (a bound on memory, not a tuning knob).
+const RECENT_MAX: usize = 4096;
+
+/// Rows as the last commits left them, shared by a store's writer lanes.
+#[derive(Default)]
+pub(crate) struct RecentRows(Mutex<HashMap<InvocationId, Invocation>>);
+
+impl RecentRows {
+    /// Copies into `rows` each cached row among `leases` (id, owner) that runs under that
+    /// owner's lease, and returns the ids it had no such row for.
+    pub(crate) fn lend(
+        &self,
+        leases: Vec<(InvocationId, String)>,
+        rows: &mut HashMap<InvocationId, Invocation>,
+    ) -> Vec<InvocationId> {
+        let map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        leases
+            .into_iter()
+            .filter_map(|(id, owner)| match map.get(&id) {
+                Some(inv) if inv.lease.as_ref().is_some_and(|l| l.owner == owner) => {
+                    rows.insert(id, inv.clone());
+                    None
+                }
+                _ => Some(id),
+            })
+            .collect()
+    }
+
+    /// Keeps the running rows a batch committed (or read inside its transaction), and forgets
+    /// the ones that stopped running.
+    pub(crate) fn keep<'a>(&self, rows: impl IntoIterator<Item = &'a Invocation>) {
+        let mut map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        for inv in rows {
+            if inv.state != InvocationState::Running {
+                map.remove(&inv.id);
+                continue;
+            }
+            if map
+                .get(&inv.id)
+                .is_some_and(|had| had.version >= inv.version)
+            {
+                continue;
+            }
+            if map.len() >= RECENT_MAX {
+                map.clear();
+            }
+            map.insert(inv.id, inv.clone());
+        }
+    }
+
+    /// Forgets everything (after a batch that rolled back: a row may have moved on).
+    pub(crate) fn clear(&self) {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
+    }
+}
