@@ -21,6 +21,10 @@ use airlock_ledger::{
 };
 use serde_json::json;
 
+/// The allocator the `airlock` binary runs with, so the figures are the binary's.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[path = "common/commit_rate.rs"]
 mod commit_rate;
 use commit_rate::single_thread_commit_rate;
