@@ -439,6 +439,7 @@ fn new_invocation(
     new.source_kind = spec.source.kind();
     new.effect = spec.policy.effect;
     new.principal = ctx.principal.clone();
+    new.approval_ttl = spec.policy.approval_ttl;
     if !invalid {
         new.approval = spec.policy.approval;
         new.mode = spec.policy.mode;

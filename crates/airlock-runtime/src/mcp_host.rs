@@ -33,14 +33,18 @@ fn scope_id(scope: &HostScope) -> ScopeId {
 
 /// Hints from airlock's own declarations, never copied from an upstream's hints.
 fn descriptor(spec: &ToolSpec) -> ToolDescriptor {
-    let read_only = match &spec.source {
-        ToolSource::Api(_) | ToolSource::McpInline(_) => !spec.policy.writes,
-        ToolSource::Builtin(Builtin::Fetch) => true,
-        // A connection file does not say what its tools do: assume they may write.
-        ToolSource::Connection(_)
-        | ToolSource::Agent(_)
-        | ToolSource::Local
-        | ToolSource::Builtin(Builtin::AskHuman) => false,
+    // (read-only, destructive)
+    let (read_only, destructive) = match &spec.source {
+        // Declared with `writes` (a local tool in its policy, in code).
+        ToolSource::Api(_) | ToolSource::McpInline(_) | ToolSource::Local => {
+            (!spec.policy.writes, spec.policy.writes)
+        }
+        ToolSource::Builtin(Builtin::Fetch) => (true, false),
+        // Asking a person changes nothing outside, but it is not a read either.
+        ToolSource::Builtin(Builtin::AskHuman) => (false, false),
+        // A connection file does not say what its tools do, nor a sub-agent what its tools
+        // will: assume they may write.
+        ToolSource::Connection(_) | ToolSource::Agent(_) => (false, true),
     };
     let input_schema = match &spec.definition.input_schema {
         Value::Object(map) => map.clone(),
@@ -51,7 +55,7 @@ fn descriptor(spec: &ToolSpec) -> ToolDescriptor {
         description: spec.definition.description.clone(),
         input_schema,
         read_only,
-        destructive: !read_only,
+        destructive,
         idempotent: read_only || spec.policy.effect == Effect::Idempotent,
     }
 }
@@ -103,9 +107,17 @@ fn host_call(outcome: Outcome) -> HostCall {
         invocation_id: row.id.to_string(),
         created_at: time(Some(row.created_at)).unwrap_or_default(),
         updated_at: time(Some(row.updated_at)).unwrap_or_default(),
-        decided_by: row.decision.as_ref().map(|d| d.by.clone()),
+        decided_by: decided_by(row),
         outcome: host_outcome(outcome),
     }
+}
+
+/// Who settled the row last: the operator who resolved an in-doubt call, else the decider.
+fn decided_by(row: &Invocation) -> Option<String> {
+    row.resolution
+        .as_ref()
+        .map(|r| r.by.clone())
+        .or_else(|| row.decision.as_ref().map(|d| d.by.clone()))
 }
 
 fn completed(row: &Invocation) -> HostOutcome {
@@ -121,12 +133,15 @@ fn completed(row: &Invocation) -> HostOutcome {
                 is_error: true,
             }
         }
-        // MCP results keep the upstream's text and structured content as they were.
-        (_, Some(result)) if row.source_kind == SourceKind::Mcp => HostOutcome::Completed {
-            text: result["text"].as_str().unwrap_or_default().to_owned(),
-            structured: result.get("structured").filter(|s| !s.is_null()).cloned(),
-            is_error: false,
-        },
+        // MCP results keep the upstream's text and structured content as they were. (A row an
+        // operator resolved holds `{"resolved": note}` instead, shown as any other result.)
+        (InvocationState::Succeeded, Some(result)) if row.source_kind == SourceKind::Mcp => {
+            HostOutcome::Completed {
+                text: result["text"].as_str().unwrap_or_default().to_owned(),
+                structured: result.get("structured").filter(|s| !s.is_null()).cloned(),
+                is_error: false,
+            }
+        }
         (_, Some(result)) => HostOutcome::Completed {
             text: result
                 .as_str()
@@ -182,7 +197,8 @@ impl Gateway {
     }
 
     /// The row `id`, if `caller` may see it from `scope`: its own call, made through the MCP
-    /// endpoint of that scope. Anything else is "not found", never "exists".
+    /// endpoint of that scope. Anything else is refused naming why: unknown, made on another
+    /// channel (settled there), another principal's, or made through another endpoint URL.
     async fn mcp_row(
         &self,
         scope: &HostScope,
@@ -196,9 +212,6 @@ impl Gateway {
             Err(LedgerError::NotFound(_)) => return Err(not_found()),
             Err(e) => return Err(internal(&e.into())),
         };
-        if row.principal.as_deref() != Some(caller.principal.as_str()) {
-            return Err(not_found());
-        }
         // Calls made on other channels (an agent run, the CLI) are settled there, not here.
         let session = self
             .store()
@@ -208,6 +221,11 @@ impl Gateway {
         if session.channel != "mcp" {
             return Err(HostError::NotFound(format!(
                 "invocation {id} was not made through the MCP endpoint"
+            )));
+        }
+        if row.principal.as_deref() != Some(caller.principal.as_str()) {
+            return Err(HostError::NotFound(format!(
+                "invocation {id} belongs to another principal"
             )));
         }
         if session.metadata["scope"].as_str() != Some(scope_key(&scope_id(scope)).as_str()) {

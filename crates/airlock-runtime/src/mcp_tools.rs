@@ -60,6 +60,7 @@ pub async fn discover(
                 policy: Policy {
                     approval: connection.approval,
                     effect: connection.effect,
+                    approval_ttl: connection.approval_ttl,
                     ..Policy::default()
                 },
             });

@@ -43,6 +43,9 @@ pub struct Policy {
     pub writes: bool,
     /// Calls allowed per window, shared by every tool of the declaration.
     pub rate_limit: Option<RateLimit>,
+    /// How long a parked call waits for a person before it expires (`approval_ttl`); `None`:
+    /// the server's default.
+    pub approval_ttl: Option<Duration>,
 }
 
 /// A rate limit: at most `requests` calls per `per`.

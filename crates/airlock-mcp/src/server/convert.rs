@@ -2,10 +2,10 @@
 //! what a client sees for a tool list, an outcome or a host error.
 //!
 //! Guarantees: a failed, denied, refused or withdrawn call is always `isError: true`; a parked
-//! call is a non-error result whose text starts with a capitalised "NOT EXECUTED YET" / "NOT
-//! SETTLED YET" / "NOT ANSWERED YET" / "NOT FINISHED YET" and whose `structuredContent` is the
-//! awaiting payload with `await_with`;
-//! host internals never reach the client (they are logged).
+//! call is a non-error result whose text is the awaiting payload as JSON (the same object as its
+//! `structuredContent`: `status`, a `message` starting with a capitalised "NOT EXECUTED YET" /
+//! "NOT SETTLED YET" / "NOT ANSWERED YET" / "NOT FINISHED YET", and `await_with`); host
+//! internals never reach the client (they are logged).
 
 use std::sync::Arc;
 
@@ -92,12 +92,7 @@ pub(super) fn to_call_result(outcome: HostOutcome) -> CallToolResult {
             tool,
             expires_at,
         } => parked(status, &invocation_id, &tool, expires_at.as_deref()),
-        HostOutcome::Denied { reason } => {
-            let payload = json!({ "denied": reason });
-            let mut result = CallToolResult::error(vec![ContentBlock::text(payload.to_string())]);
-            result.structured_content = Some(payload);
-            result
-        }
+        HostOutcome::Denied { reason } => json_result(json!({ "denied": reason }), true),
         HostOutcome::Refused { message } => {
             CallToolResult::error(vec![ContentBlock::text(message)])
         }
@@ -107,49 +102,62 @@ pub(super) fn to_call_result(outcome: HostOutcome) -> CallToolResult {
     }
 }
 
-/// What the await tool returns: a settled call's text for the model, with
-/// `{status, decided_by, result}` as its structured content; anything else as [`to_call_result`].
-/// (Tasks return the call's own result instead, exactly as `tools/call` would have.)
+/// What the await tool returns for a settled call: `{status, decided_by, result}` as both its
+/// text and its structured content — `completed` or `failed` with the tool's result (its
+/// structured content, else its text), or `denied` with the reason, which also stays at the top
+/// level as `{"denied": reason}` (the shape a declined call has everywhere else). A call still
+/// waiting, refused or withdrawn reads as [`to_call_result`] shows it. (Tasks return the call's
+/// own result instead, exactly as `tools/call` would have.)
 pub(super) fn awaited(call: HostCall) -> CallToolResult {
-    let HostOutcome::Completed {
-        text,
-        structured,
-        is_error,
-    } = call.outcome
-    else {
-        return to_call_result(call.outcome);
+    let decided_by = call.decided_by;
+    let (settled, is_error) = match call.outcome {
+        HostOutcome::Completed {
+            text,
+            structured,
+            is_error,
+        } => {
+            let settled = json!({
+                "status": if is_error { "failed" } else { "completed" },
+                "decided_by": decided_by,
+                "result": structured.unwrap_or(Value::String(text)),
+            });
+            (settled, is_error)
+        }
+        HostOutcome::Denied { reason } => {
+            let settled = json!({
+                "status": "denied",
+                "decided_by": decided_by,
+                "denied": reason,
+                "result": { "denied": reason },
+            });
+            (settled, true)
+        }
+        waiting => return to_call_result(waiting),
     };
-    let result = structured.unwrap_or_else(|| Value::String(text.clone()));
-    let settled = json!({
-        "status": if is_error { "failed" } else { "completed" },
-        "decided_by": call.decided_by,
-        "result": result,
-    });
-    to_call_result(HostOutcome::Completed {
-        text,
-        structured: Some(settled),
-        is_error,
-    })
+    json_result(settled, is_error)
 }
 
-/// The awaiting payload: a normal result (the call did not fail), worded so that a model
-/// cannot take it for the tool's output.
+/// A result whose text is `payload` as JSON and whose structured content is `payload`.
+fn json_result(payload: Value, is_error: bool) -> CallToolResult {
+    let content = vec![ContentBlock::text(payload.to_string())];
+    let mut result = if is_error {
+        CallToolResult::error(content)
+    } else {
+        CallToolResult::success(content)
+    };
+    result.structured_content = Some(payload);
+    result
+}
+
+/// The awaiting payload: a normal result (the call did not fail) whose text is the payload as
+/// JSON, so a client can parse it, and whose `message`, first after the status, tells a model in
+/// words that nothing ran and how to get the result.
 fn parked(
     status: ParkedStatus,
     invocation_id: &str,
     tool: &str,
     expires_at: Option<&str>,
 ) -> CallToolResult {
-    let payload = json!({
-        "status": status.as_str(),
-        "invocation_id": invocation_id,
-        "tool": tool,
-        "expires_at": expires_at,
-        "await_with": {
-            "tool": AWAIT_TOOL,
-            "arguments": { "invocation_id": invocation_id }
-        }
-    });
     let headline = match status {
         ParkedStatus::AwaitingApproval => {
             "NOT EXECUTED YET: this call is waiting for a person's approval; nothing has run."
@@ -164,14 +172,23 @@ fn parked(
             "NOT FINISHED YET: this call was approved and is running; its result is not in yet."
         }
     };
-    let text = format!(
+    let message = format!(
         "{headline} This is not the tool's result. To get the result, call {AWAIT_TOOL} with \
-         {{\"invocation_id\": {id}}} (repeat while it is still waiting).\n{payload}",
+         {{\"invocation_id\": {id}}} (repeat while it is still waiting).",
         id = Value::String(invocation_id.to_owned()),
     );
-    let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
-    result.structured_content = Some(payload);
-    result
+    let payload = json!({
+        "status": status.as_str(),
+        "message": message,
+        "invocation_id": invocation_id,
+        "tool": tool,
+        "expires_at": expires_at,
+        "await_with": {
+            "tool": AWAIT_TOOL,
+            "arguments": { "invocation_id": invocation_id }
+        }
+    });
+    json_result(payload, false)
 }
 
 /// A host error as what the client sees: the model reads a missing invocation; an unknown tool

@@ -578,6 +578,29 @@ async fn parked_through_mcp() -> Option<(Fixture, airlock_mcp::Caller, String)> 
     Some((f, ada, id))
 }
 
+/// MCP tool hints come from airlock's declarations: a local tool that declares no writes is
+/// read-only; one that writes is destructive.
+#[tokio::test]
+async fn mcp_hints_follow_a_local_tools_declared_writes() {
+    use airlock_mcp::{HostScope, ToolHost};
+    for writes in [false, true] {
+        let declared = Policy {
+            writes,
+            ..Policy::default()
+        };
+        let Some(f) = fixture(Backend::Sqlite, declared, "").await else {
+            return;
+        };
+        let tools = f.gateway.list_tools(&HostScope::Gateway).unwrap();
+        let count = tools.iter().find(|t| t.name == "count").unwrap();
+        assert_eq!(
+            (count.read_only, count.destructive),
+            (!writes, writes),
+            "{count:?}"
+        );
+    }
+}
+
 /// An unknown tool name through the MCP host is refused before anything is written: no
 /// session, no row.
 #[tokio::test]
@@ -620,12 +643,13 @@ async fn await_refuses_calls_from_other_channels_principals_and_scopes() {
     let eve = Caller {
         principal: "eve".into(),
     };
-    assert!(matches!(
+    assert_eq!(
         f.gateway
             .await_decision(&gateway, &eve, &id, Duration::ZERO)
-            .await,
-        Err(HostError::NotFound(_))
-    ));
+            .await
+            .unwrap_err(),
+        HostError::NotFound(format!("invocation {id} belongs to another principal"))
+    );
     let elsewhere = HostScope::Agent("helper".into());
     assert_eq!(
         f.gateway
@@ -636,10 +660,10 @@ async fn await_refuses_calls_from_other_channels_principals_and_scopes() {
             "invocation {id} was not made through this endpoint URL (agent helper)"
         ))
     );
-    assert!(matches!(
-        f.gateway.withdraw(&gateway, &eve, &id).await,
-        Err(HostError::NotFound(_))
-    ));
+    assert_eq!(
+        f.gateway.withdraw(&gateway, &eve, &id).await.unwrap_err(),
+        HostError::NotFound(format!("invocation {id} belongs to another principal"))
+    );
     // A call made on another channel (here: the test's own session) is not the endpoint's.
     let other = f
         .gateway
@@ -663,6 +687,69 @@ async fn await_refuses_calls_from_other_channels_principals_and_scopes() {
             other.invocation().id
         ))
     );
+}
+
+/// A remote MCP call left in doubt and settled by an operator as "it ran" reads back through
+/// the await tool as settled by that operator, with the note — not as an empty success.
+#[tokio::test]
+async fn an_in_doubt_mcp_call_resolved_as_ran_shows_the_resolver_and_note() {
+    use airlock_mcp::{Caller, HostOutcome, HostScope, ToolHost};
+    use airlock_runtime::ledger::{NewInvocation, Resolution, SessionId, SourceKind};
+    let Some(f) = fixture(Backend::Sqlite, policy(Approval::Never), "").await else {
+        return;
+    };
+    let store = f.gateway.store();
+    let session = SessionId::new();
+    f.gateway
+        .open_session_as(session, "mcp", Some("ada".into()), &ScopeId::Gateway)
+        .await
+        .unwrap();
+    let mut call = NewInvocation::new(session, "c1", "crm__create_note", json!({"n": 1}), "d");
+    call.source_kind = SourceKind::Mcp;
+    call.principal = Some("ada".into());
+    let row = store
+        .record_and_claim(call, "w1", Duration::from_secs(30))
+        .await
+        .unwrap()
+        .invocation;
+    let later = time::OffsetDateTime::now_utc() + Duration::from_secs(3600);
+    assert_eq!(store.sweep(later).await.unwrap().in_doubt, vec![row.id]);
+    let note = "the CRM shows the note: it ran";
+    store
+        .decide(
+            row.id,
+            "olga",
+            Decision::Resolve {
+                resolution: Resolution::Ran,
+                note: note.into(),
+            },
+        )
+        .await
+        .unwrap();
+    let ada = Caller {
+        principal: "ada".into(),
+    };
+    let settled = f
+        .gateway
+        .await_decision(
+            &HostScope::Gateway,
+            &ada,
+            &row.id.to_string(),
+            Duration::ZERO,
+        )
+        .await
+        .unwrap();
+    assert_eq!(settled.decided_by.as_deref(), Some("olga"));
+    let HostOutcome::Completed {
+        text,
+        structured,
+        is_error,
+    } = settled.outcome
+    else {
+        panic!("{settled:?}")
+    };
+    assert!(!is_error);
+    assert_eq!(structured, Some(json!({"resolved": note})), "{text}");
 }
 
 /// Withdrawing a waiting call (a cancelled task) denies it in the caller's name, nothing runs,

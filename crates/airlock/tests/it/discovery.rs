@@ -266,3 +266,23 @@ async fn discover_prints_a_block_that_check_accepts() {
     let scope = deployment.agent_scope("live").unwrap();
     assert_eq!(scope.tools().len(), 3, "{block}");
 }
+
+/// A connection's `approval_ttl` sets how long its parked calls wait (the server's default,
+/// 7 days, applies to every other tool).
+#[tokio::test]
+async fn a_connections_approval_ttl_bounds_its_parked_calls() {
+    let upstream = Server::start(Script::default()).await;
+    upstream.set_tools(vec![json!({"name": "echo", "description": "Echo."})]);
+    let dir = deployment(&upstream.loopback_url(), "always\napproval_ttl: 90s");
+    let gateway = boot(dir.path()).await.unwrap().gateway;
+    let ctx = call_context(&gateway, ScopeId::Gateway, Some("bob"), "1").await;
+    let outcome = gateway
+        .call(&ctx, "crm__echo", json!({"ticket": "42"}))
+        .await
+        .unwrap();
+    let Outcome::Parked(row) = outcome else {
+        panic!("{outcome:?}")
+    };
+    let waits = row.expires_at.unwrap() - row.created_at;
+    assert_eq!(waits, time::Duration::seconds(90), "{row:?}");
+}

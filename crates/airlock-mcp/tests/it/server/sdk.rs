@@ -62,8 +62,11 @@ async fn typescript_sdk_lists_calls_parks_and_awaits() {
         out["parked"]["structuredContent"]["status"],
         "awaiting_approval"
     );
+    let text: Value =
+        serde_json::from_str(out["parked"]["content"][0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(text, out["parked"]["structuredContent"]);
     assert!(
-        out["parked"]["content"][0]["text"]
+        text["message"]
             .as_str()
             .unwrap()
             .starts_with("NOT EXECUTED YET")

@@ -294,19 +294,33 @@ async fn failures_are_is_error_never_success() {
 async fn a_parked_call_says_it_did_not_run() {
     let server = Endpoint::start().await;
     let result = call_result(&server, "deploy", r#"{"env":"prod"}"#).await;
-    let payload = json!({
-        "status": "awaiting_approval",
-        "invocation_id": "inv-1",
-        "tool": "deploy",
-        "expires_at": "2030-01-01T00:00:00Z",
-        "await_with": {"tool": "airlock_await_decision", "arguments": {"invocation_id": "inv-1"}}
-    });
-    assert_eq!(result["structuredContent"], payload);
+    let mut payload = result["structuredContent"].clone();
+    let message = payload["message"].take();
+    assert!(
+        message.as_str().unwrap().starts_with(
+            "NOT EXECUTED YET: this call is waiting for a person's approval; nothing has run. \
+             This is not the tool's result. To get the result, call airlock_await_decision"
+        ),
+        "{message}"
+    );
+    payload.as_object_mut().unwrap().remove("message");
+    assert_eq!(
+        payload,
+        json!({
+            "status": "awaiting_approval",
+            "invocation_id": "inv-1",
+            "tool": "deploy",
+            "expires_at": "2030-01-01T00:00:00Z",
+            "await_with": {"tool": "airlock_await_decision", "arguments": {"invocation_id": "inv-1"}}
+        })
+    );
     assert_eq!(result["isError"], false);
+    // The text is the same payload as JSON, so a client can parse it.
     let text = result["content"][0]["text"].as_str().unwrap();
-    assert!(text.starts_with("NOT EXECUTED YET: this call is waiting for a person's approval"));
-    let json_line = text.lines().last().unwrap();
-    assert_eq!(serde_json::from_str::<Value>(json_line).unwrap(), payload);
+    assert_eq!(
+        serde_json::from_str::<Value>(text).unwrap(),
+        result["structuredContent"]
+    );
 }
 
 #[tokio::test]
@@ -319,7 +333,13 @@ async fn await_tool_waits_at_most_25_seconds_and_maps_outcomes() {
     )
     .await;
     assert_eq!(result["isError"], false);
+    assert_eq!(result["structuredContent"]["status"], "completed");
     assert_eq!(result["structuredContent"]["decided_by"], "bob");
+    let text = result["content"][0]["text"].as_str().unwrap();
+    assert_eq!(
+        serde_json::from_str::<Value>(text).unwrap(),
+        result["structuredContent"]
+    );
 
     let args = r#"{"invocation_id":"inv-waiting","wait_seconds":0}"#;
     let result = call_result(&server, "airlock_await_decision", args).await;
@@ -328,10 +348,17 @@ async fn await_tool_waits_at_most_25_seconds_and_maps_outcomes() {
 
     let args = r#"{"invocation_id":"inv-denied","wait_seconds":3600}"#;
     let result = call_result(&server, "airlock_await_decision", args).await;
-    assert_eq!(
-        result["structuredContent"],
-        json!({"denied": "bob said no"})
-    );
+    // Settled as `{status, decided_by, result}`, the reason also at the top level as
+    // `{"denied": reason}`, text and structured content alike.
+    let denied = json!({
+        "status": "denied",
+        "decided_by": null,
+        "denied": "bob said no",
+        "result": {"denied": "bob said no"}
+    });
+    assert_eq!(result["structuredContent"], denied);
+    let text = result["content"][0]["text"].as_str().unwrap();
+    assert_eq!(serde_json::from_str::<Value>(text).unwrap(), denied);
     assert_eq!(result["isError"], true);
 
     let result = call_result(
