@@ -2,6 +2,7 @@
 //! HTTP surfaces call.
 
 mod approvals;
+mod audit;
 mod call;
 mod check;
 mod credentials;
@@ -37,6 +38,9 @@ enum Command {
     /// Operator tools for the egress guard.
     #[command(subcommand)]
     Egress(egress::Command),
+    /// Check the ledger's audit chain.
+    #[command(subcommand)]
+    Audit(audit::Command),
     #[command(flatten)]
     Decisions(approvals::Command),
 }
@@ -60,6 +64,7 @@ pub fn run() -> ExitCode {
         Command::Credentials(cmd) => credentials::run(cmd),
         Command::Discover(args) => discover::run(&args),
         Command::Egress(cmd) => egress::run(cmd),
+        Command::Audit(cmd) => audit::run(cmd),
         Command::Decisions(cmd) => approvals::run(cmd),
     };
     match result {

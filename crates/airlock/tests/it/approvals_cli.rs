@@ -150,3 +150,39 @@ async fn an_approval_from_the_cli_runs_in_serve_without_a_waiter() {
         InvocationState::Succeeded
     );
 }
+
+/// `airlock audit verify` passes an untouched ledger and, after a row's arguments are edited
+/// in the database behind airlock's back, fails naming that row.
+#[tokio::test]
+async fn audit_verify_names_a_row_edited_in_the_database() {
+    let dir = deployment();
+    let d = dir.path();
+    let gateway = boot(d).await.unwrap().gateway;
+    let fetch = park(&gateway, "fetch", json!({"url": "http://127.0.0.1:9/"})).await;
+
+    let out = cli(d, &["audit", "verify"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("audit chain intact"),
+        "{}",
+        text(&out)
+    );
+
+    let db = sqlx::SqlitePool::connect(&format!("sqlite://{}", d.join("airlock.sqlite").display()))
+        .await
+        .unwrap();
+    sqlx::query(
+        "UPDATE invocations SET arguments = '{\"url\":\"http://127.0.0.1:9/x\"}' WHERE id = $1",
+    )
+    .bind(fetch.id.to_string())
+    .execute(&db)
+    .await
+    .unwrap();
+    let out = cli(d, &["audit", "verify"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("audit chain BROKEN: invocation") && stdout.contains(&fetch.id.to_string()),
+        "{stdout}"
+    );
+}
