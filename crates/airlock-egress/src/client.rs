@@ -355,7 +355,7 @@ impl Call {
         let policy = self.client.policy();
         let pinned = {
             let mut pins = self.pins.lock().await;
-            match pins.get(target.pin_name()) {
+            match pins.get(target.lookup_name()) {
                 Some(Ok(p)) => p.clone(),
                 Some(Err(refusal)) => return Err(refusal.clone().into()),
                 None => {
@@ -367,7 +367,7 @@ impl Call {
                         Ok(p) => Ok(p.clone()),
                         Err(e) => Err(pin::Refusal::from(e)),
                     };
-                    pins.insert(target.pin_name().to_owned(), remembered);
+                    pins.insert(target.lookup_name().to_owned(), remembered);
                     result?
                 }
             }

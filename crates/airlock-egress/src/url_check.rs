@@ -80,6 +80,12 @@ impl Target {
     pub(crate) fn pin_name(&self) -> &str {
         self.url.host_str().unwrap_or_default()
     }
+
+    /// The name a call resolves once: `a.example.com` and `a.example.com.` are one name in DNS,
+    /// so both spellings share one lookup (and one answer) within a call.
+    pub(crate) fn lookup_name(&self) -> &str {
+        self.pin_name().trim_end_matches('.')
+    }
 }
 
 /// Pre-checks, parses and checks a URL against everything but DNS and the address table.

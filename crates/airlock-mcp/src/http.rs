@@ -4,13 +4,13 @@
 //! Guarantees, for every request of a session: it goes only to the session's own endpoint URL
 //! (the prepared client is pinned to that host's checked addresses); a 3xx is never followed; a
 //! content coding other than identity, or a content type other than JSON or an event stream, is
-//! refused; every byte of every reply — JSON or SSE — counts against one cap for the whole
-//! session (rmcp itself caps only each SSE event); no server-initiated GET stream is opened (a
-//! short session needs none, and a resumed stream would escape the count). The first failure is
+//! refused; every byte of each reply — JSON or SSE — counts against the body cap, each reply on
+//! its own as every other guarded response (rmcp itself caps only each SSE event; the session
+//! as a whole is bounded by its deadline); no server-initiated GET stream is opened (a short
+//! session needs none, and a resumed stream would escape the count). The first failure is
 //! remembered, so the session can report what really went wrong rather than rmcp's summary.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -31,8 +31,7 @@ const SESSION_HEADER: &str = "mcp-session-id";
 
 type HttpError = StreamableHttpError<McpCallError>;
 
-/// The guarded HTTP client of one session. Cheap to clone; clones share the byte budget and the
-/// remembered failure.
+/// The guarded HTTP client of one session. Cheap to clone; clones share the remembered failure.
 #[derive(Debug, Clone)]
 pub(crate) struct GuardedHttp {
     inner: Arc<Shared>,
@@ -46,9 +45,8 @@ struct Shared {
     /// Host name for messages (never the pinned address).
     host: String,
     credential: Option<(HeaderName, HeaderValue)>,
+    /// The most bytes one reply may carry.
     cap: u64,
-    /// Bytes of reply read so far, across every request of the session.
-    used: AtomicU64,
     /// The whole-call deadline, for the timeout message.
     budget: Duration,
     /// The first failure of the session.
@@ -79,7 +77,6 @@ impl GuardedHttp {
                 host: url.host_str().unwrap_or_default().to_owned(),
                 credential,
                 cap,
-                used: AtomicU64::new(0),
                 budget,
                 failure: Mutex::new(None),
                 swallowed: Mutex::new(None),
@@ -145,11 +142,10 @@ impl GuardedHttp {
         }
     }
 
-    /// Counts `n` more reply bytes; past the cap the session fails.
-    fn charge(&self, n: usize) -> Result<(), McpCallError> {
-        let n = u64::try_from(n).unwrap_or(u64::MAX);
-        let used = self.inner.used.fetch_add(n, Ordering::Relaxed);
-        if used.saturating_add(n) > self.inner.cap {
+    /// Counts `n` more bytes of a reply that has `used` so far; past the cap the session fails.
+    fn charge(&self, used: &mut u64, n: usize) -> Result<(), McpCallError> {
+        *used = used.saturating_add(u64::try_from(n).unwrap_or(u64::MAX));
+        if *used > self.inner.cap {
             let err = McpCallError::too_large(self.inner.cap);
             lock(&self.inner.failure).get_or_insert_with(|| err.clone());
             return Err(err);
@@ -162,11 +158,12 @@ impl GuardedHttp {
         if declared > self.inner.cap {
             return Err(self.fail(McpCallError::too_large(self.inner.cap)));
         }
-        let mut body = Vec::new();
+        let (mut body, mut used) = (Vec::new(), 0);
         loop {
             match response.chunk().await {
                 Ok(Some(chunk)) => {
-                    self.charge(chunk.len()).map_err(|e| self.fail(e))?;
+                    self.charge(&mut used, chunk.len())
+                        .map_err(|e| self.fail(e))?;
                     body.extend_from_slice(&chunk);
                 }
                 Ok(None) => return Ok(body),
@@ -175,16 +172,17 @@ impl GuardedHttp {
         }
     }
 
-    /// The SSE events of a reply, its bytes counted against the session's cap.
+    /// The SSE events of a reply, its bytes counted against the cap.
     fn counted_sse(
         &self,
         response: reqwest::Response,
     ) -> BoxStream<'static, Result<Sse, SseError>> {
         let this = self.clone();
+        let mut used = 0;
         let bytes = response
             .bytes_stream()
             .map(move |chunk| match chunk {
-                Ok(chunk) => this.charge(chunk.len()).map(|()| chunk),
+                Ok(chunk) => this.charge(&mut used, chunk.len()).map(|()| chunk),
                 Err(e) => Err(this.transport_error(&e)),
             })
             // Stop at the first error: nothing after an over-cap chunk is read.

@@ -51,8 +51,10 @@ const KEYS: [&str; 7] = [
     "approval_ttl",
 ];
 
-/// Headers a declaration may not set: the transport owns them.
-pub(crate) const RESERVED_HEADERS: [&str; 9] = [
+/// Headers a declaration may not set: the transport or the egress guard owns them (one that
+/// carried a credential would load green and then fail every call). Also every `proxy-*`
+/// header but `Proxy-Authorization`, as the guard refuses them.
+const RESERVED_HEADERS: [&str; 14] = [
     "host",
     "content-type",
     "content-length",
@@ -60,9 +62,20 @@ pub(crate) const RESERVED_HEADERS: [&str; 9] = [
     "accept-encoding",
     "connection",
     "transfer-encoding",
+    "te",
+    "trailer",
+    "upgrade",
+    "keep-alive",
+    "proxy-connection",
     "mcp-session-id",
     "mcp-protocol-version",
 ];
+
+fn is_reserved_header(name: &str) -> bool {
+    let name = name.to_ascii_lowercase();
+    RESERVED_HEADERS.contains(&name.as_str())
+        || (name.starts_with("proxy-") && name != "proxy-authorization")
+}
 
 /// Validates one connection file's tree.
 pub(crate) fn read_connection(
@@ -157,7 +170,7 @@ pub(crate) fn header_name(f: &Fields<'_>, d: &mut Diag) -> Option<String> {
         );
         return None;
     }
-    if RESERVED_HEADERS.contains(&name.to_ascii_lowercase().as_str()) {
+    if is_reserved_header(&name) {
         d.push(f.key_at("header"), &f.key("header"), format!("`{name}` is a reserved header: the transport sets it, so it cannot carry a credential"));
         return None;
     }

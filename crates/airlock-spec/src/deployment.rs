@@ -240,7 +240,9 @@ fn check_tools(declared: &[Declared], config: &Config, d: &mut Diag) {
     let mut seen: HashMap<&str, &Declared> = HashMap::new();
     for tool in declared {
         let name = tool.spec.definition.name.as_str();
-        if let Some(first) = seen.get(name) {
+        if name == crate::AWAIT_TOOL {
+            d.push(tool.at, &tool.path, format!("tool `{name}` collides with airlock's own await tool, which every MCP scope lists under that name; rename the tool"));
+        } else if let Some(first) = seen.get(name) {
             d.push(tool.at, &tool.path, format!("tool `{name}` collides with the tool declared at {} (line {}); every tool name of an agent must be unique", first.path, first.at.line));
         } else {
             seen.insert(name, tool);

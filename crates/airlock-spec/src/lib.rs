@@ -37,7 +37,7 @@ pub use connection::ConnectionSpec;
 pub use credentials::{CredentialError, Credentials, ENV_PREFIX, MASTER_KEY_ENV, MasterKey};
 pub use deployment::{Deployment, MAX_FILE_BYTES};
 pub use diag::{SpecErrors, SpecIssue};
-pub use names::{CredentialPath, MAX_TOOL_NAME, ToolName};
+pub use names::{AWAIT_TOOL, CredentialPath, MAX_TOOL_NAME, ToolName};
 pub use policy::{Approval, Effect, Mode, SourceKind, UnknownWord};
 pub use schema::{MAX_SCHEMA_BYTES, MAX_SCHEMA_DEPTH};
 pub use scope::{NameCollision, Scope, ScopeId, definitions_digest};

@@ -10,6 +10,10 @@ use std::fmt;
 /// Longest final tool name.
 pub const MAX_TOOL_NAME: usize = 64;
 
+/// The name of airlock's own await tool, which every MCP scope lists beside the declared tools:
+/// no declared tool may take it.
+pub const AWAIT_TOOL: &str = "airlock_await_decision";
+
 /// A model-visible tool name: `^[a-zA-Z0-9_-]{1,64}$`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
 #[serde(transparent)]

@@ -33,6 +33,8 @@ pub struct Script {
     /// Keep no record of requests ([`Server::seen`] stays empty): for benchmarks, where a record
     /// of every request grows without bound and its memory traffic would be measured too.
     pub unrecorded: bool,
+    /// Pad the `initialize` reply with `instructions` of this many bytes (a big first reply).
+    pub instructions_bytes: usize,
 }
 
 /// One request the upstream saw.
@@ -193,14 +195,17 @@ async fn handle(
     }
     let id = body["id"].clone();
     let reply = match method.as_str() {
-        "initialize" => ok(
-            &id,
-            json!({
+        "initialize" => {
+            let mut result = json!({
                 "protocolVersion": body["params"]["protocolVersion"],
                 "capabilities": {"tools": {}},
                 "serverInfo": {"name": "test-upstream", "version": "1"}
-            }),
-        ),
+            });
+            if up.script.instructions_bytes > 0 {
+                result["instructions"] = Value::String("i".repeat(up.script.instructions_bytes));
+            }
+            ok(&id, result)
+        }
         "tools/list" => {
             let set = lock(&up.tools).clone();
             let page = match set {

@@ -82,6 +82,21 @@ async fn a_rebinding_resolver_is_asked_once_per_call() {
 }
 
 #[tokio::test]
+async fn both_spellings_of_a_name_share_one_lookup_in_a_call() {
+    let server = Server::plain(|_| json_ok()).await;
+    let first: IpAddr = "127.0.0.1".parse().unwrap();
+    let rebinding = Rebinding::new(vec![vec![first], vec!["10.0.0.1".parse().unwrap()]]);
+    let client = support::client(support::loopback_policy(), rebinding.clone(), None);
+    let call = client.call();
+    for host in ["rebind.example.com", "rebind.example.com."] {
+        let url = format!("http://{host}:{}/", server.port());
+        call.send(Request::get(url)).await.unwrap();
+    }
+    assert_eq!(rebinding.lookups(), 1);
+    assert_eq!(server.seen().len(), 2);
+}
+
+#[tokio::test]
 async fn mixed_unresolvable_and_unspecified_answers_are_blocked() {
     let cases: [(&[&str], &str); 4] = [
         (&["93.184.215.14", "127.0.0.2"], "blocked_address"),

@@ -15,8 +15,9 @@ use serde_json::{Map, Value, json};
 
 use crate::host::{HostCall, HostError, HostOutcome, ParkedStatus, ToolDescriptor};
 
-/// The name of the built-in tool that waits for a parked call's decision.
-pub const AWAIT_TOOL: &str = "airlock_await_decision";
+/// The name of the built-in tool that waits for a parked call's decision (no declaration may
+/// take it: the spec loader refuses one that does).
+pub const AWAIT_TOOL: &str = airlock_spec::AWAIT_TOOL;
 
 /// A descriptor as an MCP tool, with airlock's own hints as annotations.
 pub(super) fn to_tool(descriptor: ToolDescriptor) -> Tool {

@@ -249,6 +249,35 @@ async fn one_deadline_covers_the_whole_session() {
     assert_eq!(err.message, "no answer in 1 s");
 }
 
+/// The cap bounds each reply, as for every guarded response: a session whose replies are each
+/// under it passes, though together they are over it.
+#[tokio::test]
+async fn the_cap_applies_to_each_reply_not_to_the_session() {
+    let script = Script {
+        instructions_bytes: 40 * 1024,
+        ..Script::default()
+    };
+    let server = Server::start(script).await;
+    let text = "a".repeat(15 * 1024);
+    // The echo reply carries the arguments twice (text and structured): ~30 KiB.
+    let out = client_with(Duration::from_secs(30), 64 * 1024)
+        .call_tool(
+            &McpTarget::new(server.url()),
+            &ToolCall::new("echo", json!({ "text": text })),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.structured, Some(json!({"received": {"text": text}})));
+    // One reply over the cap still fails the call.
+    let out = client_with(Duration::from_secs(30), 32 * 1024)
+        .call_tool(
+            &McpTarget::new(server.url()),
+            &ToolCall::new("echo", json!({})),
+        )
+        .await;
+    assert_eq!(out.unwrap_err().kind, CallErrorKind::TooLarge);
+}
+
 #[tokio::test]
 async fn an_sse_reply_over_the_cap_is_refused() {
     let script = Script {

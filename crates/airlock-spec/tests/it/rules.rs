@@ -206,3 +206,39 @@ fn duplicate_yaml_keys_are_refused() {
         ]
     );
 }
+
+#[test]
+fn headers_the_guard_owns_cannot_carry_a_credential() {
+    for header in ["Upgrade", "TE", "Keep-Alive", "Proxy-Foo", "Mcp-Session-Id"] {
+        let errors = Dir::new()
+            .file(
+                "connections/crm.yml",
+                &format!("url: https://crm.example.com/mcp\nauth:\n  type: header\n  header: {header}\n  credential: crm.key\n"),
+            )
+            .errors();
+        assert_eq!(errors.len(), 1, "{header}: {errors:?}");
+        assert!(
+            errors[0].contains(&format!("`{header}` is a reserved header")),
+            "{}",
+            errors[0]
+        );
+    }
+    // The one proxy header a credential may travel in.
+    let ok = Dir::new().file(
+        "connections/crm.yml",
+        "url: https://crm.example.com/mcp\nauth:\n  type: header\n  header: Proxy-Authorization\n  credential: crm.key\n",
+    );
+    assert!(ok.load().is_ok(), "{:?}", ok.errors());
+}
+
+#[test]
+fn no_declared_tool_may_take_the_await_tools_name() {
+    let api = "    - name: airlock\n      type: api\n      connection: erp_main\n      auth: { scheme: bearer }\n      operations:\n        - name: await_decision\n          description: Wait.\n          writes: false\n          request: { method: GET, path: /x }\n";
+    let errors = Dir::new().file("agents/w.yml", &agent("w", api)).errors();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(
+        errors[0].contains("tool `airlock_await_decision` collides with airlock's own await tool"),
+        "{}",
+        errors[0]
+    );
+}
