@@ -157,29 +157,38 @@ impl Event {
 /// The latest (version, row hash) the chain holds for each row.
 type Latest = HashMap<(String, String), (i64, String)>;
 
-/// Walks every lane and every row; reports the first break.
+/// Walks every lane and every row, all in one read snapshot (a commit made meanwhile by a
+/// serving gateway is wholly in it or wholly out); reports the first break.
 pub(crate) async fn verify(pool: &DbPool) -> Result<AuditReport, LedgerError> {
+    let mut tx = pool.begin_read().await?;
+    let report = verify_in(&mut tx).await;
+    // Read-only: ending it either way changes nothing.
+    let _ = tx.rollback().await;
+    report
+}
+
+async fn verify_in(tx: &mut DbTx) -> Result<AuditReport, LedgerError> {
     let mut report = AuditReport {
         events: 0,
         rows: 0,
         first_break: None,
     };
     let mut latest = Latest::new();
-    if let Some(b) = walk_lanes(pool, &mut report, &mut latest).await? {
+    if let Some(b) = walk_lanes(tx, &mut report, &mut latest).await? {
         report.first_break = Some(b);
         return Ok(report);
     }
-    report.first_break = check_rows(pool, &mut report, &mut latest).await?;
+    report.first_break = check_rows(tx, &mut report, &mut latest).await?;
     Ok(report)
 }
 
 async fn walk_lanes(
-    pool: &DbPool,
+    tx: &mut DbTx,
     report: &mut AuditReport,
     latest: &mut Latest,
 ) -> Result<Option<ChainBreak>, LedgerError> {
     // TODO-perf(#4): stream events instead of loading them all for very large ledgers.
-    let rows = pool
+    let rows = tx
         .fetch_all(
             "SELECT lane, seq, entity, entity_id, version, state, row_hash, prev_hash, hash, at \
              FROM ledger_events ORDER BY lane, seq",
@@ -235,11 +244,11 @@ async fn walk_lanes(
 }
 
 async fn check_rows(
-    pool: &DbPool,
+    tx: &mut DbTx,
     report: &mut AuditReport,
     latest: &mut Latest,
 ) -> Result<Option<ChainBreak>, LedgerError> {
-    let sessions = pool
+    let sessions = tx
         .fetch_all(
             sqlx::AssertSqlSafe(format!(
                 "SELECT {SESSION_COLUMNS} FROM sessions ORDER BY created_at, id"
@@ -254,7 +263,7 @@ async fn check_rows(
         }
         report.rows += 1;
     }
-    let runs = pool
+    let runs = tx
         .fetch_all(
             sqlx::AssertSqlSafe(format!(
                 "SELECT {RUN_COLUMNS} FROM runs ORDER BY created_at, id"
@@ -269,7 +278,7 @@ async fn check_rows(
         }
         report.rows += 1;
     }
-    let invocations = pool
+    let invocations = tx
         .fetch_all(
             sqlx::AssertSqlSafe(format!(
                 "SELECT {INVOCATION_COLUMNS} FROM invocations ORDER BY created_at, id"

@@ -94,6 +94,9 @@ pub(crate) enum DbTx {
 #[derive(Debug)]
 pub(crate) struct SqliteTx {
     conn: PoolConnection<Sqlite>,
+    /// How the transaction begins: `BEGIN IMMEDIATE` for a write, `BEGIN` for a read (in WAL
+    /// mode its snapshot is taken at its first read and kept to its end).
+    begin: &'static str,
     /// `BEGIN` was sent and neither `COMMIT` nor `ROLLBACK` has ended it.
     open: bool,
 }
@@ -116,7 +119,7 @@ impl SqliteTx {
             return sql;
         }
         self.open = true;
-        AssertSqlSafe(format!("BEGIN IMMEDIATE;\n{}", sql.as_str())).into_sql_str()
+        AssertSqlSafe(format!("{};\n{}", self.begin, sql.as_str())).into_sql_str()
     }
 
     /// Runs `writes` (each followed by its guard) and commits, in one hand-off; `false` if a
@@ -278,6 +281,7 @@ impl DbPool {
         match self {
             Self::Sqlite(p) => Ok(DbTx::Sqlite(SqliteTx {
                 conn: p.acquire().await?,
+                begin: "BEGIN IMMEDIATE",
                 open: false,
             })),
             Self::Postgres(p) => {
@@ -288,6 +292,22 @@ impl DbPool {
                 );
                 Ok(DbTx::Postgres(p.begin_with(AssertSqlSafe(sql)).await?))
             }
+        }
+    }
+
+    /// Opens a read-only transaction: every read in it sees one snapshot, so a reader that
+    /// checks rows against each other (the audit) never sees half of a concurrent commit.
+    pub(crate) async fn begin_read(&self) -> Result<DbTx, sqlx::Error> {
+        match self {
+            Self::Sqlite(p) => Ok(DbTx::Sqlite(SqliteTx {
+                conn: p.acquire().await?,
+                begin: "BEGIN",
+                open: false,
+            })),
+            Self::Postgres(p) => Ok(DbTx::Postgres(
+                p.begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                    .await?,
+            )),
         }
     }
 }

@@ -35,16 +35,15 @@ fn scope_id(scope: &HostScope) -> ScopeId {
 fn descriptor(spec: &ToolSpec) -> ToolDescriptor {
     // (read-only, destructive)
     let (read_only, destructive) = match &spec.source {
-        // Declared with `writes` (a local tool in its policy, in code).
-        ToolSource::Api(_) | ToolSource::McpInline(_) | ToolSource::Local => {
-            (!spec.policy.writes, spec.policy.writes)
-        }
+        // Declared with a required `writes`.
+        ToolSource::Api(_) | ToolSource::McpInline(_) => (!spec.policy.writes, spec.policy.writes),
         ToolSource::Builtin(Builtin::Fetch) => (true, false),
         // Asking a person changes nothing outside, but it is not a read either.
         ToolSource::Builtin(Builtin::AskHuman) => (false, false),
         // A connection file does not say what its tools do, nor a sub-agent what its tools
-        // will: assume they may write.
-        ToolSource::Connection(_) | ToolSource::Agent(_) => (false, true),
+        // will, and a local tool's policy only defaults `writes` (nothing makes code declare
+        // it): assume they may write.
+        ToolSource::Connection(_) | ToolSource::Agent(_) | ToolSource::Local => (false, true),
     };
     let input_schema = match &spec.definition.input_schema {
         Value::Object(map) => map.clone(),

@@ -54,7 +54,10 @@ pub const PROVIDERS: [&str; 2] = ["openai", "anthropic"];
 
 /// A manifest and the tools it declares, before cross-file checks.
 pub(crate) struct ReadAgent {
-    pub(crate) spec: AgentSpec,
+    /// The agent, when its header (name, model, prompts) is valid.
+    pub(crate) spec: Option<AgentSpec>,
+    /// Its tools, read (and checkable) whatever the header's state, so one load reports the
+    /// tools' problems beside the header's.
     pub(crate) declared: Vec<Declared>,
 }
 
@@ -95,13 +98,16 @@ pub(crate) fn read_agent(node: &Node, stem: &str, d: &mut Diag) -> Option<ReadAg
         .into_iter()
         .flat_map(|(path, n)| tool(n, &path, d))
         .collect();
-    let spec = AgentSpec {
-        name: name?,
-        file: d.file().to_path_buf(),
-        description,
-        model: model?,
-        system_prompt: system_prompt?,
-        tools: Vec::new(),
+    let spec = match (name, model, system_prompt) {
+        (Some(name), Some(model), Some(system_prompt)) => Some(AgentSpec {
+            name,
+            file: d.file().to_path_buf(),
+            description,
+            model,
+            system_prompt,
+            tools: Vec::new(),
+        }),
+        _ => None,
     };
     Some(ReadAgent { spec, declared })
 }

@@ -15,6 +15,18 @@ pub(crate) struct Declared {
     pub(crate) spec: ToolSpec,
     pub(crate) at: Pos,
     pub(crate) path: String,
+    /// Where its `connection` key is, for a tool that names one (every operation of an api
+    /// entry shares its entry's key).
+    pub(crate) connection_at: Option<(Pos, String)>,
+}
+
+/// Marks `tools` as declared under the `connection` key of `f`.
+pub(crate) fn under_connection(f: &Fields<'_>, mut tools: Vec<Declared>) -> Vec<Declared> {
+    let at = (f.key_at("connection"), f.key("connection"));
+    for tool in &mut tools {
+        tool.connection_at = Some(at.clone());
+    }
+    tools
 }
 
 /// Reads `writes` and `mode` (seed 001): `writes` is required and exactly `true` or `false`;
@@ -126,6 +138,7 @@ pub(crate) fn declare(
         },
         at,
         path: path.to_owned(),
+        connection_at: None,
     })
 }
 

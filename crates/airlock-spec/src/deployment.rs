@@ -39,10 +39,8 @@ impl Deployment {
         let mut issues = Vec::new();
         let config = load_config(root, &mut issues);
         let connections = load_connections(root, &mut issues);
-        let agents = config
-            .as_ref()
-            .map(|c| load_agents(root, c, &mut issues))
-            .unwrap_or_default();
+        // Checked even when airlock.toml is not valid, so one load reports everything.
+        let agents = load_agents(root, config.as_ref(), &mut issues);
         issues.sort_by(|a, b| (&a.file, a.line, a.column).cmp(&(&b.file, b.line, b.column)));
         match config {
             Some(config) if issues.is_empty() => Ok(Self {
@@ -202,9 +200,11 @@ fn load_connections(root: &Path, issues: &mut Vec<SpecIssue>) -> Vec<ConnectionS
     out
 }
 
+/// Reads `agents/*.yml`. `config` is `None` when `airlock.toml` is not valid: the agents'
+/// own problems are still reported, only the references into it are not checked.
 fn load_agents(
     root: &Path,
-    config: &Config,
+    config: Option<&Config>,
     issues: &mut Vec<SpecIssue>,
 ) -> BTreeMap<String, AgentSpec> {
     let mut agents = BTreeMap::new();
@@ -221,13 +221,13 @@ fn load_agents(
             continue;
         };
         let mut d = Diag::new(&rel);
-        let read = read_agent(&node, &stem, &mut d);
-        if let Some(read) = read {
+        if let Some(read) = read_agent(&node, &stem, &mut d) {
             check_tools(&read.declared, config, &mut d);
-            let mut spec = read.spec;
-            spec.tools = read.declared.iter().map(|t| t.spec.clone()).collect();
-            declared.insert(spec.name.clone(), read.declared);
-            agents.insert(spec.name.clone(), spec);
+            if let Some(mut spec) = read.spec {
+                spec.tools = read.declared.iter().map(|t| t.spec.clone()).collect();
+                declared.insert(spec.name.clone(), read.declared);
+                agents.insert(spec.name.clone(), spec);
+            }
         }
         issues.extend(d.into_issues());
     }
@@ -235,9 +235,12 @@ fn load_agents(
     agents
 }
 
-/// Per-agent checks: connections exist; no two tools share a final name.
-fn check_tools(declared: &[Declared], config: &Config, d: &mut Diag) {
+/// Per-agent checks: connections exist (when `config` is known); no two tools share a final
+/// name.
+fn check_tools(declared: &[Declared], config: Option<&Config>, d: &mut Diag) {
     let mut seen: HashMap<&str, &Declared> = HashMap::new();
+    // An undeclared connection is reported once, at the entry's `connection` key.
+    let mut undeclared = std::collections::BTreeSet::new();
     for tool in declared {
         let name = tool.spec.definition.name.as_str();
         if name == crate::AWAIT_TOOL {
@@ -252,16 +255,22 @@ fn check_tools(declared: &[Declared], config: &Config, d: &mut Diag) {
             ToolSource::McpInline(t) => Some(&t.connection),
             _ => None,
         };
-        if let Some(connection) =
-            connection.filter(|c| !config.connections.contains_key(c.as_str()))
+        if let (Some(connection), Some(config)) = (connection, config)
+            && !config.connections.contains_key(connection.as_str())
         {
-            d.push(
-                tool.at,
-                &tool.path,
-                format!(
-                    "connection `{connection}` is not declared in airlock.toml `[connections]`"
-                ),
-            );
+            let (at, key) = tool
+                .connection_at
+                .clone()
+                .unwrap_or_else(|| (tool.at, tool.path.clone()));
+            if undeclared.insert(at) {
+                d.push(
+                    at,
+                    &key,
+                    format!(
+                        "connection `{connection}` is not declared in airlock.toml `[connections]`"
+                    ),
+                );
+            }
         }
     }
 }

@@ -4,7 +4,8 @@
 use serde_json::Value;
 
 use crate::declared::{
-    Declared, declare, description, non_empty_list, shared_policy, writes_and_mode,
+    Declared, declare, description, non_empty_list, shared_policy, under_connection,
+    writes_and_mode,
 };
 use crate::diag::Diag;
 use crate::fields::Fields;
@@ -82,10 +83,11 @@ pub(crate) fn read_api(f: &Fields<'_>, d: &mut Diag) -> Vec<Declared> {
         auth,
         policy,
     };
-    operations
+    let tools = operations
         .into_iter()
         .filter_map(|op| declare_operation(&api, op, d))
-        .collect()
+        .collect();
+    under_connection(f, tools)
 }
 
 fn auth(node: &Node, path: &str, d: &mut Diag) -> Option<ApiAuth> {

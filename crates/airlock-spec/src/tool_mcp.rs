@@ -2,7 +2,9 @@
 //! Built with no DNS and no network; each tool is `<slug with _>_<tool normalized>`.
 
 use crate::connection::{effect, header_name, protocol};
-use crate::declared::{Declared, declare, non_empty_list, shared_policy, writes_and_mode};
+use crate::declared::{
+    Declared, declare, non_empty_list, shared_policy, under_connection, writes_and_mode,
+};
 use crate::diag::Diag;
 use crate::fields::Fields;
 use crate::names::{check_slug, normalize_tool, slug_prefix};
@@ -61,7 +63,7 @@ pub(crate) fn read_mcp(f: &Fields<'_>, d: &mut Diag) -> Vec<Declared> {
         return Vec::new();
     };
     let prefix = slug_prefix(&slug);
-    entries
+    let tools = entries
         .into_iter()
         .filter_map(|e| {
             let source = ToolSource::McpInline(McpInlineTool {
@@ -88,7 +90,8 @@ pub(crate) fn read_mcp(f: &Fields<'_>, d: &mut Diag) -> Vec<Declared> {
                 d,
             )
         })
-        .collect()
+        .collect();
+    under_connection(f, tools)
 }
 
 /// The endpoint path: starts with `/`, no query, no fragment.

@@ -48,4 +48,5 @@ harness::both_backends!(
     sessions_and_first_calls_share_batches,
     approved_unclaimed_oldest_first_until_claimed,
     finish_after_another_process_swept_the_call,
+    verify_beside_live_writes_reports_no_break,
 );

@@ -578,14 +578,15 @@ async fn parked_through_mcp() -> Option<(Fixture, airlock_mcp::Caller, String)> 
     Some((f, ada, id))
 }
 
-/// MCP tool hints come from airlock's declarations: a local tool that declares no writes is
-/// read-only; one that writes is destructive.
+/// MCP tool hints come from airlock's declarations: a local tool's policy only defaults
+/// `writes`, so it is advertised as possibly writing, and idempotent only when its effect says
+/// so.
 #[tokio::test]
-async fn mcp_hints_follow_a_local_tools_declared_writes() {
+async fn mcp_hints_of_a_local_tool_assume_it_writes() {
     use airlock_mcp::{HostScope, ToolHost};
-    for writes in [false, true] {
+    for effect in [Effect::AtMostOnce, Effect::Idempotent] {
         let declared = Policy {
-            writes,
+            effect,
             ..Policy::default()
         };
         let Some(f) = fixture(Backend::Sqlite, declared, "").await else {
@@ -594,8 +595,8 @@ async fn mcp_hints_follow_a_local_tools_declared_writes() {
         let tools = f.gateway.list_tools(&HostScope::Gateway).unwrap();
         let count = tools.iter().find(|t| t.name == "count").unwrap();
         assert_eq!(
-            (count.read_only, count.destructive),
-            (!writes, writes),
+            (count.read_only, count.destructive, count.idempotent),
+            (false, true, effect == Effect::Idempotent),
             "{count:?}"
         );
     }

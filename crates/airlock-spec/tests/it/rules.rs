@@ -242,3 +242,60 @@ fn no_declared_tool_may_take_the_await_tools_name() {
         errors[0]
     );
 }
+
+/// One load reports everything: an invalid `airlock.toml` does not hide an agent's problems,
+/// and an agent whose header is invalid still has its tools checked.
+#[test]
+fn a_bad_header_or_config_hides_no_other_error() {
+    let api = "    - name: ask\n      type: api\n      connection: erp_main\n      auth: { scheme: bearer }\n      operations:\n        - name: human\n          description: Ask.\n          writes: false\n          request: { method: GET, path: /x }\n";
+    let colliding = format!("{api}    - type: builtin\n      name: ask_human\n");
+    // The file is `other.yml` but the agent says `c`: a header error, plus the collision.
+    let errors = Dir::new()
+        .file("agents/other.yml", &agent("c", &colliding))
+        .errors();
+    assert_eq!(errors.len(), 2, "{errors:#?}");
+    assert!(
+        errors[0].contains("differs from the file name"),
+        "{errors:#?}"
+    );
+    assert!(
+        errors[1].contains("tool `ask_human` collides"),
+        "{errors:#?}"
+    );
+
+    let errors = Dir::new()
+        .file("airlock.toml", "listen = \"nowhere\"\n")
+        .file("agents/c.yml", &agent("c", &colliding))
+        .errors();
+    assert_eq!(errors.len(), 2, "{errors:#?}");
+    assert!(errors[0].starts_with("agents/c.yml:"), "{errors:#?}");
+    assert!(
+        errors[0].contains("tool `ask_human` collides"),
+        "{errors:#?}"
+    );
+    assert!(
+        errors[1].starts_with("airlock.toml:1:1: listen"),
+        "{errors:#?}"
+    );
+}
+
+#[test]
+fn an_undeclared_connection_is_reported_once_at_its_key() {
+    let op = |name: &str| {
+        format!(
+            "        - name: {name}\n          description: Get.\n          writes: false\n          request: {{ method: GET, path: /x }}\n"
+        )
+    };
+    let api = format!(
+        "    - name: erp\n      type: api\n      connection: nowhere\n      auth: {{ scheme: bearer }}\n      operations:\n{}{}",
+        op("one"),
+        op("two")
+    );
+    let errors = Dir::new().file("agents/u.yml", &agent("u", &api)).errors();
+    assert_eq!(
+        errors,
+        [
+            "agents/u.yml:11:7: spec.tools[0].connection: connection `nowhere` is not declared in airlock.toml `[connections]`"
+        ]
+    );
+}

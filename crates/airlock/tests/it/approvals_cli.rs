@@ -185,4 +185,12 @@ async fn audit_verify_names_a_row_edited_in_the_database() {
         stdout.contains("audit chain BROKEN: invocation") && stdout.contains(&fetch.id.to_string()),
         "{stdout}"
     );
+
+    // A ledger that is not there fails; it is not created and reported intact.
+    db.close().await;
+    std::fs::remove_file(d.join("airlock.sqlite")).unwrap();
+    let out = cli(d, &["audit", "verify"]);
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("no ledger at"), "{}", text(&out));
+    assert!(!d.join("airlock.sqlite").exists());
 }
