@@ -10,7 +10,7 @@ use crate::declared::{
 use crate::diag::Diag;
 use crate::fields::Fields;
 use crate::names::{check_slug, check_snake, slug_prefix};
-use crate::schema::from_parameters;
+use crate::schema::{check_input_schema, from_parameters};
 use crate::tool::{ApiAuth, ApiOperation, Method, Policy, ToolSource};
 use crate::tree::Node;
 
@@ -133,6 +133,8 @@ fn operation(node: &Node, path: &str, d: &mut Diag) -> Option<Operation> {
     let description = description(&f, d);
     let writes_mode = writes_and_mode(&f, d);
     let schema = from_parameters(f.get("parameters"), &f.key("parameters"), d);
+    // The schema the model sees has the same limits as a declared one (DESIGN §4).
+    check_input_schema(&schema, f.key_at("parameters"), &f.key("parameters"), d);
     let request = f
         .required("request", d)
         .and_then(|n| request(n, &f.key("request"), &schema, d));

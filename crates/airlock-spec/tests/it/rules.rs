@@ -299,3 +299,19 @@ fn an_undeclared_connection_is_reported_once_at_its_key() {
         ]
     );
 }
+
+#[test]
+fn an_api_operations_parameters_obey_the_schema_limits() {
+    let long = "x".repeat(17 * 1024);
+    let api = format!(
+        "    - name: erp\n      type: api\n      connection: erp_main\n      auth: {{ scheme: bearer }}\n      operations:\n        - name: get\n          description: Get.\n          writes: false\n          parameters: {{ id: {{ type: string, description: {long} }} }}\n          request: {{ method: GET, path: /x }}\n"
+    );
+    let errors = Dir::new().file("agents/l.yml", &agent("l", &api)).errors();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(
+        errors[0].contains("spec.tools[0].operations[0].parameters: the input schema is")
+            && errors[0].contains("bytes as compact JSON; the limit is 16384"),
+        "{}",
+        errors[0]
+    );
+}
