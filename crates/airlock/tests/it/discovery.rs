@@ -70,17 +70,24 @@ async fn connection_tools_join_the_gateway_scope_with_the_files_policy() {
     );
 }
 
-#[tokio::test]
-async fn a_call_to_a_connection_tool_reaches_the_upstream_with_the_bearer_credential() {
+/// Calls `crm__echo` once through a booted gateway whose connection file says `policy` (the
+/// value of `approval:` and any keys after it); returns the upstream and the outcome.
+async fn call_echo(policy: &str) -> (Server, Outcome) {
     let upstream = Server::start(Script::default()).await;
     upstream.set_tools(vec![json!({"name": "echo", "description": "Echo."})]);
-    let dir = deployment(&upstream.loopback_url(), "never");
+    let dir = deployment(&upstream.loopback_url(), policy);
     let gateway = boot(dir.path()).await.unwrap().gateway;
     let ctx = call_context(&gateway, ScopeId::Gateway, Some("bob"), "1").await;
     let outcome = gateway
         .call(&ctx, "crm__echo", json!({"ticket": "42"}))
         .await
         .unwrap();
+    (upstream, outcome)
+}
+
+#[tokio::test]
+async fn a_call_to_a_connection_tool_reaches_the_upstream_with_the_bearer_credential() {
+    let (upstream, outcome) = call_echo("never").await;
     let Outcome::Completed(row) = outcome else {
         panic!("{outcome:?}")
     };
@@ -267,19 +274,11 @@ async fn discover_prints_a_block_that_check_accepts() {
     assert_eq!(scope.tools().len(), 3, "{block}");
 }
 
-/// A connection's `approval_ttl` sets how long its parked calls wait (the server's default,
-/// 7 days, applies to every other tool).
+/// A connection's `approval_ttl` sets how long its calls wait for an approval (the server's
+/// default, 7 days, applies to every other tool).
 #[tokio::test]
 async fn a_connections_approval_ttl_bounds_its_parked_calls() {
-    let upstream = Server::start(Script::default()).await;
-    upstream.set_tools(vec![json!({"name": "echo", "description": "Echo."})]);
-    let dir = deployment(&upstream.loopback_url(), "always\napproval_ttl: 90s");
-    let gateway = boot(dir.path()).await.unwrap().gateway;
-    let ctx = call_context(&gateway, ScopeId::Gateway, Some("bob"), "1").await;
-    let outcome = gateway
-        .call(&ctx, "crm__echo", json!({"ticket": "42"}))
-        .await
-        .unwrap();
+    let (_upstream, outcome) = call_echo("always\napproval_ttl: 90s").await;
     let Outcome::Parked(row) = outcome else {
         panic!("{outcome:?}")
     };
