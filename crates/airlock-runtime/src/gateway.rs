@@ -277,7 +277,8 @@ impl Gateway {
         let invalid = prepared
             .checks
             .get(tool)
-            .and_then(|c| c.prepare(&arguments).err());
+            .and_then(|c| c.prepare(&arguments).err())
+            .or_else(|| oversized_proposal(spec, &arguments));
         let new = new_invocation(ctx, spec, arguments, &prepared.digest, invalid.is_some());
         // An ungated call is recorded and claimed in one durable commit; rate-limited and
         // transactional calls take the general path (limit first; the transaction claims).
@@ -322,14 +323,6 @@ impl Gateway {
             .and_then(parse_scope_key);
         let prepared = scope.as_ref().and_then(|s| self.scopes.get(s));
         match prepared.and_then(|p| Some((p, p.scope.get(&row.tool)?))) {
-            // An approval is bound to the definitions it was given for (ledger case 15).
-            Some((prepared, _)) if prepared.digest != row.definitions_digest => {
-                let error = crate::ToolError::new(
-                    crate::ToolErrorKind::BadDeclaration,
-                    "the tool's declaration changed after this call was recorded; call it again",
-                );
-                Ok(Outcome::from_row(self.fail_unclaimed(row, error).await?))
-            }
             Some((prepared, spec)) => self.advance(prepared, spec, row).await,
             // An approved call whose tool is gone fails once, instead of waiting forever.
             None if row.state == InvocationState::Approved => {
@@ -347,22 +340,32 @@ impl Gateway {
     }
 
     /// Claims and executes a pending or approved row; any other state is returned as it is.
+    ///
+    /// An approved row runs on the person's approval, without the policy again (ledger case
+    /// 14: no rate limit), but only under the definitions it was approved for (case 15) —
+    /// whichever way it arrives here: the await tool, the worker, or a client's retry of the
+    /// same call id.
     async fn advance(
         &self,
         prepared: &PreparedScope,
         spec: &ToolSpec,
         row: Invocation,
     ) -> Result<Outcome, GatewayError> {
-        if !matches!(
-            row.state,
-            InvocationState::Pending | InvocationState::Approved
-        ) {
-            return Ok(Outcome::from_row(row));
-        }
-        if let Some(err) = self
-            .limits
-            .check(&prepared.scope.id, spec, row.principal.as_deref())
-        {
+        let refusal = match row.state {
+            InvocationState::Approved if prepared.digest != row.definitions_digest => {
+                Some(crate::ToolError::new(
+                    crate::ToolErrorKind::BadDeclaration,
+                    "the tool's declaration changed after this call was recorded; call it again",
+                ))
+            }
+            InvocationState::Approved => None,
+            InvocationState::Pending => {
+                self.limits
+                    .check(&prepared.scope.id, spec, row.principal.as_deref())
+            }
+            _ => return Ok(Outcome::from_row(row)),
+        };
+        if let Some(err) = refusal {
             return Ok(Outcome::Completed(self.fail_unclaimed(row, err).await?));
         }
         if let Some(body) = self.transactional_body(spec, &row) {
@@ -420,6 +423,25 @@ impl Gateway {
             )
             .await?)
     }
+}
+
+/// Seed 001: a proposal's arguments are at most 16 KB (it is returned to the caller whole).
+const MAX_PROPOSAL_BYTES: usize = 16 * 1024;
+
+/// A proposal whose arguments are over [`MAX_PROPOSAL_BYTES`], as the tool error the model gets.
+fn oversized_proposal(spec: &ToolSpec, arguments: &Value) -> Option<crate::ToolError> {
+    if spec.policy.mode != airlock_spec::Mode::Propose {
+        return None;
+    }
+    let size = serde_json::to_string(arguments).map_or(usize::MAX, |s| s.len());
+    (size > MAX_PROPOSAL_BYTES).then(|| {
+        crate::ToolError::new(
+            crate::ToolErrorKind::BadArguments,
+            format!(
+                "the proposal's arguments are {size} bytes as JSON; the limit is {MAX_PROPOSAL_BYTES}: nothing was proposed"
+            ),
+        )
+    })
 }
 
 fn new_invocation(

@@ -156,11 +156,13 @@ impl Gateway {
             .get("url")
             .and_then(Value::as_str)
             .unwrap_or_default();
+        // A page that answers 4xx or 5xx is a failed call, not a result (DESIGN §3).
         let response = self
             .egress
             .call()
             .send(Request::get(url))
             .await
+            .and_then(airlock_egress::Response::error_for_status)
             .map_err(|e| StoredError::new(e.kind(), e.to_string()))?;
         let content_type = response
             .headers()

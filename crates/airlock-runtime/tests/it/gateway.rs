@@ -148,6 +148,9 @@ on_both_backends!(
     a_transactional_local_tool_commits_with_its_row,
     once_is_scoped_to_the_principal,
     a_running_call_keeps_its_lease,
+    an_oversized_proposal_is_a_tool_error,
+    a_retried_call_does_not_run_under_an_approval_for_old_definitions,
+    an_approved_call_runs_without_the_rate_limit,
 );
 
 async fn gateway_on(
@@ -368,6 +371,46 @@ async fn propose_records_and_calls_nobody(backend: Backend) {
     assert_eq!(f.runs(), 0);
 }
 
+/// Seed 001: a proposal's arguments are at most 16 KB; past that the model gets a tool error and
+/// nothing is proposed.
+async fn an_oversized_proposal_is_a_tool_error(backend: Backend) {
+    let Some(f) = fixture(
+        backend,
+        Policy {
+            mode: Mode::Propose,
+            writes: true,
+            ..Policy::default()
+        },
+        "",
+    )
+    .await
+    else {
+        return;
+    };
+    let note = "n".repeat(16 * 1024);
+    let outcome = f
+        .gateway
+        .call(
+            &f.ctx("big").await,
+            "count",
+            json!({"amount": 5, "note": note}),
+        )
+        .await
+        .unwrap();
+    let Outcome::Completed(row) = outcome else {
+        panic!("{outcome:?}")
+    };
+    assert_eq!(row.state, InvocationState::Failed);
+    let error = row.error.unwrap();
+    assert_eq!(error.kind, "bad_arguments");
+    assert!(
+        error.message.contains("the limit is 16384"),
+        "{}",
+        error.message
+    );
+    assert_eq!(f.runs(), 0);
+}
+
 async fn ask_human_parks_until_a_person_answers(backend: Backend) {
     let Some(f) = fixture(backend, policy(Approval::Never), "").await else {
         return;
@@ -461,6 +504,91 @@ async fn an_approval_does_not_survive_a_changed_declaration(backend: Backend) {
     assert_eq!(row.state, InvocationState::Failed);
     assert!(row.error.unwrap().message.contains("declaration changed"));
     assert_eq!(after.runs() + before.runs(), 0);
+}
+
+/// A client retrying the same call id after the declaration changed gets its approved row
+/// back through dedupe; it must not run under the approval given for the old definitions.
+async fn a_retried_call_does_not_run_under_an_approval_for_old_definitions(backend: Backend) {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(store) = store(backend, &dir).await else {
+        return;
+    };
+    let before = gateway_on(
+        Arc::clone(&store),
+        policy(Approval::Always),
+        "",
+        tempfile::tempdir().unwrap(),
+    )
+    .await;
+    let ctx = before.ctx("c1").await;
+    let parked = before
+        .gateway
+        .call(&ctx, "count", json!({"amount": 5}))
+        .await
+        .unwrap();
+    let id = parked.invocation().id;
+    store.decide(id, "alice", Decision::Approve).await.unwrap();
+    let after = gateway_on(store, policy(Approval::Always), " Now different.", dir).await;
+    let retried = after
+        .gateway
+        .call(&ctx, "count", json!({"amount": 5}))
+        .await
+        .unwrap();
+    let row = retried.invocation();
+    assert_eq!((row.id, row.state), (id, InvocationState::Failed));
+    assert!(
+        row.error
+            .clone()
+            .unwrap()
+            .message
+            .contains("declaration changed")
+    );
+    assert_eq!(after.runs() + before.runs(), 0);
+}
+
+/// Ledger case 14: an approved row runs on the person's approval, without the policy again —
+/// a rate limit that parked calls never spent does not throw the approvals away.
+async fn an_approved_call_runs_without_the_rate_limit(backend: Backend) {
+    let limit = RateLimit {
+        requests: 1,
+        per: Duration::from_secs(60),
+    };
+    let Some(f) = fixture(
+        backend,
+        Policy {
+            approval: Approval::Always,
+            rate_limit: Some(limit),
+            ..Policy::default()
+        },
+        "",
+    )
+    .await
+    else {
+        return;
+    };
+    let mut ids = Vec::new();
+    for call in ["a", "b"] {
+        let parked = f
+            .gateway
+            .call(&f.ctx(call).await, "count", json!({"amount": 1}))
+            .await
+            .unwrap();
+        ids.push(parked.invocation().id);
+    }
+    for id in ids {
+        f.gateway
+            .store()
+            .decide(id, "alice", Decision::Approve)
+            .await
+            .unwrap();
+        let done = f.gateway.continue_approved(id).await.unwrap();
+        assert_eq!(
+            done.invocation().state,
+            InvocationState::Succeeded,
+            "{done:?}"
+        );
+    }
+    assert_eq!(f.runs(), 2);
 }
 
 async fn a_transactional_local_tool_commits_with_its_row(backend: Backend) {

@@ -121,6 +121,44 @@ async fn decision_routes_answer_with_precise_statuses() {
     assert_eq!(reply["decision"]["reason"], "not today");
 }
 
+/// Resolving a call in doubt over the API: the reply names who settled it, and how.
+#[tokio::test]
+async fn resolving_a_call_in_doubt_names_the_operator() {
+    let dir = deployment();
+    let (addr, gateway) = serve_in_process(dir.path()).await;
+    let at = |id: &airlock_ledger::InvocationId, verb: &str| format!("/v1/invocations/{id}/{verb}");
+    let store = gateway.store();
+    let ctx = crate::support::call_context(&gateway, ScopeId::Gateway, Some("dan"), "d1").await;
+    let call = airlock_ledger::NewInvocation::new(
+        ctx.session,
+        "d1",
+        "fetch",
+        json!({"url": "http://127.0.0.1:9/"}),
+        "d",
+    );
+    let row = store
+        .record_and_claim(call, "w", Duration::from_secs(30))
+        .await
+        .unwrap()
+        .invocation;
+    let later = time::OffsetDateTime::now_utc() + Duration::from_secs(3600);
+    assert_eq!(store.sweep(later).await.unwrap().in_doubt, vec![row.id]);
+    let (status, reply) = post(
+        addr,
+        &at(&row.id, "resolve"),
+        Some(json!({"outcome": "ran", "note": "seen in the logs"})),
+    )
+    .await;
+    assert_eq!(
+        (status, &reply["state"]),
+        (200, &json!("resolved")),
+        "{reply}"
+    );
+    assert_eq!(reply["resolution"]["by"], "alice", "{reply}");
+    assert_eq!(reply["resolution"]["outcome"], "ran", "{reply}");
+    assert_eq!(reply["resolution"]["note"], "seen in the logs", "{reply}");
+}
+
 #[tokio::test]
 async fn an_expired_call_is_gone() {
     let dir = deployment();

@@ -276,3 +276,24 @@ async fn an_empty_token_credential_refuses_to_boot() {
         "{err:#}"
     );
 }
+
+/// A page that answers an error status is a failed `fetch`, not a result (DESIGN §3: every
+/// failure after the record is a structured tool error).
+#[tokio::test]
+async fn fetch_of_a_page_answering_500_fails() {
+    const ERROR: &[u8] = b"HTTP/1.1 500 Internal Server Error\r\ncontent-type: text/plain\r\ncontent-length: 4\r\nconnection: close\r\n\r\noops";
+    let toml = "[egress]\nallow = [\"127.0.0.1/32\"]\n[credentials]\nfile = \"creds.yml\"\n[builtins.fetch]\n";
+    let dir = deployment_with(toml, "airlock: {}\n");
+    let gateway = airlock::boot::boot(dir.path()).await.unwrap().gateway;
+    let page = crate::support::upstream_answering(ERROR).await;
+    let ctx = call_context(&gateway, ScopeId::Gateway, Some("bob"), "1").await;
+    let outcome = gateway
+        .call(&ctx, "fetch", json!({"url": format!("http://{page}/")}))
+        .await
+        .unwrap();
+    let row = outcome.invocation();
+    assert_eq!(row.state, InvocationState::Failed, "{row:?}");
+    let error = row.error.clone().unwrap();
+    assert_eq!(error.kind, "http_status");
+    assert_eq!(error.message, "the server answered 500");
+}

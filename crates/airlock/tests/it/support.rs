@@ -171,13 +171,18 @@ pub(crate) fn cli(dir: &Path, args: &[&str]) -> Output {
 
 /// An upstream that answers every request with a small text page, `hello`.
 pub(crate) async fn hello_upstream() -> SocketAddr {
+    upstream_answering(HELLO).await
+}
+
+/// An upstream that answers every request with the raw HTTP response `reply`.
+pub(crate) async fn upstream_answering(reply: &'static [u8]) -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move {
         while let Ok((mut socket, _)) = listener.accept().await {
             let mut buf = [0u8; 2048];
             let _ = socket.read(&mut buf).await;
-            let _ = socket.write_all(HELLO).await;
+            let _ = socket.write_all(reply).await;
         }
     });
     addr
