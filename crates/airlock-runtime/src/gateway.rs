@@ -266,6 +266,19 @@ impl Gateway {
         tool: &str,
         arguments: Value,
     ) -> Result<Outcome, GatewayError> {
+        let outcome = self.record_and_run(ctx, tool, arguments).await;
+        if let Ok(outcome) = &outcome {
+            count(outcome);
+        }
+        outcome
+    }
+
+    async fn record_and_run(
+        &self,
+        ctx: &CallContext,
+        tool: &str,
+        arguments: Value,
+    ) -> Result<Outcome, GatewayError> {
         let prepared = self
             .scopes
             .get(&ctx.scope)
@@ -423,6 +436,20 @@ impl Gateway {
             )
             .await?)
     }
+}
+
+/// Counts a call by tool and outcome (`airlock_tool_calls_total`, served at `/metrics`).
+fn count(outcome: &Outcome) {
+    let row = outcome.invocation();
+    let what = match outcome {
+        Outcome::Completed(_) if row.state == InvocationState::Failed => "failed",
+        Outcome::Completed(_) => "succeeded",
+        Outcome::Parked(_) => "parked",
+        Outcome::Proposed(_) => "proposed",
+        Outcome::Denied(_) => "denied",
+    };
+    metrics::counter!("airlock_tool_calls_total", "tool" => row.tool.clone(), "outcome" => what)
+        .increment(1);
 }
 
 /// Seed 001: a proposal's arguments are at most 16 KB (it is returned to the caller whole).

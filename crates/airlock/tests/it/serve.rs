@@ -297,3 +297,39 @@ async fn fetch_of_a_page_answering_500_fails() {
     assert_eq!(error.kind, "http_status");
     assert_eq!(error.message, "the server answered 500");
 }
+
+/// `/metrics` serves Prometheus text to an admin token (deny by default), counting calls by
+/// tool and outcome.
+#[tokio::test]
+async fn metrics_count_calls_for_an_admin() {
+    let dir = deployment();
+    let (addr, gateway) = serve_in_process(dir.path()).await;
+    let ctx = call_context(&gateway, ScopeId::Gateway, Some("bob"), "m1").await;
+    let outcome = gateway
+        .call(&ctx, "ask_human", json!({"question": "Which warehouse?"}))
+        .await
+        .unwrap();
+    assert!(matches!(outcome, Outcome::Parked(_)), "{outcome:?}");
+
+    let (status, _, head) = http(addr, "GET", "/metrics", None, None).await;
+    assert_eq!(status, 401);
+    assert!(head.contains("www-authenticate: bearer"), "{head}");
+    let response = reqwest::Client::new()
+        .get(format!("http://{addr}/metrics"))
+        .bearer_auth(ADMIN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    let text = response.text().await.unwrap();
+    let line = text
+        .lines()
+        .find(|l| {
+            l.starts_with("airlock_tool_calls_total{")
+                && l.contains("tool=\"ask_human\"")
+                && l.contains("outcome=\"parked\"")
+        })
+        .unwrap_or_else(|| panic!("no ask_human line in:\n{text}"));
+    let count: f64 = line.rsplit(' ').next().unwrap().parse().unwrap();
+    assert!(count >= 1.0, "{line}");
+}
