@@ -5,12 +5,14 @@
 //! (the prepared client is pinned to that host's checked addresses); a 3xx is never followed; a
 //! content coding other than identity, or a content type other than JSON or an event stream, is
 //! refused; every byte of each reply — JSON or SSE — counts against the body cap, each reply on
-//! its own as every other guarded response (rmcp itself caps only each SSE event; the session
-//! as a whole is bounded by its deadline); no server-initiated GET stream is opened (a short
-//! session needs none, and a resumed stream would escape the count). The first failure is
+//! its own as every other guarded response (rmcp itself caps only each SSE event), and all the
+//! replies of a session against [`SESSION_CAPS`] caps together, so a server that pages its tool
+//! list forever cannot fill memory within the deadline; no server-initiated GET stream is
+//! opened (a short session needs none, and a resumed stream would escape the count). The first failure is
 //! remembered, so the session can report what really went wrong rather than rmcp's summary.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -28,6 +30,10 @@ use sse_stream::{Sse, SseStream};
 use crate::error::{CallErrorKind, McpCallError};
 
 const SESSION_HEADER: &str = "mcp-session-id";
+
+/// A session's replies together may carry this many caps: a call's session has two replies
+/// (initialize, the call), discovery one per page of `tools/list`.
+const SESSION_CAPS: u64 = 4;
 
 type HttpError = StreamableHttpError<McpCallError>;
 
@@ -47,6 +53,8 @@ struct Shared {
     credential: Option<(HeaderName, HeaderValue)>,
     /// The most bytes one reply may carry.
     cap: u64,
+    /// Bytes of reply read so far, across every request of the session.
+    used: AtomicU64,
     /// The whole-call deadline, for the timeout message.
     budget: Duration,
     /// The first failure of the session.
@@ -77,6 +85,7 @@ impl GuardedHttp {
                 host: url.host_str().unwrap_or_default().to_owned(),
                 credential,
                 cap,
+                used: AtomicU64::new(0),
                 budget,
                 failure: Mutex::new(None),
                 swallowed: Mutex::new(None),
@@ -142,9 +151,27 @@ impl GuardedHttp {
         }
     }
 
-    /// Counts `n` more bytes of a reply that has `used` so far; past the cap the session fails.
+    /// Counts `n` more bytes of a reply that has `used` so far; past the cap, or past the
+    /// session's [`SESSION_CAPS`] caps, the session fails.
     fn charge(&self, used: &mut u64, n: usize) -> Result<(), McpCallError> {
-        *used = used.saturating_add(u64::try_from(n).unwrap_or(u64::MAX));
+        let n = u64::try_from(n).unwrap_or(u64::MAX);
+        *used = used.saturating_add(n);
+        let total = self
+            .inner
+            .used
+            .fetch_add(n, Ordering::Relaxed)
+            .saturating_add(n);
+        if total > self.inner.cap.saturating_mul(SESSION_CAPS) {
+            let err = McpCallError::new(
+                CallErrorKind::TooLarge,
+                format!(
+                    "the MCP server's replies in one session are larger than {SESSION_CAPS} × the {}-byte cap",
+                    self.inner.cap
+                ),
+            );
+            lock(&self.inner.failure).get_or_insert_with(|| err.clone());
+            return Err(err);
+        }
         if *used > self.inner.cap {
             let err = McpCallError::too_large(self.inner.cap);
             lock(&self.inner.failure).get_or_insert_with(|| err.clone());

@@ -417,16 +417,29 @@ impl Gateway {
             .get(spec.definition.name.as_str())
             .map(|c| c.prepare(&claimed.arguments));
         let finished = self.execute(spec, claimed, arguments).await?;
+        let outcome = if finished.state == InvocationState::Failed {
+            "failed"
+        } else {
+            "succeeded"
+        };
+        metrics::counter!("airlock_tool_runs_total", "tool" => finished.tool.clone(), "outcome" => outcome)
+            .increment(1);
         Ok(Outcome::from_row(finished))
     }
 
-    /// A call refused before it ran (rate limit) is stored as failed.
+    /// A call refused before it ran (rate limit, stale approval) is stored as failed. If
+    /// another claimer got the row first (the worker settling the same stale approval as a
+    /// client's retry), the row is returned as that claimer leaves it.
     async fn fail_unclaimed(
         &self,
         row: Invocation,
         error: crate::ToolError,
     ) -> Result<Invocation, GatewayError> {
-        self.store.claim(row.id, &self.owner, self.lease).await?;
+        match self.store.claim(row.id, &self.owner, self.lease).await {
+            Ok(_) => {}
+            Err(LedgerError::Taken { .. }) => return Ok(self.store.get(row.id).await?),
+            Err(e) => return Err(e.into()),
+        }
         Ok(self
             .store
             .finish(
@@ -438,7 +451,9 @@ impl Gateway {
     }
 }
 
-/// Counts a call by tool and outcome (`airlock_tool_calls_total`, served at `/metrics`).
+/// Counts a call answered by [`Gateway::call`] by tool and the outcome its caller saw
+/// (`airlock_tool_calls_total`, served at `/metrics`; a retry of a call id is answered, and
+/// counted, again). Executions, however they were started, are `airlock_tool_runs_total`.
 fn count(outcome: &Outcome) {
     let row = outcome.invocation();
     let what = match outcome {

@@ -35,6 +35,8 @@ pub struct Script {
     pub unrecorded: bool,
     /// Pad the `initialize` reply with `instructions` of this many bytes (a big first reply).
     pub instructions_bytes: usize,
+    /// `tools/list` never ends: every page (one tool described in 1,000 bytes) names a next.
+    pub endless_pages: bool,
 }
 
 /// One request the upstream saw.
@@ -208,9 +210,11 @@ async fn handle(
         }
         "tools/list" => {
             let set = lock(&up.tools).clone();
+            let cursor = body["params"]["cursor"].as_str();
             let page = match set {
+                _ if up.script.endless_pages => endless_page(cursor),
                 Some(tools) => json!({ "tools": tools }),
-                None => tools_page(body["params"]["cursor"].as_str()),
+                None => tools_page(cursor),
             };
             ok(&id, page)
         }
@@ -275,6 +279,15 @@ fn tools_page(cursor: Option<&str>) -> Value {
         }),
         Some(_) => json!({"tools": [{"name": "create_note"}]}),
     }
+}
+
+/// A page of a tool list that never ends: each page names the next.
+fn endless_page(cursor: Option<&str>) -> Value {
+    let n: u64 = cursor.and_then(|c| c.parse().ok()).unwrap_or(0);
+    json!({
+        "tools": [{"name": format!("t{n}"), "description": "d".repeat(1000)}],
+        "nextCursor": (n + 1).to_string()
+    })
 }
 
 fn ok(id: &Value, result: Value) -> Value {

@@ -278,6 +278,30 @@ async fn the_cap_applies_to_each_reply_not_to_the_session() {
     assert_eq!(out.unwrap_err().kind, CallErrorKind::TooLarge);
 }
 
+/// Each reply is capped on its own, and a session's replies together at four caps: a server
+/// whose tool list never ends fails discovery instead of filling memory until the deadline.
+#[tokio::test]
+async fn a_tool_list_that_never_ends_fails_discovery() {
+    let script = Script {
+        endless_pages: true,
+        ..Script::default()
+    };
+    let server = Server::start(script).await;
+    let err = client_with(Duration::from_secs(30), 64 * 1024)
+        .discover(&McpTarget::new(server.url()))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind, CallErrorKind::TooLarge, "{err:?}");
+    assert!(err.message.contains("in one session"), "{err}");
+    // About 256 KiB of ~1 KiB pages: bounded, far short of the deadline.
+    let pages = server
+        .methods()
+        .iter()
+        .filter(|m| *m == "tools/list")
+        .count();
+    assert!((200..300).contains(&pages), "{pages} pages");
+}
+
 #[tokio::test]
 async fn an_sse_reply_over_the_cap_is_refused() {
     let script = Script {

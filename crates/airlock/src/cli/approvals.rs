@@ -174,7 +174,7 @@ async fn dispatch(cmd: Command) -> anyhow::Result<()> {
 }
 
 /// Opens the deployment's ledger.
-pub(super) async fn open(dir: &Path) -> anyhow::Result<Arc<dyn Store>> {
+async fn open(dir: &Path) -> anyhow::Result<Arc<dyn Store>> {
     let deployment = Deployment::load(dir).map_err(|e| anyhow::anyhow!("{e}"))?;
     let config = &deployment.config;
     crate::boot::open_store(&config.database_url, config.approval_ttl).await

@@ -41,7 +41,8 @@ pub(crate) fn run(cmd: Command) -> anyhow::Result<ExitCode> {
                 "no ledger at {path}: nothing to verify (is --dir the deployment directory?)"
             );
         }
-        let store = super::approvals::open(&args.dir).await?;
+        let config = &deployment.config;
+        let store = crate::boot::open_store(&config.database_url, config.approval_ttl).await?;
         let report = store.verify().await?;
         Ok(match report.first_break {
             None => {

@@ -1,5 +1,5 @@
 //! `/healthz` (the process answers), `/readyz` (the ledger answers) and `/metrics` (Prometheus
-//! text, for an admin token: counters name tools and hosts, which are the operator's business).
+//! text, for an admin token: counters name the deployment's tools, the operator's business).
 //!
 //! The metrics recorder is installed once per process, on first use; if another recorder got
 //! there first (an embedding service's own), `/metrics` says so instead of serving nothing.

@@ -332,4 +332,35 @@ async fn metrics_count_calls_for_an_admin() {
         .unwrap_or_else(|| panic!("no ask_human line in:\n{text}"));
     let count: f64 = line.rsplit(' ').next().unwrap().parse().unwrap();
     assert!(count >= 1.0, "{line}");
+
+    // An approved call run later (here by the worker's path) counts as an execution.
+    let page = hello_upstream().await;
+    let ctx = call_context(&gateway, ScopeId::Gateway, Some("bob"), "m2").await;
+    let parked = gateway
+        .call(&ctx, "fetch", json!({"url": format!("http://{page}/")}))
+        .await
+        .unwrap();
+    let id = parked.invocation().id;
+    gateway
+        .store()
+        .decide(id, "alice", airlock_ledger::Decision::Approve)
+        .await
+        .unwrap();
+    gateway.continue_approved(id).await.unwrap();
+    let text = reqwest::Client::new()
+        .get(format!("http://{addr}/metrics"))
+        .bearer_auth(ADMIN)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("airlock_tool_runs_total{")
+                && l.contains("tool=\"fetch\"")
+                && l.contains("outcome=\"succeeded\"")),
+        "{text}"
+    );
 }
