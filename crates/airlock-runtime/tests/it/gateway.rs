@@ -148,7 +148,6 @@ on_both_backends!(
     a_transactional_local_tool_commits_with_its_row,
     once_is_scoped_to_the_principal,
     a_running_call_keeps_its_lease,
-    an_oversized_proposal_is_a_tool_error,
     a_retried_call_does_not_run_under_an_approval_for_old_definitions,
     an_approved_call_runs_without_the_rate_limit,
 );
@@ -369,24 +368,9 @@ async fn propose_records_and_calls_nobody(backend: Backend) {
         Some(json!({"proposed": {"tool": "count", "arguments": {"amount": 5}}}))
     );
     assert_eq!(f.runs(), 0);
-}
 
-/// Seed 001: a proposal's arguments are at most 16 KB; past that the model gets a tool error and
-/// nothing is proposed.
-async fn an_oversized_proposal_is_a_tool_error(backend: Backend) {
-    let Some(f) = fixture(
-        backend,
-        Policy {
-            mode: Mode::Propose,
-            writes: true,
-            ..Policy::default()
-        },
-        "",
-    )
-    .await
-    else {
-        return;
-    };
+    // Seed 001: a proposal's arguments are at most 16 KB; past that the model gets a tool
+    // error and nothing is proposed.
     let note = "n".repeat(16 * 1024);
     let outcome = f
         .gateway
