@@ -420,21 +420,20 @@ async fn ask_human_parks_until_a_person_answers(backend: Backend) {
     assert_eq!(row.model_result().unwrap()["answer"], "yes");
 }
 
+/// `approval` with a rate limit of one call a minute.
+fn one_call_a_minute(approval: Approval) -> Policy {
+    Policy {
+        approval,
+        rate_limit: Some(RateLimit {
+            requests: 1,
+            per: Duration::from_secs(60),
+        }),
+        ..Policy::default()
+    }
+}
+
 async fn rate_limits_refuse_before_running(backend: Backend) {
-    let limit = RateLimit {
-        requests: 1,
-        per: Duration::from_secs(60),
-    };
-    let Some(f) = fixture(
-        backend,
-        Policy {
-            rate_limit: Some(limit),
-            ..Policy::default()
-        },
-        "",
-    )
-    .await
-    else {
+    let Some(f) = fixture(backend, one_call_a_minute(Approval::Never), "").await else {
         return;
     };
     let first = f
@@ -458,45 +457,18 @@ async fn rate_limits_refuse_before_running(backend: Backend) {
     assert_eq!(f.runs(), 1);
 }
 
-async fn an_approval_does_not_survive_a_changed_declaration(backend: Backend) {
+/// A call parked by `ada` and approved, then a gateway over the same store whose tool's
+/// declaration changed: (the gateway it was parked through, the new one, its context, its id).
+async fn approved_before_a_declaration_changed(
+    backend: Backend,
+) -> Option<(
+    Fixture,
+    Fixture,
+    CallContext,
+    airlock_runtime::ledger::InvocationId,
+)> {
     let dir = tempfile::tempdir().unwrap();
-    let Some(store) = store(backend, &dir).await else {
-        return;
-    };
-    let before = gateway_on(
-        Arc::clone(&store),
-        policy(Approval::Always),
-        "",
-        tempfile::tempdir().unwrap(),
-    )
-    .await;
-    let parked = before
-        .gateway
-        .call(&before.ctx("c1").await, "count", json!({"amount": 5}))
-        .await
-        .unwrap();
-    let id = parked.invocation().id;
-    store.decide(id, "alice", Decision::Approve).await.unwrap();
-    let after = gateway_on(store, policy(Approval::Always), " Now different.", dir).await;
-    let row = after
-        .gateway
-        .continue_approved(id)
-        .await
-        .unwrap()
-        .invocation()
-        .clone();
-    assert_eq!(row.state, InvocationState::Failed);
-    assert!(row.error.unwrap().message.contains("declaration changed"));
-    assert_eq!(after.runs() + before.runs(), 0);
-}
-
-/// A client retrying the same call id after the declaration changed gets its approved row
-/// back through dedupe; it must not run under the approval given for the old definitions.
-async fn a_retried_call_does_not_run_under_an_approval_for_old_definitions(backend: Backend) {
-    let dir = tempfile::tempdir().unwrap();
-    let Some(store) = store(backend, &dir).await else {
-        return;
-    };
+    let store = store(backend, &dir).await?;
     let before = gateway_on(
         Arc::clone(&store),
         policy(Approval::Always),
@@ -513,6 +485,32 @@ async fn a_retried_call_does_not_run_under_an_approval_for_old_definitions(backe
     let id = parked.invocation().id;
     store.decide(id, "alice", Decision::Approve).await.unwrap();
     let after = gateway_on(store, policy(Approval::Always), " Now different.", dir).await;
+    Some((before, after, ctx, id))
+}
+
+async fn an_approval_does_not_survive_a_changed_declaration(backend: Backend) {
+    let Some((before, after, _, id)) = approved_before_a_declaration_changed(backend).await else {
+        return;
+    };
+    let row = after
+        .gateway
+        .continue_approved(id)
+        .await
+        .unwrap()
+        .invocation()
+        .clone();
+    assert_eq!(row.state, InvocationState::Failed);
+    assert!(row.error.unwrap().message.contains("declaration changed"));
+    assert_eq!(after.runs() + before.runs(), 0);
+}
+
+/// A client retrying the same call id after the declaration changed gets its approved row
+/// back through dedupe; it must not run under the approval given for the old definitions.
+async fn a_retried_call_does_not_run_under_an_approval_for_old_definitions(backend: Backend) {
+    let Some((before, after, ctx, id)) = approved_before_a_declaration_changed(backend).await
+    else {
+        return;
+    };
     let retried = after
         .gateway
         .call(&ctx, "count", json!({"amount": 5}))
@@ -533,21 +531,7 @@ async fn a_retried_call_does_not_run_under_an_approval_for_old_definitions(backe
 /// Ledger case 14: an approved row runs on the person's approval, without the policy again —
 /// a rate limit that parked calls never spent does not throw the approvals away.
 async fn an_approved_call_runs_without_the_rate_limit(backend: Backend) {
-    let limit = RateLimit {
-        requests: 1,
-        per: Duration::from_secs(60),
-    };
-    let Some(f) = fixture(
-        backend,
-        Policy {
-            approval: Approval::Always,
-            rate_limit: Some(limit),
-            ..Policy::default()
-        },
-        "",
-    )
-    .await
-    else {
+    let Some(f) = fixture(backend, one_call_a_minute(Approval::Always), "").await else {
         return;
     };
     let mut ids = Vec::new();
