@@ -23,12 +23,35 @@ use crate::model::{
 use crate::notify::Notifier;
 use crate::recent::RecentRows;
 use crate::row::{
-    INVOCATION_COLUMNS, InvocationRow, RUN_COLUMNS, RunRow, SESSION_COLUMNS, SessionRow,
+    INVOCATION_COLUMNS, InvocationRow, RUN_COLUMNS, RunRow, SESSION_COLUMNS, SessionRow, open_rows,
 };
 use crate::state::RunStatus;
 use crate::tx::{LedgerTx, TxTool};
 use crate::writer::{Batch, Job, LaneContext, Prefetch, Writer};
 use crate::{decide, ops, record, runs};
+
+/// Parked rows waiting for a person, filtered by tool (`$1`), principal (`$2`) and recorded
+/// before (`$3`), each when not null; oldest first, at most `$4`.
+pub(crate) const PENDING_APPROVALS: &str = concat!(
+    "state IN ('awaiting_approval', 'awaiting_answer') AND ",
+    open_rows!(),
+    " AND ($1 IS NULL OR tool = $1) AND ($2 IS NULL OR principal = $2) \
+     AND ($3 IS NULL OR created_at <= $3) ORDER BY created_at, id LIMIT $4"
+);
+
+/// Approved rows nobody has claimed yet, oldest first, at most `$1`.
+pub(crate) const APPROVED_UNCLAIMED: &str = concat!(
+    "state = 'approved' AND ",
+    open_rows!(),
+    " ORDER BY created_at, id LIMIT $1"
+);
+
+/// Rows in doubt, oldest first.
+pub(crate) const IN_DOUBT: &str = concat!(
+    "state = 'in_doubt' AND ",
+    open_rows!(),
+    " ORDER BY created_at, id"
+);
 
 /// Settings shared by both backends.
 #[derive(Clone)]
@@ -412,9 +435,7 @@ impl Engine {
     ) -> Result<Vec<Invocation>, LedgerError> {
         let rows = self
             .list(
-                "state IN ('awaiting_approval', 'awaiting_answer') \
-                 AND ($1 IS NULL OR tool = $1) AND ($2 IS NULL OR principal = $2) \
-                 AND ($3 IS NULL OR created_at <= $3) ORDER BY created_at, id LIMIT $4",
+                PENDING_APPROVALS,
                 &[
                     ops::text(filter.tool.as_deref()),
                     ops::text(filter.principal.as_deref()),
@@ -431,17 +452,12 @@ impl Engine {
         &self,
         limit: u32,
     ) -> Result<Vec<Invocation>, LedgerError> {
-        self.list(
-            "state = 'approved' ORDER BY created_at, id LIMIT $1",
-            &[i64::from(limit).into()],
-        )
-        .await
+        self.list(APPROVED_UNCLAIMED, &[i64::from(limit).into()])
+            .await
     }
 
     pub(crate) async fn in_doubt(&self) -> Result<Vec<Invocation>, LedgerError> {
-        let rows = self
-            .list("state = 'in_doubt' ORDER BY created_at, id", &[])
-            .await?;
+        let rows = self.list(IN_DOUBT, &[]).await?;
         Ok(rows.into_iter().filter(|i| i.state.is_parked()).collect())
     }
 

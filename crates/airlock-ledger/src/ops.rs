@@ -22,7 +22,7 @@ use crate::deferred;
 use crate::error::{LedgerError, ToolError};
 use crate::ids::InvocationId;
 use crate::model::{Invocation, Lease, SweepReport};
-use crate::row::{INVOCATION_COLUMNS, InvocationRow, content_hash};
+use crate::row::{INVOCATION_COLUMNS, InvocationRow, content_hash, open_rows};
 use crate::runs;
 use crate::state::{InvocationState as S, RunStatus};
 use crate::tx::LedgerTx;
@@ -347,6 +347,20 @@ pub(crate) async fn finish(
     save_or(tx, batch, &inv, next, |now| refuse_finish(now, owner)).await
 }
 
+/// Running rows whose lease ended before `$1`, oldest first, at most `$2`.
+pub(crate) const EXPIRED_LEASES: &str = concat!(
+    "state = 'running' AND lease_deadline < $1 AND ",
+    open_rows!(),
+    " ORDER BY lease_deadline LIMIT $2"
+);
+
+/// Parked rows whose wait ended at or before `$1`, oldest first, at most `$2`.
+pub(crate) const EXPIRED_WAITS: &str = concat!(
+    "state IN ('awaiting_approval', 'awaiting_answer', 'in_doubt') AND expires_at <= $1 AND ",
+    open_rows!(),
+    " ORDER BY expires_at LIMIT $2"
+);
+
 /// Leases past their deadline, then parked rows past their expiry.
 pub(crate) async fn sweep(
     tx: &mut LedgerTx,
@@ -361,8 +375,7 @@ pub(crate) async fn sweep(
         .inner
         .fetch_all(
             AssertSqlSafe(format!(
-                "SELECT {INVOCATION_COLUMNS} FROM invocations WHERE state = 'running' \
-                 AND lease_deadline < $1 ORDER BY lease_deadline LIMIT $2"
+                "SELECT {INVOCATION_COLUMNS} FROM invocations WHERE {EXPIRED_LEASES}"
             )),
             &[now_us.into(), limit.into()],
         )
@@ -390,9 +403,7 @@ pub(crate) async fn sweep(
         .inner
         .fetch_all(
             AssertSqlSafe(format!(
-                "SELECT {INVOCATION_COLUMNS} FROM invocations \
-                 WHERE state IN ('awaiting_approval', 'awaiting_answer', 'in_doubt') \
-                 AND expires_at <= $1 ORDER BY expires_at LIMIT $2"
+                "SELECT {INVOCATION_COLUMNS} FROM invocations WHERE {EXPIRED_WAITS}"
             )),
             &[now_us.into(), limit.into()],
         )

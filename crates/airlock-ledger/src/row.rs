@@ -5,7 +5,7 @@
 
 use std::str::FromStr;
 
-use airlock_spec::{canonical_json, sha256_hex};
+use airlock_spec::sha256_hex;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -22,49 +22,66 @@ pub(crate) const INVOCATION_COLUMNS: &str = "id, session_id, run_id, call_id, to
     resolution_note, resolved_at, expires_at, lease_owner, lease_deadline, attempts, \
     created_at, updated_at";
 
+/// The rows the partial index `invocations_open` holds (migration 0003): those not in a terminal
+/// state. Every query by state names this exact conjunct, because a planner uses a partial index
+/// only for a query whose `WHERE` visibly implies the index's.
+macro_rules! open_rows {
+    () => {
+        "state IN ('pending', 'awaiting_approval', 'awaiting_answer', 'approved', 'running', 'in_doubt')"
+    };
+}
+pub(crate) use open_rows;
+
+/// Fields in byte order of their names: see [`content_hash`].
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct InvocationRow {
-    pub(crate) id: String,
-    pub(crate) session_id: String,
-    pub(crate) run_id: Option<String>,
-    pub(crate) call_id: String,
-    pub(crate) tool: String,
+    pub(crate) approval: String,
+    pub(crate) approval_ref: Option<String>,
     pub(crate) arguments: String,
     pub(crate) arguments_hash: String,
-    pub(crate) source_kind: String,
-    pub(crate) effect: String,
-    pub(crate) approval: String,
-    pub(crate) mode: String,
-    pub(crate) kind: String,
-    pub(crate) state: String,
-    pub(crate) version: i64,
-    pub(crate) result: Option<String>,
-    pub(crate) error_kind: Option<String>,
-    pub(crate) error_message: Option<String>,
-    pub(crate) idempotency_key: String,
-    pub(crate) principal: Option<String>,
-    pub(crate) definitions_digest: String,
-    pub(crate) approval_ref: Option<String>,
+    pub(crate) attempts: i64,
+    pub(crate) call_id: String,
+    pub(crate) created_at: i64,
+    pub(crate) decided_at: Option<i64>,
     pub(crate) decided_by: Option<String>,
     pub(crate) decision: Option<String>,
     pub(crate) decision_reason: Option<String>,
-    pub(crate) decided_at: Option<i64>,
-    pub(crate) resolved_by: Option<String>,
+    pub(crate) definitions_digest: String,
+    pub(crate) effect: String,
+    pub(crate) error_kind: Option<String>,
+    pub(crate) error_message: Option<String>,
+    pub(crate) expires_at: Option<i64>,
+    pub(crate) id: String,
+    pub(crate) idempotency_key: String,
+    pub(crate) kind: String,
+    pub(crate) lease_deadline: Option<i64>,
+    pub(crate) lease_owner: Option<String>,
+    pub(crate) mode: String,
+    pub(crate) principal: Option<String>,
     pub(crate) resolution: Option<String>,
     pub(crate) resolution_note: Option<String>,
     pub(crate) resolved_at: Option<i64>,
-    pub(crate) expires_at: Option<i64>,
-    pub(crate) lease_owner: Option<String>,
-    pub(crate) lease_deadline: Option<i64>,
-    pub(crate) attempts: i64,
-    pub(crate) created_at: i64,
+    pub(crate) resolved_by: Option<String>,
+    pub(crate) result: Option<String>,
+    pub(crate) run_id: Option<String>,
+    pub(crate) session_id: String,
+    pub(crate) source_kind: String,
+    pub(crate) state: String,
+    pub(crate) tool: String,
     pub(crate) updated_at: i64,
+    pub(crate) version: i64,
 }
 
-/// SHA-256 of the canonical JSON of a serializable row.
+/// SHA-256 of the canonical JSON of a row.
+///
+/// The row types are flat (text, integers, nulls) and declare their fields in byte order, so
+/// `serde_json` writes them canonically as they stand: no intermediate `Value`, no sorting, one
+/// buffer (this runs for every version of every row the ledger writes). The tests below hold
+/// each row type to `canonical_json`, so a field added out of order fails them rather than
+/// changing the chain's hashes.
 pub(crate) fn content_hash<T: Serialize>(row: &T) -> String {
-    let value = serde_json::to_value(row).unwrap_or(Value::Null);
-    sha256_hex(canonical_json(&value).as_bytes())
+    // A struct of strings and integers always serializes; an empty hash input cannot occur.
+    sha256_hex(&serde_json::to_vec(row).unwrap_or_default())
 }
 
 impl InvocationRow {
@@ -308,13 +325,14 @@ impl TryFrom<InvocationRow> for Invocation {
 /// Every column of `sessions`.
 pub(crate) const SESSION_COLUMNS: &str = "id, channel, principal, metadata, created_at";
 
+/// Fields in byte order of their names: see [`content_hash`].
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct SessionRow {
-    pub(crate) id: String,
     pub(crate) channel: String,
-    pub(crate) principal: Option<String>,
-    pub(crate) metadata: String,
     pub(crate) created_at: i64,
+    pub(crate) id: String,
+    pub(crate) metadata: String,
+    pub(crate) principal: Option<String>,
 }
 
 impl SessionRow {
@@ -373,18 +391,19 @@ impl TryFrom<SessionRow> for Session {
 pub(crate) const RUN_COLUMNS: &str = "id, session_id, agent, status, status_reason, \
     definitions_digest, definitions_snapshot, version, created_at, updated_at";
 
+/// Fields in byte order of their names: see [`content_hash`].
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct RunRow {
-    pub(crate) id: String,
-    pub(crate) session_id: String,
     pub(crate) agent: String,
-    pub(crate) status: String,
-    pub(crate) status_reason: Option<String>,
+    pub(crate) created_at: i64,
     pub(crate) definitions_digest: String,
     pub(crate) definitions_snapshot: String,
-    pub(crate) version: i64,
-    pub(crate) created_at: i64,
+    pub(crate) id: String,
+    pub(crate) session_id: String,
+    pub(crate) status: String,
+    pub(crate) status_reason: Option<String>,
     pub(crate) updated_at: i64,
+    pub(crate) version: i64,
 }
 
 impl RunRow {
@@ -456,5 +475,92 @@ impl TryFrom<RunRow> for Run {
             status_reason: row.status_reason,
             definitions_digest: row.definitions_digest,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use airlock_spec::canonical_json;
+
+    use super::*;
+
+    /// The hash every ledger written so far was chained with.
+    fn canonical_hash<T: Serialize>(row: &T) -> String {
+        sha256_hex(canonical_json(&serde_json::to_value(row).unwrap()).as_bytes())
+    }
+
+    fn text(s: &str) -> String {
+        format!("{s} \"quoted\" \\ tab\t é ✓ \u{1}")
+    }
+
+    fn invocation(some: bool) -> InvocationRow {
+        let opt = |s: &str| some.then(|| text(s));
+        let int = |i: i64| some.then_some(i);
+        InvocationRow {
+            approval: text("approval"),
+            approval_ref: opt("approval_ref"),
+            arguments: r#"{"b":1,"a":[true,null]}"#.to_owned(),
+            arguments_hash: text("arguments_hash"),
+            attempts: 3,
+            call_id: text("call_id"),
+            created_at: -7,
+            decided_at: int(11),
+            decided_by: opt("decided_by"),
+            decision: opt("decision"),
+            decision_reason: opt("decision_reason"),
+            definitions_digest: text("definitions_digest"),
+            effect: text("effect"),
+            error_kind: opt("error_kind"),
+            error_message: opt("error_message"),
+            expires_at: int(i64::MAX),
+            id: text("id"),
+            idempotency_key: text("idempotency_key"),
+            kind: text("kind"),
+            lease_deadline: int(i64::MIN),
+            lease_owner: opt("lease_owner"),
+            mode: text("mode"),
+            principal: opt("principal"),
+            resolution: opt("resolution"),
+            resolution_note: opt("resolution_note"),
+            resolved_at: int(13),
+            resolved_by: opt("resolved_by"),
+            result: opt("result"),
+            run_id: opt("run_id"),
+            session_id: text("session_id"),
+            source_kind: text("source_kind"),
+            state: text("state"),
+            tool: text("tool"),
+            updated_at: 17,
+            version: 2,
+        }
+    }
+
+    #[test]
+    fn every_row_type_hashes_as_its_canonical_json() {
+        for some in [true, false] {
+            let row = invocation(some);
+            assert_eq!(content_hash(&row), canonical_hash(&row));
+            let session = SessionRow {
+                channel: text("channel"),
+                created_at: 5,
+                id: text("id"),
+                metadata: r#"{"z":1,"a":2}"#.to_owned(),
+                principal: some.then(|| text("principal")),
+            };
+            assert_eq!(content_hash(&session), canonical_hash(&session));
+            let run = RunRow {
+                agent: text("agent"),
+                created_at: 1,
+                definitions_digest: text("digest"),
+                definitions_snapshot: r#"{"tools":[]}"#.to_owned(),
+                id: text("id"),
+                session_id: text("session_id"),
+                status: text("status"),
+                status_reason: some.then(|| text("reason")),
+                updated_at: 2,
+                version: 4,
+            };
+            assert_eq!(content_hash(&run), canonical_hash(&run));
+        }
     }
 }

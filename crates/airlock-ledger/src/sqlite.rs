@@ -53,6 +53,7 @@ fn options(path: &Path, synchronous: SqliteSynchronous) -> SqliteConnectOptions 
         .journal_mode(SqliteJournalMode::Wal)
         .synchronous(synchronous)
         .foreign_keys(true)
+        .pragma("temp_store", "memory")
         // Another process (a second replica, a CLI) may hold the write lock briefly.
         .busy_timeout(Duration::from_secs(10))
 }
@@ -118,3 +119,79 @@ impl SqliteStore {
 }
 
 delegate_store!(SqliteStore);
+
+#[cfg(test)]
+mod tests {
+    use sqlx::sqlite::SqlitePoolOptions;
+
+    use super::MIGRATOR;
+    use crate::row::open_rows;
+    use crate::state::InvocationState;
+
+    #[test]
+    fn the_open_rows_are_the_states_that_are_not_terminal() {
+        let open: Vec<&str> = InvocationState::ALL
+            .iter()
+            .filter(|s| !s.is_terminal())
+            .map(|s| s.as_str())
+            .collect();
+        let listed = open_rows!()
+            .trim_start_matches("state IN (")
+            .trim_end_matches(')');
+        let listed: Vec<&str> = listed.split(", ").map(|w| w.trim_matches('\'')).collect();
+        assert_eq!(listed, open);
+    }
+
+    #[test]
+    fn both_backends_index_exactly_the_open_rows() {
+        for migration in [
+            include_str!("../migrations/sqlite/0003_open_rows.sql"),
+            include_str!("../migrations/postgres/0003_open_rows.sql"),
+        ] {
+            assert!(migration.contains(concat!("WHERE ", open_rows!(), ";")));
+        }
+    }
+
+    /// A query by state that scanned the table would read every finished call of the ledger.
+    #[tokio::test]
+    async fn every_query_by_state_or_run_reads_a_partial_index() {
+        let pool = SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect("sqlite::memory:")
+            .await
+            .unwrap();
+        MIGRATOR.run(&pool).await.unwrap();
+        let queries = [
+            (crate::ops::EXPIRED_LEASES, "invocations_open"),
+            (crate::ops::EXPIRED_WAITS, "invocations_open"),
+            (crate::engine::PENDING_APPROVALS, "invocations_open"),
+            (crate::engine::APPROVED_UNCLAIMED, "invocations_open"),
+            (crate::engine::IN_DOUBT, "invocations_open"),
+            (
+                "run_id = $1 ORDER BY created_at, id",
+                "invocations_run_order",
+            ),
+        ];
+        for (where_, index) in queries {
+            let sql = format!("EXPLAIN QUERY PLAN SELECT id FROM invocations WHERE {where_}");
+            let params = (1..=4)
+                .filter(|n| where_.contains(&format!("${n}")))
+                .count();
+            let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+            for _ in 0..params {
+                q = q.bind(0_i64);
+            }
+            let plan: Vec<String> = q
+                .fetch_all(&pool)
+                .await
+                .unwrap()
+                .iter()
+                .map(|r| sqlx::Row::get::<String, _>(r, "detail"))
+                .collect();
+            assert!(
+                plan.iter().any(|step| step.contains(index)),
+                "{where_}: {plan:?}"
+            );
+        }
+    }
+}

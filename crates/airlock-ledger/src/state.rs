@@ -15,6 +15,9 @@ macro_rules! words {
         pub enum $name { $($(#[$vmeta])* $variant),+ }
 
         impl $name {
+            /// Every value, in declaration order.
+            pub const ALL: &'static [Self] = &[$(Self::$variant),+];
+
             /// The one spelling of this value (as stored in the database).
             #[must_use]
             pub fn as_str(self) -> &'static str {

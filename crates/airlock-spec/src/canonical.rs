@@ -10,9 +10,10 @@ use sha2::{Digest, Sha256};
 /// Writes `value` as canonical JSON (sorted keys, compact).
 #[must_use]
 pub fn canonical_json(value: &Value) -> String {
-    let mut out = String::new();
+    let mut out = Vec::new();
     write_value(value, &mut out);
-    out
+    // serde_json writes UTF-8 only; the lossy path is never taken.
+    String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
 /// SHA-256 of `bytes`, as 64 lowercase hex characters.
@@ -21,45 +22,58 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 
-fn write_value(value: &Value, out: &mut String) {
+/// Into one buffer, with no string per key or scalar: arguments are hashed on every call.
+fn write_value(value: &Value, out: &mut Vec<u8>) {
     match value {
         Value::Object(map) => {
             let mut entries: Vec<(&String, &Value)> = map.iter().collect();
-            entries.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
-            out.push('{');
+            entries.sort_unstable_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+            out.push(b'{');
             for (i, (key, item)) in entries.into_iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.push(b',');
                 }
-                write_scalar(&Value::String(key.clone()), out);
-                out.push(':');
+                write_scalar(key, out);
+                out.push(b':');
                 write_value(item, out);
             }
-            out.push('}');
+            out.push(b'}');
         }
         Value::Array(items) => {
-            out.push('[');
+            out.push(b'[');
             for (i, item) in items.iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.push(b',');
                 }
                 write_value(item, out);
             }
-            out.push(']');
+            out.push(b']');
         }
         scalar => write_scalar(scalar, out),
     }
 }
 
-fn write_scalar(value: &Value, out: &mut String) {
-    // Serializing a scalar `Value` to a string cannot fail; fall back to null defensively.
-    out.push_str(&serde_json::to_string(value).unwrap_or_else(|_| "null".to_owned()));
+fn write_scalar<T: serde::Serialize + ?Sized>(value: &T, out: &mut Vec<u8>) {
+    // Writing a string, number, bool or null into a Vec cannot fail; null is the defensive
+    // fallback.
+    if serde_json::to_writer(&mut *out, value).is_err() {
+        out.extend_from_slice(b"null");
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn escapes_numbers_and_byte_order_are_serde_jsons() {
+        let value = json!({"é": "\"x\"\n", "c": 1e21, "k\u{1}": null, "b": -3, "a": 1.5});
+        assert_eq!(
+            canonical_json(&value),
+            r#"{"a":1.5,"b":-3,"c":1e+21,"k\u0001":null,"é":"\"x\"\n"}"#
+        );
+    }
 
     #[test]
     fn key_order_does_not_matter() {
