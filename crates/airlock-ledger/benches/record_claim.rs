@@ -1,7 +1,8 @@
 //! Ledger throughput and wake-up latency (a bench binary: `cargo bench -p airlock-ledger`).
 //!
 //! 1. The machine's single-thread durable commit rate: one SQLite transaction per iteration in
-//!    WAL mode with `synchronous = FULL` (one fsync per commit) — the baseline.
+//!    WAL mode with `synchronous = FULL` (one fsync per commit) — the baseline, read before,
+//!    between and after the SQLite runs; the ratios use the median reading.
 //! 2. record + claim + finish of a no-op at-most-once call, 16 concurrent callers, on SQLite
 //!    (target ≥ 4× the baseline) and on PostgreSQL with `synchronous_commit = on` (target
 //!    ≥ 2,000 calls/s), when `AIRLOCK_TEST_DATABASE_URL` is set. Two ways: the fused path the
@@ -27,7 +28,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[path = "common/commit_rate.rs"]
 mod commit_rate;
-use commit_rate::single_thread_commit_rate;
+use commit_rate::Baseline;
 
 const CALLERS: usize = 16;
 const CALLS_PER_CALLER: usize = 150;
@@ -194,22 +195,28 @@ fn main() {
         .unwrap();
     rt.block_on(async {
         let dir = tempfile::tempdir().unwrap();
-        let base = single_thread_commit_rate(dir.path()).await;
-        println!(
-            "sqlite single-thread durable commit rate (WAL, synchronous=FULL): {base:.0} commits/s"
-        );
+        let mut base = Baseline::default();
+        base.measure(dir.path()).await;
         let store: Arc<dyn Store> = Arc::new(
             SqliteStore::open(dir.path().join("ledger.db"), StoreConfig::default())
                 .await
                 .unwrap(),
         );
         let fused = calls_per_second(Arc::clone(&store), Path::Fused).await;
+        base.measure(dir.path()).await;
         let separate = calls_per_second(Arc::clone(&store), Path::Separate).await;
+        base.measure(dir.path()).await;
+        println!(
+            "sqlite single-thread durable commit rate (WAL, synchronous=FULL): median {:.0} \
+             commits/s of readings before, between and after the runs ({})",
+            base.median(),
+            base.readings()
+        );
         println!(
             "sqlite, {CALLERS} callers: record_and_claim+finish {fused:.0} calls/s = {:.1}x the \
              commit rate (target >= 4x); record+claim+finish {separate:.0} calls/s = {:.1}x",
-            fused / base,
-            separate / base
+            fused / base.median(),
+            separate / base.median()
         );
         let (p50, p99) = wakeup(Arc::clone(&store), store).await;
         println!("sqlite wake-up in process: p50 {p50:?}, p99 {p99:?} (target p99 < 20ms)");

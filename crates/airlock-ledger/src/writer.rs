@@ -356,8 +356,6 @@ fn is_unique_violation(e: &sqlx::Error) -> bool {
 /// so every lane's commits (and their fsyncs) would queue one behind another. The notification
 /// is only a hint — a waiter re-reads the row, and one that misses it still wakes at its
 /// deadline — so its own transaction skips the flush wait and holds the lock for microseconds.
-/// sqlx's transaction rolls back if a statement fails, so no connection goes back to the pool
-/// inside a failed transaction.
 async fn announce(ctx: &LaneContext, changed: &[InvocationId]) {
     ctx.notifier.notify_many(changed);
     let DbPool::Postgres(pool) = &ctx.pool else {
@@ -371,15 +369,16 @@ async fn announce(ctx: &LaneContext, changed: &[InvocationId]) {
     }
 }
 
+/// One statement, so one round trip: its implicit transaction commits with the local
+/// `synchronous_commit = off` the same statement set.
 async fn notify(pool: &sqlx::PgPool, ids: String) -> Result<(), sqlx::Error> {
-    let mut tx = pool
-        .begin_with("BEGIN; SET LOCAL synchronous_commit TO OFF")
-        .await?;
-    sqlx::query("SELECT pg_notify('airlock_ledger', $1)")
-        .bind(ids)
-        .execute(&mut *tx)
-        .await?;
-    tx.commit().await
+    sqlx::query(
+        "SELECT set_config('synchronous_commit', 'off', true), pg_notify('airlock_ledger', $1)",
+    )
+    .bind(ids)
+    .execute(pool)
+    .await
+    .map(|_| ())
 }
 
 /// `sqlx::Error` is not `Clone`; keep the message for the one job it belongs to.

@@ -392,10 +392,8 @@ fn main() {
             "inputSchema": {"type": "object", "properties": {"q": {"type": "string"}}}
         })]);
         let dir = deployment(&upstream.loopback_url());
-        let baseline = commit_rate::single_thread_commit_rate(dir.path()).await;
-        println!(
-            "sqlite single-thread durable commit rate (WAL, synchronous=FULL): {baseline:.0} commits/s"
-        );
+        let mut baseline = commit_rate::Baseline::default();
+        baseline.measure(dir.path()).await;
         let direct = Arc::new(Endpoint {
             url: upstream.loopback_url(),
             token: None,
@@ -416,6 +414,7 @@ fn main() {
                 let a = run(&through, "echo__echo", clients).await;
                 rows.push((ledger, clients, d, a));
             }
+            baseline.measure(dir.path()).await;
             legs.push((ledger, ledger_leg(&*store).await, upstream_leg(&upstream).await));
             if matches!(ledger, Ledger::Durable) {
                 wake = Some(wakeups(&base).await);
@@ -437,6 +436,12 @@ fn main() {
             );
         }
         let (wake_p50, wake_p99) = wake.unwrap();
+        println!(
+            "sqlite single-thread durable commit rate (WAL, synchronous=FULL): median {:.0} \
+             commits/s of readings before, between and after the runs ({})",
+            baseline.median(),
+            baseline.readings()
+        );
         println!("load average at end {}", load_average());
         println!();
         let at = |ledger: &str, clients: usize| {
@@ -446,7 +451,7 @@ fn main() {
                 .unwrap()
         };
         let (_, durable32) = at("durable", 32);
-        let ratio = durable32.per_second / baseline;
+        let ratio = durable32.per_second / baseline.median();
         println!(
             "target: durable, 32 clients: {:.0} req/s = {ratio:.2}x the commit rate (>= 4x): {}",
             durable32.per_second,
