@@ -46,6 +46,9 @@ pub(crate) const APPROVED_UNCLAIMED: &str = concat!(
     " ORDER BY created_at, id LIMIT $1"
 );
 
+/// A run's calls (`$1`), in the order they were recorded.
+pub(crate) const RUN_INVOCATIONS: &str = "run_id = $1 ORDER BY created_at, id";
+
 /// Rows in doubt, oldest first.
 pub(crate) const IN_DOUBT: &str = concat!(
     "state = 'in_doubt' AND ",
@@ -422,11 +425,7 @@ impl Engine {
     }
 
     pub(crate) async fn run_invocations(&self, id: RunId) -> Result<Vec<Invocation>, LedgerError> {
-        self.list(
-            "run_id = $1 ORDER BY created_at, id",
-            &[id.to_string().into()],
-        )
-        .await
+        self.list(RUN_INVOCATIONS, &[id.to_string().into()]).await
     }
 
     pub(crate) async fn pending_approvals(

@@ -23,8 +23,8 @@ pub(crate) const INVOCATION_COLUMNS: &str = "id, session_id, run_id, call_id, to
     created_at, updated_at";
 
 /// The rows the partial index `invocations_open` holds (migration 0003): those not in a terminal
-/// state. Every query by state names this exact conjunct, because a planner uses a partial index
-/// only for a query whose `WHERE` visibly implies the index's.
+/// state. Every lookup by state (rather than by run or id) names this exact conjunct, because
+/// SQLite uses a partial index only for a query whose `WHERE` visibly implies the index's.
 macro_rules! open_rows {
     () => {
         "state IN ('pending', 'awaiting_approval', 'awaiting_answer', 'approved', 'running', 'in_doubt')"
@@ -72,6 +72,13 @@ pub(crate) struct InvocationRow {
     pub(crate) version: i64,
 }
 
+/// The row types [`content_hash`] takes: flat, fields in byte order of their names.
+pub(crate) trait Hashed: Serialize {}
+
+impl Hashed for InvocationRow {}
+impl Hashed for SessionRow {}
+impl Hashed for RunRow {}
+
 /// SHA-256 of the canonical JSON of a row.
 ///
 /// The row types are flat (text, integers, nulls) and declare their fields in byte order, so
@@ -79,7 +86,7 @@ pub(crate) struct InvocationRow {
 /// buffer (this runs for every version of every row the ledger writes). The tests below hold
 /// each row type to `canonical_json`, so a field added out of order fails them rather than
 /// changing the chain's hashes.
-pub(crate) fn content_hash<T: Serialize>(row: &T) -> String {
+pub(crate) fn content_hash<T: Hashed>(row: &T) -> String {
     // A struct of strings and integers always serializes; an empty hash input cannot occur.
     sha256_hex(&serde_json::to_vec(row).unwrap_or_default())
 }
@@ -533,6 +540,16 @@ mod tests {
             updated_at: 17,
             version: 2,
         }
+    }
+
+    /// A row's hash is part of every chain written so far: a change of `serde_json`'s output
+    /// (escapes, integers) must fail here, not break the audit of existing ledgers.
+    #[test]
+    fn a_rows_hash_is_pinned() {
+        assert_eq!(
+            content_hash(&invocation(true)),
+            "5751e3bdaf4b4df652baf18be63fdcafd184e8c63743a0e14594edea7e2f0a7d"
+        );
     }
 
     #[test]

@@ -245,6 +245,10 @@ pub(crate) async fn park_run(
     }
 }
 
+/// A run's (`$1`) calls still waiting for a person.
+pub(crate) const WAITING_IN_RUN: &str =
+    "run_id = $1 AND state IN ('awaiting_approval', 'awaiting_answer', 'in_doubt')";
+
 /// `parked → running`, only when none of the run's calls still waits for a person.
 pub(crate) async fn resume_run(
     tx: &mut LedgerTx,
@@ -259,8 +263,9 @@ pub(crate) async fn resume_run(
     let waiting = tx
         .inner
         .fetch_optional(
-            "SELECT COUNT(*) AS n FROM invocations WHERE run_id = $1 \
-             AND state IN ('awaiting_approval', 'awaiting_answer', 'in_doubt')",
+            AssertSqlSafe(format!(
+                "SELECT COUNT(*) AS n FROM invocations WHERE {WAITING_IN_RUN}"
+            )),
             &[id.to_string().into()],
         )
         .await?

@@ -16,7 +16,8 @@ macro_rules! words {
 
         impl $name {
             /// Every value, in declaration order.
-            pub const ALL: &'static [Self] = &[$(Self::$variant),+];
+            #[allow(dead_code, reason = "read by tests of the schema")]
+            pub(crate) const ALL: &'static [Self] = &[$(Self::$variant),+];
 
             /// The one spelling of this value (as stored in the database).
             #[must_use]

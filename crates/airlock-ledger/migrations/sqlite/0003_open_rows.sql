@@ -1,8 +1,9 @@
 -- Only open rows are ever looked up by state: the sweeper (expired leases, expired waits) and
 -- the lists of pending approvals, approved calls and calls in doubt. Finished rows, which are
 -- nearly all of a ledger, leave these indexes, so recording and finishing a call no longer
--- writes index pages that nothing reads. Every query by state names this exact predicate
--- (`ops::OPEN_ROWS`), so the planner can use the index.
+-- writes index pages that nothing reads. Every lookup by state (rather than by run or id)
+-- names this exact predicate (`row::open_rows!`), so the planner can use the index. Running
+-- rows are the calls in flight, few at any time: the lease sweep sorts them by deadline.
 DROP INDEX IF EXISTS invocations_state_expiry;
 DROP INDEX IF EXISTS invocations_state_lease;
 CREATE INDEX invocations_open
