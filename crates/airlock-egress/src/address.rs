@@ -1,6 +1,7 @@
 //! The address table: which IP addresses count as public.
 //!
-//! This is airlock's own table (egress-global.md), never a platform helper such as `is_global`.
+//! This is airlock's own table (docs/rules.md EGRESS-2, EGRESS-13 to EGRESS-16), never a
+//! platform helper such as `is_global`.
 //! Guarantees: an IPv4 is public only outside every IPv4 block below; an IPv6 only inside
 //! `2000::/3` and outside every IPv6 block; IPv4-mapped (`::ffff:0:0/96`) and NAT64
 //! (`64:ff9b::/96`) addresses are judged by the IPv4 they embed. The table knows nothing about

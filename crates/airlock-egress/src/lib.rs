@@ -5,7 +5,7 @@
 //! airlock's own table (or explicitly allowed by the operator); connections go only to those
 //! checked addresses, with `Host` and TLS SNI carrying the original name. No proxies, no
 //! redirects, identity encoding only, text bodies only, a body cap counted while streaming, and
-//! one deadline per call. See `shared/egress-global.md` for the precise rules.
+//! one deadline per call. The precise rules are EGRESS-1 to EGRESS-29 in docs/rules.md.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), airlock_egress::EgressError> {

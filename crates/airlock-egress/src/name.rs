@@ -2,8 +2,8 @@
 //!
 //! Guarantees: a name is compared only after IDNA (UTS 46) and lower-casing, with one trailing dot
 //! stripped; empty labels, characters outside `[a-z0-9.-_]`, `localhost`, dotless names and the
-//! never-public suffixes of egress-global.md are refused without asking DNS. The operator's deny
-//! list wins over everything; the allow list is the only way past the suffix rules.
+//! never-public suffixes are refused without asking DNS (docs/rules.md EGRESS-6, EGRESS-7). The
+//! operator's deny list wins over everything; the allow list is the only way past the suffix rules.
 
 use std::fmt;
 

@@ -1,5 +1,5 @@
-//! `agents/<name>.yml`: agent manifests (seed 001) — model, system prompt and tools of types
-//! `api`, `mcp`, `agent` and `builtin`. A bad manifest does not load.
+//! `agents/<name>.yml`: agent manifests (docs/rules.md DECL-14) — model, system prompt and tools of
+//! types `api`, `mcp`, `agent` and `builtin`. A bad manifest does not load.
 
 use std::path::PathBuf;
 

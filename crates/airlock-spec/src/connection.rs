@@ -1,5 +1,5 @@
 //! `connections/<name>.yml`: one remote MCP server whose tools join the gateway scope as
-//! `<name>__<tool>` after boot-time discovery (seed 000).
+//! `<name>__<tool>` after boot-time discovery (docs/rules.md DECL-9 to DECL-13, DECL-16).
 //!
 //! Rules: `url` required; `transport` only `http`; `auth.type` bearer | header (header needs a
 //! non-reserved `auth.header`); `auth.credential` is a dotted path; `approval` never | once |

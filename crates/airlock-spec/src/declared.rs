@@ -29,7 +29,7 @@ pub(crate) fn under_connection(f: &Fields<'_>, mut tools: Vec<Declared>) -> Vec<
     tools
 }
 
-/// Reads `writes` and `mode` (seed 001): `writes` is required and exactly `true` or `false`;
+/// Reads `writes` and `mode` (DECL-20): `writes` is required and exactly `true` or `false`;
 /// `true` only with `mode: propose`; `mode` only on writes.
 pub(crate) fn writes_and_mode(f: &Fields<'_>, d: &mut Diag) -> Option<(bool, Mode)> {
     let Ok(writes) = f.opt_bool("writes", d) else {

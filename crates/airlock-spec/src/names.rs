@@ -1,7 +1,7 @@
 //! Names: tool names, slugs, namespaces, credential paths — validated once, at the edge.
 //!
 //! A [`ToolName`] always matches `^[a-zA-Z0-9_-]{1,64}$`, the limit model providers and MCP
-//! clients share. Final names are built by the rules of the seeds:
+//! clients share (DECL-30). Final names are built by docs/rules.md DECL-9, DECL-19 and DECL-27:
 //! `<slug with - → _>_<operation>` (api), `<slug with - → _>_<tool normalized>` (mcp),
 //! `<connection file>__<remote tool>` (connection files).
 
@@ -139,7 +139,7 @@ pub(crate) fn slug_prefix(slug: &str) -> String {
     slug.replace('-', "_")
 }
 
-/// An MCP tool name lowercased, with anything outside `[a-z0-9_]` replaced by `_` (seed 001).
+/// An MCP tool name lowercased, with anything outside `[a-z0-9_]` replaced by `_` (DECL-27).
 pub(crate) fn normalize_tool(name: &str) -> String {
     name.chars()
         .map(|c| {

@@ -1,5 +1,6 @@
 //! Input schemas: the `parameters` shorthand of api operations, and the limits every
-//! schema must meet (seed 001: `type: object`, at most 8 levels deep, at most 16 KiB).
+//! schema must meet (docs/rules.md DECL-26: `type: object`, at most 8 levels deep, at most
+//! 16 KiB).
 
 use serde_json::{Map, Value, json};
 

@@ -60,11 +60,11 @@ pub struct RateLimit {
 /// How a tool runs.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ToolSource {
-    /// One operation of a tenant HTTP API (seed 001 `type: api`).
+    /// One operation of a tenant HTTP API (`type: api`, docs/rules.md DECL-18).
     Api(ApiOperation),
-    /// One tool of a tenant MCP server described inline (seed 001 `type: mcp`).
+    /// One tool of a tenant MCP server described inline (`type: mcp`, docs/rules.md DECL-24).
     McpInline(McpInlineTool),
-    /// One tool of a connection file's MCP server, known after discovery (seed 000).
+    /// One tool of a connection file's MCP server, known after discovery (docs/rules.md DECL-16).
     Connection(ConnectionTool),
     /// Another agent of the deployment, called as a tool.
     Agent(String),

@@ -1,5 +1,5 @@
-//! `type: api` tools (seed 001): a tenant HTTP API described inline; one tool per operation,
-//! named `<slug with _>_<operation>`. Reads execute; writes only propose.
+//! `type: api` tools (docs/rules.md DECL-18 to DECL-23): a tenant HTTP API described inline; one
+//! tool per operation, named `<slug with _>_<operation>`. Reads execute; writes only propose.
 
 use serde_json::Value;
 
@@ -133,7 +133,7 @@ fn operation(node: &Node, path: &str, d: &mut Diag) -> Option<Operation> {
     let description = description(&f, d);
     let writes_mode = writes_and_mode(&f, d);
     let schema = from_parameters(f.get("parameters"), &f.key("parameters"), d);
-    // The schema the model sees has the same limits as a declared one (DESIGN §4).
+    // The schema the model sees has the same limits as a declared one (DECL-23).
     check_input_schema(&schema, f.key_at("parameters"), &f.key("parameters"), d);
     let request = f
         .required("request", d)

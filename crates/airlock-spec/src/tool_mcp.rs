@@ -1,5 +1,5 @@
-//! `type: mcp` tools (seed 001): a tenant MCP server with a snapshot of its tools inline.
-//! Built with no DNS and no network; each tool is `<slug with _>_<tool normalized>`.
+//! `type: mcp` tools (docs/rules.md DECL-24 to DECL-27): a tenant MCP server with a snapshot of its
+//! tools inline. Built with no DNS and no network; each tool is `<slug with _>_<tool normalized>`.
 
 use crate::connection::{effect, header_name, protocol};
 use crate::declared::{

@@ -1,5 +1,5 @@
 //! URL rules checked at load time (no DNS): scheme, and credentials only over https except
-//! to a loopback development server (seed 000: "Credentials require https").
+//! to a loopback development server (docs/rules.md DECL-12).
 
 /// Hosts exempt from the https rule: local development servers.
 const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "[::1]"];

@@ -1,4 +1,5 @@
-//! Every row of shared/egress-vectors.tsv, as one table-driven test per input kind.
+//! Every row of `tests/data/egress-vectors.tsv`, as one table-driven test per input kind. The
+//! columns, input kinds and escapes are described in docs/rules.md EGRESS-29.
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -13,10 +14,7 @@ use url::Url;
 
 use crate::support::{self, Everything, Rebinding, Reply, Server, Silent};
 
-const VECTORS: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../../../shared/egress-vectors.tsv"
-);
+const VECTORS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/egress-vectors.tsv");
 
 /// The stand-in for the gateway's own public address (vector `SELF`).
 const SELF_ADDR: &str = "34.1.2.3";
@@ -49,9 +47,8 @@ fn unescape(s: &str) -> String {
 }
 
 fn rows(kind: &str) -> Vec<Row> {
-    let text = std::fs::read_to_string(VECTORS).unwrap_or_else(|e| {
-        panic!("the egress vectors must be at {VECTORS} (shared/ beside the clone): {e}")
-    });
+    let text = std::fs::read_to_string(VECTORS)
+        .unwrap_or_else(|e| panic!("the egress vectors must be at {VECTORS}: {e}"));
     let mut lines = text.lines();
     assert!(
         lines
@@ -272,7 +269,7 @@ fn scripted(input: &str, limit: usize) -> (Reply, Option<&'static str>) {
         match k {
             "status" => status = v.parse().unwrap(),
             "content-type" if v == "(missing)" => {
-                // No content type: the body must be UTF-8 (egress-global.md); this one is not.
+                // No content type: the body must be UTF-8 (EGRESS-24); this one is not.
                 body = vec![0xff, 0xfe, 0x00, 0x81];
                 want = Some("not_text");
             }

@@ -77,7 +77,7 @@ fn invalid_yields_exactly_the_golden_error_list() {
 fn every_invalid_file_reports_its_own_problem() {
     let dir = examples().join("invalid");
     let errors = Deployment::load(&dir).unwrap_err();
-    // Files that are valid on purpose: an empty connection file is ignored (seed 000), and
+    // Files that are valid on purpose: an empty connection file is ignored (DECL-9), and
     // loopback is exempt from the https rule.
     let valid = [
         "connections/empty_is_ignored.yml",
