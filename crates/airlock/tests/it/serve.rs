@@ -277,8 +277,8 @@ async fn an_empty_token_credential_refuses_to_boot() {
     );
 }
 
-/// A page that answers an error status is a failed `fetch`, not a result (DESIGN §3: every
-/// failure after the record is a structured tool error).
+/// A page that answers an error status is a failed `fetch`, not a result (docs/rules.md CALL-5:
+/// every failure after the record is a structured tool error, CALL-4).
 #[tokio::test]
 async fn fetch_of_a_page_answering_500_fails() {
     const ERROR: &[u8] = b"HTTP/1.1 500 Internal Server Error\r\ncontent-type: text/plain\r\ncontent-length: 4\r\nconnection: close\r\n\r\noops";
