@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Crate arrows point one way (DESIGN.md §8). Fails if a crate reaches upward or into a
-# forbidden dependency; the spec crate is checked transitively (it must stay network-free).
+# Crate arrows point one way: from user to used, never back (the crate table in README.md,
+# "Layout"). Fails if a crate reaches upward or into a forbidden dependency; the spec crate is
+# checked transitively (it must stay free of network, async runtime and database crates).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 fail=0
