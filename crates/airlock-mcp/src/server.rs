@@ -12,11 +12,15 @@
 //! - Session-era clients (`initialize`, 2025-06-18 / 2025-11-25) and 2026-07-28 clients
 //!   (`server/discover`, per-request `_meta`, `resultType`) are both served; rmcp's stateless
 //!   Streamable HTTP service does the protocol checks, `handler` does the translation.
+//! - Every request goes through one pipeline of steps, in this order: admission (`admit`,
+//!   which parses the body, once), the `Mcp-Param-*` check (`param_headers`), the 2025 task
+//!   shape (`legacy_tasks`), then rmcp. Each step before rmcp either answers or hands on the
+//!   same parsed [`AdmittedRequest`]; only rmcp gets the body bytes.
 //! - A parked call is a normal result that no model can read as success, with the
 //!   `airlock_await_decision` tool to wait for it; a failed call is always `isError: true`.
 //! - Clients that opt into MCP Tasks get the parked call as a task instead (the ledger row is
 //!   the task): the 2026-07-28 extension through rmcp (`handler`), the 2025-11-25 experimental
-//!   shape through `legacy_tasks`, which runs after admission and before rmcp.
+//!   shape through `legacy_tasks`.
 //! - A 2026-07-28 `tools/call` whose `Mcp-Param-*` headers disagree with the arguments they
 //!   mirror is refused before anything is recorded (`param_headers`).
 
@@ -25,12 +29,15 @@ mod convert;
 mod handler;
 mod legacy_tasks;
 mod param_headers;
+mod request;
 mod tasks;
 
 use std::sync::Arc;
 
 use axum::Router;
-use axum::middleware::from_fn_with_state;
+use axum::extract::{Path, Request, State};
+use axum::middleware::{Next, from_fn_with_state};
+use axum::response::Response;
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use secrecy::SecretString;
@@ -38,6 +45,8 @@ use secrecy::SecretString;
 use crate::host::ToolHost;
 use admit::Gate;
 use handler::Endpoint;
+use legacy_tasks::Legacy;
+use request::AdmittedRequest;
 
 pub use convert::AWAIT_TOOL;
 
@@ -74,7 +83,6 @@ pub fn router(host: Arc<dyn ToolHost>, config: EndpointConfig) -> Router {
     if config.tokens.is_empty() {
         tracing::warn!("the MCP endpoint has no tokens configured: every request is refused");
     }
-    let gate = Arc::new(Gate::new(config));
     // Host and Origin are checked by `admit`, once, before auth; rmcp's own check would only
     // repeat it with slightly different matching rules.
     let rmcp_config = StreamableHttpServerConfig::default()
@@ -90,17 +98,83 @@ pub fn router(host: Arc<dyn ToolHost>, config: EndpointConfig) -> Router {
         Arc::new(NeverSessionManager::default()),
         rmcp_config,
     );
-    // `route_layer`s wrap outwards: admission runs first, then the `Mcp-Param-*` check, then
-    // the 2025 task shape.
+    let pipeline = Arc::new(Pipeline {
+        gate: Gate::new(config),
+        host,
+    });
     let gateway = Router::new()
         .route_service("/mcp", service.clone())
-        .route_layer(from_fn_with_state(host.clone(), legacy_tasks::layer))
-        .route_layer(from_fn_with_state(host.clone(), param_headers::layer))
-        .route_layer(from_fn_with_state(gate.clone(), admit::gateway));
+        .route_layer(from_fn_with_state(pipeline.clone(), gateway));
     let agents = Router::new()
         .route_service("/agents/{name}/mcp", service)
-        .route_layer(from_fn_with_state(host.clone(), legacy_tasks::layer))
-        .route_layer(from_fn_with_state(host, param_headers::layer))
-        .route_layer(from_fn_with_state(gate, admit::agent));
+        .route_layer(from_fn_with_state(pipeline, agent));
     gateway.merge(agents)
+}
+
+/// What the steps before rmcp need.
+struct Pipeline {
+    gate: Gate,
+    host: Arc<dyn ToolHost>,
+}
+
+/// The pipeline of `POST /mcp`.
+async fn gateway(State(pipeline): State<Arc<Pipeline>>, request: Request, rmcp: Next) -> Response {
+    pipeline.run(HostScope::Gateway, request, rmcp).await
+}
+
+/// The pipeline of `POST /agents/{name}/mcp`.
+async fn agent(
+    State(pipeline): State<Arc<Pipeline>>,
+    Path(name): Path<String>,
+    request: Request,
+    rmcp: Next,
+) -> Response {
+    pipeline.run(HostScope::Agent(name), request, rmcp).await
+}
+
+impl Pipeline {
+    async fn run(&self, scope: HostScope, request: Request, rmcp: Next) -> Response {
+        let request = match admit::admit(&self.gate, scope, request).await {
+            Ok(request) => request,
+            Err(refusal) => return *refusal,
+        };
+        self.serve(request, rmcp).await
+    }
+
+    /// The steps after admission, each reading the request admission parsed.
+    async fn serve(&self, request: AdmittedRequest, rmcp: Next) -> Response {
+        let host = self.host.as_ref();
+        if let Err(mismatch) = param_headers::check(host, &request) {
+            return *mismatch;
+        }
+        let edit = match legacy_tasks::step(host, &request).await {
+            Legacy::Answered(response) => return response,
+            Legacy::ToRmcp(edit) => edit,
+        };
+        let response = rmcp.run(request.into_rmcp()).await;
+        match edit {
+            Some(edit) => legacy_tasks::decorate(response, edit).await,
+            None => response,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The steps between admission and rmcp take the request admission parsed, and the body
+    /// bytes are reachable only through `AdmittedRequest::into_rmcp`: a step that wanted to
+    /// parse the body again would have to change these signatures first.
+    #[test]
+    fn the_steps_after_admission_take_the_parsed_request() {
+        fn legacy<'a, F: Future<Output = Legacy> + 'a>(
+            _: fn(&'a dyn ToolHost, &'a AdmittedRequest) -> F,
+        ) {
+        }
+        let _: fn(&dyn ToolHost, &AdmittedRequest) -> Result<(), Box<Response>> =
+            param_headers::check;
+        legacy(legacy_tasks::step);
+        let _: fn(AdmittedRequest) -> Request = AdmittedRequest::into_rmcp;
+    }
 }

@@ -1,26 +1,23 @@
-//! Admission: what every request passes before the MCP layer sees it.
+//! Admission: what every request passes before any step reads its body.
 //!
 //! Guarantees, in this order: only POST (405 otherwise, with `Allow: POST`); the `Host` and any
 //! `Origin` name an allowed host (403); a bearer token matches a configured one, compared in
 //! constant time over digests so neither length nor content leaks through timing (401 with
-//! `WWW-Authenticate: Bearer`); the token may call this scope (403 otherwise); a JSON body is JSON and a JSON-RPC message (400 with a JSON-RPC
-//! error otherwise). An admitted request carries [`Admitted`] (scope and caller) in its
-//! extensions, where the handler finds it; nothing else reaches the handler.
+//! `WWW-Authenticate: Bearer`); the token may call this scope (403 otherwise); the body is at
+//! most [`MAX_BODY_BYTES`] (413); a JSON body is a JSON-RPC message (400 with a JSON-RPC
+//! error otherwise, see [`AdmittedRequest::parse`]). What passes is an [`AdmittedRequest`]:
+//! scope, caller and the parsed body, the only form in which the later steps get a request.
 
-use std::sync::Arc;
-
-use axum::body::{Body, to_bytes};
-use axum::extract::{Path, Request, State};
+use axum::body::to_bytes;
+use axum::extract::Request;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use rmcp::model::ClientJsonRpcMessage;
 use secrecy::ExposeSecret;
-use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use super::EndpointConfig;
+use super::request::{Admitted, AdmittedRequest};
 use crate::host::{Caller, HostScope};
 
 /// The largest request body read; bigger is a 413. Tool arguments are small, and this caps the
@@ -29,13 +26,6 @@ pub(super) const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
 
 /// The hosts allowed when the configuration names none: loopback only.
 const LOOPBACK: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
-
-/// The scope and caller of an admitted request, for the handler.
-#[derive(Debug, Clone)]
-pub(super) struct Admitted {
-    pub(super) scope: HostScope,
-    pub(super) caller: Caller,
-}
 
 /// The admission rules, built once from the [`EndpointConfig`].
 pub(super) struct Gate {
@@ -108,59 +98,50 @@ impl Gate {
     }
 }
 
-/// The admission middleware of `POST /mcp`.
-pub(super) async fn gateway(
-    State(gate): State<Arc<Gate>>,
+/// Admits `request` to `scope`, or answers it with the refusal.
+pub(super) async fn admit(
+    gate: &Gate,
+    scope: HostScope,
     request: Request,
-    next: Next,
-) -> Response {
-    admit(&gate, HostScope::Gateway, request, next).await
+) -> Result<AdmittedRequest, Box<Response>> {
+    let caller = authorize(gate, &scope, &request)?;
+    let (parts, body) = request.into_parts();
+    let Ok(bytes) = to_bytes(body, MAX_BODY_BYTES).await else {
+        return Err(refuse((StatusCode::PAYLOAD_TOO_LARGE, "Payload Too Large")));
+    };
+    AdmittedRequest::parse(parts, Admitted { scope, caller }, bytes)
 }
 
-/// The admission middleware of `POST /agents/{name}/mcp`.
-pub(super) async fn agent(
-    State(gate): State<Arc<Gate>>,
-    Path(name): Path<String>,
-    request: Request,
-    next: Next,
-) -> Response {
-    admit(&gate, HostScope::Agent(name), request, next).await
-}
-
-async fn admit(gate: &Gate, scope: HostScope, request: Request, next: Next) -> Response {
+/// Who is calling, if the request may call `scope` at all; nothing of the body is read.
+fn authorize(gate: &Gate, scope: &HostScope, request: &Request) -> Result<Caller, Box<Response>> {
     if request.method() != Method::POST {
         let mut response = (StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed").into_response();
         response
             .headers_mut()
             .insert(header::ALLOW, HeaderValue::from_static("POST"));
-        return response;
+        return Err(Box::new(response));
     }
-    if let Err(reason) = check_host_and_origin(gate, &request) {
+    if let Err(reason) = check_host_and_origin(gate, request) {
         tracing::warn!(reason, "MCP request refused (possible DNS rebinding)");
-        return (StatusCode::FORBIDDEN, format!("Forbidden: {reason}")).into_response();
+        return Err(refuse((
+            StatusCode::FORBIDDEN,
+            format!("Forbidden: {reason}"),
+        )));
     }
     let Some(token) = gate.token(request.headers()) else {
-        return unauthorized(request.headers());
+        return Err(refuse(unauthorized(request.headers())));
     };
-    if !token.may_call(&scope) {
+    if !token.may_call(scope) {
         tracing::warn!(principal = %token.principal, %scope, "MCP request refused: scope not granted to the token");
-        return (StatusCode::FORBIDDEN, forbidden_scope(&scope)).into_response();
+        return Err(refuse((StatusCode::FORBIDDEN, forbidden_scope(scope))));
     }
-    let caller = Caller {
+    Ok(Caller {
         principal: token.principal.clone(),
-    };
-    let (mut parts, body) = request.into_parts();
-    let Ok(bytes) = to_bytes(body, MAX_BODY_BYTES).await else {
-        return (StatusCode::PAYLOAD_TOO_LARGE, "Payload Too Large").into_response();
-    };
-    if is_json(&parts.headers)
-        && let Err(response) = check_json_rpc(&bytes)
-    {
-        return *response;
-    }
-    parts.extensions.insert(Admitted { scope, caller });
-    next.run(Request::from_parts(parts, Body::from(bytes)))
-        .await
+    })
+}
+
+fn refuse(response: impl IntoResponse) -> Box<Response> {
+    Box::new(response.into_response())
 }
 
 /// Names the endpoint and the `scopes` entry that would grant it.
@@ -213,43 +194,6 @@ fn check_host_and_origin(gate: &Gate, request: &Request) -> Result<(), &'static 
     } else {
         Err("Origin header is not allowed")
     }
-}
-
-fn check_json_rpc(bytes: &[u8]) -> Result<(), Box<Response>> {
-    let value: Value = serde_json::from_slice(bytes).map_err(|_| {
-        Box::new(rpc_error(
-            &Value::Null,
-            -32700,
-            "Parse error: the body is not JSON",
-        ))
-    })?;
-    if serde_json::from_value::<ClientJsonRpcMessage>(value.clone()).is_ok() {
-        return Ok(());
-    }
-    let id = value.get("id").cloned().unwrap_or(Value::Null);
-    let well_formed = value.get("jsonrpc") == Some(&json!("2.0"))
-        && value.get("method").is_some_and(Value::is_string);
-    // A request we can route whose params do not fit the method is invalid params; anything
-    // else is not a JSON-RPC 2.0 message at all.
-    let (code, message) = if well_formed {
-        (-32602, "Invalid params for this method")
-    } else {
-        (-32600, "Invalid Request: not a JSON-RPC 2.0 message")
-    };
-    Err(Box::new(rpc_error(&id, code, message)))
-}
-
-fn rpc_error(id: &Value, code: i64, message: &str) -> Response {
-    let body = json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}});
-    (StatusCode::BAD_REQUEST, axum::Json(body)).into_response()
-}
-
-fn is_json(headers: &HeaderMap) -> bool {
-    headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split(';').next())
-        .is_some_and(|essence| essence.trim().eq_ignore_ascii_case("application/json"))
 }
 
 fn bearer(headers: &HeaderMap) -> Option<&str> {

@@ -20,10 +20,10 @@ use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Map, Value};
 
 use super::MAX_AWAIT;
-use super::admit::Admitted;
 use super::convert::{
     AWAIT_TOOL, await_tool, awaited, from_host_error, to_call_result, to_error_data, to_tool,
 };
+use super::request::Admitted;
 use super::tasks;
 use crate::host::ToolHost;
 

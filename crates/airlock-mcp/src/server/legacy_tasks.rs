@@ -8,21 +8,19 @@
 //! is the ledger row, so a task survives restarts and is seen only by the principal who made it
 //! from the same scope. `tasks/result` blocks until the call settles, woken by the ledger (no
 //! polling), and carries the `related-task` metadata; cancelling a settled task is -32602, as
-//! that revision requires. Every other request passes through untouched.
+//! that revision requires. Every other request goes on to rmcp untouched. The step reads the
+//! request as admission parsed it.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::{Body, to_bytes};
-use axum::extract::{Request, State};
-use axum::http::{HeaderMap, StatusCode, header};
-use axum::middleware::Next;
+use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use rmcp::model::TaskStatus;
 use serde_json::{Map, Value, json};
 
-use super::admit::{Admitted, MAX_BODY_BYTES};
 use super::convert::AWAIT_TOOL;
+use super::request::{Admitted, AdmittedRequest};
 use super::tasks::{self, Era};
 use crate::host::{HostCall, HostError, ToolHost};
 
@@ -34,60 +32,59 @@ const REVISION: &str = "2025-11-25";
 /// away (which drops the future).
 const RESULT_WAIT: Duration = super::MAX_AWAIT;
 
-/// The middleware: handles the 2025-11-25 task methods, decorates `initialize` and
-/// `tools/list` of that revision, and passes everything else on.
-pub(super) async fn layer(
-    State(host): State<Arc<dyn ToolHost>>,
-    request: Request,
-    next: Next,
-) -> Response {
-    // Another revision's request (the header names it) is none of this layer's business; an
-    // `initialize` carries no header yet, so a request without one is looked at.
-    if request
-        .headers()
-        .get("mcp-protocol-version")
-        .is_some_and(|v| v.as_bytes() != REVISION.as_bytes())
-    {
-        return next.run(request).await;
-    }
-    let (parts, body) = request.into_parts();
-    let Ok(bytes) = to_bytes(body, MAX_BODY_BYTES).await else {
-        return (StatusCode::PAYLOAD_TOO_LARGE, "Payload Too Large").into_response();
-    };
-    let message: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-    let method = message["method"].as_str().unwrap_or_default();
-    let revision = is_revision(&parts.headers);
-    let admitted = parts.extensions.get::<Admitted>().cloned();
-    let request = Request::from_parts(parts, Body::from(bytes));
-    let id = message.get("id").cloned().unwrap_or(Value::Null);
-    let params = &message["params"];
-    match (method, admitted) {
-        ("initialize", _) if params["protocolVersion"] == REVISION => {
-            decorate(next.run(request).await, advertise).await
-        }
-        ("tools/list", _) if revision => decorate(next.run(request).await, mark_tools).await,
-        ("tools/call", Some(admitted)) if revision && params["task"].is_object() => {
-            reply(&id, call(host.as_ref(), &admitted, params).await)
-        }
-        ("tasks/get" | "tasks/result" | "tasks/cancel", Some(admitted)) if revision => {
-            let Some(task_id) = params["taskId"].as_str() else {
-                return reply(&id, Err(rpc(-32602, "params.taskId must be a string")));
-            };
-            let answer = match method {
-                "tasks/get" => get(host.as_ref(), &admitted, task_id).await,
-                "tasks/result" => result(host.as_ref(), &admitted, task_id).await,
-                _ => cancel(host.as_ref(), &admitted, task_id).await,
-            };
-            reply(&id, answer)
-        }
-        _ => next.run(request).await,
-    }
+/// An edit of rmcp's `result` object before it is sent.
+pub(super) type Edit = fn(&mut Map<String, Value>);
+
+/// What this step makes of a request.
+pub(super) enum Legacy {
+    /// Answered here; rmcp never sees the request.
+    Answered(Response),
+    /// rmcp answers; its result gets this edit first, if any.
+    ToRmcp(Option<Edit>),
 }
 
-fn is_revision(headers: &HeaderMap) -> bool {
-    headers
-        .get("mcp-protocol-version")
-        .is_some_and(|v| v.as_bytes() == REVISION.as_bytes())
+/// The step: answers the 2025-11-25 task methods, and says which answers of rmcp to decorate
+/// (`initialize` and `tools/list` of that revision).
+pub(super) async fn step(host: &dyn ToolHost, request: &AdmittedRequest) -> Legacy {
+    // Another revision's request (the header names it) is none of this step's business; an
+    // `initialize` carries no header yet, so a request without one is looked at.
+    let version = request.protocol_version();
+    if version.is_some_and(|v| v != REVISION.as_bytes()) {
+        return Legacy::ToRmcp(None);
+    }
+    let revision = version == Some(REVISION.as_bytes());
+    let (method, params) = (request.method(), request.params());
+    let admitted = request.admitted();
+    let answer = match method {
+        "initialize" if params["protocolVersion"] == REVISION => {
+            return Legacy::ToRmcp(Some(advertise));
+        }
+        "tools/list" if revision => return Legacy::ToRmcp(Some(mark_tools)),
+        "tools/call" if revision && params["task"].is_object() => {
+            call(host, admitted, params).await
+        }
+        "tasks/get" | "tasks/result" | "tasks/cancel" if revision => {
+            task_method(host, admitted, method, params).await
+        }
+        _ => return Legacy::ToRmcp(None),
+    };
+    Legacy::Answered(reply(request.id(), answer))
+}
+
+async fn task_method(
+    host: &dyn ToolHost,
+    admitted: &Admitted,
+    method: &str,
+    params: &Value,
+) -> Answer {
+    let Some(task_id) = params["taskId"].as_str() else {
+        return Err(rpc(-32602, "params.taskId must be a string"));
+    };
+    match method {
+        "tasks/get" => get(host, admitted, task_id).await,
+        "tasks/result" => result(host, admitted, task_id).await,
+        _ => cancel(host, admitted, task_id).await,
+    }
 }
 
 type Answer = Result<Value, Value>;
@@ -210,7 +207,7 @@ async fn cancel(host: &dyn ToolHost, admitted: &Admitted, task_id: &str) -> Answ
 }
 
 /// Rewrites a JSON-RPC response body with `edit` applied to its `result`.
-async fn decorate(response: Response, edit: fn(&mut Map<String, Value>)) -> Response {
+pub(super) async fn decorate(response: Response, edit: Edit) -> Response {
     let (mut parts, body) = response.into_parts();
     let Ok(bytes) = to_bytes(body, usize::MAX).await else {
         return StatusCode::BAD_GATEWAY.into_response();

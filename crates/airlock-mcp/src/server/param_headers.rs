@@ -1,4 +1,4 @@
-//! Custom `Mcp-Param-*` headers (SEP-2243, 2026-07-28): a tool argument declared with
+//! Custom `Mcp-Param-*` headers (protocol revision 2026-07-28): a tool argument declared with
 //! `x-mcp-header: Name` in its input schema travels twice, in the body and in the header
 //! `Mcp-Param-Name`, so proxies can route on it; the two must agree.
 //!
@@ -7,19 +7,15 @@
 //! value — literal, or `=?base64?…?=` decoded with strict padding and alphabet as UTF-8 —
 //! equals the argument (a string as is, a number or boolean as its JSON text). Anything else is
 //! HTTP 400 with JSON-RPC error -32020 before the call is recorded or run. Other requests pass.
+//! The check reads the request as admission parsed it.
 
-use std::sync::Arc;
-
-use axum::body::{Body, to_bytes};
-use axum::extract::{Request, State};
 use axum::http::{HeaderMap, StatusCode};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use serde_json::{Value, json};
 
-use super::admit::{Admitted, MAX_BODY_BYTES};
+use super::request::{Admitted, AdmittedRequest};
 use crate::host::ToolHost;
 
 /// The revision that defines these headers.
@@ -28,46 +24,32 @@ const REVISION: &str = "2026-07-28";
 /// JSON-RPC "header mismatch".
 const HEADER_MISMATCH: i64 = -32020;
 
-/// The middleware: checks the `Mcp-Param-*` headers of a 2026-07-28 `tools/call`.
-pub(super) async fn layer(
-    State(host): State<Arc<dyn ToolHost>>,
-    request: Request,
-    next: Next,
-) -> Response {
-    let is_revision = request
-        .headers()
-        .get("mcp-protocol-version")
-        .is_some_and(|v| v.as_bytes() == REVISION.as_bytes());
-    let Some(admitted) = request.extensions().get::<Admitted>().cloned() else {
-        return next.run(request).await;
-    };
-    if !is_revision {
-        return next.run(request).await;
+/// The step: refuses a 2026-07-28 `tools/call` whose `Mcp-Param-*` headers disagree with
+/// its arguments.
+pub(super) fn check(host: &dyn ToolHost, request: &AdmittedRequest) -> Result<(), Box<Response>> {
+    if request.protocol_version() != Some(REVISION.as_bytes()) || request.method() != "tools/call" {
+        return Ok(());
     }
-    let (parts, body) = request.into_parts();
-    let Ok(bytes) = to_bytes(body, MAX_BODY_BYTES).await else {
-        return (StatusCode::PAYLOAD_TOO_LARGE, "Payload Too Large").into_response();
+    let params = request.params();
+    let Some(name) = params["name"].as_str() else {
+        return Ok(());
     };
-    let message: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-    if message["method"] == "tools/call"
-        && let Some(name) = message["params"]["name"].as_str()
-        && let Err(reason) = check(host.as_ref(), &admitted, name, &message, &parts.headers)
-    {
-        let id = message.get("id").cloned().unwrap_or(Value::Null);
-        let error = json!({"code": HEADER_MISMATCH, "message": reason});
-        let body = json!({"jsonrpc": "2.0", "id": id, "error": error});
-        return (StatusCode::BAD_REQUEST, axum::Json(body)).into_response();
-    }
-    next.run(Request::from_parts(parts, Body::from(bytes)))
-        .await
+    let Err(reason) = check_tool(host, request.admitted(), name, params, request.headers()) else {
+        return Ok(());
+    };
+    let error = json!({"code": HEADER_MISMATCH, "message": reason});
+    let body = json!({"jsonrpc": "2.0", "id": request.id(), "error": error});
+    Err(Box::new(
+        (StatusCode::BAD_REQUEST, axum::Json(body)).into_response(),
+    ))
 }
 
 /// Checks every `x-mcp-header` argument of the tool `name` against its header.
-fn check(
+fn check_tool(
     host: &dyn ToolHost,
     admitted: &Admitted,
     name: &str,
-    message: &Value,
+    params: &Value,
     headers: &HeaderMap,
 ) -> Result<(), String> {
     // An unknown tool or scope is reported by the call itself, with its own error.
@@ -77,7 +59,7 @@ fn check(
     let Some(properties) = schema.get("properties").and_then(Value::as_object) else {
         return Ok(());
     };
-    let arguments = &message["params"]["arguments"];
+    let arguments = &params["arguments"];
     for (parameter, schema) in properties {
         let Some(header) = schema.get("x-mcp-header").and_then(Value::as_str) else {
             continue;

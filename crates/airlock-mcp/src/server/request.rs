@@ -1,0 +1,212 @@
+//! The request as every step after admission sees it: the body parsed once, here, and shared.
+//!
+//! Guarantees: the body text is parsed exactly once per request ([`AdmittedRequest::parse`]).
+//! A body declared `application/json` must also be a JSON-RPC message rmcp models, checked by
+//! reading the parsed tree (neither a second parse of the text nor a copy of the tree): 400
+//! with -32700 when it is not JSON, -32602 when it is a request we can route whose params do
+//! not fit its method, -32600 otherwise. The steps after admission read only the parsed
+//! message, the headers and who is calling; the body bytes are private to this module and
+//! leave it only through [`AdmittedRequest::into_rmcp`], which ends the pipeline (rmcp's HTTP
+//! service takes nothing but an HTTP body, so it parses those bytes itself).
+
+use axum::body::{Body, Bytes};
+use axum::extract::Request;
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use rmcp::model::ClientJsonRpcMessage;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::host::{Caller, HostScope};
+
+/// The scope and caller of an admitted request, for the handler.
+#[derive(Debug, Clone)]
+pub(super) struct Admitted {
+    pub(super) scope: HostScope,
+    pub(super) caller: Caller,
+}
+
+/// A request that passed admission, with its body parsed.
+pub(super) struct AdmittedRequest {
+    parts: Parts,
+    admitted: Admitted,
+    /// The JSON-RPC message; `Null` when a body not declared JSON is not JSON either.
+    message: Value,
+    /// Only for rmcp, see [`Self::into_rmcp`].
+    body: Bytes,
+}
+
+impl AdmittedRequest {
+    /// Parses `body`, refusing a declared-JSON body that is not a JSON-RPC message.
+    pub(super) fn parse(
+        parts: Parts,
+        admitted: Admitted,
+        body: Bytes,
+    ) -> Result<Self, Box<Response>> {
+        let parsed = serde_json::from_slice::<Value>(&body);
+        let message = if declares_json(&parts.headers) {
+            let message = parsed.map_err(|_| {
+                rpc_error(&Value::Null, -32700, "Parse error: the body is not JSON")
+            })?;
+            check_json_rpc(&message)?;
+            message
+        } else {
+            // rmcp refuses an undeclared body (415) once it gets there; until then the steps
+            // read it as JSON if it is JSON.
+            parsed.unwrap_or(Value::Null)
+        };
+        Ok(Self {
+            parts,
+            admitted,
+            message,
+            body,
+        })
+    }
+
+    pub(super) fn admitted(&self) -> &Admitted {
+        &self.admitted
+    }
+
+    pub(super) fn headers(&self) -> &HeaderMap {
+        &self.parts.headers
+    }
+
+    /// The revision the `MCP-Protocol-Version` header names, if it is sent.
+    pub(super) fn protocol_version(&self) -> Option<&[u8]> {
+        self.parts
+            .headers
+            .get("mcp-protocol-version")
+            .map(|v| v.as_bytes())
+    }
+
+    /// The JSON-RPC method; empty when there is none.
+    pub(super) fn method(&self) -> &str {
+        self.message["method"].as_str().unwrap_or_default()
+    }
+
+    /// The JSON-RPC params; `Null` when there are none.
+    pub(super) fn params(&self) -> &Value {
+        &self.message["params"]
+    }
+
+    /// The JSON-RPC id; `Null` when there is none.
+    pub(super) fn id(&self) -> &Value {
+        &self.message["id"]
+    }
+
+    /// The request for rmcp: the body as it came, and [`Admitted`] in its extensions, where
+    /// the handler finds it.
+    pub(super) fn into_rmcp(self) -> Request {
+        let Self {
+            mut parts,
+            admitted,
+            body,
+            ..
+        } = self;
+        parts.extensions.insert(admitted);
+        Request::from_parts(parts, Body::from(body))
+    }
+}
+
+fn check_json_rpc(message: &Value) -> Result<(), Box<Response>> {
+    if ClientJsonRpcMessage::deserialize(message).is_ok() {
+        return Ok(());
+    }
+    let well_formed =
+        message["jsonrpc"] == json!("2.0") && message.get("method").is_some_and(Value::is_string);
+    // A request we can route whose params do not fit the method is invalid params; anything
+    // else is not a JSON-RPC 2.0 message at all.
+    let (code, text) = if well_formed {
+        (-32602, "Invalid params for this method")
+    } else {
+        (-32600, "Invalid Request: not a JSON-RPC 2.0 message")
+    };
+    Err(rpc_error(&message["id"], code, text))
+}
+
+fn rpc_error(id: &Value, code: i64, message: &str) -> Box<Response> {
+    let body = json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}});
+    Box::new((StatusCode::BAD_REQUEST, axum::Json(body)).into_response())
+}
+
+fn declares_json(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|essence| essence.trim().eq_ignore_ascii_case("application/json"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn admitted() -> Admitted {
+        Admitted {
+            scope: HostScope::Gateway,
+            caller: Caller {
+                principal: "alice".to_owned(),
+            },
+        }
+    }
+
+    fn parse(content_type: &str, body: &'static str) -> Result<AdmittedRequest, Box<Response>> {
+        let (parts, ()) = Request::builder()
+            .header(header::CONTENT_TYPE, content_type)
+            .body(())
+            .unwrap()
+            .into_parts();
+        AdmittedRequest::parse(parts, admitted(), Bytes::from_static(body.as_bytes()))
+    }
+
+    async fn error_code(refusal: Box<Response>) -> (StatusCode, Value) {
+        let status = refusal.status();
+        let body = axum::body::to_bytes(refusal.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        let body: Value = serde_json::from_slice(&body).unwrap();
+        (status, body["error"]["code"].clone())
+    }
+
+    #[tokio::test]
+    async fn the_steps_read_the_parsed_message_and_rmcp_gets_the_bytes_as_sent() {
+        let body = r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"t"}}"#;
+        let request = parse("application/json", body).ok().unwrap();
+        assert_eq!(request.method(), "tools/call");
+        assert_eq!(request.params()["name"], "t");
+        assert_eq!(request.id(), &json!(7));
+        let forwarded = request.into_rmcp();
+        let principal = forwarded
+            .extensions()
+            .get::<Admitted>()
+            .map(|a| a.caller.principal.clone());
+        assert_eq!(principal.as_deref(), Some("alice"));
+        let bytes = axum::body::to_bytes(forwarded.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        assert_eq!(bytes, body.as_bytes());
+    }
+
+    #[tokio::test]
+    async fn a_declared_json_body_must_be_a_json_rpc_message() {
+        let not_json = parse("application/json", "{").err().unwrap();
+        assert_eq!(
+            error_code(not_json).await,
+            (StatusCode::BAD_REQUEST, json!(-32700))
+        );
+        let bad_params = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":7}"#;
+        let bad_params = parse("application/json", bad_params).err().unwrap();
+        assert_eq!(
+            error_code(bad_params).await,
+            (StatusCode::BAD_REQUEST, json!(-32602))
+        );
+        let not_rpc = parse("application/json", r#"{"id":1}"#).err().unwrap();
+        assert_eq!(
+            error_code(not_rpc).await,
+            (StatusCode::BAD_REQUEST, json!(-32600))
+        );
+        let undeclared = parse("text/plain", "{").ok().unwrap();
+        assert_eq!((undeclared.method(), undeclared.id()), ("", &Value::Null));
+    }
+}
