@@ -191,7 +191,9 @@ impl Ledger {
             .await
     }
 
-    async fn list(&self, rows: Vec<Invocation>) -> Result<Vec<Invocation>, LedgerError> {
+    /// The rows of `query` (one of `reads`'), each expired first if it is overdue.
+    async fn list(&self, query: &str, binds: &[SqlValue]) -> Result<Vec<Invocation>, LedgerError> {
+        let rows = reads::invocations(&self.pool, query, binds).await?;
         let mut out = Vec::with_capacity(rows.len());
         for inv in rows {
             out.push(self.current(inv).await?);
@@ -199,15 +201,13 @@ impl Ledger {
         Ok(out)
     }
 
-    /// Rows of `query`, those that expired on this read left out (they no longer wait).
+    /// [`Ledger::list`] without the rows that expired on this read: they no longer wait.
     async fn parked(
         &self,
         query: &str,
         binds: &[SqlValue],
     ) -> Result<Vec<Invocation>, LedgerError> {
-        let rows = self
-            .list(reads::invocations(&self.pool, query, binds).await?)
-            .await?;
+        let rows = self.list(query, binds).await?;
         Ok(rows.into_iter().filter(|i| i.state.is_parked()).collect())
     }
 
@@ -436,26 +436,17 @@ impl Store for Ledger {
 
     fn approved_unclaimed(&self, limit: u32) -> LedgerFuture<'_, Vec<Invocation>> {
         let binds = [i64::from(limit).into()];
-        Box::pin(async move {
-            let rows = reads::invocations(&self.pool, reads::APPROVED_UNCLAIMED, &binds).await?;
-            self.list(rows).await
-        })
+        Box::pin(async move { self.list(reads::APPROVED_UNCLAIMED, &binds).await })
     }
 
     fn session_invocations(&self, id: SessionId) -> LedgerFuture<'_, Vec<Invocation>> {
         let binds = [id.to_string().into()];
-        Box::pin(async move {
-            let rows = reads::invocations(&self.pool, reads::SESSION_INVOCATIONS, &binds).await?;
-            self.list(rows).await
-        })
+        Box::pin(async move { self.list(reads::SESSION_INVOCATIONS, &binds).await })
     }
 
     fn run_invocations(&self, id: RunId) -> LedgerFuture<'_, Vec<Invocation>> {
         let binds = [id.to_string().into()];
-        Box::pin(async move {
-            let rows = reads::invocations(&self.pool, reads::RUN_INVOCATIONS, &binds).await?;
-            self.list(rows).await
-        })
+        Box::pin(async move { self.list(reads::RUN_INVOCATIONS, &binds).await })
     }
 
     fn verify(&self) -> LedgerFuture<'_, AuditReport> {
