@@ -17,7 +17,9 @@
 use std::collections::HashMap;
 
 use airlock_spec::sha256_hex;
+use time::OffsetDateTime;
 
+use crate::clock::to_micros;
 use crate::db::{CountedWrite, DbPool, DbTx, SqlValue};
 use crate::error::LedgerError;
 use crate::model::{AuditReport, ChainBreak};
@@ -25,7 +27,6 @@ use crate::row::{
     INVOCATION_COLUMNS, InvocationRow, RUN_COLUMNS, RunRow, SESSION_COLUMNS, SessionRow,
     content_hash,
 };
-use crate::writer::Batch;
 
 /// The hash that starts every lane.
 pub(crate) const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
@@ -64,7 +65,7 @@ fn event_hash(prev: &str, e: &EventFields<'_>) -> String {
 }
 
 /// One audit event, computed when its row was written and inserted at the end of the batch.
-pub(crate) struct Event {
+struct Event {
     lane: i64,
     seq: i64,
     entity: &'static str,
@@ -77,65 +78,91 @@ pub(crate) struct Event {
     at: i64,
 }
 
-/// Chains the event for a row that was just inserted or updated in this transaction. The
-/// event is only queued: [`flush`] inserts a whole batch's events in one statement, which
-/// saves one round trip per write (events are never read inside the transaction).
-pub(crate) fn append(
-    batch: &mut Batch,
-    entity: &'static str,
-    entity_id: &str,
-    version: i64,
-    state: &str,
-    row_hash: &str,
-) {
-    let (prev_seq, prev_hash) = std::mem::take(&mut batch.head);
-    let fields = EventFields {
-        lane: batch.lane,
-        seq: prev_seq + 1,
-        entity,
-        entity_id,
-        version,
-        state,
-        row_hash,
-        at: crate::clock::to_micros(batch.now),
-    };
-    let hash = event_hash(&prev_hash, &fields);
-    batch.head = (fields.seq, hash.clone());
-    batch.events.push(Event {
-        lane: fields.lane,
-        seq: fields.seq,
-        entity,
-        entity_id: entity_id.to_owned(),
-        version,
-        state: state.to_owned(),
-        row_hash: row_hash.to_owned(),
-        prev_hash,
-        hash,
-        at: fields.at,
-    });
+/// One lane's chain inside a write transaction: the head it continues from, and the events
+/// chained since, which [`Chain::take`] inserts in one statement per chunk at the end of the
+/// batch (events are never read inside the transaction, so queueing them saves a round trip
+/// per write).
+pub(crate) struct Chain {
+    lane: i64,
+    head: (i64, String),
+    events: Vec<Event>,
+}
+
+impl Chain {
+    /// Continues `lane` from `head`, its last event's (seq, hash) (see [`head`]).
+    pub(crate) fn new(lane: i64, head: (i64, String)) -> Self {
+        Self {
+            lane,
+            head,
+            events: Vec::new(),
+        }
+    }
+
+    /// Chains the event for a row that was just inserted or updated in this transaction.
+    pub(crate) fn append(
+        &mut self,
+        now: OffsetDateTime,
+        entity: &'static str,
+        entity_id: &str,
+        version: i64,
+        state: &str,
+        row_hash: &str,
+    ) {
+        let (prev_seq, prev_hash) = std::mem::take(&mut self.head);
+        let fields = EventFields {
+            lane: self.lane,
+            seq: prev_seq + 1,
+            entity,
+            entity_id,
+            version,
+            state,
+            row_hash,
+            at: to_micros(now),
+        };
+        let hash = event_hash(&prev_hash, &fields);
+        self.head = (fields.seq, hash.clone());
+        self.events.push(Event {
+            lane: fields.lane,
+            seq: fields.seq,
+            entity,
+            entity_id: entity_id.to_owned(),
+            version,
+            state: state.to_owned(),
+            row_hash: row_hash.to_owned(),
+            prev_hash,
+            hash,
+            at: fields.at,
+        });
+    }
+
+    /// The queued events as insert statements, a chunk per statement; empties the queue.
+    pub(crate) fn take(&mut self, tx: &DbTx) -> Vec<CountedWrite> {
+        let writes = self
+            .events
+            .chunks(EVENTS_PER_INSERT)
+            .map(|chunk| CountedWrite {
+                sql: format!(
+                    "INSERT INTO ledger_events (lane, seq, entity, entity_id, version, state, \
+                     row_hash, prev_hash, hash, at) VALUES {}",
+                    tx.tuples(chunk.len(), 10)
+                ),
+                binds: chunk.iter().flat_map(Event::binds).collect(),
+                rows: u64::try_from(chunk.len()).unwrap_or(u64::MAX),
+                sees_earlier: false,
+            })
+            .collect();
+        self.events.clear();
+        writes
+    }
+
+    /// The lane's last event (seq, hash), once the transaction has committed.
+    pub(crate) fn into_head(self) -> (i64, String) {
+        self.head
+    }
 }
 
 /// Events per INSERT: 10 parameters each stays far below both backends' parameter limits.
 const EVENTS_PER_INSERT: usize = 200;
-
-/// The queued events as insert statements, a chunk per statement; empties the queue.
-pub(crate) fn take(tx: &DbTx, events: &mut Vec<Event>) -> Vec<CountedWrite> {
-    let writes = events
-        .chunks(EVENTS_PER_INSERT)
-        .map(|chunk| CountedWrite {
-            sql: format!(
-                "INSERT INTO ledger_events (lane, seq, entity, entity_id, version, state, \
-                 row_hash, prev_hash, hash, at) VALUES {}",
-                tx.tuples(chunk.len(), 10)
-            ),
-            binds: chunk.iter().flat_map(Event::binds).collect(),
-            rows: u64::try_from(chunk.len()).unwrap_or(u64::MAX),
-            sees_earlier: false,
-        })
-        .collect();
-    events.clear();
-    writes
-}
 
 impl Event {
     fn binds(&self) -> [SqlValue; 10] {

@@ -8,13 +8,15 @@ use std::time::Duration;
 
 use serde_json::json;
 
+use crate::batch::Batch;
 use crate::error::LedgerError;
+use crate::expiry::load_current;
 use crate::ids::InvocationId;
+use crate::lease::{CLAIM_FROM, claimed, finished};
 use crate::model::{Decision, DecisionRecord, Invocation, ResolutionRecord};
-use crate::ops::{self, CLAIM_FROM};
+use crate::runs::check_run_open;
 use crate::state::{DecisionKind, InvocationState as S, Resolution};
 use crate::tx::{LedgerTx, TxTool};
-use crate::writer::Batch;
 
 const APPROVE_FROM: &[S] = &[S::AwaitingApproval];
 const DENY_FROM: &[S] = &[S::AwaitingApproval, S::AwaitingAnswer];
@@ -69,11 +71,11 @@ pub(crate) async fn decide(
     by: &str,
     decision: &Decision,
 ) -> Result<Invocation, LedgerError> {
-    let inv = ops::load_current(tx, batch, id).await?;
+    let inv = load_current(tx, batch, id).await?;
     if !expected_for(decision).contains(&inv.state) {
         return Err(refuse(&inv, decision));
     }
-    ops::check_run_open(tx, &inv).await?;
+    check_run_open(tx, &inv).await?;
     let mut next = inv.clone();
     let record = |kind, reason| DecisionRecord {
         by: by.to_owned(),
@@ -110,7 +112,9 @@ pub(crate) async fn decide(
         }
     }
     next.expires_at = None;
-    ops::save_or(tx, batch, &inv, next, |now| refuse(now, decision)).await
+    batch
+        .save_or(tx, &inv, next, |now| refuse(now, decision))
+        .await
 }
 
 /// Claim, the tool's own writes, and the result, in one transaction (see [`crate::LedgerTx`]).
@@ -121,20 +125,21 @@ pub(crate) async fn run_transactional(
     owner: &str,
     tool: TxTool,
 ) -> Result<Invocation, LedgerError> {
-    let inv = ops::load_current(tx, batch, id).await?;
+    let inv = load_current(tx, batch, id).await?;
     if inv.source_kind != airlock_spec::SourceKind::Local {
         return Err(LedgerError::Invalid(format!(
             "tool {} is {}: only local tools can run in the ledger's transaction",
             inv.tool, inv.source_kind
         )));
     }
-    let next = ops::claimed(&inv, owner, Duration::from_secs(60), batch.now)?;
-    let running = ops::save_or(tx, batch, &inv, next, |now| LedgerError::WrongState {
-        id,
-        expected: CLAIM_FROM,
-        actual: now.state,
-    })
-    .await?;
+    let next = claimed(&inv, owner, Duration::from_secs(60), batch.now)?;
+    let running = batch
+        .save_or(tx, &inv, next, |now| LedgerError::WrongState {
+            id,
+            expected: CLAIM_FROM,
+            actual: now.state,
+        })
+        .await?;
     tx.inner.execute("SAVEPOINT airlock_tool", &[]).await?;
     let outcome = tool(tx).await;
     // A failed tool leaves no writes behind; the row still commits, as `failed`.
@@ -144,11 +149,12 @@ pub(crate) async fn run_transactional(
         "ROLLBACK TO SAVEPOINT airlock_tool"
     };
     tx.inner.execute(end, &[]).await?;
-    let done = ops::finished(&running, outcome);
-    ops::save_or(tx, batch, &running, done, |now| LedgerError::Taken {
-        id,
-        state: now.state,
-        holder: now.lease.as_ref().map(|l| l.owner.clone()),
-    })
-    .await
+    let done = finished(&running, outcome);
+    batch
+        .save_or(tx, &running, done, |now| LedgerError::Taken {
+            id,
+            state: now.state,
+            holder: now.lease.as_ref().map(|l| l.owner.clone()),
+        })
+        .await
 }

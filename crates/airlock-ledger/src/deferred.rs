@@ -18,7 +18,7 @@
 //! meanwhile), the updated count falls short, the flush fails, and the writer rolls the batch
 //! back and retries each job alone, where saves are immediate and a lost swap is refused
 //! exactly as before. Code that reads invocations from the database flushes first (see
-//! `ops::flush_rows`), so no statement reads around a queued write.
+//! `Batch::flush`), so no statement reads around a queued write.
 
 use std::collections::{HashMap, HashSet};
 

@@ -1,7 +1,7 @@
 //! The durable ledger: one row per tool call, its state machine, and the SQLite/PostgreSQL
 //! backends behind the [`Store`] trait.
 //!
-//! Guarantees (DESIGN §5):
+//! Guarantees:
 //! - every call is a durable row before anything runs, deduplicated on (session, call id);
 //! - every state change is a compare-and-swap, so a race has exactly one winner, and an
 //!   illegal transition is an error naming both states;
@@ -11,36 +11,55 @@
 //!   to the exact row, and expire;
 //! - every write is appended to a hash chain that [`Store::verify`] checks.
 //!
-//! Throughput comes from group commit (see `writer`), not from weaker durability.
+//! Throughput comes from group commit (see `writer`), not from weaker durability. The crate
+//! README maps the modules.
 
-mod chain;
+// Groups in layers, lowest first: a module uses its own group and the groups above it, never
+// one below, and no two modules use each other (`.ci/check-module-cycles.sh`).
+
+// Vocabulary.
 mod clock;
-mod db;
-mod decide;
-mod deferred;
-mod engine;
 mod error;
 mod ids;
 mod model;
-mod notify;
-mod ops;
-mod postgres;
-mod recent;
-mod record;
-mod row;
-mod runs;
-mod sqlite;
 mod state;
-mod store;
+
+// SQL mapping.
+mod db;
+mod row;
 mod tx;
+
+// Under the state machine: the audit chain, queued writes, caches and waiters.
+mod cache;
+mod chain;
+mod deferred;
+mod notify;
+
+// The state machine: every transition works on one `Batch`.
+mod batch;
+mod decide;
+mod expiry;
+mod lease;
+mod record;
+mod runs;
+mod sweep;
+
+// Group commit: runs the transitions as jobs in shared transactions; no transition sees it.
 mod writer;
+
+// The store: one `Ledger` type behind the `Store` trait, opened on either backend.
+mod ledger;
+mod postgres;
+mod reads;
+mod sqlite;
+mod store;
 
 pub use airlock_spec::{Approval, Effect, Mode, SourceKind};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use db::SqlValue;
-pub use engine::StoreConfig;
 pub use error::{LedgerError, ToolError};
 pub use ids::{InvocationId, RunId, SessionId};
+pub use ledger::{Ledger, StoreConfig};
 pub use model::{
     ApprovalFilter, AuditReport, ChainBreak, Decision, DecisionRecord, Invocation, Lease,
     NewInvocation, NewRun, NewSession, Recorded, ResolutionRecord, ResumeOutcome, Run, Session,

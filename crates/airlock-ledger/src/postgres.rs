@@ -12,41 +12,24 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::Value;
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
-use time::OffsetDateTime;
-use tokio::time::Instant;
 
 use crate::db::DbPool;
-use crate::engine::{AbortOnDrop, Engine, StoreConfig};
-use crate::error::{LedgerError, ToolError};
-use crate::ids::{InvocationId, RunId, SessionId};
-use crate::model::{
-    ApprovalFilter, AuditReport, Decision, Invocation, NewInvocation, NewRun, NewSession, Recorded,
-    ResumeOutcome, Run, Session, SweepReport,
-};
+use crate::error::LedgerError;
+use crate::ids::InvocationId;
+use crate::ledger::{AbortOnDrop, Ledger, StoreConfig};
 use crate::notify::Notifier;
-use crate::state::RunStatus;
-use crate::store::{LedgerFuture, delegate_store};
-use crate::tx::TxTool;
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
 
 /// The `LISTEN` channel.
 const CHANNEL: &str = "airlock_ledger";
 
-/// The ledger in a PostgreSQL database.
-pub struct PgStore {
-    engine: Engine,
-}
+/// The ledger in a PostgreSQL database: a [`Ledger`] made by [`Ledger::connect`].
+pub type PgStore = Ledger;
 
-impl std::fmt::Debug for PgStore {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PgStore").finish_non_exhaustive()
-    }
-}
-
-impl PgStore {
+/// The PostgreSQL constructors.
+impl Ledger {
     /// Connects with `options` (set `search_path` there to use a schema), migrates, and
     /// starts listening for changes made by other processes.
     pub async fn connect(
@@ -67,15 +50,15 @@ impl PgStore {
         MIGRATOR.run(&pool).await?;
         let mut listener = PgListener::connect_with(&pool).await?;
         listener.listen(CHANNEL).await?;
-        let mut engine = Engine::start_split(
+        let mut ledger = Self::start(
             DbPool::Postgres(pool.clone()),
             DbPool::Postgres(pool),
             &config,
             lanes,
         );
-        let task = tokio::spawn(listen(listener, engine.notifier()));
-        engine._listener = Some(AbortOnDrop(task));
-        Ok(Self { engine })
+        let task = tokio::spawn(listen(listener, ledger.notifier()));
+        ledger.listener = Some(AbortOnDrop(task));
+        Ok(ledger)
     }
 
     /// Connects to a `postgres://` URL.
@@ -108,5 +91,3 @@ async fn listen(mut listener: PgListener, notifier: Arc<Notifier>) {
         }
     }
 }
-
-delegate_store!(PgStore);

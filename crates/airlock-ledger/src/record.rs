@@ -10,15 +10,16 @@ use std::time::Duration;
 use airlock_spec::{Approval, Effect, Mode, SourceKind};
 use sqlx::AssertSqlSafe;
 
+use crate::batch::Batch;
 use crate::error::LedgerError;
+use crate::expiry::settle_expiry;
 use crate::ids::InvocationId;
+use crate::lease::{arguments_hash, claimed};
 use crate::model::{Invocation, NewInvocation, Recorded};
-use crate::ops::{arguments_hash, claimed, flush_rows, settle_expiry};
 use crate::row::{INVOCATION_COLUMNS, InvocationRow, content_hash};
 use crate::runs;
 use crate::state::{CallKind, InvocationState as S};
 use crate::tx::LedgerTx;
-use crate::writer::Batch;
 
 async fn load_by_call(
     tx: &mut LedgerTx,
@@ -103,7 +104,7 @@ async fn record_with(
         });
     }
     // Already recorded (earlier, or by another process meanwhile): that row is the answer.
-    flush_rows(tx, batch).await?;
+    batch.flush(tx).await?;
     let existing = load_by_call(tx, &new)
         .await?
         .ok_or(LedgerError::NotFound(inv.id))?;
@@ -180,7 +181,7 @@ async fn initial_state(
         Approval::Once => {
             // Only calls a person approved count; bound to tool, canonical arguments and the
             // definitions digest, in the same session or for the same principal.
-            flush_rows(tx, batch).await?;
+            batch.flush(tx).await?;
             let row = tx
                 .inner
                 .fetch_optional(
@@ -225,7 +226,7 @@ async fn insert(
     let queued = batch.deferred.as_mut().is_some_and(|d| d.push_insert(&row));
     if !queued {
         // The batch may have queued this very call: write it first so the conflict shows.
-        flush_rows(tx, batch).await?;
+        batch.flush(tx).await?;
         let placeholders: Vec<String> = (1..=35).map(|i| format!("${i}")).collect();
         let n = tx
             .inner
@@ -245,7 +246,7 @@ async fn insert(
     for version in std::iter::once(first).chain(then) {
         let row = InvocationRow::from(version);
         let hash = content_hash(&row);
-        crate::chain::append(batch, "invocation", &row.id, row.version, &row.state, &hash);
+        batch.audit("invocation", &row.id, row.version, &row.state, &hash);
     }
     batch.changed.push(stored.id);
     batch.rows.insert(stored.id, stored.clone());

@@ -1,55 +1,20 @@
 //! Sessions and runs: creation, and the run transitions that decide who resumes a parked run.
+//! Below the invocation transitions, which consult a call's run (expiry fails it, a decision
+//! needs it open).
 //!
 //! A run moves `running → parked → running → … → succeeded | failed | cancelled`, each a
 //! compare-and-swap on its version, so when several approvals land at once exactly one caller
 //! gets [`ResumeOutcome::Resumed`].
 
-use std::collections::HashMap;
-use std::sync::{Mutex, PoisonError};
-
 use sqlx::AssertSqlSafe;
 
+use crate::batch::Batch;
 use crate::error::LedgerError;
 use crate::ids::{RunId, SessionId};
-use crate::model::{NewRun, NewSession, ResumeOutcome, Run, Session};
+use crate::model::{Invocation, NewRun, NewSession, ResumeOutcome, Run, Session};
 use crate::row::{RUN_COLUMNS, RunRow, SESSION_COLUMNS, SessionRow, content_hash};
 use crate::state::RunStatus;
 use crate::tx::LedgerTx;
-use crate::writer::Batch;
-
-/// Sessions seen in the database, with their principal. Sessions are never updated or
-/// deleted, so a cached one stays true; recording a call then needs no session read.
-#[derive(Default)]
-pub(crate) struct SessionCache(Mutex<HashMap<SessionId, Option<String>>>);
-
-/// Entries kept before the cache starts over (a bound on memory, not a tuning knob).
-const SESSION_CACHE_MAX: usize = 4096;
-
-impl SessionCache {
-    fn get(&self, id: SessionId) -> Option<Option<String>> {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(&id)
-            .cloned()
-    }
-
-    fn put(&self, id: SessionId, principal: Option<String>) {
-        let mut map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        if map.len() >= SESSION_CACHE_MAX {
-            map.clear();
-        }
-        map.insert(id, principal);
-    }
-
-    /// Forgets everything (after a rolled-back batch, which may have created sessions).
-    pub(crate) fn clear(&self) {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clear();
-    }
-}
 
 /// The principal of session `id` (`None` when the session does not exist).
 pub(crate) async fn session_principal(
@@ -114,7 +79,7 @@ pub(crate) async fn create_session(
     };
     let row = SessionRow::from(&session);
     let hash = content_hash(&row);
-    crate::chain::append(batch, "session", &row.id, 1, "open", &hash);
+    batch.audit("session", &row.id, 1, "open", &hash);
     match batch.deferred.as_mut() {
         // Written with the batch's other rows; calls recorded beside it find it in the queue.
         Some(deferred) => deferred.push_session(row),
@@ -142,7 +107,7 @@ pub(crate) async fn create_run(
         .await?
         .ok_or(LedgerError::SessionNotFound(new.session_id))?;
     // The session may still be queued in this batch; the run's foreign key needs it written.
-    crate::ops::flush_rows(tx, batch).await?;
+    batch.flush(tx).await?;
     let run = Run {
         id,
         session_id: new.session_id,
@@ -165,7 +130,7 @@ pub(crate) async fn create_run(
         )
         .await?;
     let hash = content_hash(&row);
-    crate::chain::append(batch, "run", &row.id, 1, &row.status, &hash);
+    batch.audit("run", &row.id, 1, &row.status, &hash);
     Ok(run)
 }
 
@@ -202,12 +167,28 @@ async fn save_run(
         return Ok(None);
     }
     let hash = content_hash(&row);
-    crate::chain::append(batch, "run", &row.id, row.version, &row.status, &hash);
+    batch.audit("run", &row.id, row.version, &row.status, &hash);
     Ok(Some(next))
 }
 
 async fn load_run_required(tx: &mut LedgerTx, id: RunId) -> Result<Run, LedgerError> {
     load_run(tx, id).await?.ok_or(LedgerError::RunNotFound(id))
+}
+
+/// Does the run of `inv` still accept decisions?
+pub(crate) async fn check_run_open(tx: &mut LedgerTx, inv: &Invocation) -> Result<(), LedgerError> {
+    let Some(run_id) = inv.run_id else {
+        return Ok(());
+    };
+    let run = load_run_required(tx, run_id).await?;
+    if matches!(run.status, RunStatus::Cancelled | RunStatus::Failed) {
+        return Err(LedgerError::RunClosed {
+            id: inv.id,
+            run: run_id,
+            status: run.status,
+        });
+    }
+    Ok(())
 }
 
 /// Fails a run that has not ended (used when one of its parked calls expires).
@@ -259,7 +240,7 @@ pub(crate) async fn resume_run(
     if run.status != RunStatus::Parked {
         return Ok(ResumeOutcome::NotParked(run.status));
     }
-    crate::ops::flush_rows(tx, batch).await?;
+    batch.flush(tx).await?;
     let waiting = tx
         .inner
         .fetch_optional(

@@ -8,7 +8,7 @@
 //!
 //! Reads use a separate pool of read connections, which WAL lets run beside the writer.
 //!
-//! [`SqliteStore::open_relaxed`] is the one exception, for benchmarks only: `synchronous =
+//! [`Ledger::open_relaxed`] is the one exception, for benchmarks only: `synchronous =
 //! NORMAL`, to measure the ledger's CPU cost without the fsync. It is never durable and is not
 //! reachable from a deployment's configuration.
 
@@ -16,35 +16,16 @@ use std::path::Path;
 use std::str::FromStr;
 use std::time::Duration;
 
-use serde_json::Value;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
-use time::OffsetDateTime;
-use tokio::time::Instant;
 
-use crate::db::DbPool;
-use crate::engine::{Engine, StoreConfig};
-use crate::error::{LedgerError, ToolError};
-use crate::ids::{InvocationId, RunId, SessionId};
-use crate::model::{
-    ApprovalFilter, AuditReport, Decision, Invocation, NewInvocation, NewRun, NewSession, Recorded,
-    ResumeOutcome, Run, Session, SweepReport,
-};
-use crate::state::RunStatus;
-use crate::store::{LedgerFuture, delegate_store};
-use crate::tx::TxTool;
+use crate::db::{DbPool, SQLITE_GUARD_TABLE};
+use crate::error::LedgerError;
+use crate::ledger::{Ledger, StoreConfig};
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
 
-/// The ledger in a SQLite file.
-pub struct SqliteStore {
-    engine: Engine,
-}
-
-impl std::fmt::Debug for SqliteStore {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SqliteStore").finish_non_exhaustive()
-    }
-}
+/// The ledger in a SQLite file: a [`Ledger`] made by [`Ledger::open`].
+pub type SqliteStore = Ledger;
 
 fn options(path: &Path, synchronous: SqliteSynchronous) -> SqliteConnectOptions {
     SqliteConnectOptions::new()
@@ -57,13 +38,14 @@ fn options(path: &Path, synchronous: SqliteSynchronous) -> SqliteConnectOptions 
         .busy_timeout(Duration::from_secs(10))
 }
 
-impl SqliteStore {
+/// The SQLite constructors.
+impl Ledger {
     /// Opens (creating and migrating if needed) the ledger at `path`.
     pub async fn open(path: impl AsRef<Path>, config: StoreConfig) -> Result<Self, LedgerError> {
         Self::open_with(path.as_ref(), config, SqliteSynchronous::Full).await
     }
 
-    /// For benchmarks only; never durable. [`SqliteStore::open`] with `synchronous = NORMAL`:
+    /// For benchmarks only; never durable. [`Ledger::open`] with `synchronous = NORMAL`:
     /// commits skip the fsync (WAL syncs only at checkpoints), so a power loss can lose the last
     /// commits — an at-most-once call's `running` mark among them. It exists to measure the
     /// ledger's CPU cost apart from the disk; no deployment setting leads here.
@@ -89,7 +71,7 @@ impl SqliteStore {
             .test_before_acquire(false)
             .after_connect(|conn, _| {
                 Box::pin(async move {
-                    sqlx::query(crate::db::SQLITE_GUARD_TABLE)
+                    sqlx::query(SQLITE_GUARD_TABLE)
                         .execute(conn)
                         .await
                         .map(|_| ())
@@ -107,8 +89,12 @@ impl SqliteStore {
             .test_before_acquire(false)
             .connect_with(opts.read_only(true))
             .await?;
-        let engine = Engine::start_split(DbPool::Sqlite(write), DbPool::Sqlite(read), &config, 1);
-        Ok(Self { engine })
+        Ok(Self::start(
+            DbPool::Sqlite(write),
+            DbPool::Sqlite(read),
+            &config,
+            1,
+        ))
     }
 
     /// Opens a ledger from a `sqlite://path` URL (or a bare path).
@@ -118,8 +104,6 @@ impl SqliteStore {
         Self::open(opts.get_filename(), config).await
     }
 }
-
-delegate_store!(SqliteStore);
 
 #[cfg(test)]
 mod tests {
@@ -180,12 +164,12 @@ mod tests {
             .unwrap();
         MIGRATOR.run(&pool).await.unwrap();
         let queries = [
-            (crate::ops::EXPIRED_LEASES, "invocations_open"),
-            (crate::ops::EXPIRED_WAITS, "invocations_open"),
-            (crate::engine::PENDING_APPROVALS, "invocations_open"),
-            (crate::engine::APPROVED_UNCLAIMED, "invocations_open"),
-            (crate::engine::IN_DOUBT, "invocations_open"),
-            (crate::engine::RUN_INVOCATIONS, "invocations_run_order"),
+            (crate::sweep::EXPIRED_LEASES, "invocations_open"),
+            (crate::sweep::EXPIRED_WAITS, "invocations_open"),
+            (crate::reads::PENDING_APPROVALS, "invocations_open"),
+            (crate::reads::APPROVED_UNCLAIMED, "invocations_open"),
+            (crate::reads::IN_DOUBT, "invocations_open"),
+            (crate::reads::RUN_INVOCATIONS, "invocations_run_order"),
             (crate::runs::WAITING_IN_RUN, "invocations_run_order"),
         ];
         for (where_, index) in queries {

@@ -12,26 +12,27 @@
 //! PostgreSQL (each its own connection and audit chain). Jobs for one row always go to the same
 //! lane, so they never race each other inside the process; across processes the row-level
 //! compare-and-swap decides.
+//!
+//! This is the seam between the state machine and the database: the writer runs [`Job`]s on a
+//! [`Batch`] and commits them, and knows nothing of the transitions the jobs run (the store in
+//! `ledger` builds the jobs). A reader of the state machine can leave this module for last.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use time::OffsetDateTime;
 use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
 
-use crate::chain::Event;
+use crate::batch::Batch;
+use crate::cache::{RecentRows, SessionCache};
+use crate::chain::{self, Chain};
 use crate::clock::{Clock, truncate};
 use crate::db::{CountedWrite, DbPool};
-use crate::deferred::Deferred;
+use crate::deferred;
 use crate::error::LedgerError;
 use crate::ids::InvocationId;
-use crate::model::Invocation;
 use crate::notify::Notifier;
-use crate::recent::RecentRows;
-use crate::runs::SessionCache;
 use crate::tx::LedgerTx;
 
 /// The most jobs one transaction takes.
@@ -42,31 +43,6 @@ const GATHER_YIELDS: usize = 4;
 
 /// PostgreSQL's NOTIFY payload limit is 8000 bytes; ids are 36 bytes plus a comma.
 const IDS_PER_NOTIFY: usize = 200;
-
-/// The state of one write transaction, shared by the jobs in it.
-pub(crate) struct Batch {
-    /// This lane's audit chain.
-    pub(crate) lane: i64,
-    /// One timestamp for the whole batch (microsecond precision).
-    pub(crate) now: OffsetDateTime,
-    /// How long parked rows wait by default.
-    pub(crate) approval_ttl: Duration,
-    /// The lane's last event (seq, hash).
-    pub(crate) head: (i64, String),
-    /// Invocations changed in this batch; their waiters are woken after commit.
-    pub(crate) changed: Vec<InvocationId>,
-    /// Audit events chained so far, inserted together before commit (see `chain::take`).
-    pub(crate) events: Vec<Event>,
-    /// Invocation rows as they stand in this transaction: prefetched for the batch's jobs in
-    /// one query, and written through by every save, so no job re-reads a row.
-    pub(crate) rows: HashMap<InvocationId, Invocation>,
-    /// Sessions known to exist (they are immutable), shared by the store's lanes.
-    pub(crate) sessions: Arc<SessionCache>,
-    /// Row writes queued to be written together at the end (`None`: write each at once — a
-    /// transactional tool's job, or a lone job rerun after a queued write lost its race, so
-    /// the lost compare-and-swap is reported to it precisely).
-    pub(crate) deferred: Option<Deferred>,
-}
 
 /// A unit of work for a writer lane.
 pub(crate) trait Job: Send {
@@ -100,7 +76,7 @@ pub(crate) enum Prefetch {
     Fresh(InvocationId),
     /// A call this process runs under the lease of `owner` (renew, finish): the row as the
     /// last commit left it will do, if the writer still has it running under that lease
-    /// (see `recent`).
+    /// (see `cache`).
     Running(InvocationId, String),
 }
 
@@ -178,7 +154,7 @@ impl Writer {
         Self { lanes }
     }
 
-    fn lane_for(&self, key: &Uuid) -> &mpsc::UnboundedSender<Box<dyn Job>> {
+    fn lane_for(&self, key: Uuid) -> &mpsc::UnboundedSender<Box<dyn Job>> {
         let n = self.lanes.len() as u128;
         // UUIDv7's low bits are random: an even spread, and one row always maps to one lane.
         let i = usize::try_from(key.as_u128() % n).unwrap_or(0);
@@ -189,7 +165,7 @@ impl Writer {
     /// the invocation `f` reads first, so the batch can fetch it with its neighbours'.
     pub(crate) async fn submit<T, F>(
         &self,
-        key: &Uuid,
+        key: Uuid,
         hint: Prefetch,
         f: F,
     ) -> Result<T, LedgerError>
@@ -211,7 +187,7 @@ impl Writer {
     }
 
     /// Queues a prepared job on the lane of `key`.
-    pub(crate) fn submit_job(&self, key: &Uuid, job: Box<dyn Job>) -> Result<(), LedgerError> {
+    pub(crate) fn submit_job(&self, key: Uuid, job: Box<dyn Job>) -> Result<(), LedgerError> {
         self.lane_for(key)
             .send(job)
             .map_err(|_| LedgerError::Closed)
@@ -330,7 +306,7 @@ impl Lane {
             let cached = head.is_some();
             match attempt(&self.ctx, self.lane, jobs, head.take(), queued).await {
                 Err(e) if cached && is_unique_violation(&e) => {}
-                Err(e) if queued && jobs.len() == 1 && crate::deferred::is_lost_race(&e) => {
+                Err(e) if queued && jobs.len() == 1 && deferred::is_lost_race(&e) => {
                     queued = false;
                 }
                 other => break other,
@@ -401,9 +377,9 @@ async fn attempt(
         Ok((writes, batch)) => match tx.inner.commit_writes(writes).await {
             Ok(true) => {
                 ctx.recent.keep(batch.rows.values());
-                Ok((batch.changed, batch.head))
+                Ok((batch.changed, batch.chain.into_head()))
             }
-            Ok(false) => Err(crate::deferred::lost_race()),
+            Ok(false) => Err(deferred::lost_race()),
             Err(e) => Err(e),
         },
         Err(e) => {
@@ -432,19 +408,15 @@ async fn fill(
 ) -> Result<(Vec<CountedWrite>, Batch), sqlx::Error> {
     let head = match head {
         Some(head) => head,
-        None => crate::chain::head(&mut tx.inner, lane).await?,
+        None => chain::head(&mut tx.inner, lane).await?,
     };
-    let mut batch = Batch {
-        lane,
-        now: truncate(ctx.clock.now()),
-        approval_ttl: ctx.approval_ttl,
-        head,
-        changed: Vec::new(),
-        events: Vec::new(),
-        rows: HashMap::new(),
-        sessions: Arc::clone(&ctx.sessions),
-        deferred: queued.then(Deferred::default),
-    };
+    let mut batch = Batch::new(
+        truncate(ctx.clock.now()),
+        ctx.approval_ttl,
+        Chain::new(lane, head),
+        Arc::clone(&ctx.sessions),
+        queued,
+    );
     let (mut fresh, mut running) = (Vec::new(), Vec::new());
     for job in jobs.iter() {
         match job.prefetch() {
@@ -459,14 +431,10 @@ async fn fill(
     // A row both fresh and lent is read again: the fresh read wins.
     fresh.sort_unstable();
     fresh.dedup();
-    crate::ops::prefetch(tx, &mut batch, &fresh).await?;
+    batch.prefetch(tx, &fresh).await?;
     for job in jobs.iter_mut() {
         job.run(tx, &mut batch).await?;
     }
-    let mut writes = match batch.deferred.as_mut() {
-        Some(deferred) => deferred.take(&tx.inner),
-        None => Vec::new(),
-    };
-    writes.extend(crate::chain::take(&tx.inner, &mut batch.events));
+    let writes = batch.take_writes(&tx.inner);
     Ok((writes, batch))
 }

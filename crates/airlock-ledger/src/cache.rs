@@ -1,10 +1,13 @@
-//! The invocation rows this process's writer last committed, so a batch whose jobs transition
-//! them need not read them again: on SQLite that read is a hand-off to sqlx's thread of its
-//! own, on PostgreSQL a round trip — each about as long as the batch's useful work.
+//! What a store's writer lanes remember between batches, so a batch need not read it again: on
+//! SQLite each read is a hand-off to sqlx's thread of its own, on PostgreSQL a round trip —
+//! each about as long as the batch's useful work.
 //!
-//! Guarantees. Only `running` rows are kept, and one is lent only to a job of the lease that
-//! holds it (a renewal or a finish), so a cached row always leads its job to write, never to a
-//! refusal read off a stale copy. Only batches whose writes are queued borrow, and every queued
+//! [`SessionCache`]: sessions seen in the database. Sessions are never updated or deleted, so a
+//! cached one stays true.
+//!
+//! [`RecentRows`]: the invocation rows the last commits left `running`. One is lent only to a
+//! job of the lease that holds it (a renewal or a finish), so a cached row always leads its job
+//! to write, never to a refusal read off a stale copy. Only batches whose writes are queued borrow, and every queued
 //! write is a compare-and-swap on the (state, version) its job read: if another process
 //! changed the row since (a second replica's sweeper), the batch's guard finds the write
 //! short, the whole batch rolls back, the cache is emptied, and the jobs run again from rows
@@ -14,12 +17,43 @@
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
 
-use crate::ids::InvocationId;
+use crate::ids::{InvocationId, SessionId};
 use crate::model::Invocation;
 use crate::state::InvocationState;
 
-/// Entries kept before the cache starts over (a bound on memory, not a tuning knob).
-const RECENT_MAX: usize = 4096;
+/// Entries kept before a cache starts over (a bound on memory, not a tuning knob).
+const CACHE_MAX: usize = 4096;
+
+/// Sessions seen in the database, with their principal; recording a call then needs no
+/// session read.
+#[derive(Default)]
+pub(crate) struct SessionCache(Mutex<HashMap<SessionId, Option<String>>>);
+
+impl SessionCache {
+    pub(crate) fn get(&self, id: SessionId) -> Option<Option<String>> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&id)
+            .cloned()
+    }
+
+    pub(crate) fn put(&self, id: SessionId, principal: Option<String>) {
+        let mut map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if map.len() >= CACHE_MAX {
+            map.clear();
+        }
+        map.insert(id, principal);
+    }
+
+    /// Forgets everything (after a rolled-back batch, which may have created sessions).
+    pub(crate) fn clear(&self) {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
+    }
+}
 
 /// Rows as the last commits left them, shared by a store's writer lanes.
 #[derive(Default)]
@@ -61,7 +95,7 @@ impl RecentRows {
             {
                 continue;
             }
-            if map.len() >= RECENT_MAX {
+            if map.len() >= CACHE_MAX {
                 map.clear();
             }
             map.insert(inv.id, inv.clone());

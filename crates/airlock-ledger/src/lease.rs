@@ -1,0 +1,173 @@
+//! The lease transitions of a call: claim (`pending | approved → running`), renew, and finish
+//! (`running → succeeded | failed`).
+//!
+//! Each reads the row through the batch, checks the transition in Rust (so a refusal names
+//! the states involved), and saves it with a compare-and-swap; a lost swap is re-read and
+//! reported as what it is (taken, lease lost, already finished). A claim applies expiry first
+//! and checks the arguments against their recorded hash, since an approval is bound to them.
+
+use std::time::Duration;
+
+use airlock_spec::{canonical_json, sha256_hex};
+use serde_json::Value;
+use time::OffsetDateTime;
+
+use crate::batch::Batch;
+use crate::error::{LedgerError, ToolError};
+use crate::expiry::load_current;
+use crate::ids::InvocationId;
+use crate::model::{Invocation, Lease};
+use crate::state::InvocationState as S;
+use crate::tx::LedgerTx;
+
+pub(crate) const CLAIM_FROM: &[S] = &[S::Pending, S::Approved];
+pub(crate) const FINISH_FROM: &[S] = &[S::Running];
+
+/// SHA-256 of the canonical JSON of `arguments`.
+pub(crate) fn arguments_hash(arguments: &Value) -> String {
+    sha256_hex(canonical_json(arguments).as_bytes())
+}
+
+fn taken(inv: &Invocation) -> LedgerError {
+    match inv.state {
+        S::Running | S::Succeeded | S::Failed | S::InDoubt | S::Resolved => LedgerError::Taken {
+            id: inv.id,
+            state: inv.state,
+            holder: inv.lease.as_ref().map(|l| l.owner.clone()),
+        },
+        _ => LedgerError::WrongState {
+            id: inv.id,
+            expected: CLAIM_FROM,
+            actual: inv.state,
+        },
+    }
+}
+
+/// The claimable row moved to `running` under `owner`'s lease (not yet saved).
+pub(crate) fn claimed(
+    inv: &Invocation,
+    owner: &str,
+    lease: Duration,
+    now: OffsetDateTime,
+) -> Result<Invocation, LedgerError> {
+    if !CLAIM_FROM.contains(&inv.state) {
+        return Err(taken(inv));
+    }
+    // An approval is bound to the exact arguments: refuse a row whose arguments no longer
+    // match the hash that was recorded (and approved).
+    if arguments_hash(&inv.arguments) != inv.arguments_hash {
+        return Err(LedgerError::Corrupt {
+            entity: "invocation",
+            id: inv.id.to_string(),
+            reason: "arguments do not match the recorded arguments hash".into(),
+        });
+    }
+    let mut next = inv.clone();
+    next.state = S::Running;
+    next.lease = Some(Lease {
+        owner: owner.to_owned(),
+        deadline: now + lease,
+    });
+    next.attempts += 1;
+    Ok(next)
+}
+
+pub(crate) async fn claim(
+    tx: &mut LedgerTx,
+    batch: &mut Batch,
+    id: InvocationId,
+    owner: &str,
+    lease: Duration,
+) -> Result<Invocation, LedgerError> {
+    let inv = load_current(tx, batch, id).await?;
+    let next = claimed(&inv, owner, lease, batch.now)?;
+    batch.save_or(tx, &inv, next, taken).await
+}
+
+fn lease_lost(inv: &Invocation, owner: &str) -> LedgerError {
+    LedgerError::LeaseLost {
+        id: inv.id,
+        owner: owner.to_owned(),
+        state: inv.state,
+        holder: inv.lease.as_ref().map(|l| l.owner.clone()),
+    }
+}
+
+fn holds(inv: &Invocation, owner: &str) -> bool {
+    inv.lease.as_ref().is_some_and(|l| l.owner == owner)
+}
+
+pub(crate) async fn renew(
+    tx: &mut LedgerTx,
+    batch: &mut Batch,
+    id: InvocationId,
+    owner: &str,
+    lease: Duration,
+) -> Result<Invocation, LedgerError> {
+    let inv = batch.load_required(tx, id).await?;
+    if inv.state != S::Running || !holds(&inv, owner) {
+        return Err(lease_lost(&inv, owner));
+    }
+    let mut next = inv.clone();
+    next.lease = Some(Lease {
+        owner: owner.to_owned(),
+        deadline: batch.now + lease,
+    });
+    batch
+        .save_or(tx, &inv, next, |now| lease_lost(now, owner))
+        .await
+}
+
+fn refuse_finish(inv: &Invocation, owner: &str) -> LedgerError {
+    match inv.state {
+        S::Succeeded | S::Failed | S::Resolved | S::Denied | S::Expired | S::Proposed => {
+            LedgerError::AlreadyFinished {
+                id: inv.id,
+                state: inv.state,
+            }
+        }
+        S::Running | S::InDoubt | S::Approved => lease_lost(inv, owner),
+        S::Pending | S::AwaitingApproval | S::AwaitingAnswer => LedgerError::WrongState {
+            id: inv.id,
+            expected: FINISH_FROM,
+            actual: inv.state,
+        },
+    }
+}
+
+/// The row settled with `outcome` (not yet saved).
+pub(crate) fn finished(inv: &Invocation, outcome: Result<Value, ToolError>) -> Invocation {
+    let mut next = inv.clone();
+    next.expires_at = None;
+    match outcome {
+        Ok(value) => {
+            next.state = S::Succeeded;
+            next.result = Some(value);
+        }
+        Err(error) => {
+            next.state = S::Failed;
+            next.error = Some(error);
+        }
+    }
+    next
+}
+
+/// Stores the result. The lease owner may also settle its own row after the sweeper marked
+/// it in doubt: the call did finish, so nobody needs to guess.
+pub(crate) async fn finish(
+    tx: &mut LedgerTx,
+    batch: &mut Batch,
+    id: InvocationId,
+    owner: &str,
+    outcome: Result<Value, ToolError>,
+) -> Result<Invocation, LedgerError> {
+    let inv = batch.load_required(tx, id).await?;
+    let mine = matches!(inv.state, S::Running | S::InDoubt) && holds(&inv, owner);
+    if !mine {
+        return Err(refuse_finish(&inv, owner));
+    }
+    let next = finished(&inv, outcome);
+    batch
+        .save_or(tx, &inv, next, |now| refuse_finish(now, owner))
+        .await
+}

@@ -1,0 +1,103 @@
+//! The read side: rows read from the pool, outside any write transaction, each query a
+//! snapshot of committed state. Expiry on read is the caller's step (see `ledger`), since it
+//! writes.
+
+use sqlx::AssertSqlSafe;
+
+use crate::db::{DbPool, SqlValue};
+use crate::error::LedgerError;
+use crate::ids::{InvocationId, RunId, SessionId};
+use crate::model::{Invocation, Run, Session};
+use crate::row::{
+    INVOCATION_COLUMNS, InvocationRow, RUN_COLUMNS, RunRow, SESSION_COLUMNS, SessionRow, open_rows,
+};
+
+/// Parked rows waiting for a person, filtered by tool (`$1`), principal (`$2`) and recorded
+/// before (`$3`), each when not null; oldest first, at most `$4`.
+pub(crate) const PENDING_APPROVALS: &str = concat!(
+    "state IN ('awaiting_approval', 'awaiting_answer') AND ",
+    open_rows!(),
+    " AND ($1 IS NULL OR tool = $1) AND ($2 IS NULL OR principal = $2) \
+     AND ($3 IS NULL OR created_at <= $3) ORDER BY created_at, id LIMIT $4"
+);
+
+/// Approved rows nobody has claimed yet, oldest first, at most `$1`.
+pub(crate) const APPROVED_UNCLAIMED: &str = concat!(
+    "state = 'approved' AND ",
+    open_rows!(),
+    " ORDER BY created_at, id LIMIT $1"
+);
+
+/// A session's calls (`$1`), in the order they were recorded.
+pub(crate) const SESSION_INVOCATIONS: &str = "session_id = $1 ORDER BY created_at, id";
+
+/// A run's calls (`$1`), in the order they were recorded.
+pub(crate) const RUN_INVOCATIONS: &str = "run_id = $1 ORDER BY created_at, id";
+
+/// Rows in doubt, oldest first.
+pub(crate) const IN_DOUBT: &str = concat!(
+    "state = 'in_doubt' AND ",
+    open_rows!(),
+    " ORDER BY created_at, id"
+);
+
+/// A text bind that is null when absent.
+pub(crate) fn text(v: Option<&str>) -> SqlValue {
+    v.map(str::to_owned).into()
+}
+
+pub(crate) async fn invocation(pool: &DbPool, id: InvocationId) -> Result<Invocation, LedgerError> {
+    let row = pool
+        .fetch_optional(
+            AssertSqlSafe(format!(
+                "SELECT {INVOCATION_COLUMNS} FROM invocations WHERE id = $1"
+            )),
+            &[id.to_string().into()],
+        )
+        .await?
+        .ok_or(LedgerError::NotFound(id))?;
+    Invocation::try_from(InvocationRow::read(&row)?)
+}
+
+/// The invocations matching `where_` (one of the queries above) with `binds`.
+pub(crate) async fn invocations(
+    pool: &DbPool,
+    where_: &str,
+    binds: &[SqlValue],
+) -> Result<Vec<Invocation>, LedgerError> {
+    let rows = pool
+        .fetch_all(
+            AssertSqlSafe(format!(
+                "SELECT {INVOCATION_COLUMNS} FROM invocations WHERE {where_}"
+            )),
+            binds,
+        )
+        .await?;
+    rows.iter()
+        .map(|r| Invocation::try_from(InvocationRow::read(r)?))
+        .collect()
+}
+
+pub(crate) async fn session(pool: &DbPool, id: SessionId) -> Result<Session, LedgerError> {
+    let row = pool
+        .fetch_optional(
+            AssertSqlSafe(format!(
+                "SELECT {SESSION_COLUMNS} FROM sessions WHERE id = $1"
+            )),
+            &[id.to_string().into()],
+        )
+        .await?
+        .ok_or(LedgerError::SessionNotFound(id))?;
+    Session::try_from(SessionRow::read(&row)?)
+}
+
+pub(crate) async fn run(pool: &DbPool, id: RunId) -> Result<Run, LedgerError> {
+    let row = pool
+        .fetch_optional(
+            AssertSqlSafe(format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = $1")),
+            &[id.to_string().into()],
+        )
+        .await?
+        .ok_or(LedgerError::RunNotFound(id))?;
+    Run::try_from(RunRow::read(&row)?)
+}
