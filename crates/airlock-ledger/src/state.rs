@@ -1,4 +1,4 @@
-//! The states of an invocation and of a run (DESIGN §5), and which transitions are legal.
+//! The states of an invocation and of a run (docs/rules.md LEDGER-2), and which transitions are legal.
 //!
 //! The table in [`InvocationState::can_become`] is the whole state machine: every write the
 //! ledger makes checks it before the compare-and-swap, so an illegal transition is refused
@@ -45,7 +45,7 @@ macro_rules! words {
 }
 
 words! {
-    /// Where an invocation is in its life. See DESIGN §5 for the diagram.
+    /// Where an invocation is in its life. See docs/rules.md LEDGER-2 for the moves.
     InvocationState {
         /// Recorded, ready to be claimed (approval `never`, or covered by an earlier approval).
         Pending = "pending",
@@ -140,7 +140,7 @@ impl InvocationState {
         matches!(self, S::AwaitingApproval | S::AwaitingAnswer | S::InDoubt)
     }
 
-    /// Whether `self → next` is a legal transition (DESIGN §5). `running → running` is a lease
+    /// Whether `self → next` is a legal transition (docs/rules.md LEDGER-2). `running → running` is a lease
     /// renewal.
     #[must_use]
     pub fn can_become(self, next: InvocationState) -> bool {

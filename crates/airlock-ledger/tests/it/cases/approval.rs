@@ -1,4 +1,4 @@
-//! Cases 9–15: approval policies.
+//! Approval policies (docs/rules.md POLICY-1 to POLICY-6).
 
 use std::time::Duration;
 
@@ -12,8 +12,8 @@ fn with(mut call: NewInvocation, approval: Approval) -> NewInvocation {
     call
 }
 
-/// Case 9: `always` parks every call with `expires_at` = now + TTL; nothing runs.
-pub(crate) async fn case_09_always_parks(h: &Harness) {
+/// POLICY-1: `always` parks every call with `expires_at` = now + TTL; nothing runs.
+pub(crate) async fn policy_1_always_parks(h: &Harness) {
     let s = h.session().await;
     for n in 0..2 {
         let row = h
@@ -49,8 +49,8 @@ pub(crate) async fn case_09_always_parks(h: &Harness) {
     );
 }
 
-/// Case 10: `never` runs at once; the row records no approval.
-pub(crate) async fn case_10_never_runs_at_once(h: &Harness) {
+/// POLICY-2: `never` runs at once; the row records no approval.
+pub(crate) async fn policy_2_never_runs_at_once(h: &Harness) {
     let s = h.session().await;
     let row = h
         .store
@@ -68,9 +68,9 @@ pub(crate) async fn case_10_never_runs_at_once(h: &Harness) {
     assert!(running.decision.is_none());
 }
 
-/// Case 11: `once`: the first call parks; after approval an identical call (key order ignored) in
+/// POLICY-3: `once`: the first call parks; after approval an identical call (key order ignored) in
 /// the same scope runs without parking.
-pub(crate) async fn case_11_once_identical_call_runs(h: &Harness) {
+pub(crate) async fn policy_3_once_identical_call_runs(h: &Harness) {
     let s = h.session_for(None).await;
     let first = h
         .store
@@ -111,8 +111,8 @@ pub(crate) async fn case_11_once_identical_call_runs(h: &Harness) {
     assert_eq!(again.arguments_hash, first.arguments_hash);
 }
 
-/// Case 12: `once` with different arguments parks again (5 never approves 5000).
-pub(crate) async fn case_12_once_different_arguments_park(h: &Harness) {
+/// POLICY-3: `once` with different arguments parks again (5 never approves 5000).
+pub(crate) async fn policy_3_once_different_arguments_park(h: &Harness) {
     let s = h.session().await;
     let five = h
         .store
@@ -149,9 +149,9 @@ pub(crate) async fn case_12_once_different_arguments_park(h: &Harness) {
     assert_eq!(other_tool.state, S::AwaitingApproval);
 }
 
-/// Case 13: (ledger side) Each MCP call is its own session: `once` is scoped to the principal, so
+/// POLICY-4: (ledger side) Each MCP call is its own session: `once` is scoped to the principal, so
 /// the same principal's identical call runs and another principal's parks.
-pub(crate) async fn case_13_once_scoped_to_principal(h: &Harness) {
+pub(crate) async fn policy_4_once_scoped_to_principal(h: &Harness) {
     let args = json!({"page": "home"});
     let s1 = h.session_for(Some("token:ci-bot")).await;
     let first = h
@@ -221,8 +221,8 @@ pub(crate) async fn case_13_once_scoped_to_principal(h: &Harness) {
     assert_eq!(b.state, S::AwaitingApproval);
 }
 
-/// Case 14: An approved row executes without evaluating the policy again.
-pub(crate) async fn case_14_approved_row_runs_without_policy(h: &Harness) {
+/// POLICY-5: An approved row executes without evaluating the policy again.
+pub(crate) async fn policy_5_approved_row_runs_without_policy(h: &Harness) {
     let s = h.session().await;
     let row = h
         .store
@@ -250,8 +250,8 @@ pub(crate) async fn case_14_approved_row_runs_without_policy(h: &Harness) {
     assert_eq!(done.decision.unwrap().by, "bob");
 }
 
-/// Case 15: An approval is bound to the arguments hash and the definitions digest.
-pub(crate) async fn case_15_approval_bound_to_digest_and_arguments(h: &Harness) {
+/// POLICY-6: An approval is bound to the arguments hash and the definitions digest.
+pub(crate) async fn policy_6_approval_bound_to_digest_and_arguments(h: &Harness) {
     let s = h.session().await;
     let first = h
         .store

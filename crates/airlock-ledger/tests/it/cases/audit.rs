@@ -1,4 +1,4 @@
-//! Cases 24–26: waiting and audit.
+//! Waiting and audit (docs/rules.md DECIDE-9, LEDGER-15, LEDGER-16).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,8 +12,8 @@ use tokio::time::Instant;
 
 use crate::harness::{DIGEST, Harness, LEASE, TTL};
 
-/// Case 24: `wait_for_change` returns promptly on a change and at the deadline otherwise.
-pub(crate) async fn case_24_wait_for_change(h: &Harness) {
+/// DECIDE-9: `wait_for_change` returns promptly on a change and at the deadline otherwise.
+pub(crate) async fn decide_9_wait_for_change(h: &Harness) {
     let s = h.session().await;
     let mut call = h.call(s, "refund", json!({"amount": 5}));
     call.approval = Approval::Always;
@@ -52,8 +52,8 @@ pub(crate) async fn case_24_wait_for_change(h: &Harness) {
     assert_eq!(now.state, S::Approved);
 }
 
-/// Case 25: Every decision records who, when and why; listings show the story in order.
-pub(crate) async fn case_25_story_in_order(h: &Harness) {
+/// LEDGER-15: Every decision records who, when and why; listings show the story in order.
+pub(crate) async fn ledger_15_story_in_order(h: &Harness) {
     let s = h.session().await;
     let mut ids = Vec::new();
     for (n, approval) in [
@@ -135,8 +135,8 @@ pub(crate) async fn case_25_story_in_order(h: &Harness) {
     );
 }
 
-/// Case 26: The audit chain detects an edited or deleted row and names it.
-pub(crate) async fn case_26_audit_chain_names_tampered_rows(h: &Harness) {
+/// LEDGER-16: The audit chain detects an edited or deleted row and names it.
+pub(crate) async fn ledger_16_audit_chain_names_tampered_rows(h: &Harness) {
     let s = h.session().await;
     let mut ids = Vec::new();
     for n in 0..4 {

@@ -1,4 +1,4 @@
-//! Cases 16–23: decisions, plus questions (`ask_human`).
+//! Decisions (docs/rules.md DECIDE-2 to DECIDE-7, POLICY-15), plus questions (`ask_human`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -37,8 +37,8 @@ async fn run(h: &Harness, s: SessionId) -> RunId {
         .id
 }
 
-/// Case 16: Park → approve → runs exactly once, and whoever waits gets the result.
-pub(crate) async fn case_16_approve_runs_once_waiter_gets_result(h: &Harness) {
+/// DECIDE-2: Park → approve → runs exactly once, and whoever waits gets the result.
+pub(crate) async fn decide_2_approve_runs_once_waiter_gets_result(h: &Harness) {
     let s = h.session().await;
     let row = parked(h, s, None, json!({"amount": 5})).await;
     let store = Arc::clone(&h.store);
@@ -75,9 +75,9 @@ pub(crate) async fn case_16_approve_runs_once_waiter_gets_result(h: &Harness) {
     assert_eq!(seen.attempts, 1);
 }
 
-/// Case 17: Park → deny(reason) → denied, the model sees `{"denied": reason}`, nothing runs, the
+/// DECIDE-3: Park → deny(reason) → denied, the model sees `{"denied": reason}`, nothing runs, the
 /// run continues.
-pub(crate) async fn case_17_deny(h: &Harness) {
+pub(crate) async fn decide_3_deny(h: &Harness) {
     let s = h.session().await;
     let r = run(h, s).await;
     let row = parked(h, s, Some(r), json!({"amount": 5})).await;
@@ -98,8 +98,8 @@ pub(crate) async fn case_17_deny(h: &Harness) {
     assert_eq!(h.store.get_run(r).await.unwrap().status, RunStatus::Running);
 }
 
-/// Case 18: In doubt → "did not run" → re-executed exactly once; "it ran" → settled with the note.
-pub(crate) async fn case_18_resolve_in_doubt(h: &Harness) {
+/// DECIDE-4: In doubt → "did not run" → re-executed exactly once; "it ran" → settled with the note.
+pub(crate) async fn decide_4_resolve_in_doubt(h: &Harness) {
     let s = h.session().await;
     let a = h
         .store
@@ -150,9 +150,9 @@ pub(crate) async fn case_18_resolve_in_doubt(h: &Harness) {
     assert!(h.store.claim(b.id, "w2", LEASE).await.is_err());
 }
 
-/// Case 19: A second decision fails naming the first; deny never overwrites approve; 16 concurrent
+/// DECIDE-5: A second decision fails naming the first; deny never overwrites approve; 16 concurrent
 /// deciders leave exactly one decision.
-pub(crate) async fn case_19_one_decision_stands(h: &Harness) {
+pub(crate) async fn decide_5_one_decision_stands(h: &Harness) {
     let s = h.session().await;
     let row = parked(h, s, None, json!({"amount": 5})).await;
     h.store
@@ -217,8 +217,8 @@ pub(crate) async fn case_19_one_decision_stands(h: &Harness) {
     assert_eq!(stored.by, winner);
 }
 
-/// Case 20: Approving a row that is not awaiting a decision says which state it is in.
-pub(crate) async fn case_20_approve_wrong_state(h: &Harness) {
+/// DECIDE-6: Approving a row that is not awaiting a decision says which state it is in.
+pub(crate) async fn decide_6_approve_wrong_state(h: &Harness) {
     let s = h.session().await;
     let row = h
         .store
@@ -256,9 +256,9 @@ pub(crate) async fn case_20_approve_wrong_state(h: &Harness) {
     );
 }
 
-/// Case 21: Past `expires_at` a row cannot be approved; sweeper and reads mark it expired; the
+/// POLICY-15: Past `expires_at` a row cannot be approved; sweeper and reads mark it expired; the
 /// model sees `{"denied": "approval expired"}`; its run fails with `approval_expired`.
-pub(crate) async fn case_21_expiry(h: &Harness) {
+pub(crate) async fn policy_15_expiry(h: &Harness) {
     let s = h.session().await;
     let r1 = run(h, s).await;
     let by_decision = parked(h, s, Some(r1), json!({"n": 1})).await;
@@ -298,8 +298,8 @@ pub(crate) async fn case_21_expiry(h: &Harness) {
     );
 }
 
-/// Case 22: A decision on a row whose run was cancelled or failed is refused.
-pub(crate) async fn case_22_closed_run_refuses_decisions(h: &Harness) {
+/// DECIDE-6: A decision on a row whose run was cancelled or failed is refused.
+pub(crate) async fn decide_6_closed_run_refuses_decisions(h: &Harness) {
     let s = h.session().await;
     for status in [RunStatus::Cancelled, RunStatus::Failed] {
         let r = run(h, s).await;
@@ -324,8 +324,8 @@ pub(crate) async fn case_22_closed_run_refuses_decisions(h: &Harness) {
     }
 }
 
-/// Case 23: Two gated calls of one step approved concurrently: the run resumes exactly once.
-pub(crate) async fn case_23_run_resumes_once(h: &Harness) {
+/// DECIDE-7: Two gated calls of one step approved concurrently: the run resumes exactly once.
+pub(crate) async fn decide_7_run_resumes_once(h: &Harness) {
     let s = h.session().await;
     let r = run(h, s).await;
     let a = parked(h, s, Some(r), json!({"n": 1})).await;

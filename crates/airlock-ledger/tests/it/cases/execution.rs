@@ -1,4 +1,4 @@
-//! Cases 1–8: execution and effect modes.
+//! Execution and effect modes (docs/rules.md LEDGER-3 to LEDGER-10, DECL-11).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -11,9 +11,9 @@ use serde_json::json;
 
 use crate::harness::{Harness, LEASE, TTL};
 
-/// Case 1: A transactional local tool runs once; its writes and `succeeded` commit together; a
+/// LEDGER-7: A transactional local tool runs once; its writes and `succeeded` commit together; a
 /// failing tool's writes roll back and the row is `failed` with the message.
-pub(crate) async fn case_01_transactional_commits_with_the_row(h: &Harness) {
+pub(crate) async fn ledger_7_transactional_commits_with_the_row(h: &Harness) {
     h.raw
         .exec("CREATE TABLE tool_orders (n BIGINT NOT NULL)")
         .await;
@@ -116,9 +116,9 @@ pub(crate) async fn case_01_transactional_commits_with_the_row(h: &Harness) {
     assert!(h.store.verify().await.unwrap().first_break.is_none());
 }
 
-/// Case 2: Same (session, call id) → same row; finishing twice is an error; a settled row is never
+/// LEDGER-5: Same (session, call id) → same row; finishing twice is an error; a settled row is never
 /// executed again and replays its stored result.
-pub(crate) async fn case_02_dedupe_finish_twice_replay(h: &Harness) {
+pub(crate) async fn ledger_5_dedupe_finish_twice_replay(h: &Harness) {
     let s = h.session().await;
     let call = h.call(s, "crm__search", json!({"q": "ada"}));
     let first = h.store.record(call.clone()).await.unwrap();
@@ -160,9 +160,9 @@ pub(crate) async fn case_02_dedupe_finish_twice_replay(h: &Harness) {
     assert_eq!(replay.invocation.model_result(), Some(json!({"hits": 1})));
 }
 
-/// Case 3: Calls of one step settle in order; the ungated one runs while its sibling parks; after
+/// LEDGER-6: Calls of one step settle in order; the ungated one runs while its sibling parks; after
 /// approval only the sibling runs.
-pub(crate) async fn case_03_siblings_settle_in_order(h: &Harness) {
+pub(crate) async fn ledger_6_siblings_settle_in_order(h: &Harness) {
     let s = h.session().await;
     let run = h
         .store
@@ -209,9 +209,9 @@ pub(crate) async fn case_03_siblings_settle_in_order(h: &Harness) {
     );
 }
 
-/// Case 4: 16 concurrent claimers of one at-most-once row: the body runs once; the rest are told
+/// LEDGER-3: 16 concurrent claimers of one at-most-once row: the body runs once; the rest are told
 /// the row is taken.
-pub(crate) async fn case_04_sixteen_claimers(h: &Harness) {
+pub(crate) async fn ledger_3_sixteen_claimers(h: &Harness) {
     let s = h.session().await;
     let id = h
         .store
@@ -245,9 +245,9 @@ pub(crate) async fn case_04_sixteen_claimers(h: &Harness) {
     assert_eq!(h.store.get(id).await.unwrap().attempts, 1);
 }
 
-/// Case 5: An at-most-once row found running with an expired lease becomes in doubt and parks
+/// LEDGER-8: An at-most-once row found running with an expired lease becomes in doubt and parks
 /// with an expiry; it is not run.
-pub(crate) async fn case_05_expired_lease_in_doubt(h: &Harness) {
+pub(crate) async fn ledger_8_expired_lease_in_doubt(h: &Harness) {
     let s = h.session().await;
     let id = h
         .store
@@ -283,8 +283,8 @@ pub(crate) async fn case_05_expired_lease_in_doubt(h: &Harness) {
     assert_eq!(h.store.in_doubt().await.unwrap().len(), 1);
 }
 
-/// Case 6: An idempotent row with an expired lease is re-run once with the same key, and completes.
-pub(crate) async fn case_06_idempotent_rerun(h: &Harness) {
+/// LEDGER-9: An idempotent row with an expired lease is re-run once with the same key, and completes.
+pub(crate) async fn ledger_9_idempotent_rerun(h: &Harness) {
     let s = h.session().await;
     let mut call = h.call(s, "crm__upsert", json!({"email": "a@b"}));
     call.effect = Effect::Idempotent;
@@ -313,9 +313,9 @@ pub(crate) async fn case_06_idempotent_rerun(h: &Harness) {
     );
 }
 
-/// Case 7: (ledger side) A row claimed by a process that stops renewing its lease does not stay
+/// LEDGER-10: (ledger side) A row claimed by a process that stops renewing its lease does not stay
 /// running: renewals keep it alive, and after the lease it is in doubt or re-run.
-pub(crate) async fn case_07_claimed_row_does_not_stay_running(h: &Harness) {
+pub(crate) async fn ledger_10_claimed_row_does_not_stay_running(h: &Harness) {
     let s = h.session().await;
     let amo = h
         .store
@@ -357,8 +357,8 @@ pub(crate) async fn case_07_claimed_row_does_not_stay_running(h: &Harness) {
     assert_eq!((report.in_doubt, report.retried), (vec![amo], vec![idem]));
 }
 
-/// Case 8: Remote tools can never be transactional (the ledger refuses too, behind the loader).
-pub(crate) async fn case_08_remote_never_transactional(h: &Harness) {
+/// DECL-11: Remote tools can never be transactional (the ledger refuses too, behind the loader).
+pub(crate) async fn decl_11_remote_never_transactional(h: &Harness) {
     let s = h.session().await;
     for kind in [SourceKind::Mcp, SourceKind::Api] {
         let mut call = h.call(s, "crm__create", json!({}));
