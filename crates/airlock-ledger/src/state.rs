@@ -1,4 +1,5 @@
-//! The states of an invocation and of a run (docs/rules.md LEDGER-2), and which transitions are legal.
+//! The states of an invocation and of a run, and which transitions are legal (docs/rules.md
+//! LEDGER-2).
 //!
 //! The table in [`InvocationState::can_become`] is the whole state machine: every write the
 //! ledger makes checks it before the compare-and-swap, so an illegal transition is refused
@@ -140,8 +141,8 @@ impl InvocationState {
         matches!(self, S::AwaitingApproval | S::AwaitingAnswer | S::InDoubt)
     }
 
-    /// Whether `self → next` is a legal transition (docs/rules.md LEDGER-2). `running → running` is a lease
-    /// renewal.
+    /// Whether `self → next` is a legal transition (docs/rules.md LEDGER-2). `running → running`
+    /// is a lease renewal.
     #[must_use]
     pub fn can_become(self, next: InvocationState) -> bool {
         match self {

@@ -1,5 +1,6 @@
 //! The ledger's rules of docs/rules.md (LEDGER, POLICY-1 to POLICY-6 and POLICY-15, DECIDE),
-//! one function per rule and case, named after its rule id (plus races and questions), each run against both backends by `both_backends!` in `main.rs`.
+//! one function per rule and case, named after its rule id (plus races and questions), each run against both
+//! backends by `both_backends!` in `main.rs`.
 
 mod approval;
 mod audit;
