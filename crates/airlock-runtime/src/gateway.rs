@@ -310,17 +310,8 @@ impl Gateway {
         }
         if let (Some(error), true) = (invalid, recorded.created) {
             // Bad arguments are stored on their own row and never run, whatever the policy.
-            let id = recorded.invocation.id;
-            self.store.claim(id, &self.owner, self.lease).await?;
-            let row = self
-                .store
-                .finish(
-                    id,
-                    &self.owner,
-                    Err(StoredError::new(error.kind.as_str(), error.message)),
-                )
-                .await?;
-            return Ok(Outcome::Completed(row));
+            let row = self.fail_unclaimed(recorded.invocation, error).await?;
+            return Ok(Outcome::from_row(row));
         }
         self.advance(prepared, spec, recorded.invocation).await
     }
@@ -379,7 +370,7 @@ impl Gateway {
             _ => return Ok(Outcome::from_row(row)),
         };
         if let Some(err) = refusal {
-            return Ok(Outcome::Completed(self.fail_unclaimed(row, err).await?));
+            return Ok(Outcome::from_row(self.fail_unclaimed(row, err).await?));
         }
         if let Some(body) = self.transactional_body(spec, &row) {
             return match self

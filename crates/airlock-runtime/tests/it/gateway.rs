@@ -17,6 +17,10 @@ use airlock_spec::{
 };
 use serde_json::{Value, json};
 
+mod rival;
+
+use rival::a_refused_call_another_claimer_holds_is_reported_as_it_stands;
+
 /// A local tool that counts its runs and echoes its arguments.
 struct Counter {
     name: &'static str,
@@ -150,6 +154,7 @@ on_both_backends!(
     a_running_call_keeps_its_lease,
     a_retried_call_does_not_run_under_an_approval_for_old_definitions,
     an_approved_call_runs_without_the_rate_limit,
+    a_refused_call_another_claimer_holds_is_reported_as_it_stands,
 );
 
 async fn gateway_on(
