@@ -1,8 +1,8 @@
 //! airlock's MCP endpoint: any MCP client calls the tools of a [`ToolHost`] over Streamable HTTP.
 //!
 //! Guarantees:
-//! - `POST /mcp` serves [`HostScope::Gateway`], `POST /agents/{name}/mcp` serves
-//!   [`HostScope::Agent`]; every other method answers 405 (no GET stream, no DELETE: the
+//! - `POST /mcp` serves [`ScopeId::Gateway`], `POST /agents/{name}/mcp` serves
+//!   [`ScopeId::Agent`]; every other method answers 405 (no GET stream, no DELETE: the
 //!   endpoint is stateless and keeps no session, for every protocol era).
 //! - Before anything is parsed, the `Host` and any `Origin` must name an allowed host (403
 //!   otherwise, a DNS-rebinding guard), and a bearer token must match one configured token in
@@ -41,7 +41,7 @@ use handler::Endpoint;
 
 pub use convert::AWAIT_TOOL;
 
-use crate::host::HostScope;
+use airlock_spec::ScopeId;
 
 /// The longest a single `airlock_await_decision` call waits, whatever the client asks: short
 /// enough for every client's request timeout, long enough that polling is cheap.
@@ -55,7 +55,7 @@ pub struct EndpointToken {
     /// The principal recorded on every call made with it.
     pub principal: String,
     /// The scopes it may call; `None`: every scope.
-    pub scopes: Option<Vec<HostScope>>,
+    pub scopes: Option<Vec<ScopeId>>,
 }
 
 /// Who may call the endpoint, and under which names it may be reached.

@@ -21,7 +21,9 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use super::EndpointConfig;
-use crate::host::{Caller, HostScope};
+use airlock_spec::ScopeId;
+
+use crate::host::Caller;
 
 /// The largest request body read; bigger is a 413. Tool arguments are small, and this caps the
 /// memory one request can pin before it is authenticated.
@@ -33,7 +35,7 @@ const LOOPBACK: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
 /// The scope and caller of an admitted request, for the handler.
 #[derive(Debug, Clone)]
 pub(super) struct Admitted {
-    pub(super) scope: HostScope,
+    pub(super) scope: ScopeId,
     pub(super) caller: Caller,
 }
 
@@ -50,11 +52,11 @@ struct Token {
     digest: [u8; 32],
     principal: String,
     /// `None`: every scope.
-    scopes: Option<Vec<HostScope>>,
+    scopes: Option<Vec<ScopeId>>,
 }
 
 impl Token {
-    fn may_call(&self, scope: &HostScope) -> bool {
+    fn may_call(&self, scope: &ScopeId) -> bool {
         self.scopes.as_ref().is_none_or(|s| s.contains(scope))
     }
 }
@@ -114,7 +116,7 @@ pub(super) async fn gateway(
     request: Request,
     next: Next,
 ) -> Response {
-    admit(&gate, HostScope::Gateway, request, next).await
+    admit(&gate, ScopeId::Gateway, request, next).await
 }
 
 /// The admission middleware of `POST /agents/{name}/mcp`.
@@ -124,10 +126,10 @@ pub(super) async fn agent(
     request: Request,
     next: Next,
 ) -> Response {
-    admit(&gate, HostScope::Agent(name), request, next).await
+    admit(&gate, ScopeId::Agent(name), request, next).await
 }
 
-async fn admit(gate: &Gate, scope: HostScope, request: Request, next: Next) -> Response {
+async fn admit(gate: &Gate, scope: ScopeId, request: Request, next: Next) -> Response {
     if request.method() != Method::POST {
         let mut response = (StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed").into_response();
         response
@@ -164,12 +166,12 @@ async fn admit(gate: &Gate, scope: HostScope, request: Request, next: Next) -> R
 }
 
 /// Names the endpoint and the `scopes` entry that would grant it.
-fn forbidden_scope(scope: &HostScope) -> String {
-    let (path, entry) = match scope {
-        HostScope::Gateway => ("/mcp".to_owned(), "gateway".to_owned()),
-        HostScope::Agent(name) => (format!("/agents/{name}/mcp"), format!("agent:{name}")),
+fn forbidden_scope(scope: &ScopeId) -> String {
+    let path = match scope {
+        ScopeId::Gateway => "/mcp".to_owned(),
+        ScopeId::Agent(name) => format!("/agents/{name}/mcp"),
     };
-    format!("Forbidden: this token may not call POST {path} (its scopes lack \"{entry}\")")
+    format!("Forbidden: this token may not call POST {path} (its scopes lack \"{scope}\")")
 }
 
 /// The 401, with a challenge saying whether a token was presented at all (RFC 6750).

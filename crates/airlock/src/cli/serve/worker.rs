@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use airlock_ledger::InvocationId;
-use airlock_runtime::{Gateway, Outcome};
+use airlock_runtime::{Gateway, OutcomeKind};
 use tokio::sync::oneshot;
 use tokio::task::JoinSet;
 
@@ -61,13 +61,20 @@ pub(super) async fn work(gateway: Arc<Gateway>, mut stop: oneshot::Receiver<()>)
 }
 
 async fn run_one(gateway: Arc<Gateway>, id: InvocationId) {
-    match gateway.continue_approved(id).await {
-        Ok(Outcome::Completed(row) | Outcome::Denied(row)) => {
+    let outcome = match gateway.continue_approved(id).await {
+        Ok(outcome) => outcome,
+        Err(error) => {
+            tracing::error!(%id, %error, "running an approved call failed");
+            return;
+        }
+    };
+    let row = outcome.invocation();
+    match outcome.kind() {
+        OutcomeKind::Completed | OutcomeKind::Denied => {
             tracing::info!(%id, tool = %row.tool, state = %row.state, "worker ran an approved call");
         }
-        Ok(Outcome::Parked(row) | Outcome::Proposed(row)) => {
+        OutcomeKind::Parked | OutcomeKind::Proposed => {
             tracing::debug!(%id, state = %row.state, "approved call not run by the worker");
         }
-        Err(error) => tracing::error!(%id, %error, "running an approved call failed"),
     }
 }
