@@ -1,9 +1,11 @@
 //! Decisions, shared by every surface (HTTP API, CLI, the MCP endpoint's inbox): one ledger
 //! transition by a named person, then — for an approval — the call runs through the gateway's
 //! claim in a background task, never inside the person's request. Whoever claims first runs
-//! it exactly once. What waits for a person is listed by [`pending`].
+//! it exactly once. What waits for a person is listed by [`pending`]; approvals nobody
+//! waits for are run by the [`worker`].
 
 pub mod pending;
+pub mod worker;
 
 use std::sync::Arc;
 

@@ -7,7 +7,8 @@
 //! - `execute`: the executors by source — tenant HTTP APIs ([`api`]), remote MCP servers, the
 //!   `fetch` builtin and [`LocalTool`]s — each through the egress guard; [`egress_policy`]
 //!   turns `[egress]` settings into the guard's policy.
-//! - [`decisions`]: a person's decision on a parked call, and the list of what waits for one.
+//! - [`decisions`]: a person's decision on a parked call, the list of what waits for one, and
+//!   the worker that runs approvals nobody waits for.
 //! - `endpoint`: the gateway as the MCP endpoint's tool host.
 //!
 //! Every [`Outcome`] is read from the row it reports. A tool's own failure is a
