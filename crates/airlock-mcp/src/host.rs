@@ -8,6 +8,7 @@
 use std::fmt;
 use std::time::Duration;
 
+use airlock_spec::ScopeId;
 use futures::future::BoxFuture;
 use serde_json::{Map, Value};
 
@@ -19,12 +20,12 @@ use serde_json::{Map, Value};
 pub trait ToolHost: Send + Sync + 'static {
     /// The tools of `scope`, in the order `tools/list` shows them. The hints are airlock's own
     /// declarations, never copied from an upstream server.
-    fn list_tools(&self, scope: &HostScope) -> Result<Vec<ToolDescriptor>, HostError>;
+    fn list_tools(&self, scope: &ScopeId) -> Result<Vec<ToolDescriptor>, HostError>;
 
     /// The input schema of the tool `name` of `scope`, if both exist: what the endpoint checks
     /// a request against before the call. The default scans [`ToolHost::list_tools`]; a host
     /// with a direct lookup should override it (it runs on every 2026-07-28 `tools/call`).
-    fn input_schema(&self, scope: &HostScope, name: &str) -> Option<Map<String, Value>> {
+    fn input_schema(&self, scope: &ScopeId, name: &str) -> Option<Map<String, Value>> {
         self.list_tools(scope)
             .ok()?
             .into_iter()
@@ -37,7 +38,7 @@ pub trait ToolHost: Send + Sync + 'static {
     /// the answer names it (a parked call is later awaited, or followed as a task, by that id).
     fn call_tool<'a>(
         &'a self,
-        scope: &'a HostScope,
+        scope: &'a ScopeId,
         caller: &'a Caller,
         name: &'a str,
         arguments: Value,
@@ -49,7 +50,7 @@ pub trait ToolHost: Send + Sync + 'static {
     /// may not see from `scope`, is [`HostError::NotFound`].
     fn await_decision<'a>(
         &'a self,
-        scope: &'a HostScope,
+        scope: &'a ScopeId,
         caller: &'a Caller,
         invocation_id: &'a str,
         wait: Duration,
@@ -61,7 +62,7 @@ pub trait ToolHost: Send + Sync + 'static {
     /// is and returned unchanged. Visibility as for [`ToolHost::await_decision`].
     fn withdraw<'a>(
         &'a self,
-        scope: &'a HostScope,
+        scope: &'a ScopeId,
         caller: &'a Caller,
         invocation_id: &'a str,
     ) -> BoxFuture<'a, Result<HostCall, HostError>>;
@@ -87,24 +88,6 @@ impl HostCall {
     #[must_use]
     pub fn is_parked(&self) -> bool {
         matches!(self.outcome, HostOutcome::Parked { .. })
-    }
-}
-
-/// Which tools an endpoint URL serves.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum HostScope {
-    /// `POST /mcp`: every tool of the gateway.
-    Gateway,
-    /// `POST /agents/{name}/mcp`: the tools of the agent `name`.
-    Agent(String),
-}
-
-impl fmt::Display for HostScope {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Gateway => f.write_str("gateway"),
-            Self::Agent(name) => write!(f, "agent {name}"),
-        }
     }
 }
 

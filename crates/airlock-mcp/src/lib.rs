@@ -34,9 +34,7 @@ mod target;
 
 pub use client::McpClient;
 pub use error::{CallErrorKind, McpCallError};
-pub use host::{
-    Caller, HostCall, HostError, HostOutcome, HostScope, ParkedStatus, ToolDescriptor, ToolHost,
-};
+pub use host::{Caller, HostCall, HostError, HostOutcome, ParkedStatus, ToolDescriptor, ToolHost};
 pub use server::{AWAIT_TOOL, EndpointConfig, EndpointToken, MAX_AWAIT, router};
 pub use target::{
     IDEMPOTENCY_META_KEY, McpCredential, McpTarget, RemoteTool, ToolCall, ToolResult,

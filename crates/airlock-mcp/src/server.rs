@@ -1,8 +1,8 @@
 //! airlock's MCP endpoint: any MCP client calls the tools of a [`ToolHost`] over Streamable HTTP.
 //!
 //! Guarantees:
-//! - `POST /mcp` serves [`HostScope::Gateway`], `POST /agents/{name}/mcp` serves
-//!   [`HostScope::Agent`]; every other method answers 405 (no GET stream, no DELETE: the
+//! - `POST /mcp` serves [`ScopeId::Gateway`], `POST /agents/{name}/mcp` serves
+//!   [`ScopeId::Agent`]; every other method answers 405 (no GET stream, no DELETE: the
 //!   endpoint is stateless and keeps no session, for every protocol era).
 //! - Before anything is parsed, the `Host` and any `Origin` must name an allowed host (403
 //!   otherwise, a DNS-rebinding guard), and a bearer token must match one configured token in
@@ -50,7 +50,7 @@ use request::AdmittedRequest;
 
 pub use convert::AWAIT_TOOL;
 
-use crate::host::HostScope;
+use airlock_spec::ScopeId;
 
 /// The longest a single `airlock_await_decision` call waits, whatever the client asks: short
 /// enough for every client's request timeout, long enough that polling is cheap.
@@ -64,7 +64,7 @@ pub struct EndpointToken {
     /// The principal recorded on every call made with it.
     pub principal: String,
     /// The scopes it may call; `None`: every scope.
-    pub scopes: Option<Vec<HostScope>>,
+    pub scopes: Option<Vec<ScopeId>>,
 }
 
 /// Who may call the endpoint, and under which names it may be reached.
@@ -119,7 +119,7 @@ struct Pipeline {
 
 /// The pipeline of `POST /mcp`.
 async fn gateway(State(pipeline): State<Arc<Pipeline>>, request: Request, rmcp: Next) -> Response {
-    pipeline.run(HostScope::Gateway, request, rmcp).await
+    pipeline.run(ScopeId::Gateway, request, rmcp).await
 }
 
 /// The pipeline of `POST /agents/{name}/mcp`.
@@ -129,11 +129,11 @@ async fn agent(
     request: Request,
     rmcp: Next,
 ) -> Response {
-    pipeline.run(HostScope::Agent(name), request, rmcp).await
+    pipeline.run(ScopeId::Agent(name), request, rmcp).await
 }
 
 impl Pipeline {
-    async fn run(&self, scope: HostScope, request: Request, rmcp: Next) -> Response {
+    async fn run(&self, scope: ScopeId, request: Request, rmcp: Next) -> Response {
         let request = match admit::admit(&self.gate, scope, request).await {
             Ok(request) => request,
             Err(refusal) => return *refusal,

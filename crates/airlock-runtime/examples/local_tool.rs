@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use airlock_egress::{EgressPolicy, GuardedClient};
 use airlock_runtime::ledger::{Decision, SqliteStore, Store, StoreConfig, ToolError};
-use airlock_runtime::{CallContext, Gateway, LocalBody, LocalTool, Outcome};
+use airlock_runtime::{CallContext, Gateway, LocalBody, LocalTool, OutcomeKind};
 use airlock_spec::{
     Approval, Credentials, Policy, Scope, ScopeId, ToolDefinition, ToolName, ToolSource, ToolSpec,
 };
@@ -90,9 +90,9 @@ async fn main() {
         .decide(id, "alice", Decision::Approve)
         .await
         .unwrap();
-    let Outcome::Completed(row) = gateway.continue_approved(id).await.unwrap() else {
-        panic!("approved calls run")
-    };
+    let done = gateway.continue_approved(id).await.unwrap();
+    assert_eq!(done.kind(), OutcomeKind::Completed, "approved calls run");
+    let row = done.into_invocation();
     println!("after alice approved: {}", row.model_result().unwrap());
     assert_eq!(row.model_result().unwrap()["refunded"], 5.0);
 }

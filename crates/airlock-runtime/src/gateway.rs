@@ -1,35 +1,35 @@
-//! The one path of a tool call (DESIGN §3): every channel calls [`Gateway::call`], and nothing
-//! else executes tools.
+//! The one path of a tool call: every channel calls [`Gateway::call`], and nothing else
+//! executes tools.
 //!
 //! resolve the tool in its scope → validate the arguments → record the row (dedupe on
-//! session + call id; the ledger applies the approval policy atomically) → by state: propose,
-//! park, or claim → execute by source through the egress guard → finish. A call never raises
-//! for a tool's own failure: that is stored on the row and returned as a tool error. Only an
-//! unknown tool or a lost database is an `Err`.
+//! session + call id; the ledger applies the approval policy atomically) → policy by state:
+//! propose, park, refuse (rate limit, stale approval) or go on → claim → execute by source
+//! through the egress guard, renewing the lease → finish. A call never raises for a tool's own
+//! failure: that is stored on the row and returned as a tool error. Only an unknown tool or a
+//! lost database is an `Err`. Every [`Outcome`] is read from the row it reports.
 
-mod execute;
+mod builder;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use airlock_egress::GuardedClient;
 use airlock_ledger::{
     CallKind, Invocation, InvocationId, InvocationState, LedgerError, NewInvocation, NewSession,
-    SessionId, Store, ToolError as StoredError,
+    SessionId, Store,
 };
-use airlock_mcp::McpClient;
-use airlock_spec::{
-    ApiConnection, Builtin, ConnectionSpec, Credentials, Scope, ScopeId, ToolSource, ToolSpec,
-};
-use serde_json::{Value, json};
+use airlock_spec::{Builtin, Credentials, Scope, ScopeId, ToolSource, ToolSpec};
+use serde_json::Value;
 
-use crate::api::ArgumentCheck;
-use crate::local::LocalTool;
+pub use builder::GatewayBuilder;
+
+use crate::error::{ToolError, ToolErrorKind};
+use crate::execute::api::ArgumentCheck;
+use crate::execute::{Executors, stored};
+use crate::outcome::{Outcome, OutcomeKind};
 use crate::rate_limit::RateLimits;
-
-/// Default lease of a running call; renewed every third of it while the call runs.
-const LEASE: Duration = Duration::from_secs(60);
+use crate::session;
 
 /// Who calls, from where, in which scope.
 #[derive(Debug, Clone)]
@@ -44,45 +44,6 @@ pub struct CallContext {
     pub principal: Option<String>,
 }
 
-/// What became of a call.
-#[derive(Debug, Clone)]
-pub enum Outcome {
-    /// Settled with a result or a tool error (`invocation.model_result()`).
-    Completed(Invocation),
-    /// Waiting for a person (approval, answer, in-doubt resolution) or running elsewhere.
-    Parked(Invocation),
-    /// Recorded as a proposal; nothing was called.
-    Proposed(Invocation),
-    /// A person declined it, or its approval expired.
-    Denied(Invocation),
-}
-
-impl Outcome {
-    /// The row behind the outcome.
-    #[must_use]
-    pub fn invocation(&self) -> &Invocation {
-        match self {
-            Self::Completed(i) | Self::Parked(i) | Self::Proposed(i) | Self::Denied(i) => i,
-        }
-    }
-
-    pub(crate) fn from_row(row: Invocation) -> Self {
-        match row.state {
-            InvocationState::Proposed => Self::Proposed(row),
-            InvocationState::Denied | InvocationState::Expired => Self::Denied(row),
-            InvocationState::Succeeded | InvocationState::Failed | InvocationState::Resolved => {
-                Self::Completed(row)
-            }
-            InvocationState::Pending
-            | InvocationState::AwaitingApproval
-            | InvocationState::AwaitingAnswer
-            | InvocationState::Approved
-            | InvocationState::Running
-            | InvocationState::InDoubt => Self::Parked(row),
-        }
-    }
-}
-
 /// Why a call could not even be recorded.
 #[derive(Debug, thiserror::Error)]
 pub enum GatewayError {
@@ -90,7 +51,7 @@ pub enum GatewayError {
     #[error("unknown tool `{0}`")]
     UnknownTool(String),
     /// No such scope (an agent that is not declared).
-    #[error("unknown scope {0:?}")]
+    #[error("unknown scope `{0}`")]
     UnknownScope(ScopeId),
     /// The ledger failed (database lost, corrupt row, …).
     #[error(transparent)]
@@ -107,87 +68,11 @@ struct PreparedScope {
 /// Everything a call needs, built once at boot.
 pub struct Gateway {
     store: Arc<dyn Store>,
-    egress: GuardedClient,
-    mcp: McpClient,
-    credentials: Arc<Credentials>,
-    connections: BTreeMap<String, ApiConnection>,
-    mcp_connections: HashMap<String, ConnectionSpec>,
+    executors: Executors,
     scopes: HashMap<ScopeId, PreparedScope>,
-    local: HashMap<String, Arc<dyn LocalTool>>,
     limits: RateLimits,
     owner: String,
     lease: Duration,
-}
-
-/// Builds a [`Gateway`].
-pub struct GatewayBuilder {
-    gateway: Gateway,
-}
-
-impl GatewayBuilder {
-    /// Adds a scope (the gateway scope, or an agent's).
-    #[must_use]
-    pub fn scope(mut self, scope: Scope) -> Self {
-        let checks = scope
-            .tools()
-            .iter()
-            .filter_map(|t| {
-                let check = ArgumentCheck::new(&t.definition.input_schema).ok()?;
-                Some((t.definition.name.to_string(), check))
-            })
-            .collect();
-        let digest = scope.digest();
-        self.gateway.scopes.insert(
-            scope.id.clone(),
-            PreparedScope {
-                scope,
-                digest,
-                checks,
-            },
-        );
-        self
-    }
-
-    /// Registers a local tool's implementation (its definition must be in a scope too).
-    #[must_use]
-    pub fn local(mut self, tool: Arc<dyn LocalTool>) -> Self {
-        self.gateway
-            .local
-            .insert(tool.definition().name.to_string(), tool);
-        self
-    }
-
-    /// The `[connections]` of `airlock.toml`.
-    #[must_use]
-    pub fn connections(mut self, connections: BTreeMap<String, ApiConnection>) -> Self {
-        self.gateway.connections = connections;
-        self
-    }
-
-    /// The connection files whose discovered tools are in the gateway scope.
-    #[must_use]
-    pub fn mcp_connections(mut self, connections: Vec<ConnectionSpec>) -> Self {
-        self.gateway.mcp_connections = connections
-            .into_iter()
-            .map(|c| (c.namespace.clone(), c))
-            .collect();
-        self
-    }
-
-    /// How long a claim holds without renewal (default 60 s). A running call renews it every
-    /// third of it; if the process dies, the sweeper acts on the row once it runs out. At
-    /// least 30 ms.
-    #[must_use]
-    pub fn lease(mut self, lease: Duration) -> Self {
-        self.gateway.lease = lease.max(Duration::from_millis(30));
-        self
-    }
-
-    /// The gateway.
-    #[must_use]
-    pub fn build(self) -> Gateway {
-        self.gateway
-    }
 }
 
 impl Gateway {
@@ -198,22 +83,7 @@ impl Gateway {
         egress: GuardedClient,
         credentials: Arc<Credentials>,
     ) -> GatewayBuilder {
-        let owner = format!("airlock-{}-{}", std::process::id(), uuid_suffix());
-        GatewayBuilder {
-            gateway: Gateway {
-                store,
-                mcp: McpClient::new(egress.clone()),
-                egress,
-                credentials,
-                connections: BTreeMap::new(),
-                mcp_connections: HashMap::new(),
-                scopes: HashMap::new(),
-                local: HashMap::new(),
-                limits: RateLimits::default(),
-                owner,
-                lease: LEASE,
-            },
-        }
+        GatewayBuilder::new(store, egress, credentials)
     }
 
     /// The ledger.
@@ -249,11 +119,10 @@ impl Gateway {
         principal: Option<String>,
         scope: &ScopeId,
     ) -> Result<(), GatewayError> {
-        let metadata = json!({ "scope": scope_key(scope) });
         let new = NewSession {
             channel: channel.to_owned(),
             principal,
-            metadata,
+            metadata: session::metadata(scope),
         };
         self.store.create_session(id, new).await?;
         Ok(())
@@ -273,25 +142,15 @@ impl Gateway {
         outcome
     }
 
+    /// Resolve, validate, record; then run at once, fail a bad call, or go on by state.
     async fn record_and_run(
         &self,
         ctx: &CallContext,
         tool: &str,
         arguments: Value,
     ) -> Result<Outcome, GatewayError> {
-        let prepared = self
-            .scopes
-            .get(&ctx.scope)
-            .ok_or_else(|| GatewayError::UnknownScope(ctx.scope.clone()))?;
-        let spec = prepared
-            .scope
-            .get(tool)
-            .ok_or_else(|| GatewayError::UnknownTool(tool.to_owned()))?;
-        let invalid = prepared
-            .checks
-            .get(tool)
-            .and_then(|c| c.prepare(&arguments).err())
-            .or_else(|| oversized_proposal(spec, &arguments));
+        let (prepared, spec) = self.resolve(&ctx.scope, tool)?;
+        let invalid = validate(prepared, spec, &arguments);
         let new = new_invocation(ctx, spec, arguments, &prepared.digest, invalid.is_some());
         // An ungated call is recorded and claimed in one durable commit; rate-limited and
         // transactional calls take the general path (limit first; the transaction claims).
@@ -310,37 +169,40 @@ impl Gateway {
         }
         if let (Some(error), true) = (invalid, recorded.created) {
             // Bad arguments are stored on their own row and never run, whatever the policy.
-            let id = recorded.invocation.id;
-            self.store.claim(id, &self.owner, self.lease).await?;
-            let row = self
-                .store
-                .finish(
-                    id,
-                    &self.owner,
-                    Err(StoredError::new(error.kind.as_str(), error.message)),
-                )
-                .await?;
-            return Ok(Outcome::Completed(row));
+            let row = self.fail_unclaimed(recorded.invocation, error).await?;
+            return Ok(Outcome::from_row(row));
         }
         self.advance(prepared, spec, recorded.invocation).await
+    }
+
+    /// The prepared scope and the tool `name` in it.
+    fn resolve(
+        &self,
+        scope: &ScopeId,
+        name: &str,
+    ) -> Result<(&PreparedScope, &ToolSpec), GatewayError> {
+        let prepared = self
+            .scopes
+            .get(scope)
+            .ok_or_else(|| GatewayError::UnknownScope(scope.clone()))?;
+        let spec = prepared
+            .scope
+            .get(name)
+            .ok_or_else(|| GatewayError::UnknownTool(name.to_owned()))?;
+        Ok((prepared, spec))
     }
 
     /// Runs an approved row if this caller claims it first (the await tool, the worker).
     pub async fn continue_approved(&self, id: InvocationId) -> Result<Outcome, GatewayError> {
         let row = self.store.get(id).await?;
-        let session = self.store.get_session(row.session_id).await?;
-        let scope = session
-            .metadata
-            .get("scope")
-            .and_then(Value::as_str)
-            .and_then(parse_scope_key);
-        let prepared = scope.as_ref().and_then(|s| self.scopes.get(s));
-        match prepared.and_then(|p| Some((p, p.scope.get(&row.tool)?))) {
+        let opened = self.store.get_session(row.session_id).await?;
+        let resolved = session::scope(&opened).and_then(|s| self.resolve(&s, &row.tool).ok());
+        match resolved {
             Some((prepared, spec)) => self.advance(prepared, spec, row).await,
             // An approved call whose tool is gone fails once, instead of waiting forever.
             None if row.state == InvocationState::Approved => {
-                let error = crate::ToolError::new(
-                    crate::ToolErrorKind::BadDeclaration,
+                let error = ToolError::new(
+                    ToolErrorKind::BadDeclaration,
                     format!(
                         "tool `{}` is no longer declared in this call's scope",
                         row.tool
@@ -352,10 +214,11 @@ impl Gateway {
         }
     }
 
-    /// Claims and executes a pending or approved row; any other state is returned as it is.
+    /// The policy by state, then the claim: a pending or approved row is refused or claimed
+    /// and executed; any other state is returned as it is.
     ///
-    /// An approved row runs on the person's approval, without the policy again (ledger case
-    /// 14: no rate limit), but only under the definitions it was approved for (case 15) —
+    /// An approved row runs on the person's approval without the policy again (a rate limit
+    /// spent nothing while it waited), but only under the definitions it was approved for —
     /// whichever way it arrives here: the await tool, the worker, or a client's retry of the
     /// same call id.
     async fn advance(
@@ -366,8 +229,8 @@ impl Gateway {
     ) -> Result<Outcome, GatewayError> {
         let refusal = match row.state {
             InvocationState::Approved if prepared.digest != row.definitions_digest => {
-                Some(crate::ToolError::new(
-                    crate::ToolErrorKind::BadDeclaration,
+                Some(ToolError::new(
+                    ToolErrorKind::BadDeclaration,
                     "the tool's declaration changed after this call was recorded; call it again",
                 ))
             }
@@ -378,45 +241,59 @@ impl Gateway {
             }
             _ => return Ok(Outcome::from_row(row)),
         };
-        if let Some(err) = refusal {
-            return Ok(Outcome::Completed(self.fail_unclaimed(row, err).await?));
+        if let Some(error) = refusal {
+            return Ok(Outcome::from_row(self.fail_unclaimed(row, error).await?));
         }
-        if let Some(body) = self.transactional_body(spec, &row) {
-            return match self
+        if let Some(body) = self.executors.transactional_body(spec, &row) {
+            let ran = self
                 .store
                 .run_transactional(row.id, &self.owner, body)
-                .await
-            {
-                Ok(done) => Ok(Outcome::from_row(done)),
-                Err(LedgerError::Taken { .. }) => {
-                    Ok(Outcome::from_row(self.store.get(row.id).await?))
-                }
-                Err(e) => Err(e.into()),
-            };
+                .await;
+            return self.as_it_stands(row.id, ran).await;
         }
-        let claimed = match self.store.claim(row.id, &self.owner, self.lease).await {
-            Ok(claimed) => claimed,
-            // Another claimer won the race: it runs the call, we report where it stands.
-            Err(LedgerError::Taken { .. }) => {
-                return Ok(Outcome::from_row(self.store.get(row.id).await?));
-            }
-            Err(e) => return Err(e.into()),
-        };
-        self.run_claimed(prepared, spec, claimed).await
+        let claimed = self.store.claim(row.id, &self.owner, self.lease).await;
+        match claimed {
+            Ok(claimed) => self.run_claimed(prepared, spec, claimed).await,
+            taken @ Err(LedgerError::Taken { .. }) => self.as_it_stands(row.id, taken).await,
+            Err(e) => Err(e.into()),
+        }
     }
 
-    /// Executes a row this gateway has claimed, and stores its result.
+    /// The row a claim (or a transaction) left; if another claimer won the race, it runs the
+    /// call, and the row is reported where it stands.
+    async fn as_it_stands(
+        &self,
+        id: InvocationId,
+        claimed: Result<Invocation, LedgerError>,
+    ) -> Result<Outcome, GatewayError> {
+        match claimed {
+            Ok(row) => Ok(Outcome::from_row(row)),
+            Err(LedgerError::Taken { .. }) => Ok(Outcome::from_row(self.store.get(id).await?)),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Executes a row this gateway has claimed, renewing its lease while it runs, and stores
+    /// the result.
     async fn run_claimed(
         &self,
         prepared: &PreparedScope,
         spec: &ToolSpec,
         claimed: Invocation,
     ) -> Result<Outcome, GatewayError> {
-        let arguments = prepared
+        let checked = prepared
             .checks
             .get(spec.definition.name.as_str())
             .map(|c| c.prepare(&claimed.arguments));
-        let finished = self.execute(spec, claimed, arguments).await?;
+        let result = match checked {
+            Some(Err(e)) => Err(stored(e)),
+            Some(Ok(map)) => self.execute(spec, &claimed, Value::Object(map)).await?,
+            None => {
+                let arguments = claimed.arguments.clone();
+                self.execute(spec, &claimed, arguments).await?
+            }
+        };
+        let finished = self.store.finish(claimed.id, &self.owner, result).await?;
         let outcome = if finished.state == InvocationState::Failed {
             "failed"
         } else {
@@ -427,13 +304,37 @@ impl Gateway {
         Ok(Outcome::from_row(finished))
     }
 
-    /// A call refused before it ran (rate limit, stale approval) is stored as failed. If
-    /// another claimer got the row first (the worker settling the same stale approval as a
-    /// client's retry), the row is returned as that claimer leaves it.
+    /// Runs `spec` for the claimed `row` with validated `arguments`, renewing the lease so a
+    /// live call is never taken for a crash. `Err` only if the lease could not be renewed.
+    async fn execute(
+        &self,
+        spec: &ToolSpec,
+        row: &Invocation,
+        arguments: Value,
+    ) -> Result<Result<Value, airlock_ledger::ToolError>, GatewayError> {
+        let key = (spec.policy.effect == airlock_spec::Effect::Idempotent)
+            .then(|| row.idempotency_key.clone());
+        let work = self.executors.run(spec, arguments, key);
+        tokio::pin!(work);
+        // The first renewal is a period away: `interval`'s "immediate" first tick still waits
+        // for the timer driver's next millisecond, which cost every call about 1 ms.
+        let period = self.lease / 3;
+        let mut renew = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+        loop {
+            tokio::select! {
+                result = &mut work => return Ok(result),
+                _ = renew.tick() => { self.store.renew_lease(row.id, &self.owner, self.lease).await?; }
+            }
+        }
+    }
+
+    /// A call refused before it ran (bad arguments, rate limit, stale approval) is stored as
+    /// failed. If another claimer got the row first (the worker settling the same stale
+    /// approval as a client's retry), the row is returned as that claimer leaves it.
     async fn fail_unclaimed(
         &self,
         row: Invocation,
-        error: crate::ToolError,
+        error: ToolError,
     ) -> Result<Invocation, GatewayError> {
         match self.store.claim(row.id, &self.owner, self.lease).await {
             Ok(_) => {}
@@ -442,11 +343,7 @@ impl Gateway {
         }
         Ok(self
             .store
-            .finish(
-                row.id,
-                &self.owner,
-                Err(StoredError::new(error.kind.as_str(), error.message)),
-            )
+            .finish(row.id, &self.owner, Err(stored(error)))
             .await?)
     }
 }
@@ -456,29 +353,38 @@ impl Gateway {
 /// counted, again). Executions, however they were started, are `airlock_tool_runs_total`.
 fn count(outcome: &Outcome) {
     let row = outcome.invocation();
-    let what = match outcome {
-        Outcome::Completed(_) if row.state == InvocationState::Failed => "failed",
-        Outcome::Completed(_) => "succeeded",
-        Outcome::Parked(_) => "parked",
-        Outcome::Proposed(_) => "proposed",
-        Outcome::Denied(_) => "denied",
+    let what = match outcome.kind() {
+        OutcomeKind::Completed if row.state == InvocationState::Failed => "failed",
+        OutcomeKind::Completed => "succeeded",
+        OutcomeKind::Parked => "parked",
+        OutcomeKind::Proposed => "proposed",
+        OutcomeKind::Denied => "denied",
     };
     metrics::counter!("airlock_tool_calls_total", "tool" => row.tool.clone(), "outcome" => what)
         .increment(1);
 }
 
-/// Seed 001: a proposal's arguments are at most 16 KB (it is returned to the caller whole).
+/// Why `arguments` cannot be recorded for `spec` as a runnable call, if they cannot.
+fn validate(prepared: &PreparedScope, spec: &ToolSpec, arguments: &Value) -> Option<ToolError> {
+    prepared
+        .checks
+        .get(spec.definition.name.as_str())
+        .and_then(|c| c.prepare(arguments).err())
+        .or_else(|| oversized_proposal(spec, arguments))
+}
+
+/// A proposal is returned to its caller whole, so its arguments are capped at 16 KB.
 const MAX_PROPOSAL_BYTES: usize = 16 * 1024;
 
 /// A proposal whose arguments are over [`MAX_PROPOSAL_BYTES`], as the tool error the model gets.
-fn oversized_proposal(spec: &ToolSpec, arguments: &Value) -> Option<crate::ToolError> {
+fn oversized_proposal(spec: &ToolSpec, arguments: &Value) -> Option<ToolError> {
     if spec.policy.mode != airlock_spec::Mode::Propose {
         return None;
     }
     let size = serde_json::to_string(arguments).map_or(usize::MAX, |s| s.len());
     (size > MAX_PROPOSAL_BYTES).then(|| {
-        crate::ToolError::new(
-            crate::ToolErrorKind::BadArguments,
+        ToolError::new(
+            ToolErrorKind::BadArguments,
             format!(
                 "the proposal's arguments are {size} bytes as JSON; the limit is {MAX_PROPOSAL_BYTES}: nothing was proposed"
             ),
@@ -512,31 +418,4 @@ fn new_invocation(
         }
     }
     new
-}
-
-/// How a scope is written in session metadata.
-pub(crate) fn scope_key(scope: &ScopeId) -> String {
-    match scope {
-        ScopeId::Gateway => "gateway".to_owned(),
-        ScopeId::Agent(name) => format!("agent:{name}"),
-    }
-}
-
-fn parse_scope_key(key: &str) -> Option<ScopeId> {
-    match key {
-        "gateway" => Some(ScopeId::Gateway),
-        other => other
-            .strip_prefix("agent:")
-            .map(|n| ScopeId::Agent(n.to_owned())),
-    }
-}
-
-/// A short random suffix so two processes never share a lease owner name.
-fn uuid_suffix() -> String {
-    airlock_ledger::InvocationId::new()
-        .to_string()
-        .chars()
-        .rev()
-        .take(8)
-        .collect()
 }

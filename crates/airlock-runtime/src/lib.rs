@@ -1,25 +1,35 @@
-//! airlock runtime: how tools run.
+//! airlock runtime: how a tool call goes from a caller to a settled ledger row.
 //!
-//! For now this crate holds the declarative HTTP executor for tenant APIs (seed 001
-//! `type: api`) — argument checking, request building, sending through the egress guard and
-//! response handling — and the translation of `[egress]` settings into the guard's policy.
-//! Later it also holds the registry and the gateway.
+//! The modules follow the call's path:
+//! - [`Gateway`] (`gateway`): the one path every channel takes — resolve the tool in its
+//!   scope, validate the arguments, record the row, apply the policy by its state, claim,
+//!   execute, finish. Nothing else runs tools.
+//! - `execute`: the executors by source — tenant HTTP APIs ([`api`]), remote MCP servers, the
+//!   `fetch` builtin and [`LocalTool`]s — each through the egress guard; [`egress_policy`]
+//!   turns `[egress]` settings into the guard's policy.
+//! - [`decisions`]: a person's decision on a parked call, the list of what waits for one, and
+//!   the worker that runs approvals nobody waits for.
+//! - `endpoint`: the gateway as the MCP endpoint's tool host.
+//!
+//! Every [`Outcome`] is read from the row it reports. A tool's own failure is a
+//! [`ToolError`] stored on its row, never an `Err`.
 
-pub mod api;
-mod approvals;
+pub mod decisions;
 mod egress;
+mod endpoint;
 mod error;
+mod execute;
 mod gateway;
-mod local;
-mod mcp_host;
-mod mcp_tools;
+mod outcome;
 mod rate_limit;
+mod session;
 
 /// The ledger, re-exported for embedders (stores, rows, local tools' transactions).
 pub use airlock_ledger as ledger;
-pub use approvals::decide;
 pub use egress::egress_policy;
 pub use error::{ToolError, ToolErrorKind};
-pub use gateway::{CallContext, Gateway, GatewayBuilder, GatewayError, Outcome};
-pub use local::{LocalBody, LocalTool};
-pub use mcp_tools::{DiscoveryError, discover};
+pub use execute::api;
+pub use execute::local::{LocalBody, LocalTool};
+pub use execute::mcp::{DiscoveryError, discover};
+pub use gateway::{CallContext, Gateway, GatewayBuilder, GatewayError};
+pub use outcome::{Outcome, OutcomeKind};

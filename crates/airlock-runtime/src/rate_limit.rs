@@ -17,7 +17,7 @@ use crate::ToolError;
 /// The buckets of every declaration that has a rate limit.
 #[derive(Default)]
 pub(crate) struct RateLimits {
-    buckets: Mutex<HashMap<(String, String, String), Arc<DefaultDirectRateLimiter>>>,
+    buckets: Mutex<HashMap<(ScopeId, String, String), Arc<DefaultDirectRateLimiter>>>,
 }
 
 impl RateLimits {
@@ -30,7 +30,7 @@ impl RateLimits {
     ) -> Option<ToolError> {
         let limit = spec.policy.rate_limit?;
         let key = (
-            format!("{scope:?}"),
+            scope.clone(),
             declaration(spec),
             principal.unwrap_or_default().to_owned(),
         );

@@ -10,8 +10,9 @@ use ipnet::IpNet;
 
 use crate::diag::Diag;
 use crate::fields::Fields;
-use crate::names::{CredentialPath, check_identifier, check_slug};
+use crate::names::{CredentialPath, check_identifier};
 use crate::policy::{Approval, Effect};
+use crate::scope::ScopeId;
 use crate::tool::{Builtin, Policy};
 use crate::tree::{Node, Pos};
 use crate::urls::check_credential_url;
@@ -68,32 +69,7 @@ pub struct TokenSpec {
     pub principal: String,
     /// `scopes` (MCP tokens only): the endpoints it may call, `"gateway"` (`POST /mcp`) or
     /// `"agent:<name>"` (`POST /agents/<name>/mcp`). `None` (the key absent): every scope.
-    pub scopes: Option<Vec<TokenScope>>,
-}
-
-/// One endpoint scope an MCP token may call.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum TokenScope {
-    /// `"gateway"`: `POST /mcp`.
-    Gateway,
-    /// `"agent:<name>"`: `POST /agents/<name>/mcp`.
-    Agent(String),
-}
-
-impl TokenScope {
-    fn parse(text: &str) -> Result<Self, String> {
-        if text == "gateway" {
-            return Ok(Self::Gateway);
-        }
-        match text.strip_prefix("agent:") {
-            Some(name) => check_slug(name, 64)
-                .map(|()| Self::Agent(name.to_owned()))
-                .map_err(|reason| format!("agent name `{name}`: {reason}")),
-            None => Err(format!(
-                "unknown scope `{text}`: expected \"gateway\" or \"agent:<name>\""
-            )),
-        }
-    }
+    pub scopes: Option<Vec<ScopeId>>,
 }
 
 /// The operator's egress policy. Allow lists are empty by default: nothing private is reachable.
@@ -249,8 +225,8 @@ fn endpoint_auth(node: &Node, path: &str, d: &mut Diag) -> EndpointAuth {
             }
             list.into_iter()
                 .filter_map(|(text, at)| {
-                    TokenScope::parse(&text)
-                        .map_err(|reason| d.push(at, &t.key("scopes"), reason))
+                    text.parse::<ScopeId>()
+                        .map_err(|reason| d.push(at, &t.key("scopes"), reason.to_string()))
                         .ok()
                 })
                 .collect()

@@ -31,7 +31,7 @@ pub use builtin::definition as builtin_definition;
 pub use canonical::{canonical_json, sha256_hex};
 pub use config::{
     ApiConnection, Config, CredentialsSettings, DEFAULT_APPROVAL_TTL, DEFAULT_BODY_CAP,
-    DEFAULT_EGRESS_DEADLINE, DEFAULT_LISTEN, EgressSettings, EndpointAuth, TokenScope, TokenSpec,
+    DEFAULT_EGRESS_DEADLINE, DEFAULT_LISTEN, EgressSettings, EndpointAuth, TokenSpec,
 };
 pub use connection::ConnectionSpec;
 pub use credentials::{CredentialError, Credentials, ENV_PREFIX, MASTER_KEY_ENV, MasterKey};
@@ -40,7 +40,7 @@ pub use diag::{SpecErrors, SpecIssue};
 pub use names::{AWAIT_TOOL, CredentialPath, MAX_TOOL_NAME, ToolName};
 pub use policy::{Approval, Effect, Mode, SourceKind, UnknownWord};
 pub use schema::{MAX_SCHEMA_BYTES, MAX_SCHEMA_DEPTH};
-pub use scope::{NameCollision, Scope, ScopeId, definitions_digest};
+pub use scope::{NameCollision, ParseScopeError, Scope, ScopeId, definitions_digest};
 pub use tool::{
     ApiAuth, ApiOperation, Builtin, ConnectionTool, McpAuth, McpInlineTool, McpProtocol, Method,
     Policy, RateLimit, ToolDefinition, ToolSource, ToolSpec,

@@ -4,19 +4,63 @@
 //! The digest is SHA-256 over canonical JSON of the sorted model-visible definitions
 //! (name, description, input schema), so it does not depend on file or key order and changes
 //! whenever anything the model sees changes.
+//!
+//! A [`ScopeId`] has one written form, `gateway` or `agent:<name>`, produced by its `Display`
+//! and read back by its `FromStr` — in `airlock.toml` token scopes, in session metadata stored
+//! in the ledger, and in messages — so the form cannot drift between those places.
+
+use std::fmt;
+use std::str::FromStr;
 
 use serde_json::json;
 
 use crate::canonical::{canonical_json, sha256_hex};
+use crate::names::check_slug;
 use crate::tool::{ToolDefinition, ToolSpec};
 
-/// Which scope a set of tools belongs to.
+/// Which scope a set of tools belongs to. Written `gateway` or `agent:<name>`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum ScopeId {
     /// The gateway's own scope, served at `/mcp`.
     Gateway,
     /// One agent's scope, served at `/agents/{name}/mcp` and used by its runs.
     Agent(String),
+}
+
+/// The prefix of an agent scope's written form.
+const AGENT_PREFIX: &str = "agent:";
+
+impl fmt::Display for ScopeId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Gateway => f.write_str("gateway"),
+            Self::Agent(name) => write!(f, "{AGENT_PREFIX}{name}"),
+        }
+    }
+}
+
+/// Text that is not a scope, with the reason for the person who wrote it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ParseScopeError(String);
+
+impl FromStr for ScopeId {
+    type Err = ParseScopeError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        if text == "gateway" {
+            return Ok(Self::Gateway);
+        }
+        match text.strip_prefix(AGENT_PREFIX) {
+            // Agent names are the manifests' slugs, so anything else names no agent.
+            Some(name) => check_slug(name, 64)
+                .map(|()| Self::Agent(name.to_owned()))
+                .map_err(|reason| ParseScopeError(format!("agent name `{name}`: {reason}"))),
+            None => Err(ParseScopeError(format!(
+                "unknown scope `{text}`: expected \"gateway\" or \"agent:<name>\""
+            ))),
+        }
+    }
 }
 
 /// The tools of one scope, unique by name.
@@ -81,4 +125,36 @@ pub fn definitions_digest<'a>(definitions: impl IntoIterator<Item = &'a ToolDefi
         .map(|d| json!({"name": d.name.as_str(), "description": d.description, "input_schema": d.input_schema}))
         .collect();
     sha256_hex(canonical_json(&serde_json::Value::Array(list)).as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn written_forms_round_trip() {
+        for (scope, text) in [
+            (ScopeId::Gateway, "gateway"),
+            (ScopeId::Agent("support".into()), "agent:support"),
+        ] {
+            assert_eq!(scope.to_string(), text);
+            assert_eq!(text.parse::<ScopeId>(), Ok(scope));
+        }
+    }
+
+    #[test]
+    fn parse_errors_name_the_expected_forms() {
+        let unknown = "everything".parse::<ScopeId>().unwrap_err();
+        assert_eq!(
+            unknown.to_string(),
+            "unknown scope `everything`: expected \"gateway\" or \"agent:<name>\""
+        );
+        let bad = "agent:Bad Name".parse::<ScopeId>().unwrap_err();
+        assert!(
+            bad.to_string().starts_with("agent name `Bad Name`: "),
+            "{bad}"
+        );
+        assert!("agent:".parse::<ScopeId>().is_err());
+        assert!("Gateway".parse::<ScopeId>().is_err());
+    }
 }

@@ -7,9 +7,9 @@ use std::sync::Arc;
 
 use airlock_egress::GuardedClient;
 use airlock_ledger::{PgStore, SqliteStore, Store, StoreConfig};
-use airlock_mcp::{EndpointConfig, EndpointToken, HostScope, McpClient};
+use airlock_mcp::{EndpointConfig, EndpointToken, McpClient};
 use airlock_runtime::{Gateway, discover, egress_policy};
-use airlock_spec::{Credentials, Deployment, EndpointAuth, Scope, ScopeId, TokenScope, ToolSpec};
+use airlock_spec::{Credentials, Deployment, EndpointAuth, Scope, ScopeId, ToolSpec};
 use anyhow::Context as _;
 use secrecy::SecretString;
 
@@ -192,17 +192,14 @@ fn mcp_tokens(
 
 fn host_scope(
     deployment: &Deployment,
-    scope: &TokenScope,
+    scope: &ScopeId,
     principal: &str,
-) -> anyhow::Result<HostScope> {
+) -> anyhow::Result<ScopeId> {
     match scope {
-        TokenScope::Gateway => Ok(HostScope::Gateway),
-        TokenScope::Agent(name) if deployment.agents.contains_key(name.as_str()) => {
-            Ok(HostScope::Agent(name.clone()))
-        }
-        TokenScope::Agent(name) => anyhow::bail!(
-            "the token of principal {principal} names scope \"agent:{name}\", but no agent `{name}` is deployed"
+        ScopeId::Agent(name) if !deployment.agents.contains_key(name.as_str()) => anyhow::bail!(
+            "the token of principal {principal} names scope \"{scope}\", but no agent `{name}` is deployed"
         ),
+        ScopeId::Gateway | ScopeId::Agent(_) => Ok(scope.clone()),
     }
 }
 

@@ -10,4 +10,3 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 pub mod boot;
 pub mod cli;
 pub mod http;
-pub mod pending;

@@ -18,7 +18,9 @@ use subtle::ConstantTimeEq;
 
 use super::EndpointConfig;
 use super::request::{Admitted, AdmittedRequest};
-use crate::host::{Caller, HostScope};
+use airlock_spec::ScopeId;
+
+use crate::host::Caller;
 
 /// The largest request body read; bigger is a 413. Tool arguments are small, and this caps the
 /// memory one request can pin before it is authenticated.
@@ -40,11 +42,11 @@ struct Token {
     digest: [u8; 32],
     principal: String,
     /// `None`: every scope.
-    scopes: Option<Vec<HostScope>>,
+    scopes: Option<Vec<ScopeId>>,
 }
 
 impl Token {
-    fn may_call(&self, scope: &HostScope) -> bool {
+    fn may_call(&self, scope: &ScopeId) -> bool {
         self.scopes.as_ref().is_none_or(|s| s.contains(scope))
     }
 }
@@ -101,7 +103,7 @@ impl Gate {
 /// Admits `request` to `scope`, or answers it with the refusal.
 pub(super) async fn admit(
     gate: &Gate,
-    scope: HostScope,
+    scope: ScopeId,
     request: Request,
 ) -> Result<AdmittedRequest, Box<Response>> {
     let caller = authorize(gate, &scope, &request)?;
@@ -113,7 +115,7 @@ pub(super) async fn admit(
 }
 
 /// Who is calling, if the request may call `scope` at all; nothing of the body is read.
-fn authorize(gate: &Gate, scope: &HostScope, request: &Request) -> Result<Caller, Box<Response>> {
+fn authorize(gate: &Gate, scope: &ScopeId, request: &Request) -> Result<Caller, Box<Response>> {
     if request.method() != Method::POST {
         let mut response = (StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed").into_response();
         response
@@ -145,12 +147,12 @@ fn refuse(response: impl IntoResponse) -> Box<Response> {
 }
 
 /// Names the endpoint and the `scopes` entry that would grant it.
-fn forbidden_scope(scope: &HostScope) -> String {
-    let (path, entry) = match scope {
-        HostScope::Gateway => ("/mcp".to_owned(), "gateway".to_owned()),
-        HostScope::Agent(name) => (format!("/agents/{name}/mcp"), format!("agent:{name}")),
+fn forbidden_scope(scope: &ScopeId) -> String {
+    let path = match scope {
+        ScopeId::Gateway => "/mcp".to_owned(),
+        ScopeId::Agent(name) => format!("/agents/{name}/mcp"),
     };
-    format!("Forbidden: this token may not call POST {path} (its scopes lack \"{entry}\")")
+    format!("Forbidden: this token may not call POST {path} (its scopes lack \"{scope}\")")
 }
 
 /// The 401, with a challenge saying whether a token was presented at all (RFC 6750).

@@ -18,12 +18,14 @@ use rmcp::model::ClientJsonRpcMessage;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::host::{Caller, HostScope};
+use airlock_spec::ScopeId;
+
+use crate::host::Caller;
 
 /// The scope and caller of an admitted request, for the handler.
 #[derive(Debug, Clone)]
 pub(super) struct Admitted {
-    pub(super) scope: HostScope,
+    pub(super) scope: ScopeId,
     pub(super) caller: Caller,
 }
 
@@ -144,7 +146,7 @@ mod tests {
 
     fn admitted() -> Admitted {
         Admitted {
-            scope: HostScope::Gateway,
+            scope: ScopeId::Gateway,
             caller: Caller {
                 principal: "alice".to_owned(),
             },

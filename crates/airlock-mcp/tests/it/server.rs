@@ -10,9 +10,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use airlock_mcp::{
-    Caller, EndpointConfig, HostCall, HostError, HostOutcome, HostScope, ParkedStatus,
-    ToolDescriptor, ToolHost,
+    Caller, EndpointConfig, HostCall, HostError, HostOutcome, ParkedStatus, ToolDescriptor,
+    ToolHost,
 };
+use airlock_spec::ScopeId;
 use futures::future::BoxFuture;
 use secrecy::SecretString;
 use serde_json::{Map, Value, json};
@@ -25,7 +26,7 @@ pub(crate) const TOKEN: &str = "test-token-alice";
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Asked {
     Call {
-        scope: HostScope,
+        scope: ScopeId,
         principal: String,
         name: String,
         arguments: Value,
@@ -36,7 +37,7 @@ pub(crate) enum Asked {
         wait: Duration,
     },
     Withdraw {
-        scope: HostScope,
+        scope: ScopeId,
         principal: String,
         invocation_id: String,
     },
@@ -77,8 +78,8 @@ fn schema() -> Map<String, Value> {
 }
 
 impl ToolHost for FakeHost {
-    fn list_tools(&self, scope: &HostScope) -> Result<Vec<ToolDescriptor>, HostError> {
-        if *scope == HostScope::Agent("nope".into()) {
+    fn list_tools(&self, scope: &ScopeId) -> Result<Vec<ToolDescriptor>, HostError> {
+        if *scope == ScopeId::Agent("nope".into()) {
             return Err(HostError::UnknownScope("nope".into()));
         }
         let tool = |name: &str, read_only, destructive, idempotent| ToolDescriptor {
@@ -93,7 +94,7 @@ impl ToolHost for FakeHost {
         // `msg` is mirrored into the `Mcp-Param-Msg` header by 2026-07-28 clients.
         echo.input_schema["properties"]["msg"]["x-mcp-header"] = json!("Msg");
         let mut tools = vec![echo, tool("deploy", false, true, false)];
-        if let HostScope::Agent(name) = scope {
+        if let ScopeId::Agent(name) = scope {
             tools.retain(|t| t.name == "echo");
             tools[0].description = format!("echo for {name}");
         }
@@ -102,7 +103,7 @@ impl ToolHost for FakeHost {
 
     fn call_tool<'a>(
         &'a self,
-        scope: &'a HostScope,
+        scope: &'a ScopeId,
         caller: &'a Caller,
         name: &'a str,
         arguments: Value,
@@ -144,7 +145,7 @@ impl ToolHost for FakeHost {
 
     fn await_decision<'a>(
         &'a self,
-        _scope: &'a HostScope,
+        _scope: &'a ScopeId,
         caller: &'a Caller,
         invocation_id: &'a str,
         wait: Duration,
@@ -175,7 +176,7 @@ impl ToolHost for FakeHost {
 
     fn withdraw<'a>(
         &'a self,
-        scope: &'a HostScope,
+        scope: &'a ScopeId,
         caller: &'a Caller,
         invocation_id: &'a str,
     ) -> BoxFuture<'a, Result<HostCall, HostError>> {

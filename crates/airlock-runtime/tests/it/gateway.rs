@@ -10,12 +10,16 @@ use airlock_egress::{EgressPolicy, GuardedClient};
 use airlock_runtime::ledger::{
     Decision, InvocationState, PgStore, SqliteStore, Store, StoreConfig, ToolError, tx_tool,
 };
-use airlock_runtime::{CallContext, Gateway, LocalBody, LocalTool, Outcome};
+use airlock_runtime::{CallContext, Gateway, LocalBody, LocalTool, Outcome, OutcomeKind};
 use airlock_spec::{
     Approval, Builtin, Credentials, Effect, Mode, Policy, RateLimit, Scope, ScopeId,
     ToolDefinition, ToolName, ToolSource, ToolSpec,
 };
 use serde_json::{Value, json};
+
+mod rival;
+
+use rival::a_refused_call_another_claimer_holds_is_reported_as_it_stands;
 
 /// A local tool that counts its runs and echoes its arguments.
 struct Counter {
@@ -150,6 +154,7 @@ on_both_backends!(
     a_running_call_keeps_its_lease,
     a_retried_call_does_not_run_under_an_approval_for_old_definitions,
     an_approved_call_runs_without_the_rate_limit,
+    a_refused_call_another_claimer_holds_is_reported_as_it_stands,
 );
 
 async fn gateway_on(
@@ -207,6 +212,12 @@ impl Fixture {
     }
 }
 
+/// The row of `outcome`, which must be of `kind`.
+fn expect(outcome: Outcome, kind: OutcomeKind) -> airlock_runtime::ledger::Invocation {
+    assert_eq!(outcome.kind(), kind, "{outcome:?}");
+    outcome.into_invocation()
+}
+
 fn policy(approval: Approval) -> Policy {
     Policy {
         approval,
@@ -219,14 +230,13 @@ async fn never_runs_at_once_and_a_retry_never_runs_twice(backend: Backend) {
         return;
     };
     let ctx = f.ctx("c1").await;
-    let Outcome::Completed(row) = f
-        .gateway
-        .call(&ctx, "count", json!({"amount": 5}))
-        .await
-        .unwrap()
-    else {
-        panic!()
-    };
+    let row = expect(
+        f.gateway
+            .call(&ctx, "count", json!({"amount": 5}))
+            .await
+            .unwrap(),
+        OutcomeKind::Completed,
+    );
     assert_eq!(row.model_result(), Some(json!({"echo": {"amount": 5}})));
     let again = f
         .gateway
@@ -242,14 +252,13 @@ async fn always_parks_then_runs_exactly_once_when_approved(backend: Backend) {
         return;
     };
     let ctx = f.ctx("c1").await;
-    let Outcome::Parked(row) = f
-        .gateway
-        .call(&ctx, "count", json!({"amount": 5}))
-        .await
-        .unwrap()
-    else {
-        panic!()
-    };
+    let row = expect(
+        f.gateway
+            .call(&ctx, "count", json!({"amount": 5}))
+            .await
+            .unwrap(),
+        OutcomeKind::Parked,
+    );
     assert_eq!(row.state, InvocationState::AwaitingApproval);
     assert!(row.expires_at.is_some());
     assert_eq!(
@@ -274,7 +283,7 @@ async fn always_parks_then_runs_exactly_once_when_approved(backend: Backend) {
     );
     let settled = [a.unwrap(), b.unwrap()]
         .into_iter()
-        .filter(|o| matches!(o, Outcome::Completed(_)))
+        .filter(|o| o.kind() == OutcomeKind::Completed)
         .count();
     assert!(settled >= 1);
     assert_eq!(f.runs(), 1, "two continuers, one run");
@@ -304,9 +313,10 @@ async fn deny_never_runs_and_tells_the_model_why(backend: Backend) {
         )
         .await
         .unwrap();
-    let Outcome::Denied(row) = f.gateway.continue_approved(id).await.unwrap() else {
-        panic!()
-    };
+    let row = expect(
+        f.gateway.continue_approved(id).await.unwrap(),
+        OutcomeKind::Denied,
+    );
     assert_eq!(row.model_result(), Some(json!({"denied": "too much"})));
     assert_eq!(f.runs(), 0);
 }
@@ -316,14 +326,13 @@ async fn bad_arguments_are_a_stored_tool_error_and_never_park_or_run(backend: Ba
         return;
     };
     let ctx = f.ctx("c1").await;
-    let Outcome::Completed(row) = f
-        .gateway
-        .call(&ctx, "count", json!({"amount": "five"}))
-        .await
-        .unwrap()
-    else {
-        panic!()
-    };
+    let row = expect(
+        f.gateway
+            .call(&ctx, "count", json!({"amount": "five"}))
+            .await
+            .unwrap(),
+        OutcomeKind::Completed,
+    );
     assert_eq!(row.state, InvocationState::Failed);
     let error = row.error.unwrap();
     assert_eq!(error.kind, "bad_arguments");
@@ -355,14 +364,13 @@ async fn propose_records_and_calls_nobody(backend: Backend) {
         return;
     };
     let ctx = f.ctx("c1").await;
-    let Outcome::Proposed(row) = f
-        .gateway
-        .call(&ctx, "count", json!({"amount": 5}))
-        .await
-        .unwrap()
-    else {
-        panic!()
-    };
+    let row = expect(
+        f.gateway
+            .call(&ctx, "count", json!({"amount": 5}))
+            .await
+            .unwrap(),
+        OutcomeKind::Proposed,
+    );
     assert_eq!(
         row.model_result(),
         Some(json!({"proposed": {"tool": "count", "arguments": {"amount": 5}}}))
@@ -381,9 +389,7 @@ async fn propose_records_and_calls_nobody(backend: Backend) {
         )
         .await
         .unwrap();
-    let Outcome::Completed(row) = outcome else {
-        panic!("{outcome:?}")
-    };
+    let row = expect(outcome, OutcomeKind::Completed);
     assert_eq!(row.state, InvocationState::Failed);
     let error = row.error.unwrap();
     assert_eq!(error.kind, "bad_arguments");
@@ -400,23 +406,23 @@ async fn ask_human_parks_until_a_person_answers(backend: Backend) {
         return;
     };
     let ctx = f.ctx("q1").await;
-    let Outcome::Parked(row) = f
-        .gateway
-        .call(&ctx, "ask_human", json!({"question": "Ship it?"}))
-        .await
-        .unwrap()
-    else {
-        panic!()
-    };
+    let row = expect(
+        f.gateway
+            .call(&ctx, "ask_human", json!({"question": "Ship it?"}))
+            .await
+            .unwrap(),
+        OutcomeKind::Parked,
+    );
     assert_eq!(row.state, InvocationState::AwaitingAnswer);
     f.gateway
         .store()
         .decide(row.id, "alice", Decision::Answer { text: "yes".into() })
         .await
         .unwrap();
-    let Outcome::Completed(row) = f.gateway.continue_approved(row.id).await.unwrap() else {
-        panic!()
-    };
+    let row = expect(
+        f.gateway.continue_approved(row.id).await.unwrap(),
+        OutcomeKind::Completed,
+    );
     assert_eq!(row.model_result().unwrap()["answer"], "yes");
 }
 
@@ -528,8 +534,8 @@ async fn a_retried_call_does_not_run_under_an_approval_for_old_definitions(backe
     assert_eq!(after.runs() + before.runs(), 0);
 }
 
-/// Ledger case 14: an approved row runs on the person's approval, without the policy again —
-/// a rate limit that parked calls never spent does not throw the approvals away.
+/// An approved row runs on the person's approval, without the policy again — a rate limit
+/// that parked calls never spent does not throw the approvals away.
 async fn an_approved_call_runs_without_the_rate_limit(backend: Backend) {
     let Some(f) = fixture(backend, one_call_a_minute(Approval::Always), "").await else {
         return;
@@ -659,14 +665,14 @@ async fn once_is_scoped_to_the_principal(backend: Backend) {
 /// A gated call made by `ada` through the gateway's MCP scope, parked: the fixture, the caller
 /// and the invocation id.
 async fn parked_through_mcp() -> Option<(Fixture, airlock_mcp::Caller, String)> {
-    use airlock_mcp::{Caller, HostScope, ToolHost};
+    use airlock_mcp::{Caller, ToolHost};
     let f = fixture(Backend::Sqlite, policy(Approval::Always), "").await?;
     let ada = Caller {
         principal: "ada".into(),
     };
     let parked = f
         .gateway
-        .call_tool(&HostScope::Gateway, &ada, "count", json!({"amount": 1}))
+        .call_tool(&ScopeId::Gateway, &ada, "count", json!({"amount": 1}))
         .await
         .unwrap();
     assert!(parked.is_parked(), "{parked:?}");
@@ -679,7 +685,7 @@ async fn parked_through_mcp() -> Option<(Fixture, airlock_mcp::Caller, String)> 
 /// so.
 #[tokio::test]
 async fn mcp_hints_of_a_local_tool_assume_it_writes() {
-    use airlock_mcp::{HostScope, ToolHost};
+    use airlock_mcp::ToolHost;
     for effect in [Effect::AtMostOnce, Effect::Idempotent] {
         let declared = Policy {
             effect,
@@ -688,7 +694,7 @@ async fn mcp_hints_of_a_local_tool_assume_it_writes() {
         let Some(f) = fixture(Backend::Sqlite, declared, "").await else {
             return;
         };
-        let tools = f.gateway.list_tools(&HostScope::Gateway).unwrap();
+        let tools = f.gateway.list_tools(&ScopeId::Gateway).unwrap();
         let count = tools.iter().find(|t| t.name == "count").unwrap();
         assert_eq!(
             (count.read_only, count.destructive, count.idempotent),
@@ -702,7 +708,7 @@ async fn mcp_hints_of_a_local_tool_assume_it_writes() {
 /// session, no row.
 #[tokio::test]
 async fn an_unknown_mcp_tool_writes_nothing() {
-    use airlock_mcp::{Caller, HostError, HostScope, ToolHost};
+    use airlock_mcp::{Caller, HostError, ToolHost};
     let Some(f) = fixture(Backend::Sqlite, policy(Approval::Never), "").await else {
         return;
     };
@@ -712,7 +718,7 @@ async fn an_unknown_mcp_tool_writes_nothing() {
     };
     let refused = f
         .gateway
-        .call_tool(&HostScope::Gateway, &caller, "nope", json!({}))
+        .call_tool(&ScopeId::Gateway, &caller, "nope", json!({}))
         .await
         .unwrap_err();
     assert_eq!(refused, HostError::UnknownTool("nope".into()));
@@ -723,11 +729,11 @@ async fn an_unknown_mcp_tool_writes_nothing() {
 /// from the same endpoint URL (scope).
 #[tokio::test]
 async fn await_refuses_calls_from_other_channels_principals_and_scopes() {
-    use airlock_mcp::{Caller, HostError, HostOutcome, HostScope, ToolHost};
+    use airlock_mcp::{Caller, HostError, HostOutcome, ToolHost};
     let Some((f, ada, id)) = parked_through_mcp().await else {
         return;
     };
-    let gateway = HostScope::Gateway;
+    let gateway = ScopeId::Gateway;
     let waiting = f
         .gateway
         .await_decision(&gateway, &ada, &id, Duration::ZERO)
@@ -747,7 +753,7 @@ async fn await_refuses_calls_from_other_channels_principals_and_scopes() {
             .unwrap_err(),
         HostError::NotFound(format!("invocation {id} belongs to another principal"))
     );
-    let elsewhere = HostScope::Agent("helper".into());
+    let elsewhere = ScopeId::Agent("helper".into());
     assert_eq!(
         f.gateway
             .await_decision(&elsewhere, &ada, &id, Duration::ZERO)
@@ -790,7 +796,7 @@ async fn await_refuses_calls_from_other_channels_principals_and_scopes() {
 /// the await tool as settled by that operator, with the note — not as an empty success.
 #[tokio::test]
 async fn an_in_doubt_mcp_call_resolved_as_ran_shows_the_resolver_and_note() {
-    use airlock_mcp::{Caller, HostOutcome, HostScope, ToolHost};
+    use airlock_mcp::{Caller, HostOutcome, ToolHost};
     use airlock_runtime::ledger::{NewInvocation, Resolution, SessionId, SourceKind};
     let Some(f) = fixture(Backend::Sqlite, policy(Approval::Never), "").await else {
         return;
@@ -828,12 +834,7 @@ async fn an_in_doubt_mcp_call_resolved_as_ran_shows_the_resolver_and_note() {
     };
     let settled = f
         .gateway
-        .await_decision(
-            &HostScope::Gateway,
-            &ada,
-            &row.id.to_string(),
-            Duration::ZERO,
-        )
+        .await_decision(&ScopeId::Gateway, &ada, &row.id.to_string(), Duration::ZERO)
         .await
         .unwrap();
     assert_eq!(settled.decided_by.as_deref(), Some("olga"));
@@ -853,11 +854,11 @@ async fn an_in_doubt_mcp_call_resolved_as_ran_shows_the_resolver_and_note() {
 /// and it reads back as withdrawn; a settled call is returned unchanged.
 #[tokio::test]
 async fn a_caller_withdraws_its_own_waiting_call() {
-    use airlock_mcp::{HostOutcome, HostScope, ToolHost};
+    use airlock_mcp::{HostOutcome, ToolHost};
     let Some((f, ada, id)) = parked_through_mcp().await else {
         return;
     };
-    let scope = HostScope::Gateway;
+    let scope = ScopeId::Gateway;
     let withdrawn = f.gateway.withdraw(&scope, &ada, &id).await.unwrap();
     assert_eq!(withdrawn.outcome, HostOutcome::Withdrawn);
     let row = f.gateway.store().get(id.parse().unwrap()).await.unwrap();

@@ -161,8 +161,8 @@ fn token_scopes_are_read_and_bad_ones_all_reported() {
     assert_eq!(
         d.config.mcp.tokens[0].scopes,
         Some(vec![
-            airlock_spec::TokenScope::Gateway,
-            airlock_spec::TokenScope::Agent("support".into())
+            airlock_spec::ScopeId::Gateway,
+            airlock_spec::ScopeId::Agent("support".into())
         ])
     );
     let bad = "[[mcp.tokens]]\ncredential = \"a.b\"\nprincipal = \"p\"\nscopes = [\"everything\", \"agent:Bad Name\"]\n[[admin.tokens]]\ncredential = \"a.c\"\nprincipal = \"q\"\nscopes = [\"gateway\"]\n";

@@ -16,7 +16,7 @@ use anyhow::Context as _;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
-use crate::pending;
+use airlock_runtime::decisions::pending;
 
 /// The decision commands, flattened into the top level of `airlock`.
 #[derive(Debug, clap::Subcommand)]

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use airlock_ledger::InvocationId;
-use airlock_runtime::{CallContext, Outcome};
+use airlock_runtime::{CallContext, OutcomeKind};
 use airlock_spec::ScopeId;
 use anyhow::Context as _;
 use serde_json::{Value, json};
@@ -68,7 +68,7 @@ async fn call(args: &Args, arguments: Value) -> anyhow::Result<ExitCode> {
             "result": row.model_result(),
         }))?
     );
-    let ok = matches!(&outcome, Outcome::Completed(row) if row.error.is_none());
+    let ok = outcome.kind() == OutcomeKind::Completed && row.error.is_none();
     Ok(if ok {
         ExitCode::SUCCESS
     } else {

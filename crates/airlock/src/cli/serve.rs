@@ -3,8 +3,6 @@
 //! SIGTERM/SIGINT stop accepting, let in-flight calls finish within a deadline, and leave
 //! parked rows as they are.
 
-mod worker;
-
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -63,7 +61,10 @@ async fn serve_dir(args: &Args) -> anyhow::Result<()> {
     println!("  MCP: {}", scope_paths(&booted).join(" "));
     let sweeper = tokio::spawn(sweep(booted.gateway.store().clone()));
     let (stop_worker, worker_stop) = tokio::sync::oneshot::channel::<()>();
-    let worker = tokio::spawn(worker::work(booted.gateway.clone(), worker_stop));
+    let worker = tokio::spawn(airlock_runtime::decisions::worker::work(
+        booted.gateway.clone(),
+        worker_stop,
+    ));
     let state = AppState {
         gateway: booted.gateway,
         admin: booted.admin,

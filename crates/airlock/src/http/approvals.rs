@@ -21,7 +21,7 @@ use time::format_description::well_known::Rfc3339;
 use super::AppState;
 use super::auth::Admin;
 use super::error::ApiError;
-use crate::pending;
+use airlock_runtime::decisions::pending;
 
 pub(super) fn router() -> Router<AppState> {
     Router::new()
@@ -204,7 +204,7 @@ async fn apply(
     id: InvocationId,
     decision: Decision,
 ) -> Result<Json<Value>, ApiError> {
-    let row = airlock_runtime::decide(&state.gateway, id, decider, decision).await?;
+    let row = airlock_runtime::decisions::decide(&state.gateway, id, decider, decision).await?;
     Ok(Json(invocation_json(&row)))
 }
 

@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use airlock::boot::boot;
-use airlock_runtime::Outcome;
+use airlock_runtime::{Outcome, OutcomeKind};
 use airlock_spec::{Deployment, ScopeId};
 use airlock_testkit::{Script, Server};
 use serde_json::{Value, json};
@@ -88,9 +88,8 @@ async fn call_echo(policy: &str) -> (Server, Outcome) {
 #[tokio::test]
 async fn a_call_to_a_connection_tool_reaches_the_upstream_with_the_bearer_credential() {
     let (upstream, outcome) = call_echo("never").await;
-    let Outcome::Completed(row) = outcome else {
-        panic!("{outcome:?}")
-    };
+    assert_eq!(outcome.kind(), OutcomeKind::Completed, "{outcome:?}");
+    let row = outcome.into_invocation();
     let result = row.model_result().unwrap();
     assert_eq!(result["structured"], json!({"received": {"ticket": "42"}}));
     let call = upstream
@@ -279,9 +278,8 @@ async fn discover_prints_a_block_that_check_accepts() {
 #[tokio::test]
 async fn a_connections_approval_ttl_bounds_its_parked_calls() {
     let (_upstream, outcome) = call_echo("always\napproval_ttl: 90s").await;
-    let Outcome::Parked(row) = outcome else {
-        panic!("{outcome:?}")
-    };
+    assert_eq!(outcome.kind(), OutcomeKind::Parked, "{outcome:?}");
+    let row = outcome.into_invocation();
     let waits = row.expires_at.unwrap() - row.created_at;
     assert_eq!(waits, time::Duration::seconds(90), "{row:?}");
 }

@@ -4,7 +4,7 @@
 use serde_json::{Value, json};
 
 use super::{Asked, Endpoint};
-use airlock_mcp::HostScope;
+use airlock_spec::ScopeId;
 
 const TASKS: &str = "io.modelcontextprotocol/tasks";
 
@@ -155,7 +155,7 @@ async fn v2026_cancel_withdraws_and_acknowledges_even_a_settled_task() {
             _ => None,
         })
         .collect();
-    let by_alice = |id: &str| (HostScope::Gateway, "alice".to_owned(), id.to_owned());
+    let by_alice = |id: &str| (ScopeId::Gateway, "alice".to_owned(), id.to_owned());
     assert_eq!(
         withdrawn,
         [

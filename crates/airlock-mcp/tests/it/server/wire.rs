@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use airlock_mcp::HostScope;
+use airlock_spec::ScopeId;
 use secrecy::SecretString;
 use serde_json::{Value, json};
 
@@ -244,7 +244,7 @@ async fn completed_calls_carry_text_and_structured_content() {
     assert_eq!(
         asked[1],
         Asked::Call {
-            scope: HostScope::Agent("ops".into()),
+            scope: ScopeId::Agent("ops".into()),
             principal: "alice".into(),
             name: "echo".into(),
             arguments: json!({}),

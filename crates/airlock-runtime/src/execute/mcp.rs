@@ -1,5 +1,6 @@
-//! MCP tools in the gateway: inline `type: mcp` tools (seed 001; base URL and credential from
-//! `[connections]`, resolved per call) and connection-file tools (seed 000; discovered once at
+//! The MCP executor: calls a tool on a remote MCP server through the egress guard. Two kinds
+//! of tools reach it: inline `type: mcp` tools of an agent manifest (base URL and credential
+//! from `[connections]`, resolved per call) and connection-file tools (discovered once at
 //! boot, failing loudly, their remote names and schemas part of the scope's digest).
 
 use airlock_egress::join;

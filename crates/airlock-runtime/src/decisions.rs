@@ -1,12 +1,17 @@
-//! Decisions, shared by every surface (HTTP API, CLI, inbox): one ledger transition by a named
-//! person, then — for an approval — the call runs through the gateway's claim in a background
-//! task, never inside the person's request. Whoever claims first runs it exactly once.
+//! Decisions, shared by every surface (HTTP API, CLI, the MCP endpoint's inbox): one ledger
+//! transition by a named person, then — for an approval — the call runs through the gateway's
+//! claim in a background task, never inside the person's request. Whoever claims first runs
+//! it exactly once. What waits for a person is listed by [`pending`]; approvals nobody
+//! waits for are run by the [`worker`].
+
+pub mod pending;
+pub mod worker;
 
 use std::sync::Arc;
 
 use airlock_ledger::{Decision, Invocation, InvocationId, InvocationState};
 
-use crate::{Gateway, GatewayError};
+use crate::gateway::{Gateway, GatewayError};
 
 /// Records `decision` on `id` by `decider`; an approved row is then run in the background.
 ///

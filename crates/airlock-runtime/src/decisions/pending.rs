@@ -3,15 +3,17 @@
 //! by tool, principal, agent and age, and paged by offset.
 //!
 //! The ledger filters by tool, principal and age; the agent filter reads each row's session
-//! (its `{"scope": "agent:<name>"}` metadata) here, so with `agent` set at most [`MAX_SCAN`]
-//! of the oldest waiting rows are considered.
+//! (the scope it was opened in) here, so with `agent` set at most [`MAX_SCAN`] of the oldest
+//! waiting rows are considered.
 
 use std::collections::HashMap;
 use std::time::Duration;
 
 use airlock_ledger::{ApprovalFilter, Invocation, LedgerError, SessionId, Store};
-use serde_json::Value;
+use airlock_spec::ScopeId;
 use time::OffsetDateTime;
+
+use crate::session;
 
 /// How many rows a page holds when the caller does not say.
 pub const DEFAULT_LIMIT: u32 = 50;
@@ -96,16 +98,15 @@ async fn in_agent_scope(
     rows: Vec<Invocation>,
     agent: &str,
 ) -> Result<Vec<Invocation>, LedgerError> {
-    let wanted = format!("agent:{agent}");
+    let wanted = Some(ScopeId::Agent(agent.to_owned()));
     let mut scopes: HashMap<SessionId, bool> = HashMap::new();
     let mut out = Vec::new();
     for row in rows {
         let matches = match scopes.get(&row.session_id) {
             Some(matches) => *matches,
             None => {
-                let session = store.get_session(row.session_id).await?;
-                let matches =
-                    session.metadata.get("scope").and_then(Value::as_str) == Some(wanted.as_str());
+                let opened = store.get_session(row.session_id).await?;
+                let matches = session::scope(&opened) == wanted;
                 scopes.insert(row.session_id, matches);
                 matches
             }

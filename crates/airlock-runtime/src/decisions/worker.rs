@@ -1,6 +1,6 @@
-//! The worker of `serve`: runs approved calls nobody has claimed — approved from the CLI or
-//! another process, or left approved when a process restarted — so an approval runs even if
-//! no client ever comes back.
+//! The background worker of a serving gateway: runs approved calls nobody has claimed —
+//! approved from the CLI or another process, or left approved when a process restarted — so
+//! an approval runs even if no client ever comes back.
 //!
 //! Woken at start and then every [`WORK_EVERY`], it lists approved-but-unclaimed rows and runs
 //! each through [`Gateway::continue_approved`]. Exactly once comes from the ledger's claim: a
@@ -11,18 +11,19 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::gateway::Gateway;
+use crate::outcome::OutcomeKind;
 use airlock_ledger::InvocationId;
-use airlock_runtime::{Gateway, Outcome};
 use tokio::sync::oneshot;
 use tokio::task::JoinSet;
 
 /// How often the worker looks for approved rows.
-pub(super) const WORK_EVERY: Duration = Duration::from_secs(2);
+const WORK_EVERY: Duration = Duration::from_secs(2);
 /// The most rows picked up per look.
 const BATCH: u32 = 64;
 
-/// Runs until `stop` fires, then waits for the calls it started.
-pub(super) async fn work(gateway: Arc<Gateway>, mut stop: oneshot::Receiver<()>) {
+/// Runs until `stop` fires, then waits for the calls it started. Spawn it once per process.
+pub async fn work(gateway: Arc<Gateway>, mut stop: oneshot::Receiver<()>) {
     let mut tick = tokio::time::interval(WORK_EVERY);
     let mut running = JoinSet::new();
     let mut tasks: HashMap<tokio::task::Id, InvocationId> = HashMap::new();
@@ -61,13 +62,20 @@ pub(super) async fn work(gateway: Arc<Gateway>, mut stop: oneshot::Receiver<()>)
 }
 
 async fn run_one(gateway: Arc<Gateway>, id: InvocationId) {
-    match gateway.continue_approved(id).await {
-        Ok(Outcome::Completed(row) | Outcome::Denied(row)) => {
+    let outcome = match gateway.continue_approved(id).await {
+        Ok(outcome) => outcome,
+        Err(error) => {
+            tracing::error!(%id, %error, "running an approved call failed");
+            return;
+        }
+    };
+    let row = outcome.invocation();
+    match outcome.kind() {
+        OutcomeKind::Completed | OutcomeKind::Denied => {
             tracing::info!(%id, tool = %row.tool, state = %row.state, "worker ran an approved call");
         }
-        Ok(Outcome::Parked(row) | Outcome::Proposed(row)) => {
+        OutcomeKind::Parked | OutcomeKind::Proposed => {
             tracing::debug!(%id, state = %row.state, "approved call not run by the worker");
         }
-        Err(error) => tracing::error!(%id, %error, "running an approved call failed"),
     }
 }

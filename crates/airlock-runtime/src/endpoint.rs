@@ -1,4 +1,5 @@
-//! The gateway as the MCP endpoint's [`ToolHost`]: every `tools/call` is its own session on
+//! The MCP endpoint's adapter: the gateway as the endpoint's [`ToolHost`], translating rows
+//! into what an MCP client sees. Every `tools/call` is its own session on
 //! channel `mcp`, recorded under the authenticated principal, through [`Gateway::call`]. The
 //! await tool (and a task's `get`) long-polls the ledger (woken by its notifier, never by
 //! polling), runs an approved call itself if it claims it first, and only shows a caller its
@@ -11,23 +12,25 @@ use std::time::Duration;
 use airlock_ledger::{Decision, SessionId};
 use airlock_ledger::{Invocation, InvocationId, InvocationState, LedgerError, SourceKind};
 use airlock_mcp::{
-    Caller, HostCall, HostError, HostOutcome, HostScope, ParkedStatus, ToolDescriptor, ToolHost,
+    Caller, HostCall, HostError, HostOutcome, ParkedStatus, ToolDescriptor, ToolHost,
 };
 use airlock_spec::{Builtin, Effect, ScopeId, ToolSource, ToolSpec};
 use futures::future::BoxFuture;
 use serde_json::{Map, Value};
 use time::format_description::well_known::Rfc3339;
 
-use crate::gateway::scope_key;
-use crate::{CallContext, Gateway, GatewayError, Outcome};
+use crate::gateway::{CallContext, Gateway, GatewayError};
+use crate::outcome::{Outcome, OutcomeKind};
+use crate::session;
 
 /// The reason recorded when a caller withdraws its own waiting call.
 const WITHDRAWN: &str = "withdrawn by the caller (MCP task cancelled)";
 
-fn scope_id(scope: &HostScope) -> ScopeId {
+/// The endpoint names an unknown scope by its agent: only an agent's URL can name none.
+fn unknown_scope(scope: &ScopeId) -> HostError {
     match scope {
-        HostScope::Gateway => ScopeId::Gateway,
-        HostScope::Agent(name) => ScopeId::Agent(name.clone()),
+        ScopeId::Gateway => HostError::UnknownScope(scope.to_string()),
+        ScopeId::Agent(name) => HostError::UnknownScope(name.clone()),
     }
 }
 
@@ -69,18 +72,19 @@ fn time(t: Option<time::OffsetDateTime>) -> Option<String> {
 }
 
 /// What an MCP client sees of a row.
-fn host_outcome(outcome: Outcome) -> HostOutcome {
-    match outcome {
-        Outcome::Completed(row) => completed(&row),
-        Outcome::Denied(row) if is_withdrawn(&row) => HostOutcome::Withdrawn,
-        Outcome::Denied(row) => {
+fn host_outcome(outcome: &Outcome) -> HostOutcome {
+    let row = outcome.invocation();
+    match outcome.kind() {
+        OutcomeKind::Completed => completed(row),
+        OutcomeKind::Denied if is_withdrawn(row) => HostOutcome::Withdrawn,
+        OutcomeKind::Denied => {
             let reason = row.model_result().and_then(|r| r["denied"].as_str().map(str::to_owned));
             HostOutcome::Denied { reason: reason.unwrap_or_else(|| "denied".to_owned()) }
         }
-        Outcome::Proposed(_) => HostOutcome::Refused {
+        OutcomeKind::Proposed => HostOutcome::Refused {
             message: "not executed: this tool only proposes writes for approval, and a call through the MCP endpoint cannot propose (nobody would receive the proposal)".to_owned(),
         },
-        Outcome::Parked(row) => {
+        OutcomeKind::Parked => {
             let status = match row.state {
                 InvocationState::InDoubt => ParkedStatus::InDoubt,
                 InvocationState::AwaitingAnswer => ParkedStatus::AwaitingAnswer,
@@ -100,7 +104,7 @@ fn is_withdrawn(row: &Invocation) -> bool {
 }
 
 /// The call as the endpoint sees it: the row's id and times, and its outcome.
-fn host_call(outcome: Outcome) -> HostCall {
+fn host_call(outcome: &Outcome) -> HostCall {
     let row = outcome.invocation();
     HostCall {
         invocation_id: row.id.to_string(),
@@ -159,14 +163,13 @@ fn completed(row: &Invocation) -> HostOutcome {
 impl Gateway {
     async fn mcp_call(
         &self,
-        scope: &HostScope,
+        scope: &ScopeId,
         caller: &Caller,
         name: &str,
         arguments: Value,
     ) -> Result<HostCall, HostError> {
-        let scope = scope_id(scope);
-        let Some(tools) = self.scope(&scope) else {
-            return Err(HostError::UnknownScope(format!("{scope:?}")));
+        let Some(tools) = self.scope(scope) else {
+            return Err(unknown_scope(scope));
         };
         // Refused before anything is written: an unknown name leaves no empty session behind
         // (and costs no commit).
@@ -176,7 +179,7 @@ impl Gateway {
         let principal = Some(caller.principal.clone());
         let session = SessionId::new();
         let ctx = CallContext {
-            scope,
+            scope: scope.clone(),
             session,
             call_id: "mcp".to_owned(),
             principal: principal.clone(),
@@ -189,7 +192,7 @@ impl Gateway {
         );
         opened.map_err(|e| internal(&e))?;
         match called {
-            Ok(outcome) => Ok(host_call(outcome)),
+            Ok(outcome) => Ok(host_call(&outcome)),
             Err(GatewayError::UnknownTool(name)) => Err(HostError::UnknownTool(name)),
             Err(e) => Err(internal(&e)),
         }
@@ -200,7 +203,7 @@ impl Gateway {
     /// channel (settled there), another principal's, or made through another endpoint URL.
     async fn mcp_row(
         &self,
-        scope: &HostScope,
+        scope: &ScopeId,
         caller: &Caller,
         id: &str,
     ) -> Result<Invocation, HostError> {
@@ -212,12 +215,12 @@ impl Gateway {
             Err(e) => return Err(internal(&e.into())),
         };
         // Calls made on other channels (an agent run, the CLI) are settled there, not here.
-        let session = self
+        let opened = self
             .store()
             .get_session(row.session_id)
             .await
             .map_err(|e| internal(&e.into()))?;
-        if session.channel != "mcp" {
+        if opened.channel != "mcp" {
             return Err(HostError::NotFound(format!(
                 "invocation {id} was not made through the MCP endpoint"
             )));
@@ -227,9 +230,14 @@ impl Gateway {
                 "invocation {id} belongs to another principal"
             )));
         }
-        if session.metadata["scope"].as_str() != Some(scope_key(&scope_id(scope)).as_str()) {
+        if session::scope(&opened).as_ref() != Some(scope) {
+            // Worded for the model reading it, not in the scope's written form.
+            let url = match scope {
+                ScopeId::Gateway => "gateway".to_owned(),
+                ScopeId::Agent(name) => format!("agent {name}"),
+            };
             return Err(HostError::NotFound(format!(
-                "invocation {id} was not made through this endpoint URL ({scope})"
+                "invocation {id} was not made through this endpoint URL ({url})"
             )));
         }
         Ok(row)
@@ -237,7 +245,7 @@ impl Gateway {
 
     async fn mcp_await(
         &self,
-        scope: &HostScope,
+        scope: &ScopeId,
         caller: &Caller,
         id: &str,
         wait: Duration,
@@ -254,11 +262,8 @@ impl Gateway {
                 row = outcome.invocation().clone();
             }
             let outcome = Outcome::from_row(row.clone());
-            if !matches!(outcome, Outcome::Parked(_)) {
-                return Ok(host_call(outcome));
-            }
-            if tokio::time::Instant::now() >= deadline {
-                return Ok(host_call(outcome));
+            if outcome.kind() != OutcomeKind::Parked || tokio::time::Instant::now() >= deadline {
+                return Ok(host_call(&outcome));
             }
             row = self
                 .store()
@@ -270,7 +275,7 @@ impl Gateway {
 
     async fn mcp_withdraw(
         &self,
-        scope: &HostScope,
+        scope: &ScopeId,
         caller: &Caller,
         id: &str,
     ) -> Result<HostCall, HostError> {
@@ -296,26 +301,24 @@ impl Gateway {
         } else {
             row
         };
-        Ok(host_call(Outcome::from_row(row)))
+        Ok(host_call(&Outcome::from_row(row)))
     }
 }
 
 impl ToolHost for Gateway {
-    fn list_tools(&self, scope: &HostScope) -> Result<Vec<ToolDescriptor>, HostError> {
-        let scope = self
-            .scope(&scope_id(scope))
-            .ok_or_else(|| HostError::UnknownScope(scope.to_string()))?;
-        Ok(scope.tools().iter().map(descriptor).collect())
+    fn list_tools(&self, scope: &ScopeId) -> Result<Vec<ToolDescriptor>, HostError> {
+        let tools = self.scope(scope).ok_or_else(|| unknown_scope(scope))?;
+        Ok(tools.tools().iter().map(descriptor).collect())
     }
 
-    fn input_schema(&self, scope: &HostScope, name: &str) -> Option<Map<String, Value>> {
-        let spec = self.scope(&scope_id(scope))?.get(name)?;
+    fn input_schema(&self, scope: &ScopeId, name: &str) -> Option<Map<String, Value>> {
+        let spec = self.scope(scope)?.get(name)?;
         spec.definition.input_schema.as_object().cloned()
     }
 
     fn call_tool<'a>(
         &'a self,
-        scope: &'a HostScope,
+        scope: &'a ScopeId,
         caller: &'a Caller,
         name: &'a str,
         arguments: Value,
@@ -325,7 +328,7 @@ impl ToolHost for Gateway {
 
     fn await_decision<'a>(
         &'a self,
-        scope: &'a HostScope,
+        scope: &'a ScopeId,
         caller: &'a Caller,
         invocation_id: &'a str,
         wait: Duration,
@@ -335,7 +338,7 @@ impl ToolHost for Gateway {
 
     fn withdraw<'a>(
         &'a self,
-        scope: &'a HostScope,
+        scope: &'a ScopeId,
         caller: &'a Caller,
         invocation_id: &'a str,
     ) -> BoxFuture<'a, Result<HostCall, HostError>> {

@@ -1,4 +1,4 @@
-//! The declarative HTTP executor for tenant APIs (seed 001 `type: api`), without the network.
+//! The declarative HTTP executor for tenant APIs (`type: api` tools of an agent manifest).
 //!
 //! A call runs as three pure steps, each a function here:
 //! 1. [`ArgumentCheck::prepare`]: parameter defaults fill absent arguments, then the arguments

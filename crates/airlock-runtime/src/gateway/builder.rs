@@ -1,0 +1,119 @@
+//! Building a [`Gateway`]: its scopes are prepared once (digest, compiled argument checks), and
+//! the executors get their connections and local tools.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use airlock_egress::GuardedClient;
+use airlock_ledger::Store;
+use airlock_spec::{ApiConnection, ConnectionSpec, Credentials, Scope};
+
+use super::{Gateway, PreparedScope};
+use crate::execute::Executors;
+use crate::execute::api::ArgumentCheck;
+use crate::execute::local::LocalTool;
+use crate::rate_limit::RateLimits;
+
+/// Default lease of a running call; renewed every third of it while the call runs.
+const LEASE: Duration = Duration::from_secs(60);
+
+/// Builds a [`Gateway`].
+pub struct GatewayBuilder {
+    gateway: Gateway,
+}
+
+impl GatewayBuilder {
+    pub(super) fn new(
+        store: Arc<dyn Store>,
+        egress: GuardedClient,
+        credentials: Arc<Credentials>,
+    ) -> Self {
+        let owner = format!("airlock-{}-{}", std::process::id(), uuid_suffix());
+        Self {
+            gateway: Gateway {
+                store,
+                executors: Executors::new(egress, credentials),
+                scopes: HashMap::new(),
+                limits: RateLimits::default(),
+                owner,
+                lease: LEASE,
+            },
+        }
+    }
+
+    /// Adds a scope (the gateway scope, or an agent's).
+    #[must_use]
+    pub fn scope(mut self, scope: Scope) -> Self {
+        let checks = scope
+            .tools()
+            .iter()
+            .filter_map(|t| {
+                let check = ArgumentCheck::new(&t.definition.input_schema).ok()?;
+                Some((t.definition.name.to_string(), check))
+            })
+            .collect();
+        let digest = scope.digest();
+        self.gateway.scopes.insert(
+            scope.id.clone(),
+            PreparedScope {
+                scope,
+                digest,
+                checks,
+            },
+        );
+        self
+    }
+
+    /// Registers a local tool's implementation (its definition must be in a scope too).
+    #[must_use]
+    pub fn local(mut self, tool: Arc<dyn LocalTool>) -> Self {
+        self.gateway
+            .executors
+            .local
+            .insert(tool.definition().name.to_string(), tool);
+        self
+    }
+
+    /// The `[connections]` of `airlock.toml`.
+    #[must_use]
+    pub fn connections(mut self, connections: BTreeMap<String, ApiConnection>) -> Self {
+        self.gateway.executors.connections = connections;
+        self
+    }
+
+    /// The connection files whose discovered tools are in the gateway scope.
+    #[must_use]
+    pub fn mcp_connections(mut self, connections: Vec<ConnectionSpec>) -> Self {
+        self.gateway.executors.mcp_connections = connections
+            .into_iter()
+            .map(|c| (c.namespace.clone(), c))
+            .collect();
+        self
+    }
+
+    /// How long a claim holds without renewal (default 60 s). A running call renews it every
+    /// third of it; if the process dies, the sweeper acts on the row once it runs out. At
+    /// least 30 ms.
+    #[must_use]
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.gateway.lease = lease.max(Duration::from_millis(30));
+        self
+    }
+
+    /// The gateway.
+    #[must_use]
+    pub fn build(self) -> Gateway {
+        self.gateway
+    }
+}
+
+/// A short random suffix so two processes never share a lease owner name.
+fn uuid_suffix() -> String {
+    airlock_ledger::InvocationId::new()
+        .to_string()
+        .chars()
+        .rev()
+        .take(8)
+        .collect()
+}
