@@ -186,7 +186,7 @@ fn parse_file(root: &Path, rel: &Path, issues: &mut Vec<SpecIssue>) -> Option<No
 fn load_connections(root: &Path, issues: &mut Vec<SpecIssue>) -> Vec<ConnectionSpec> {
     let mut out = Vec::new();
     for (rel, stem) in yaml_files(root, "connections", issues) {
-        // Seed 000: an empty connection file is ignored.
+        // DECL-9 (docs/rules.md): an empty connection file is ignored.
         let Some(node) = parse_file(root, &rel, issues) else {
             continue;
         };

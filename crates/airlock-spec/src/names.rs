@@ -252,7 +252,7 @@ mod tests {
     }
 
     #[test]
-    fn normalization_follows_seed_001() {
+    fn normalization_follows_decl_27() {
         assert_eq!(normalize_tool("Buscar-Ticket.v2"), "buscar_ticket_v2");
         assert_eq!(slug_prefix("erp-cliente"), "erp_cliente");
     }

@@ -131,7 +131,7 @@ mod tests {
     }
 
     #[test]
-    fn defaults_follow_seed_000() {
+    fn defaults_follow_decl_10() {
         assert_eq!(Approval::default(), Approval::Never);
         assert_eq!(Effect::default(), Effect::AtMostOnce);
     }

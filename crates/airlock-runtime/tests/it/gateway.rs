@@ -377,8 +377,8 @@ async fn propose_records_and_calls_nobody(backend: Backend) {
     );
     assert_eq!(f.runs(), 0);
 
-    // Seed 001: a proposal's arguments are at most 16 KB; past that the model gets a tool
-    // error and nothing is proposed.
+    // POLICY-10 (docs/rules.md): a proposal's arguments are at most 16 KB; past that the model
+    // gets a tool error and nothing is proposed.
     let note = "n".repeat(16 * 1024);
     let outcome = f
         .gateway

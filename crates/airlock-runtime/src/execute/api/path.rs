@@ -1,7 +1,7 @@
 //! The request path: placeholder values encoded and checked, then joined structurally onto the
 //! connection's base URL.
 //!
-//! Guarantees (egress-global.md "URLs"):
+//! Guarantees (docs/rules.md EGRESS-5, DECL-21, DECL-22):
 //! - a placeholder value is percent-encoded with no safe characters (only `A-Za-z0-9-._~` stay);
 //! - a value containing `/` or `\` is refused unless the parameter is in `allow_slashes` (then
 //!   each segment is encoded and `/` kept); `..` is refused in the raw, once-decoded and
