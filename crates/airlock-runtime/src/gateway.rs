@@ -16,7 +16,7 @@ use std::time::Duration;
 use airlock_egress::GuardedClient;
 use airlock_ledger::{
     CallKind, Invocation, InvocationId, InvocationState, LedgerError, NewInvocation, NewSession,
-    SessionId, Store, ToolError as StoredError,
+    SessionId, Store,
 };
 use airlock_mcp::McpClient;
 use airlock_spec::{
@@ -47,7 +47,7 @@ pub struct CallContext {
 /// What became of a call.
 #[derive(Debug, Clone)]
 pub enum Outcome {
-    /// Settled with a result or a tool error (`invocation.model_result()`).
+    /// Settled with a result or a tool error (`invocation.settlement()`).
     Completed(Invocation),
     /// Waiting for a person (approval, answer, in-doubt resolution) or running elsewhere.
     Parked(Invocation),
@@ -312,14 +312,7 @@ impl Gateway {
             // Bad arguments are stored on their own row and never run, whatever the policy.
             let id = recorded.invocation.id;
             self.store.claim(id, &self.owner, self.lease).await?;
-            let row = self
-                .store
-                .finish(
-                    id,
-                    &self.owner,
-                    Err(StoredError::new(error.kind.as_str(), error.message)),
-                )
-                .await?;
+            let row = self.store.finish(id, &self.owner, Err(error)).await?;
             return Ok(Outcome::Completed(row));
         }
         self.advance(prepared, spec, recorded.invocation).await
@@ -440,20 +433,14 @@ impl Gateway {
             Err(LedgerError::Taken { .. }) => return Ok(self.store.get(row.id).await?),
             Err(e) => return Err(e.into()),
         }
-        Ok(self
-            .store
-            .finish(
-                row.id,
-                &self.owner,
-                Err(StoredError::new(error.kind.as_str(), error.message)),
-            )
-            .await?)
+        Ok(self.store.finish(row.id, &self.owner, Err(error)).await?)
     }
 }
 
 /// Counts a call answered by [`Gateway::call`] by tool and the outcome its caller saw
 /// (`airlock_tool_calls_total`, served at `/metrics`; a retry of a call id is answered, and
-/// counted, again). Executions, however they were started, are `airlock_tool_runs_total`.
+/// counted, again), and a failed one also by its kind (`airlock_tool_failures_total`, the
+/// stored word). Executions, however they were started, are `airlock_tool_runs_total`.
 fn count(outcome: &Outcome) {
     let row = outcome.invocation();
     let what = match outcome {
@@ -465,6 +452,10 @@ fn count(outcome: &Outcome) {
     };
     metrics::counter!("airlock_tool_calls_total", "tool" => row.tool.clone(), "outcome" => what)
         .increment(1);
+    if let (Outcome::Completed(_), Some(error)) = (outcome, &row.error) {
+        metrics::counter!("airlock_tool_failures_total", "tool" => row.tool.clone(), "kind" => error.kind.as_str())
+            .increment(1);
+    }
 }
 
 /// Seed 001: a proposal's arguments are at most 16 KB (it is returned to the caller whole).

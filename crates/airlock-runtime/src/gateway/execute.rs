@@ -2,14 +2,15 @@
 //! and store the result. Every network path goes through the egress guard.
 
 use airlock_egress::Request;
-use airlock_ledger::{Invocation, ToolError as StoredError, TxTool};
+use airlock_ledger::{Invocation, TxTool};
 use airlock_spec::{Builtin, ToolSource, ToolSpec};
 use serde_json::{Map, Value, json};
 
 use super::{Gateway, GatewayError};
-use crate::ToolError;
+use crate::error::egress_error;
 use crate::local::LocalBody;
 use crate::mcp_tools;
+use crate::{ToolError, ToolErrorKind};
 
 impl Gateway {
     /// Executes a claimed row and finishes it. `arguments` are the validated arguments with
@@ -22,7 +23,7 @@ impl Gateway {
     ) -> Result<Invocation, GatewayError> {
         let arguments = match arguments {
             Some(Ok(map)) => Value::Object(map),
-            Some(Err(e)) => return self.finish(&row, Err(stored(e))).await,
+            Some(Err(e)) => return self.finish(&row, Err(e)).await,
             None => row.arguments.clone(),
         };
         let key = (spec.policy.effect == airlock_spec::Effect::Idempotent)
@@ -46,7 +47,7 @@ impl Gateway {
     async fn finish(
         &self,
         row: &Invocation,
-        result: Result<Value, StoredError>,
+        result: Result<Value, ToolError>,
     ) -> Result<Invocation, GatewayError> {
         Ok(self.store.finish(row.id, &self.owner, result).await?)
     }
@@ -56,28 +57,24 @@ impl Gateway {
         spec: &ToolSpec,
         arguments: Value,
         idempotency_key: Option<String>,
-    ) -> Result<Value, StoredError> {
+    ) -> Result<Value, ToolError> {
         match &spec.source {
             ToolSource::Api(op) => {
                 let connection = self.api_connection(&op.connection)?;
                 let args = arguments.as_object().cloned().unwrap_or_default();
-                crate::api::execute(&self.egress, op, connection, &self.credentials, &args)
-                    .await
-                    .map_err(stored)
+                crate::api::execute(&self.egress, op, connection, &self.credentials, &args).await
             }
             ToolSource::Builtin(Builtin::Fetch) => self.fetch(&arguments).await,
             ToolSource::Local => match self.local_body(spec, arguments) {
                 Some(LocalBody::Plain(body)) => body.await,
-                Some(LocalBody::Transactional(_)) | None => Err(StoredError::new(
-                    "bad_declaration",
-                    format!(
+                Some(LocalBody::Transactional(_)) | None => {
+                    Err(ToolError::bad_declaration(format!(
                         "local tool `{}` has no implementation registered",
                         spec.definition.name
-                    ),
-                )),
+                    )))
+                }
             },
-            ToolSource::Builtin(Builtin::AskHuman) => Err(StoredError::new(
-                "bad_declaration",
+            ToolSource::Builtin(Builtin::AskHuman) => Err(ToolError::bad_declaration(
                 "a question is answered by a person, never executed",
             )),
             ToolSource::McpInline(_) | ToolSource::Connection(_) => {
@@ -85,20 +82,17 @@ impl Gateway {
                 mcp_tools::call(&self.mcp, &target, remote_name, arguments, idempotency_key).await
             }
             // TODO-correctness(#9): sub-agents arrive with the agent runtime.
-            ToolSource::Agent(_) => Err(StoredError::new(
-                "unavailable",
+            ToolSource::Agent(_) => Err(ToolError::new(
+                ToolErrorKind::Unavailable,
                 "sub-agent tools need the agent runtime, which this build does not have yet",
             )),
         }
     }
 
     /// A `[connections]` entry of `airlock.toml`, or the tool error naming it.
-    fn api_connection(&self, name: &str) -> Result<&airlock_spec::ApiConnection, StoredError> {
+    fn api_connection(&self, name: &str) -> Result<&airlock_spec::ApiConnection, ToolError> {
         self.connections.get(name).ok_or_else(|| {
-            StoredError::new(
-                "bad_declaration",
-                format!("connection `{name}` is not configured"),
-            )
+            ToolError::bad_declaration(format!("connection `{name}` is not configured"))
         })
     }
 
@@ -106,7 +100,7 @@ impl Gateway {
     fn mcp_target<'s>(
         &self,
         source: &'s ToolSource,
-    ) -> Result<(airlock_mcp::McpTarget, &'s str), StoredError> {
+    ) -> Result<(airlock_mcp::McpTarget, &'s str), ToolError> {
         match source {
             ToolSource::McpInline(tool) => {
                 let connection = self.api_connection(&tool.connection)?;
@@ -117,17 +111,17 @@ impl Gateway {
             }
             ToolSource::Connection(tool) => {
                 let connection = self.mcp_connections.get(&tool.namespace).ok_or_else(|| {
-                    StoredError::new(
-                        "bad_declaration",
-                        format!("connection `{}` is not loaded", tool.namespace),
-                    )
+                    ToolError::bad_declaration(format!(
+                        "connection `{}` is not loaded",
+                        tool.namespace
+                    ))
                 })?;
                 Ok((
                     mcp_tools::connection_target(connection, &self.credentials)?,
                     &tool.remote_name,
                 ))
             }
-            _ => Err(StoredError::new("bad_declaration", "not an MCP tool")),
+            _ => Err(ToolError::bad_declaration("not an MCP tool")),
         }
     }
 
@@ -151,7 +145,7 @@ impl Gateway {
     }
 
     /// The `fetch` builtin: GET a public URL through the guard; text only, capped.
-    async fn fetch(&self, arguments: &Value) -> Result<Value, StoredError> {
+    async fn fetch(&self, arguments: &Value) -> Result<Value, ToolError> {
         let url = arguments
             .get("url")
             .and_then(Value::as_str)
@@ -163,7 +157,7 @@ impl Gateway {
             .send(Request::get(url))
             .await
             .and_then(airlock_egress::Response::error_for_status)
-            .map_err(|e| StoredError::new(e.kind(), e.to_string()))?;
+            .map_err(|e| egress_error(&e))?;
         let content_type = response
             .headers()
             .get("content-type")
@@ -174,8 +168,4 @@ impl Gateway {
             json!({"status": response.status().as_u16(), "content_type": content_type, "body": response.text()}),
         )
     }
-}
-
-fn stored(error: ToolError) -> StoredError {
-    StoredError::new(error.kind.as_str(), error.message)
 }

@@ -91,7 +91,7 @@ async fn a_call_to_a_connection_tool_reaches_the_upstream_with_the_bearer_creden
     let Outcome::Completed(row) = outcome else {
         panic!("{outcome:?}")
     };
-    let result = row.model_result().unwrap();
+    let result = airlock::result::result_json(&row).unwrap();
     assert_eq!(result["structured"], json!({"received": {"ticket": "42"}}));
     let call = upstream
         .seen()
