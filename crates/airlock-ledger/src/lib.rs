@@ -57,13 +57,13 @@ mod store;
 pub use airlock_spec::{Approval, Effect, Mode, SourceKind};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use db::SqlValue;
-pub use error::{LedgerError, ToolError};
+pub use error::{LedgerError, ToolError, ToolErrorKind};
 pub use ids::{InvocationId, RunId, SessionId};
 pub use ledger::{Ledger, StoreConfig};
 pub use model::{
     ApprovalFilter, AuditReport, ChainBreak, Decision, DecisionRecord, Invocation, Lease,
     NewInvocation, NewRun, NewSession, Recorded, ResolutionRecord, ResumeOutcome, Run, Session,
-    SweepReport,
+    Settlement, SweepReport,
 };
 pub use postgres::PgStore;
 pub use sqlite::SqliteStore;

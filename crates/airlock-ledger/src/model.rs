@@ -1,11 +1,12 @@
 //! The ledger's domain types: what callers hand in and what they get back.
 //!
 //! These are validated values; database rows (`*Row`, private) convert into them in one place.
+//! A settled row is read as a typed [`Settlement`]; the ledger renders no presentation JSON.
 
 use std::time::Duration;
 
 use airlock_spec::{Approval, Effect, Mode, SourceKind};
-use serde_json::{Value, json};
+use serde_json::Value;
 use time::OffsetDateTime;
 
 use crate::error::ToolError;
@@ -275,29 +276,78 @@ pub struct Invocation {
     pub updated_at: OffsetDateTime,
 }
 
-impl Invocation {
-    /// What the model sees once the row is settled, or `None` while it is not.
-    ///
-    /// `succeeded` → the result; `failed` → `{"error": {kind, message}}`; `denied` →
-    /// `{"denied": reason}`; `expired` → `{"denied": "approval expired"}`; `resolved` →
-    /// `{"resolved": note}`; `proposed` → `{"proposed": {tool, arguments}}`.
+/// How a settled row ended, as typed values: each edge (the MCP endpoint, the HTTP API, the
+/// CLI) renders its own shape from this, and nothing parses a rendering back.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Settlement<'a> {
+    /// The tool's result, or a question's answer (`{"answer": …}`).
+    Succeeded(&'a Value),
+    /// The tool failed.
+    Failed(&'a ToolError),
+    /// A person declined it (a decline without a reason reads as `denied`).
+    Denied {
+        /// The person's reason.
+        reason: &'a str,
+    },
+    /// Nobody decided before `expires_at`.
+    Expired,
+    /// An operator settled an in-doubt row.
+    Resolved {
+        /// Whether the call ran.
+        resolution: Resolution,
+        /// The operator's note.
+        note: &'a str,
+    },
+    /// Recorded as a proposal; nothing was called.
+    Proposed {
+        /// The tool.
+        tool: &'a str,
+        /// Its arguments.
+        arguments: &'a Value,
+    },
+}
+
+impl<'a> Settlement<'a> {
+    /// The reason a declined call is shown with: the person's, or `approval expired` when
+    /// nobody decided in time; `None` for a call that was not declined.
     #[must_use]
-    pub fn model_result(&self) -> Option<Value> {
+    pub fn denied_reason(&self) -> Option<&'a str> {
+        match *self {
+            Self::Denied { reason } => Some(reason),
+            Self::Expired => Some("approval expired"),
+            Self::Succeeded(_)
+            | Self::Failed(_)
+            | Self::Resolved { .. }
+            | Self::Proposed { .. } => None,
+        }
+    }
+}
+
+impl Invocation {
+    /// How the row ended, or `None` while it is not settled. A terminal row always carries
+    /// what its state names (the ledger writes them together); one that does not (edited by
+    /// hand) reads as unsettled rather than as an invented result.
+    #[must_use]
+    pub fn settlement(&self) -> Option<Settlement<'_>> {
         match self.state {
-            InvocationState::Succeeded => self.result.clone(),
-            InvocationState::Failed => Some(json!({ "error": self.error })),
-            InvocationState::Denied => {
-                let reason = self.decision.as_ref().and_then(|d| d.reason.clone());
-                Some(json!({ "denied": reason.unwrap_or_else(|| "denied".to_owned()) }))
-            }
-            InvocationState::Expired => Some(json!({ "denied": "approval expired" })),
-            InvocationState::Resolved => {
-                let note = self.resolution.as_ref().map(|r| r.note.clone());
-                Some(json!({ "resolved": note }))
-            }
-            InvocationState::Proposed => Some(json!({
-                "proposed": { "tool": self.tool, "arguments": self.arguments }
-            })),
+            InvocationState::Succeeded => self.result.as_ref().map(Settlement::Succeeded),
+            InvocationState::Failed => self.error.as_ref().map(Settlement::Failed),
+            InvocationState::Denied => Some(Settlement::Denied {
+                reason: self
+                    .decision
+                    .as_ref()
+                    .and_then(|d| d.reason.as_deref())
+                    .unwrap_or("denied"),
+            }),
+            InvocationState::Expired => Some(Settlement::Expired),
+            InvocationState::Resolved => self.resolution.as_ref().map(|r| Settlement::Resolved {
+                resolution: r.resolution,
+                note: &r.note,
+            }),
+            InvocationState::Proposed => Some(Settlement::Proposed {
+                tool: &self.tool,
+                arguments: &self.arguments,
+            }),
             InvocationState::Pending
             | InvocationState::AwaitingApproval
             | InvocationState::AwaitingAnswer

@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use crate::clock::{from_micros, to_micros};
 use crate::db::{DbRow, SqlValue};
-use crate::error::{LedgerError, ToolError};
+use crate::error::{LedgerError, ToolError, ToolErrorKind};
 use crate::model::{DecisionRecord, Invocation, Lease, ResolutionRecord, Run, Session};
 
 /// Every column of `invocations`, in the order of [`InvocationRow::binds`].
@@ -194,7 +194,7 @@ impl From<&Invocation> for InvocationRow {
             state: i.state.as_str().to_owned(),
             version: i.version,
             result: i.result.as_ref().map(Value::to_string),
-            error_kind: i.error.as_ref().map(|e| e.kind.clone()),
+            error_kind: i.error.as_ref().map(|e| e.kind.as_str().to_owned()),
             error_message: i.error.as_ref().map(|e| e.message.clone()),
             idempotency_key: i.idempotency_key.clone(),
             principal: i.principal.clone(),
@@ -291,7 +291,10 @@ impl TryFrom<InvocationRow> for Invocation {
             _ => None,
         };
         let error = match (row.error_kind, row.error_message) {
-            (Some(kind), Some(message)) => Some(ToolError { kind, message }),
+            // Read through the legacy mapping; the column keeps its stored word (and hash).
+            (Some(kind), Some(message)) => {
+                Some(ToolError::new(ToolErrorKind::from_stored(&kind), message))
+            }
             _ => None,
         };
         Ok(Self {

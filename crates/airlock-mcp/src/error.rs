@@ -77,6 +77,9 @@ pub struct McpCallError {
     pub kind: CallErrorKind,
     /// A clear, credential-free message.
     pub message: String,
+    /// For [`CallErrorKind::HttpStatus`]: the status the server answered, so a caller can
+    /// classify it the way it classifies any HTTP status.
+    pub status: Option<u16>,
 }
 
 impl McpCallError {
@@ -86,6 +89,7 @@ impl McpCallError {
         Self {
             kind,
             message: message.into(),
+            status: None,
         }
     }
 
@@ -102,10 +106,13 @@ impl McpCallError {
     /// "the MCP server answered 401" (never the address it came from).
     #[must_use]
     pub fn http_status(status: u16) -> Self {
-        Self::new(
-            CallErrorKind::HttpStatus,
-            format!("the MCP server answered {status}"),
-        )
+        Self {
+            status: Some(status),
+            ..Self::new(
+                CallErrorKind::HttpStatus,
+                format!("the MCP server answered {status}"),
+            )
+        }
     }
 
     /// "the MCP server answered 302, a redirect, which is not followed".
@@ -124,12 +131,6 @@ impl McpCallError {
             CallErrorKind::TooLarge,
             format!("the MCP server's reply is larger than the {limit}-byte cap"),
         )
-    }
-
-    /// The stable kind name, shorthand for `self.kind.as_str()`.
-    #[must_use]
-    pub fn kind_str(&self) -> &'static str {
-        self.kind.as_str()
     }
 }
 
@@ -168,6 +169,7 @@ mod tests {
             McpCallError::http_status(401).message,
             "the MCP server answered 401"
         );
+        assert_eq!(McpCallError::http_status(401).status, Some(401));
         assert!(McpCallError::redirect(302).message.contains("answered 302"));
     }
 

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use airlock_egress::{EgressPolicy, GuardedClient};
-use airlock_runtime::ledger::{Decision, SqliteStore, Store, StoreConfig, ToolError};
+use airlock_runtime::ledger::{Decision, Settlement, SqliteStore, Store, StoreConfig, ToolError};
 use airlock_runtime::{CallContext, Gateway, LocalBody, LocalTool, OutcomeKind};
 use airlock_spec::{
     Approval, Credentials, Policy, Scope, ScopeId, ToolDefinition, ToolName, ToolSource, ToolSpec,
@@ -38,7 +38,7 @@ impl LocalTool for Refund {
         LocalBody::Plain(Box::pin(async move {
             let amount = arguments["amount"]
                 .as_f64()
-                .ok_or_else(|| ToolError::new("bad_arguments", "amount"))?;
+                .ok_or_else(|| ToolError::bad_arguments("amount"))?;
             // Your service's own code goes here (payment API, database, …).
             Ok(json!({"refunded": amount, "order": arguments["order"]}))
         }))
@@ -92,7 +92,9 @@ async fn main() {
         .unwrap();
     let done = gateway.continue_approved(id).await.unwrap();
     assert_eq!(done.kind(), OutcomeKind::Completed, "approved calls run");
-    let row = done.into_invocation();
-    println!("after alice approved: {}", row.model_result().unwrap());
-    assert_eq!(row.model_result().unwrap()["refunded"], 5.0);
+    let Some(Settlement::Succeeded(result)) = done.invocation().settlement() else {
+        panic!("the approved call succeeds")
+    };
+    println!("after alice approved: {result}");
+    assert_eq!(result["refunded"], 5.0);
 }

@@ -10,13 +10,15 @@
 use std::time::Duration;
 
 use airlock_ledger::{Decision, SessionId};
-use airlock_ledger::{Invocation, InvocationId, InvocationState, LedgerError, SourceKind};
+use airlock_ledger::{
+    Invocation, InvocationId, InvocationState, LedgerError, Settlement, SourceKind,
+};
 use airlock_mcp::{
     Caller, HostCall, HostError, HostOutcome, ParkedStatus, ToolDescriptor, ToolHost,
 };
 use airlock_spec::{Builtin, Effect, ScopeId, ToolSource, ToolSpec};
 use futures::future::BoxFuture;
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 use time::format_description::well_known::Rfc3339;
 
 use crate::gateway::{CallContext, Gateway, GatewayError};
@@ -78,8 +80,8 @@ fn host_outcome(outcome: &Outcome) -> HostOutcome {
         OutcomeKind::Completed => completed(row),
         OutcomeKind::Denied if is_withdrawn(row) => HostOutcome::Withdrawn,
         OutcomeKind::Denied => {
-            let reason = row.model_result().and_then(|r| r["denied"].as_str().map(str::to_owned));
-            HostOutcome::Denied { reason: reason.unwrap_or_else(|| "denied".to_owned()) }
+            let reason = row.settlement().and_then(|s| s.denied_reason());
+            HostOutcome::Denied { reason: reason.unwrap_or("denied").to_owned() }
         }
         OutcomeKind::Proposed => HostOutcome::Refused {
             message: "not executed: this tool only proposes writes for approval, and a call through the MCP endpoint cannot propose (nobody would receive the proposal)".to_owned(),
@@ -123,40 +125,46 @@ fn decided_by(row: &Invocation) -> Option<String> {
         .or_else(|| row.decision.as_ref().map(|d| d.by.clone()))
 }
 
+/// A settled row (succeeded, failed or resolved) as the endpoint's result, rendered from the
+/// typed settlement: a failure is `message (kind)`, an error result.
 fn completed(row: &Invocation) -> HostOutcome {
-    match (row.state, row.model_result()) {
-        (InvocationState::Failed, _) => {
-            let message = row.error.as_ref().map_or_else(
-                || "the call failed".to_owned(),
-                |e| format!("{} ({})", e.message, e.kind),
-            );
-            HostOutcome::Completed {
-                text: message,
-                structured: None,
-                is_error: true,
-            }
-        }
-        // MCP results keep the upstream's text and structured content as they were. (A row an
-        // operator resolved holds `{"resolved": note}` instead, shown as any other result.)
-        (InvocationState::Succeeded, Some(result)) if row.source_kind == SourceKind::Mcp => {
+    let failed = |text: String| HostOutcome::Completed {
+        text,
+        structured: None,
+        is_error: true,
+    };
+    match row.settlement() {
+        Some(Settlement::Failed(e)) => failed(format!("{} ({})", e.message, e.kind)),
+        None if row.state == InvocationState::Failed => failed("the call failed".to_owned()),
+        // MCP results keep the upstream's text and structured content as they were.
+        Some(Settlement::Succeeded(result)) if row.source_kind == SourceKind::Mcp => {
             HostOutcome::Completed {
                 text: result["text"].as_str().unwrap_or_default().to_owned(),
                 structured: result.get("structured").filter(|s| !s.is_null()).cloned(),
                 is_error: false,
             }
         }
-        (_, Some(result)) => HostOutcome::Completed {
-            text: result
-                .as_str()
-                .map_or_else(|| result.to_string(), str::to_owned),
-            structured: result.is_object().then(|| result.clone()),
-            is_error: false,
-        },
-        (_, None) => HostOutcome::Completed {
+        Some(Settlement::Succeeded(result)) => value_result(result),
+        // A row an operator resolved is shown as any other result: `{"resolved": note}`.
+        Some(Settlement::Resolved { note, .. }) => value_result(&json!({ "resolved": note })),
+        // Declined and proposed rows are never `Completed` (see `Outcome::from_row`).
+        Some(Settlement::Denied { .. } | Settlement::Expired | Settlement::Proposed { .. })
+        | None => HostOutcome::Completed {
             text: String::new(),
             structured: None,
             is_error: false,
         },
+    }
+}
+
+/// A JSON result: a string is its text, anything else its JSON (an object also structured).
+fn value_result(result: &Value) -> HostOutcome {
+    HostOutcome::Completed {
+        text: result
+            .as_str()
+            .map_or_else(|| result.to_string(), str::to_owned),
+        structured: result.is_object().then(|| result.clone()),
+        is_error: false,
     }
 }
 

@@ -1,132 +1,94 @@
-//! Tool errors: what the model (and the ledger row) is told when a tool call fails.
+//! Tool errors: the one vocabulary ([`ToolErrorKind`], defined by the ledger that stores it) and
+//! the one mapping per source error type into it.
 //!
-//! A [`ToolError`] is a tool *result* with `is_error: true`, never a protocol error: the model
-//! reads the message and may correct itself. The kind is a stable word stored on ledger rows;
-//! the message never contains a credential (callers build it from paths and names, not values).
+//! Guarantees: every egress failure becomes a kind through [`egress_error`], every MCP-client
+//! failure through [`mcp_error`], and an HTTP status through
+//! [`ToolErrorKind::from_http_status`] — so a DNS failure, a refused connection, a 500 or a
+//! timeout is the same kind whether an api tool, an MCP tool or `fetch` met it. The message is
+//! the source's own credential-free wording.
 
-use std::time::Duration;
+use airlock_egress::EgressError;
+use airlock_mcp::{CallErrorKind, McpCallError};
 
-/// Why a tool call failed, as a stable word (`as_str`) stored with the message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ToolErrorKind {
-    /// The arguments do not fit the tool: schema violations, refused path values.
-    BadArguments,
-    /// The declaration or the connection cannot be executed as given (a hand-made model, a base
-    /// URL that does not parse, a join that would change the origin).
-    BadDeclaration,
-    /// The connection has no credential, or the credential has the wrong shape.
-    CredentialMissing,
-    /// The upstream refused the credential (HTTP 401 or 403).
-    CredentialInvalid,
-    /// Too many calls: the upstream said 429, or airlock's own rate limit refused.
-    RateLimited,
-    /// The upstream refused the request (any other 4xx).
-    BadRequest,
-    /// The upstream failed or could not be reached (408, 5xx, network and guard failures).
-    UpstreamError,
-    /// The upstream answered something airlock does not pass on: a redirect, a non-text or
-    /// oversized body, invalid JSON, or a `response.select` path that is not there.
-    BadResponse,
+pub use airlock_ledger::{ToolError, ToolErrorKind};
+
+/// An egress guard's failure as a tool error.
+pub(crate) fn egress_error(error: &EgressError) -> ToolError {
+    let kind = match error {
+        EgressError::BlockedScheme { .. }
+        | EgressError::BlockedUrl { .. }
+        | EgressError::BlockedName { .. }
+        | EgressError::BlockedAddress { .. }
+        | EgressError::BlockedRequest { .. } => ToolErrorKind::Blocked,
+        EgressError::Unresolvable { .. }
+        | EgressError::Connect { .. }
+        | EgressError::Tls { .. } => ToolErrorKind::Unreachable,
+        EgressError::Timeout { .. } => ToolErrorKind::Timeout,
+        EgressError::HttpStatus { status } => ToolErrorKind::from_http_status(*status),
+        EgressError::Redirect { .. }
+        | EgressError::Encoding { .. }
+        | EgressError::NotText { .. }
+        | EgressError::TooLarge { .. } => ToolErrorKind::BadResponse,
+    };
+    ToolError::new(kind, error.to_string())
 }
 
-impl ToolErrorKind {
-    /// The stable word stored on ledger rows and shown to clients.
-    #[must_use]
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::BadArguments => "bad_arguments",
-            Self::BadDeclaration => "bad_declaration",
-            Self::CredentialMissing => "credential_missing",
-            Self::CredentialInvalid => "credential_invalid",
-            Self::RateLimited => "rate_limited",
-            Self::BadRequest => "bad_request",
-            Self::UpstreamError => "upstream_error",
-            Self::BadResponse => "bad_response",
-        }
-    }
-}
-
-impl std::fmt::Display for ToolErrorKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// A failed tool call: a kind, a message for the model, and for `rate_limited` when to retry.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{message}")]
-pub struct ToolError {
-    /// Why it failed.
-    pub kind: ToolErrorKind,
-    /// What the model is told; never contains a credential.
-    pub message: String,
-    /// For [`ToolErrorKind::RateLimited`]: how long to wait, when known.
-    pub retry_after: Option<Duration>,
-}
-
-impl ToolError {
-    /// An error of `kind` with `message`.
-    #[must_use]
-    pub fn new(kind: ToolErrorKind, message: impl Into<String>) -> Self {
-        Self {
-            kind,
-            message: message.into(),
-            retry_after: None,
-        }
-    }
-
-    /// A `rate_limited` error, with the wait when known.
-    #[must_use]
-    pub fn rate_limited(message: impl Into<String>, retry_after: Option<Duration>) -> Self {
-        Self {
-            kind: ToolErrorKind::RateLimited,
-            message: message.into(),
-            retry_after,
-        }
-    }
-
-    /// Shorthand for [`ToolErrorKind::BadArguments`].
-    pub(crate) fn bad_arguments(message: impl Into<String>) -> Self {
-        Self::new(ToolErrorKind::BadArguments, message)
-    }
-
-    /// Shorthand for [`ToolErrorKind::BadDeclaration`].
-    pub(crate) fn bad_declaration(message: impl Into<String>) -> Self {
-        Self::new(ToolErrorKind::BadDeclaration, message)
-    }
-
-    /// Shorthand for [`ToolErrorKind::BadResponse`].
-    pub(crate) fn bad_response(message: impl Into<String>) -> Self {
-        Self::new(ToolErrorKind::BadResponse, message)
-    }
+/// An MCP client's failure as a tool error.
+pub(crate) fn mcp_error(error: McpCallError) -> ToolError {
+    let kind = match error.kind {
+        CallErrorKind::ToolError => ToolErrorKind::ToolFailed,
+        CallErrorKind::Blocked => ToolErrorKind::Blocked,
+        CallErrorKind::Unreachable => ToolErrorKind::Unreachable,
+        CallErrorKind::Timeout => ToolErrorKind::Timeout,
+        CallErrorKind::HttpStatus => error.status.map_or(
+            ToolErrorKind::UpstreamError,
+            ToolErrorKind::from_http_status,
+        ),
+        CallErrorKind::JsonRpc | CallErrorKind::Other => ToolErrorKind::UpstreamError,
+        CallErrorKind::Redirect
+        | CallErrorKind::TooLarge
+        | CallErrorKind::BadReply
+        | CallErrorKind::Protocol => ToolErrorKind::BadResponse,
+        CallErrorKind::Config => ToolErrorKind::BadDeclaration,
+    };
+    ToolError::new(kind, error.message)
 }
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     #[test]
-    fn kinds_have_stable_words() {
-        let all = [
-            (ToolErrorKind::BadArguments, "bad_arguments"),
-            (ToolErrorKind::BadDeclaration, "bad_declaration"),
-            (ToolErrorKind::CredentialMissing, "credential_missing"),
-            (ToolErrorKind::CredentialInvalid, "credential_invalid"),
-            (ToolErrorKind::RateLimited, "rate_limited"),
-            (ToolErrorKind::BadRequest, "bad_request"),
-            (ToolErrorKind::UpstreamError, "upstream_error"),
-            (ToolErrorKind::BadResponse, "bad_response"),
+    fn the_same_cause_is_the_same_kind_from_either_source() {
+        let causes: [(fn() -> EgressError, ToolErrorKind); 4] = [
+            (
+                || EgressError::Connect {
+                    host: "api.example.com".into(),
+                    source: "connection refused".into(),
+                },
+                ToolErrorKind::Unreachable,
+            ),
+            (
+                || EgressError::Timeout {
+                    after: Duration::from_secs(1),
+                },
+                ToolErrorKind::Timeout,
+            ),
+            (
+                || EgressError::HttpStatus { status: 500 },
+                ToolErrorKind::UpstreamError,
+            ),
+            (
+                || EgressError::HttpStatus { status: 401 },
+                ToolErrorKind::CredentialInvalid,
+            ),
         ];
-        for (kind, word) in all {
-            assert_eq!(kind.as_str(), word);
-            assert_eq!(kind.to_string(), word);
+        for (cause, kind) in causes {
+            assert_eq!(egress_error(&cause()).kind, kind, "{}", cause());
+            let via_mcp = mcp_error(McpCallError::from(cause()));
+            assert_eq!(via_mcp.kind, kind, "{} through the MCP client", cause());
         }
-    }
-
-    #[test]
-    fn display_is_the_message() {
-        let e = ToolError::rate_limited("HTTP 429: slow down", Some(Duration::from_secs(3)));
-        assert_eq!(e.to_string(), "HTTP 429: slow down");
-        assert_eq!(e.retry_after, Some(Duration::from_secs(3)));
     }
 }

@@ -13,12 +13,12 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use airlock_egress::GuardedClient;
-use airlock_ledger::{Invocation, ToolError as StoredError, TxTool};
+use airlock_ledger::{Invocation, TxTool};
 use airlock_mcp::{McpClient, McpTarget};
 use airlock_spec::{ApiConnection, Builtin, ConnectionSpec, Credentials, ToolSource, ToolSpec};
 use serde_json::Value;
 
-use crate::error::ToolError;
+use crate::{ToolError, ToolErrorKind};
 use local::{LocalBody, LocalTool};
 
 /// What the executors reach: the guard, credentials, connections and local tools.
@@ -53,28 +53,24 @@ impl Executors {
         spec: &ToolSpec,
         arguments: Value,
         idempotency_key: Option<String>,
-    ) -> Result<Value, StoredError> {
+    ) -> Result<Value, ToolError> {
         match &spec.source {
             ToolSource::Api(op) => {
                 let connection = self.api_connection(&op.connection)?;
                 let args = arguments.as_object().cloned().unwrap_or_default();
-                api::execute(&self.egress, op, connection, &self.credentials, &args)
-                    .await
-                    .map_err(stored)
+                api::execute(&self.egress, op, connection, &self.credentials, &args).await
             }
             ToolSource::Builtin(Builtin::Fetch) => fetch::fetch(&self.egress, &arguments).await,
             ToolSource::Local => match self.local_body(spec, arguments) {
                 Some(LocalBody::Plain(body)) => body.await,
-                Some(LocalBody::Transactional(_)) | None => Err(StoredError::new(
-                    "bad_declaration",
-                    format!(
+                Some(LocalBody::Transactional(_)) | None => {
+                    Err(ToolError::bad_declaration(format!(
                         "local tool `{}` has no implementation registered",
                         spec.definition.name
-                    ),
-                )),
+                    )))
+                }
             },
-            ToolSource::Builtin(Builtin::AskHuman) => Err(StoredError::new(
-                "bad_declaration",
+            ToolSource::Builtin(Builtin::AskHuman) => Err(ToolError::bad_declaration(
                 "a question is answered by a person, never executed",
             )),
             ToolSource::McpInline(_) | ToolSource::Connection(_) => {
@@ -82,8 +78,8 @@ impl Executors {
                 mcp::call(&self.mcp, &target, remote_name, arguments, idempotency_key).await
             }
             // TODO-correctness(#9): sub-agents arrive with the agent runtime.
-            ToolSource::Agent(_) => Err(StoredError::new(
-                "unavailable",
+            ToolSource::Agent(_) => Err(ToolError::new(
+                ToolErrorKind::Unavailable,
                 "sub-agent tools need the agent runtime, which this build does not have yet",
             )),
         }
@@ -104,17 +100,14 @@ impl Executors {
     }
 
     /// A `[connections]` entry of `airlock.toml`, or the tool error naming it.
-    fn api_connection(&self, name: &str) -> Result<&ApiConnection, StoredError> {
+    fn api_connection(&self, name: &str) -> Result<&ApiConnection, ToolError> {
         self.connections.get(name).ok_or_else(|| {
-            StoredError::new(
-                "bad_declaration",
-                format!("connection `{name}` is not configured"),
-            )
+            ToolError::bad_declaration(format!("connection `{name}` is not configured"))
         })
     }
 
     /// Where an MCP tool's server is, with its credential, and the tool's remote name.
-    fn mcp_target<'s>(&self, source: &'s ToolSource) -> Result<(McpTarget, &'s str), StoredError> {
+    fn mcp_target<'s>(&self, source: &'s ToolSource) -> Result<(McpTarget, &'s str), ToolError> {
         match source {
             ToolSource::McpInline(tool) => {
                 let connection = self.api_connection(&tool.connection)?;
@@ -125,17 +118,17 @@ impl Executors {
             }
             ToolSource::Connection(tool) => {
                 let connection = self.mcp_connections.get(&tool.namespace).ok_or_else(|| {
-                    StoredError::new(
-                        "bad_declaration",
-                        format!("connection `{}` is not loaded", tool.namespace),
-                    )
+                    ToolError::bad_declaration(format!(
+                        "connection `{}` is not loaded",
+                        tool.namespace
+                    ))
                 })?;
                 Ok((
                     mcp::connection_target(connection, &self.credentials)?,
                     &tool.remote_name,
                 ))
             }
-            _ => Err(StoredError::new("bad_declaration", "not an MCP tool")),
+            _ => Err(ToolError::bad_declaration("not an MCP tool")),
         }
     }
 
@@ -144,9 +137,4 @@ impl Executors {
             .get(spec.definition.name.as_str())
             .map(|tool| tool.invoke(arguments))
     }
-}
-
-/// A tool error as the ledger stores it.
-pub(crate) fn stored(error: ToolError) -> StoredError {
-    StoredError::new(error.kind.as_str(), error.message)
 }

@@ -25,8 +25,8 @@ use serde_json::Value;
 pub use builder::GatewayBuilder;
 
 use crate::error::{ToolError, ToolErrorKind};
+use crate::execute::Executors;
 use crate::execute::api::ArgumentCheck;
-use crate::execute::{Executors, stored};
 use crate::outcome::{Outcome, OutcomeKind};
 use crate::rate_limit::RateLimits;
 use crate::session;
@@ -286,7 +286,7 @@ impl Gateway {
             .get(spec.definition.name.as_str())
             .map(|c| c.prepare(&claimed.arguments));
         let result = match checked {
-            Some(Err(e)) => Err(stored(e)),
+            Some(Err(e)) => Err(e),
             Some(Ok(map)) => self.execute(spec, &claimed, Value::Object(map)).await?,
             None => {
                 let arguments = claimed.arguments.clone();
@@ -341,16 +341,14 @@ impl Gateway {
             Err(LedgerError::Taken { .. }) => return Ok(self.store.get(row.id).await?),
             Err(e) => return Err(e.into()),
         }
-        Ok(self
-            .store
-            .finish(row.id, &self.owner, Err(stored(error)))
-            .await?)
+        Ok(self.store.finish(row.id, &self.owner, Err(error)).await?)
     }
 }
 
 /// Counts a call answered by [`Gateway::call`] by tool and the outcome its caller saw
 /// (`airlock_tool_calls_total`, served at `/metrics`; a retry of a call id is answered, and
-/// counted, again). Executions, however they were started, are `airlock_tool_runs_total`.
+/// counted, again), and a failed one also by its kind (`airlock_tool_failures_total`, the
+/// stored word). Executions, however they were started, are `airlock_tool_runs_total`.
 fn count(outcome: &Outcome) {
     let row = outcome.invocation();
     let what = match outcome.kind() {
@@ -362,6 +360,10 @@ fn count(outcome: &Outcome) {
     };
     metrics::counter!("airlock_tool_calls_total", "tool" => row.tool.clone(), "outcome" => what)
         .increment(1);
+    if let (OutcomeKind::Completed, Some(error)) = (outcome.kind(), &row.error) {
+        metrics::counter!("airlock_tool_failures_total", "tool" => row.tool.clone(), "kind" => error.kind.as_str())
+            .increment(1);
+    }
 }
 
 /// Why `arguments` cannot be recorded for `spec` as a runnable call, if they cannot.

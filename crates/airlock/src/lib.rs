@@ -10,3 +10,4 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 pub mod boot;
 pub mod cli;
 pub mod http;
+pub mod result;

@@ -1,5 +1,6 @@
 //! Test fixtures: a store of either backend, a manual clock, and raw SQL access for tampering.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -9,7 +10,7 @@ use airlock_ledger::{
 use serde_json::{Value, json};
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePool};
-use sqlx::{AssertSqlSafe, Row};
+use sqlx::{AssertSqlSafe, Column, Row};
 use time::OffsetDateTime;
 
 pub(crate) const TTL: Duration = Duration::from_secs(3600);
@@ -38,6 +39,35 @@ impl Raw {
                 let q = sqlx::query(AssertSqlSafe(sql.to_owned()));
                 q.execute(p).await.unwrap().rows_affected()
             }
+        }
+    }
+
+    /// The one row `sql` selects, as column → JSON value: the columns named in `ints` as
+    /// integers, the others as text (NULL as null), exactly as the ledger hashes stored rows.
+    pub(crate) async fn row_json(&self, sql: &str, ints: &[&str]) -> BTreeMap<String, Value> {
+        macro_rules! read {
+            ($pool:expr) => {{
+                let row = sqlx::query(AssertSqlSafe(sql.to_owned()))
+                    .fetch_one($pool)
+                    .await
+                    .unwrap();
+                row.columns()
+                    .iter()
+                    .map(|c| {
+                        let name = c.name();
+                        let value = if ints.contains(&name) {
+                            json!(row.get::<Option<i64>, _>(name))
+                        } else {
+                            json!(row.get::<Option<String>, _>(name))
+                        };
+                        (name.to_owned(), value)
+                    })
+                    .collect()
+            }};
+        }
+        match self {
+            Raw::Sqlite(p) => read!(p),
+            Raw::Postgres(p) => read!(p),
         }
     }
 

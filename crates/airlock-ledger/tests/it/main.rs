@@ -36,6 +36,7 @@ harness::both_backends!(
     decide_9_wait_for_change,
     ledger_15_story_in_order,
     ledger_16_audit_chain_names_tampered_rows,
+    legacy_kind_word_reads_and_still_verifies,
     two_stores_share_the_chain,
     a_transactional_call_after_another_process_decided,
     a_sweep_bigger_than_one_statement,

@@ -3,11 +3,13 @@
 //! model never mistakes an error page for content.
 
 use airlock_egress::{GuardedClient, Request, Response};
-use airlock_ledger::ToolError as StoredError;
 use serde_json::{Value, json};
 
+use crate::ToolError;
+use crate::error::egress_error;
+
 /// Fetches `arguments.url`: `{status, content_type, body}`.
-pub(super) async fn fetch(egress: &GuardedClient, arguments: &Value) -> Result<Value, StoredError> {
+pub(super) async fn fetch(egress: &GuardedClient, arguments: &Value) -> Result<Value, ToolError> {
     let url = arguments
         .get("url")
         .and_then(Value::as_str)
@@ -17,7 +19,7 @@ pub(super) async fn fetch(egress: &GuardedClient, arguments: &Value) -> Result<V
         .send(Request::get(url))
         .await
         .and_then(Response::error_for_status)
-        .map_err(|e| StoredError::new(e.kind(), e.to_string()))?;
+        .map_err(|e| egress_error(&e))?;
     let content_type = response
         .headers()
         .get("content-type")

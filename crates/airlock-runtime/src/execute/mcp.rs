@@ -12,7 +12,8 @@ use airlock_spec::{
 use secrecy::SecretString;
 use serde_json::{Value, json};
 
-use airlock_ledger::ToolError as StoredError;
+use crate::error::{egress_error, mcp_error};
+use crate::{ToolError, ToolErrorKind};
 
 /// Why boot-time discovery failed; boot aborts with it.
 #[derive(Debug, thiserror::Error)]
@@ -73,12 +74,12 @@ pub async fn discover(
 fn secret(
     credentials: &Credentials,
     path: Option<&CredentialPath>,
-) -> Result<Option<SecretString>, StoredError> {
+) -> Result<Option<SecretString>, ToolError> {
     path.map(|p| {
         credentials
             .get(p)
             .cloned()
-            .map_err(|e| StoredError::new("credential_missing", e.to_string()))
+            .map_err(|e| ToolError::new(ToolErrorKind::CredentialMissing, e.to_string()))
     })
     .transpose()
 }
@@ -87,10 +88,14 @@ fn secret(
 pub(crate) fn connection_target(
     connection: &ConnectionSpec,
     credentials: &Credentials,
-) -> Result<McpTarget, StoredError> {
+) -> Result<McpTarget, ToolError> {
     let secret = secret(credentials, connection.credential.as_ref())?;
-    let credential = McpCredential::from_spec(&connection.auth, secret)
-        .map_err(|e| StoredError::new(e.kind_str(), e.message))?;
+    let credential = McpCredential::from_spec(&connection.auth, secret).map_err(|e| {
+        ToolError::new(
+            ToolErrorKind::CredentialMissing,
+            format!("connection `{}`: {}", connection.namespace, e.message),
+        )
+    })?;
     Ok(McpTarget::new(connection.url.clone())
         .with_credential(credential)
         .with_protocol(connection.protocol))
@@ -101,14 +106,14 @@ pub(crate) fn inline_target(
     tool: &McpInlineTool,
     connection: &ApiConnection,
     credentials: &Credentials,
-) -> Result<McpTarget, StoredError> {
+) -> Result<McpTarget, ToolError> {
     let base = url::Url::parse(&connection.base_url).map_err(|_| {
-        StoredError::new(
-            "bad_declaration",
-            format!("connection `{}` has an invalid base_url", tool.connection),
-        )
+        ToolError::bad_declaration(format!(
+            "connection `{}` has an invalid base_url",
+            tool.connection
+        ))
     })?;
-    let url = join(&base, &tool.path).map_err(|e| StoredError::new(e.kind(), e.to_string()))?;
+    let url = join(&base, &tool.path).map_err(|e| egress_error(&e))?;
     let secret = match tool.auth {
         McpAuth::None => None,
         McpAuth::Bearer | McpAuth::Header(_) => {
@@ -116,8 +121,8 @@ pub(crate) fn inline_target(
         }
     };
     let credential = McpCredential::from_spec(&tool.auth, secret).map_err(|e| {
-        StoredError::new(
-            "credential_missing",
+        ToolError::new(
+            ToolErrorKind::CredentialMissing,
             format!("connection `{}`: {}", tool.connection, e.message),
         )
     })?;
@@ -133,14 +138,11 @@ pub(crate) async fn call(
     remote_name: &str,
     arguments: Value,
     idempotency_key: Option<String>,
-) -> Result<Value, StoredError> {
+) -> Result<Value, ToolError> {
     let mut call = ToolCall::new(remote_name, arguments);
     if let Some(key) = idempotency_key {
         call = call.with_idempotency_key(key);
     }
-    let result = client
-        .call_tool(target, &call)
-        .await
-        .map_err(|e| StoredError::new(e.kind_str(), e.message))?;
+    let result = client.call_tool(target, &call).await.map_err(mcp_error)?;
     Ok(json!({ "text": result.text, "structured": result.structured }))
 }

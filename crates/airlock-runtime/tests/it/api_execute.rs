@@ -124,7 +124,7 @@ async fn a_private_host_is_a_tool_error_and_nothing_is_sent() {
     let (port, head) = server("HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n").await;
     let base = format!("http://api.tenant.example.com:{port}");
     let err = run(false, "/x", None, &base).await.unwrap_err();
-    assert_eq!(err.kind.as_str(), "upstream_error");
+    assert_eq!(err.kind.as_str(), "blocked");
     assert!(err.message.contains("refused"), "{}", err.message);
     assert!(!err.message.contains(TOKEN));
     head.abort();
@@ -139,7 +139,7 @@ async fn internal_names_are_refused_without_resolving() {
         "https://erp",
     ] {
         let err = run(true, "/x", None, base).await.unwrap_err();
-        assert_eq!(err.kind.as_str(), "upstream_error", "{base}");
+        assert_eq!(err.kind.as_str(), "blocked", "{base}");
         assert!(err.message.contains("refused"), "{base}: {}", err.message);
     }
 }
@@ -149,7 +149,7 @@ async fn a_credential_never_travels_over_plain_http_to_a_public_host() {
     let err = run(true, "/x", None, "http://public.tenant.example.com")
         .await
         .unwrap_err();
-    assert_eq!(err.kind.as_str(), "upstream_error");
+    assert_eq!(err.kind.as_str(), "blocked");
     assert!(err.message.starts_with("scheme refused"), "{}", err.message);
 }
 

@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use airlock_egress::{EgressPolicy, GuardedClient};
 use airlock_runtime::ledger::{
-    Decision, InvocationState, PgStore, SqliteStore, Store, StoreConfig, ToolError, tx_tool,
+    Decision, InvocationState, PgStore, Settlement, SqliteStore, Store, StoreConfig, ToolError,
+    ToolErrorKind, tx_tool,
 };
 use airlock_runtime::{CallContext, Gateway, LocalBody, LocalTool, Outcome, OutcomeKind};
 use airlock_spec::{
@@ -50,9 +51,12 @@ impl LocalTool for Counter {
                         &[],
                     )
                     .await
-                    .map_err(|e| ToolError::new("database", e.to_string()))?;
+                    .map_err(|e| ToolError::new(ToolErrorKind::Database, e.to_string()))?;
                     if arguments["amount"] == json!(0) {
-                        return Err(ToolError::new("refused", "amount must not be zero"));
+                        return Err(ToolError::new(
+                            ToolErrorKind::ToolFailed,
+                            "amount must not be zero",
+                        ));
                     }
                     Ok(json!({"noted": arguments["amount"]}))
                 })
@@ -237,7 +241,10 @@ async fn never_runs_at_once_and_a_retry_never_runs_twice(backend: Backend) {
             .unwrap(),
         OutcomeKind::Completed,
     );
-    assert_eq!(row.model_result(), Some(json!({"echo": {"amount": 5}})));
+    assert_eq!(
+        row.settlement(),
+        Some(Settlement::Succeeded(&json!({"echo": {"amount": 5}})))
+    );
     let again = f
         .gateway
         .call(&ctx, "count", json!({"amount": 5}))
@@ -317,7 +324,10 @@ async fn deny_never_runs_and_tells_the_model_why(backend: Backend) {
         f.gateway.continue_approved(id).await.unwrap(),
         OutcomeKind::Denied,
     );
-    assert_eq!(row.model_result(), Some(json!({"denied": "too much"})));
+    assert_eq!(
+        row.settlement(),
+        Some(Settlement::Denied { reason: "too much" })
+    );
     assert_eq!(f.runs(), 0);
 }
 
@@ -335,7 +345,7 @@ async fn bad_arguments_are_a_stored_tool_error_and_never_park_or_run(backend: Ba
     );
     assert_eq!(row.state, InvocationState::Failed);
     let error = row.error.unwrap();
-    assert_eq!(error.kind, "bad_arguments");
+    assert_eq!(error.kind, ToolErrorKind::BadArguments);
     assert!(error.message.contains("/amount"), "{}", error.message);
     assert_eq!(f.runs(), 0);
 }
@@ -372,8 +382,11 @@ async fn propose_records_and_calls_nobody(backend: Backend) {
         OutcomeKind::Proposed,
     );
     assert_eq!(
-        row.model_result(),
-        Some(json!({"proposed": {"tool": "count", "arguments": {"amount": 5}}}))
+        row.settlement(),
+        Some(Settlement::Proposed {
+            tool: "count",
+            arguments: &json!({"amount": 5})
+        })
     );
     assert_eq!(f.runs(), 0);
 
@@ -392,7 +405,7 @@ async fn propose_records_and_calls_nobody(backend: Backend) {
     let row = expect(outcome, OutcomeKind::Completed);
     assert_eq!(row.state, InvocationState::Failed);
     let error = row.error.unwrap();
-    assert_eq!(error.kind, "bad_arguments");
+    assert_eq!(error.kind, ToolErrorKind::BadArguments);
     assert!(
         error.message.contains("the limit is 16384"),
         "{}",
@@ -423,7 +436,9 @@ async fn ask_human_parks_until_a_person_answers(backend: Backend) {
         f.gateway.continue_approved(row.id).await.unwrap(),
         OutcomeKind::Completed,
     );
-    assert_eq!(row.model_result().unwrap()["answer"], "yes");
+    assert!(
+        matches!(row.settlement(), Some(Settlement::Succeeded(answer)) if answer["answer"] == "yes")
+    );
 }
 
 /// `approval` with a rate limit of one call a minute.
@@ -454,7 +469,7 @@ async fn rate_limits_refuse_before_running(backend: Backend) {
         .await
         .unwrap();
     let error = second.invocation().error.clone().unwrap();
-    assert_eq!(error.kind, "rate_limited");
+    assert_eq!(error.kind, ToolErrorKind::RateLimited);
     assert!(
         error.message.contains("allows 1 calls per 60 s"),
         "{}",
@@ -584,7 +599,10 @@ async fn a_transactional_local_tool_commits_with_its_row(backend: Backend) {
         .await
         .unwrap();
     assert_eq!(ok.invocation().state, InvocationState::Succeeded);
-    assert_eq!(ok.invocation().model_result(), Some(json!({"noted": 3})));
+    assert_eq!(
+        ok.invocation().settlement(),
+        Some(Settlement::Succeeded(&json!({"noted": 3})))
+    );
     let failed = f
         .gateway
         .call(&f.ctx("b").await, "count", json!({"amount": 0}))

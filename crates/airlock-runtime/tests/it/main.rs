@@ -5,3 +5,4 @@ mod api_execute;
 mod api_request;
 mod api_response;
 mod gateway;
+mod same_cause;

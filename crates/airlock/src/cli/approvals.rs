@@ -291,7 +291,7 @@ fn describe(row: &Invocation) -> String {
             r.note
         ));
     }
-    if let Some(result) = row.model_result() {
+    if let Some(result) = crate::result::result_json(row) {
         out.push_str(&format!("result      {result}\n"));
     }
     out

@@ -65,7 +65,7 @@ async fn call(args: &Args, arguments: Value) -> anyhow::Result<ExitCode> {
         serde_json::to_string_pretty(&json!({
             "invocation_id": row.id.to_string(),
             "state": row.state.to_string(),
-            "result": row.model_result(),
+            "result": crate::result::result_json(row),
         }))?
     );
     let ok = outcome.kind() == OutcomeKind::Completed && row.error.is_none();

@@ -247,6 +247,6 @@ pub(crate) fn invocation_json(row: &Invocation) -> Value {
         "expires_at": time(row.expires_at),
         "decision": row.decision.as_ref().map(|d| json!({"by": d.by, "decision": d.decision.to_string(), "reason": d.reason, "at": time(Some(d.at))})),
         "resolution": row.resolution.as_ref().map(|r| json!({"by": r.by, "outcome": r.resolution.to_string(), "note": r.note, "at": time(Some(r.at))})),
-        "result": row.model_result(),
+        "result": crate::result::result_json(row),
     })
 }

@@ -89,8 +89,7 @@ async fn call_echo(policy: &str) -> (Server, Outcome) {
 async fn a_call_to_a_connection_tool_reaches_the_upstream_with_the_bearer_credential() {
     let (upstream, outcome) = call_echo("never").await;
     assert_eq!(outcome.kind(), OutcomeKind::Completed, "{outcome:?}");
-    let row = outcome.into_invocation();
-    let result = row.model_result().unwrap();
+    let result = airlock::result::result_json(outcome.invocation()).unwrap();
     assert_eq!(result["structured"], json!({"received": {"ticket": "42"}}));
     let call = upstream
         .seen()

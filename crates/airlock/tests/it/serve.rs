@@ -102,7 +102,10 @@ async fn decisions_api_is_deny_by_default_and_runs_approved_calls_once() {
             .unwrap();
     }
     assert_eq!(current.state, InvocationState::Succeeded);
-    assert_eq!(current.model_result().unwrap()["body"], "hello");
+    assert_eq!(
+        airlock::result::result_json(&current).unwrap()["body"],
+        "hello"
+    );
 
     let (status, shown, _) = http(
         addr,
@@ -293,7 +296,7 @@ async fn fetch_of_a_page_answering_500_fails() {
     let row = outcome.invocation();
     assert_eq!(row.state, InvocationState::Failed, "{row:?}");
     let error = row.error.clone().unwrap();
-    assert_eq!(error.kind, "http_status");
+    assert_eq!(error.kind, airlock_ledger::ToolErrorKind::UpstreamError);
     assert_eq!(error.message, "the server answered 500");
 }
 

@@ -1,13 +1,15 @@
 //! Waiting and audit (docs/rules.md DECIDE-9, LEDGER-15, LEDGER-16).
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use airlock_ledger::{
     Approval, ApprovalFilter, Decision, Effect, InvocationState as S, NewInvocation, NewRun,
-    NewSession, SessionId, SqlValue, StoreConfig, tx_tool,
+    NewSession, SessionId, SqlValue, StoreConfig, ToolError, ToolErrorKind, tx_tool,
 };
-use serde_json::json;
+use airlock_spec::sha256_hex;
+use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use crate::harness::{DIGEST, Harness, LEASE, TTL};
@@ -190,6 +192,104 @@ pub(crate) async fn ledger_16_audit_chain_names_tampered_rows(h: &Harness) {
         .await;
     let broken = h.store.verify().await.unwrap().first_break.unwrap();
     assert!(broken.reason.contains("audit event"), "{broken}");
+}
+
+/// A row an older build stored with a legacy kind word (the egress guard's `unresolvable`) reads
+/// as the kind of its cause now, and still verifies: the audit chain hashes the columns as
+/// stored, never a re-serialisation of the parsed row.
+pub(crate) async fn legacy_kind_word_reads_and_still_verifies(h: &Harness) {
+    const INTS: &[&str] = &[
+        "version",
+        "decided_at",
+        "resolved_at",
+        "expires_at",
+        "lease_deadline",
+        "attempts",
+        "created_at",
+        "updated_at",
+    ];
+    let s = h.session().await;
+    let row = h
+        .store
+        .record(h.call(s, "lookup", json!({"host": "api.example.com"})))
+        .await
+        .unwrap()
+        .invocation;
+    h.store.claim(row.id, "w1", LEASE).await.unwrap();
+    let dns = ToolError::new(ToolErrorKind::Unreachable, "no address for api.example.com");
+    h.store.finish(row.id, "w1", Err(dns)).await.unwrap();
+
+    let event_sql = format!(
+        "SELECT lane, seq, entity, entity_id, version, state, row_hash, prev_hash, at \
+         FROM ledger_events WHERE entity_id = '{}' ORDER BY version DESC LIMIT 1",
+        row.id
+    );
+    let event = h
+        .raw
+        .row_json(&event_sql, &["lane", "seq", "version", "at"])
+        .await;
+    let row_sql = format!("SELECT * FROM invocations WHERE id = '{}'", row.id);
+    let row_hash =
+        |columns: &BTreeMap<String, Value>| sha256_hex(&serde_json::to_vec(columns).unwrap());
+    // The reconstruction hashes what the ledger hashed.
+    let mut columns = h.raw.row_json(&row_sql, INTS).await;
+    assert_eq!(json!(row_hash(&columns)), event["row_hash"]);
+
+    // Rewrite the row and its latest audit event as an older build wrote them: the guard's
+    // own word, chained over exactly those stored bytes.
+    let (lane, seq) = (&event["lane"], &event["seq"]);
+    let later = format!("SELECT COUNT(*) FROM ledger_events WHERE lane = {lane} AND seq > {seq}");
+    assert_eq!(
+        h.raw.count(&later).await,
+        0,
+        "the row's event heads its lane"
+    );
+    columns.insert("error_kind".into(), json!("unresolvable"));
+    let legacy_hash = row_hash(&columns);
+    let text = |v: &Value| v.as_str().map_or_else(|| v.to_string(), str::to_owned);
+    let fields = [
+        "prev_hash",
+        "lane",
+        "seq",
+        "entity",
+        "entity_id",
+        "version",
+        "state",
+    ]
+    .map(|f| text(&event[f]));
+    let event_hash = sha256_hex(
+        format!(
+            "{}\n{legacy_hash}\n{}",
+            fields.join("\n"),
+            text(&event["at"])
+        )
+        .as_bytes(),
+    );
+    h.raw
+        .exec(&format!(
+            "UPDATE invocations SET error_kind = 'unresolvable' WHERE id = '{}'",
+            row.id
+        ))
+        .await;
+    h.raw
+        .exec(&format!(
+            "UPDATE ledger_events SET row_hash = '{legacy_hash}', hash = '{event_hash}' \
+             WHERE lane = {lane} AND seq = {seq}"
+        ))
+        .await;
+
+    let audit = h.store.verify().await.unwrap();
+    assert_eq!(audit.first_break, None);
+    let read = h.store.get(row.id).await.unwrap();
+    let error = read.error.unwrap();
+    assert_eq!(error.kind, ToolErrorKind::Unreachable);
+    assert_eq!(
+        serde_json::to_value(&error).unwrap(),
+        json!({"kind": "unreachable", "message": "no address for api.example.com"})
+    );
+    // Still stored as written: reading never rewrote it.
+    let stored = h.raw.row_json(&row_sql, INTS).await;
+    assert_eq!(stored["error_kind"], "unresolvable");
 }
 
 /// Two stores on one database (two processes) writing the same writer lanes in turns: each

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use airlock_ledger::{
     Approval, CallKind, Decision, DecisionKind, InvocationState as S, LedgerError, NewRun,
-    Resolution, ResumeOutcome, RunId, RunStatus, SessionId,
+    Resolution, ResumeOutcome, RunId, RunStatus, SessionId, Settlement,
 };
 use serde_json::json;
 use tokio::time::Instant;
@@ -71,7 +71,10 @@ pub(crate) async fn decide_2_approve_runs_once_waiter_gets_result(h: &Harness) {
         .await
         .unwrap();
     let seen = waiter.await.unwrap();
-    assert_eq!(seen.model_result(), Some(json!({"refunded": 5})));
+    assert_eq!(
+        seen.settlement(),
+        Some(Settlement::Succeeded(&json!({"refunded": 5})))
+    );
     assert_eq!(seen.attempts, 1);
 }
 
@@ -93,7 +96,12 @@ pub(crate) async fn decide_3_deny(h: &Harness) {
         .await
         .unwrap();
     assert_eq!(denied.state, S::Denied);
-    assert_eq!(denied.model_result(), Some(json!({"denied": "not today"})));
+    assert_eq!(
+        denied.settlement(),
+        Some(Settlement::Denied {
+            reason: "not today"
+        })
+    );
     assert!(h.store.claim(row.id, "w1", LEASE).await.is_err());
     assert_eq!(h.store.get_run(r).await.unwrap().status, RunStatus::Running);
 }
@@ -142,8 +150,11 @@ pub(crate) async fn decide_4_resolve_in_doubt(h: &Harness) {
     let settled = h.store.decide(b.id, "ops", ran).await.unwrap();
     assert_eq!(settled.state, S::Resolved);
     assert_eq!(
-        settled.model_result(),
-        Some(json!({"resolved": "charge ch_1 exists"}))
+        settled.settlement(),
+        Some(Settlement::Resolved {
+            resolution: Resolution::Ran,
+            note: "charge ch_1 exists"
+        })
     );
     let err = h.store.decide(b.id, "ops2", did_not).await.unwrap_err();
     assert!(err.to_string().contains("resolved: ran by ops"), "{err}");
@@ -275,10 +286,7 @@ pub(crate) async fn policy_15_expiry(h: &Harness) {
     assert!(matches!(err, LedgerError::Expired { .. }), "{err}");
     let row = h.store.get(by_decision.id).await.unwrap();
     assert_eq!(row.state, S::Expired);
-    assert_eq!(
-        row.model_result(),
-        Some(json!({"denied": "approval expired"}))
-    );
+    assert_eq!(row.settlement(), Some(Settlement::Expired));
     let run = h.store.get_run(r1).await.unwrap();
     assert_eq!(
         (run.status, run.status_reason.as_deref()),
@@ -376,7 +384,10 @@ pub(crate) async fn question_answer_and_decline(h: &Harness) {
         .await
         .unwrap();
     assert_eq!(answered.state, S::Succeeded);
-    assert_eq!(answered.model_result(), Some(json!({"answer": "Pro"})));
+    assert_eq!(
+        answered.settlement(),
+        Some(Settlement::Succeeded(&json!({"answer": "Pro"})))
+    );
     assert_eq!(answered.decision.unwrap().decision, DecisionKind::Answered);
 
     q.call_id = "q2".into();
@@ -393,7 +404,9 @@ pub(crate) async fn question_answer_and_decline(h: &Harness) {
         .await
         .unwrap();
     assert_eq!(
-        declined.model_result(),
-        Some(json!({"denied": "ask sales"}))
+        declined.settlement(),
+        Some(Settlement::Denied {
+            reason: "ask sales"
+        })
     );
 }

@@ -5,7 +5,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use airlock_ledger::{
-    Effect, InvocationState as S, LedgerError, NewRun, SourceKind, SqlValue, ToolError, tx_tool,
+    Effect, InvocationState as S, LedgerError, NewRun, Settlement, SourceKind, SqlValue, ToolError,
+    ToolErrorKind, tx_tool,
 };
 use serde_json::json;
 
@@ -76,7 +77,10 @@ pub(crate) async fn ledger_7_transactional_commits_with_the_row(h: &Harness) {
                 Box::pin(async move {
                     tx.execute("INSERT INTO tool_orders (n) VALUES (2)", &[])
                         .await?;
-                    Err(ToolError::new("refused", "credit limit exceeded"))
+                    Err(ToolError::new(
+                        ToolErrorKind::ToolFailed,
+                        "credit limit exceeded",
+                    ))
                 })
             }),
         )
@@ -111,7 +115,7 @@ pub(crate) async fn ledger_7_transactional_commits_with_the_row(h: &Harness) {
         .await
         .unwrap();
     assert_eq!(failed.state, S::Failed);
-    assert_eq!(failed.error.as_ref().unwrap().kind, "database");
+    assert_eq!(failed.error.as_ref().unwrap().kind, ToolErrorKind::Database);
     assert_eq!(h.raw.count("SELECT COUNT(*) FROM tool_orders").await, 1);
     assert!(h.store.verify().await.unwrap().first_break.is_none());
 }
@@ -157,7 +161,10 @@ pub(crate) async fn ledger_5_dedupe_finish_twice_replay(h: &Harness) {
 
     let replay = h.store.record(call).await.unwrap();
     assert!(!replay.created);
-    assert_eq!(replay.invocation.model_result(), Some(json!({"hits": 1})));
+    assert_eq!(
+        replay.invocation.settlement(),
+        Some(Settlement::Succeeded(&json!({"hits": 1})))
+    );
 }
 
 /// LEDGER-6: Calls of one step settle in order; the ungated one runs while its sibling parks; after

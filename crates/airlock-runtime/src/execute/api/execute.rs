@@ -1,14 +1,15 @@
 //! The executor of api tools: build the request, send it through the egress guard, read the
-//! response. The guard is the only way out: a private, internal or unresolvable host, a plain
-//! `http` URL with a credential, a redirect, a non-text or oversized body all come back as
-//! `upstream_error` with the guard's reason, and no other client exists here.
+//! response. The guard is the only way out, and no other client exists here: its refusals and
+//! failures come back with the guard's reason and the kind every tool type gives the same cause
+//! (`blocked`, `unreachable`, `timeout`, `bad_response`; see `crate::error`).
 
-use airlock_egress::{EgressError, GuardedClient, Request};
+use airlock_egress::{GuardedClient, Request};
 use airlock_spec::{ApiConnection, ApiOperation, Credentials};
 use http::{HeaderName, HeaderValue, Method};
 use serde_json::{Map, Value};
 
 use super::{ApiRequest, UpstreamResponse, build_request, handle_response};
+use crate::error::egress_error;
 use crate::{ToolError, ToolErrorKind};
 
 /// Runs one api operation with prepared arguments and returns its result.
@@ -27,7 +28,7 @@ pub async fn execute(
         .call()
         .send(to_egress(&request)?)
         .await
-        .map_err(|e| guard_error(&e))?;
+        .map_err(|e| egress_error(&e))?;
     let header = |name: &str| response.headers().get(name).and_then(|v| v.to_str().ok());
     let upstream = UpstreamResponse {
         status: response.status().as_u16(),
@@ -36,11 +37,6 @@ pub async fn execute(
         body: response.body(),
     };
     handle_response(&upstream, operation.select.as_deref())
-}
-
-/// The guard's refusal or a network failure, as the model reads it.
-fn guard_error(error: &EgressError) -> ToolError {
-    ToolError::new(ToolErrorKind::UpstreamError, error.to_string())
 }
 
 fn to_egress(request: &ApiRequest) -> Result<Request, ToolError> {

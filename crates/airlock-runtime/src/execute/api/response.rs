@@ -137,16 +137,14 @@ fn status_error(status: u16, retry_after: Option<&str>, body: Result<String, Str
         Err(_) => "(a body that is not text)".into(),
     };
     let message = format!("HTTP {status}: {quoted}");
-    let kind = match status {
-        401 | 403 => ToolErrorKind::CredentialInvalid,
-        429 => {
-            return ToolError::rate_limited(message, retry_after.and_then(parse_retry_after));
+    // The same classes as every other tool type's HTTP statuses; only this executor sees a
+    // `Retry-After` to pass on.
+    match ToolErrorKind::from_http_status(status) {
+        ToolErrorKind::RateLimited => {
+            ToolError::rate_limited(message, retry_after.and_then(parse_retry_after))
         }
-        400..=499 if status != 408 => ToolErrorKind::BadRequest,
-        // 408, 5xx, and 1xx (which a finished exchange should never end with).
-        _ => ToolErrorKind::UpstreamError,
-    };
-    ToolError::new(kind, message)
+        kind => ToolError::new(kind, message),
+    }
 }
 
 /// `Retry-After` in delta-seconds. An HTTP-date is not read: it needs the clock, and the rate
