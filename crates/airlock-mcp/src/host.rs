@@ -175,6 +175,17 @@ pub enum HostOutcome {
         /// Why.
         reason: String,
     },
+    /// Nobody decided before the wait ran out; nothing ran.
+    Expired {
+        /// What the model reads as the refusal (`approval expired`).
+        reason: String,
+    },
+    /// A person gave up on the call while it was in doubt: it never runs, and whether it ran
+    /// once is unknown.
+    Abandoned {
+        /// The person's reason.
+        reason: String,
+    },
     /// The call cannot be made on this channel (for example a proposed write).
     Refused {
         /// The message for the model.
