@@ -77,7 +77,8 @@ pub struct HostCall {
     pub created_at: String,
     /// When its row last changed (RFC 3339).
     pub updated_at: String,
-    /// The person who decided it (approved, denied, answered), if anyone did.
+    /// The person who decided it (approved, denied, answered, resolved or abandoned it), if
+    /// anyone did; nobody for an expired call.
     pub decided_by: Option<String>,
     /// What became of it.
     pub outcome: HostOutcome,

@@ -134,13 +134,18 @@ pub(super) fn awaited(call: HostCall) -> CallToolResult {
             });
             (settled, is_error)
         }
-        HostOutcome::Denied { reason } => (not_run("denied", "denied", decided_by, &reason), true),
-        HostOutcome::Expired { reason } => {
-            (not_run("expired", "denied", decided_by, &reason), true)
-        }
-        HostOutcome::Abandoned { reason } => {
-            (not_run("abandoned", "abandoned", decided_by, &reason), true)
-        }
+        HostOutcome::Denied { reason } => (
+            not_run("denied", "denied", decided_by.as_deref(), &reason),
+            true,
+        ),
+        HostOutcome::Expired { reason } => (
+            not_run("expired", "denied", decided_by.as_deref(), &reason),
+            true,
+        ),
+        HostOutcome::Abandoned { reason } => (
+            not_run("abandoned", "abandoned", decided_by.as_deref(), &reason),
+            true,
+        ),
         waiting => return to_call_result(waiting),
     };
     json_result(settled, is_error)
@@ -148,7 +153,7 @@ pub(super) fn awaited(call: HostCall) -> CallToolResult {
 
 /// A settled call that did not run, as the await tool shows it: its `status`, who decided, and
 /// `{key: reason}` both at the top level and as the result.
-fn not_run(status: &str, key: &str, decided_by: Option<String>, reason: &str) -> Value {
+fn not_run(status: &str, key: &str, decided_by: Option<&str>, reason: &str) -> Value {
     let mut settled =
         json!({ "status": status, "decided_by": decided_by, "result": { key: reason } });
     settled[key] = Value::String(reason.to_owned());
