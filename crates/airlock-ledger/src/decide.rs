@@ -71,6 +71,9 @@ pub(crate) async fn decide(
     by: &str,
     decision: &Decision,
 ) -> Result<Invocation, LedgerError> {
+    if let Some(problem) = decision.problem() {
+        return Err(LedgerError::Invalid(problem.to_owned()));
+    }
     let inv = load_current(tx, batch, id).await?;
     if !expected_for(decision).contains(&inv.state) {
         return Err(refuse(&inv, decision));
@@ -101,6 +104,8 @@ pub(crate) async fn decide(
             next.state = match resolution {
                 Resolution::Ran => S::Resolved,
                 Resolution::DidNotRun => S::Approved,
+                // Never runs: nothing can claim an `abandoned` row (LEDGER-2).
+                Resolution::Abandoned => S::Abandoned,
             };
             next.lease = None;
             next.resolution = Some(ResolutionRecord {

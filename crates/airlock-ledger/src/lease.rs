@@ -30,11 +30,13 @@ pub(crate) fn arguments_hash(arguments: &Value) -> String {
 
 fn taken(inv: &Invocation) -> LedgerError {
     match inv.state {
-        S::Running | S::Succeeded | S::Failed | S::InDoubt | S::Resolved => LedgerError::Taken {
-            id: inv.id,
-            state: inv.state,
-            holder: inv.lease.as_ref().map(|l| l.owner.clone()),
-        },
+        S::Running | S::Succeeded | S::Failed | S::InDoubt | S::Resolved | S::Abandoned => {
+            LedgerError::Taken {
+                id: inv.id,
+                state: inv.state,
+                holder: inv.lease.as_ref().map(|l| l.owner.clone()),
+            }
+        }
         _ => LedgerError::WrongState {
             id: inv.id,
             expected: CLAIM_FROM,
@@ -120,12 +122,16 @@ pub(crate) async fn renew(
 
 fn refuse_finish(inv: &Invocation, owner: &str) -> LedgerError {
     match inv.state {
-        S::Succeeded | S::Failed | S::Resolved | S::Denied | S::Expired | S::Proposed => {
-            LedgerError::AlreadyFinished {
-                id: inv.id,
-                state: inv.state,
-            }
-        }
+        S::Succeeded
+        | S::Failed
+        | S::Resolved
+        | S::Abandoned
+        | S::Denied
+        | S::Expired
+        | S::Proposed => LedgerError::AlreadyFinished {
+            id: inv.id,
+            state: inv.state,
+        },
         S::Running | S::InDoubt | S::Approved => lease_lost(inv, owner),
         S::Pending | S::AwaitingApproval | S::AwaitingAnswer => LedgerError::WrongState {
             id: inv.id,

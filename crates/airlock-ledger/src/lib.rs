@@ -61,9 +61,9 @@ pub use error::{LedgerError, ToolError, ToolErrorKind};
 pub use ids::{InvocationId, RunId, SessionId};
 pub use ledger::{Ledger, StoreConfig};
 pub use model::{
-    ApprovalFilter, AuditReport, ChainBreak, Decision, DecisionRecord, Invocation, Lease,
-    NewInvocation, NewRun, NewSession, Recorded, ResolutionRecord, ResumeOutcome, Run, Session,
-    Settlement, SweepReport,
+    APPROVAL_EXPIRED, ApprovalFilter, AuditReport, ChainBreak, Decision, DecisionRecord,
+    Invocation, Lease, NewInvocation, NewRun, NewSession, Recorded, ResolutionRecord,
+    ResumeOutcome, Run, Session, Settlement, SweepReport,
 };
 pub use postgres::PgStore;
 pub use sqlite::SqliteStore;

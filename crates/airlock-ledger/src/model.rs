@@ -175,11 +175,29 @@ pub enum Decision {
     },
     /// Settle an `in_doubt` row.
     Resolve {
-        /// Whether the call ran.
+        /// Whether the call ran, or that it is given up.
         resolution: Resolution,
-        /// The operator's note (kept on the row).
+        /// The operator's note (kept on the row); for `abandoned`, the required reason.
         note: String,
     },
+}
+
+impl Decision {
+    /// Why this decision cannot be taken as written, whatever the row: giving up on a call
+    /// needs a reason, since nobody will ever learn from the row itself whether it ran
+    /// (docs/rules.md DECIDE-4). Every surface checks with this before deciding.
+    #[must_use]
+    pub fn problem(&self) -> Option<&'static str> {
+        match self {
+            Self::Resolve {
+                resolution: Resolution::Abandoned,
+                note,
+            } if note.trim().is_empty() => {
+                Some("abandoning a call in doubt needs a reason (the note)")
+            }
+            Self::Approve | Self::Deny { .. } | Self::Answer { .. } | Self::Resolve { .. } => None,
+        }
+    }
 }
 
 /// Who decided what, and when.
@@ -276,6 +294,10 @@ pub struct Invocation {
     pub updated_at: OffsetDateTime,
 }
 
+/// The reason an expired call is shown with, where a declined call shows the person's
+/// (docs/rules.md POLICY-15).
+pub const APPROVAL_EXPIRED: &str = "approval expired";
+
 /// How a settled row ended, as typed values: each edge (the MCP endpoint, the HTTP API, the
 /// CLI) renders its own shape from this, and nothing parses a rendering back.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -291,7 +313,12 @@ pub enum Settlement<'a> {
     },
     /// Nobody decided before `expires_at`.
     Expired,
-    /// An operator settled an in-doubt row.
+    /// An operator gave up on an in-doubt row: it never runs, and whether it ran is unknown.
+    Abandoned {
+        /// The operator's reason.
+        reason: &'a str,
+    },
+    /// An operator settled an in-doubt row as run.
     Resolved {
         /// Whether the call ran.
         resolution: Resolution,
@@ -314,10 +341,11 @@ impl<'a> Settlement<'a> {
     pub fn denied_reason(&self) -> Option<&'a str> {
         match *self {
             Self::Denied { reason } => Some(reason),
-            Self::Expired => Some("approval expired"),
+            Self::Expired => Some(APPROVAL_EXPIRED),
             Self::Succeeded(_)
             | Self::Failed(_)
             | Self::Resolved { .. }
+            | Self::Abandoned { .. }
             | Self::Proposed { .. } => None,
         }
     }
@@ -344,6 +372,10 @@ impl Invocation {
                 resolution: r.resolution,
                 note: &r.note,
             }),
+            InvocationState::Abandoned => self
+                .resolution
+                .as_ref()
+                .map(|r| Settlement::Abandoned { reason: &r.note }),
             InvocationState::Proposed => Some(Settlement::Proposed {
                 tool: &self.tool,
                 arguments: &self.arguments,

@@ -72,6 +72,9 @@ words! {
         InDoubt = "in_doubt",
         /// A person settled an in-doubt call as "it ran". Terminal.
         Resolved = "resolved",
+        /// A person gave up on an in-doubt call, with a reason: whether it ran stays unknown,
+        /// and it never runs again. Terminal.
+        Abandoned = "abandoned",
     }
 }
 
@@ -110,6 +113,8 @@ words! {
         Ran = "ran",
         /// The call did not run; it goes back to `approved` and runs once more.
         DidNotRun = "did_not_run",
+        /// Given up, with the operator's reason: the row is `abandoned` and never runs.
+        Abandoned = "abandoned",
     }
 }
 
@@ -131,7 +136,13 @@ impl InvocationState {
     pub fn is_terminal(self) -> bool {
         matches!(
             self,
-            S::Proposed | S::Succeeded | S::Failed | S::Denied | S::Expired | S::Resolved
+            S::Proposed
+                | S::Succeeded
+                | S::Failed
+                | S::Denied
+                | S::Expired
+                | S::Resolved
+                | S::Abandoned
         )
     }
 
@@ -156,9 +167,15 @@ impl InvocationState {
             ),
             S::InDoubt => matches!(
                 next,
-                S::Approved | S::Resolved | S::Expired | S::Succeeded | S::Failed
+                S::Approved | S::Resolved | S::Abandoned | S::Expired | S::Succeeded | S::Failed
             ),
-            S::Proposed | S::Succeeded | S::Failed | S::Denied | S::Expired | S::Resolved => false,
+            S::Proposed
+            | S::Succeeded
+            | S::Failed
+            | S::Denied
+            | S::Expired
+            | S::Resolved
+            | S::Abandoned => false,
         }
     }
 }
@@ -199,6 +216,7 @@ mod tests {
             S::Expired,
             S::InDoubt,
             S::Resolved,
+            S::Abandoned,
         ];
         for from in all {
             assert_eq!(from.as_str().parse::<InvocationState>().unwrap(), from);

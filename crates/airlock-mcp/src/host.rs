@@ -77,7 +77,8 @@ pub struct HostCall {
     pub created_at: String,
     /// When its row last changed (RFC 3339).
     pub updated_at: String,
-    /// The person who decided it (approved, denied, answered), if anyone did.
+    /// The person who decided it (approved, denied, answered, resolved or abandoned it), if
+    /// anyone did; nobody for an expired call.
     pub decided_by: Option<String>,
     /// What became of it.
     pub outcome: HostOutcome,
@@ -173,6 +174,17 @@ pub enum HostOutcome {
     /// A person (or a policy) declined the call.
     Denied {
         /// Why.
+        reason: String,
+    },
+    /// Nobody decided before the wait ran out; nothing ran.
+    Expired {
+        /// What the model reads as the refusal (`approval expired`).
+        reason: String,
+    },
+    /// A person gave up on the call while it was in doubt: it never runs, and whether it ran
+    /// once is unknown.
+    Abandoned {
+        /// The person's reason.
         reason: String,
     },
     /// The call cannot be made on this channel (for example a proposed write).

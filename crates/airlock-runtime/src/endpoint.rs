@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use airlock_ledger::{Decision, SessionId};
+use airlock_ledger::{APPROVAL_EXPIRED, Decision, SessionId};
 use airlock_ledger::{
     Invocation, InvocationId, InvocationState, LedgerError, Settlement, SourceKind,
 };
@@ -83,6 +83,14 @@ fn host_outcome(outcome: &Outcome) -> HostOutcome {
             let reason = row.settlement().and_then(|s| s.denied_reason());
             HostOutcome::Denied { reason: reason.unwrap_or("denied").to_owned() }
         }
+        OutcomeKind::Expired => HostOutcome::Expired { reason: APPROVAL_EXPIRED.to_owned() },
+        OutcomeKind::Abandoned => {
+            let reason = match row.settlement() {
+                Some(Settlement::Abandoned { reason }) => reason,
+                _ => "abandoned",
+            };
+            HostOutcome::Abandoned { reason: reason.to_owned() }
+        }
         OutcomeKind::Proposed => HostOutcome::Refused {
             message: "not executed: this tool only proposes writes for approval, and a call through the MCP endpoint cannot propose (nobody would receive the proposal)".to_owned(),
         },
@@ -117,8 +125,12 @@ fn host_call(outcome: &Outcome) -> HostCall {
     }
 }
 
-/// Who settled the row last: the operator who resolved an in-doubt call, else the decider.
+/// Who settled the row last: the operator who resolved (or abandoned) an in-doubt call, else
+/// the decider; nobody for an expired row, even one approved before it fell in doubt.
 fn decided_by(row: &Invocation) -> Option<String> {
+    if row.state == InvocationState::Expired {
+        return None;
+    }
     row.resolution
         .as_ref()
         .map(|r| r.by.clone())
@@ -147,8 +159,14 @@ fn completed(row: &Invocation) -> HostOutcome {
         Some(Settlement::Succeeded(result)) => value_result(result),
         // A row an operator resolved is shown as any other result: `{"resolved": note}`.
         Some(Settlement::Resolved { note, .. }) => value_result(&json!({ "resolved": note })),
-        // Declined and proposed rows are never `Completed` (see `Outcome::from_row`).
-        Some(Settlement::Denied { .. } | Settlement::Expired | Settlement::Proposed { .. })
+        // Declined, expired, abandoned and proposed rows are never `Completed` (see
+        // `Outcome::kind`).
+        Some(
+            Settlement::Denied { .. }
+            | Settlement::Expired
+            | Settlement::Abandoned { .. }
+            | Settlement::Proposed { .. },
+        )
         | None => HostOutcome::Completed {
             text: String::new(),
             structured: None,

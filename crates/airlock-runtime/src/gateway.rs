@@ -357,6 +357,8 @@ fn count(outcome: &Outcome) {
         OutcomeKind::Parked => "parked",
         OutcomeKind::Proposed => "proposed",
         OutcomeKind::Denied => "denied",
+        OutcomeKind::Expired => "expired",
+        OutcomeKind::Abandoned => "abandoned",
     };
     metrics::counter!("airlock_tool_calls_total", "tool" => row.tool.clone(), "outcome" => what)
         .increment(1);

@@ -21,8 +21,13 @@ pub enum OutcomeKind {
     Parked,
     /// Recorded as a proposal; nothing was called.
     Proposed,
-    /// A person declined it, or its approval expired.
+    /// A person declined it (or its caller withdrew it).
     Denied,
+    /// Nobody decided before it expired; nothing ran (docs/rules.md POLICY-15).
+    Expired,
+    /// A person gave up on it while it was in doubt, with a reason; it never runs
+    /// (docs/rules.md DECIDE-4).
+    Abandoned,
 }
 
 impl Outcome {
@@ -36,7 +41,9 @@ impl Outcome {
     pub fn kind(&self) -> OutcomeKind {
         match self.row.state {
             InvocationState::Proposed => OutcomeKind::Proposed,
-            InvocationState::Denied | InvocationState::Expired => OutcomeKind::Denied,
+            InvocationState::Denied => OutcomeKind::Denied,
+            InvocationState::Expired => OutcomeKind::Expired,
+            InvocationState::Abandoned => OutcomeKind::Abandoned,
             InvocationState::Succeeded | InvocationState::Failed | InvocationState::Resolved => {
                 OutcomeKind::Completed
             }

@@ -28,6 +28,7 @@ harness::both_backends!(
     decide_2_approve_runs_once_waiter_gets_result,
     decide_3_deny,
     decide_4_resolve_in_doubt,
+    decide_4_abandon_in_doubt,
     decide_5_one_decision_stands,
     decide_6_approve_wrong_state,
     policy_15_expiry,

@@ -94,6 +94,14 @@ pub(super) fn to_call_result(outcome: HostOutcome) -> CallToolResult {
             expires_at,
         } => parked(status, &invocation_id, &tool, expires_at.as_deref()),
         HostOutcome::Denied { reason } => json_result(json!({ "denied": reason }), true),
+        // The status word says what happened; `denied` keeps the shape a model already reads
+        // for a call that was not run (POLICY-15).
+        HostOutcome::Expired { reason } => {
+            json_result(json!({ "status": "expired", "denied": reason }), true)
+        }
+        HostOutcome::Abandoned { reason } => {
+            json_result(json!({ "status": "abandoned", "abandoned": reason }), true)
+        }
         HostOutcome::Refused { message } => {
             CallToolResult::error(vec![ContentBlock::text(message)])
         }
@@ -105,10 +113,12 @@ pub(super) fn to_call_result(outcome: HostOutcome) -> CallToolResult {
 
 /// What the await tool returns for a settled call: `{status, decided_by, result}` as both its
 /// text and its structured content — `completed` or `failed` with the tool's result (its
-/// structured content, else its text), or `denied` with the reason, which also stays at the top
-/// level as `{"denied": reason}` (the shape a declined call has everywhere else). A call still
-/// waiting, refused or withdrawn reads as [`to_call_result`] shows it. (Tasks return the call's
-/// own result instead, exactly as `tools/call` would have.)
+/// structured content, else its text); `denied` with the reason, which also stays at the top
+/// level as `{"denied": reason}` (the shape a declined call has everywhere else); `expired`
+/// with the same `denied` shape (nobody decided); `abandoned` with `{"abandoned": reason}`
+/// (a person gave up on it in doubt). A call still waiting, refused or withdrawn reads as
+/// [`to_call_result`] shows it. (Tasks return the call's own result instead, exactly as
+/// `tools/call` would have.)
 pub(super) fn awaited(call: HostCall) -> CallToolResult {
     let decided_by = call.decided_by;
     let (settled, is_error) = match call.outcome {
@@ -124,18 +134,30 @@ pub(super) fn awaited(call: HostCall) -> CallToolResult {
             });
             (settled, is_error)
         }
-        HostOutcome::Denied { reason } => {
-            let settled = json!({
-                "status": "denied",
-                "decided_by": decided_by,
-                "denied": reason,
-                "result": { "denied": reason },
-            });
-            (settled, true)
-        }
+        HostOutcome::Denied { reason } => (
+            not_run("denied", "denied", decided_by.as_deref(), &reason),
+            true,
+        ),
+        HostOutcome::Expired { reason } => (
+            not_run("expired", "denied", decided_by.as_deref(), &reason),
+            true,
+        ),
+        HostOutcome::Abandoned { reason } => (
+            not_run("abandoned", "abandoned", decided_by.as_deref(), &reason),
+            true,
+        ),
         waiting => return to_call_result(waiting),
     };
     json_result(settled, is_error)
+}
+
+/// A settled call that did not run, as the await tool shows it: its `status`, who decided, and
+/// `{key: reason}` both at the top level and as the result.
+fn not_run(status: &str, key: &str, decided_by: Option<&str>, reason: &str) -> Value {
+    let mut settled =
+        json!({ "status": status, "decided_by": decided_by, "result": { key: reason } });
+    settled[key] = Value::String(reason.to_owned());
+    settled
 }
 
 /// A result whose text is `payload` as JSON and whose structured content is `payload`.

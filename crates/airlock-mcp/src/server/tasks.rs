@@ -5,9 +5,11 @@
 //! the 2025-11-25 experimental one (`legacy_tasks`) and the 2026-07-28 extension (SEP-2663,
 //! built here on rmcp's types). A call waiting for a person (or running) is `working` with a
 //! status message saying so; a withdrawn call is `cancelled`; a settled call is `completed`,
-//! except that in the 2025 shape a tool error or a denial is `failed` (that revision's rule)
-//! while the 2026 extension keeps it `completed` with `isError: true` (its rule). Tasks are
-//! kept as long as their rows (`ttl` null: unlimited).
+//! except that in the 2025 shape a tool error, a denial, an expired or an abandoned call is
+//! `failed` (that revision's rule) while the 2026 extension keeps it `completed` with
+//! `isError: true` (its rule). An expired or abandoned task says so in its status message in
+//! both shapes, and its result carries `status: expired | abandoned`, so neither reads as a
+//! denial. Tasks are kept as long as their rows (`ttl` null: unlimited).
 
 use rmcp::model::{
     CreateTaskResult, DetailedTask, GetTaskResult, JsonObject, Task, TaskPayload, TaskStatus,
@@ -46,13 +48,30 @@ pub(super) fn status(call: &HostCall, era: Era) -> (TaskStatus, Option<String>) 
         HostOutcome::Denied { reason } if era == Era::V2025 => {
             (TaskStatus::Failed, Some(format!("denied: {reason}")))
         }
+        HostOutcome::Expired { .. } if era == Era::V2025 => {
+            (TaskStatus::Failed, Some(EXPIRED.to_owned()))
+        }
+        HostOutcome::Abandoned { reason } if era == Era::V2025 => {
+            (TaskStatus::Failed, Some(abandoned(reason)))
+        }
         HostOutcome::Refused { message } if era == Era::V2025 => {
             (TaskStatus::Failed, Some(message.clone()))
         }
+        // The 2026 extension keeps the task `completed` and inlines the call's own result,
+        // which names the status; the message says it in words too.
+        HostOutcome::Expired { .. } => (TaskStatus::Completed, Some(EXPIRED.to_owned())),
+        HostOutcome::Abandoned { reason } => (TaskStatus::Completed, Some(abandoned(reason))),
         HostOutcome::Completed { .. }
         | HostOutcome::Denied { .. }
         | HostOutcome::Refused { .. } => (TaskStatus::Completed, None),
     }
+}
+
+/// The status message of an expired task.
+const EXPIRED: &str = "expired: nobody decided before the approval expired; it did not run";
+
+fn abandoned(reason: &str) -> String {
+    format!("abandoned by a person while in doubt ({reason}); it will not run")
 }
 
 fn waiting(status: ParkedStatus) -> String {
@@ -150,6 +169,36 @@ mod tests {
         assert_eq!(
             status(&call(HostOutcome::Withdrawn), Era::V2025).0,
             TaskStatus::Cancelled
+        );
+    }
+
+    #[test]
+    fn expired_and_abandoned_tasks_say_so_in_both_shapes() {
+        let expired = call(HostOutcome::Expired {
+            reason: "approval expired".into(),
+        });
+        let abandoned = call(HostOutcome::Abandoned {
+            reason: "vendor has no record".into(),
+        });
+        let (s, message) = status(&expired, Era::V2025);
+        assert_eq!(s, TaskStatus::Failed);
+        assert!(message.unwrap().starts_with("expired"));
+        let (s, message) = status(&abandoned, Era::V2025);
+        assert_eq!(s, TaskStatus::Failed);
+        assert!(message.unwrap().contains("vendor has no record"));
+        let wire = serde_json::to_value(detailed(expired)).unwrap();
+        assert_eq!(wire["status"], "completed");
+        assert_eq!(wire["result"]["isError"], true);
+        assert_eq!(wire["result"]["structuredContent"]["status"], "expired");
+        assert_eq!(
+            wire["result"]["structuredContent"]["denied"],
+            "approval expired"
+        );
+        let wire = serde_json::to_value(detailed(abandoned)).unwrap();
+        assert_eq!(wire["result"]["structuredContent"]["status"], "abandoned");
+        assert_eq!(
+            wire["result"]["structuredContent"]["abandoned"],
+            "vendor has no record"
         );
     }
 }

@@ -71,7 +71,10 @@ async fn run_one(gateway: Arc<Gateway>, id: InvocationId) {
     };
     let row = outcome.invocation();
     match outcome.kind() {
-        OutcomeKind::Completed | OutcomeKind::Denied => {
+        OutcomeKind::Completed
+        | OutcomeKind::Denied
+        | OutcomeKind::Expired
+        | OutcomeKind::Abandoned => {
             tracing::info!(%id, tool = %row.tool, state = %row.state, "worker ran an approved call");
         }
         OutcomeKind::Parked | OutcomeKind::Proposed => {

@@ -19,8 +19,10 @@ use airlock_spec::{
 use serde_json::{Value, json};
 
 mod rival;
+mod words;
 
 use rival::a_refused_call_another_claimer_holds_is_reported_as_it_stands;
+use words::{an_abandoned_call_never_runs, an_expired_call_reads_back_as_expired};
 
 /// A local tool that counts its runs and echoes its arguments.
 struct Counter {
@@ -159,6 +161,8 @@ on_both_backends!(
     a_retried_call_does_not_run_under_an_approval_for_old_definitions,
     an_approved_call_runs_without_the_rate_limit,
     a_refused_call_another_claimer_holds_is_reported_as_it_stands,
+    an_expired_call_reads_back_as_expired,
+    an_abandoned_call_never_runs,
 );
 
 async fn gateway_on(

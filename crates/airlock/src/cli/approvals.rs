@@ -30,7 +30,7 @@ pub(crate) enum Command {
     Deny(DenyArgs),
     /// Answer a question (`ask_human`).
     Answer(AnswerArgs),
-    /// Settle a call in doubt: did it run upstream or not?
+    /// Settle a call in doubt: did it run upstream or not, or give up on it?
     Resolve(ResolveArgs),
     /// Read invocations.
     #[command(subcommand)]
@@ -119,7 +119,11 @@ pub(crate) enum Outcome {
     /// It ran: the row settles as resolved.
     Ran,
     /// It did not run: the row is approved again and runs once more.
+    // Spelled as the API and the ledger spell it (clap's default would be `did-not-run`).
+    #[value(name = "did_not_run", alias = "did-not-run")]
     DidNotRun,
+    /// Give up on it (the note is the reason): the row is abandoned and never runs.
+    Abandoned,
 }
 
 /// Arguments of `airlock resolve`.
@@ -127,11 +131,11 @@ pub(crate) enum Outcome {
 pub(crate) struct ResolveArgs {
     #[command(flatten)]
     target: Target,
-    /// Whether the call ran upstream.
+    /// Whether the call ran upstream, or that it is given up.
     #[arg(long, value_enum)]
     outcome: Outcome,
-    /// What you checked.
-    #[arg(long)]
+    /// What you checked (for `abandoned`: why it is given up; required).
+    #[arg(long, visible_alias = "reason")]
     note: String,
 }
 
@@ -167,6 +171,7 @@ async fn dispatch(cmd: Command) -> anyhow::Result<()> {
             let resolution = match outcome {
                 Outcome::Ran => Resolution::Ran,
                 Outcome::DidNotRun => Resolution::DidNotRun,
+                Outcome::Abandoned => Resolution::Abandoned,
             };
             decide(&target, Decision::Resolve { resolution, note }).await
         }
@@ -205,6 +210,7 @@ async fn decide(target: &Target, decision: Decision) -> anyhow::Result<()> {
         InvocationState::Denied => "the caller sees the refusal",
         InvocationState::Succeeded => "the answer is the call's result",
         InvocationState::Resolved => "settled as run",
+        InvocationState::Abandoned => "given up: it never runs",
         InvocationState::Pending
         | InvocationState::AwaitingApproval
         | InvocationState::AwaitingAnswer

@@ -4,7 +4,8 @@
 //! in the request.
 //!
 //! Statuses: 404 unknown id, 409 already decided (naming who) or wrong state, 410 expired,
-//! 422 a body that is not the decision's shape, 400 a malformed id or query.
+//! 422 a body that is not the decision's shape (or a decision that cannot be taken as written,
+//! such as abandoning without a reason), 400 a malformed id or query.
 
 use airlock_ledger::{Decision, Invocation, InvocationId, Resolution};
 use axum::body::Bytes;
@@ -26,10 +27,7 @@ use airlock_runtime::decisions::pending;
 pub(super) fn router() -> Router<AppState> {
     Router::new()
         .route("/approvals", get(list))
-        .route(
-            "/approvals/{id}/decision",
-            post(decide_verb::<DecisionBody>),
-        )
+        .route("/approvals/{id}/decision", post(decide_verb::<OneRoute>))
         .route("/invocations/{id}", get(show))
         .route("/invocations/{id}/approve", post(approve))
         .route("/invocations/{id}/deny", post(decide_verb::<DenyBody>))
@@ -60,10 +58,26 @@ struct ListQuery {
 enum DecisionBody {
     // A struct variant, so unknown fields (such as a self-chosen decider) are refused too.
     Approve {},
-    Deny { reason: String },
-    Answer { text: String },
-    Resolve { ran: bool, note: String },
+    Deny {
+        reason: String,
+    },
+    Answer {
+        text: String,
+    },
+    /// `ran: bool` (the first form) or `outcome` (as on `/resolve`), exactly one of them.
+    Resolve {
+        ran: Option<bool>,
+        outcome: Option<Outcome>,
+        #[serde(alias = "reason")]
+        note: String,
+    },
 }
+
+/// A [`DecisionBody`] that names one decision (a body naming two ways to resolve is refused
+/// as it is parsed, so it is a 422 like any other bad body).
+#[derive(Debug, Deserialize)]
+#[serde(try_from = "DecisionBody")]
+struct OneRoute(Decision);
 
 /// Body of `/approve` (may be empty).
 #[derive(Debug, Deserialize)]
@@ -84,36 +98,60 @@ struct AnswerBody {
     text: String,
 }
 
-/// Body of `/resolve`.
+/// Body of `/resolve`: the note is the reason when the call is abandoned, so `reason` is
+/// accepted for it.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ResolveBody {
     outcome: Outcome,
+    #[serde(alias = "reason")]
     note: String,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Copy, Deserialize)]
 #[serde(rename_all = "snake_case")]
 enum Outcome {
     Ran,
     DidNotRun,
+    Abandoned,
 }
 
-impl From<DecisionBody> for Decision {
-    fn from(body: DecisionBody) -> Self {
-        match body {
-            DecisionBody::Approve {} => Self::Approve,
-            DecisionBody::Deny { reason } => Self::Deny { reason },
-            DecisionBody::Answer { text } => Self::Answer { text },
-            DecisionBody::Resolve { ran, note } => Self::Resolve {
-                resolution: if ran {
-                    Resolution::Ran
-                } else {
-                    Resolution::DidNotRun
-                },
-                note,
-            },
+impl From<Outcome> for Resolution {
+    fn from(outcome: Outcome) -> Self {
+        match outcome {
+            Outcome::Ran => Self::Ran,
+            Outcome::DidNotRun => Self::DidNotRun,
+            Outcome::Abandoned => Self::Abandoned,
         }
+    }
+}
+
+impl TryFrom<DecisionBody> for OneRoute {
+    type Error = &'static str;
+
+    fn try_from(body: DecisionBody) -> Result<Self, Self::Error> {
+        Ok(Self(match body {
+            DecisionBody::Approve {} => Decision::Approve,
+            DecisionBody::Deny { reason } => Decision::Deny { reason },
+            DecisionBody::Answer { text } => Decision::Answer { text },
+            DecisionBody::Resolve { ran, outcome, note } => {
+                let resolution = match (ran, outcome) {
+                    (Some(true), None) => Resolution::Ran,
+                    (Some(false), None) => Resolution::DidNotRun,
+                    (None, Some(outcome)) => outcome.into(),
+                    (Some(_), Some(_)) | (None, None) => {
+                        return Err("resolve takes exactly one of `ran` and `outcome`");
+                    }
+                };
+                Decision::Resolve { resolution, note }
+            }
+        }))
+    }
+}
+
+impl From<OneRoute> for Decision {
+    fn from(OneRoute(decision): OneRoute) -> Self {
+        decision
     }
 }
 
@@ -131,11 +169,10 @@ impl From<AnswerBody> for Decision {
 
 impl From<ResolveBody> for Decision {
     fn from(ResolveBody { outcome, note }: ResolveBody) -> Self {
-        let resolution = match outcome {
-            Outcome::Ran => Resolution::Ran,
-            Outcome::DidNotRun => Resolution::DidNotRun,
-        };
-        Self::Resolve { resolution, note }
+        Self::Resolve {
+            resolution: outcome.into(),
+            note,
+        }
     }
 }
 
@@ -204,6 +241,13 @@ async fn apply(
     id: InvocationId,
     decision: Decision,
 ) -> Result<Json<Value>, ApiError> {
+    if let Some(problem) = decision.problem() {
+        return Err(ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "bad_body",
+            problem,
+        ));
+    }
     let row = airlock_runtime::decisions::decide(&state.gateway, id, decider, decision).await?;
     Ok(Json(invocation_json(&row)))
 }

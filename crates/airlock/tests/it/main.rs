@@ -17,6 +17,7 @@ mod python_sdk;
 mod quickstart;
 mod serve;
 mod support;
+mod words;
 
 use std::path::PathBuf;
 use std::process::{Command, Output};

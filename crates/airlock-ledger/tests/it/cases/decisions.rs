@@ -161,6 +161,74 @@ pub(crate) async fn decide_4_resolve_in_doubt(h: &Harness) {
     assert!(h.store.claim(b.id, "w2", LEASE).await.is_err());
 }
 
+/// DECIDE-4: In doubt → "abandoned" with a reason → terminal `abandoned`, never claimed or
+/// finished; a blank reason is refused and changes nothing; a second resolution names the
+/// first; the audit chain still verifies.
+pub(crate) async fn decide_4_abandon_in_doubt(h: &Harness) {
+    let s = h.session().await;
+    let row = h
+        .store
+        .record(h.call(s, "charge", json!({"n": 3})))
+        .await
+        .unwrap()
+        .invocation;
+    h.store.claim(row.id, "w1", LEASE).await.unwrap();
+    h.store.sweep(h.clock_now() + LEASE * 2).await.unwrap();
+    let abandon = |note: &str| Decision::Resolve {
+        resolution: Resolution::Abandoned,
+        note: note.into(),
+    };
+
+    let err = h
+        .store
+        .decide(row.id, "ops", abandon(" "))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, LedgerError::Invalid(_)), "{err}");
+    assert_eq!(h.store.get(row.id).await.unwrap().state, S::InDoubt);
+
+    let given_up = h
+        .store
+        .decide(
+            row.id,
+            "ops",
+            abandon("provider has no record; customer refunded by hand"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(given_up.state, S::Abandoned);
+    assert!(given_up.state.is_terminal());
+    assert_eq!(
+        given_up.settlement(),
+        Some(Settlement::Abandoned {
+            reason: "provider has no record; customer refunded by hand"
+        })
+    );
+    assert_eq!(given_up.resolution.as_ref().unwrap().by, "ops");
+    assert_eq!(given_up.attempts, 1, "nothing ran again");
+
+    // It never runs: not claimed, not finished late by the lease owner, not re-resolved.
+    assert!(h.store.claim(row.id, "w2", LEASE).await.is_err());
+    assert!(
+        h.store
+            .finish(row.id, "w1", Ok(json!("late")))
+            .await
+            .is_err()
+    );
+    let did_not = Decision::Resolve {
+        resolution: Resolution::DidNotRun,
+        note: "try again".into(),
+    };
+    let err = h.store.decide(row.id, "ops2", did_not).await.unwrap_err();
+    assert!(
+        err.to_string().contains("resolved: abandoned by ops"),
+        "{err}"
+    );
+    let now = h.store.get(row.id).await.unwrap();
+    assert_eq!((now.state, now.attempts), (S::Abandoned, 1));
+    assert_eq!(h.store.verify().await.unwrap().first_break, None);
+}
+
 /// DECIDE-5: A second decision fails naming the first; deny never overwrites approve; 16 concurrent
 /// deciders leave exactly one decision.
 pub(crate) async fn decide_5_one_decision_stands(h: &Harness) {
