@@ -15,7 +15,7 @@ pub struct Outcome {
 /// The kinds of [`Outcome`], by the state of its row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum OutcomeKind {
-    /// Settled with a result or a tool error (`invocation.model_result()`).
+    /// Settled with a result or a tool error (`invocation().settlement()`).
     Completed,
     /// Waiting for a person (approval, answer, in-doubt resolution) or running elsewhere.
     Parked,
