@@ -161,6 +161,9 @@ on_both_backends!(
     a_refused_call_another_claimer_holds_is_reported_as_it_stands,
 );
 
+// After the macro, which it uses.
+mod idempotency;
+
 async fn gateway_on(
     store: Arc<dyn Store>,
     policy: Policy,
