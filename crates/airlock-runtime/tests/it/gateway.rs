@@ -162,6 +162,7 @@ on_both_backends!(
 );
 
 // After the macro, which it uses.
+mod call_key;
 mod idempotency;
 
 async fn gateway_on(
