@@ -173,7 +173,16 @@ pub(crate) fn header_name(f: &Fields<'_>, d: &mut Diag) -> Option<String> {
         return None;
     }
     if is_reserved_header(&name) {
-        d.push(f.key_at("header"), &f.key("header"), format!("`{name}` is a reserved header: the transport or airlock sets it, so it cannot carry a credential"));
+        let owner = if name.eq_ignore_ascii_case("idempotency-key") {
+            "airlock sends the call's idempotency key in it"
+        } else {
+            "the transport sets it"
+        };
+        d.push(
+            f.key_at("header"),
+            &f.key("header"),
+            format!("`{name}` is a reserved header: {owner}, so it cannot carry a credential"),
+        );
         return None;
     }
     Some(name)
