@@ -44,6 +44,21 @@ pub trait ToolHost: Send + Sync + 'static {
         arguments: Value,
     ) -> BoxFuture<'a, Result<HostCall, HostError>>;
 
+    /// [`ToolHost::call_tool`] with the client's own [`CallKey`] (MCP-22): the same key from the
+    /// same caller on the same scope answers the call it first recorded, never a second one. A
+    /// host that keeps no ledger has nothing to match a key against; by default it ignores it.
+    fn call_tool_keyed<'a>(
+        &'a self,
+        scope: &'a ScopeId,
+        caller: &'a Caller,
+        name: &'a str,
+        arguments: Value,
+        key: Option<&'a CallKey>,
+    ) -> BoxFuture<'a, Result<HostCall, HostError>> {
+        let _ = key;
+        self.call_tool(scope, caller, name, arguments)
+    }
+
     /// Waits at most `wait` for the parked invocation `invocation_id` to be decided, then
     /// returns its result (exactly as the call would have), or the same
     /// [`HostOutcome::Parked`] payload again at the deadline. An unknown id, or one the caller
@@ -97,6 +112,53 @@ impl HostCall {
 pub struct Caller {
     /// The principal named in the endpoint's configuration for the token presented.
     pub principal: String,
+}
+
+/// Where a client puts its own call key: `params._meta["io.airlock/call_key"]` of a
+/// `tools/call` (a reverse-DNS prefix, as MCP asks of `_meta` keys outside its own).
+pub const CALL_KEY_META: &str = "io.airlock/call_key";
+
+/// The longest call key accepted, in characters.
+pub const MAX_CALL_KEY_CHARS: usize = 128;
+
+/// A client's key for one call (MCP-22): 1 to [`MAX_CALL_KEY_CHARS`] ASCII letters, digits and
+/// `-._~:+/=` (a UUID, a ULID, base64 or hex fit), so it is safe in any log or column.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct CallKey(String);
+
+impl CallKey {
+    /// The key in a request's `_meta`, if it has one.
+    ///
+    /// # Errors
+    /// Why the value under [`CALL_KEY_META`] is not a call key (a -32602 for the client).
+    pub fn from_meta(meta: Option<&Map<String, Value>>) -> Result<Option<Self>, String> {
+        match meta.and_then(|m| m.get(CALL_KEY_META)) {
+            None => Ok(None),
+            Some(Value::String(key)) => Self::new(key).map(Some),
+            Some(_) => Err(format!("_meta[\"{CALL_KEY_META}\"] must be a string")),
+        }
+    }
+
+    /// `key` as a call key.
+    ///
+    /// # Errors
+    /// Why it is not one: empty, too long, or a character outside the allowed set.
+    pub fn new(key: &str) -> Result<Self, String> {
+        let allowed = |c: char| c.is_ascii_alphanumeric() || "-._~:+/=".contains(c);
+        let chars = key.chars().count();
+        if (1..=MAX_CALL_KEY_CHARS).contains(&chars) && key.chars().all(allowed) {
+            return Ok(Self(key.to_owned()));
+        }
+        Err(format!(
+            "_meta[\"{CALL_KEY_META}\"] must be 1 to {MAX_CALL_KEY_CHARS} characters, each an ASCII letter, a digit or one of -._~:+/="
+        ))
+    }
+
+    /// The key as the client sent it.
+    #[must_use]
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
 }
 
 /// One tool as `tools/list` shows it.
@@ -205,6 +267,10 @@ pub enum HostError {
     /// No agent of that name (a JSON-RPC invalid-params error).
     #[error("unknown scope: {0}")]
     UnknownScope(String),
+    /// The request's params are not acceptable (a JSON-RPC invalid-params error): a call key
+    /// already used for a different call.
+    #[error("invalid params: {0}")]
+    InvalidParams(String),
     /// No invocation the caller may see with that id (a tool error the model reads).
     #[error("not found: {0}")]
     NotFound(String),

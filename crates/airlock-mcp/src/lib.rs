@@ -34,7 +34,10 @@ mod target;
 
 pub use client::McpClient;
 pub use error::{CallErrorKind, McpCallError};
-pub use host::{Caller, HostCall, HostError, HostOutcome, ParkedStatus, ToolDescriptor, ToolHost};
+pub use host::{
+    CALL_KEY_META, CallKey, Caller, HostCall, HostError, HostOutcome, MAX_CALL_KEY_CHARS,
+    ParkedStatus, ToolDescriptor, ToolHost,
+};
 pub use server::{AWAIT_TOOL, EndpointConfig, EndpointToken, MAX_AWAIT, router};
 pub use target::{
     IDEMPOTENCY_META_KEY, McpCredential, McpTarget, RemoteTool, ToolCall, ToolResult,

@@ -1,6 +1,7 @@
 //! The MCP endpoint's adapter: the gateway as the endpoint's [`ToolHost`], translating rows
 //! into what an MCP client sees. Every `tools/call` is its own session on
-//! channel `mcp`, recorded under the authenticated principal, through [`Gateway::call`]. The
+//! channel `mcp`, recorded under the authenticated principal, through [`Gateway::call`]; a call
+//! under the client's own key has the session that key names, so a re-send is the same row. The
 //! await tool (and a task's `get`) long-polls the ledger (woken by its notifier, never by
 //! polling), runs an approved call itself if it claims it first, and only shows a caller its
 //! own calls made on the MCP channel from the same scope, with who decided them.
@@ -9,12 +10,12 @@
 
 use std::time::Duration;
 
-use airlock_ledger::{APPROVAL_EXPIRED, Decision, SessionId};
+use airlock_ledger::{APPROVAL_EXPIRED, Decision, NewSession, SessionId};
 use airlock_ledger::{
     Invocation, InvocationId, InvocationState, LedgerError, Settlement, SourceKind,
 };
 use airlock_mcp::{
-    Caller, HostCall, HostError, HostOutcome, ParkedStatus, ToolDescriptor, ToolHost,
+    CallKey, Caller, HostCall, HostError, HostOutcome, ParkedStatus, ToolDescriptor, ToolHost,
 };
 use airlock_spec::{Builtin, Effect, ScopeId, ToolSource, ToolSpec};
 use futures::future::BoxFuture;
@@ -193,6 +194,7 @@ impl Gateway {
         caller: &Caller,
         name: &str,
         arguments: Value,
+        key: Option<&CallKey>,
     ) -> Result<HostCall, HostError> {
         let Some(tools) = self.scope(scope) else {
             return Err(unknown_scope(scope));
@@ -203,24 +205,97 @@ impl Gateway {
             return Err(HostError::UnknownTool(name.to_owned()));
         }
         let principal = Some(caller.principal.clone());
-        let session = SessionId::new();
+        let new = NewSession {
+            channel: "mcp".to_owned(),
+            principal: principal.clone(),
+            metadata: session::metadata(scope),
+        };
         let ctx = CallContext {
             scope: scope.clone(),
-            session,
+            session: SessionId::new(),
             call_id: "mcp".to_owned(),
-            principal: principal.clone(),
+            principal,
         };
-        // The session is written in the commit that records the call: the record queues right
-        // behind it on the same writer lane (a call's record is refused if its session failed).
-        let (opened, called) = futures::join!(
-            self.open_session_as(session, "mcp", principal, &ctx.scope),
-            self.call(&ctx, name, arguments)
-        );
-        opened.map_err(|e| internal(&e))?;
+        let called = match key {
+            None => {
+                // The session is written in the commit that records the call: the record
+                // queues right behind it on the same writer lane (a call's record is refused if
+                // its session failed).
+                let (opened, called) = futures::join!(
+                    self.store().create_session(ctx.session, new),
+                    self.call(&ctx, name, arguments)
+                );
+                opened.map_err(|e| internal(&e.into()))?;
+                called
+            }
+            Some(key) => self.keyed_call(ctx, new, name, arguments, key).await?,
+        };
         match called {
             Ok(outcome) => Ok(host_call(&outcome)),
             Err(GatewayError::UnknownTool(name)) => Err(HostError::UnknownTool(name)),
-            Err(e) => Err(internal(&e)),
+            Err(e @ GatewayError::CallIdReused { .. }) => {
+                Err(HostError::InvalidParams(e.to_string()))
+            }
+            Err(e @ (GatewayError::UnknownScope(_) | GatewayError::Ledger(_))) => Err(internal(&e)),
+        }
+    }
+
+    /// A call under the client's own key (MCP-22). Its session is derived from the principal,
+    /// the scope and the key, so a re-send — a new JSON-RPC id, a later HTTP request, another
+    /// replica — finds the row the first send recorded: the ledger's (session, call id) dedupe,
+    /// exact across processes, makes concurrent sends one row. A re-send naming another tool or
+    /// other arguments is refused, never answered with the first call's result.
+    async fn keyed_call(
+        &self,
+        mut ctx: CallContext,
+        mut new: NewSession,
+        name: &str,
+        arguments: Value,
+        key: &CallKey,
+    ) -> Result<Result<Outcome, GatewayError>, HostError> {
+        let seed = json!(["mcp", ctx.principal, ctx.scope.to_string(), key.as_str()]);
+        ctx.session = SessionId::derived(&seed.to_string());
+        new.metadata["call_key"] = Value::String(key.as_str().to_owned());
+        match self.store().get_session(ctx.session).await {
+            Ok(_) => {
+                self.same_call(&ctx, name, &arguments, key).await?;
+                Ok(self.call(&ctx, name, arguments).await)
+            }
+            Err(LedgerError::SessionNotFound(_)) => {
+                let (opened, called) = futures::join!(
+                    self.store().create_session(ctx.session, new),
+                    self.call(&ctx, name, arguments)
+                );
+                if let Err(e) = opened {
+                    // A concurrent send of the same key opened it first; otherwise it failed.
+                    let theirs = self.store().get_session(ctx.session).await;
+                    theirs.map_err(|_| internal(&e.into()))?;
+                }
+                Ok(called)
+            }
+            Err(e) => Err(internal(&e.into())),
+        }
+    }
+
+    /// Refuses a re-send under `key` that is not the call first recorded under it.
+    async fn same_call(
+        &self,
+        ctx: &CallContext,
+        name: &str,
+        arguments: &Value,
+        key: &CallKey,
+    ) -> Result<(), HostError> {
+        let rows = self.store().session_invocations(ctx.session).await;
+        let rows = rows.map_err(|e| internal(&e.into()))?;
+        match rows.iter().find(|r| r.call_id == ctx.call_id) {
+            Some(first) if first.tool != name || first.arguments != *arguments => {
+                Err(HostError::InvalidParams(format!(
+                    "call key `{}` was already used for another call (tool `{}`, other arguments or both): use a new key for a new call",
+                    key.as_str(),
+                    first.tool
+                )))
+            }
+            _ => Ok(()),
         }
     }
 
@@ -349,7 +424,18 @@ impl ToolHost for Gateway {
         name: &'a str,
         arguments: Value,
     ) -> BoxFuture<'a, Result<HostCall, HostError>> {
-        Box::pin(self.mcp_call(scope, caller, name, arguments))
+        Box::pin(self.mcp_call(scope, caller, name, arguments, None))
+    }
+
+    fn call_tool_keyed<'a>(
+        &'a self,
+        scope: &'a ScopeId,
+        caller: &'a Caller,
+        name: &'a str,
+        arguments: Value,
+        key: Option<&'a CallKey>,
+    ) -> BoxFuture<'a, Result<HostCall, HostError>> {
+        Box::pin(self.mcp_call(scope, caller, name, arguments, key))
     }
 
     fn await_decision<'a>(

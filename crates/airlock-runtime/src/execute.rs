@@ -15,7 +15,9 @@ use std::sync::Arc;
 use airlock_egress::GuardedClient;
 use airlock_ledger::{Invocation, TxTool};
 use airlock_mcp::{McpClient, McpTarget};
-use airlock_spec::{ApiConnection, Builtin, ConnectionSpec, Credentials, ToolSource, ToolSpec};
+use airlock_spec::{
+    ApiConnection, Builtin, ConnectionSpec, Credentials, Method, ToolSource, ToolSpec,
+};
 use serde_json::Value;
 
 use crate::{ToolError, ToolErrorKind};
@@ -46,19 +48,22 @@ impl Executors {
         }
     }
 
-    /// Runs `spec` with `arguments` (validated, defaults filled). `idempotency_key` is passed
-    /// to sources that accept one, for tools declared idempotent.
+    /// Runs `spec` with `arguments` (validated, defaults filled). `idempotency_key` (the
+    /// row's, the same on every run of one invocation) goes upstream with every call that is
+    /// not a read (LEDGER-9, LEDGER-17): an upstream can then deduplicate a retry of ours.
     pub(crate) async fn run(
         &self,
         spec: &ToolSpec,
         arguments: Value,
-        idempotency_key: Option<String>,
+        idempotency_key: &str,
     ) -> Result<Value, ToolError> {
+        let key = (!is_read(spec)).then_some(idempotency_key);
         match &spec.source {
             ToolSource::Api(op) => {
                 let connection = self.api_connection(&op.connection)?;
                 let args = arguments.as_object().cloned().unwrap_or_default();
-                api::execute(&self.egress, op, connection, &self.credentials, &args).await
+                let (client, credentials) = (&self.egress, &self.credentials);
+                api::execute_with_key(client, op, connection, credentials, &args, key).await
             }
             ToolSource::Builtin(Builtin::Fetch) => fetch::fetch(&self.egress, &arguments).await,
             ToolSource::Local => match self.local_body(spec, arguments) {
@@ -75,7 +80,7 @@ impl Executors {
             )),
             ToolSource::McpInline(_) | ToolSource::Connection(_) => {
                 let (target, remote_name) = self.mcp_target(&spec.source)?;
-                mcp::call(&self.mcp, &target, remote_name, arguments, idempotency_key).await
+                mcp::call(&self.mcp, &target, remote_name, arguments, key).await
             }
             // TODO-correctness(#9): sub-agents arrive with the agent runtime.
             ToolSource::Agent(_) => Err(ToolError::new(
@@ -136,5 +141,19 @@ impl Executors {
         self.local
             .get(spec.definition.name.as_str())
             .map(|tool| tool.invoke(arguments))
+    }
+}
+
+/// Whether a call of `spec` only reads, so it carries no idempotency key: an api `GET` declared
+/// `writes: false`, an inline MCP tool declared `writes: false`, `fetch`. A `POST` is never
+/// taken for a read (it may not be safe to repeat, whatever its declaration says), nor a
+/// connection file's tool (the file does not say what its tools do). Sources with no upstream
+/// (local tools, `ask_human`, sub-agents) send no key either.
+fn is_read(spec: &ToolSpec) -> bool {
+    match &spec.source {
+        ToolSource::Api(op) => !spec.policy.writes && op.method == Method::Get,
+        ToolSource::McpInline(_) => !spec.policy.writes,
+        ToolSource::Connection(_) => false,
+        ToolSource::Builtin(_) | ToolSource::Local | ToolSource::Agent(_) => true,
     }
 }

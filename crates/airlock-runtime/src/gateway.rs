@@ -53,6 +53,14 @@ pub enum GatewayError {
     /// No such scope (an agent that is not declared).
     #[error("unknown scope `{0}`")]
     UnknownScope(ScopeId),
+    /// The call id was recorded before for another tool: a retry must repeat its call.
+    #[error("call id `{call_id}` was already used for a call of tool `{tool}`")]
+    CallIdReused {
+        /// The caller's call id.
+        call_id: String,
+        /// The tool it was first used for.
+        tool: String,
+    },
     /// The ledger failed (database lost, corrupt row, …).
     #[error(transparent)]
     Ledger(#[from] LedgerError),
@@ -164,6 +172,13 @@ impl Gateway {
         } else {
             self.store.record(new).await?
         };
+        if !recorded.created && recorded.invocation.tool != spec.definition.name.as_str() {
+            // Never run (or report) one tool's row as another's.
+            return Err(GatewayError::CallIdReused {
+                call_id: ctx.call_id.clone(),
+                tool: recorded.invocation.tool,
+            });
+        }
         if recorded.created && recorded.invocation.state == InvocationState::Running {
             return self.run_claimed(prepared, spec, recorded.invocation).await;
         }
@@ -312,9 +327,7 @@ impl Gateway {
         row: &Invocation,
         arguments: Value,
     ) -> Result<Result<Value, airlock_ledger::ToolError>, GatewayError> {
-        let key = (spec.policy.effect == airlock_spec::Effect::Idempotent)
-            .then(|| row.idempotency_key.clone());
-        let work = self.executors.run(spec, arguments, key);
+        let work = self.executors.run(spec, arguments, &row.idempotency_key);
         tokio::pin!(work);
         // The first renewal is a period away: `interval`'s "immediate" first tick still waits
         // for the timer driver's next millisecond, which cost every call about 1 ms.

@@ -51,10 +51,11 @@ const KEYS: [&str; 7] = [
     "approval_ttl",
 ];
 
-/// Headers a declaration may not set: the transport or the egress guard owns them (one that
-/// carried a credential would load green and then fail every call). Also every `proxy-*`
-/// header but `Proxy-Authorization`, as the guard refuses them.
-const RESERVED_HEADERS: [&str; 14] = [
+/// Headers a declaration may not set: the transport, the egress guard or airlock owns them (one
+/// that carried a credential would load green and then fail every call; `Idempotency-Key`
+/// carries the call's key, LEDGER-17). Also every `proxy-*` header but `Proxy-Authorization`,
+/// as the guard refuses them.
+const RESERVED_HEADERS: [&str; 15] = [
     "host",
     "content-type",
     "content-length",
@@ -69,6 +70,7 @@ const RESERVED_HEADERS: [&str; 14] = [
     "proxy-connection",
     "mcp-session-id",
     "mcp-protocol-version",
+    "idempotency-key",
 ];
 
 fn is_reserved_header(name: &str) -> bool {
@@ -171,7 +173,16 @@ pub(crate) fn header_name(f: &Fields<'_>, d: &mut Diag) -> Option<String> {
         return None;
     }
     if is_reserved_header(&name) {
-        d.push(f.key_at("header"), &f.key("header"), format!("`{name}` is a reserved header: the transport sets it, so it cannot carry a credential"));
+        let owner = if name.eq_ignore_ascii_case("idempotency-key") {
+            "airlock sends the call's idempotency key in it"
+        } else {
+            "the transport sets it"
+        };
+        d.push(
+            f.key_at("header"),
+            &f.key("header"),
+            format!("`{name}` is a reserved header: {owner}, so it cannot carry a credential"),
+        );
         return None;
     }
     Some(name)

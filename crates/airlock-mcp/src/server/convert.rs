@@ -235,6 +235,7 @@ pub(super) fn to_error_data(err: HostError) -> ErrorData {
             ErrorData::invalid_params(format!("unknown agent: {name}"), None)
         }
         HostError::NotFound(what) => ErrorData::invalid_params(format!("not found: {what}"), None),
+        HostError::InvalidParams(why) => ErrorData::invalid_params(why, None),
         HostError::Internal(detail) => {
             tracing::error!(detail, "MCP endpoint: the tool host failed");
             ErrorData::internal_error("internal error", None)

@@ -25,7 +25,7 @@ use super::convert::{
 };
 use super::request::Admitted;
 use super::tasks;
-use crate::host::ToolHost;
+use crate::host::{CALL_KEY_META, CallKey, ToolHost};
 
 /// The handler rmcp builds per request (a clone of one `Arc`).
 #[derive(Clone)]
@@ -101,6 +101,7 @@ impl ServerHandler for Endpoint {
         let wants_task = context
             .client_capabilities()
             .is_some_and(|caps| caps.supports_tasks());
+        let key = call_key(&request, &context)?;
         let arguments = request.arguments.unwrap_or_default();
         if request.name == AWAIT_TOOL {
             return self
@@ -110,11 +111,12 @@ impl ServerHandler for Endpoint {
         }
         let outcome = self
             .host
-            .call_tool(
+            .call_tool_keyed(
                 &admitted.scope,
                 &admitted.caller,
                 &request.name,
                 Value::Object(arguments),
+                key.as_ref(),
             )
             .await;
         match outcome {
@@ -172,6 +174,18 @@ fn admitted(context: &RequestContext<RoleServer>) -> Result<Admitted, ErrorData>
             tracing::error!("MCP request reached the handler without admission");
             ErrorData::internal_error("internal error", None)
         })
+}
+
+/// The client's call key (MCP-22). rmcp moves a request's `_meta` into the context; it is read
+/// from the params too, should a transport leave it there.
+fn call_key(
+    request: &CallToolRequestParams,
+    context: &RequestContext<RoleServer>,
+) -> Result<Option<CallKey>, ErrorData> {
+    let in_params = request.meta.as_ref().map(|m| &m.0.0);
+    let meta = in_params.filter(|m| m.contains_key(CALL_KEY_META));
+    CallKey::from_meta(meta.or(Some(&context.meta.0.0)))
+        .map_err(|why| ErrorData::invalid_params(why, None))
 }
 
 /// `invocation_id` (a string; a number is accepted and read as its digits) and the wait,

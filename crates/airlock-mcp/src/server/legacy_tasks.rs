@@ -22,7 +22,7 @@ use serde_json::{Map, Value, json};
 use super::convert::AWAIT_TOOL;
 use super::request::{Admitted, AdmittedRequest};
 use super::tasks::{self, Era};
-use crate::host::{HostCall, HostError, ToolHost};
+use crate::host::{CallKey, HostCall, HostError, ToolHost};
 
 /// The only revision with this task shape.
 const REVISION: &str = "2025-11-25";
@@ -98,6 +98,7 @@ fn host_error(err: HostError) -> Value {
         HostError::NotFound(what) => rpc(-32602, format!("task not found: {what}")),
         HostError::UnknownTool(name) => rpc(-32602, format!("unknown tool: {name}")),
         HostError::UnknownScope(name) => rpc(-32602, format!("unknown agent: {name}")),
+        HostError::InvalidParams(why) => rpc(-32602, why),
         HostError::Internal(detail) => {
             tracing::error!(detail, "MCP endpoint: the tool host failed");
             rpc(-32603, "internal error")
@@ -142,8 +143,15 @@ async fn call(host: &dyn ToolHost, admitted: &Admitted, params: &Value) -> Answe
     if name == AWAIT_TOOL {
         return Err(rpc(-32602, format!("{AWAIT_TOOL} cannot run as a task")));
     }
+    let key = CallKey::from_meta(params["_meta"].as_object()).map_err(|why| rpc(-32602, why))?;
     let call = host
-        .call_tool(&admitted.scope, &admitted.caller, name, arguments)
+        .call_tool_keyed(
+            &admitted.scope,
+            &admitted.caller,
+            name,
+            arguments,
+            key.as_ref(),
+        )
         .await
         .map_err(host_error)?;
     Ok(json!({ "task": task_json(&call) }))

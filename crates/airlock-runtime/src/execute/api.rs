@@ -9,7 +9,8 @@
 //! 3. [`handle_response`]: status, content type and body become the tool result or a
 //!    [`ToolError`](crate::ToolError) whose kind says what the caller can do about it.
 //!
-//! [`execute`] runs the three steps around the egress guard, the only way out.
+//! [`execute`] runs the three steps around the egress guard, the only way out;
+//! [`execute_with_key`] also sends the call's `Idempotency-Key` (LEDGER-17).
 
 mod args;
 mod execute;
@@ -19,6 +20,6 @@ mod response;
 mod template;
 
 pub use args::{ArgumentCheck, prepare_arguments};
-pub use execute::execute;
+pub use execute::{execute, execute_with_key};
 pub use request::{ApiHeaderValue, ApiRequest, build_request};
 pub use response::{MAX_RESPONSE_BYTES, UpstreamResponse, handle_response, select};

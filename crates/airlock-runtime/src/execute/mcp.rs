@@ -137,7 +137,7 @@ pub(crate) async fn call(
     target: &McpTarget,
     remote_name: &str,
     arguments: Value,
-    idempotency_key: Option<String>,
+    idempotency_key: Option<&str>,
 ) -> Result<Value, ToolError> {
     let mut call = ToolCall::new(remote_name, arguments);
     if let Some(key) = idempotency_key {

@@ -165,6 +165,10 @@ on_both_backends!(
     an_abandoned_call_never_runs,
 );
 
+// After the macro, which it uses.
+mod call_key;
+mod idempotency;
+
 async fn gateway_on(
     store: Arc<dyn Store>,
     policy: Policy,

@@ -231,6 +231,29 @@ fn headers_the_guard_owns_cannot_carry_a_credential() {
     assert!(ok.load().is_ok(), "{:?}", ok.errors());
 }
 
+/// DECL-32, LEDGER-17: airlock sends the call's own `Idempotency-Key`, so no declaration may
+/// put a credential there (an api auth header or a connection's), whatever its case.
+#[test]
+fn the_idempotency_key_header_is_airlocks() {
+    let api = "    - name: erp\n      type: api\n      connection: erp_main\n      auth: { scheme: header, header: idempotency-KEY }\n      operations:\n        - name: get\n          description: Get.\n          writes: false\n          request: { method: GET, path: /x }\n";
+    let errors = Dir::new().file("agents/k.yml", &agent("k", api)).errors();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(
+        errors[0].starts_with("agents/k.yml:12:31: spec.tools[0].auth.header:")
+            && errors[0].contains("`idempotency-KEY` is a reserved header"),
+        "{}",
+        errors[0]
+    );
+    let connection = "url: https://crm.example.com/mcp\nauth:\n  type: header\n  header: Idempotency-Key\n  credential: crm.key\n";
+    let errors = Dir::new().file("connections/crm.yml", connection).errors();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(
+        errors[0].starts_with("connections/crm.yml:4:"),
+        "{}",
+        errors[0]
+    );
+}
+
 #[test]
 fn no_declared_tool_may_take_the_await_tools_name() {
     let api = "    - name: airlock\n      type: api\n      connection: erp_main\n      auth: { scheme: bearer }\n      operations:\n        - name: await_decision\n          description: Wait.\n          writes: false\n          request: { method: GET, path: /x }\n";

@@ -93,6 +93,9 @@ impl From<GatewayError> for ApiError {
             GatewayError::UnknownTool(_) | GatewayError::UnknownScope(_) => {
                 Self::new(StatusCode::NOT_FOUND, "not_found", e.to_string())
             }
+            GatewayError::CallIdReused { .. } => {
+                Self::new(StatusCode::CONFLICT, "call_id_reused", e.to_string())
+            }
             GatewayError::Ledger(inner) => inner.into(),
         }
     }

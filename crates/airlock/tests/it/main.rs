@@ -4,6 +4,7 @@
 
 mod approvals_cli;
 mod call;
+mod call_key;
 mod check;
 mod conformance;
 mod crash;

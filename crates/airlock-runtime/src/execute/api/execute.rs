@@ -12,7 +12,8 @@ use super::{ApiRequest, UpstreamResponse, build_request, handle_response};
 use crate::error::egress_error;
 use crate::{ToolError, ToolErrorKind};
 
-/// Runs one api operation with prepared arguments and returns its result.
+/// Runs one api operation with prepared arguments and returns its result; no idempotency key
+/// is sent (see [`execute_with_key`]).
 ///
 /// # Errors
 /// A [`ToolError`] for every failure: credential, request building, egress, status, body.
@@ -23,7 +24,26 @@ pub async fn execute(
     credentials: &Credentials,
     arguments: &Map<String, Value>,
 ) -> Result<Value, ToolError> {
-    let request = build_request(operation, connection, credentials, arguments)?;
+    execute_with_key(client, operation, connection, credentials, arguments, None).await
+}
+
+/// [`execute`], sending `idempotency_key` (when given) as the `Idempotency-Key` header.
+///
+/// # Errors
+/// As [`execute`]; a key that cannot be written as a structured-field string is a
+/// `bad_declaration` and nothing is sent.
+pub async fn execute_with_key(
+    client: &GuardedClient,
+    operation: &ApiOperation,
+    connection: &ApiConnection,
+    credentials: &Credentials,
+    arguments: &Map<String, Value>,
+    idempotency_key: Option<&str>,
+) -> Result<Value, ToolError> {
+    let mut request = build_request(operation, connection, credentials, arguments)?;
+    if let Some(key) = idempotency_key {
+        request = request.with_idempotency_key(key)?;
+    }
     let response = client
         .call()
         .send(to_egress(&request)?)

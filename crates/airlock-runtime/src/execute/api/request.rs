@@ -25,6 +25,27 @@ use crate::{ToolError, ToolErrorKind};
 
 const REDACTED: &str = "[redacted]";
 
+/// The header carrying the call's idempotency key, lowercase as every header here.
+const IDEMPOTENCY_KEY: &str = "idempotency-key";
+
+/// `text` as an RFC 8941 `sf-string`: quoted, `"` and `\` escaped; `None` when it holds a
+/// character outside printable ASCII, which an `sf-string` cannot hold.
+fn sf_string(text: &str) -> Option<String> {
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('"');
+    for c in text.chars() {
+        if !matches!(c, ' '..='~') {
+            return None;
+        }
+        if matches!(c, '"' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out.push('"');
+    Some(out)
+}
+
 /// A header value: plain text, or a secret that `Debug` never shows.
 #[derive(Clone)]
 pub enum ApiHeaderValue {
@@ -118,6 +139,27 @@ impl ApiRequest {
     #[must_use]
     pub fn body(&self) -> Option<&[u8]> {
         self.body.as_deref()
+    }
+
+    /// Adds `Idempotency-Key: "<key>"`, the key as a structured-field string (RFC 8941
+    /// `sf-string`, as the IETF httpapi draft defines the field), so the upstream can tell a
+    /// retry of this invocation from a new call (LEDGER-17).
+    ///
+    /// # Errors
+    /// `bad_declaration` when the key has a character an `sf-string` cannot hold, or the
+    /// request already has the header (an auth header of that name; DECL-32 refuses it at load).
+    pub fn with_idempotency_key(mut self, key: &str) -> Result<Self, ToolError> {
+        if self.headers.iter().any(|(name, _)| name == IDEMPOTENCY_KEY) {
+            return Err(ToolError::bad_declaration(
+                "the `Idempotency-Key` header is airlock's: it cannot carry a credential",
+            ));
+        }
+        let value = sf_string(key).ok_or_else(|| {
+            ToolError::bad_declaration("the idempotency key has characters a header cannot carry")
+        })?;
+        self.headers
+            .push((IDEMPOTENCY_KEY.to_owned(), ApiHeaderValue::Plain(value)));
+        Ok(self)
     }
 
     /// Whether the request carries a credential (always, for api tools): the egress guard must
