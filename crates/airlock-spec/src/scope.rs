@@ -118,17 +118,13 @@ impl Scope {
         definitions_digest(self.tools.iter().map(|t| &t.definition))
     }
 
-    /// The digest of the tool named `name` in this scope (docs/rules.md DECL-34).
+    /// The digest of `definition` as a tool of this scope (docs/rules.md DECL-34): SHA-256
+    /// (hex) of the canonical JSON of the scope's id and the tool's model-visible definition.
     #[must_use]
-    pub fn tool_digest(&self, name: &str) -> Option<String> {
-        self.get(name).map(|t| tool_digest(&self.id, &t.definition))
+    pub fn tool_digest(&self, definition: &ToolDefinition) -> String {
+        let value = json!({"scope": self.id.to_string(), "tool": model_visible(definition)});
+        sha256_hex(canonical_json(&value).as_bytes())
     }
-}
-
-/// SHA-256 (hex) of the canonical JSON of one tool's model-visible definition in `scope`.
-fn tool_digest(scope: &ScopeId, definition: &ToolDefinition) -> String {
-    let value = json!({"scope": scope.to_string(), "tool": model_visible(definition)});
-    sha256_hex(canonical_json(&value).as_bytes())
 }
 
 /// What the model sees of a tool, as hashed by both digests.
@@ -181,19 +177,19 @@ mod tests {
     #[test]
     fn a_tools_digest_ignores_the_other_tools_of_its_scope() {
         let (a, b) = (tool("a", "A"), tool("b", "B"));
-        let before = scope_of(ScopeId::Gateway, &[a.clone(), b]);
-        let after = scope_of(
-            ScopeId::Gateway,
-            &[a.clone(), tool("b", "B, changed"), tool("c", "C")],
-        );
+        let before = scope_of(ScopeId::Gateway, &[a.clone(), b.clone()]);
+        let b2 = tool("b", "B, changed");
+        let after = scope_of(ScopeId::Gateway, &[a.clone(), b2.clone(), tool("c", "C")]);
+        let digest = |scope: &Scope, t: &ToolSpec| scope.tool_digest(&t.definition);
         assert_ne!(before.digest(), after.digest());
-        assert_eq!(before.tool_digest("a"), after.tool_digest("a"));
-        assert_ne!(before.tool_digest("b"), after.tool_digest("b"));
-        let changed = scope_of(ScopeId::Gateway, &[tool("a", "A, changed")]);
-        assert_ne!(before.tool_digest("a"), changed.tool_digest("a"));
-        let elsewhere = scope_of(ScopeId::Agent("x".into()), &[a]);
-        assert_ne!(before.tool_digest("a"), elsewhere.tool_digest("a"));
-        assert_eq!(before.tool_digest("missing"), None);
+        assert_eq!(digest(&before, &a), digest(&after, &a));
+        assert_ne!(digest(&before, &b), digest(&after, &b2));
+        assert_ne!(
+            digest(&before, &a),
+            digest(&before, &tool("a", "A, changed"))
+        );
+        let elsewhere = scope_of(ScopeId::Agent("x".into()), &[a.clone()]);
+        assert_ne!(digest(&before, &a), digest(&elsewhere, &a));
     }
 
     #[test]

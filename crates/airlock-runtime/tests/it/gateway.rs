@@ -18,8 +18,15 @@ use airlock_spec::{
 };
 use serde_json::{Value, json};
 
+mod definitions;
 mod rival;
 
+use definitions::{
+    a_once_grant_follows_its_own_tool_only, a_retry_runs_its_approval_after_another_tool_changed,
+    an_approval_does_not_survive_a_change_to_its_own_tool,
+    an_approval_recorded_under_the_scope_digest_still_runs,
+    an_approval_survives_a_change_to_another_tool,
+};
 use rival::a_refused_call_another_claimer_holds_is_reported_as_it_stands;
 
 /// A local tool that counts its runs and echoes its arguments.
@@ -159,6 +166,11 @@ on_both_backends!(
     a_retried_call_does_not_run_under_an_approval_for_old_definitions,
     an_approved_call_runs_without_the_rate_limit,
     a_refused_call_another_claimer_holds_is_reported_as_it_stands,
+    an_approval_survives_a_change_to_another_tool,
+    a_retry_runs_its_approval_after_another_tool_changed,
+    an_approval_does_not_survive_a_change_to_its_own_tool,
+    a_once_grant_follows_its_own_tool_only,
+    an_approval_recorded_under_the_scope_digest_still_runs,
 );
 
 async fn gateway_on(
@@ -188,6 +200,7 @@ async fn gateway_on(
     let egress = GuardedClient::new(EgressPolicy::default()).unwrap();
     let gateway = Gateway::builder(store, egress, Arc::new(Credentials::default()))
         .scope(scope)
+        .unwrap()
         .local(tool)
         .build();
     Fixture {
@@ -920,6 +933,7 @@ async fn an_approved_call_of_a_removed_tool_fails_once() {
     let egress = GuardedClient::new(EgressPolicy::default()).unwrap();
     let empty = Gateway::builder(store, egress, Arc::new(Credentials::default()))
         .scope(Scope::new(ScopeId::Gateway))
+        .unwrap()
         .build();
     let row = empty
         .continue_approved(id)
@@ -970,6 +984,7 @@ async fn a_running_call_keeps_its_lease(backend: Backend) {
     let egress = GuardedClient::new(EgressPolicy::default()).unwrap();
     let gateway = Gateway::builder(Arc::clone(&store), egress, Arc::new(Credentials::default()))
         .scope(scope)
+        .unwrap()
         .local(tool)
         .lease(Duration::from_millis(300))
         .build();
