@@ -188,7 +188,7 @@ mod tests {
             digest(&before, &a),
             digest(&before, &tool("a", "A, changed"))
         );
-        let elsewhere = scope_of(ScopeId::Agent("x".into()), &[a.clone()]);
+        let elsewhere = scope_of(ScopeId::Agent("x".into()), std::slice::from_ref(&a));
         assert_ne!(digest(&before, &a), digest(&elsewhere, &a));
     }
 
