@@ -115,7 +115,8 @@ pub struct NewInvocation {
     pub idempotency_key: Option<String>,
     /// The scope principal for `once`; default: the session's principal.
     pub principal: Option<String>,
-    /// The definitions digest the call was made against.
+    /// The digest of the definition the call was made against: the called tool's own digest
+    /// (rows written before tool digests hold their scope's). `once` grants match on it.
     pub definitions_digest: String,
     /// How long a parked row waits; default: the store's approval TTL.
     pub approval_ttl: Option<Duration>,
@@ -274,7 +275,8 @@ pub struct Invocation {
     pub idempotency_key: String,
     /// The scope principal.
     pub principal: Option<String>,
-    /// The definitions digest the call was made against.
+    /// The called tool's digest when the call was recorded; an approval holds only under it
+    /// (rows written before tool digests hold their scope's digest).
     pub definitions_digest: String,
     /// The approved invocation whose approval let this one run without parking (`once`).
     pub approval_ref: Option<InvocationId>,

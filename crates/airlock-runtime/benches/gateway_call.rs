@@ -53,6 +53,7 @@ fn gateway(store: Arc<dyn Store>) -> Arc<Gateway> {
     Arc::new(
         Gateway::builder(store, egress, Arc::new(Credentials::default()))
             .scope(scope)
+            .expect("schemas compile")
             .local(tool)
             .build(),
     )

@@ -65,6 +65,7 @@ async fn main() {
     let egress = GuardedClient::new(EgressPolicy::default()).unwrap();
     let gateway = Gateway::builder(store, egress, Arc::new(Credentials::default()))
         .scope(scope)
+        .expect("schemas compile")
         .local(tool)
         .build();
 

@@ -4,7 +4,9 @@
 //! resolve the tool in its scope → validate the arguments → record the row (dedupe on
 //! session + call id; the ledger applies the approval policy atomically) → policy by state:
 //! propose, park, refuse (rate limit, stale approval) or go on → claim → execute by source
-//! through the egress guard, renewing the lease → finish. A call never raises for a tool's own
+//! through the egress guard, renewing the lease → finish. Every tool of a scope has its compiled
+//! argument check (a scope with a schema that does not compile is refused when the gateway is
+//! built), so no call is recorded runnable or executed unchecked. A call never raises for a tool's own
 //! failure: that is stored on the row and returned as a tool error. Only an unknown tool or a
 //! lost database is an `Err`. Every [`Outcome`] is read from the row it reports.
 
@@ -22,7 +24,7 @@ use airlock_ledger::{
 use airlock_spec::{Builtin, Credentials, Scope, ScopeId, ToolSource, ToolSpec};
 use serde_json::Value;
 
-pub use builder::GatewayBuilder;
+pub use builder::{GatewayBuilder, InvalidSchema};
 
 use crate::error::{ToolError, ToolErrorKind};
 use crate::execute::Executors;
@@ -66,11 +68,31 @@ pub enum GatewayError {
     Ledger(#[from] LedgerError),
 }
 
-/// One scope's tools, prepared once: digest and compiled argument checks.
+/// One scope's tools, prepared once: digests and compiled argument checks.
 struct PreparedScope {
     scope: Scope,
+    /// The scope's digest, which rows recorded before tool digests hold (see
+    /// [`PreparedTool::recorded_under`]).
     digest: String,
-    checks: HashMap<String, ArgumentCheck>,
+    tools: HashMap<String, PreparedTool>,
+}
+
+/// One tool of a prepared scope: it cannot exist without its argument check.
+struct PreparedTool {
+    spec: ToolSpec,
+    check: ArgumentCheck,
+    /// The tool's own digest in its scope, stored on its rows; approvals and `once` grants
+    /// are bound to it (docs/rules.md POLICY-6).
+    digest: String,
+}
+
+impl PreparedTool {
+    /// Whether a row recorded under `digest` was recorded against this tool's current
+    /// definition. A row written before rows held tool digests holds its scope's digest: an
+    /// unchanged scope means an unchanged tool, so it is accepted too.
+    fn recorded_under(&self, digest: &str, scope: &PreparedScope) -> bool {
+        digest == self.digest || digest == scope.digest
+    }
 }
 
 /// Everything a call needs, built once at boot.
@@ -157,9 +179,10 @@ impl Gateway {
         tool: &str,
         arguments: Value,
     ) -> Result<Outcome, GatewayError> {
-        let (prepared, spec) = self.resolve(&ctx.scope, tool)?;
-        let invalid = validate(prepared, spec, &arguments);
-        let new = new_invocation(ctx, spec, arguments, &prepared.digest, invalid.is_some());
+        let (prepared, tool) = self.resolve(&ctx.scope, tool)?;
+        let spec = &tool.spec;
+        let invalid = validate(tool, &arguments);
+        let new = new_invocation(ctx, spec, arguments, &tool.digest, invalid.is_some());
         // An ungated call is recorded and claimed in one durable commit; rate-limited and
         // transactional calls take the general path (limit first; the transaction claims).
         let fast = invalid.is_none()
@@ -180,14 +203,14 @@ impl Gateway {
             });
         }
         if recorded.created && recorded.invocation.state == InvocationState::Running {
-            return self.run_claimed(prepared, spec, recorded.invocation).await;
+            return self.run_claimed(tool, recorded.invocation).await;
         }
         if let (Some(error), true) = (invalid, recorded.created) {
             // Bad arguments are stored on their own row and never run, whatever the policy.
             let row = self.fail_unclaimed(recorded.invocation, error).await?;
             return Ok(Outcome::from_row(row));
         }
-        self.advance(prepared, spec, recorded.invocation).await
+        self.advance(prepared, tool, recorded.invocation).await
     }
 
     /// The prepared scope and the tool `name` in it.
@@ -195,16 +218,16 @@ impl Gateway {
         &self,
         scope: &ScopeId,
         name: &str,
-    ) -> Result<(&PreparedScope, &ToolSpec), GatewayError> {
+    ) -> Result<(&PreparedScope, &PreparedTool), GatewayError> {
         let prepared = self
             .scopes
             .get(scope)
             .ok_or_else(|| GatewayError::UnknownScope(scope.clone()))?;
-        let spec = prepared
-            .scope
+        let tool = prepared
+            .tools
             .get(name)
             .ok_or_else(|| GatewayError::UnknownTool(name.to_owned()))?;
-        Ok((prepared, spec))
+        Ok((prepared, tool))
     }
 
     /// Runs an approved row if this caller claims it first (the await tool, the worker).
@@ -213,7 +236,7 @@ impl Gateway {
         let opened = self.store.get_session(row.session_id).await?;
         let resolved = session::scope(&opened).and_then(|s| self.resolve(&s, &row.tool).ok());
         match resolved {
-            Some((prepared, spec)) => self.advance(prepared, spec, row).await,
+            Some((prepared, tool)) => self.advance(prepared, tool, row).await,
             // An approved call whose tool is gone fails once, instead of waiting forever.
             None if row.state == InvocationState::Approved => {
                 let error = ToolError::new(
@@ -233,17 +256,20 @@ impl Gateway {
     /// and executed; any other state is returned as it is.
     ///
     /// An approved row runs on the person's approval without the policy again (a rate limit
-    /// spent nothing while it waited), but only under the definitions it was approved for —
-    /// whichever way it arrives here: the await tool, the worker, or a client's retry of the
-    /// same call id.
+    /// spent nothing while it waited), but only under the definition of its tool it was
+    /// approved for — whichever way it arrives here: the await tool, the worker, or a client's
+    /// retry of the same call id. Another tool of the scope changing does not matter.
     async fn advance(
         &self,
         prepared: &PreparedScope,
-        spec: &ToolSpec,
+        tool: &PreparedTool,
         row: Invocation,
     ) -> Result<Outcome, GatewayError> {
+        let spec = &tool.spec;
         let refusal = match row.state {
-            InvocationState::Approved if prepared.digest != row.definitions_digest => {
+            InvocationState::Approved
+                if !tool.recorded_under(&row.definitions_digest, prepared) =>
+            {
                 Some(ToolError::new(
                     ToolErrorKind::BadDeclaration,
                     "the tool's declaration changed after this call was recorded; call it again",
@@ -268,7 +294,7 @@ impl Gateway {
         }
         let claimed = self.store.claim(row.id, &self.owner, self.lease).await;
         match claimed {
-            Ok(claimed) => self.run_claimed(prepared, spec, claimed).await,
+            Ok(claimed) => self.run_claimed(tool, claimed).await,
             taken @ Err(LedgerError::Taken { .. }) => self.as_it_stands(row.id, taken).await,
             Err(e) => Err(e.into()),
         }
@@ -292,20 +318,14 @@ impl Gateway {
     /// the result.
     async fn run_claimed(
         &self,
-        prepared: &PreparedScope,
-        spec: &ToolSpec,
+        tool: &PreparedTool,
         claimed: Invocation,
     ) -> Result<Outcome, GatewayError> {
-        let checked = prepared
-            .checks
-            .get(spec.definition.name.as_str())
-            .map(|c| c.prepare(&claimed.arguments));
-        let result = match checked {
-            Some(Err(e)) => Err(e),
-            Some(Ok(map)) => self.execute(spec, &claimed, Value::Object(map)).await?,
-            None => {
-                let arguments = claimed.arguments.clone();
-                self.execute(spec, &claimed, arguments).await?
+        let result = match tool.check.prepare(&claimed.arguments) {
+            Err(e) => Err(e),
+            Ok(map) => {
+                self.execute(&tool.spec, &claimed, Value::Object(map))
+                    .await?
             }
         };
         let finished = self.store.finish(claimed.id, &self.owner, result).await?;
@@ -381,13 +401,12 @@ fn count(outcome: &Outcome) {
     }
 }
 
-/// Why `arguments` cannot be recorded for `spec` as a runnable call, if they cannot.
-fn validate(prepared: &PreparedScope, spec: &ToolSpec, arguments: &Value) -> Option<ToolError> {
-    prepared
-        .checks
-        .get(spec.definition.name.as_str())
-        .and_then(|c| c.prepare(arguments).err())
-        .or_else(|| oversized_proposal(spec, arguments))
+/// Why `arguments` cannot be recorded for `tool` as a runnable call, if they cannot.
+fn validate(tool: &PreparedTool, arguments: &Value) -> Option<ToolError> {
+    tool.check
+        .prepare(arguments)
+        .err()
+        .or_else(|| oversized_proposal(&tool.spec, arguments))
 }
 
 /// A proposal is returned to its caller whole, so its arguments are capped at 16 KB.

@@ -43,4 +43,13 @@ mod tests {
             assert_eq!(definition(builtin).name.as_str(), name);
         }
     }
+
+    /// DECL-37: builtin schemas compile like declared ones.
+    #[test]
+    fn builtin_schemas_compile() {
+        for (name, builtin) in Builtin::ALL {
+            let schema = definition(builtin).input_schema;
+            assert!(crate::compile_input_schema(&schema).is_ok(), "{name}");
+        }
+    }
 }

@@ -105,6 +105,19 @@ pub(crate) fn shared_policy(f: &Fields<'_>, d: &mut Diag) -> Policy {
     }
 }
 
+/// `confirm:` is read on catalog integrations only (docs/rules.md POLICY-13); on a `type: api`
+/// or `type: mcp` tool it is accepted, whatever its value, and named in a warning so the
+/// operator knows it does nothing there.
+pub(crate) fn unread_confirm(f: &Fields<'_>, ty: &str, d: &mut Diag) {
+    if f.has("confirm") {
+        d.warn(
+            f.key_at("confirm"),
+            &f.key("confirm"),
+            format!("`confirm` is not read on `type: {ty}` tools (only catalog integrations read it); it is ignored here — use `approval` to have a person approve calls"),
+        );
+    }
+}
+
 /// Reads an optional `approval` word (default `never`).
 pub(crate) fn approval(f: &Fields<'_>, d: &mut Diag) -> Option<Approval> {
     f.word::<Approval>("approval", d)

@@ -31,23 +31,33 @@ pub struct Deployment {
     pub connections: Vec<ConnectionSpec>,
     /// `agents/*.yml`, by name.
     pub agents: BTreeMap<String, AgentSpec>,
+    /// Keys that were accepted but are not read (a `confirm:` on an api or mcp tool), each
+    /// with file, line and key, sorted like problems; `airlock check` prints them and `serve`
+    /// logs them.
+    pub warnings: Vec<SpecIssue>,
 }
 
 impl Deployment {
     /// Loads and validates `root`. Every problem of every file is returned at once.
     pub fn load(root: &Path) -> Result<Self, SpecErrors> {
         let mut issues = Vec::new();
+        let mut warnings = Vec::new();
         let config = load_config(root, &mut issues);
         let connections = load_connections(root, &mut issues);
         // Checked even when airlock.toml is not valid, so one load reports everything.
-        let agents = load_agents(root, config.as_ref(), &mut issues);
-        issues.sort_by(|a, b| (&a.file, a.line, a.column).cmp(&(&b.file, b.line, b.column)));
+        let agents = load_agents(root, config.as_ref(), &mut issues, &mut warnings);
+        let by_place = |a: &SpecIssue, b: &SpecIssue| {
+            (&a.file, a.line, a.column).cmp(&(&b.file, b.line, b.column))
+        };
+        issues.sort_by(by_place);
+        warnings.sort_by(by_place);
         match config {
             Some(config) if issues.is_empty() => Ok(Self {
                 root: root.to_path_buf(),
                 config,
                 connections,
                 agents,
+                warnings,
             }),
             _ => Err(SpecErrors(issues)),
         }
@@ -206,6 +216,7 @@ fn load_agents(
     root: &Path,
     config: Option<&Config>,
     issues: &mut Vec<SpecIssue>,
+    warnings: &mut Vec<SpecIssue>,
 ) -> BTreeMap<String, AgentSpec> {
     let mut agents = BTreeMap::new();
     let mut declared: HashMap<String, Vec<Declared>> = HashMap::new();
@@ -229,6 +240,7 @@ fn load_agents(
                 agents.insert(spec.name.clone(), spec);
             }
         }
+        d.drain_warnings(warnings);
         issues.extend(d.into_issues());
     }
     check_agent_graph(&agents, &declared, issues);

@@ -1,7 +1,8 @@
 //! Diagnostics: every problem of a load, each with file, line:column, key path and reason.
 //!
 //! Validation never stops at the first problem: each step pushes onto one [`Diag`] and the
-//! load fails at the end with all of them, sorted by file and position.
+//! load fails at the end with all of them, sorted by file and position. A warning has the same
+//! shape but never fails the load: it names a key that is accepted and not read.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -52,10 +53,11 @@ impl fmt::Display for SpecErrors {
     }
 }
 
-/// Collects the problems of one file while it is validated.
+/// Collects the problems and warnings of one file while it is validated.
 pub(crate) struct Diag {
     file: PathBuf,
     issues: Vec<SpecIssue>,
+    warnings: Vec<SpecIssue>,
 }
 
 impl Diag {
@@ -63,18 +65,35 @@ impl Diag {
         Self {
             file: file.to_path_buf(),
             issues: Vec::new(),
+            warnings: Vec::new(),
         }
     }
 
     /// Records a problem at `at` for `key`.
     pub(crate) fn push(&mut self, at: Pos, key: &str, reason: impl Into<String>) {
-        self.issues.push(SpecIssue {
+        let issue = self.issue(at, key, reason.into());
+        self.issues.push(issue);
+    }
+
+    /// Records a warning at `at` for `key`; the load still succeeds.
+    pub(crate) fn warn(&mut self, at: Pos, key: &str, reason: impl Into<String>) {
+        let issue = self.issue(at, key, reason.into());
+        self.warnings.push(issue);
+    }
+
+    fn issue(&self, at: Pos, key: &str, reason: String) -> SpecIssue {
+        SpecIssue {
             file: self.file.clone(),
             line: at.line,
             column: at.column,
             key: key.to_owned(),
-            reason: reason.into(),
-        });
+            reason,
+        }
+    }
+
+    /// Moves this file's warnings onto `warnings`.
+    pub(crate) fn drain_warnings(&mut self, warnings: &mut Vec<SpecIssue>) {
+        warnings.append(&mut self.warnings);
     }
 
     pub(crate) fn is_clean(&self) -> bool {

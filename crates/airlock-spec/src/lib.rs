@@ -39,7 +39,7 @@ pub use deployment::{Deployment, MAX_FILE_BYTES};
 pub use diag::{SpecErrors, SpecIssue};
 pub use names::{AWAIT_TOOL, CredentialPath, MAX_TOOL_NAME, ToolName};
 pub use policy::{Approval, Effect, Mode, SourceKind, UnknownWord};
-pub use schema::{MAX_SCHEMA_BYTES, MAX_SCHEMA_DEPTH};
+pub use schema::{MAX_SCHEMA_BYTES, MAX_SCHEMA_DEPTH, compile_input_schema};
 pub use scope::{NameCollision, ParseScopeError, Scope, ScopeId, definitions_digest};
 pub use tool::{
     ApiAuth, ApiOperation, Builtin, ConnectionTool, McpAuth, McpInlineTool, McpProtocol, Method,

@@ -1,6 +1,12 @@
 //! Input schemas: the `parameters` shorthand of api operations, and the limits every
 //! schema must meet (docs/rules.md DECL-26: `type: object`, at most 8 levels deep, at most
-//! 16 KiB).
+//! 16 KiB; DECL-37: it compiles).
+//!
+//! [`compile_input_schema`] is the one compilation of an input schema: the load checks declared
+//! schemas with it, and the runtime builds every argument check with it, so a schema that loads
+//! is a schema the runtime can check calls against. It compiles without network or file access
+//! (`jsonschema` default features are off): a `$ref` to a remote document fails to compile
+//! instead of fetching anything.
 
 use serde_json::{Map, Value, json};
 
@@ -105,8 +111,23 @@ fn parameter(node: &Node, path: &str, d: &mut Diag) -> Option<(Value, bool)> {
     Some((schema, required))
 }
 
-/// Checks a declared input schema: `type: object`, depth and size limits.
+/// Compiles `schema` for validating arguments.
+///
+/// # Errors
+/// The validator's reason, with where in the schema it applies, when it does not compile.
+pub fn compile_input_schema(schema: &Value) -> Result<jsonschema::Validator, String> {
+    jsonschema::validator_for(schema).map_err(|e| {
+        let at = e.instance_path().as_str();
+        let at = if at.is_empty() { "/" } else { at };
+        format!("the input schema does not compile (at {at}): {e}")
+    })
+}
+
+/// Checks a declared input schema: `type: object`, depth and size limits, and that it compiles.
 pub(crate) fn check_input_schema(schema: &Value, at: Pos, path: &str, d: &mut Diag) {
+    if let Err(reason) = compile_input_schema(schema) {
+        d.push(at, path, reason);
+    }
     if schema.get("type").and_then(Value::as_str) != Some("object") {
         d.push(at, path, "the input schema must have `type: object`");
     }
@@ -185,6 +206,31 @@ mod tests {
         assert_eq!(
             issues(&over),
             vec!["the input schema is 16385 bytes as compact JSON; the limit is 16384"]
+        );
+    }
+
+    /// DECL-37: the validator's refusal is a load problem, not a call left unchecked.
+    #[test]
+    fn a_schema_the_validator_refuses_is_a_problem() {
+        let bad_type =
+            issues(&json!({"type": "object", "properties": {"a": {"type": "nonsense"}}}));
+        assert_eq!(bad_type.len(), 1, "{bad_type:?}");
+        assert!(
+            bad_type[0].starts_with("the input schema does not compile (at /properties/a/type): "),
+            "{bad_type:?}"
+        );
+        let bad_pattern = issues(
+            &json!({"type": "object", "properties": {"a": {"type": "string", "pattern": "(["}}}),
+        );
+        assert_eq!(bad_pattern.len(), 1, "{bad_pattern:?}");
+        assert!(
+            bad_pattern[0].contains("does not compile"),
+            "{bad_pattern:?}"
+        );
+        let remote = issues(&json!({"type": "object", "$ref": "https://example.com/s.json"}));
+        assert!(
+            remote.iter().any(|r| r.contains("does not compile")),
+            "{remote:?}"
         );
     }
 

@@ -1,9 +1,12 @@
 //! Scopes: the tools one caller can see — the gateway scope (connection tools and enabled
-//! builtins) or one agent's scope — and their definitions digest.
+//! builtins) or one agent's scope — their definitions digest, and each tool's own digest.
 //!
-//! The digest is SHA-256 over canonical JSON of the sorted model-visible definitions
+//! The scope digest is SHA-256 over canonical JSON of the sorted model-visible definitions
 //! (name, description, input schema), so it does not depend on file or key order and changes
-//! whenever anything the model sees changes.
+//! whenever anything the model sees changes. A tool's digest covers the same fields of that one
+//! tool plus the scope's id: it changes when that tool changes and never when another tool of
+//! the scope does, which is what approvals and `once` grants are bound to (docs/rules.md
+//! POLICY-6), and it keeps a grant given in one scope from matching a same-named tool of another.
 //!
 //! A [`ScopeId`] has one written form, `gateway` or `agent:<name>`, produced by its `Display`
 //! and read back by its `FromStr` — in `airlock.toml` token scopes, in session metadata stored
@@ -114,16 +117,26 @@ impl Scope {
     pub fn digest(&self) -> String {
         definitions_digest(self.tools.iter().map(|t| &t.definition))
     }
+
+    /// The digest of `definition` as a tool of this scope (docs/rules.md DECL-34): SHA-256
+    /// (hex) of the canonical JSON of the scope's id and the tool's model-visible definition.
+    #[must_use]
+    pub fn tool_digest(&self, definition: &ToolDefinition) -> String {
+        let value = json!({"scope": self.id.to_string(), "tool": model_visible(definition)});
+        sha256_hex(canonical_json(&value).as_bytes())
+    }
+}
+
+/// What the model sees of a tool, as hashed by both digests.
+fn model_visible(d: &ToolDefinition) -> serde_json::Value {
+    json!({"name": d.name.as_str(), "description": d.description, "input_schema": d.input_schema})
 }
 
 /// SHA-256 (hex) of the canonical JSON of `definitions`, sorted by name.
 pub fn definitions_digest<'a>(definitions: impl IntoIterator<Item = &'a ToolDefinition>) -> String {
     let mut defs: Vec<&ToolDefinition> = definitions.into_iter().collect();
     defs.sort_by(|a, b| a.name.cmp(&b.name));
-    let list: Vec<serde_json::Value> = defs
-        .into_iter()
-        .map(|d| json!({"name": d.name.as_str(), "description": d.description, "input_schema": d.input_schema}))
-        .collect();
+    let list: Vec<serde_json::Value> = defs.into_iter().map(model_visible).collect();
     sha256_hex(canonical_json(&serde_json::Value::Array(list)).as_bytes())
 }
 
@@ -140,6 +153,43 @@ mod tests {
             assert_eq!(scope.to_string(), text);
             assert_eq!(text.parse::<ScopeId>(), Ok(scope));
         }
+    }
+
+    fn tool(name: &str, description: &str) -> ToolSpec {
+        ToolSpec {
+            definition: ToolDefinition {
+                name: crate::ToolName::try_from(name).unwrap(),
+                description: description.to_owned(),
+                input_schema: json!({"type": "object"}),
+            },
+            source: crate::ToolSource::Local,
+            policy: crate::Policy::default(),
+        }
+    }
+
+    fn scope_of(id: ScopeId, tools: &[ToolSpec]) -> Scope {
+        let mut scope = Scope::new(id);
+        tools.iter().for_each(|t| scope.add(t.clone()).unwrap());
+        scope
+    }
+
+    /// POLICY-6: a tool's digest moves with that tool only, and differs between scopes.
+    #[test]
+    fn a_tools_digest_ignores_the_other_tools_of_its_scope() {
+        let (a, b) = (tool("a", "A"), tool("b", "B"));
+        let before = scope_of(ScopeId::Gateway, &[a.clone(), b.clone()]);
+        let b2 = tool("b", "B, changed");
+        let after = scope_of(ScopeId::Gateway, &[a.clone(), b2.clone(), tool("c", "C")]);
+        let digest = |scope: &Scope, t: &ToolSpec| scope.tool_digest(&t.definition);
+        assert_ne!(before.digest(), after.digest());
+        assert_eq!(digest(&before, &a), digest(&after, &a));
+        assert_ne!(digest(&before, &b), digest(&after, &b2));
+        assert_ne!(
+            digest(&before, &a),
+            digest(&before, &tool("a", "A, changed"))
+        );
+        let elsewhere = scope_of(ScopeId::Agent("x".into()), std::slice::from_ref(&a));
+        assert_ne!(digest(&before, &a), digest(&elsewhere, &a));
     }
 
     #[test]

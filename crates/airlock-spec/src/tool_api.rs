@@ -5,7 +5,7 @@ use serde_json::Value;
 
 use crate::declared::{
     Declared, declare, description, non_empty_list, shared_policy, under_connection,
-    writes_and_mode,
+    unread_confirm, writes_and_mode,
 };
 use crate::diag::Diag;
 use crate::fields::Fields;
@@ -14,7 +14,7 @@ use crate::schema::{check_input_schema, from_parameters};
 use crate::tool::{ApiAuth, ApiOperation, Method, Policy, ToolSource};
 use crate::tree::Node;
 
-pub(crate) const KEYS: [&str; 9] = [
+pub(crate) const KEYS: [&str; 10] = [
     "name",
     "type",
     "connection",
@@ -24,8 +24,9 @@ pub(crate) const KEYS: [&str; 9] = [
     "rate_limit",
     "approval",
     "base_url",
+    "confirm",
 ];
-const OP_KEYS: [&str; 7] = [
+const OP_KEYS: [&str; 8] = [
     "name",
     "description",
     "writes",
@@ -33,6 +34,7 @@ const OP_KEYS: [&str; 7] = [
     "parameters",
     "request",
     "response",
+    "confirm",
 ];
 const REQUEST_KEYS: [&str; 6] = [
     "method",
@@ -60,6 +62,7 @@ pub(crate) fn read_api(f: &Fields<'_>, d: &mut Diag) -> Vec<Declared> {
             "`base_url` is not allowed in the spec: it comes from the connection",
         );
     }
+    unread_confirm(f, "api", d);
     let slug = f.req_str("name", d).filter(|s| {
         check_slug(s, 64)
             .map_err(|r| d.push(f.key_at("name"), &f.key("name"), r))
@@ -125,6 +128,7 @@ struct Operation {
 
 fn operation(node: &Node, path: &str, d: &mut Diag) -> Option<Operation> {
     let f = Fields::open(node, path, &OP_KEYS, d)?;
+    unread_confirm(&f, "api", d);
     let name = f.req_str("name", d).filter(|n| {
         check_snake(n)
             .map_err(|r| d.push(f.key_at("name"), &f.key("name"), r))

@@ -3,7 +3,8 @@
 
 use crate::connection::{effect, header_name, protocol};
 use crate::declared::{
-    Declared, declare, non_empty_list, shared_policy, under_connection, writes_and_mode,
+    Declared, declare, non_empty_list, shared_policy, under_connection, unread_confirm,
+    writes_and_mode,
 };
 use crate::diag::Diag;
 use crate::fields::Fields;
@@ -17,7 +18,7 @@ pub const MAX_MCP_SLUG: usize = 30;
 /// Longest remote tool name.
 pub const MAX_REMOTE_TOOL_NAME: usize = 128;
 
-pub(crate) const KEYS: [&str; 11] = [
+pub(crate) const KEYS: [&str; 12] = [
     "name",
     "type",
     "connection",
@@ -29,11 +30,20 @@ pub(crate) const KEYS: [&str; 11] = [
     "approval",
     "effect",
     "protocol",
+    "confirm",
 ];
-const TOOL_KEYS: [&str; 5] = ["name", "description", "input_schema", "writes", "mode"];
+const TOOL_KEYS: [&str; 6] = [
+    "name",
+    "description",
+    "input_schema",
+    "writes",
+    "mode",
+    "confirm",
+];
 
 /// Reads one `type: mcp` entry of `spec.tools` into one tool per snapshot entry.
 pub(crate) fn read_mcp(f: &Fields<'_>, d: &mut Diag) -> Vec<Declared> {
+    unread_confirm(f, "mcp", d);
     let slug = f.req_str("name", d).filter(|s| {
         check_slug(s, MAX_MCP_SLUG)
             .map_err(|r| d.push(f.key_at("name"), &f.key("name"), r))
@@ -135,6 +145,7 @@ struct Entry {
 
 fn entry(node: &Node, path: &str, d: &mut Diag) -> Option<Entry> {
     let f = Fields::open(node, path, &TOOL_KEYS, d)?;
+    unread_confirm(&f, "mcp", d);
     let name = f.req_str("name", d).filter(|n| {
         let ok = !n.is_empty() && n.chars().count() <= MAX_REMOTE_TOOL_NAME;
         if !ok {

@@ -80,13 +80,13 @@ async fn assemble(
     let mut builder = Gateway::builder(store, egress, Arc::clone(&credentials))
         .connections(config.connections.clone())
         .mcp_connections(deployment.connections.clone())
-        .scope(gateway_scope);
+        .scope(gateway_scope)?;
     if let Some(lease) = lease {
         builder = builder.lease(lease);
     }
     for name in deployment.agents.keys() {
         if let Some(scope) = deployment.agent_scope(name) {
-            builder = builder.scope(scope);
+            builder = builder.scope(scope)?;
         }
     }
     let admin = tokens(&config.admin, &credentials).context("admin tokens")?;

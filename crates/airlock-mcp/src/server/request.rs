@@ -4,7 +4,8 @@
 //! A body declared `application/json` must also be a JSON-RPC message rmcp models, checked by
 //! reading the parsed tree (neither a second parse of the text nor a copy of the tree): 400
 //! with -32700 when it is not JSON, -32602 when it is a request we can route whose params do
-//! not fit its method, -32600 otherwise. The steps after admission read only the parsed
+//! not fit its method (a `tools/call` without a string `name` or with `arguments` that are not
+//! an object included), -32600 otherwise. The steps after admission read only the parsed
 //! message, the headers and who is calling; the body bytes are private to this module and
 //! leave it only through [`AdmittedRequest::into_rmcp`], which ends the pipeline (rmcp's HTTP
 //! service takes nothing but an HTTP body, so it parses those bytes itself).
@@ -112,6 +113,9 @@ impl AdmittedRequest {
 }
 
 fn check_json_rpc(message: &Value) -> Result<(), Box<Response>> {
+    if let Err(text) = check_call_params(message) {
+        return Err(rpc_error(&message["id"], -32602, text));
+    }
     if ClientJsonRpcMessage::deserialize(message).is_ok() {
         return Ok(());
     }
@@ -125,6 +129,23 @@ fn check_json_rpc(message: &Value) -> Result<(), Box<Response>> {
         (-32600, "Invalid Request: not a JSON-RPC 2.0 message")
     };
     Err(rpc_error(&message["id"], code, text))
+}
+
+/// The params of a `tools/call`: a string `name`, and `arguments` absent or an object. rmcp's
+/// model would take any other shape for a custom request and answer it "method not found";
+/// the method is known, so its params are what is wrong (docs/rules.md MCP-8).
+fn check_call_params(message: &Value) -> Result<(), &'static str> {
+    if message["method"] != "tools/call" {
+        return Ok(());
+    }
+    let params = &message["params"];
+    if !params["name"].is_string() {
+        return Err("Invalid params: tools/call needs `name`, the tool's name as a string");
+    }
+    match params.get("arguments") {
+        None | Some(Value::Object(_)) => Ok(()),
+        Some(_) => Err("Invalid params: tools/call `arguments` must be a JSON object"),
+    }
 }
 
 fn rpc_error(id: &Value, code: i64, message: &str) -> Box<Response> {

@@ -1,13 +1,14 @@
 //! The MCP executor: calls a tool on a remote MCP server through the egress guard. Two kinds
 //! of tools reach it: inline `type: mcp` tools of an agent manifest (base URL and credential
 //! from `[connections]`, resolved per call) and connection-file tools (discovered once at
-//! boot, failing loudly, their remote names and schemas part of the scope's digest).
+//! boot, failing loudly, their remote names and schemas part of the scope's digest, their
+//! schemas compiled there so a tool that could not be checked never enters a scope).
 
 use airlock_egress::join;
 use airlock_mcp::{McpClient, McpCredential, McpTarget, ToolCall};
 use airlock_spec::{
     ApiConnection, ConnectionSpec, ConnectionTool, CredentialPath, Credentials, McpAuth,
-    McpInlineTool, Policy, ToolDefinition, ToolName, ToolSource, ToolSpec,
+    McpInlineTool, Policy, ToolDefinition, ToolName, ToolSource, ToolSpec, compile_input_schema,
 };
 use secrecy::SecretString;
 use serde_json::{Value, json};
@@ -48,6 +49,10 @@ pub async fn discover(
         for tool in remote {
             let name = format!("{}__{}", connection.namespace, tool.name);
             let name = ToolName::try_from(name.as_str())
+                .map_err(|reason| fail(format!("tool `{}`: {reason}", tool.name)))?;
+            // A discovered schema the validator refuses would leave the tool's calls
+            // unchecked: the boot stops, as for any bad connection (docs/rules.md DECL-37).
+            compile_input_schema(&tool.input_schema)
                 .map_err(|reason| fail(format!("tool `{}`: {reason}", tool.name)))?;
             tools.push(ToolSpec {
                 definition: ToolDefinition {

@@ -1,5 +1,6 @@
-//! Building a [`Gateway`]: its scopes are prepared once (digest, compiled argument checks), and
-//! the executors get their connections and local tools.
+//! Building a [`Gateway`]: its scopes are prepared once (digests, compiled argument checks), and
+//! the executors get their connections and local tools. A scope with a tool whose schema does
+//! not compile is refused, so every tool a gateway can run has its argument check.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -7,9 +8,9 @@ use std::time::Duration;
 
 use airlock_egress::GuardedClient;
 use airlock_ledger::Store;
-use airlock_spec::{ApiConnection, ConnectionSpec, Credentials, Scope};
+use airlock_spec::{ApiConnection, ConnectionSpec, Credentials, Scope, ScopeId, ToolSpec};
 
-use super::{Gateway, PreparedScope};
+use super::{Gateway, PreparedScope, PreparedTool};
 use crate::execute::Executors;
 use crate::execute::api::ArgumentCheck;
 use crate::execute::local::LocalTool;
@@ -42,27 +43,28 @@ impl GatewayBuilder {
         }
     }
 
-    /// Adds a scope (the gateway scope, or an agent's).
-    #[must_use]
-    pub fn scope(mut self, scope: Scope) -> Self {
-        let checks = scope
+    /// Adds a scope (the gateway scope, or an agent's), compiling every tool's input schema
+    /// and computing every tool's digest once.
+    ///
+    /// # Errors
+    /// A tool whose input schema does not compile (docs/rules.md DECL-37): a gateway never
+    /// holds a tool it could not check the arguments of.
+    pub fn scope(mut self, scope: Scope) -> Result<Self, InvalidSchema> {
+        let tools = scope
             .tools()
             .iter()
-            .filter_map(|t| {
-                let check = ArgumentCheck::new(&t.definition.input_schema).ok()?;
-                Some((t.definition.name.to_string(), check))
-            })
-            .collect();
+            .map(|t| prepare_tool(&scope, t))
+            .collect::<Result<_, _>>()?;
         let digest = scope.digest();
         self.gateway.scopes.insert(
             scope.id.clone(),
             PreparedScope {
                 scope,
                 digest,
-                checks,
+                tools,
             },
         );
-        self
+        Ok(self)
     }
 
     /// Registers a local tool's implementation (its definition must be in a scope too).
@@ -106,6 +108,34 @@ impl GatewayBuilder {
     pub fn build(self) -> Gateway {
         self.gateway
     }
+}
+
+/// A tool of a scope whose input schema does not compile.
+#[derive(Debug, thiserror::Error)]
+#[error("scope {scope}: tool `{tool}`: {reason}")]
+pub struct InvalidSchema {
+    /// The scope being added.
+    pub scope: ScopeId,
+    /// The tool's name.
+    pub tool: String,
+    /// The validator's reason.
+    pub reason: String,
+}
+
+/// `spec` with its compiled argument check and its digest in `scope`.
+fn prepare_tool(scope: &Scope, spec: &ToolSpec) -> Result<(String, PreparedTool), InvalidSchema> {
+    let name = spec.definition.name.to_string();
+    let check = ArgumentCheck::new(&spec.definition.input_schema).map_err(|e| InvalidSchema {
+        scope: scope.id.clone(),
+        tool: name.clone(),
+        reason: e.message,
+    })?;
+    let tool = PreparedTool {
+        spec: spec.clone(),
+        check,
+        digest: scope.tool_digest(&spec.definition),
+    };
+    Ok((name, tool))
 }
 
 /// A short random suffix so two processes never share a lease owner name.

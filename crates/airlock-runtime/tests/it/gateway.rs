@@ -18,9 +18,16 @@ use airlock_spec::{
 };
 use serde_json::{Value, json};
 
+mod definitions;
 mod rival;
 mod words;
 
+use definitions::{
+    a_once_grant_follows_its_own_tool_only, a_retry_runs_its_approval_after_another_tool_changed,
+    an_approval_does_not_survive_a_change_to_its_own_tool,
+    an_approval_recorded_under_the_scope_digest_still_runs,
+    an_approval_survives_a_change_to_another_tool,
+};
 use rival::a_refused_call_another_claimer_holds_is_reported_as_it_stands;
 use words::{an_abandoned_call_never_runs, an_expired_call_reads_back_as_expired};
 
@@ -163,6 +170,11 @@ on_both_backends!(
     a_refused_call_another_claimer_holds_is_reported_as_it_stands,
     an_expired_call_reads_back_as_expired,
     an_abandoned_call_never_runs,
+    an_approval_survives_a_change_to_another_tool,
+    a_retry_runs_its_approval_after_another_tool_changed,
+    an_approval_does_not_survive_a_change_to_its_own_tool,
+    a_once_grant_follows_its_own_tool_only,
+    an_approval_recorded_under_the_scope_digest_still_runs,
 );
 
 // After the macro, which it uses.
@@ -196,6 +208,7 @@ async fn gateway_on(
     let egress = GuardedClient::new(EgressPolicy::default()).unwrap();
     let gateway = Gateway::builder(store, egress, Arc::new(Credentials::default()))
         .scope(scope)
+        .unwrap()
         .local(tool)
         .build();
     Fixture {
@@ -928,6 +941,7 @@ async fn an_approved_call_of_a_removed_tool_fails_once() {
     let egress = GuardedClient::new(EgressPolicy::default()).unwrap();
     let empty = Gateway::builder(store, egress, Arc::new(Credentials::default()))
         .scope(Scope::new(ScopeId::Gateway))
+        .unwrap()
         .build();
     let row = empty
         .continue_approved(id)
@@ -978,6 +992,7 @@ async fn a_running_call_keeps_its_lease(backend: Backend) {
     let egress = GuardedClient::new(EgressPolicy::default()).unwrap();
     let gateway = Gateway::builder(Arc::clone(&store), egress, Arc::new(Credentials::default()))
         .scope(scope)
+        .unwrap()
         .local(tool)
         .lease(Duration::from_millis(300))
         .build();

@@ -122,6 +122,7 @@ async fn gateway(address: Option<IpAddr>, port: u16, dir: &tempfile::TempDir) ->
         Credentials::from_pairs([("up.token".to_owned(), "tok-same-cause".to_owned())]);
     Gateway::builder(Arc::new(store), egress, Arc::new(credentials))
         .scope(scope)
+        .unwrap()
         .connections(
             [(
                 "up".to_owned(),

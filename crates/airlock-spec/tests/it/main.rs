@@ -6,4 +6,5 @@
 mod digest;
 mod examples;
 mod rules;
+mod schemas;
 mod support;

@@ -1,12 +1,14 @@
-//! `airlock check DIR [--json] [--discover]`: validate offline, print each scope's tools and
-//! digest. Exit status 1 when any declaration is invalid. Only `--discover` touches the network:
-//! it lists every connection file's tools (one `tools/list` each, through the deployment's
-//! egress policy) and shows them in the gateway scope, with the digest `serve` would have.
+//! `airlock check DIR [--json] [--discover]`: validate offline, print the warnings (keys
+//! accepted but not read, each with file:line) and each scope's tools and digest. Exit status 1
+//! when any declaration is invalid; warnings alone never fail it. Only `--discover` touches the
+//! network: it lists every connection file's tools (one `tools/list` each, through the
+//! deployment's egress policy) and shows them in the gateway scope, with the digest `serve`
+//! would have.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use airlock_spec::{Deployment, Scope, ScopeId, SpecErrors, ToolSource, ToolSpec};
+use airlock_spec::{Deployment, Scope, ScopeId, SpecErrors, SpecIssue, ToolSource, ToolSpec};
 use serde_json::{Value, json};
 
 /// Arguments of `airlock check`.
@@ -36,11 +38,14 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
             if args.json {
                 println!(
                     "{}",
-                    serde_json::to_string_pretty(
-                        &json!({"ok": true, "scopes": scopes.iter().map(scope_json).collect::<Vec<_>>()})
-                    )?
+                    serde_json::to_string_pretty(&json!({
+                        "ok": true,
+                        "warnings": deployment.warnings,
+                        "scopes": scopes.iter().map(scope_json).collect::<Vec<_>>(),
+                    }))?
                 );
             } else {
+                print_warnings(&deployment.warnings);
                 scopes.iter().for_each(print_scope);
                 match &discovered {
                     Some(tools) => print_discovered(&deployment, tools),
@@ -53,6 +58,13 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
             report(&args.dir, &errors, args.json)?;
             Ok(ExitCode::FAILURE)
         }
+    }
+}
+
+/// Keys accepted but not read, on standard error so a script reading the tables is unaffected.
+fn print_warnings(warnings: &[SpecIssue]) {
+    for warning in warnings {
+        eprintln!("warning: {warning}");
     }
 }
 

@@ -14,6 +14,7 @@ use airlock_mcp::{McpClient, McpCredential, McpTarget, RemoteTool};
 use airlock_runtime::egress_policy;
 use airlock_spec::{
     CredentialPath, Credentials, Deployment, MAX_SCHEMA_BYTES, MAX_SCHEMA_DEPTH, ToolSpec,
+    compile_input_schema,
 };
 use anyhow::{Context as _, bail};
 use serde_json::Value;
@@ -191,6 +192,9 @@ fn quote(s: &str) -> String {
 
 /// Why a schema cannot go into a manifest (`airlock check`'s rules), if it cannot.
 fn schema_problem(schema: &Value) -> Option<String> {
+    if let Err(reason) = compile_input_schema(schema) {
+        return Some(reason);
+    }
     if schema.get("type").and_then(Value::as_str) != Some("object") {
         return Some("the input schema is not `type: object`".to_owned());
     }

@@ -54,6 +54,9 @@ async fn serve_dir(args: &Args) -> anyhow::Result<()> {
     if booted.admin.0.is_empty() {
         tracing::warn!("no [[admin.tokens]] configured: the approvals API is closed");
     }
+    for warning in &booted.deployment.warnings {
+        tracing::warn!("{warning}");
+    }
     println!("airlock listening on http://{addr}");
     println!(
         "  /healthz /readyz  /v1/approvals  /v1/invocations/{{id}}[/approve|/deny|/answer|/resolve]"

@@ -1,6 +1,8 @@
 //! `airlock check`: tables on success, every error and a non-zero exit on failure, offline.
 
 use crate::support::deployment_with;
+use serde_json::json;
+
 use crate::{airlock, examples, text};
 
 #[test]
@@ -119,5 +121,44 @@ fn check_does_no_network_io() {
     assert!(
         network.is_empty(),
         "network syscalls during check: {network:#?}"
+    );
+}
+
+/// POLICY-13: `confirm:` on an api or mcp tool is not read there; the deployment loads, and
+/// the warning names the file, the line and the key — in the text output and in `--json`.
+#[test]
+fn confirm_on_an_api_tool_is_a_warning_naming_its_line() {
+    let toml = "[connections.erp_main]\nbase_url = \"https://erp.example.com\"\n";
+    let dir = deployment_with(toml, "");
+    std::fs::create_dir(dir.path().join("agents")).unwrap();
+    let manifest = "apiVersion: airlock/v1\nkind: Agent\nmetadata:\n  name: erp\nspec:\n  model: { provider: openai, model: gpt-4o-mini }\n  prompts: { system: test }\n  tools:\n    - name: erp-cliente\n      type: api\n      connection: erp_main\n      auth: { scheme: bearer }\n      confirm: true\n      operations:\n        - name: buscar\n          description: Find.\n          writes: false\n          request: { method: GET, path: /clientes }\n";
+    std::fs::write(dir.path().join("agents/erp.yml"), manifest).unwrap();
+    let expected =
+        "agents/erp.yml:13:7: spec.tools[0].confirm: `confirm` is not read on `type: api` tools";
+
+    let out = airlock().arg("check").arg(dir.path()).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr.contains(&format!("warning: {expected}")), "{stderr}");
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(stdout.contains("erp_cliente_buscar"), "{stdout}");
+
+    let out = airlock()
+        .args(["check", "--json"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["ok"], true);
+    let warning = &v["warnings"][0];
+    assert_eq!(
+        (&warning["file"], &warning["line"], &warning["key"]),
+        (
+            &json!("agents/erp.yml"),
+            &json!(13),
+            &json!("spec.tools[0].confirm")
+        ),
+        "{v}"
     );
 }

@@ -5,6 +5,7 @@
 use std::path::Path;
 
 use airlock::boot::boot;
+use airlock_runtime::ledger::{Decision, InvocationState};
 use airlock_runtime::{Outcome, OutcomeKind};
 use airlock_spec::{Deployment, ScopeId};
 use airlock_testkit::{Script, Server};
@@ -270,6 +271,80 @@ async fn discover_prints_a_block_that_check_accepts() {
         .unwrap_or_else(|e| panic!("{e}\n--- manifest:\n{manifest}"));
     let scope = deployment.agent_scope("live").unwrap();
     assert_eq!(scope.tools().len(), 3, "{block}");
+}
+
+/// DECL-37: a discovered schema the validator refuses stops the boot, naming the connection
+/// and the tool, like any bad connection; `airlock discover` leaves such a tool out.
+#[tokio::test]
+async fn a_discovered_schema_that_does_not_compile_refuses_boot() {
+    let upstream = Server::start(Script::default()).await;
+    upstream.set_tools(vec![
+        json!({"name": "echo", "description": "Echo."}),
+        json!({"name": "bad", "description": "Bad.",
+               "inputSchema": {"type": "object", "properties": {"a": {"type": "nonsense"}}}}),
+    ]);
+    let dir = deployment(&upstream.loopback_url(), "never");
+    let err = boot(dir.path()).await.err().expect("the boot is refused");
+    let message = format!("{err:#}");
+    assert!(
+        message.contains("connection crm: ")
+            && message.contains("tool `bad`: the input schema does not compile"),
+        "{message}"
+    );
+
+    let out = tokio::process::Command::from(airlock())
+        .arg("discover")
+        .arg(upstream.loopback_url())
+        .args([
+            "--name",
+            "crm-live",
+            "--credential",
+            "crm.mcp_token",
+            "--dir",
+        ])
+        .arg(dir.path())
+        .output()
+        .await
+        .unwrap();
+    let block = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{block}");
+    assert!(
+        block.contains("# tool \"bad\" left out: the input schema does not compile"),
+        "{block}"
+    );
+}
+
+/// POLICY-6: the connection's server gains a tool while a call of another of its tools waits,
+/// approved; after the restart that discovers the new tool, the approved call still runs.
+#[tokio::test]
+async fn an_approved_call_survives_its_connection_gaining_a_tool() {
+    let upstream = Server::start(Script::default()).await;
+    upstream.set_tools(vec![json!({"name": "echo", "description": "Echo."})]);
+    let dir = deployment(&upstream.loopback_url(), "always");
+    let before = boot(dir.path()).await.unwrap().gateway;
+    let ctx = call_context(&before, ScopeId::Gateway, Some("bob"), "1").await;
+    let parked = before
+        .call(&ctx, "crm__echo", json!({"ticket": "42"}))
+        .await
+        .unwrap();
+    assert_eq!(parked.kind(), OutcomeKind::Parked, "{parked:?}");
+    let id = parked.invocation().id;
+    before
+        .store()
+        .decide(id, "alice", Decision::Approve)
+        .await
+        .unwrap();
+    drop(before);
+
+    upstream.set_tools(vec![
+        json!({"name": "echo", "description": "Echo."}),
+        json!({"name": "archive", "description": "New on the server."}),
+    ]);
+    let after = boot(dir.path()).await.unwrap().gateway;
+    let done = after.continue_approved(id).await.unwrap();
+    let row = done.invocation();
+    assert_eq!(row.state, InvocationState::Succeeded, "{:?}", row.error);
+    assert!(upstream.seen().iter().any(|s| s.method == "tools/call"));
 }
 
 /// A connection's `approval_ttl` sets how long its calls wait for an approval (the server's

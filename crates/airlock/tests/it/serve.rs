@@ -183,6 +183,39 @@ fn serve_starts_prints_endpoints_and_stops_on_sigterm() {
     assert!(status.success(), "graceful shutdown exits 0: {status}");
 }
 
+/// POLICY-13: `serve` starts on a deployment whose api tool carries `confirm:`, and logs the
+/// warning naming its file, line and key.
+#[test]
+fn serve_logs_a_confirm_warning_and_starts() {
+    let dir = deployment();
+    let toml = std::fs::read_to_string(dir.path().join("airlock.toml")).unwrap();
+    let toml = format!("{toml}[connections.erp_main]\nbase_url = \"https://erp.example.com\"\n");
+    std::fs::write(dir.path().join("airlock.toml"), toml).unwrap();
+    std::fs::create_dir(dir.path().join("agents")).unwrap();
+    let manifest = "apiVersion: airlock/v1\nkind: Agent\nmetadata:\n  name: erp\nspec:\n  model: { provider: openai, model: gpt-4o-mini }\n  prompts: { system: test }\n  tools:\n    - name: erp-cliente\n      type: api\n      connection: erp_main\n      auth: { scheme: bearer }\n      confirm: true\n      operations:\n        - name: buscar\n          description: Find.\n          writes: false\n          request: { method: GET, path: /clientes }\n";
+    std::fs::write(dir.path().join("agents/erp.yml"), manifest).unwrap();
+    let mut child = airlock()
+        .arg("serve")
+        .arg(dir.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    listening_addr(&lines.next().unwrap().unwrap());
+    let pid = child.id().to_string();
+    std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("agents/erp.yml:13:7: spec.tools[0].confirm: `confirm` is not read"),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn serve_fails_loudly_on_a_bad_deployment() {
     let dir = deployment();

@@ -478,3 +478,55 @@ async fn v2026_mcp_param_headers_must_match_the_arguments_they_mirror() {
         .count();
     assert_eq!(calls, 3, "a refused request never reaches the host");
 }
+
+/// A `tools/call` whose params do not fit the method — no `name`, a `name` that is not a
+/// string, `arguments` that are not an object — is invalid params (-32602), on both protocol
+/// revisions, and never reaches the host (docs/rules.md MCP-8).
+#[tokio::test]
+async fn tools_call_with_malformed_params_is_32602_on_both_revisions() {
+    let server = Endpoint::start().await;
+    let meta = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"}}"#;
+    let malformed = [
+        r#""arguments":{}"#,
+        r#""name":7,"arguments":{}"#,
+        r#""name":"echo","arguments":"x""#,
+        r#""name":"echo","arguments":[1]"#,
+        r#""name":"echo","arguments":5"#,
+    ];
+    for params in malformed {
+        let legacy =
+            format!(r#"{{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{{{params}}}}}"#);
+        let reply = server.post("/mcp", &[V2025], &legacy).await;
+        let body = reply.json();
+        assert_eq!(
+            body["error"]["code"], -32602,
+            "legacy {params}: {}",
+            reply.body
+        );
+        assert_eq!(body["id"], 9, "legacy {params}");
+
+        let current = format!(
+            r#"{{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{{{params},{meta}}}}}"#
+        );
+        let headers = [
+            "MCP-Protocol-Version: 2026-07-28",
+            "Mcp-Method: tools/call",
+            "Mcp-Name: echo",
+        ];
+        let reply = server.post("/mcp", &headers, &current).await;
+        let body = reply.json();
+        assert_eq!(
+            body["error"]["code"], -32602,
+            "2026-07-28 {params}: {}",
+            reply.body
+        );
+        assert_eq!(body["id"], 9, "2026-07-28 {params}");
+    }
+    assert!(
+        !server
+            .asked()
+            .iter()
+            .any(|a| matches!(a, Asked::Call { .. })),
+        "a malformed call never reaches the host"
+    );
+}

@@ -3,8 +3,9 @@
 //! Guarantees: a call that reaches request building has an object of arguments that satisfies
 //! the tool's input schema. A violation is a `bad_arguments` tool error listing every problem,
 //! each with its JSON pointer, so the model can correct all of them in one retry. The schema is
-//! compiled without network or file access (`jsonschema` default features are off), so a
-//! `$ref` to a remote document fails to compile instead of fetching anything.
+//! compiled by `airlock_spec::compile_input_schema`, the compilation the load checks declared
+//! schemas with (without network or file access: a `$ref` to a remote document fails to
+//! compile instead of fetching anything).
 
 use serde_json::{Map, Value};
 
@@ -33,9 +34,8 @@ impl ArgumentCheck {
     /// # Errors
     /// `bad_declaration` when the schema does not compile.
     pub fn new(input_schema: &Value) -> Result<Self, ToolError> {
-        let validator = jsonschema::validator_for(input_schema).map_err(|e| {
-            ToolError::bad_declaration(format!("the tool's input schema is invalid: {e}"))
-        })?;
+        let validator =
+            airlock_spec::compile_input_schema(input_schema).map_err(ToolError::bad_declaration)?;
         let defaults = input_schema
             .get("properties")
             .and_then(Value::as_object)

@@ -158,6 +158,7 @@ fn gateway(store: Arc<dyn Store>, port: u16, mcp: Option<&Server>) -> Gateway {
     });
     Gateway::builder(store, egress, Arc::new(credentials))
         .scope(scope)
+        .expect("the scope's schemas compile")
         .connections([("erp_main".to_owned(), connection)].into())
         .mcp_connections(crm.into_iter().collect())
         .build()
