@@ -92,7 +92,7 @@ enum Backend {
 /// Where a test's ledger lives: an SQLite file, or a fresh PostgreSQL schema.
 enum Location {
     Sqlite(std::path::PathBuf),
-    Postgres(sqlx::postgres::PgConnectOptions),
+    Postgres(Box<sqlx::postgres::PgConnectOptions>),
 }
 
 /// A fresh ledger's location: an SQLite file in `dir`, or a fresh PostgreSQL schema. `None`
@@ -117,9 +117,9 @@ async fn location(backend: Backend, dir: &tempfile::TempDir) -> Option<Location>
                 .unwrap();
             admin.close().await;
             let options: sqlx::postgres::PgConnectOptions = url.parse().unwrap();
-            Some(Location::Postgres(
+            Some(Location::Postgres(Box::new(
                 options.options([("search_path", schema.as_str())]),
-            ))
+            )))
         }
     }
 }
@@ -129,7 +129,7 @@ async fn open(location: &Location, config: StoreConfig) -> Arc<dyn Store> {
     match location {
         Location::Sqlite(path) => Arc::new(SqliteStore::open(path, config).await.unwrap()),
         Location::Postgres(options) => {
-            Arc::new(PgStore::connect(options.clone(), config).await.unwrap())
+            Arc::new(PgStore::connect((**options).clone(), config).await.unwrap())
         }
     }
 }
