@@ -24,6 +24,7 @@ use crate::model::{
     ResumeOutcome, Run, Session, SweepReport,
 };
 use crate::notify::Notifier;
+use crate::rate::{self, RateBudget, RateRefusal};
 use crate::reads::{self, text};
 use crate::state::RunStatus;
 use crate::store::{LedgerFuture, Store};
@@ -375,6 +376,18 @@ impl Store for Ledger {
         let key = uuid::Uuid::nil();
         Box::pin(self.writer.submit(key, Prefetch::Nothing, move |tx, b| {
             Box::pin(sweep::sweep(tx, b, now, limit))
+        }))
+    }
+
+    fn take_rate(&self, budgets: Vec<RateBudget>) -> LedgerFuture<'_, Option<RateRefusal>> {
+        let now = to_micros(self.clock.now());
+        if let DbPool::Postgres(pool) = &self.pool {
+            return Box::pin(async move { rate::take_shared(pool, &budgets, now).await });
+        }
+        let key = uuid::Uuid::nil();
+        Box::pin(self.writer.submit(key, Prefetch::Nothing, move |tx, _| {
+            let budgets = budgets.clone();
+            Box::pin(async move { rate::take_in_lane(tx, &budgets, now).await })
         }))
     }
 

@@ -40,6 +40,7 @@ mod batch;
 mod decide;
 mod expiry;
 mod lease;
+mod rate;
 mod record;
 mod runs;
 mod sweep;
@@ -66,6 +67,7 @@ pub use model::{
     ResumeOutcome, Run, Session, Settlement, SweepReport,
 };
 pub use postgres::PgStore;
+pub use rate::{RateBudget, RateRefusal};
 pub use sqlite::SqliteStore;
 pub use state::{CallKind, DecisionKind, InvocationState, Resolution, RunStatus};
 pub use store::{LedgerFuture, Store};

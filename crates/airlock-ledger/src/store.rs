@@ -18,6 +18,7 @@ use crate::model::{
     ApprovalFilter, AuditReport, Decision, Invocation, NewInvocation, NewRun, NewSession, Recorded,
     ResumeOutcome, Run, Session, SweepReport,
 };
+use crate::rate::{RateBudget, RateRefusal};
 use crate::state::{InvocationState, RunStatus};
 use crate::tx::TxTool;
 
@@ -119,6 +120,21 @@ pub trait Store: Send + Sync + 'static {
     /// Expired leases → `in_doubt` (at-most-once) or `approved` (idempotent, re-run); parked
     /// rows past `expires_at` → `expired`.
     fn sweep(&self, now: OffsetDateTime) -> LedgerFuture<'_, SweepReport>;
+
+    /// Takes one call from every budget in `budgets`, or from none: `None` when the call may
+    /// run now, else the budget that refused it and when it has room (POLICY-16). Budgets are
+    /// shared by every store on the same database, at the store's clock.
+    ///
+    /// The default refuses with an error, so a store that keeps no budgets never lets a
+    /// rate-limited call through unlimited.
+    fn take_rate(&self, budgets: Vec<RateBudget>) -> LedgerFuture<'_, Option<RateRefusal>> {
+        let _ = budgets;
+        Box::pin(async {
+            Err(LedgerError::Invalid(
+                "this store keeps no rate-limit budgets; a rate-limited call cannot run".into(),
+            ))
+        })
+    }
 
     /// Reads a row (expiring it first if it is overdue).
     fn get(&self, id: InvocationId) -> LedgerFuture<'_, Invocation>;

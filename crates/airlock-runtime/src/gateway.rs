@@ -30,7 +30,7 @@ use crate::error::{ToolError, ToolErrorKind};
 use crate::execute::Executors;
 use crate::execute::api::ArgumentCheck;
 use crate::outcome::{Outcome, OutcomeKind};
-use crate::rate_limit::RateLimits;
+use crate::rate_limit;
 use crate::session;
 
 /// Who calls, from where, in which scope.
@@ -100,7 +100,6 @@ pub struct Gateway {
     store: Arc<dyn Store>,
     executors: Executors,
     scopes: HashMap<ScopeId, PreparedScope>,
-    limits: RateLimits,
     owner: String,
     lease: Duration,
 }
@@ -186,7 +185,7 @@ impl Gateway {
         // An ungated call is recorded and claimed in one durable commit; rate-limited and
         // transactional calls take the general path (limit first; the transaction claims).
         let fast = invalid.is_none()
-            && spec.policy.rate_limit.is_none()
+            && !rate_limit::is_limited(spec)
             && spec.policy.effect != airlock_spec::Effect::Transactional;
         let recorded = if fast {
             self.store
@@ -277,8 +276,8 @@ impl Gateway {
             }
             InvocationState::Approved => None,
             InvocationState::Pending => {
-                self.limits
-                    .check(&prepared.scope.id, spec, row.principal.as_deref())
+                let (store, principal) = (self.store.as_ref(), row.principal.as_deref());
+                rate_limit::refusal(store, &prepared.scope.id, spec, principal).await?
             }
             _ => return Ok(Outcome::from_row(row)),
         };

@@ -66,10 +66,26 @@ pub(crate) fn writes_and_mode(f: &Fields<'_>, d: &mut Diag) -> Option<(bool, Mod
     }
 }
 
-/// Reads `rate_limit: {requests, per}`.
-pub(crate) fn rate_limit(f: &Fields<'_>, d: &mut Diag) -> Option<RateLimit> {
-    let node = f.get("rate_limit")?;
-    let r = Fields::open(node, &f.key("rate_limit"), &["requests", "per"], d)?;
+/// Reads `rate_limit: {requests, per, per_principal: {requests, per}}` (POLICY-16): the
+/// declaration's one budget, and optionally each principal's budget on top of it.
+pub(crate) fn rate_limits(f: &Fields<'_>, d: &mut Diag) -> (Option<RateLimit>, Option<RateLimit>) {
+    let Some(node) = f.get("rate_limit") else {
+        return (None, None);
+    };
+    let keys = ["requests", "per", "per_principal"];
+    let Some(r) = Fields::open(node, &f.key("rate_limit"), &keys, d) else {
+        return (None, None);
+    };
+    let shared = rate(&r, d);
+    let per_principal = r
+        .get("per_principal")
+        .and_then(|n| Fields::open(n, &r.key("per_principal"), &["requests", "per"], d))
+        .and_then(|p| rate(&p, d));
+    (shared, per_principal)
+}
+
+/// Reads the required `requests` (at least 1) and `per` of a rate.
+fn rate(r: &Fields<'_>, d: &mut Diag) -> Option<RateLimit> {
     let requests = r
         .required("requests", d)
         .and_then(|_| r.opt_u64("requests", d));
@@ -88,19 +104,29 @@ pub(crate) fn rate_limit(f: &Fields<'_>, d: &mut Diag) -> Option<RateLimit> {
         }
         None => return None,
     };
-    Some(RateLimit {
-        requests,
-        per: per?,
-    })
+    match per? {
+        per if per.is_zero() => {
+            d.push(
+                r.key_at("per"),
+                &r.key("per"),
+                "the window must be longer than zero",
+            );
+            None
+        }
+        per => Some(RateLimit { requests, per }),
+    }
 }
 
 /// Reads the keys every api/mcp declaration shares: `description` (type only; the model sees
 /// the operations' descriptions), `approval` and `rate_limit`.
 pub(crate) fn shared_policy(f: &Fields<'_>, d: &mut Diag) -> Policy {
     f.opt_str("description", d);
+    let approval = approval(f, d).unwrap_or_default();
+    let (rate_limit, per_principal_rate_limit) = rate_limits(f, d);
     Policy {
-        approval: approval(f, d).unwrap_or_default(),
-        rate_limit: rate_limit(f, d),
+        approval,
+        rate_limit,
+        per_principal_rate_limit,
         ..Policy::default()
     }
 }

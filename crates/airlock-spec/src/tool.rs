@@ -41,8 +41,12 @@ pub struct Policy {
     pub mode: Mode,
     /// Whether the tool writes (`writes: true`); reads never propose.
     pub writes: bool,
-    /// Calls allowed per window, shared by every tool of the declaration.
+    /// Calls allowed per window, shared by every tool of the declaration and every principal
+    /// (POLICY-16).
     pub rate_limit: Option<RateLimit>,
+    /// Calls each principal may make per window, on top of `rate_limit`
+    /// (`rate_limit.per_principal`, POLICY-16).
+    pub per_principal_rate_limit: Option<RateLimit>,
     /// How long a parked call waits for a person before it expires (`approval_ttl`); `None`:
     /// the server's default.
     pub approval_ttl: Option<Duration>,

@@ -1,4 +1,4 @@
-//! The ledger's rules of docs/rules.md (LEDGER, POLICY-1 to POLICY-6 and POLICY-15, DECIDE),
+//! The ledger's rules of docs/rules.md (LEDGER, POLICY-1 to POLICY-6, POLICY-15 and POLICY-16, DECIDE),
 //! one function per rule and case, named after its rule id (plus races and questions), each run against both
 //! backends by `both_backends!` in `main.rs`.
 
@@ -7,6 +7,7 @@ mod audit;
 mod decisions;
 mod execution;
 mod fused;
+mod rate;
 mod worker;
 
 pub(crate) use approval::*;
@@ -14,4 +15,5 @@ pub(crate) use audit::*;
 pub(crate) use decisions::*;
 pub(crate) use execution::*;
 pub(crate) use fused::*;
+pub(crate) use rate::*;
 pub(crate) use worker::*;

@@ -51,4 +51,7 @@ harness::both_backends!(
     approved_unclaimed_oldest_first_until_claimed,
     finish_after_another_process_swept_the_call,
     verify_beside_live_writes_reports_no_break,
+    policy_16_budget_refills_by_the_store_clock,
+    policy_16_a_call_takes_from_every_budget_or_none,
+    policy_16_stores_on_one_database_share_the_budget,
 );

@@ -14,7 +14,6 @@ use super::{Gateway, PreparedScope, PreparedTool};
 use crate::execute::Executors;
 use crate::execute::api::ArgumentCheck;
 use crate::execute::local::LocalTool;
-use crate::rate_limit::RateLimits;
 
 /// Default lease of a running call; renewed every third of it while the call runs.
 const LEASE: Duration = Duration::from_secs(60);
@@ -36,7 +35,6 @@ impl GatewayBuilder {
                 store,
                 executors: Executors::new(egress, credentials),
                 scopes: HashMap::new(),
-                limits: RateLimits::default(),
                 owner,
                 lease: LEASE,
             },

@@ -98,15 +98,18 @@ enum Backend {
     Postgres,
 }
 
-/// A fresh ledger: an SQLite file in `dir`, or a fresh PostgreSQL schema. `None` skips the
-/// PostgreSQL half outside CI when `AIRLOCK_TEST_DATABASE_URL` is unset (CI fails instead).
-async fn store(backend: Backend, dir: &tempfile::TempDir) -> Option<Arc<dyn Store>> {
+/// Where a test's ledger lives: an SQLite file, or a fresh PostgreSQL schema.
+enum Location {
+    Sqlite(std::path::PathBuf),
+    Postgres(Box<sqlx::postgres::PgConnectOptions>),
+}
+
+/// A fresh ledger's location: an SQLite file in `dir`, or a fresh PostgreSQL schema. `None`
+/// skips the PostgreSQL half outside CI when `AIRLOCK_TEST_DATABASE_URL` is unset (CI fails
+/// instead).
+async fn location(backend: Backend, dir: &tempfile::TempDir) -> Option<Location> {
     match backend {
-        Backend::Sqlite => Some(Arc::new(
-            SqliteStore::open(dir.path().join("ledger.sqlite"), StoreConfig::default())
-                .await
-                .unwrap(),
-        )),
+        Backend::Sqlite => Some(Location::Sqlite(dir.path().join("ledger.sqlite"))),
         Backend::Postgres => {
             let Ok(url) = std::env::var("AIRLOCK_TEST_DATABASE_URL") else {
                 assert!(
@@ -123,15 +126,27 @@ async fn store(backend: Backend, dir: &tempfile::TempDir) -> Option<Arc<dyn Stor
                 .unwrap();
             admin.close().await;
             let options: sqlx::postgres::PgConnectOptions = url.parse().unwrap();
-            let store = PgStore::connect(
+            Some(Location::Postgres(Box::new(
                 options.options([("search_path", schema.as_str())]),
-                StoreConfig::default(),
-            )
-            .await
-            .unwrap();
-            Some(Arc::new(store))
+            )))
         }
     }
+}
+
+/// A store on `location`; opened twice, two processes' stores on one database.
+async fn open(location: &Location, config: StoreConfig) -> Arc<dyn Store> {
+    match location {
+        Location::Sqlite(path) => Arc::new(SqliteStore::open(path, config).await.unwrap()),
+        Location::Postgres(options) => {
+            Arc::new(PgStore::connect((**options).clone(), config).await.unwrap())
+        }
+    }
+}
+
+/// A fresh ledger (see [`location`]).
+async fn store(backend: Backend, dir: &tempfile::TempDir) -> Option<Arc<dyn Store>> {
+    let location = location(backend, dir).await?;
+    Some(open(&location, StoreConfig::default()).await)
 }
 
 async fn fixture(backend: Backend, policy: Policy, description_suffix: &str) -> Option<Fixture> {
@@ -180,6 +195,7 @@ on_both_backends!(
 // After the macro, which it uses.
 mod call_key;
 mod idempotency;
+mod rate;
 
 async fn gateway_on(
     store: Arc<dyn Store>,

@@ -338,3 +338,78 @@ fn an_api_operations_parameters_obey_the_schema_limits() {
         errors[0]
     );
 }
+
+/// An api declaration with `rate_limit` written as `limit` (one mapping, inline).
+fn rate_limited_api(limit: &str) -> String {
+    format!(
+        "    - name: erp\n      type: api\n      connection: erp_main\n      auth: {{ scheme: bearer }}\n      rate_limit: {limit}\n      operations:\n        - name: get\n          description: Get.\n          writes: false\n          request: {{ method: GET, path: /x }}\n"
+    )
+}
+
+/// POLICY-16: `rate_limit.per_principal` is each principal's budget on top of the
+/// declaration's, read with the same rules.
+#[test]
+fn a_rate_limit_may_add_a_per_principal_budget() {
+    let dir = Dir::new().file(
+        "agents/r.yml",
+        &agent(
+            "r",
+            &rate_limited_api(
+                "{ requests: 100, per: 1m, per_principal: { requests: 10, per: minute } }",
+            ),
+        ),
+    );
+    let deployment = dir.load().unwrap();
+    let scope = deployment.agent_scope("r").unwrap();
+    let policy = &scope.get("erp_get").unwrap().policy;
+    let minute = std::time::Duration::from_secs(60);
+    assert_eq!(
+        policy.rate_limit.map(|r| (r.requests, r.per)),
+        Some((100, minute))
+    );
+    assert_eq!(
+        policy.per_principal_rate_limit.map(|r| (r.requests, r.per)),
+        Some((10, minute))
+    );
+}
+
+#[test]
+fn bad_rate_limits_are_refused_at_their_key() {
+    let cases = [
+        (
+            "{ requests: 5, per: 1m, per_principal: { requests: 0, per: 1m } }",
+            "spec.tools[0].rate_limit.per_principal.requests: expected at least 1",
+        ),
+        (
+            "{ requests: 5, per: 1m, per_principal: { requests: 2 } }",
+            "spec.tools[0].rate_limit.per_principal.per: `per` is required",
+        ),
+        (
+            "{ requests: 5, per: 1m, per_principal: { requests: 2, per: 1m, burst: 3 } }",
+            "spec.tools[0].rate_limit.per_principal.burst",
+        ),
+        (
+            "{ requests: 5, per: 1m, per_principal: 3 }",
+            "spec.tools[0].rate_limit.per_principal",
+        ),
+        (
+            "{ requests: 5, per: 0s }",
+            "spec.tools[0].rate_limit.per: the window must be longer than zero",
+        ),
+        (
+            "{ requests: 5, per: 1m, per_user: { requests: 2, per: 1m } }",
+            "spec.tools[0].rate_limit.per_user",
+        ),
+    ];
+    for (limit, expected) in cases {
+        let errors = Dir::new()
+            .file("agents/r.yml", &agent("r", &rate_limited_api(limit)))
+            .errors();
+        assert_eq!(errors.len(), 1, "{limit}: {errors:?}");
+        assert!(
+            errors[0].starts_with("agents/r.yml:13:") && errors[0].contains(expected),
+            "{limit}: {}",
+            errors[0]
+        );
+    }
+}

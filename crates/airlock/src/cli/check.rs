@@ -8,7 +8,9 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use airlock_spec::{Deployment, Scope, ScopeId, SpecErrors, SpecIssue, ToolSource, ToolSpec};
+use airlock_spec::{
+    Deployment, Policy, RateLimit, Scope, ScopeId, SpecErrors, SpecIssue, ToolSource, ToolSpec,
+};
 use serde_json::{Value, json};
 
 /// Arguments of `airlock check`.
@@ -93,11 +95,26 @@ fn row(tool: &ToolSpec) -> [String; 6] {
         p.approval.to_string(),
         p.effect.to_string(),
         p.mode.to_string(),
-        p.rate_limit.map_or_else(
-            || "-".to_owned(),
-            |r| format!("{}/{}s", r.requests, r.per.as_secs()),
-        ),
+        rate_limit(p),
     ]
+}
+
+/// `N/Ws` for the declaration's limit, `+ N/Ws per principal` for each principal's on top.
+fn rate_limit(p: &Policy) -> String {
+    let rate = |r: RateLimit| format!("{}/{}s", r.requests, r.per.as_secs());
+    let parts: Vec<String> = [
+        p.rate_limit.map(rate),
+        p.per_principal_rate_limit
+            .map(|r| format!("{} per principal", rate(r))),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    if parts.is_empty() {
+        "-".to_owned()
+    } else {
+        parts.join(" + ")
+    }
 }
 
 fn print_scope(scope: &Scope) {

@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use airlock_runtime::ledger::{
     ApprovalFilter, AuditReport, Decision, Invocation, InvocationId, LedgerFuture, NewInvocation,
-    NewRun, NewSession, Recorded, ResumeOutcome, Run, RunId, RunStatus, Session, SessionId,
-    SweepReport, ToolError as StoredError, TxTool,
+    NewRun, NewSession, RateBudget, RateRefusal, Recorded, ResumeOutcome, Run, RunId, RunStatus,
+    Session, SessionId, SweepReport, ToolError as StoredError, TxTool,
 };
 use time::OffsetDateTime;
 use tokio::time::Instant;
@@ -95,6 +95,9 @@ impl Store for RivalClaims {
     }
     fn sweep(&self, now: OffsetDateTime) -> LedgerFuture<'_, SweepReport> {
         self.inner.sweep(now)
+    }
+    fn take_rate(&self, budgets: Vec<RateBudget>) -> LedgerFuture<'_, Option<RateRefusal>> {
+        self.inner.take_rate(budgets)
     }
     fn get(&self, id: InvocationId) -> LedgerFuture<'_, Invocation> {
         self.inner.get(id)
