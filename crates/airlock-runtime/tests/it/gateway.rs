@@ -19,8 +19,10 @@ use airlock_spec::{
 use serde_json::{Value, json};
 
 mod rival;
+mod worker;
 
 use rival::a_refused_call_another_claimer_holds_is_reported_as_it_stands;
+use worker::the_worker_runs_an_approval_committed_by_another_process;
 
 /// A local tool that counts its runs and echoes its arguments.
 struct Counter {
@@ -99,30 +101,32 @@ async fn store(backend: Backend, dir: &tempfile::TempDir) -> Option<Arc<dyn Stor
                 .unwrap(),
         )),
         Backend::Postgres => {
-            let Ok(url) = std::env::var("AIRLOCK_TEST_DATABASE_URL") else {
-                assert!(
-                    std::env::var_os("CI").is_none(),
-                    "CI must set AIRLOCK_TEST_DATABASE_URL"
-                );
-                return None;
-            };
-            let schema = format!("gw_{}", uuid::Uuid::new_v4().simple());
-            let admin = sqlx::PgPool::connect(&url).await.unwrap();
-            sqlx::query(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
-                .execute(&admin)
+            let store = PgStore::connect(fresh_schema().await?, StoreConfig::default())
                 .await
                 .unwrap();
-            admin.close().await;
-            let options: sqlx::postgres::PgConnectOptions = url.parse().unwrap();
-            let store = PgStore::connect(
-                options.options([("search_path", schema.as_str())]),
-                StoreConfig::default(),
-            )
-            .await
-            .unwrap();
             Some(Arc::new(store))
         }
     }
+}
+
+/// Connect options for a fresh PostgreSQL schema; `None` as for [`store`].
+async fn fresh_schema() -> Option<sqlx::postgres::PgConnectOptions> {
+    let Ok(url) = std::env::var("AIRLOCK_TEST_DATABASE_URL") else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must set AIRLOCK_TEST_DATABASE_URL"
+        );
+        return None;
+    };
+    let schema = format!("gw_{}", uuid::Uuid::new_v4().simple());
+    let admin = sqlx::PgPool::connect(&url).await.unwrap();
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
+        .execute(&admin)
+        .await
+        .unwrap();
+    admin.close().await;
+    let options: sqlx::postgres::PgConnectOptions = url.parse().unwrap();
+    Some(options.options([("search_path", schema.as_str())]))
 }
 
 async fn fixture(backend: Backend, policy: Policy, description_suffix: &str) -> Option<Fixture> {
@@ -159,6 +163,7 @@ on_both_backends!(
     a_retried_call_does_not_run_under_an_approval_for_old_definitions,
     an_approved_call_runs_without_the_rate_limit,
     a_refused_call_another_claimer_holds_is_reported_as_it_stands,
+    the_worker_runs_an_approval_committed_by_another_process,
 );
 
 async fn gateway_on(
