@@ -10,17 +10,25 @@
 //!    and three separate steps (`record`, `claim`, `finish`). Each caller awaits every step of
 //!    its call before starting the next call.
 //! 3. Decision → waiter wake-up latency (p50/p99), in-process on SQLite and across two pools
-//!    (LISTEN/NOTIFY) on PostgreSQL (target p99 < 20 ms).
+//!    (LISTEN/NOTIFY) on PostgreSQL (target p99 < 20 ms); and on SQLite from another process,
+//!    as `airlock deny` reaches `airlock serve` (target p99 < 50 ms): this binary re-executes
+//!    itself as the decider, on a store opened as the CLI opens it, and the waiter's store
+//!    listens as `serve`'s does. Both sides read the shared system clock.
+//!
+//! `cargo bench -p airlock-ledger --bench record_claim -- wake` runs only the wake-ups.
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
+use std::io::Write as _;
+use std::process::Stdio;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use airlock_ledger::{
     Approval, Decision, InvocationState, NewInvocation, NewSession, PgStore, SessionId,
     SqliteStore, Store, StoreConfig,
 };
 use serde_json::json;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 /// The allocator the `airlock` binary runs with, so the figures are the binary's.
 #[global_allocator]
@@ -34,6 +42,8 @@ const CALLERS: usize = 16;
 const CALLS_PER_CALLER: usize = 150;
 const WARMUP_CALLS_PER_CALLER: usize = 50;
 const WAKEUPS: usize = 200;
+/// Set in the re-executed decider: the database file it decides in.
+const DECIDER: &str = "AIRLOCK_BENCH_DECIDER";
 
 async fn session(store: &Arc<dyn Store>) -> SessionId {
     store
@@ -161,7 +171,8 @@ async fn pg_store(url: &str, schema: &str) -> Arc<dyn Store> {
     )
 }
 
-async fn postgres(url: &str) {
+/// The PostgreSQL figures: throughput (if `throughput`) and the wake-up across two pools.
+async fn postgres(url: &str, throughput: bool) {
     let admin = sqlx::PgPool::connect(url).await.unwrap();
     let sync: String = sqlx::query_scalar("SHOW synchronous_commit")
         .fetch_one(&admin)
@@ -173,12 +184,14 @@ async fn postgres(url: &str) {
         .await
         .unwrap();
     let a = pg_store(url, &schema).await;
-    let fused = calls_per_second(Arc::clone(&a), Path::Fused).await;
-    let separate = calls_per_second(Arc::clone(&a), Path::Separate).await;
-    println!(
-        "postgres (synchronous_commit={sync}), {CALLERS} callers: record_and_claim+finish \
-         {fused:.0} calls/s (target >= 2000); record+claim+finish {separate:.0} calls/s"
-    );
+    if throughput {
+        let fused = calls_per_second(Arc::clone(&a), Path::Fused).await;
+        let separate = calls_per_second(Arc::clone(&a), Path::Separate).await;
+        println!(
+            "postgres (synchronous_commit={sync}), {CALLERS} callers: record_and_claim+finish \
+             {fused:.0} calls/s (target >= 2000); record+claim+finish {separate:.0} calls/s"
+        );
+    }
     let b = pg_store(url, &schema).await;
     let (p50, p99) = wakeup(b, a).await;
     println!("postgres wake-up across pools: p50 {p50:?}, p99 {p99:?} (target p99 < 20ms)");
@@ -188,12 +201,103 @@ async fn postgres(url: &str) {
         .unwrap();
 }
 
+/// Microseconds since the Unix epoch on the system clock, which both processes share.
+fn epoch_micros() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_micros()
+}
+
+/// The decider process: for each id read from stdin, prints the time it starts deciding, then
+/// approves it through a store opened as the CLI opens one (not listening).
+async fn decider(path: &str) {
+    let store = SqliteStore::open(path, StoreConfig::default())
+        .await
+        .unwrap();
+    let read_line = || {
+        let mut line = String::new();
+        let n = std::io::stdin().read_line(&mut line).unwrap();
+        (n > 0).then_some(line)
+    };
+    while let Some(line) = tokio::task::spawn_blocking(read_line).await.unwrap() {
+        let id = line.trim().parse().unwrap();
+        let started = epoch_micros();
+        store.decide(id, "bench", Decision::Approve).await.unwrap();
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "{started}").unwrap();
+        out.flush().unwrap();
+    }
+}
+
+/// (p50, p99) of a decision in another process → the waiter on a listening store woken.
+async fn wakeup_from_another_process(dir: &std::path::Path) -> (Duration, Duration) {
+    let path = dir.join("wake.db");
+    let config = StoreConfig {
+        listen: true,
+        ..StoreConfig::default()
+    };
+    let serving: Arc<dyn Store> = Arc::new(SqliteStore::open(&path, config).await.unwrap());
+    let mut child = tokio::process::Command::new(std::env::current_exe().unwrap())
+        .env(DECIDER, &path)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut to_child = child.stdin.take().unwrap();
+    let mut from_child = BufReader::new(child.stdout.take().unwrap()).lines();
+    let s = session(&serving).await;
+    let mut lat = Vec::with_capacity(WAKEUPS);
+    for i in 0..WAKEUPS {
+        let mut call = NewInvocation::new(s, format!("x{i}"), "refund", json!({"i": i}), "d");
+        call.approval = Approval::Always;
+        let row = serving.record(call).await.unwrap().invocation;
+        let w = Arc::clone(&serving);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        let waiter = tokio::spawn(async move {
+            let r = w.wait_for_change(row.id, Some(row.version), deadline);
+            let r = r.await.unwrap();
+            (r, epoch_micros())
+        });
+        tokio::time::sleep(Duration::from_millis(3)).await; // let the waiter register
+        to_child
+            .write_all(format!("{}\n", row.id).as_bytes())
+            .await
+            .unwrap();
+        let started: u128 = from_child
+            .next_line()
+            .await
+            .unwrap()
+            .unwrap()
+            .parse()
+            .unwrap();
+        let (r, woke) = waiter.await.unwrap();
+        assert_eq!(r.state, InvocationState::Approved);
+        let micros = u64::try_from(woke.saturating_sub(started)).unwrap();
+        lat.push(Duration::from_micros(micros));
+    }
+    drop(to_child);
+    child.wait().await.unwrap();
+    lat.sort();
+    (lat[WAKEUPS / 2], lat[WAKEUPS * 99 / 100])
+}
+
 fn main() {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .unwrap();
+    if let Ok(path) = std::env::var(DECIDER) {
+        rt.block_on(decider(&path));
+        return;
+    }
+    let only_wake = std::env::args().any(|a| a == "wake");
     rt.block_on(async {
+        if only_wake {
+            wakeups().await;
+            return;
+        }
         let dir = tempfile::tempdir().unwrap();
         let mut base = Baseline::default();
         base.measure(dir.path()).await;
@@ -220,9 +324,24 @@ fn main() {
         );
         let (p50, p99) = wakeup(Arc::clone(&store), store).await;
         println!("sqlite wake-up in process: p50 {p50:?}, p99 {p99:?} (target p99 < 20ms)");
+        let (p50, p99) = wakeup_from_another_process(dir.path()).await;
+        println!(
+            "sqlite wake-up from another process: p50 {p50:?}, p99 {p99:?} (target p99 < 50ms)"
+        );
         match std::env::var("AIRLOCK_TEST_DATABASE_URL") {
-            Ok(url) if !url.is_empty() => postgres(&url).await,
+            Ok(url) if !url.is_empty() => postgres(&url, true).await,
             _ => println!("postgres: skipped (AIRLOCK_TEST_DATABASE_URL not set)"),
         }
     });
+}
+
+/// Only the wake-up latencies.
+async fn wakeups() {
+    let dir = tempfile::tempdir().unwrap();
+    let (p50, p99) = wakeup_from_another_process(dir.path()).await;
+    println!("sqlite wake-up from another process: p50 {p50:?}, p99 {p99:?} (target p99 < 50ms)");
+    match std::env::var("AIRLOCK_TEST_DATABASE_URL") {
+        Ok(url) if !url.is_empty() => postgres(&url, false).await,
+        _ => println!("postgres: skipped (AIRLOCK_TEST_DATABASE_URL not set)"),
+    }
 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use serde_json::Value;
 use time::OffsetDateTime;
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, watch};
 use tokio::time::Instant;
 
 use crate::batch::Batch;
@@ -45,6 +45,10 @@ pub struct StoreConfig {
     pub sweep_limit: i64,
     /// The clock (default: the system clock).
     pub clock: Arc<dyn Clock>,
+    /// SQLite: hear other processes' commits on a wake socket beside the database file
+    /// (default off). The serving process turns it on; a CLI process that only decides or
+    /// reads does not need it. PostgreSQL always listens (`LISTEN` takes nothing from others).
+    pub listen: bool,
 }
 
 impl Default for StoreConfig {
@@ -54,6 +58,7 @@ impl Default for StoreConfig {
             lanes: 2,
             sweep_limit: 500,
             clock: Arc::new(SystemClock),
+            listen: false,
         }
     }
 }
@@ -64,6 +69,7 @@ impl std::fmt::Debug for StoreConfig {
             .field("approval_ttl", &self.approval_ttl)
             .field("lanes", &self.lanes)
             .field("sweep_limit", &self.sweep_limit)
+            .field("listen", &self.listen)
             .finish_non_exhaustive()
     }
 }
@@ -148,9 +154,22 @@ impl Job for TxJob {
     }
 }
 
+/// How a store tells other processes about its commits, besides `NOTIFY` on PostgreSQL.
+pub(crate) struct Announce {
+    /// SQLite: the database's wake sockets.
+    #[cfg(unix)]
+    pub(crate) wake: Option<crate::wake::Announcer>,
+}
+
 impl Ledger {
     /// Writes go through `write` (the writer lanes), reads through `read`.
-    pub(crate) fn start(write: DbPool, read: DbPool, config: &StoreConfig, lanes: usize) -> Self {
+    pub(crate) fn start(
+        write: DbPool,
+        read: DbPool,
+        config: &StoreConfig,
+        lanes: usize,
+        announce: Announce,
+    ) -> Self {
         let notifier = Arc::new(Notifier::default());
         let ctx = Arc::new(LaneContext {
             pool: write,
@@ -159,6 +178,8 @@ impl Ledger {
             approval_ttl: config.approval_ttl,
             sessions: Arc::default(),
             recent: RecentRows::default(),
+            #[cfg(unix)]
+            wake: announce.wake,
         });
         Self {
             writer: Writer::start(&ctx, lanes),
@@ -429,6 +450,10 @@ impl Store for Ledger {
                 wake_at = self.expiry_instant(&current, deadline);
             }
         })
+    }
+
+    fn approvals(&self) -> watch::Receiver<()> {
+        self.notifier.approvals()
     }
 
     fn pending_approvals(&self, filter: ApprovalFilter) -> LedgerFuture<'_, Vec<Invocation>> {

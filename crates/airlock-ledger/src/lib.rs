@@ -34,6 +34,8 @@ mod cache;
 mod chain;
 mod deferred;
 mod notify;
+#[cfg(unix)]
+mod wake;
 
 // The state machine: every transition works on one `Batch`.
 mod batch;

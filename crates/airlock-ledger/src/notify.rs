@@ -1,21 +1,60 @@
-//! Waking waiters: an in-process notifier keyed by invocation id.
+//! Waking waiters: an in-process notifier keyed by invocation id, and the text other processes
+//! hear a commit announced in.
 //!
-//! Every committed change calls [`Notifier::notify_many`]; on PostgreSQL a listener task also
-//! feeds it `NOTIFY`s from other processes. A waiter registers *before* it reads the row, so a
-//! change that commits between the read and the wait still wakes it (no lost wake-ups, no
-//! polling).
+//! Every committed change calls [`Notifier::notify_many`]; a listener task also feeds it
+//! other processes' announcements (`NOTIFY` on PostgreSQL, the wake socket on SQLite, see
+//! `wake`). A waiter registers *before* it reads the row, so a change that commits between the
+//! read and the wait still wakes it (no lost wake-ups, no polling). Rows that became approved
+//! also bump [`Notifier::approvals`], which a worker that runs approved calls waits on.
+//!
+//! An announcement names invocation ids and markers, never a row's content: arguments and
+//! results stay in the database.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use tokio::sync::Notify;
+use tokio::sync::{Notify, watch};
 
 use crate::ids::InvocationId;
 
-/// Waiters per invocation.
-#[derive(Debug, Default)]
+/// Marks an announcement one of whose rows became approved (a worker should look).
+const APPROVED: &str = "approved";
+/// Ids per announcement: PostgreSQL's NOTIFY payload limit is 8000 bytes, an id is 36 bytes
+/// plus a comma. The wake socket uses the same size.
+const IDS_PER_MESSAGE: usize = 200;
+
+/// Waiters per invocation, and the approvals signal.
+#[derive(Debug)]
 pub(crate) struct Notifier {
     waiters: Mutex<HashMap<InvocationId, Arc<Notify>>>,
+    approvals: watch::Sender<()>,
+}
+
+impl Default for Notifier {
+    fn default() -> Self {
+        Self {
+            waiters: Mutex::default(),
+            approvals: watch::channel(()).0,
+        }
+    }
+}
+
+/// The announcements of one commit: `changed` in chunks, the first marked if `approved`.
+pub(crate) fn messages(changed: &[InvocationId], approved: bool) -> Vec<String> {
+    changed
+        .chunks(IDS_PER_MESSAGE)
+        .enumerate()
+        .map(|(i, chunk)| {
+            let marker = (approved && i == 0).then_some(APPROVED);
+            let ids = chunk.iter().map(ToString::to_string);
+            marker
+                .map(str::to_owned)
+                .into_iter()
+                .chain(ids)
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+        .collect()
 }
 
 /// A registration; dropping the last one for an id removes the entry.
@@ -49,12 +88,40 @@ impl Notifier {
     }
 
     /// Wakes everyone (after a lost `LISTEN` connection, when notifications may have been
-    /// missed); each waiter re-reads its row.
+    /// missed); each waiter re-reads its row, and a worker looks for approved rows.
     pub(crate) fn notify_all(&self) {
         let map = self.waiters.lock().unwrap_or_else(PoisonError::into_inner);
         for n in map.values() {
             n.notify_waiters();
         }
+        self.approved();
+    }
+
+    /// Some row became approved: a worker waiting on [`Notifier::approvals`] looks.
+    pub(crate) fn approved(&self) {
+        self.approvals.send_replace(());
+    }
+
+    /// Changes whenever a row may have become approved; a receiver never misses a change made
+    /// after it last looked.
+    pub(crate) fn approvals(&self) -> watch::Receiver<()> {
+        self.approvals.subscribe()
+    }
+
+    /// Applies another process's announcement (see [`messages`]); a message it cannot read
+    /// wakes everyone, as a lost one would have to.
+    pub(crate) fn hear(&self, message: &str) {
+        let mut ids = Vec::new();
+        for token in message.split(',') {
+            match token {
+                APPROVED => self.approved(),
+                _ => match token.parse() {
+                    Ok(id) => ids.push(id),
+                    Err(_) => return self.notify_all(),
+                },
+            }
+        }
+        self.notify_many(&ids);
     }
 }
 
@@ -70,5 +137,48 @@ impl Drop for Watch<'_> {
         if Arc::strong_count(&self.notify) == 2 {
             map.remove(&self.id);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_big_commit_is_announced_in_messages_under_the_notify_limit() {
+        let ids: Vec<InvocationId> = (0..450).map(|_| InvocationId::new()).collect();
+        let sent = messages(&ids, true);
+        assert_eq!(sent.len(), 3);
+        assert!(sent.iter().all(|m| m.len() < 8000));
+        assert!(sent[0].starts_with("approved,"));
+        assert!(!sent[1].contains(APPROVED));
+        let heard: Vec<InvocationId> = sent
+            .iter()
+            .flat_map(|m| m.split(','))
+            .filter_map(|t| t.parse().ok())
+            .collect();
+        assert_eq!(heard, ids);
+        assert!(messages(&[], true).is_empty());
+    }
+
+    #[tokio::test]
+    async fn the_marker_raises_approvals_and_an_unreadable_message_wakes_everyone() {
+        let notifier = Notifier::default();
+        let mut approvals = notifier.approvals();
+        let (id, other) = (InvocationId::new(), InvocationId::new());
+        let watch = notifier.watch(id);
+        let mut woken = std::pin::pin!(watch.notify.notified());
+        woken.as_mut().enable();
+
+        notifier.hear(&other.to_string());
+        assert!(!approvals.has_changed().unwrap());
+        notifier.hear(&format!("approved,{other}"));
+        assert!(approvals.has_changed().unwrap());
+        approvals.borrow_and_update();
+        assert!(futures::poll!(woken.as_mut()).is_pending());
+
+        notifier.hear("garbled");
+        assert!(futures::poll!(woken.as_mut()).is_ready());
+        assert!(approvals.has_changed().unwrap());
     }
 }

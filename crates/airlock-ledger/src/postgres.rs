@@ -16,8 +16,7 @@ use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
 
 use crate::db::DbPool;
 use crate::error::LedgerError;
-use crate::ids::InvocationId;
-use crate::ledger::{AbortOnDrop, Ledger, StoreConfig};
+use crate::ledger::{AbortOnDrop, Announce, Ledger, StoreConfig};
 use crate::notify::Notifier;
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
@@ -55,6 +54,10 @@ impl Ledger {
             DbPool::Postgres(pool),
             &config,
             lanes,
+            Announce {
+                #[cfg(unix)]
+                wake: None,
+            },
         );
         let task = tokio::spawn(listen(listener, ledger.notifier()));
         ledger.listener = Some(AbortOnDrop(task));
@@ -71,14 +74,7 @@ impl Ledger {
 async fn listen(mut listener: PgListener, notifier: Arc<Notifier>) {
     loop {
         match listener.try_recv().await {
-            Ok(Some(n)) => {
-                let ids: Vec<InvocationId> = n
-                    .payload()
-                    .split(',')
-                    .filter_map(|s| s.parse().ok())
-                    .collect();
-                notifier.notify_many(&ids);
-            }
+            Ok(Some(n)) => notifier.hear(n.payload()),
             // The connection dropped and will be re-established: anything sent meanwhile was
             // missed, so wake every waiter to re-read its row.
             Ok(None) => notifier.notify_all(),

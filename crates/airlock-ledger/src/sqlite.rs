@@ -20,7 +20,9 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 
 use crate::db::{DbPool, SQLITE_GUARD_TABLE};
 use crate::error::LedgerError;
-use crate::ledger::{Ledger, StoreConfig};
+use crate::ledger::{AbortOnDrop, Announce, Ledger, StoreConfig};
+#[cfg(unix)]
+use crate::wake::{self, Announcer, Bound};
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
 
@@ -89,12 +91,29 @@ impl Ledger {
             .test_before_acquire(false)
             .connect_with(opts.read_only(true))
             .await?;
-        Ok(Self::start(
+        #[cfg(unix)]
+        let bound = config.listen.then(|| listen_beside(path)).flatten();
+        let announce = Announce {
+            #[cfg(unix)]
+            wake: Some(Announcer::new(
+                path,
+                bound.as_ref().map(|b| b.path().to_owned()),
+            )),
+        };
+        #[cfg_attr(not(unix), allow(unused_mut))]
+        let mut ledger = Self::start(
             DbPool::Sqlite(write),
             DbPool::Sqlite(read),
             &config,
             1,
-        ))
+            announce,
+        );
+        #[cfg(unix)]
+        if let Some(bound) = bound {
+            let task = tokio::spawn(wake::listen(bound, ledger.notifier()));
+            ledger.listener = Some(AbortOnDrop(task));
+        }
+        Ok(ledger)
     }
 
     /// Opens a ledger from a `sqlite://path` URL (or a bare path).
@@ -103,6 +122,17 @@ impl Ledger {
         let opts = SqliteConnectOptions::from_str(&format!("sqlite://{path}"))?;
         Self::open(opts.get_filename(), config).await
     }
+}
+
+/// The store's wake socket, or none: a store that cannot listen still works, its waiters
+/// woken by other processes only at their deadlines, so it warns instead of refusing to start.
+#[cfg(unix)]
+fn listen_beside(database: &Path) -> Option<Bound> {
+    wake::bind(database)
+        .inspect_err(|error| {
+            tracing::warn!(%error, database = %database.display(), "cannot listen for other processes' ledger changes; they reach this process only at waiters' deadlines and the worker's safety-net poll");
+        })
+        .ok()
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use serde_json::Value;
 use time::OffsetDateTime;
+use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::error::{LedgerError, ToolError};
@@ -146,6 +147,11 @@ pub trait Store: Send + Sync + 'static {
         seen: Option<i64>,
         deadline: Instant,
     ) -> LedgerFuture<'_, Invocation>;
+    /// Changes whenever a row may have become approved — decided, resolved "did not run", swept
+    /// for a re-run — through this store or, on PostgreSQL and on a SQLite store opened with
+    /// [`StoreConfig::listen`](crate::StoreConfig::listen), through another process. What a
+    /// worker waits on before [`Store::approved_unclaimed`]; a hint: the rows say what is so.
+    fn approvals(&self) -> watch::Receiver<()>;
     /// Rows waiting for a person's approval or answer, oldest first.
     fn pending_approvals(&self, filter: ApprovalFilter) -> LedgerFuture<'_, Vec<Invocation>>;
     /// Rows in doubt, oldest first.

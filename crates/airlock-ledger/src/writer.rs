@@ -32,17 +32,17 @@ use crate::db::{CountedWrite, DbPool};
 use crate::deferred;
 use crate::error::LedgerError;
 use crate::ids::InvocationId;
-use crate::notify::Notifier;
+use crate::notify::{self, Notifier};
+use crate::state::InvocationState;
 use crate::tx::LedgerTx;
+#[cfg(unix)]
+use crate::wake::Announcer;
 
 /// The most jobs one transaction takes.
 const MAX_BATCH: usize = 256;
 
 /// Most times a lane yields to let callers queue more before it starts a batch.
 const GATHER_YIELDS: usize = 4;
-
-/// PostgreSQL's NOTIFY payload limit is 8000 bytes; ids are 36 bytes plus a comma.
-const IDS_PER_NOTIFY: usize = 200;
 
 /// A unit of work for a writer lane.
 pub(crate) trait Job: Send {
@@ -134,6 +134,16 @@ pub(crate) struct LaneContext {
     pub(crate) approval_ttl: Duration,
     pub(crate) sessions: Arc<SessionCache>,
     pub(crate) recent: RecentRows,
+    /// SQLite: tells the database's listening stores in other processes (see `wake`).
+    #[cfg(unix)]
+    pub(crate) wake: Option<Announcer>,
+}
+
+/// What a committed transaction changed, for the wake-ups.
+struct Committed {
+    changed: Vec<InvocationId>,
+    /// Some changed row is now approved (a worker should look).
+    approved: bool,
 }
 
 /// Handles to the writer lanes; dropping it stops them once their queues drain.
@@ -262,8 +272,8 @@ impl Lane {
             return;
         }
         match self.attempt(&mut jobs).await {
-            Ok(changed) => {
-                announce(&self.ctx, &changed).await;
+            Ok(committed) => {
+                announce(&self.ctx, &committed).await;
                 jobs.into_iter().for_each(Job::reply);
             }
             Err(e) if jobs.len() == 1 => {
@@ -277,8 +287,8 @@ impl Lane {
                 for job in jobs {
                     let mut one = vec![job];
                     match self.attempt(&mut one).await {
-                        Ok(changed) => {
-                            announce(&self.ctx, &changed).await;
+                        Ok(committed) => {
+                            announce(&self.ctx, &committed).await;
                             one.into_iter().for_each(Job::reply);
                         }
                         Err(e) => one.into_iter().for_each(|j| j.fail(clone_error(&e))),
@@ -292,10 +302,7 @@ impl Lane {
     /// again from a head read afresh if the cached one was stale, and a lone job again with
     /// immediate writes if a queued write lost its race, so its refusal names exactly what it
     /// met (taken, wrong state, already recorded).
-    async fn attempt(
-        &mut self,
-        jobs: &mut [Box<dyn Job>],
-    ) -> Result<Vec<InvocationId>, sqlx::Error> {
+    async fn attempt(&mut self, jobs: &mut [Box<dyn Job>]) -> Result<Committed, sqlx::Error> {
         // A transactional tool's body runs once: its job cannot be rerun, so it reads the
         // head fresh (under the lane's write lock, where it cannot be stale) and writes at once.
         let rerunnable = !jobs.iter().any(|j| j.exclusive());
@@ -323,23 +330,31 @@ fn is_unique_violation(e: &sqlx::Error) -> bool {
     matches!(e, sqlx::Error::Database(db) if db.is_unique_violation())
 }
 
-/// Wakes this process's waiters on the committed rows and, on PostgreSQL, other processes'
-/// through `NOTIFY`, sent after the commit in a transaction of its own — and before the jobs
-/// are answered, so a short-lived process (a CLI decision) never exits with it unsent.
+/// Wakes this process's waiters on the committed rows (and its worker, if a row became
+/// approved) and other processes': on SQLite through the wake sockets (`wake`), on PostgreSQL
+/// through `NOTIFY`, sent after the commit in a transaction of its own. Both before the jobs
+/// are answered, so a short-lived process (a CLI decision) never exits with them unsent.
 ///
 /// Not inside the write transaction: a transaction that notifies holds PostgreSQL's
 /// database-wide notify lock from before its commit record until after the commit is flushed,
 /// so every lane's commits (and their fsyncs) would queue one behind another. The notification
 /// is only a hint — a waiter re-reads the row, and one that misses it still wakes at its
 /// deadline — so its own transaction skips the flush wait and holds the lock for microseconds.
-async fn announce(ctx: &LaneContext, changed: &[InvocationId]) {
-    ctx.notifier.notify_many(changed);
+async fn announce(ctx: &LaneContext, committed: &Committed) {
+    ctx.notifier.notify_many(&committed.changed);
+    if committed.approved {
+        ctx.notifier.approved();
+    }
+    let messages = notify::messages(&committed.changed, committed.approved);
+    #[cfg(unix)]
+    if let Some(wake) = &ctx.wake {
+        wake.send(&messages);
+    }
     let DbPool::Postgres(pool) = &ctx.pool else {
         return;
     };
-    for chunk in changed.chunks(IDS_PER_NOTIFY) {
-        let ids: Vec<String> = chunk.iter().map(ToString::to_string).collect();
-        if let Err(error) = notify(pool, ids.join(",")).await {
+    for message in messages {
+        if let Err(error) = notify(pool, message).await {
             tracing::warn!(%error, "ledger NOTIFY failed; other processes' waiters wake at their deadline");
         }
     }
@@ -347,11 +362,11 @@ async fn announce(ctx: &LaneContext, changed: &[InvocationId]) {
 
 /// One statement, so one round trip: its implicit transaction commits with the local
 /// `synchronous_commit = off` the same statement set.
-async fn notify(pool: &sqlx::PgPool, ids: String) -> Result<(), sqlx::Error> {
+async fn notify(pool: &sqlx::PgPool, message: String) -> Result<(), sqlx::Error> {
     sqlx::query(
         "SELECT set_config('synchronous_commit', 'off', true), pg_notify('airlock_ledger', $1)",
     )
-    .bind(ids)
+    .bind(message)
     .execute(pool)
     .await
     .map(|_| ())
@@ -362,22 +377,29 @@ fn clone_error(e: &sqlx::Error) -> sqlx::Error {
     sqlx::Error::Protocol(e.to_string())
 }
 
-/// One transaction: the jobs, their writes and events, the commit. Returns the rows changed
-/// and the lane's chain head after the commit.
+/// One transaction: the jobs, their writes and events, the commit. Returns what changed and
+/// the lane's chain head after the commit.
 async fn attempt(
     ctx: &LaneContext,
     lane: i64,
     jobs: &mut [Box<dyn Job>],
     head: Option<(i64, String)>,
     queued: bool,
-) -> Result<(Vec<InvocationId>, (i64, String)), sqlx::Error> {
+) -> Result<(Committed, (i64, String)), sqlx::Error> {
     let inner = ctx.pool.begin_write(lane).await?;
     let mut tx = LedgerTx { inner };
     let result = match fill(ctx, lane, &mut tx, jobs, head, queued).await {
         Ok((writes, batch)) => match tx.inner.commit_writes(writes).await {
             Ok(true) => {
                 ctx.recent.keep(batch.rows.values());
-                Ok((batch.changed, batch.chain.into_head()))
+                let approved = batch.changed.iter().any(|id| {
+                    batch.rows.get(id).map(|r| r.state) == Some(InvocationState::Approved)
+                });
+                let committed = Committed {
+                    changed: batch.changed,
+                    approved,
+                };
+                Ok((committed, batch.chain.into_head()))
             }
             Ok(false) => Err(deferred::lost_race()),
             Err(e) => Err(e),

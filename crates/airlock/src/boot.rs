@@ -31,15 +31,32 @@ pub struct Tokens(pub Arc<Vec<(SecretString, String)>>);
 
 /// Loads the deployment and builds the gateway. Any problem aborts with a clear message.
 pub async fn boot(dir: &Path) -> anyhow::Result<Booted> {
-    boot_with(dir, None).await
+    load(dir, None, false).await
 }
 
-/// [`boot`], with the gateway's lease on running calls overridden (default 60 s).
-pub async fn boot_with(dir: &Path, lease: Option<std::time::Duration>) -> anyhow::Result<Booted> {
+/// [`boot`] as `serve` boots: the ledger hears other processes' changes (a CLI decision wakes
+/// this process's waiters and worker, DECIDE-10), and the gateway's lease on running calls may
+/// be overridden (default 60 s).
+pub async fn boot_serving(
+    dir: &Path,
+    lease: Option<std::time::Duration>,
+) -> anyhow::Result<Booted> {
+    load(dir, lease, true).await
+}
+
+async fn load(
+    dir: &Path,
+    lease: Option<std::time::Duration>,
+    listen: bool,
+) -> anyhow::Result<Booted> {
     let deployment = Deployment::load(dir).map_err(|e| anyhow::anyhow!("{e}"))?;
     let credentials = load_credentials(dir, &deployment)?;
-    let config = &deployment.config;
-    let store = open_store(&config.database_url, config.approval_ttl).await?;
+    let config = StoreConfig {
+        approval_ttl: deployment.config.approval_ttl,
+        listen,
+        ..StoreConfig::default()
+    };
+    let store = open_ledger(&deployment.config.database_url, config).await?;
     assemble(deployment, credentials, store, lease).await
 }
 
@@ -127,6 +144,10 @@ pub async fn open_store(
         approval_ttl,
         ..StoreConfig::default()
     };
+    open_ledger(url, config).await
+}
+
+async fn open_ledger(url: &str, config: StoreConfig) -> anyhow::Result<Arc<dyn Store>> {
     if url.starts_with("postgres://") || url.starts_with("postgresql://") {
         Ok(Arc::new(
             PgStore::connect_url(url, config)

@@ -8,6 +8,7 @@ mod cases;
 mod crash;
 mod harness;
 mod pg_processes;
+mod wake;
 
 harness::both_backends!(
     ledger_7_transactional_commits_with_the_row,

@@ -2,10 +2,12 @@
 //! approved from the CLI or another process, or left approved when a process restarted — so
 //! an approval runs even if no client ever comes back.
 //!
-//! Woken at start and then every [`WORK_EVERY`], it lists approved-but-unclaimed rows and runs
-//! each through [`Gateway::continue_approved`]. Exactly once comes from the ledger's claim: a
-//! waiter, another process's worker or this one may race for a row, and only one runs it.
-//! On stop it claims nothing new and lets the calls it started finish.
+//! Woken at start, whenever the ledger signals that a row became approved (in this process or
+//! another: `Store::approvals`, DECIDE-13), and by a slow safety-net poll ([`SAFETY_NET`]) for
+//! a signal that never arrived, it lists approved-but-unclaimed rows and runs each through
+//! [`Gateway::continue_approved`]. Exactly once comes from the ledger's claim: a waiter,
+//! another process's worker or this one may race for a row, and only one runs it. On stop it
+//! claims nothing new and lets the calls it started finish.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -17,14 +19,26 @@ use airlock_ledger::InvocationId;
 use tokio::sync::oneshot;
 use tokio::task::JoinSet;
 
-/// How often the worker looks for approved rows.
-const WORK_EVERY: Duration = Duration::from_secs(2);
+/// How often the worker looks for approved rows without being signalled: only a signal lost
+/// on the way (a dropped `LISTEN` connection, a full wake socket) waits this long.
+pub const SAFETY_NET: Duration = Duration::from_secs(30);
 /// The most rows picked up per look.
 const BATCH: u32 = 64;
 
 /// Runs until `stop` fires, then waits for the calls it started. Spawn it once per process.
-pub async fn work(gateway: Arc<Gateway>, mut stop: oneshot::Receiver<()>) {
-    let mut tick = tokio::time::interval(WORK_EVERY);
+pub async fn work(gateway: Arc<Gateway>, stop: oneshot::Receiver<()>) {
+    work_polling_every(gateway, stop, SAFETY_NET).await;
+}
+
+/// [`work`] with the safety-net poll every `safety_net` (tests: a long one shows the signal,
+/// not the poll, woke the worker).
+pub async fn work_polling_every(
+    gateway: Arc<Gateway>,
+    mut stop: oneshot::Receiver<()>,
+    safety_net: Duration,
+) {
+    let mut approvals = gateway.store().approvals();
+    let mut tick = tokio::time::interval(safety_net);
     let mut running = JoinSet::new();
     let mut tasks: HashMap<tokio::task::Id, InvocationId> = HashMap::new();
     let mut in_flight: HashSet<InvocationId> = HashSet::new();
@@ -42,7 +56,11 @@ pub async fn work(gateway: Arc<Gateway>, mut stop: oneshot::Receiver<()>) {
                 continue;
             }
             _ = tick.tick() => {}
+            // A closed signal (its store gone) leaves the poll.
+            Ok(()) = approvals.changed() => {}
         }
+        // Seen before the listing: an approval committed after this line signals again.
+        approvals.borrow_and_update();
         let rows = match gateway.store().approved_unclaimed(BATCH).await {
             Ok(rows) => rows,
             Err(error) => {

@@ -21,6 +21,7 @@ use serde_json::{Value, json};
 mod definitions;
 mod rival;
 mod words;
+mod worker;
 
 use definitions::{
     a_once_grant_follows_its_own_tool_only, a_retry_runs_its_approval_after_another_tool_changed,
@@ -30,6 +31,7 @@ use definitions::{
 };
 use rival::a_refused_call_another_claimer_holds_is_reported_as_it_stands;
 use words::{an_abandoned_call_never_runs, an_expired_call_reads_back_as_expired};
+use worker::the_worker_runs_an_approval_committed_by_another_process;
 
 /// A local tool that counts its runs and echoes its arguments.
 struct Counter {
@@ -110,26 +112,7 @@ enum Location {
 async fn location(backend: Backend, dir: &tempfile::TempDir) -> Option<Location> {
     match backend {
         Backend::Sqlite => Some(Location::Sqlite(dir.path().join("ledger.sqlite"))),
-        Backend::Postgres => {
-            let Ok(url) = std::env::var("AIRLOCK_TEST_DATABASE_URL") else {
-                assert!(
-                    std::env::var_os("CI").is_none(),
-                    "CI must set AIRLOCK_TEST_DATABASE_URL"
-                );
-                return None;
-            };
-            let schema = format!("gw_{}", uuid::Uuid::new_v4().simple());
-            let admin = sqlx::PgPool::connect(&url).await.unwrap();
-            sqlx::query(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
-                .execute(&admin)
-                .await
-                .unwrap();
-            admin.close().await;
-            let options: sqlx::postgres::PgConnectOptions = url.parse().unwrap();
-            Some(Location::Postgres(Box::new(
-                options.options([("search_path", schema.as_str())]),
-            )))
-        }
+        Backend::Postgres => Some(Location::Postgres(Box::new(fresh_schema().await?))),
     }
 }
 
@@ -147,6 +130,27 @@ async fn open(location: &Location, config: StoreConfig) -> Arc<dyn Store> {
 async fn store(backend: Backend, dir: &tempfile::TempDir) -> Option<Arc<dyn Store>> {
     let location = location(backend, dir).await?;
     Some(open(&location, StoreConfig::default()).await)
+}
+
+/// Connect options for a fresh PostgreSQL schema; `None` skips the PostgreSQL half outside CI
+/// when `AIRLOCK_TEST_DATABASE_URL` is unset (CI fails instead).
+async fn fresh_schema() -> Option<sqlx::postgres::PgConnectOptions> {
+    let Ok(url) = std::env::var("AIRLOCK_TEST_DATABASE_URL") else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must set AIRLOCK_TEST_DATABASE_URL"
+        );
+        return None;
+    };
+    let schema = format!("gw_{}", uuid::Uuid::new_v4().simple());
+    let admin = sqlx::PgPool::connect(&url).await.unwrap();
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
+        .execute(&admin)
+        .await
+        .unwrap();
+    admin.close().await;
+    let options: sqlx::postgres::PgConnectOptions = url.parse().unwrap();
+    Some(options.options([("search_path", schema.as_str())]))
 }
 
 async fn fixture(backend: Backend, policy: Policy, description_suffix: &str) -> Option<Fixture> {
@@ -190,6 +194,7 @@ on_both_backends!(
     an_approval_does_not_survive_a_change_to_its_own_tool,
     a_once_grant_follows_its_own_tool_only,
     an_approval_recorded_under_the_scope_digest_still_runs,
+    the_worker_runs_an_approval_committed_by_another_process,
 );
 
 // After the macro, which it uses.

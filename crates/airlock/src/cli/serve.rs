@@ -12,7 +12,7 @@ use airlock_ledger::Store;
 use anyhow::Context as _;
 use tokio::net::TcpListener;
 
-use crate::boot::{boot_with, scope_paths};
+use crate::boot::{boot_serving, scope_paths};
 use crate::http::{AppState, app, serve};
 
 /// How often expired leases and approvals are swept.
@@ -42,7 +42,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
 }
 
 async fn serve_dir(args: &Args) -> anyhow::Result<()> {
-    let booted = boot_with(&args.dir, args.lease.map(Duration::from_secs)).await?;
+    let booted = boot_serving(&args.dir, args.lease.map(Duration::from_secs)).await?;
     let listen = args.listen.unwrap_or(booted.deployment.config.listen);
     let listener = TcpListener::bind(listen)
         .await

@@ -151,6 +151,42 @@ async fn an_approval_from_the_cli_runs_in_serve_without_a_waiter() {
     );
 }
 
+/// DECIDE-10: a decision from the CLI — another process, on SQLite — wakes a client waiting in
+/// `airlock_await_decision` on `serve` at once, not at the end of its 25 s window (which would
+/// also read the denial: the await is bounded well inside the window, so only a wake-up
+/// answers in time).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_denial_from_the_cli_wakes_a_client_awaiting_on_serve() {
+    let dir = crate::mcp::deployment();
+    let d = dir.path();
+    let server = Server::start(d, &[]);
+    let base = format!("http://{}", server.addr);
+    let url = crate::mcp::page().await;
+    let parked = crate::mcp::call(&base, crate::mcp::CLAUDE, "fetch", json!({"url": url})).await;
+    let id = parked["structuredContent"]["invocation_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let awaiting = tokio::spawn({
+        let (base, id) = (base.clone(), id.clone());
+        async move {
+            let args = json!({"invocation_id": id, "wait_seconds": 25});
+            crate::mcp::call(&base, crate::mcp::CLAUDE, "airlock_await_decision", args).await
+        }
+    });
+    // Ordering only (no timing is asserted): the await is in its wait when the CLI decides.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let out = cli(d, &["deny", &id, "--reason", "not today"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let answered = tokio::time::timeout(Duration::from_secs(15), awaiting)
+        .await
+        .expect("the await was not woken by the CLI's decision")
+        .unwrap();
+    let settled = &answered["structuredContent"];
+    assert_eq!(settled["status"], "denied", "{answered}");
+    assert_eq!(settled["decided_by"], "alice", "{answered}");
+}
+
 /// `airlock audit verify` passes an untouched ledger and, after a row's arguments are edited
 /// in the database behind airlock's back, fails naming that row.
 #[tokio::test]

@@ -110,6 +110,9 @@ impl Store for RivalClaims {
     ) -> LedgerFuture<'_, Invocation> {
         self.inner.wait_for_change(id, seen, deadline)
     }
+    fn approvals(&self) -> tokio::sync::watch::Receiver<()> {
+        self.inner.approvals()
+    }
     fn pending_approvals(&self, filter: ApprovalFilter) -> LedgerFuture<'_, Vec<Invocation>> {
         self.inner.pending_approvals(filter)
     }
