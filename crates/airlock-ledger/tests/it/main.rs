@@ -50,4 +50,6 @@ harness::both_backends!(
     approved_unclaimed_oldest_first_until_claimed,
     finish_after_another_process_swept_the_call,
     verify_beside_live_writes_reports_no_break,
+    ledger_17_unanswered_at_most_once_parks_in_doubt,
+    ledger_18_late_answer_wins_over_the_sweep,
 );
