@@ -18,8 +18,13 @@ use airlock_spec::{
 };
 use serde_json::{Value, json};
 
+mod ambiguous;
 mod rival;
 
+use ambiguous::{
+    a_call_in_flight_when_swept_in_doubt_returns_its_answer,
+    an_answered_or_unsent_failure_still_fails, an_unanswered_api_call_parks_in_doubt,
+};
 use rival::a_refused_call_another_claimer_holds_is_reported_as_it_stands;
 
 /// A local tool that counts its runs and echoes its arguments.
@@ -92,9 +97,18 @@ enum Backend {
 /// A fresh ledger: an SQLite file in `dir`, or a fresh PostgreSQL schema. `None` skips the
 /// PostgreSQL half outside CI when `AIRLOCK_TEST_DATABASE_URL` is unset (CI fails instead).
 async fn store(backend: Backend, dir: &tempfile::TempDir) -> Option<Arc<dyn Store>> {
+    store_with(backend, dir, StoreConfig::default()).await
+}
+
+/// [`store`] with `config` (an injected clock).
+async fn store_with(
+    backend: Backend,
+    dir: &tempfile::TempDir,
+    config: StoreConfig,
+) -> Option<Arc<dyn Store>> {
     match backend {
         Backend::Sqlite => Some(Arc::new(
-            SqliteStore::open(dir.path().join("ledger.sqlite"), StoreConfig::default())
+            SqliteStore::open(dir.path().join("ledger.sqlite"), config)
                 .await
                 .unwrap(),
         )),
@@ -114,12 +128,10 @@ async fn store(backend: Backend, dir: &tempfile::TempDir) -> Option<Arc<dyn Stor
                 .unwrap();
             admin.close().await;
             let options: sqlx::postgres::PgConnectOptions = url.parse().unwrap();
-            let store = PgStore::connect(
-                options.options([("search_path", schema.as_str())]),
-                StoreConfig::default(),
-            )
-            .await
-            .unwrap();
+            let store =
+                PgStore::connect(options.options([("search_path", schema.as_str())]), config)
+                    .await
+                    .unwrap();
             Some(Arc::new(store))
         }
     }
@@ -159,6 +171,9 @@ on_both_backends!(
     a_retried_call_does_not_run_under_an_approval_for_old_definitions,
     an_approved_call_runs_without_the_rate_limit,
     a_refused_call_another_claimer_holds_is_reported_as_it_stands,
+    an_unanswered_api_call_parks_in_doubt,
+    an_answered_or_unsent_failure_still_fails,
+    a_call_in_flight_when_swept_in_doubt_returns_its_answer,
 );
 
 async fn gateway_on(
