@@ -15,9 +15,15 @@ async fn post(port: u16, deadline: Duration) -> Result<airlock_egress::Response,
         deadline,
         ..loopback_policy()
     };
-    let client = client(policy, resolver("api.tenant.test", &["127.0.0.1"]), None);
+    let client = client(
+        policy,
+        resolver("api.tenant.example.com", &["127.0.0.1"]),
+        None,
+    );
     client
-        .send(Request::post(format!("http://api.tenant.test:{port}/orders")).body("{\"n\":1}"))
+        .send(
+            Request::post(format!("http://api.tenant.example.com:{port}/orders")).body("{\"n\":1}"),
+        )
         .await
 }
 
