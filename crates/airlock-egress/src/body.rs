@@ -101,10 +101,14 @@ pub(crate) async fn read_capped(
 ) -> Result<Bytes, EgressError> {
     let mut body = BytesMut::new();
     loop {
-        let chunk = response.chunk().await.map_err(|e| EgressError::Connect {
-            host: host.to_owned(),
-            source: Box::new(e.without_url()),
-        })?;
+        // The head arrived, so the request did: a break now loses the answer, not the request.
+        let chunk = response
+            .chunk()
+            .await
+            .map_err(|e| EgressError::ConnectionLost {
+                host: host.to_owned(),
+                source: Box::new(e.without_url()),
+            })?;
         let Some(chunk) = chunk else { break };
         let total = u64::try_from(body.len() + chunk.len()).unwrap_or(u64::MAX);
         if total > cap {

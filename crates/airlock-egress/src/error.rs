@@ -98,9 +98,19 @@ pub enum EgressError {
         #[source]
         source: BoxError,
     },
-    /// The connection could not be made or broke.
+    /// The connection could not be made: nothing of the request was sent.
     #[error("connection to {host} failed")]
     Connect {
+        /// The host name or IP literal of the URL.
+        host: String,
+        /// The underlying error, for logs.
+        #[source]
+        source: BoxError,
+    },
+    /// The connection broke (reset, closed) after the request was handed to it and before the
+    /// answer was complete: the upstream may have received the request and acted on it.
+    #[error("the connection to {host} broke after the request was sent; it may have been received")]
+    ConnectionLost {
         /// The host name or IP literal of the URL.
         host: String,
         /// The underlying error, for logs.
@@ -133,7 +143,32 @@ impl EgressError {
             Self::Timeout { .. } => "timeout",
             Self::Tls { .. } => "tls",
             Self::Connect { .. } => "connect",
+            Self::ConnectionLost { .. } => "connection_lost",
             Self::HttpStatus { .. } => "http_status",
+        }
+    }
+
+    /// How far the request got (docs/rules.md EGRESS-30): whether the upstream may have
+    /// received it without answering, which makes the outcome of a write unknown.
+    #[must_use]
+    pub fn delivery(&self) -> Delivery {
+        match self {
+            Self::BlockedScheme { .. }
+            | Self::BlockedUrl { .. }
+            | Self::BlockedName { .. }
+            | Self::BlockedAddress { .. }
+            | Self::BlockedRequest { .. }
+            | Self::Unresolvable { .. }
+            | Self::Tls { .. }
+            | Self::Connect { .. } => Delivery::NotSent,
+            // The guard cannot see whether the connection had taken the request when the
+            // deadline passed, so a timeout counts as possibly received.
+            Self::Timeout { .. } | Self::ConnectionLost { .. } => Delivery::Unanswered,
+            Self::Redirect { .. }
+            | Self::Encoding { .. }
+            | Self::NotText { .. }
+            | Self::TooLarge { .. }
+            | Self::HttpStatus { .. } => Delivery::Answered,
         }
     }
 
@@ -148,6 +183,20 @@ impl EgressError {
             reason: reason.into(),
         }
     }
+}
+
+/// How far a failed request got (docs/rules.md EGRESS-30).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Delivery {
+    /// Nothing of the request left the machine: a refusal, a failed lookup, connection or TLS
+    /// handshake. Retrying cannot run anything twice.
+    NotSent,
+    /// The request may have reached the upstream and no answer came back (the deadline
+    /// passed, or the connection broke after the request was handed to it): whatever it asked
+    /// for may have happened.
+    Unanswered,
+    /// The upstream answered (an error status, or a reply the guard does not pass on).
+    Answered,
 }
 
 /// Formats a duration the way operators read it: "30 s", "300 ms".
@@ -256,6 +305,11 @@ mod tests {
                 source: "x".into(),
             }
             .kind(),
+            EgressError::ConnectionLost {
+                host: String::new(),
+                source: "x".into(),
+            }
+            .kind(),
             EgressError::HttpStatus { status: 500 }.kind(),
         ];
         assert_eq!(
@@ -274,6 +328,7 @@ mod tests {
                 "timeout",
                 "tls",
                 "connect",
+                "connection_lost",
                 "http_status"
             ]
         );

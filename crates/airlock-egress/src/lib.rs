@@ -34,7 +34,7 @@ mod url_check;
 pub use address::{Classification, SpecialRange, classify};
 pub use check::{CheckReport, check_join, check_url};
 pub use client::{Call, GuardedClient, GuardedClientBuilder, PreparedCall};
-pub use error::{BoxError, EgressError};
+pub use error::{BoxError, Delivery, EgressError};
 pub use name::{HostName, check_host};
 pub use policy::{DEFAULT_DEADLINE, DEFAULT_DNS_TIMEOUT, DEFAULT_MAX_BODY_BYTES, EgressPolicy};
 pub use request::{Request, Response};

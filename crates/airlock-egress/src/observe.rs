@@ -36,6 +36,7 @@ pub(crate) fn is_block(err: &EgressError) -> bool {
         EgressError::Timeout { .. }
         | EgressError::Tls { .. }
         | EgressError::Connect { .. }
+        | EgressError::ConnectionLost { .. }
         | EgressError::HttpStatus { .. } => false,
     }
 }

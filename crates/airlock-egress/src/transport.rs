@@ -93,17 +93,25 @@ pub(crate) fn with_alpn(config: &mut rustls::ClientConfig) {
     }
 }
 
-/// Classifies a reqwest error without its URL (which may carry a key in its query).
+/// Classifies a reqwest error without its URL (which may carry a key in its query). Only a
+/// failure while connecting proves nothing was sent; any later break may follow a request the
+/// upstream received (EGRESS-30).
 pub(crate) fn classify_error(err: reqwest::Error, host: &str) -> EgressError {
     let err = err.without_url();
-    if is_tls(&err) {
+    let host = host.to_owned();
+    if !err.is_connect() {
+        EgressError::ConnectionLost {
+            host,
+            source: Box::new(err),
+        }
+    } else if is_tls(&err) {
         EgressError::Tls {
-            host: host.to_owned(),
+            host,
             source: Box::new(err),
         }
     } else {
         EgressError::Connect {
-            host: host.to_owned(),
+            host,
             source: Box::new(err),
         }
     }

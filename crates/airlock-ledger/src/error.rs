@@ -310,6 +310,12 @@ pub struct ToolError {
     /// only good at the moment of the refusal.
     #[serde(skip)]
     pub retry_after: Option<Duration>,
+    /// The request may have reached the upstream and no answer came back (a timeout, a
+    /// connection broken after the request was sent): the call may have taken effect. Finishing
+    /// an at-most-once row with such an error parks it `in_doubt` instead of `failed`
+    /// (docs/rules.md LEDGER-19). Not stored: the row's state says it.
+    #[serde(skip)]
+    pub unanswered: bool,
 }
 
 impl ToolError {
@@ -319,6 +325,17 @@ impl ToolError {
             kind,
             message: message.into(),
             retry_after: None,
+            unanswered: false,
+        }
+    }
+
+    /// The same error, marked as following a request the upstream may have received without
+    /// answering (see [`ToolError::unanswered`](field@ToolError::unanswered)).
+    #[must_use]
+    pub fn into_unanswered(self) -> Self {
+        Self {
+            unanswered: true,
+            ..self
         }
     }
 

@@ -1,5 +1,6 @@
 //! The lease transitions of a call: claim (`pending | approved → running`), renew, and finish
-//! (`running → succeeded | failed`).
+//! (`running → succeeded | failed`, or `in_doubt` for an at-most-once call whose request went
+//! unanswered, LEDGER-19).
 //!
 //! Each reads the row through the batch, checks the transition in Rust (so a refusal names
 //! the states involved), and saves it with a compare-and-swap; a lost swap is re-read and
@@ -8,7 +9,7 @@
 
 use std::time::Duration;
 
-use airlock_spec::{canonical_json, sha256_hex};
+use airlock_spec::{Effect, canonical_json, sha256_hex};
 use serde_json::Value;
 use time::OffsetDateTime;
 
@@ -141,7 +142,8 @@ fn refuse_finish(inv: &Invocation, owner: &str) -> LedgerError {
     }
 }
 
-/// The row settled with `outcome` (not yet saved).
+/// The row settled with `outcome` (not yet saved). A re-run's outcome replaces whatever an
+/// earlier attempt left (an in-doubt row's unanswered error).
 pub(crate) fn finished(inv: &Invocation, outcome: Result<Value, ToolError>) -> Invocation {
     let mut next = inv.clone();
     next.expires_at = None;
@@ -149,6 +151,7 @@ pub(crate) fn finished(inv: &Invocation, outcome: Result<Value, ToolError>) -> I
         Ok(value) => {
             next.state = S::Succeeded;
             next.result = Some(value);
+            next.error = None;
         }
         Err(error) => {
             next.state = S::Failed;
@@ -158,8 +161,28 @@ pub(crate) fn finished(inv: &Invocation, outcome: Result<Value, ToolError>) -> I
     next
 }
 
+/// Whether finishing `inv` with `error` parks it in doubt (LEDGER-19): the request may have
+/// reached the upstream unanswered, and the call may not run twice. An idempotent call fails
+/// instead: repeating it is safe, so the caller can simply call again.
+fn leaves_in_doubt(inv: &Invocation, error: &ToolError) -> bool {
+    error.unanswered && inv.effect != Effect::Idempotent
+}
+
+/// The running row parked in doubt for a person (not yet saved), with what the finisher knows:
+/// the error it met (stored as the row's error), the time (`updated_at`), and the lease that
+/// names who ran it. It waits the approval TTL, as a row the sweeper finds (LEDGER-8).
+fn doubted(inv: &Invocation, error: &ToolError, until: OffsetDateTime) -> Invocation {
+    let mut next = inv.clone();
+    next.state = S::InDoubt;
+    next.error = Some(ToolError::new(error.kind, error.message.clone()));
+    next.expires_at = Some(until);
+    next
+}
+
 /// Stores the result. The lease owner may also settle its own row after the sweeper marked
-/// it in doubt: the call did finish, so nobody needs to guess.
+/// it in doubt: the call did finish, so nobody needs to guess (LEDGER-20). An unanswered
+/// request of an at-most-once call parks the row in doubt instead (LEDGER-19); on a row the
+/// sweeper already marked, that changes nothing.
 pub(crate) async fn finish(
     tx: &mut LedgerTx,
     batch: &mut Batch,
@@ -172,7 +195,15 @@ pub(crate) async fn finish(
     if !mine {
         return Err(refuse_finish(&inv, owner));
     }
-    let next = finished(&inv, outcome);
+    let next = match &outcome {
+        Err(error) if leaves_in_doubt(&inv, error) => {
+            if inv.state == S::InDoubt {
+                return Ok(inv);
+            }
+            doubted(&inv, error, batch.now + batch.approval_ttl)
+        }
+        _ => finished(&inv, outcome),
+    };
     batch
         .save_or(tx, &inv, next, |now| refuse_finish(now, owner))
         .await

@@ -94,7 +94,10 @@ pub trait Store: Send + Sync + 'static {
         lease: Duration,
     ) -> LedgerFuture<'_, Invocation>;
     /// Stores the result: `running → succeeded | failed`. Only the lease owner may; a second
-    /// finish is [`LedgerError::AlreadyFinished`].
+    /// finish is [`LedgerError::AlreadyFinished`]. The owner's result also settles its row
+    /// after the sweeper marked it `in_doubt`, unless a person resolved it first (LEDGER-20).
+    /// An error marked [`ToolError::unanswered`](field@ToolError::unanswered) parks an
+    /// at-most-once row `in_doubt` instead of `failed`, with the error on the row (LEDGER-19).
     fn finish(
         &self,
         id: InvocationId,

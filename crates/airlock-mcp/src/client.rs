@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use airlock_egress::GuardedClient;
+use airlock_egress::{Delivery, GuardedClient};
 use airlock_spec::McpProtocol;
 use rmcp::model::{CallToolRequestParams, JsonObject, MetaObject, RequestMetaObject};
 use serde_json::Value;
@@ -78,8 +78,14 @@ impl McpClient {
                 CallErrorKind::BadReply,
                 format!("the tool result cannot be read: {e}"),
             )
-        })?;
-        to_tool_result(&result)
+        });
+        // The server answered the call: whatever is wrong with the answer, it is an answer.
+        result
+            .and_then(|r| to_tool_result(&r))
+            .map_err(|e| McpCallError {
+                delivery: Delivery::Answered,
+                ..e
+            })
     }
 
     /// Lists every tool of the upstream (every page of `tools/list`) in one session. A tool

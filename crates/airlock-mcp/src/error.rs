@@ -8,7 +8,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use airlock_egress::EgressError;
+use airlock_egress::{Delivery, EgressError};
 
 /// What kind of failure an MCP call ended in. The names from [`CallErrorKind::as_str`] are stable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -34,6 +34,8 @@ pub enum CallErrorKind {
     Protocol,
     /// The server could not be reached (name resolution, connection, TLS).
     Unreachable,
+    /// The connection broke after a request was handed to it, before its answer was complete.
+    ConnectionLost,
     /// The call could not be made as configured (for example a missing credential or an invalid
     /// header name); no request was sent.
     Config,
@@ -56,6 +58,7 @@ impl CallErrorKind {
             Self::BadReply => "bad_reply",
             Self::Protocol => "protocol",
             Self::Unreachable => "unreachable",
+            Self::ConnectionLost => "connection_lost",
             Self::Config => "config",
             Self::Other => "other",
         }
@@ -80,6 +83,10 @@ pub struct McpCallError {
     /// For [`CallErrorKind::HttpStatus`]: the status the server answered, so a caller can
     /// classify it the way it classifies any HTTP status.
     pub status: Option<u16>,
+    /// How far the call's own request (`tools/call`) got: a failure while the session opened
+    /// sent nothing of the call; a break or a timeout after it was sent leaves the call's
+    /// outcome unknown (docs/rules.md MCP-23).
+    pub delivery: Delivery,
 }
 
 impl McpCallError {
@@ -90,6 +97,7 @@ impl McpCallError {
             kind,
             message: message.into(),
             status: None,
+            delivery: Delivery::NotSent,
         }
     }
 
@@ -145,6 +153,7 @@ impl From<EgressError> for McpCallError {
             EgressError::Unresolvable { .. }
             | EgressError::Tls { .. }
             | EgressError::Connect { .. } => CallErrorKind::Unreachable,
+            EgressError::ConnectionLost { .. } => CallErrorKind::ConnectionLost,
             EgressError::Redirect { status } => return Self::redirect(*status),
             EgressError::HttpStatus { status } => return Self::http_status(*status),
             EgressError::Timeout { after } => return Self::timeout(*after),

@@ -12,7 +12,7 @@
 //! remembered, so the session can report what really went wrong rather than rmcp's summary.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -20,7 +20,7 @@ use bytes::Bytes;
 use futures::stream::{BoxStream, StreamExt};
 use http::header::{ACCEPT, CONTENT_ENCODING, CONTENT_TYPE};
 use http::{HeaderName, HeaderValue, StatusCode};
-use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
+use rmcp::model::{ClientJsonRpcMessage, ClientRequest, ServerJsonRpcMessage};
 use rmcp::transport::streamable_http_client::{
     SseError, StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
 };
@@ -61,6 +61,9 @@ struct Shared {
     failure: Mutex<Option<McpCallError>>,
     /// A failure on a notification, which the session went on after (as MCP SDKs do).
     swallowed: Mutex<Option<McpCallError>>,
+    /// The `tools/call` request may have left the machine: it was handed to a connection (or
+    /// to a connection attempt whose outcome is not known yet).
+    call_sent: AtomicBool,
 }
 
 /// What kind of body a reply carries.
@@ -89,6 +92,7 @@ impl GuardedHttp {
                 budget,
                 failure: Mutex::new(None),
                 swallowed: Mutex::new(None),
+                call_sent: AtomicBool::new(false),
             }),
         }
     }
@@ -97,6 +101,11 @@ impl GuardedHttp {
     pub(crate) fn failure(&self) -> Option<McpCallError> {
         let first = lock(&self.inner.failure).clone();
         first.or_else(|| lock(&self.inner.swallowed).clone())
+    }
+
+    /// Whether the session's `tools/call` may have reached the server (MCP-23).
+    pub(crate) fn call_sent(&self) -> bool {
+        self.inner.call_sent.load(Ordering::SeqCst)
     }
 
     /// Remembers `err` as the session's failure (the first one wins) and hands it to rmcp.
@@ -140,13 +149,23 @@ impl GuardedHttp {
         request
     }
 
+    /// Only a failed connection proves nothing was sent; a break after that may follow a
+    /// request the server received.
     fn transport_error(&self, err: &reqwest::Error) -> McpCallError {
         if err.is_timeout() {
             McpCallError::timeout(self.inner.budget)
-        } else {
+        } else if err.is_connect() {
             McpCallError::new(
                 CallErrorKind::Unreachable,
                 format!("the MCP server {} could not be reached", self.inner.host),
+            )
+        } else {
+            McpCallError::new(
+                CallErrorKind::ConnectionLost,
+                format!(
+                    "the connection to the MCP server {} broke after a request was sent",
+                    self.inner.host
+                ),
             )
         }
     }
@@ -232,14 +251,28 @@ impl GuardedHttp {
     ) -> Result<StreamableHttpPostResponse, HttpError> {
         self.check_uri(uri)?;
         let awaits_reply = matches!(message, ClientJsonRpcMessage::Request(_));
+        let is_call = matches!(&message, ClientJsonRpcMessage::Request(r)
+            if matches!(r.request, ClientRequest::CallToolRequest(_)));
         let body = serde_json::to_vec(&message)?;
-        let response = self
+        if is_call {
+            self.inner.call_sent.store(true, Ordering::SeqCst);
+        }
+        let sent = self
             .request(http::Method::POST, session_id.as_deref(), custom_headers)
             .header(CONTENT_TYPE, "application/json")
             .body(body)
             .send()
-            .await
-            .map_err(|e| self.fail(self.transport_error(&e)))?;
+            .await;
+        let response = match sent {
+            Ok(response) => response,
+            Err(e) => {
+                if is_call && e.is_connect() {
+                    // No connection: the call never left the machine.
+                    self.inner.call_sent.store(false, Ordering::SeqCst);
+                }
+                return Err(self.fail(self.transport_error(&e)));
+            }
+        };
         let status = response.status();
         let session = response
             .headers()

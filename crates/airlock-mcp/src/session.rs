@@ -10,7 +10,7 @@
 use std::future::Future;
 use std::time::Duration;
 
-use airlock_egress::GuardedClient;
+use airlock_egress::{Delivery, GuardedClient};
 use airlock_spec::McpProtocol;
 use rmcp::model::{ClientCapabilities, ClientConfig, Implementation, ProtocolVersion};
 use rmcp::service::{ClientInitializeError, ClientLifecycleMode, ClientServiceExt};
@@ -84,8 +84,11 @@ where
     })
     .await;
     let (mut running, result) = match timed {
-        Err(_elapsed) => return (None, Err(McpCallError::timeout(budget))),
-        Ok(Err(failure)) => return (None, Err(classify(&failure, &http, target.protocol))),
+        Err(_elapsed) => return (None, Err(delivered(McpCallError::timeout(budget), &http))),
+        Ok(Err(failure)) => {
+            let err = classify(&failure, &http, target.protocol);
+            return (None, Err(delivered(err, &http)));
+        }
         Ok(Ok(done)) => done,
     };
     let speaks = running.peer_info().map(|info| {
@@ -100,8 +103,35 @@ where
     let _ = running
         .close_with_timeout(left.max(Duration::from_millis(1)))
         .await;
-    let result = result.map_err(|e| classify(&Failure::Work(e), &http, target.protocol));
+    let result =
+        result.map_err(|e| delivered(classify(&Failure::Work(e), &http, target.protocol), &http));
     (speaks, result)
+}
+
+/// `err` with how far the call's request got (MCP-23): nothing of the call was sent while the
+/// session opened; after the `tools/call` was sent, the server's own answer (a JSON-RPC error,
+/// an HTTP status, a reply airlock refuses) is an answer, and anything else — the deadline, a
+/// broken connection, a stream that ended without a response — leaves the outcome unknown.
+fn delivered(mut err: McpCallError, http: &GuardedHttp) -> McpCallError {
+    err.delivery = if !http.call_sent() {
+        Delivery::NotSent
+    } else {
+        match err.kind {
+            CallErrorKind::Blocked | CallErrorKind::Config => Delivery::NotSent,
+            CallErrorKind::ToolError
+            | CallErrorKind::JsonRpc
+            | CallErrorKind::HttpStatus
+            | CallErrorKind::Redirect
+            | CallErrorKind::TooLarge
+            | CallErrorKind::BadReply
+            | CallErrorKind::Protocol => Delivery::Answered,
+            CallErrorKind::Timeout
+            | CallErrorKind::Unreachable
+            | CallErrorKind::ConnectionLost
+            | CallErrorKind::Other => Delivery::Unanswered,
+        }
+    };
+    err
 }
 
 fn client_info() -> ClientConfig {

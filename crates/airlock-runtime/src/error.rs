@@ -5,9 +5,11 @@
 //! failure through [`mcp_error`], and an HTTP status through
 //! [`ToolErrorKind::from_http_status`] — so a DNS failure, a refused connection, a 500 or a
 //! timeout is the same kind whether an api tool, an MCP tool or `fetch` met it. The message is
-//! the source's own credential-free wording.
+//! the source's own credential-free wording. A failure after which the request may have
+//! reached the upstream unanswered is marked [`ToolError::into_unanswered`], whichever source
+//! saw it, so the ledger parks an at-most-once call in doubt (LEDGER-19).
 
-use airlock_egress::EgressError;
+use airlock_egress::{Delivery, EgressError};
 use airlock_mcp::{CallErrorKind, McpCallError};
 
 pub use airlock_ledger::{ToolError, ToolErrorKind};
@@ -23,6 +25,7 @@ pub(crate) fn egress_error(error: &EgressError) -> ToolError {
         EgressError::Unresolvable { .. }
         | EgressError::Connect { .. }
         | EgressError::Tls { .. } => ToolErrorKind::Unreachable,
+        EgressError::ConnectionLost { .. } => ToolErrorKind::UpstreamError,
         EgressError::Timeout { .. } => ToolErrorKind::Timeout,
         EgressError::HttpStatus { status } => ToolErrorKind::from_http_status(*status),
         EgressError::Redirect { .. }
@@ -30,7 +33,15 @@ pub(crate) fn egress_error(error: &EgressError) -> ToolError {
         | EgressError::NotText { .. }
         | EgressError::TooLarge { .. } => ToolErrorKind::BadResponse,
     };
-    ToolError::new(kind, error.to_string())
+    marked(ToolError::new(kind, error.to_string()), error.delivery())
+}
+
+/// `error`, marked unanswered when its request may have reached the upstream unanswered.
+fn marked(error: ToolError, delivery: Delivery) -> ToolError {
+    match delivery {
+        Delivery::Unanswered => error.into_unanswered(),
+        Delivery::NotSent | Delivery::Answered => error,
+    }
 }
 
 /// An MCP client's failure as a tool error.
@@ -39,6 +50,7 @@ pub(crate) fn mcp_error(error: McpCallError) -> ToolError {
         CallErrorKind::ToolError => ToolErrorKind::ToolFailed,
         CallErrorKind::Blocked => ToolErrorKind::Blocked,
         CallErrorKind::Unreachable => ToolErrorKind::Unreachable,
+        CallErrorKind::ConnectionLost => ToolErrorKind::UpstreamError,
         CallErrorKind::Timeout => ToolErrorKind::Timeout,
         CallErrorKind::HttpStatus => error.status.map_or(
             ToolErrorKind::UpstreamError,
@@ -51,7 +63,7 @@ pub(crate) fn mcp_error(error: McpCallError) -> ToolError {
         | CallErrorKind::Protocol => ToolErrorKind::BadResponse,
         CallErrorKind::Config => ToolErrorKind::BadDeclaration,
     };
-    ToolError::new(kind, error.message)
+    marked(ToolError::new(kind, error.message), error.delivery)
 }
 
 #[cfg(test)]

@@ -2,10 +2,13 @@
 //! crate's normal dependency tree contains it), so nothing here ships in a binary.
 //!
 //! [`Server`] is a real MCP server on 127.0.0.1 whose behaviour each test scripts with a
-//! [`Script`] and whose received requests it reads back with [`Server::seen`]. Fixtures panic
+//! [`Script`] and whose received requests it reads back with [`Server::seen`]. [`RawServer`]
+//! is a bare HTTP/1.1 upstream that hangs up, holds or fails a request on cue (a [`Cue`]). Fixtures panic
 //! on setup failure (a port that cannot be bound): that is a broken test machine, and a loud
 //! panic is the clearest report a test can give.
 
+mod raw;
 mod upstream;
 
+pub use raw::{Cue, RawServer};
 pub use upstream::{Script, Seen, Server};

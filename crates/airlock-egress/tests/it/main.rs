@@ -3,6 +3,7 @@
 // Test helpers outside #[test] functions panic on setup failure on purpose.
 #![allow(clippy::unwrap_used)]
 
+mod delivery;
 mod guard;
 mod proxy;
 mod support;

@@ -19,6 +19,10 @@ pub(crate) enum Reply {
     Raw { head: String, body: Vec<u8> },
     /// The head, then one byte of body every `every`, forever.
     Trickle { head: String, every: Duration },
+    /// No answer: close the connection once the request is read.
+    Hangup,
+    /// No answer: keep the connection open and say nothing.
+    Silence,
 }
 
 impl Reply {
@@ -168,6 +172,8 @@ async fn serve_conn<S: AsyncRead + AsyncWrite + Unpin>(
         buf.drain(..head_end + body_len);
         seen.lock().unwrap().push(request.clone());
         match script(&request) {
+            Reply::Hangup => return,
+            Reply::Silence => std::future::pending::<()>().await,
             Reply::Raw { head, body } => {
                 let mut out = format!("{head}\r\n\r\n").into_bytes();
                 out.extend_from_slice(&body);

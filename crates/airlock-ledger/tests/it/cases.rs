@@ -2,6 +2,7 @@
 //! one function per rule and case, named after its rule id (plus races and questions), each run against both
 //! backends by `both_backends!` in `main.rs`.
 
+mod ambiguity;
 mod approval;
 mod audit;
 mod decisions;
@@ -10,6 +11,7 @@ mod fused;
 mod rate;
 mod worker;
 
+pub(crate) use ambiguity::*;
 pub(crate) use approval::*;
 pub(crate) use audit::*;
 pub(crate) use decisions::*;

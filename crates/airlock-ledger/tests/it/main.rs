@@ -55,4 +55,6 @@ harness::both_backends!(
     policy_16_budget_refills_by_the_store_clock,
     policy_16_a_call_takes_from_every_budget_or_none,
     policy_16_stores_on_one_database_share_the_budget,
+    ledger_19_unanswered_at_most_once_parks_in_doubt,
+    ledger_20_late_answer_wins_over_the_sweep,
 );

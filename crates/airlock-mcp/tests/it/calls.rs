@@ -452,3 +452,69 @@ async fn a_legacy_upstream_asked_for_2026_07_28_is_a_protocol_error() {
     assert_eq!(err.kind, CallErrorKind::Protocol, "{err:?}");
     assert!(err.message.contains("2026-07-28"), "{err}");
 }
+
+/// MCP-23: how far the call got. A connection that breaks after `tools/call` was written, or
+/// a deadline passing while the server holds it, leaves the call's outcome unknown
+/// (`Unanswered`); a break during the handshake, or a refused connection, sent nothing of the
+/// call (`NotSent`).
+#[tokio::test]
+async fn a_break_after_the_call_was_sent_is_unanswered_and_before_it_is_not() {
+    use airlock_egress::Delivery;
+    use airlock_testkit::{Cue, RawServer};
+    let cases = [
+        (
+            "tools/call",
+            Cue::Hangup,
+            CallErrorKind::ConnectionLost,
+            Delivery::Unanswered,
+        ),
+        (
+            "tools/call",
+            Cue::Hold,
+            CallErrorKind::Timeout,
+            Delivery::Unanswered,
+        ),
+        (
+            "initialize",
+            Cue::Hangup,
+            CallErrorKind::ConnectionLost,
+            Delivery::NotSent,
+        ),
+        (
+            "initialize",
+            Cue::Hold,
+            CallErrorKind::Timeout,
+            Delivery::NotSent,
+        ),
+    ];
+    for (on, cue, kind, delivery) in cases {
+        let server = RawServer::start(Some(on), cue).await;
+        let target = McpTarget::new(format!("http://mcp.upstream.io:{}/mcp", server.port));
+        let err = client_with(Duration::from_millis(500), 1024 * 1024)
+            .call_tool(&target, &ToolCall::new("echo", json!({})))
+            .await
+            .unwrap_err();
+        assert_eq!(
+            (err.kind, err.delivery),
+            (kind, delivery),
+            "{on} {cue:?}: {err}"
+        );
+        assert_eq!(server.seen().last().map(String::as_str), Some(on));
+    }
+    let refused = RawServer::refusing_port().await;
+    let target = McpTarget::new(format!("http://mcp.upstream.io:{refused}/mcp"));
+    let err = client()
+        .call_tool(&target, &ToolCall::new("echo", json!({})))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (err.kind, err.delivery),
+        (CallErrorKind::Unreachable, Delivery::NotSent),
+        "{err}"
+    );
+    // The server's own answers are answers, whatever they say.
+    let (_, out) = call(Script::default(), "fail").await;
+    assert_eq!(out.unwrap_err().delivery, Delivery::Answered);
+    let (_, out) = call(Script::default(), "reject").await;
+    assert_eq!(out.unwrap_err().delivery, Delivery::Answered);
+}

@@ -8,6 +8,15 @@ use serde_json::{Value, json};
 use crate::ToolError;
 use crate::error::egress_error;
 
+/// A GET of a public page changes nothing upstream, so a fetch that went unanswered is simply
+/// failed, never parked in doubt (LEDGER-19 is about calls that may have taken effect).
+fn answered_or_not(error: ToolError) -> ToolError {
+    ToolError {
+        unanswered: false,
+        ..error
+    }
+}
+
 /// Fetches `arguments.url`: `{status, content_type, body}`.
 pub(super) async fn fetch(egress: &GuardedClient, arguments: &Value) -> Result<Value, ToolError> {
     let url = arguments
@@ -19,7 +28,7 @@ pub(super) async fn fetch(egress: &GuardedClient, arguments: &Value) -> Result<V
         .send(Request::get(url))
         .await
         .and_then(Response::error_for_status)
-        .map_err(|e| egress_error(&e))?;
+        .map_err(|e| answered_or_not(egress_error(&e)))?;
     let content_type = response
         .headers()
         .get("content-type")

@@ -18,11 +18,16 @@ use airlock_spec::{
 };
 use serde_json::{Value, json};
 
+mod ambiguous;
 mod definitions;
 mod rival;
 mod words;
 mod worker;
 
+use ambiguous::{
+    a_call_in_flight_when_swept_in_doubt_returns_its_answer,
+    an_answered_or_unsent_failure_still_fails, an_unanswered_api_call_parks_in_doubt,
+};
 use definitions::{
     a_once_grant_follows_its_own_tool_only, a_retry_runs_its_approval_after_another_tool_changed,
     an_approval_does_not_survive_a_change_to_its_own_tool,
@@ -128,8 +133,17 @@ async fn open(location: &Location, config: StoreConfig) -> Arc<dyn Store> {
 
 /// A fresh ledger (see [`location`]).
 async fn store(backend: Backend, dir: &tempfile::TempDir) -> Option<Arc<dyn Store>> {
+    store_with(backend, dir, StoreConfig::default()).await
+}
+
+/// [`store`] with `config` (an injected clock).
+async fn store_with(
+    backend: Backend,
+    dir: &tempfile::TempDir,
+    config: StoreConfig,
+) -> Option<Arc<dyn Store>> {
     let location = location(backend, dir).await?;
-    Some(open(&location, StoreConfig::default()).await)
+    Some(open(&location, config).await)
 }
 
 /// Connect options for a fresh PostgreSQL schema; `None` skips the PostgreSQL half outside CI
@@ -195,6 +209,9 @@ on_both_backends!(
     a_once_grant_follows_its_own_tool_only,
     an_approval_recorded_under_the_scope_digest_still_runs,
     the_worker_runs_an_approval_committed_by_another_process,
+    an_unanswered_api_call_parks_in_doubt,
+    an_answered_or_unsent_failure_still_fails,
+    a_call_in_flight_when_swept_in_doubt_returns_its_answer,
 );
 
 // After the macro, which it uses.

@@ -1,6 +1,8 @@
 //! One cause, one kind: an api tool, an MCP tool and `fetch` meeting the same failure store the
 //! same `ToolErrorKind` on their rows — a name with no answer, a refused connection and a
-//! refused address (nothing sent), a 500, a silent upstream past the deadline.
+//! refused address (nothing sent), a 500, a silent upstream past the deadline. Each fails the
+//! call, except the silent upstream for the at-most-once api tool: its request may have been
+//! received, so its row is in doubt with the kind kept (LEDGER-19).
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
@@ -136,9 +138,12 @@ async fn gateway(address: Option<IpAddr>, port: u16, dir: &tempfile::TempDir) ->
         .build()
 }
 
-/// Calls the three tools against `port` and returns the kind stored on each row, read back
-/// from the ledger.
-async fn stored_kinds(address: Option<IpAddr>, port: u16) -> Vec<(&'static str, ToolErrorKind)> {
+/// Calls the three tools against `port` and returns the state and the kind stored on each row,
+/// read back from the ledger.
+async fn stored(
+    address: Option<IpAddr>,
+    port: u16,
+) -> Vec<(&'static str, InvocationState, ToolErrorKind)> {
     let dir = tempfile::tempdir().unwrap();
     let gw = gateway(address, port, &dir).await;
     let url = format!("http://{HOST}:{port}/thing");
@@ -165,10 +170,20 @@ async fn stored_kinds(address: Option<IpAddr>, port: u16) -> Vec<(&'static str, 
             .invocation()
             .id;
         let row = gw.store().get(id).await.unwrap();
-        assert_eq!(row.state, InvocationState::Failed, "{name}: {row:?}");
-        kinds.push((name, row.error.unwrap().kind));
+        kinds.push((name, row.state, row.error.unwrap().kind));
     }
     kinds
+}
+
+/// [`stored`], where every call must have failed: the kinds.
+async fn stored_kinds(address: Option<IpAddr>, port: u16) -> Vec<(&'static str, ToolErrorKind)> {
+    let rows = stored(address, port).await;
+    for (tool, state, _) in &rows {
+        assert_eq!(*state, InvocationState::Failed, "{tool}: {rows:?}");
+    }
+    rows.into_iter()
+        .map(|(tool, _, kind)| (tool, kind))
+        .collect()
 }
 
 const LOOPBACK: Option<IpAddr> = Some(IpAddr::V4(Ipv4Addr::LOCALHOST));
@@ -217,5 +232,14 @@ async fn a_500_is_upstream_error_for_every_tool_type() {
 #[tokio::test]
 async fn a_silent_upstream_is_a_timeout_for_every_tool_type() {
     let port = upstream(None).await;
-    assert_all(&stored_kinds(LOOPBACK, port).await, ToolErrorKind::Timeout);
+    let rows = stored(LOOPBACK, port).await;
+    let states: Vec<_> = rows.iter().map(|(_, state, _)| *state).collect();
+    use InvocationState::{Failed, InDoubt};
+    // The MCP session never got past `initialize`, so its `tools/call` was never sent (MCP-23).
+    assert_eq!(states, [InDoubt, Failed, Failed], "{rows:?}");
+    let kinds: Vec<_> = rows
+        .into_iter()
+        .map(|(tool, _, kind)| (tool, kind))
+        .collect();
+    assert_all(&kinds, ToolErrorKind::Timeout);
 }
