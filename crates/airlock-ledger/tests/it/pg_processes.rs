@@ -73,8 +73,11 @@ async fn decision_in_one_process_wakes_waiter_in_another() {
         worst = worst.max(woke.saturating_duration_since(started));
     }
     assert_eq!(h.store.get(row.id).await.unwrap().state, S::Succeeded);
+    // Woken by the other process's NOTIFY, not by the 10 s deadline. How fast is the wake-up
+    // bench's question (docs/benchmarks.md), never a timed test's: a loaded CI machine may take
+    // hundreds of milliseconds and still be right.
     println!("cross-process wake-up, worst of 3: {worst:?}");
-    assert!(worst < Duration::from_millis(100), "woken after {worst:?}");
+    assert!(worst < Duration::from_secs(5), "not woken by the notification: {worst:?}");
 }
 
 /// A short-lived process (the CLI deciding, then exiting) must not take the wake-up with it:
