@@ -38,6 +38,7 @@ impl GatewayBuilder {
                 limits: RateLimits::default(),
                 owner,
                 lease: LEASE,
+                polls_ended: tokio::sync::watch::Sender::new(false),
             },
         }
     }
