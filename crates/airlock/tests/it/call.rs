@@ -81,6 +81,8 @@ fn bad_arguments_fail_without_a_request() {
             "erp_cliente",
             "--agent",
             "erp-agent",
+            "--as",
+            "tester",
             "--args",
             r#"{"cuit":5}"#,
             "--dir",
