@@ -81,6 +81,13 @@ pub trait ToolHost: Send + Sync + 'static {
         caller: &'a Caller,
         invocation_id: &'a str,
     ) -> BoxFuture<'a, Result<HostCall, HostError>>;
+
+    /// Whether the host is shutting down: [`ToolHost::await_decision`] then answers at once, so
+    /// a request that would await again and again (a 2025 `tasks/result`) stops and tells its
+    /// client to ask again. A host that never shuts down keeps the default.
+    fn long_polls_ended(&self) -> bool {
+        false
+    }
 }
 
 /// One call as the ledger knows it: the row's id and times, and what became of it.

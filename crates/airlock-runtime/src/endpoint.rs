@@ -366,11 +366,12 @@ impl Gateway {
             if outcome.kind() != OutcomeKind::Parked || tokio::time::Instant::now() >= deadline {
                 return Ok(host_call(&outcome));
             }
-            row = self
-                .store()
-                .wait_for_change(row.id, Some(row.version), deadline)
-                .await
-                .map_err(|e| internal(&e.into()))?;
+            // Only the wait is cut short at shutdown, never a call this await runs above.
+            let changed = tokio::select! {
+                changed = self.store().wait_for_change(row.id, Some(row.version), deadline) => changed,
+                () = self.until_long_polls_end() => return Ok(host_call(&outcome)),
+            };
+            row = changed.map_err(|e| internal(&e.into()))?;
         }
     }
 
@@ -455,5 +456,9 @@ impl ToolHost for Gateway {
         invocation_id: &'a str,
     ) -> BoxFuture<'a, Result<HostCall, HostError>> {
         Box::pin(self.mcp_withdraw(scope, caller, invocation_id))
+    }
+
+    fn long_polls_ended(&self) -> bool {
+        Gateway::long_polls_ended(self)
     }
 }

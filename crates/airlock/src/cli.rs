@@ -1,18 +1,25 @@
 //! The command line: one module per subcommand, each calling the same library functions the
 //! HTTP surfaces call.
+//!
+//! Guarantees: every command finds its deployment the same way ([`deployment`]); exit statuses
+//! mean the same across commands ([`exit`]); a reader that closes the pipe early ends the
+//! command quietly, never with a panic.
 
 mod approvals;
 mod audit;
 mod call;
 mod check;
 mod credentials;
+mod deployment;
 mod discover;
 mod egress;
+mod exit;
+mod operator;
 mod serve;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory as _, Parser, Subcommand};
 
 /// airlock: the gateway every tool call of an AI agent passes through.
 #[derive(Debug, Parser)]
@@ -43,11 +50,17 @@ enum Command {
     Audit(audit::Command),
     #[command(flatten)]
     Decisions(approvals::Command),
+    /// Print a shell completion script (e.g. `airlock completions bash > /etc/bash_completion.d/airlock`).
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
 }
 
 /// Parses the command line and runs the subcommand.
 #[must_use]
 pub fn run() -> ExitCode {
+    quiet_on_closed_pipe();
     let cli = Cli::parse();
     // Diagnostics go to stderr through tracing; human output to stdout.
     tracing_subscriber::fmt()
@@ -66,6 +79,15 @@ pub fn run() -> ExitCode {
         Command::Egress(cmd) => egress::run(cmd),
         Command::Audit(cmd) => audit::run(cmd),
         Command::Decisions(cmd) => approvals::run(cmd),
+        Command::Completions { shell } => {
+            clap_complete::generate(
+                shell,
+                &mut Cli::command(),
+                "airlock",
+                &mut std::io::stdout(),
+            );
+            Ok(ExitCode::SUCCESS)
+        }
     };
     match result {
         Ok(code) => code,
@@ -74,4 +96,19 @@ pub fn run() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// std's print macros panic when the reader has gone (`airlock check --json | head -c 10`).
+/// The reader chose to stop: exit 0 without a word instead of a panic message.
+fn quiet_on_closed_pipe() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let closed = info.payload_as_str().is_some_and(|message| {
+            message.starts_with("failed printing to std") && message.contains("Broken pipe")
+        });
+        if closed {
+            std::process::exit(0);
+        }
+        default(info);
+    }));
 }

@@ -2,10 +2,13 @@
 //! [`Settlement`]: the documented shapes, byte for byte — the result itself,
 //! `{"error": {kind, message}}`, `{"denied": reason}`, `{"denied": "approval expired"}`,
 //! `{"resolved": note}`, `{"abandoned": reason}` and `{"proposed": {tool, arguments}}`. The
-//! row's state beside it (`expired`, `abandoned`, …) says which of them it is.
+//! row's state beside it (`expired`, `abandoned`, …) says which of them it is. Also the whole
+//! row and the approvals page as the API answers them, which the CLI's `--json` prints too.
 
 use airlock_ledger::{Invocation, Settlement};
+use airlock_runtime::decisions::pending::Page;
 use serde_json::{Value, json};
+use time::format_description::well_known::Rfc3339;
 
 /// The row's result as JSON, or `None` while it is not settled.
 #[must_use]
@@ -22,5 +25,37 @@ pub fn result_json(row: &Invocation) -> Option<Value> {
         Settlement::Proposed { tool, arguments } => {
             json!({ "proposed": { "tool": tool, "arguments": arguments } })
         }
+    })
+}
+
+fn time(t: Option<time::OffsetDateTime>) -> Value {
+    t.and_then(|t| t.format(&Rfc3339).ok())
+        .map_or(Value::Null, Value::String)
+}
+
+/// A row as the API shows it (arguments are shown: approvers decide on them).
+#[must_use]
+pub fn invocation_json(row: &Invocation) -> Value {
+    json!({
+        "id": row.id.to_string(),
+        "tool": row.tool,
+        "state": row.state.to_string(),
+        "arguments": row.arguments,
+        "principal": row.principal,
+        "session_id": row.session_id.to_string(),
+        "created_at": time(Some(row.created_at)),
+        "expires_at": time(row.expires_at),
+        "decision": row.decision.as_ref().map(|d| json!({"by": d.by, "decision": d.decision.to_string(), "reason": d.reason, "at": time(Some(d.at))})),
+        "resolution": row.resolution.as_ref().map(|r| json!({"by": r.by, "outcome": r.resolution.to_string(), "note": r.note, "at": time(Some(r.at))})),
+        "result": result_json(row),
+    })
+}
+
+/// A page of what waits for a person, as `GET /v1/approvals` answers it.
+#[must_use]
+pub fn approvals_json(page: &Page) -> Value {
+    json!({
+        "approvals": page.rows.iter().map(invocation_json).collect::<Vec<_>>(),
+        "next_offset": page.next_offset,
     })
 }

@@ -77,7 +77,10 @@ async fn decision_in_one_process_wakes_waiter_in_another() {
     // bench's question (docs/benchmarks.md), never a timed test's: a loaded CI machine may take
     // hundreds of milliseconds and still be right.
     println!("cross-process wake-up, worst of 3: {worst:?}");
-    assert!(worst < Duration::from_secs(5), "not woken by the notification: {worst:?}");
+    assert!(
+        worst < Duration::from_secs(5),
+        "not woken by the notification: {worst:?}"
+    );
 }
 
 /// A short-lived process (the CLI deciding, then exiting) must not take the wake-up with it:

@@ -7,7 +7,8 @@
 //! a task-augmented call is recorded like any other and answered with `{"task": …}`; the task
 //! is the ledger row, so a task survives restarts and is seen only by the principal who made it
 //! from the same scope. `tasks/result` blocks until the call settles, woken by the ledger (no
-//! polling), and carries the `related-task` metadata; cancelling a settled task is -32602, as
+//! polling), and carries the `related-task` metadata — except at shutdown, when it ends at
+//! once with a [`SHUTTING_DOWN`] error telling the client to ask again; cancelling a settled task is -32602, as
 //! that revision requires. Every other request goes on to rmcp untouched. The step reads the
 //! request as admission parsed it.
 
@@ -26,6 +27,9 @@ use crate::host::{CallKey, HostCall, HostError, ToolHost};
 
 /// The only revision with this task shape.
 const REVISION: &str = "2025-11-25";
+
+/// The JSON-RPC error of a `tasks/result` cut short by shutdown (implementation-defined range).
+const SHUTTING_DOWN: i64 = -32000;
 
 /// How long one `tasks/result` wait lasts before the row is read again (a safety net for a
 /// missed notification); the request itself waits until the call settles or the client goes
@@ -173,6 +177,15 @@ async fn result(host: &dyn ToolHost, admitted: &Admitted, task_id: &str) -> Answ
             .map_err(host_error)?;
         if !call.is_parked() {
             break call;
+        }
+        if host.long_polls_ended() {
+            // The row stays parked; a restarted server answers the same request.
+            return Err(rpc(
+                SHUTTING_DOWN,
+                format!(
+                    "the server is shutting down; task {task_id} is still working: call tasks/result again"
+                ),
+            ));
         }
     };
     let mut result = tasks::result_object(call.outcome);

@@ -37,6 +37,7 @@ impl GatewayBuilder {
                 scopes: HashMap::new(),
                 owner,
                 lease: LEASE,
+                polls_ended: tokio::sync::watch::Sender::new(false),
             },
         }
     }

@@ -5,18 +5,24 @@
 //! any machine that reaches the database) and makes the same single compare-and-swap the HTTP
 //! API makes; the decider is `--as NAME` or the OS user. It never runs a tool: an approved
 //! call is claimed and run by the serving gateway's worker (or a waiting client).
+//!
+//! Guarantees: it never creates a ledger (a wrong deployment is an error, not "nothing waits");
+//! only the deciding commands take `--as`; `--json` prints exactly what the HTTP API answers
+//! for the same question.
 
-use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use airlock_ledger::{Decision, Invocation, InvocationId, InvocationState, Resolution, Store};
-use airlock_spec::Deployment;
 use anyhow::Context as _;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
 use airlock_runtime::decisions::pending;
+
+use super::deployment::{self, DirArg};
+use super::operator::AsArg;
+use crate::result::{approvals_json, invocation_json};
 
 /// The decision commands, flattened into the top level of `airlock`.
 #[derive(Debug, clap::Subcommand)]
@@ -48,25 +54,24 @@ pub(crate) enum ApprovalsCommand {
 #[derive(Debug, clap::Subcommand)]
 pub(crate) enum InvocationsCommand {
     /// Show one invocation.
-    Show(Target),
+    Show(ShowArgs),
 }
 
-/// Where the deployment is and who is deciding.
+/// Where the deployment is, and how to print.
 #[derive(Debug, clap::Args)]
-pub(crate) struct Operator {
-    /// The deployment directory (its `airlock.toml` names the database).
-    #[arg(long, default_value = ".")]
-    dir: PathBuf,
-    /// The decider's name (default: the OS user from $USER or $LOGNAME).
-    #[arg(long = "as", value_name = "NAME")]
-    as_: Option<String>,
+pub(crate) struct Reader {
+    #[command(flatten)]
+    deployment: DirArg,
+    /// Print JSON, as the HTTP API answers.
+    #[arg(long)]
+    json: bool,
 }
 
 /// Arguments of `airlock approvals list`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct ListArgs {
     #[command(flatten)]
-    operator: Operator,
+    reader: Reader,
     /// Only this tool.
     #[arg(long)]
     tool: Option<String>,
@@ -84,13 +89,25 @@ pub(crate) struct ListArgs {
     offset: Option<u32>,
 }
 
-/// One invocation.
+/// Arguments of `airlock invocations show`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct ShowArgs {
+    /// The invocation id.
+    id: InvocationId,
+    #[command(flatten)]
+    reader: Reader,
+}
+
+/// One invocation to decide, and who decides it.
 #[derive(Debug, clap::Args)]
 pub(crate) struct Target {
     /// The invocation id.
     id: InvocationId,
     #[command(flatten)]
-    operator: Operator,
+    reader: Reader,
+    /// The decider.
+    #[command(flatten)]
+    decider: AsArg,
 }
 
 /// Arguments of `airlock deny`.
@@ -119,7 +136,7 @@ pub(crate) enum Outcome {
     /// It ran: the row settles as resolved.
     Ran,
     /// It did not run: the row is approved again and runs once more.
-    // Spelled as the API and the ledger spell it (clap's default would be `did-not-run`).
+    // Spelled as the API and the ledger spell it; `did-not-run` (clap's default) still parses.
     #[value(name = "did_not_run", alias = "did-not-run")]
     DidNotRun,
     /// Give up on it (the note is the reason): the row is abandoned and never runs.
@@ -150,11 +167,15 @@ pub(crate) fn run(cmd: Command) -> anyhow::Result<ExitCode> {
 async fn dispatch(cmd: Command) -> anyhow::Result<()> {
     match cmd {
         Command::Approvals(ApprovalsCommand::List(args)) => list(&args).await,
-        Command::Invocations(InvocationsCommand::Show(target)) => {
-            let store = open(&target.operator.dir).await?;
-            let row = store.get(target.id).await?;
-            print!("{}", describe(&row));
-            Ok(())
+        Command::Invocations(InvocationsCommand::Show(args)) => {
+            let store = open(&args.reader).await?;
+            let row = store.get(args.id).await?;
+            if args.reader.json {
+                print_json(&invocation_json(&row))
+            } else {
+                print!("{}", describe(&row));
+                Ok(())
+            }
         }
         Command::Approve(target) => decide(&target, Decision::Approve).await,
         Command::Deny(DenyArgs { target, reason }) => {
@@ -178,31 +199,27 @@ async fn dispatch(cmd: Command) -> anyhow::Result<()> {
     }
 }
 
-/// Opens the deployment's ledger.
-async fn open(dir: &Path) -> anyhow::Result<Arc<dyn Store>> {
-    let deployment = Deployment::load(dir).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let config = &deployment.config;
-    crate::boot::open_store(&config.database_url, config.approval_ttl).await
+/// Opens the deployment's existing ledger (never creates one).
+async fn open(reader: &Reader) -> anyhow::Result<Arc<dyn Store>> {
+    let (_, deployment) = reader.deployment.load()?;
+    deployment::existing_ledger(&deployment).await
 }
 
-/// `--as`, else the OS user.
-fn decider(operator: &Operator) -> anyhow::Result<String> {
-    if let Some(name) = operator.as_.as_ref().filter(|n| !n.trim().is_empty()) {
-        return Ok(name.clone());
-    }
-    ["USER", "LOGNAME"]
-        .iter()
-        .find_map(|var| std::env::var(var).ok().filter(|v| !v.trim().is_empty()))
-        .context("who is deciding? pass --as NAME (neither $USER nor $LOGNAME is set)")
+fn print_json(value: &serde_json::Value) -> anyhow::Result<()> {
+    println!("{}", serde_json::to_string_pretty(value)?);
+    Ok(())
 }
 
 async fn decide(target: &Target, decision: Decision) -> anyhow::Result<()> {
-    let by = decider(&target.operator)?;
-    let store = open(&target.operator.dir).await?;
+    let by = target.decider.resolve("deciding")?;
+    let store = open(&target.reader).await?;
     let row = store
         .decide(target.id, &by, decision)
         .await
         .with_context(|| format!("deciding {}", target.id))?;
+    if target.reader.json {
+        return print_json(&invocation_json(&row));
+    }
     let next = match row.state {
         InvocationState::Approved => {
             "the serving gateway's worker runs it (`airlock invocations show` to follow)"
@@ -225,7 +242,7 @@ async fn decide(target: &Target, decision: Decision) -> anyhow::Result<()> {
 }
 
 async fn list(args: &ListArgs) -> anyhow::Result<()> {
-    let store = open(&args.operator.dir).await?;
+    let store = open(&args.reader).await?;
     let query = pending::Query {
         tool: args.tool.clone(),
         principal: args.principal.clone(),
@@ -235,6 +252,9 @@ async fn list(args: &ListArgs) -> anyhow::Result<()> {
         offset: args.offset,
     };
     let page = pending::list(store.as_ref(), &query).await?;
+    if args.reader.json {
+        return print_json(&approvals_json(&page));
+    }
     if page.rows.is_empty() {
         println!("nothing waits for a person");
         return Ok(());

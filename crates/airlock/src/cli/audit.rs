@@ -5,12 +5,12 @@
 //! gateway's commits never look like tampering; it exits 0 only when the whole chain checks
 //! out, and 1 naming the first break otherwise, so a cron job or CI step can alert on it. A
 //! SQLite ledger that does not exist is an error, never an empty "intact" ledger created on
-//! the spot (a wrong `--dir` or a deleted file must not pass).
+//! the spot (a wrong `--dir` or a deleted file must not pass). `--json` prints
+//! `{"intact", "rows", "events", "first_break"}` with the same exit status.
 
-use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use airlock_spec::Deployment;
+use super::deployment::{DirArg, existing_ledger};
 
 /// Subcommands of `airlock audit`.
 #[derive(Debug, clap::Subcommand)]
@@ -22,9 +22,11 @@ pub(crate) enum Command {
 /// Arguments of `airlock audit verify`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
-    /// The deployment directory (its `airlock.toml` names the database).
-    #[arg(long, default_value = ".")]
-    dir: PathBuf,
+    #[command(flatten)]
+    deployment: DirArg,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
 }
 
 pub(crate) fn run(cmd: Command) -> anyhow::Result<ExitCode> {
@@ -33,29 +35,31 @@ pub(crate) fn run(cmd: Command) -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()?;
     runtime.block_on(async {
-        let deployment = Deployment::load(&args.dir).map_err(|e| anyhow::anyhow!("{e}"))?;
-        if let Some(path) = deployment.config.database_url.strip_prefix("sqlite://")
-            && !Path::new(path).exists()
-        {
-            anyhow::bail!(
-                "no ledger at {path}: nothing to verify (is --dir the deployment directory?)"
+        let (_, deployment) = args.deployment.load()?;
+        let store = existing_ledger(&deployment).await?;
+        let report = store.verify().await?;
+        if args.json {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&serde_json::json!({
+                    "intact": report.first_break.is_none(),
+                    "rows": report.rows,
+                    "events": report.events,
+                    "first_break": report.first_break.as_ref().map(ToString::to_string),
+                }))?
+            );
+        } else if let Some(broken) = &report.first_break {
+            println!("audit chain BROKEN: {broken}");
+        } else {
+            println!(
+                "audit chain intact: {} rows, {} events",
+                report.rows, report.events
             );
         }
-        let config = &deployment.config;
-        let store = crate::boot::open_store(&config.database_url, config.approval_ttl).await?;
-        let report = store.verify().await?;
-        Ok(match report.first_break {
-            None => {
-                println!(
-                    "audit chain intact: {} rows, {} events",
-                    report.rows, report.events
-                );
-                ExitCode::SUCCESS
-            }
-            Some(broken) => {
-                println!("audit chain BROKEN: {broken}");
-                ExitCode::FAILURE
-            }
+        Ok(if report.first_break.is_none() {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
         })
     })
 }

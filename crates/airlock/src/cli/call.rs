@@ -1,17 +1,26 @@
 //! `airlock call TOOL --args JSON [--agent NAME]`: one tool call through the gateway's one path
-//! (ledger row, policy, egress guard) on channel `cli` — handy for testing a declaration.
-//! Exit 0 when the call completed without a tool error, 1 otherwise (parked, denied, failed).
+//! (ledger row, policy, egress guard) on channel `cli` — handy for testing a declaration. It
+//! prints the row as JSON, indented (`--json`: on one line).
+//!
+//! Guarantees: the principal recorded is `--as` or the OS user, never a placeholder (no name,
+//! no call); the exit status says what became of the call ([`super::exit`]): 0 it completed,
+//! 4 it waits for a person and nothing ran, 5 it settled without success, 6 it may have run
+//! and waits for a person to settle it; 1 is left to errors of the command itself.
 
-use std::path::PathBuf;
+use std::path::Path;
 use std::process::ExitCode;
 
-use airlock_ledger::InvocationId;
+use airlock_ledger::{Invocation, InvocationId, InvocationState};
 use airlock_runtime::{CallContext, OutcomeKind};
 use airlock_spec::ScopeId;
 use anyhow::Context as _;
 use serde_json::{Value, json};
 
 use crate::boot::boot;
+
+use super::deployment::DirArg;
+use super::exit;
+use super::operator::AsArg;
 
 /// Arguments of `airlock call`.
 #[derive(Debug, clap::Args)]
@@ -24,54 +33,76 @@ pub(crate) struct Args {
     /// Call a tool of this agent's scope (default: the gateway scope).
     #[arg(long)]
     agent: Option<String>,
-    /// The deployment directory.
-    #[arg(long, default_value = ".")]
-    dir: PathBuf,
-    /// The principal recorded on the call (default: the OS user).
-    #[arg(long = "as")]
-    principal: Option<String>,
+    #[command(flatten)]
+    deployment: DirArg,
+    /// The principal recorded on the call.
+    #[command(flatten)]
+    principal: AsArg,
+    /// Print the JSON on one line (default: indented).
+    #[arg(long)]
+    json: bool,
 }
 
 pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let arguments: Value =
         serde_json::from_str(&args.args).context("--args must be a JSON object")?;
+    let principal = args.principal.resolve("calling")?;
+    let dir = args.deployment.locate()?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    runtime.block_on(call(args, arguments))
+    runtime.block_on(call(args, &dir, principal, arguments))
 }
 
-async fn call(args: &Args, arguments: Value) -> anyhow::Result<ExitCode> {
-    let booted = boot(&args.dir).await?;
+async fn call(
+    args: &Args,
+    dir: &Path,
+    principal: String,
+    arguments: Value,
+) -> anyhow::Result<ExitCode> {
+    let booted = boot(dir).await?;
     let scope = args.agent.clone().map_or(ScopeId::Gateway, ScopeId::Agent);
-    let principal = args
-        .principal
-        .clone()
-        .or_else(|| std::env::var("USER").ok());
     let session = booted
         .gateway
-        .open_session("cli", principal.clone(), &scope)
+        .open_session("cli", Some(principal.clone()), &scope)
         .await?;
     let ctx = CallContext {
         scope,
         session,
         call_id: InvocationId::new().to_string(),
-        principal,
+        principal: Some(principal),
     };
     let outcome = booted.gateway.call(&ctx, &args.tool, arguments).await?;
     let row = outcome.invocation();
-    println!(
-        "{}",
-        serde_json::to_string_pretty(&json!({
-            "invocation_id": row.id.to_string(),
-            "state": row.state.to_string(),
-            "result": crate::result::result_json(row),
-        }))?
-    );
-    let ok = outcome.kind() == OutcomeKind::Completed && row.error.is_none();
-    Ok(if ok {
-        ExitCode::SUCCESS
+    let printed = json!({
+        "invocation_id": row.id.to_string(),
+        "state": row.state.to_string(),
+        "result": crate::result::result_json(row),
+    });
+    if args.json {
+        println!("{printed}");
     } else {
-        ExitCode::FAILURE
-    })
+        println!("{}", serde_json::to_string_pretty(&printed)?);
+    }
+    Ok(status(outcome.kind(), row))
+}
+
+/// What became of the call, as an exit status.
+fn status(kind: OutcomeKind, row: &Invocation) -> ExitCode {
+    match kind {
+        OutcomeKind::Completed if row.error.is_none() => ExitCode::SUCCESS,
+        OutcomeKind::Completed
+        | OutcomeKind::Denied
+        | OutcomeKind::Expired
+        | OutcomeKind::Abandoned => ExitCode::from(exit::CALL_FAILED),
+        OutcomeKind::Parked
+            if matches!(
+                row.state,
+                InvocationState::InDoubt | InvocationState::Running
+            ) =>
+        {
+            ExitCode::from(exit::IN_DOUBT)
+        }
+        OutcomeKind::Parked | OutcomeKind::Proposed => ExitCode::from(exit::PARKED),
+    }
 }

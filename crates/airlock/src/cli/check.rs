@@ -1,4 +1,4 @@
-//! `airlock check DIR [--json] [--discover]`: validate offline, print the warnings (keys
+//! `airlock check [--dir DIR] [--json] [--discover]`: validate offline, print the warnings (keys
 //! accepted but not read, each with file:line) and each scope's tools and digest. Exit status 1
 //! when any declaration is invalid; warnings alone never fail it. Only `--discover` touches the
 //! network: it lists every connection file's tools (one `tools/list` each, through the
@@ -13,11 +13,16 @@ use airlock_spec::{
 };
 use serde_json::{Value, json};
 
+use super::deployment::DirArg;
+
 /// Arguments of `airlock check`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
-    /// The deployment directory.
-    dir: PathBuf,
+    /// The deployment directory, as with --dir (kept for scripts written before --dir).
+    #[arg(hide = true, conflicts_with = "dir")]
+    path: Option<PathBuf>,
+    #[command(flatten)]
+    deployment: DirArg,
     /// Print JSON instead of tables.
     #[arg(long)]
     json: bool,
@@ -27,11 +32,12 @@ pub(crate) struct Args {
 }
 
 pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
-    match Deployment::load(&args.dir) {
+    let dir = args.deployment.locate_or(args.path.as_deref())?;
+    match Deployment::load(&dir) {
         Ok(deployment) => {
             let mut scopes = scopes(&deployment);
             let discovered = if args.discover {
-                let tools = super::discover::connection_tools(&args.dir, &deployment)?;
+                let tools = super::discover::connection_tools(&dir, &deployment)?;
                 crate::boot::add_discovered(&mut scopes[0], tools.clone())?;
                 Some(tools)
             } else {
@@ -57,7 +63,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Err(errors) => {
-            report(&args.dir, &errors, args.json)?;
+            report(&dir, &errors, args.json)?;
             Ok(ExitCode::FAILURE)
         }
     }

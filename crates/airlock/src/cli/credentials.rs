@@ -3,14 +3,14 @@
 //! and never printed.
 
 use std::io::Read as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 
-use airlock_spec::{
-    CredentialPath, Credentials, CredentialsSettings, Deployment, MASTER_KEY_ENV, MasterKey,
-};
+use airlock_spec::{CredentialPath, Credentials, CredentialsSettings, MASTER_KEY_ENV, MasterKey};
 use anyhow::{Context as _, bail};
 use zeroize::Zeroizing;
+
+use super::deployment::DirArg;
 
 /// Subcommands of `airlock credentials`.
 #[derive(Debug, clap::Subcommand)]
@@ -25,30 +25,26 @@ pub(crate) enum Command {
         path: String,
     },
     /// List the credential paths (never the values).
-    ShowPaths(DirArg),
-}
-
-/// The deployment directory.
-#[derive(Debug, clap::Args)]
-pub(crate) struct DirArg {
-    /// The deployment directory.
-    #[arg(long, default_value = ".")]
-    dir: PathBuf,
+    ShowPaths {
+        #[command(flatten)]
+        dir: DirArg,
+        /// Print a JSON array.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 pub(crate) fn run(cmd: Command) -> anyhow::Result<ExitCode> {
     match cmd {
-        Command::Edit(d) => edit(&d.dir),
-        Command::Set { dir, path } => set(&dir.dir, &path),
-        Command::ShowPaths(d) => show_paths(&d.dir),
+        Command::Edit(d) => edit(&d.locate()?),
+        Command::Set { dir, path } => set(&dir.locate()?, &path),
+        Command::ShowPaths { dir, json } => show_paths(&dir.locate()?, json),
     }?;
     Ok(ExitCode::SUCCESS)
 }
 
 fn settings(dir: &Path) -> anyhow::Result<CredentialsSettings> {
-    Deployment::load(dir)
-        .map(|d| d.config.credentials)
-        .map_err(|e| anyhow::anyhow!("{e}"))
+    super::deployment::load(dir).map(|d| d.config.credentials)
 }
 
 fn env() -> Vec<(String, String)> {
@@ -200,9 +196,14 @@ fn edit(dir: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn show_paths(dir: &Path) -> anyhow::Result<()> {
+fn show_paths(dir: &Path, json: bool) -> anyhow::Result<()> {
     let settings = settings(dir)?;
     let creds = Credentials::load(dir, &settings, env())?;
+    if json {
+        let paths: Vec<&str> = creds.paths().collect();
+        println!("{}", serde_json::to_string_pretty(&paths)?);
+        return Ok(());
+    }
     for path in creds.paths() {
         println!("{path}");
     }

@@ -86,7 +86,7 @@ fn guard_and_credentials(dir: Option<&Path>) -> anyhow::Result<(GuardedClient, C
         let guard = GuardedClient::new(EgressPolicy::default()).context("the egress client")?;
         return Ok((guard, Credentials::default()));
     };
-    let deployment = Deployment::load(dir).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let deployment = super::deployment::load(&super::deployment::locate(Some(dir))?)?;
     let config = &deployment.config;
     let credentials = Credentials::load(dir, &config.credentials, std::env::vars())?;
     let guard = GuardedClient::new(egress_policy(&config.egress)).context("the egress client")?;

@@ -9,11 +9,10 @@ use std::sync::Arc;
 use airlock_egress::{
     EgressPolicy, Resolve, StaticResolver, SystemResolver, check_join, check_url,
 };
-use airlock_spec::Deployment;
 use anyhow::{Context as _, bail};
 
-/// Exit status of a blocked URL.
-const BLOCKED: u8 = 3;
+use super::deployment::{load, locate};
+use super::exit::BLOCKED;
 
 /// Subcommands of `airlock egress`.
 #[derive(Debug, clap::Subcommand)]
@@ -44,12 +43,8 @@ pub(crate) struct CheckArgs {
 pub(crate) fn run(cmd: Command) -> anyhow::Result<ExitCode> {
     let Command::Check(args) = cmd;
     let policy = match &args.dir {
-        Some(dir) => airlock_runtime::egress_policy(
-            &Deployment::load(dir)
-                .map_err(|e| anyhow::anyhow!("{e}"))?
-                .config
-                .egress,
-        ),
+        // Located as every command does: a mistyped --dir is an error, not the default policy.
+        Some(dir) => airlock_runtime::egress_policy(&load(&locate(Some(dir))?)?.config.egress),
         None => EgressPolicy::default(),
     };
     let resolver: Arc<dyn Resolve> = if args.resolve.is_empty() {

@@ -1,10 +1,14 @@
-//! `airlock serve DIR`: validate (fail loud), discover connection tools (fail loud), migrate,
-//! start the sweeper and the worker (approved calls nobody claimed), serve HTTP; on
-//! SIGTERM/SIGINT stop accepting, let in-flight calls finish within a deadline, and leave
-//! parked rows as they are.
+//! `airlock serve [--dir DIR]`: validate (fail loud), discover connection tools (fail loud),
+//! migrate, start the sweeper and the worker (approved calls nobody claimed), serve HTTP.
+//!
+//! Shutdown (docs/rules.md OPS-9): the first SIGTERM/SIGINT stops accepting, ends every long
+//! poll at once with the call's current state (the row stays parked; the client calls again),
+//! and lets running calls finish within the grace period (`--grace`); a second signal, or the
+//! end of the grace period, exits at once with status 1 — a call cut off keeps its lease, and
+//! the next start's sweep settles it as any crash.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -15,35 +19,48 @@ use tokio::net::TcpListener;
 use crate::boot::{boot_serving, scope_paths};
 use crate::http::{AppState, app, serve};
 
+use super::deployment::DirArg;
+
 /// How often expired leases and approvals are swept.
 const SWEEP_EVERY: Duration = Duration::from_secs(5);
-/// How long in-flight requests may run after a shutdown signal.
-const DRAIN: Duration = Duration::from_secs(30);
+/// How long running calls may finish after a shutdown signal, unless `--grace` says otherwise.
+const GRACE: Duration = Duration::from_secs(10);
 
 /// Arguments of `airlock serve`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
-    /// The deployment directory.
-    dir: PathBuf,
+    /// The deployment directory, as with --dir (kept for scripts written before --dir).
+    #[arg(hide = true, conflicts_with = "dir")]
+    path: Option<PathBuf>,
+    #[command(flatten)]
+    deployment: DirArg,
     /// Listen on this address instead of `airlock.toml`'s `listen` (port 0: any free port).
     #[arg(long, value_name = "ADDR")]
     listen: Option<SocketAddr>,
+    /// Seconds running calls may take to finish after the first shutdown signal.
+    #[arg(long, value_name = "SECS", default_value_t = GRACE.as_secs())]
+    grace: u64,
     /// Lease of a running call in seconds (default 60); for crash tests.
     #[arg(long, hide = true, value_name = "SECS")]
     lease: Option<u64>,
 }
 
 pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
+    let dir = args.deployment.locate_or(args.path.as_deref())?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    runtime.block_on(serve_dir(args))?;
-    Ok(ExitCode::SUCCESS)
+    let served = runtime.block_on(serve_dir(args, &dir));
+    // A call cut off at the deadline must not hold the process open.
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    served
 }
 
-async fn serve_dir(args: &Args) -> anyhow::Result<()> {
-    let booted = boot_serving(&args.dir, args.lease.map(Duration::from_secs)).await?;
+async fn serve_dir(args: &Args, dir: &Path) -> anyhow::Result<ExitCode> {
+    let booted = boot_serving(dir, args.lease.map(Duration::from_secs)).await?;
     let listen = args.listen.unwrap_or(booted.deployment.config.listen);
+    // Before the banner: a signal sent once it is printed must find its handler.
+    let mut signals = Signals::new()?;
     let listener = TcpListener::bind(listen)
         .await
         .with_context(|| format!("binding {listen}"))?;
@@ -62,10 +79,11 @@ async fn serve_dir(args: &Args) -> anyhow::Result<()> {
         "  /healthz /readyz  /v1/approvals  /v1/invocations/{{id}}[/approve|/deny|/answer|/resolve]"
     );
     println!("  MCP: {}", scope_paths(&booted).join(" "));
-    let sweeper = tokio::spawn(sweep(booted.gateway.store().clone()));
+    let gateway = booted.gateway.clone();
+    let sweeper = tokio::spawn(sweep(gateway.store().clone()));
     let (stop_worker, worker_stop) = tokio::sync::oneshot::channel::<()>();
     let worker = tokio::spawn(airlock_runtime::decisions::worker::work(
-        booted.gateway.clone(),
+        gateway.clone(),
         worker_stop,
     ));
     let state = AppState {
@@ -77,28 +95,37 @@ async fn serve_dir(args: &Args) -> anyhow::Result<()> {
     let server = tokio::spawn(serve(listener, app(state), async move {
         let _ = stop_rx.await;
     }));
-    shutdown_signal().await;
+    signals.next().await;
+    let grace = Duration::from_secs(args.grace);
     println!(
-        "shutting down: draining in-flight requests (up to {} s)",
-        DRAIN.as_secs()
+        "shutting down: no new requests, long polls answered now, running calls get {} s (a second signal exits at once)",
+        grace.as_secs()
     );
+    gateway.end_long_polls();
     let _ = stop_tx.send(());
     let _ = stop_worker.send(());
     sweeper.abort();
-    let (served, worked) = tokio::join!(
-        tokio::time::timeout(DRAIN, server),
-        tokio::time::timeout(DRAIN, worker)
-    );
-    if served.is_err() || worked.is_err() {
-        tracing::warn!(
-            "in-flight calls did not finish within {} s",
-            DRAIN.as_secs()
-        );
+    let drained = async {
+        let (served, _) = tokio::join!(server, worker);
+        served
+    };
+    tokio::select! {
+        served = tokio::time::timeout(grace, drained) => match served {
+            Ok(served) => {
+                served.context("server task")?.context("serving")?;
+                Ok(ExitCode::SUCCESS)
+            }
+            Err(_) => Ok(cut_off(&format!("running calls did not finish within {} s", grace.as_secs()))),
+        },
+        () = signals.next() => Ok(cut_off("second signal")),
     }
-    if let Ok(result) = served {
-        result.context("server task")?.context("serving")?;
-    }
-    Ok(())
+}
+
+/// Exits without waiting for running calls: their rows keep their leases, and the next start's
+/// sweep settles them (re-run if idempotent, in doubt otherwise), as after a crash.
+fn cut_off(why: &str) -> ExitCode {
+    tracing::warn!("{why}: exiting now; calls still running are settled by the next start's sweep");
+    ExitCode::FAILURE
 }
 
 /// Turns expired leases into in-doubt rows or re-runs, and overdue approvals into expired rows.
@@ -120,20 +147,41 @@ async fn sweep(store: std::sync::Arc<dyn Store>) {
     }
 }
 
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
+/// SIGTERM and SIGINT (Ctrl-C), listened to from start-up to exit so no second signal is missed.
+struct Signals {
     #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
+    term: tokio::signal::unix::Signal,
+    #[cfg(unix)]
+    interrupt: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    #[cfg(unix)]
+    fn new() -> anyhow::Result<Self> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(Self {
+            term: signal(SignalKind::terminate()).context("listening for SIGTERM")?,
+            interrupt: signal(SignalKind::interrupt()).context("listening for SIGINT")?,
+        })
+    }
+
     #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! { () = ctrl_c => {}, () = term => {} }
+    fn new() -> anyhow::Result<Self> {
+        Ok(Self {})
+    }
+
+    /// The next SIGTERM or SIGINT.
+    #[cfg(unix)]
+    async fn next(&mut self) {
+        tokio::select! {
+            _ = self.term.recv() => {}
+            _ = self.interrupt.recv() => {}
+        }
+    }
+
+    /// The next Ctrl-C.
+    #[cfg(not(unix))]
+    async fn next(&mut self) {
+        let _ = tokio::signal::ctrl_c().await;
+    }
 }

@@ -7,7 +7,7 @@
 //! 422 a body that is not the decision's shape (or a decision that cannot be taken as written,
 //! such as abandoning without a reason), 400 a malformed id or query.
 
-use airlock_ledger::{Decision, Invocation, InvocationId, Resolution};
+use airlock_ledger::{Decision, InvocationId, Resolution};
 use axum::body::Bytes;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
@@ -16,12 +16,12 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
-use serde_json::{Value, json};
-use time::format_description::well_known::Rfc3339;
+use serde_json::Value;
 
 use super::AppState;
 use super::auth::Admin;
 use super::error::ApiError;
+use crate::result::{approvals_json, invocation_json};
 use airlock_runtime::decisions::pending;
 
 pub(super) fn router() -> Router<AppState> {
@@ -192,10 +192,7 @@ async fn list(
         offset: query.offset,
     };
     let page = pending::list(state.gateway.store().as_ref(), &query).await?;
-    Ok(Json(json!({
-        "approvals": page.rows.iter().map(invocation_json).collect::<Vec<_>>(),
-        "next_offset": page.next_offset,
-    })))
+    Ok(Json(approvals_json(&page)))
 }
 
 async fn show(
@@ -270,27 +267,5 @@ fn parse_id(id: &str) -> Result<InvocationId, ApiError> {
             "bad_id",
             format!("`{id}` is not an invocation id"),
         )
-    })
-}
-
-fn time(t: Option<time::OffsetDateTime>) -> Value {
-    t.and_then(|t| t.format(&Rfc3339).ok())
-        .map_or(Value::Null, Value::String)
-}
-
-/// A row as the API shows it (arguments are shown: approvers decide on them).
-pub(crate) fn invocation_json(row: &Invocation) -> Value {
-    json!({
-        "id": row.id.to_string(),
-        "tool": row.tool,
-        "state": row.state.to_string(),
-        "arguments": row.arguments,
-        "principal": row.principal,
-        "session_id": row.session_id.to_string(),
-        "created_at": time(Some(row.created_at)),
-        "expires_at": time(row.expires_at),
-        "decision": row.decision.as_ref().map(|d| json!({"by": d.by, "decision": d.decision.to_string(), "reason": d.reason, "at": time(Some(d.at))})),
-        "resolution": row.resolution.as_ref().map(|r| json!({"by": r.by, "outcome": r.resolution.to_string(), "note": r.note, "at": time(Some(r.at))})),
-        "result": crate::result::result_json(row),
     })
 }

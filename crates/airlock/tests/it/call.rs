@@ -81,6 +81,8 @@ fn bad_arguments_fail_without_a_request() {
             "erp_cliente",
             "--agent",
             "erp-agent",
+            "--as",
+            "tester",
             "--args",
             r#"{"cuit":5}"#,
             "--dir",
@@ -88,7 +90,8 @@ fn bad_arguments_fail_without_a_request() {
         .arg(dir.path())
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    // A failed call (recorded, with a tool error) is 5, not 1: 1 is the command's own error.
+    assert_eq!(out.status.code(), Some(5), "{}", text(&out));
     assert!(
         String::from_utf8_lossy(&out.stdout).contains("bad_arguments"),
         "{}",

@@ -6,6 +6,7 @@ mod approvals_cli;
 mod call;
 mod call_key;
 mod check;
+mod cli;
 mod conformance;
 mod crash;
 mod credentials;
@@ -17,6 +18,7 @@ mod mcp_tasks;
 mod python_sdk;
 mod quickstart;
 mod serve;
+mod shutdown;
 mod support;
 mod words;
 
