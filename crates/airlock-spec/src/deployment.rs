@@ -13,6 +13,7 @@ use crate::config::{Config, read_config};
 use crate::connection::{ConnectionSpec, read_connection};
 use crate::declared::Declared;
 use crate::diag::{Diag, SpecErrors, SpecIssue};
+use crate::refs::Reference;
 use crate::scope::{Scope, ScopeId};
 use crate::tool::{ToolSource, ToolSpec};
 use crate::tree::{Node, parse_toml, parse_yaml};
@@ -31,16 +32,20 @@ pub struct Deployment {
     pub connections: Vec<ConnectionSpec>,
     /// `agents/*.yml`, by name.
     pub agents: BTreeMap<String, AgentSpec>,
+    /// Every credential path and URL that boot or a call resolves, with where it is declared,
+    /// for the offline checks of `airlock check` (docs/rules.md DECL-38).
+    pub references: Vec<Reference>,
 }
 
 impl Deployment {
     /// Loads and validates `root`. Every problem of every file is returned at once.
     pub fn load(root: &Path) -> Result<Self, SpecErrors> {
         let mut issues = Vec::new();
-        let config = load_config(root, &mut issues);
-        let connections = load_connections(root, &mut issues);
+        let mut references = Vec::new();
+        let config = load_config(root, &mut issues, &mut references);
+        let connections = load_connections(root, &mut issues, &mut references);
         // Checked even when airlock.toml is not valid, so one load reports everything.
-        let agents = load_agents(root, config.as_ref(), &mut issues);
+        let agents = load_agents(root, config.as_ref(), &mut issues, &mut references);
         issues.sort_by(|a, b| (&a.file, a.line, a.column).cmp(&(&b.file, b.line, b.column)));
         match config {
             Some(config) if issues.is_empty() => Ok(Self {
@@ -48,6 +53,7 @@ impl Deployment {
                 config,
                 connections,
                 agents,
+                references,
             }),
             _ => Err(SpecErrors(issues)),
         }
@@ -109,7 +115,11 @@ fn read_text(root: &Path, rel: &Path, issues: &mut Vec<SpecIssue>) -> Option<Str
     None
 }
 
-fn load_config(root: &Path, issues: &mut Vec<SpecIssue>) -> Option<Config> {
+fn load_config(
+    root: &Path,
+    issues: &mut Vec<SpecIssue>,
+    references: &mut Vec<Reference>,
+) -> Option<Config> {
     let rel = Path::new("airlock.toml");
     let mut d = Diag::new(rel);
     let tree = if root.join(rel).exists() {
@@ -126,6 +136,7 @@ fn load_config(root: &Path, issues: &mut Vec<SpecIssue>) -> Option<Config> {
         None
     };
     let config = read_config(tree.as_ref(), root, &mut d);
+    d.drain_references(references);
     issues.extend(d.into_issues());
     config
 }
@@ -183,7 +194,11 @@ fn parse_file(root: &Path, rel: &Path, issues: &mut Vec<SpecIssue>) -> Option<No
     }
 }
 
-fn load_connections(root: &Path, issues: &mut Vec<SpecIssue>) -> Vec<ConnectionSpec> {
+fn load_connections(
+    root: &Path,
+    issues: &mut Vec<SpecIssue>,
+    references: &mut Vec<Reference>,
+) -> Vec<ConnectionSpec> {
     let mut out = Vec::new();
     for (rel, stem) in yaml_files(root, "connections", issues) {
         // DECL-9 (docs/rules.md): an empty connection file is ignored.
@@ -195,6 +210,7 @@ fn load_connections(root: &Path, issues: &mut Vec<SpecIssue>) -> Vec<ConnectionS
         if d.is_clean() {
             out.extend(spec);
         }
+        d.drain_references(references);
         issues.extend(d.into_issues());
     }
     out
@@ -206,6 +222,7 @@ fn load_agents(
     root: &Path,
     config: Option<&Config>,
     issues: &mut Vec<SpecIssue>,
+    references: &mut Vec<Reference>,
 ) -> BTreeMap<String, AgentSpec> {
     let mut agents = BTreeMap::new();
     let mut declared: HashMap<String, Vec<Declared>> = HashMap::new();
@@ -229,6 +246,7 @@ fn load_agents(
                 agents.insert(spec.name.clone(), spec);
             }
         }
+        d.drain_references(references);
         issues.extend(d.into_issues());
     }
     check_agent_graph(&agents, &declared, issues);

@@ -6,6 +6,7 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+use crate::refs::{Reference, Referenced};
 use crate::tree::Pos;
 
 /// One problem in one declaration file.
@@ -56,6 +57,7 @@ impl fmt::Display for SpecErrors {
 pub(crate) struct Diag {
     file: PathBuf,
     issues: Vec<SpecIssue>,
+    references: Vec<Reference>,
 }
 
 impl Diag {
@@ -63,6 +65,7 @@ impl Diag {
         Self {
             file: file.to_path_buf(),
             issues: Vec::new(),
+            references: Vec::new(),
         }
     }
 
@@ -75,6 +78,22 @@ impl Diag {
             key: key.to_owned(),
             reason: reason.into(),
         });
+    }
+
+    /// Records a credential path or URL at `at` for `key`, for the offline checks after load.
+    pub(crate) fn refer(&mut self, at: Pos, key: &str, target: Referenced) {
+        self.references.push(Reference {
+            file: self.file.clone(),
+            line: at.line,
+            column: at.column,
+            key: key.to_owned(),
+            target,
+        });
+    }
+
+    /// Moves this file's references onto `references`.
+    pub(crate) fn drain_references(&mut self, references: &mut Vec<Reference>) {
+        references.append(&mut self.references);
     }
 
     pub(crate) fn is_clean(&self) -> bool {

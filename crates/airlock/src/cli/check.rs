@@ -1,7 +1,11 @@
 //! `airlock check DIR [--json] [--discover]`: validate offline, print each scope's tools and
-//! digest. Exit status 1 when any declaration is invalid. Only `--discover` touches the network:
+//! digest. Exit status 1 when any declaration is invalid, or when boot or a call would fail on
+//! what can be known offline (a credential that does not resolve, a URL the egress guard refuses
+//! without DNS). Only `--discover` touches the network:
 //! it lists every connection file's tools (one `tools/list` each, through the deployment's
 //! egress policy) and shows them in the gateway scope, with the digest `serve` would have.
+
+mod offline;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -23,7 +27,7 @@ pub(crate) struct Args {
 }
 
 pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
-    match Deployment::load(&args.dir) {
+    match Deployment::load(&args.dir).and_then(offline_checked) {
         Ok(deployment) => {
             let mut scopes = scopes(&deployment);
             let discovered = if args.discover {
@@ -53,6 +57,16 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
             report(&args.dir, &errors, args.json)?;
             Ok(ExitCode::FAILURE)
         }
+    }
+}
+
+/// A deployment that loaded, refused as a load would be when boot or a call would fail on it.
+fn offline_checked(deployment: Deployment) -> Result<Deployment, SpecErrors> {
+    let problems = offline::problems(&deployment, std::env::vars());
+    if problems.is_empty() {
+        Ok(deployment)
+    } else {
+        Err(SpecErrors(problems))
     }
 }
 
