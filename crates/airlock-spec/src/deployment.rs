@@ -1,7 +1,7 @@
 //! Loading a deployment directory: one pure function from files to a validated model or the
 //! list of every problem. No network, no DNS, no database.
 //!
-//! Layout: `airlock.toml`, `connections/<name>.yml`, `agents/<name>.yml`. Files are read in
+//! Layout: `airlock.toml`, `connections/<name>.yml`, `apis/<slug>.yml`, `agents/<name>.yml`. Files are read in
 //! name order, so results and errors do not depend on the directory's listing order.
 
 use std::collections::{BTreeMap, HashMap};
@@ -9,6 +9,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use crate::agent::{AgentSpec, read_agent};
+use crate::api_file::read_api_file;
 use crate::config::{Config, read_config};
 use crate::connection::{ConnectionSpec, read_connection};
 use crate::declared::Declared;
@@ -32,6 +33,9 @@ pub struct Deployment {
     pub connections: Vec<ConnectionSpec>,
     /// `agents/*.yml`, by name.
     pub agents: BTreeMap<String, AgentSpec>,
+    /// `apis/*.yml`: the operations of deployment-level tenant APIs, served in the gateway
+    /// scope, in file then operation order.
+    pub apis: Vec<ToolSpec>,
     /// Every credential path and URL that boot or a call resolves, with where it is declared,
     /// for the offline checks of `airlock check` (docs/rules.md DECL-38).
     pub references: Vec<Reference>,
@@ -46,6 +50,7 @@ impl Deployment {
         let connections = load_connections(root, &mut issues, &mut references);
         // Checked even when airlock.toml is not valid, so one load reports everything.
         let agents = load_agents(root, config.as_ref(), &mut issues, &mut references);
+        let apis = load_apis(root, config.as_ref(), &mut issues);
         issues.sort_by(|a, b| (&a.file, a.line, a.column).cmp(&(&b.file, b.line, b.column)));
         match config {
             Some(config) if issues.is_empty() => Ok(Self {
@@ -53,14 +58,15 @@ impl Deployment {
                 config,
                 connections,
                 agents,
+                apis,
                 references,
             }),
             _ => Err(SpecErrors(issues)),
         }
     }
 
-    /// The gateway scope before discovery: the builtins enabled in `airlock.toml`.
-    /// Connection tools are added by discovery.
+    /// The gateway scope before discovery: the builtins enabled in `airlock.toml` and the
+    /// operations of `apis/*.yml`. Connection tools are added by discovery.
     #[must_use]
     pub fn gateway_scope(&self) -> Scope {
         let mut scope = Scope::new(ScopeId::Gateway);
@@ -72,6 +78,10 @@ impl Deployment {
             };
             // Builtins are unique by construction (keys of one TOML table).
             let _ = scope.add(spec);
+        }
+        for tool in &self.apis {
+            // Collisions with builtins and between files were refused at load.
+            let _ = scope.add(tool.clone());
         }
         scope
     }
@@ -291,6 +301,67 @@ fn check_tools(declared: &[Declared], config: Option<&Config>, d: &mut Diag) {
             }
         }
     }
+}
+
+/// Reads `apis/*.yml` (DECL-40). Every final name is unique in the gateway scope: a collision
+/// with a builtin enabled in `airlock.toml`, the await tool or another file's operation is an
+/// error naming both.
+fn load_apis(root: &Path, config: Option<&Config>, issues: &mut Vec<SpecIssue>) -> Vec<ToolSpec> {
+    let mut tools = Vec::new();
+    let mut seen: HashMap<String, (PathBuf, Declared)> = HashMap::new();
+    for (rel, stem) in yaml_files(root, "apis", issues) {
+        let Some(node) = parse_file(root, &rel, issues) else {
+            issues.push(SpecIssue {
+                file: rel,
+                line: 1,
+                column: 1,
+                key: String::new(),
+                reason: "the file is empty: declare the API or remove the file".into(),
+            });
+            continue;
+        };
+        let mut d = Diag::new(&rel);
+        let declared = read_api_file(&node, &stem, &mut d);
+        check_tools(&declared, config, &mut d);
+        let mut mine = Vec::new();
+        for tool in declared {
+            let name = tool.spec.definition.name.to_string();
+            match gateway_owner(&name, config, &seen) {
+                Some(other) => d.push(tool.at, &tool.path, format!("tool `{name}` collides with {other}; every tool name of the gateway scope must be unique")),
+                None => mine.push((name, tool)),
+            }
+        }
+        for (name, tool) in mine {
+            if let std::collections::hash_map::Entry::Vacant(slot) = seen.entry(name) {
+                tools.push(tool.spec.clone());
+                slot.insert((rel.clone(), tool));
+            }
+        }
+        issues.extend(d.into_issues());
+    }
+    tools
+}
+
+/// What else in the gateway scope already has `name`, outside the file being read (a name
+/// twice in one file is reported by [`check_tools`]).
+fn gateway_owner(
+    name: &str,
+    config: Option<&Config>,
+    seen: &HashMap<String, (PathBuf, Declared)>,
+) -> Option<String> {
+    if let Some((file, first)) = seen.get(name) {
+        return Some(format!(
+            "the tool declared at {}:{} ({})",
+            file.display(),
+            first.at.line,
+            first.path
+        ));
+    }
+    config?
+        .builtins
+        .iter()
+        .any(|(b, _)| b.name() == name)
+        .then(|| format!("the builtin enabled in airlock.toml `[builtins.{name}]`"))
 }
 
 /// `type: agent` tools name agents of this directory, and never form a cycle.

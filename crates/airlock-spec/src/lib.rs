@@ -6,6 +6,7 @@
 //! validated types leave the crate.
 
 mod agent;
+mod api_file;
 mod builtin;
 mod canonical;
 mod config;
