@@ -249,7 +249,7 @@ fn load_agents(
         };
         let mut d = Diag::new(&rel);
         if let Some(read) = read_agent(&node, &stem, &mut d) {
-            check_tools(&read.declared, config, &mut d);
+            check_tools(&read.declared, config, "an agent", &mut d);
             if let Some(mut spec) = read.spec {
                 spec.tools = read.declared.iter().map(|t| t.spec.clone()).collect();
                 declared.insert(spec.name.clone(), read.declared);
@@ -263,9 +263,9 @@ fn load_agents(
     agents
 }
 
-/// Per-agent checks: connections exist (when `config` is known); no two tools share a final
-/// name.
-fn check_tools(declared: &[Declared], config: Option<&Config>, d: &mut Diag) {
+/// Per-file checks: connections exist (when `config` is known); no two tools of `owner` (the
+/// agent, or the gateway scope) share a final name.
+fn check_tools(declared: &[Declared], config: Option<&Config>, owner: &str, d: &mut Diag) {
     let mut seen: HashMap<&str, &Declared> = HashMap::new();
     // An undeclared connection is reported once, at the entry's `connection` key.
     let mut undeclared = std::collections::BTreeSet::new();
@@ -274,7 +274,7 @@ fn check_tools(declared: &[Declared], config: Option<&Config>, d: &mut Diag) {
         if name == crate::AWAIT_TOOL {
             d.push(tool.at, &tool.path, format!("tool `{name}` collides with airlock's own await tool, which every MCP scope lists under that name; rename the tool"));
         } else if let Some(first) = seen.get(name) {
-            d.push(tool.at, &tool.path, format!("tool `{name}` collides with the tool declared at {} (line {}); every tool name of an agent must be unique", first.path, first.at.line));
+            d.push(tool.at, &tool.path, format!("tool `{name}` collides with the tool declared at {} (line {}); every tool name of {owner} must be unique", first.path, first.at.line));
         } else {
             seen.insert(name, tool);
         }
@@ -322,7 +322,7 @@ fn load_apis(root: &Path, config: Option<&Config>, issues: &mut Vec<SpecIssue>) 
         };
         let mut d = Diag::new(&rel);
         let declared = read_api_file(&node, &stem, &mut d);
-        check_tools(&declared, config, &mut d);
+        check_tools(&declared, config, "the gateway scope", &mut d);
         let mut mine = Vec::new();
         for tool in declared {
             let name = tool.spec.definition.name.to_string();

@@ -115,6 +115,13 @@ fn a_gateway_collision_is_a_load_error_naming_both() {
         errors[0].contains("tool `a_b_c` collides with the tool declared at apis/a"),
         "{errors:?}"
     );
+    let twice = BILLING.replace("name: refund", "name: get_invoice");
+    let errors = Dir::new().file("apis/billing.yml", &twice).errors();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(
+        errors[0].starts_with("apis/billing.yml:11:5: operations[1].name: tool `billing_get_invoice` collides with the tool declared at operations[0].name (line 6); every tool name of the gateway scope must be unique"),
+        "{errors:?}"
+    );
     let awaits = "name: airlock\nconnection: erp_main\nauth: { scheme: bearer }\noperations:\n  - name: await_decision\n    description: A.\n    writes: false\n    request: { method: GET, path: /x }\n";
     let errors = Dir::new().file("apis/airlock.yml", awaits).errors();
     assert!(
