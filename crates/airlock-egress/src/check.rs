@@ -11,7 +11,7 @@ use std::net::SocketAddr;
 
 use crate::pin;
 use crate::resolve::Resolve;
-use crate::url_check;
+use crate::url_check::{self, TargetHost};
 use crate::{EgressError, EgressPolicy};
 
 /// The outcome of [`check_url`] or [`check_join`].
@@ -71,6 +71,28 @@ async fn check(
     Ok(pinned.socket_addrs(target.port))
 }
 
+/// Checks `url` with every rule that needs no DNS: the URL text and shape, the scheme, the
+/// ports, the name rules and the operator's host lists, and — for an IP literal — the address
+/// table and the operator's CIDRs. A name that passes is not resolved, so its addresses are not
+/// judged: that verdict belongs to the request (or to [`check_url`] with a resolver).
+///
+/// # Errors
+/// The refusal a request to `url` would get before any DNS lookup.
+pub fn check_offline(policy: &EgressPolicy, url: &str) -> Result<(), EgressError> {
+    let target = url_check::parse_target(policy, url)?;
+    match target.host {
+        TargetHost::Ip(addr) => policy
+            .judge_address(addr, false)
+            .map(drop)
+            .map_err(|reason| EgressError::BlockedAddress {
+                host: target.host_label(),
+                addr,
+                reason,
+            }),
+        TargetHost::Name { .. } => Ok(()),
+    }
+}
+
 /// Checks the join of a base URL with a declared path, then the joined URL as [`check_url`].
 pub async fn check_join(
     policy: &EgressPolicy,
@@ -118,5 +140,21 @@ mod tests {
         )
         .await;
         assert_eq!(join.kind(), Some("blocked_url"));
+    }
+
+    #[test]
+    fn offline_judges_literals_and_names_but_never_resolves() {
+        let policy = EgressPolicy::default();
+        let kind = |url: &str| check_offline(&policy, url).err().map(|e| e.kind());
+        assert_eq!(kind("http://10.0.0.5/"), Some("blocked_address"));
+        assert_eq!(kind("https://svc.internal/"), Some("blocked_name"));
+        assert_eq!(kind("ftp://api.example.com/"), Some("blocked_scheme"));
+        assert_eq!(kind("https://api.example.com/v1"), None);
+        assert_eq!(kind("https://93.184.215.14/"), None);
+        let allowed = EgressPolicy {
+            allow_cidrs: vec!["10.0.0.0/8".parse().unwrap()],
+            ..EgressPolicy::default()
+        };
+        assert!(check_offline(&allowed, "http://10.0.0.5/").is_ok());
     }
 }

@@ -32,7 +32,7 @@ mod transport;
 mod url_check;
 
 pub use address::{Classification, SpecialRange, classify};
-pub use check::{CheckReport, check_join, check_url};
+pub use check::{CheckReport, check_join, check_offline, check_url};
 pub use client::{Call, GuardedClient, GuardedClientBuilder, PreparedCall};
 pub use error::{BoxError, Delivery, EgressError};
 pub use name::{HostName, check_host};

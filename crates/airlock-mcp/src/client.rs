@@ -103,6 +103,7 @@ impl McpClient {
                 name: tool.name.to_string(),
                 description: tool.description.map(|d| d.to_string()).unwrap_or_default(),
                 input_schema: Value::Object(tool.input_schema.as_ref().clone()),
+                read_only_hint: tool.annotations.as_ref().and_then(|a| a.read_only_hint),
             })
             .collect())
     }

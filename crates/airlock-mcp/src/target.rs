@@ -173,4 +173,7 @@ pub struct RemoteTool {
     pub description: String,
     /// Its `inputSchema` (`{"type":"object"}` when the server gives none).
     pub input_schema: Value,
+    /// `annotations.readOnlyHint` as the server gives it (`None` when absent). A hint, not a
+    /// guarantee: only `Some(true)` lets `airlock discover` declare the tool a read.
+    pub read_only_hint: Option<bool>,
 }

@@ -9,6 +9,7 @@ use crate::declared::{Declared, approval, declare};
 use crate::diag::Diag;
 use crate::fields::Fields;
 use crate::names::{CredentialPath, check_slug, slug_prefix};
+use crate::refs::Referenced;
 use crate::tool::{Builtin, Policy, ToolSource, ToolSpec};
 use crate::tool_api::read_api;
 use crate::tool_mcp::read_mcp;
@@ -162,11 +163,12 @@ fn model(node: &Node, d: &mut Diag) -> Option<ModelSpec> {
         .get("credential")
         .and_then(|n| credential_path(n, "spec.model.credential", d));
     let endpoint = f.opt_str("endpoint", d);
-    if let Some(Err(reason)) = endpoint
-        .as_ref()
-        .map(|url| check_credential_url(url, credential.is_some()))
-    {
-        d.push(f.key_at("endpoint"), "spec.model.endpoint", reason);
+    if let Some(url) = &endpoint {
+        let (at, key) = (f.key_at("endpoint"), "spec.model.endpoint");
+        match check_credential_url(url, credential.is_some()) {
+            Ok(()) => d.refer(at, key, Referenced::Url(url.clone())),
+            Err(reason) => d.push(at, key, reason),
+        }
     }
     Some(ModelSpec {
         provider: provider?,

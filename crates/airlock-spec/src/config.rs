@@ -12,11 +12,12 @@ use crate::diag::Diag;
 use crate::fields::Fields;
 use crate::names::{CredentialPath, check_identifier};
 use crate::policy::{Approval, Effect};
+use crate::refs::Referenced;
 use crate::scope::ScopeId;
 use crate::tool::{Builtin, Policy};
 use crate::tree::{Node, Pos};
 use crate::urls::check_credential_url;
-use crate::values::{credential_path, duration};
+use crate::values::{credential_path, duration, refer_credential};
 
 /// Default listen address.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
@@ -234,6 +235,7 @@ fn endpoint_auth(node: &Node, path: &str, d: &mut Diag) -> EndpointAuth {
         let credential = t
             .required("credential", d)
             .and_then(|n| credential_path(n, &t.key("credential"), d));
+        refer_credential(&t, credential.as_ref(), d);
         let principal = t.req_str("principal", d);
         if let (Some(credential), Some(principal)) = (credential, principal) {
             tokens.push(TokenSpec {
@@ -360,11 +362,17 @@ fn connections(node: &Node, d: &mut Diag) -> BTreeMap<String, ApiConnection> {
         let credential = c
             .get("credential")
             .and_then(|n| credential_path(n, &c.key("credential"), d));
+        refer_credential(&c, credential.as_ref(), d);
         let Some(base_url) = c.req_str("base_url", d) else {
             continue;
         };
-        if let Err(reason) = check_credential_url(&base_url, credential.is_some()) {
-            d.push(c.key_at("base_url"), &c.key("base_url"), reason);
+        match check_credential_url(&base_url, credential.is_some()) {
+            Ok(()) => d.refer(
+                c.key_at("base_url"),
+                &c.key("base_url"),
+                Referenced::Url(base_url.clone()),
+            ),
+            Err(reason) => d.push(c.key_at("base_url"), &c.key("base_url"), reason),
         }
         out.insert(
             entry.key.clone(),

@@ -13,10 +13,11 @@ use crate::diag::Diag;
 use crate::fields::Fields;
 use crate::names::{CredentialPath, check_namespace};
 use crate::policy::{Approval, Effect};
+use crate::refs::Referenced;
 use crate::tool::{McpAuth, McpProtocol};
 use crate::tree::Node;
 use crate::urls::check_credential_url;
-use crate::values::{credential_path, duration};
+use crate::values::{credential_path, duration, refer_credential};
 
 /// A validated connection file.
 #[derive(Debug, Clone, PartialEq)]
@@ -107,11 +108,11 @@ pub(crate) fn read_connection(
         .get("approval_ttl")
         .and_then(|n| duration(n, "approval_ttl", d));
     let with_credential = auth.as_ref().is_some_and(|a| *a != McpAuth::None);
-    if let Some(Err(reason)) = url
-        .as_ref()
-        .map(|url| check_credential_url(url, with_credential))
-    {
-        d.push(f.key_at("url"), "url", reason);
+    if let Some(url) = &url {
+        match check_credential_url(url, with_credential) {
+            Ok(()) => d.refer(f.key_at("url"), "url", Referenced::Url(url.clone())),
+            Err(reason) => d.push(f.key_at("url"), "url", reason),
+        }
     }
     Some(ConnectionSpec {
         namespace: namespace.to_owned(),
@@ -133,6 +134,7 @@ fn auth(node: &Node, d: &mut Diag) -> (Option<McpAuth>, Option<CredentialPath>) 
     let credential = f
         .required("credential", d)
         .and_then(|n| credential_path(n, "auth.credential", d));
+    refer_credential(&f, credential.as_ref(), d);
     let auth = match f.req_str("type", d).as_deref() {
         Some("bearer") => {
             if f.has("header") {

@@ -1,7 +1,7 @@
 //! Loading a deployment directory: one pure function from files to a validated model or the
 //! list of every problem. No network, no DNS, no database.
 //!
-//! Layout: `airlock.toml`, `connections/<name>.yml`, `agents/<name>.yml`. Files are read in
+//! Layout: `airlock.toml`, `connections/<name>.yml`, `apis/<slug>.yml`, `agents/<name>.yml`. Files are read in
 //! name order, so results and errors do not depend on the directory's listing order.
 
 use std::collections::{BTreeMap, HashMap};
@@ -9,10 +9,12 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use crate::agent::{AgentSpec, read_agent};
+use crate::api_file::read_api_file;
 use crate::config::{Config, read_config};
 use crate::connection::{ConnectionSpec, read_connection};
 use crate::declared::Declared;
 use crate::diag::{Diag, SpecErrors, SpecIssue};
+use crate::refs::Reference;
 use crate::scope::{Scope, ScopeId};
 use crate::tool::{ToolSource, ToolSpec};
 use crate::tree::{Node, parse_toml, parse_yaml};
@@ -35,6 +37,12 @@ pub struct Deployment {
     /// with file, line and key, sorted like problems; `airlock check` prints them and `serve`
     /// logs them.
     pub warnings: Vec<SpecIssue>,
+    /// `apis/*.yml`: the operations of deployment-level tenant APIs, served in the gateway
+    /// scope, in file then operation order.
+    pub apis: Vec<ToolSpec>,
+    /// Every credential path and URL that boot or a call resolves, with where it is declared,
+    /// for the offline checks of `airlock check` (docs/rules.md DECL-38).
+    pub references: Vec<Reference>,
 }
 
 impl Deployment {
@@ -42,10 +50,18 @@ impl Deployment {
     pub fn load(root: &Path) -> Result<Self, SpecErrors> {
         let mut issues = Vec::new();
         let mut warnings = Vec::new();
-        let config = load_config(root, &mut issues);
-        let connections = load_connections(root, &mut issues);
+        let mut references = Vec::new();
+        let config = load_config(root, &mut issues, &mut references);
+        let connections = load_connections(root, &mut issues, &mut references);
         // Checked even when airlock.toml is not valid, so one load reports everything.
-        let agents = load_agents(root, config.as_ref(), &mut issues, &mut warnings);
+        let agents = load_agents(
+            root,
+            config.as_ref(),
+            &mut issues,
+            &mut warnings,
+            &mut references,
+        );
+        let apis = load_apis(root, config.as_ref(), &mut issues, &mut warnings);
         let by_place = |a: &SpecIssue, b: &SpecIssue| {
             (&a.file, a.line, a.column).cmp(&(&b.file, b.line, b.column))
         };
@@ -58,13 +74,15 @@ impl Deployment {
                 connections,
                 agents,
                 warnings,
+                apis,
+                references,
             }),
             _ => Err(SpecErrors(issues)),
         }
     }
 
-    /// The gateway scope before discovery: the builtins enabled in `airlock.toml`.
-    /// Connection tools are added by discovery.
+    /// The gateway scope before discovery: the builtins enabled in `airlock.toml` and the
+    /// operations of `apis/*.yml`. Connection tools are added by discovery.
     #[must_use]
     pub fn gateway_scope(&self) -> Scope {
         let mut scope = Scope::new(ScopeId::Gateway);
@@ -76,6 +94,10 @@ impl Deployment {
             };
             // Builtins are unique by construction (keys of one TOML table).
             let _ = scope.add(spec);
+        }
+        for tool in &self.apis {
+            // Collisions with builtins and between files were refused at load.
+            let _ = scope.add(tool.clone());
         }
         scope
     }
@@ -119,7 +141,11 @@ fn read_text(root: &Path, rel: &Path, issues: &mut Vec<SpecIssue>) -> Option<Str
     None
 }
 
-fn load_config(root: &Path, issues: &mut Vec<SpecIssue>) -> Option<Config> {
+fn load_config(
+    root: &Path,
+    issues: &mut Vec<SpecIssue>,
+    references: &mut Vec<Reference>,
+) -> Option<Config> {
     let rel = Path::new("airlock.toml");
     let mut d = Diag::new(rel);
     let tree = if root.join(rel).exists() {
@@ -136,6 +162,7 @@ fn load_config(root: &Path, issues: &mut Vec<SpecIssue>) -> Option<Config> {
         None
     };
     let config = read_config(tree.as_ref(), root, &mut d);
+    d.drain_references(references);
     issues.extend(d.into_issues());
     config
 }
@@ -193,7 +220,11 @@ fn parse_file(root: &Path, rel: &Path, issues: &mut Vec<SpecIssue>) -> Option<No
     }
 }
 
-fn load_connections(root: &Path, issues: &mut Vec<SpecIssue>) -> Vec<ConnectionSpec> {
+fn load_connections(
+    root: &Path,
+    issues: &mut Vec<SpecIssue>,
+    references: &mut Vec<Reference>,
+) -> Vec<ConnectionSpec> {
     let mut out = Vec::new();
     for (rel, stem) in yaml_files(root, "connections", issues) {
         // DECL-9 (docs/rules.md): an empty connection file is ignored.
@@ -205,6 +236,7 @@ fn load_connections(root: &Path, issues: &mut Vec<SpecIssue>) -> Vec<ConnectionS
         if d.is_clean() {
             out.extend(spec);
         }
+        d.drain_references(references);
         issues.extend(d.into_issues());
     }
     out
@@ -217,6 +249,7 @@ fn load_agents(
     config: Option<&Config>,
     issues: &mut Vec<SpecIssue>,
     warnings: &mut Vec<SpecIssue>,
+    references: &mut Vec<Reference>,
 ) -> BTreeMap<String, AgentSpec> {
     let mut agents = BTreeMap::new();
     let mut declared: HashMap<String, Vec<Declared>> = HashMap::new();
@@ -233,7 +266,7 @@ fn load_agents(
         };
         let mut d = Diag::new(&rel);
         if let Some(read) = read_agent(&node, &stem, &mut d) {
-            check_tools(&read.declared, config, &mut d);
+            check_tools(&read.declared, config, "an agent", &mut d);
             if let Some(mut spec) = read.spec {
                 spec.tools = read.declared.iter().map(|t| t.spec.clone()).collect();
                 declared.insert(spec.name.clone(), read.declared);
@@ -241,15 +274,16 @@ fn load_agents(
             }
         }
         d.drain_warnings(warnings);
+        d.drain_references(references);
         issues.extend(d.into_issues());
     }
     check_agent_graph(&agents, &declared, issues);
     agents
 }
 
-/// Per-agent checks: connections exist (when `config` is known); no two tools share a final
-/// name.
-fn check_tools(declared: &[Declared], config: Option<&Config>, d: &mut Diag) {
+/// Per-file checks: connections exist (when `config` is known); no two tools of `owner` (the
+/// agent, or the gateway scope) share a final name.
+fn check_tools(declared: &[Declared], config: Option<&Config>, owner: &str, d: &mut Diag) {
     let mut seen: HashMap<&str, &Declared> = HashMap::new();
     // An undeclared connection is reported once, at the entry's `connection` key.
     let mut undeclared = std::collections::BTreeSet::new();
@@ -258,7 +292,7 @@ fn check_tools(declared: &[Declared], config: Option<&Config>, d: &mut Diag) {
         if name == crate::AWAIT_TOOL {
             d.push(tool.at, &tool.path, format!("tool `{name}` collides with airlock's own await tool, which every MCP scope lists under that name; rename the tool"));
         } else if let Some(first) = seen.get(name) {
-            d.push(tool.at, &tool.path, format!("tool `{name}` collides with the tool declared at {} (line {}); every tool name of an agent must be unique", first.path, first.at.line));
+            d.push(tool.at, &tool.path, format!("tool `{name}` collides with the tool declared at {} (line {}); every tool name of {owner} must be unique", first.path, first.at.line));
         } else {
             seen.insert(name, tool);
         }
@@ -285,6 +319,73 @@ fn check_tools(declared: &[Declared], config: Option<&Config>, d: &mut Diag) {
             }
         }
     }
+}
+
+/// Reads `apis/*.yml` (DECL-40). Every final name is unique in the gateway scope: a collision
+/// with a builtin enabled in `airlock.toml`, the await tool or another file's operation is an
+/// error naming both.
+fn load_apis(
+    root: &Path,
+    config: Option<&Config>,
+    issues: &mut Vec<SpecIssue>,
+    warnings: &mut Vec<SpecIssue>,
+) -> Vec<ToolSpec> {
+    let mut tools = Vec::new();
+    let mut seen: HashMap<String, (PathBuf, Declared)> = HashMap::new();
+    for (rel, stem) in yaml_files(root, "apis", issues) {
+        let Some(node) = parse_file(root, &rel, issues) else {
+            issues.push(SpecIssue {
+                file: rel,
+                line: 1,
+                column: 1,
+                key: String::new(),
+                reason: "the file is empty: declare the API or remove the file".into(),
+            });
+            continue;
+        };
+        let mut d = Diag::new(&rel);
+        let declared = read_api_file(&node, &stem, &mut d);
+        check_tools(&declared, config, "the gateway scope", &mut d);
+        let mut mine = Vec::new();
+        for tool in declared {
+            let name = tool.spec.definition.name.to_string();
+            match gateway_owner(&name, config, &seen) {
+                Some(other) => d.push(tool.at, &tool.path, format!("tool `{name}` collides with {other}; every tool name of the gateway scope must be unique")),
+                None => mine.push((name, tool)),
+            }
+        }
+        for (name, tool) in mine {
+            if let std::collections::hash_map::Entry::Vacant(slot) = seen.entry(name) {
+                tools.push(tool.spec.clone());
+                slot.insert((rel.clone(), tool));
+            }
+        }
+        d.drain_warnings(warnings);
+        issues.extend(d.into_issues());
+    }
+    tools
+}
+
+/// What else in the gateway scope already has `name`, outside the file being read (a name
+/// twice in one file is reported by [`check_tools`]).
+fn gateway_owner(
+    name: &str,
+    config: Option<&Config>,
+    seen: &HashMap<String, (PathBuf, Declared)>,
+) -> Option<String> {
+    if let Some((file, first)) = seen.get(name) {
+        return Some(format!(
+            "the tool declared at {}:{} ({})",
+            file.display(),
+            first.at.line,
+            first.path
+        ));
+    }
+    config?
+        .builtins
+        .iter()
+        .any(|(b, _)| b.name() == name)
+        .then(|| format!("the builtin enabled in airlock.toml `[builtins.{name}]`"))
 }
 
 /// `type: agent` tools name agents of this directory, and never form a cycle.

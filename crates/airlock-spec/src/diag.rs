@@ -7,6 +7,7 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+use crate::refs::{Reference, Referenced};
 use crate::tree::Pos;
 
 /// One problem in one declaration file.
@@ -58,6 +59,7 @@ pub(crate) struct Diag {
     file: PathBuf,
     issues: Vec<SpecIssue>,
     warnings: Vec<SpecIssue>,
+    references: Vec<Reference>,
 }
 
 impl Diag {
@@ -66,6 +68,7 @@ impl Diag {
             file: file.to_path_buf(),
             issues: Vec::new(),
             warnings: Vec::new(),
+            references: Vec::new(),
         }
     }
 
@@ -94,6 +97,22 @@ impl Diag {
     /// Moves this file's warnings onto `warnings`.
     pub(crate) fn drain_warnings(&mut self, warnings: &mut Vec<SpecIssue>) {
         warnings.append(&mut self.warnings);
+    }
+
+    /// Records a credential path or URL at `at` for `key`, for the offline checks after load.
+    pub(crate) fn refer(&mut self, at: Pos, key: &str, target: Referenced) {
+        self.references.push(Reference {
+            file: self.file.clone(),
+            line: at.line,
+            column: at.column,
+            key: key.to_owned(),
+            target,
+        });
+    }
+
+    /// Moves this file's references onto `references`.
+    pub(crate) fn drain_references(&mut self, references: &mut Vec<Reference>) {
+        references.append(&mut self.references);
     }
 
     pub(crate) fn is_clean(&self) -> bool {

@@ -6,6 +6,7 @@
 //! validated types leave the crate.
 
 mod agent;
+mod api_file;
 mod builtin;
 mod canonical;
 mod config;
@@ -17,6 +18,7 @@ mod diag;
 mod fields;
 mod names;
 mod policy;
+mod refs;
 mod schema;
 mod scope;
 mod tool;
@@ -39,6 +41,7 @@ pub use deployment::{Deployment, MAX_FILE_BYTES};
 pub use diag::{SpecErrors, SpecIssue};
 pub use names::{AWAIT_TOOL, CredentialPath, MAX_TOOL_NAME, ToolName};
 pub use policy::{Approval, Effect, Mode, SourceKind, UnknownWord};
+pub use refs::{Reference, Referenced};
 pub use schema::{MAX_SCHEMA_BYTES, MAX_SCHEMA_DEPTH, compile_input_schema};
 pub use scope::{NameCollision, ParseScopeError, Scope, ScopeId, definitions_digest};
 pub use tool::{

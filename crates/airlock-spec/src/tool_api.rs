@@ -1,5 +1,6 @@
-//! `type: api` tools (docs/rules.md DECL-18 to DECL-23): a tenant HTTP API described inline; one
-//! tool per operation, named `<slug with _>_<operation>`. Reads execute; writes only propose.
+//! `type: api` tools (docs/rules.md DECL-18 to DECL-23, DECL-41): a tenant HTTP API described
+//! inline or in `apis/<slug>.yml`; one tool per operation, named `<slug with _>_<operation>`.
+//! Reads execute; writes only propose. An operation's `approval` overrides the declaration's.
 
 use serde_json::Value;
 
@@ -26,11 +27,12 @@ pub(crate) const KEYS: [&str; 10] = [
     "base_url",
     "confirm",
 ];
-const OP_KEYS: [&str; 8] = [
+const OP_KEYS: [&str; 9] = [
     "name",
     "description",
     "writes",
     "mode",
+    "approval",
     "parameters",
     "request",
     "response",
@@ -119,6 +121,8 @@ struct Operation {
     description: String,
     writes: bool,
     mode: crate::policy::Mode,
+    /// `approval` of this operation; the declaration's when absent.
+    approval: Option<crate::policy::Approval>,
     schema: Value,
     request: Request,
     select: Option<String>,
@@ -136,6 +140,7 @@ fn operation(node: &Node, path: &str, d: &mut Diag) -> Option<Operation> {
     });
     let description = description(&f, d);
     let writes_mode = writes_and_mode(&f, d);
+    let approval = f.word::<crate::policy::Approval>("approval", d);
     let schema = from_parameters(f.get("parameters"), &f.key("parameters"), d);
     // The schema the model sees has the same limits as a declared one (DECL-23).
     check_input_schema(&schema, f.key_at("parameters"), &f.key("parameters"), d);
@@ -152,6 +157,7 @@ fn operation(node: &Node, path: &str, d: &mut Diag) -> Option<Operation> {
         description: description?,
         writes,
         mode,
+        approval: approval.ok()?,
         schema,
         request: request?,
         select,
@@ -177,6 +183,7 @@ fn declare_operation(api: &Api, op: Operation, d: &mut Diag) -> Option<Declared>
     let policy = Policy {
         writes: op.writes,
         mode: op.mode,
+        approval: op.approval.unwrap_or(api.policy.approval),
         ..api.policy.clone()
     };
     declare(

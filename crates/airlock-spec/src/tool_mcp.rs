@@ -55,9 +55,10 @@ pub(crate) fn read_mcp(f: &Fields<'_>, d: &mut Diag) -> Vec<Declared> {
             .map_err(|r| d.push(f.key_at("path"), &f.key("path"), r))
             .is_ok()
     });
+    // A server without auth needs none (DECL-24).
     let auth = f
-        .required("auth", d)
-        .and_then(|n| auth(n, &f.key("auth"), d));
+        .get("auth")
+        .map_or(Some(McpAuth::None), |n| auth(n, &f.key("auth"), d));
     let policy = Policy {
         effect: effect(f, d).unwrap_or_default(),
         ..shared_policy(f, d)

@@ -1,9 +1,12 @@
-//! Typed values shared by several declaration formats: durations and credential paths.
+//! Typed values shared by several declaration formats: durations and credential paths (each
+//! recorded as a reference where boot or a call resolves it).
 
 use std::time::Duration;
 
 use crate::diag::Diag;
+use crate::fields::Fields;
 use crate::names::CredentialPath;
+use crate::refs::Referenced;
 use crate::tree::{Node, NodeValue};
 
 /// Reads a duration written as `<number><unit>` with unit `ms`, `s`, `m`, `h` or `d`.
@@ -61,6 +64,17 @@ pub(crate) fn credential_path(node: &Node, path: &str, d: &mut Diag) -> Option<C
     CredentialPath::try_from(text)
         .map_err(|reason| d.push(node.at, path, reason))
         .ok()
+}
+
+/// Records the `credential` key of `f`, for the offline check that it resolves.
+pub(crate) fn refer_credential(f: &Fields<'_>, credential: Option<&CredentialPath>, d: &mut Diag) {
+    if let Some(path) = credential {
+        d.refer(
+            f.key_at("credential"),
+            &f.key("credential"),
+            Referenced::Credential(path.clone()),
+        );
+    }
 }
 
 #[cfg(test)]

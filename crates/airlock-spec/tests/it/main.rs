@@ -3,6 +3,7 @@
 
 #![allow(clippy::unwrap_used, missing_docs)]
 
+mod apis;
 mod digest;
 mod examples;
 mod rules;

@@ -1,9 +1,12 @@
 //! `airlock check [--dir DIR] [--json] [--discover]`: validate offline, print the warnings (keys
 //! accepted but not read, each with file:line) and each scope's tools and digest. Exit status 1
-//! when any declaration is invalid; warnings alone never fail it. Only `--discover` touches the
-//! network: it lists every connection file's tools (one `tools/list` each, through the
-//! deployment's egress policy) and shows them in the gateway scope, with the digest `serve`
-//! would have.
+//! when any declaration is invalid, or when boot or a call would fail on what can be known
+//! offline (a credential that does not resolve, a URL the egress guard refuses without DNS);
+//! warnings alone never fail it. Only `--discover` touches the network: it lists every
+//! connection file's tools (one `tools/list` each, through the deployment's egress policy) and
+//! shows them in the gateway scope, with the digest `serve` would have.
+
+mod offline;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -33,7 +36,7 @@ pub(crate) struct Args {
 
 pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let dir = args.deployment.locate_or(args.path.as_deref())?;
-    match Deployment::load(&dir) {
+    match Deployment::load(&dir).and_then(offline_checked) {
         Ok(deployment) => {
             let mut scopes = scopes(&deployment);
             let discovered = if args.discover {
@@ -73,6 +76,16 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
 fn print_warnings(warnings: &[SpecIssue]) {
     for warning in warnings {
         eprintln!("warning: {warning}");
+    }
+}
+
+/// A deployment that loaded, refused as a load would be when boot or a call would fail on it.
+fn offline_checked(deployment: Deployment) -> Result<Deployment, SpecErrors> {
+    let problems = offline::problems(&deployment, std::env::vars());
+    if problems.is_empty() {
+        Ok(deployment)
+    } else {
+        Err(SpecErrors(problems))
     }
 }
 

@@ -1,8 +1,11 @@
 //! `airlock discover URL --name SLUG`: lists a live MCP server's tools through the egress guard
 //! (the deployment's policy with `--dir`, the default policy otherwise) and prints a ready
-//! `type: mcp` block to paste under an agent's `spec.tools`. Every tool is `writes: false`; a
-//! tool whose input schema breaks the 8-level / 16 KiB limits (or is not `type: object`) is left
-//! out with a `# …` comment saying why, so the printed block always passes `airlock check`.
+//! `type: mcp` block to paste under an agent's `spec.tools`. Safe as pasted (docs/rules.md
+//! DECL-39): a tool is `writes: false` only when the server marks it `readOnlyHint: true`, every
+//! other tool is `writes: true` + `mode: propose`, each with a comment naming the hint; `auth`
+//! and `approval` are printed only when asked for (`--auth`, `--approval`). A tool whose input
+//! schema breaks the 8-level / 16 KiB limits (or is not `type: object`) is left out with a `# …`
+//! comment saying why, so the printed block always passes `airlock check`.
 //! Also runs `airlock check --discover`'s discovery of connection files.
 
 use std::fmt::Write as _;
@@ -13,8 +16,8 @@ use airlock_egress::{EgressPolicy, GuardedClient};
 use airlock_mcp::{McpClient, McpCredential, McpTarget, RemoteTool};
 use airlock_runtime::egress_policy;
 use airlock_spec::{
-    CredentialPath, Credentials, Deployment, MAX_SCHEMA_BYTES, MAX_SCHEMA_DEPTH, ToolSpec,
-    compile_input_schema,
+    Approval, CredentialPath, Credentials, Deployment, MAX_SCHEMA_BYTES, MAX_SCHEMA_DEPTH,
+    ToolSpec, compile_input_schema,
 };
 use anyhow::{Context as _, bail};
 use serde_json::Value;
@@ -39,9 +42,13 @@ pub(crate) struct Args {
     /// The `[connections.NAME]` of airlock.toml the block refers to (default `<slug>_mcp`).
     #[arg(long)]
     connection: Option<String>,
-    /// The auth scheme, for listing and for the printed block (default bearer).
+    /// The auth scheme, for listing and for the printed block; without it the block has no
+    /// `auth` (a `--credential` alone is sent as bearer for listing only).
     #[arg(long, value_enum)]
     auth: Option<AuthScheme>,
+    /// The printed block's `approval` (never | once | always), for every tool of the server.
+    #[arg(long)]
+    approval: Option<Approval>,
     /// The header name with `--auth header`.
     #[arg(long)]
     header: Option<String>,
@@ -76,6 +83,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
         base_url: url.origin().ascii_serialization(),
         path: url.path(),
         auth: scheme_yaml(args)?,
+        approval: args.approval,
     };
     print!("{}", block.render(&tools));
     Ok(ExitCode::SUCCESS)
@@ -111,11 +119,15 @@ fn credential(args: &Args, credentials: &Credentials) -> anyhow::Result<McpCrede
     })
 }
 
-fn scheme_yaml(args: &Args) -> anyhow::Result<String> {
-    match (args.auth.unwrap_or(AuthScheme::Bearer), &args.header) {
-        (AuthScheme::Bearer, _) => Ok("{ scheme: bearer }".to_owned()),
-        (AuthScheme::Header, Some(h)) => Ok(format!("{{ scheme: header, header: {} }}", quote(h))),
-        (AuthScheme::Header, None) => bail!("--auth header needs --header NAME"),
+/// The block's `auth`, only when `--auth` asks for it: a server without auth needs none.
+fn scheme_yaml(args: &Args) -> anyhow::Result<Option<String>> {
+    match (args.auth, &args.header) {
+        (None, _) => Ok(None),
+        (Some(AuthScheme::Bearer), _) => Ok(Some("{ scheme: bearer }".to_owned())),
+        (Some(AuthScheme::Header), Some(h)) => {
+            Ok(Some(format!("{{ scheme: header, header: {} }}", quote(h))))
+        }
+        (Some(AuthScheme::Header), None) => bail!("--auth header needs --header NAME"),
     }
 }
 
@@ -126,7 +138,8 @@ struct Block<'a> {
     connection: String,
     base_url: String,
     path: &'a str,
-    auth: String,
+    auth: Option<String>,
+    approval: Option<Approval>,
 }
 
 impl Block<'_> {
@@ -160,7 +173,12 @@ impl Block<'_> {
         out.push_str("  type: mcp\n");
         let _ = writeln!(out, "  connection: {}", quote(&self.connection));
         let _ = writeln!(out, "  path: {}", quote(self.path));
-        let _ = writeln!(out, "  auth: {}", self.auth);
+        if let Some(auth) = &self.auth {
+            let _ = writeln!(out, "  auth: {auth}");
+        }
+        if let Some(approval) = self.approval {
+            let _ = writeln!(out, "  approval: {approval}  # every tool of this server");
+        }
         if kept == 0 {
             out.push_str("  # no tool fits: `airlock check` refuses an empty list\n");
         }
@@ -178,11 +196,24 @@ fn entry(tool: &RemoteTool) -> String {
         &tool.description
     };
     format!(
-        "    - name: {}\n      description: {}\n      writes: false\n      input_schema: {}\n",
+        "    - name: {}\n      description: {}\n{}      input_schema: {}\n",
         quote(&tool.name),
         quote(description),
+        writes(tool.read_only_hint),
         tool.input_schema
     )
+}
+
+/// `writes` from the server's hint: only an explicit `readOnlyHint: true` makes a read, so a
+/// pasted block never lets an unmarked write run as a read.
+fn writes(read_only_hint: Option<bool>) -> &'static str {
+    match read_only_hint {
+        Some(true) => "      writes: false  # the server marks it readOnlyHint: true\n",
+        Some(false) => {
+            "      writes: true  # the server marks it readOnlyHint: false\n      mode: propose\n"
+        }
+        None => "      writes: true  # the server gives no readOnlyHint\n      mode: propose\n",
+    }
 }
 
 /// A YAML double-quoted scalar: JSON's string syntax is a subset of it.

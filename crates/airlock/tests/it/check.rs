@@ -162,3 +162,118 @@ fn confirm_on_an_api_tool_is_a_warning_naming_its_line() {
         "{v}"
     );
 }
+
+/// DECL-38: what boot or a call would refuse, `check` refuses offline, each at file:line:key.
+#[test]
+fn check_reports_missing_credentials_and_blocked_urls_offline() {
+    let dir = deployment_with(
+        "[[mcp.tokens]]\ncredential = \"airlock.mcp_token\"\nprincipal = \"cc\"\n\n\
+         [connections.erp]\nbase_url = \"http://10.0.0.5/\"\n\n\
+         [connections.svc]\nbase_url = \"https://svc.internal/\"\ncredential = \"svc.token\"\n\n\
+         [credentials]\nfile = \"creds.yml\"\n",
+        "airlock:\n  mcp_token: t\n",
+    );
+    let out = airlock()
+        .arg("check")
+        .arg(dir.path())
+        .env_remove("AIRLOCK_CREDENTIALS__SVC__TOKEN")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr.starts_with("3 problems in "), "{stderr}");
+    assert!(
+        stderr.contains("airlock.toml:6:1: connections.erp.base_url: the egress guard refuses `http://10.0.0.5/` (blocked_address)"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(
+            "airlock.toml:10:1: connections.svc.credential: credential `svc.token` is missing"
+        ),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("airlock.toml:9:1: connections.svc.base_url: the egress guard refuses `https://svc.internal/` (blocked_name)"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("mcp_token"),
+        "a resolved path is not reported: {stderr}"
+    );
+}
+
+/// DECL-38: the deployment's `[egress]` allowances and the environment count, as at boot; a
+/// connection file's URL and credential are checked too.
+#[test]
+fn check_honours_egress_allowances_and_env_credentials() {
+    let dir = deployment_with(
+        "[egress]\nallow = [\"10.0.0.0/8\", \"svc.internal\"]\n\n\
+         [connections.erp]\nbase_url = \"http://10.0.0.5/\"\n\n\
+         [connections.svc]\nbase_url = \"https://svc.internal/\"\ncredential = \"svc.token\"\n",
+        "",
+    );
+    std::fs::create_dir(dir.path().join("connections")).unwrap();
+    std::fs::write(
+        dir.path().join("connections/crm.yml"),
+        "url: https://crm.internal/mcp\nauth: { type: bearer, credential: crm.token }\n",
+    )
+    .unwrap();
+    let run = |env: &[(&str, &str)]| {
+        airlock()
+            .arg("check")
+            .arg(dir.path())
+            .envs(env.iter().copied())
+            .output()
+            .unwrap()
+    };
+    let out = run(&[("AIRLOCK_CREDENTIALS__SVC__TOKEN", "s")]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr.starts_with("2 problems in "), "{stderr}");
+    assert!(
+        stderr.contains("connections/crm.yml:1:1: url: the egress guard refuses"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("connections/crm.yml:2:"), "{stderr}");
+    std::fs::write(
+        dir.path().join("airlock.toml"),
+        "[egress]\nallow = [\"10.0.0.0/8\", \"svc.internal\", \"crm.internal\"]\n\n\
+         [connections.erp]\nbase_url = \"http://10.0.0.5/\"\n\n\
+         [connections.svc]\nbase_url = \"https://svc.internal/\"\ncredential = \"svc.token\"\n",
+    )
+    .unwrap();
+    let out = run(&[
+        ("AIRLOCK_CREDENTIALS__SVC__TOKEN", "s"),
+        ("AIRLOCK_CREDENTIALS__CRM__TOKEN", "c"),
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+}
+
+/// DECL-38: an encrypted credentials file without its key is said once, not per credential.
+#[test]
+fn check_says_once_that_the_credentials_cannot_be_opened() {
+    let dir = deployment_with(
+        "[[mcp.tokens]]\ncredential = \"a.one\"\nprincipal = \"p\"\n\n\
+         [[admin.tokens]]\ncredential = \"a.two\"\nprincipal = \"q\"\n",
+        "",
+    );
+    let sealed = airlock_spec::MasterKey::generate()
+        .encrypt("a:\n  one: x\n  two: y\n")
+        .unwrap();
+    std::fs::write(dir.path().join("credentials.yml.enc"), sealed).unwrap();
+    let out = airlock()
+        .args(["check", "--json"])
+        .arg(dir.path())
+        .env_remove("AIRLOCK_MASTER_KEY")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let errors = v["errors"].as_array().unwrap();
+    assert_eq!(errors.len(), 1, "{v}");
+    assert_eq!(errors[0]["file"], "credentials.yml.enc");
+    assert!(
+        errors[0]["reason"].as_str().unwrap().contains("master key"),
+        "{v}"
+    );
+}

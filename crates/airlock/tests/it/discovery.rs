@@ -215,8 +215,9 @@ async fn discover_prints_a_block_that_check_accepts() {
     let upstream = Server::start(Script::default()).await;
     upstream.set_tools(vec![
         json!({"name": "search", "description": "Search the CRM: by \"name\" or id.",
-               "inputSchema": {"type": "object", "properties": {"q": {"type": "string"}}}}),
-        json!({"name": "create-note"}),
+               "inputSchema": {"type": "object", "properties": {"q": {"type": "string"}}},
+               "annotations": {"readOnlyHint": true}}),
+        json!({"name": "create-note", "annotations": {"readOnlyHint": false}}),
         json!({"name": "deep", "description": "Too deep.", "inputSchema": deep_schema(5)}),
         json!({"name": "fits", "description": "Just fits.", "inputSchema": deep_schema(4)}),
     ]);
@@ -241,8 +242,23 @@ async fn discover_prints_a_block_that_check_accepts() {
         "{block}{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(block.contains("writes: false"), "{block}");
-    assert!(!block.contains("writes: true"), "{block}");
+    // DECL-39: a read only where the server says so; every other tool is a proposed write.
+    assert!(
+        block.contains("    - name: \"search\"\n      description: \"Search the CRM: by \\\"name\\\" or id.\"\n      writes: false  # the server marks it readOnlyHint: true\n"),
+        "{block}"
+    );
+    assert!(
+        block.contains("    - name: \"create-note\"\n      description: \"create-note\"\n      writes: true  # the server marks it readOnlyHint: false\n      mode: propose\n"),
+        "{block}"
+    );
+    assert!(
+        block.contains("    - name: \"fits\"\n      description: \"Just fits.\"\n      writes: true  # the server gives no readOnlyHint\n      mode: propose\n"),
+        "{block}"
+    );
+    assert_eq!(block.matches("writes: false").count(), 1, "{block}");
+    // DECL-39: no `--auth`, no auth block (the credential was used for listing only).
+    assert!(!block.contains("auth"), "{block}");
+    assert!(!block.contains("approval"), "{block}");
     assert!(
         block.contains(
             "# tool \"deep\" left out: the input schema is 9 levels deep; the limit is 8"
@@ -271,6 +287,76 @@ async fn discover_prints_a_block_that_check_accepts() {
         .unwrap_or_else(|e| panic!("{e}\n--- manifest:\n{manifest}"));
     let scope = deployment.agent_scope("live").unwrap();
     assert_eq!(scope.tools().len(), 3, "{block}");
+    let writes: Vec<(String, bool, String)> = scope
+        .tools()
+        .iter()
+        .map(|t| {
+            let p = &t.policy;
+            (t.definition.name.to_string(), p.writes, p.mode.to_string())
+        })
+        .collect();
+    assert!(
+        writes.contains(&("crm_live_search".into(), false, "execute".into())),
+        "{writes:?}"
+    );
+    assert!(
+        writes.contains(&("crm_live_create_note".into(), true, "propose".into())),
+        "{writes:?}"
+    );
+}
+
+/// DECL-39: `--auth` and `--approval` are printed when asked for, and the block still loads.
+#[tokio::test]
+async fn discover_prints_auth_and_approval_only_when_asked() {
+    let upstream = Server::start(Script::default()).await;
+    upstream.set_tools(vec![json!({"name": "refund", "description": "Refund."})]);
+    let dir = deployment(&upstream.loopback_url(), "never");
+    let out = tokio::process::Command::from(airlock())
+        .arg("discover")
+        .arg(upstream.loopback_url())
+        .args([
+            "--name",
+            "pay",
+            "--credential",
+            "crm.mcp_token",
+            "--auth",
+            "bearer",
+        ])
+        .args(["--approval", "always", "--dir"])
+        .arg(dir.path())
+        .output()
+        .await
+        .unwrap();
+    let block = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{block}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(block.contains("\n  auth: { scheme: bearer }\n"), "{block}");
+    assert!(block.contains("\n  approval: always"), "{block}");
+    assert!(
+        block.contains("writes: true  # the server gives no readOnlyHint\n      mode: propose\n"),
+        "{block}"
+    );
+    let target = tempfile::tempdir().unwrap();
+    let toml = format!(
+        "[connections.pay_mcp]\nbase_url = \"http://127.0.0.1:{}\"\ncredential = \"crm.mcp_token\"\n",
+        upstream.port
+    );
+    std::fs::write(target.path().join("airlock.toml"), toml).unwrap();
+    std::fs::create_dir(target.path().join("agents")).unwrap();
+    let indented: String = block.lines().map(|l| format!("    {l}\n")).collect();
+    let manifest = format!(
+        "apiVersion: airlock/v1\nkind: Agent\nmetadata:\n  name: pay\nspec:\n  model: {{ provider: openai, model: gpt-4o-mini }}\n  prompts: {{ system: test }}\n  tools:\n{indented}"
+    );
+    std::fs::write(target.path().join("agents/pay.yml"), &manifest).unwrap();
+    let deployment = Deployment::load(target.path())
+        .unwrap_or_else(|e| panic!("{e}\n--- manifest:\n{manifest}"));
+    let scope = deployment.agent_scope("pay").unwrap();
+    let tool = &scope.tools()[0];
+    assert_eq!(tool.policy.approval.to_string(), "always");
+    assert!(tool.policy.writes);
 }
 
 /// DECL-37: a discovered schema the validator refuses stops the boot, naming the connection

@@ -1,0 +1,84 @@
+//! What boot or a call would find out, found offline (docs/rules.md DECL-38): every credential
+//! path a token, connection or connection file names resolves in the deployment's credentials,
+//! and every URL passes the egress guard's rules that need no DNS, with the deployment's
+//! `[egress]` allowances. Each problem is placed at file:line:key like a load error. No secret
+//! value is read out or printed, and nothing is resolved or sent.
+
+use std::path::Path;
+
+use airlock_spec::{Credentials, Deployment, Reference, Referenced, SpecIssue};
+
+/// Every offline problem of a deployment that loaded, sorted by place.
+pub(crate) fn problems(
+    deployment: &Deployment,
+    env: impl IntoIterator<Item = (String, String)>,
+) -> Vec<SpecIssue> {
+    let mut out = Vec::new();
+    let policy = airlock_runtime::egress_policy(&deployment.config.egress);
+    let settings = &deployment.config.credentials;
+    let credentials = Credentials::load(&deployment.root, settings, env)
+        // Said once: every credential would otherwise repeat it.
+        .map_err(|e| out.push(unreadable(settings_file(deployment), &e)))
+        .ok();
+    for reference in &deployment.references {
+        let reason = match &reference.target {
+            Referenced::Credential(path) => {
+                credentials.as_ref().and_then(|c| resolves(c, path).err())
+            }
+            Referenced::Url(url) => airlock_egress::check_offline(&policy, url)
+                .err()
+                .map(|e| blocked(url, &e)),
+        };
+        out.extend(reason.map(|r| issue(reference, r)));
+    }
+    out.sort_by(|a, b| (&a.file, a.line, a.column).cmp(&(&b.file, b.line, b.column)));
+    out
+}
+
+/// A path resolves as one value, or as the `username`/`password` mapping basic auth reads.
+fn resolves(credentials: &Credentials, path: &airlock_spec::CredentialPath) -> Result<(), String> {
+    match credentials.get(path) {
+        Ok(_) => Ok(()),
+        Err(_) if credentials.basic(path).is_ok() => Ok(()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+fn blocked(url: &str, error: &airlock_egress::EgressError) -> String {
+    format!(
+        "the egress guard refuses `{url}` ({}): {error}; if this host is yours, allow it in airlock.toml `[egress] allow`",
+        error.kind()
+    )
+}
+
+/// The credentials file boot could not read: the encrypted one when it exists, else the plain.
+fn settings_file(deployment: &Deployment) -> &Path {
+    let settings = &deployment.config.credentials;
+    if deployment.root.join(&settings.encrypted).exists() {
+        &settings.encrypted
+    } else {
+        settings.file.as_deref().unwrap_or(&settings.encrypted)
+    }
+}
+
+fn unreadable(file: &Path, error: &airlock_spec::CredentialError) -> SpecIssue {
+    SpecIssue {
+        file: file.to_path_buf(),
+        line: 1,
+        column: 1,
+        key: String::new(),
+        reason: format!(
+            "the credentials cannot be read, so no credential path was checked: {error}"
+        ),
+    }
+}
+
+fn issue(reference: &Reference, reason: String) -> SpecIssue {
+    SpecIssue {
+        file: reference.file.clone(),
+        line: reference.line,
+        column: reference.column,
+        key: reference.key.clone(),
+        reason,
+    }
+}
