@@ -2,33 +2,12 @@
 //! `POST /mcp` beside the builtins, through the ledger and the egress guard, with the
 //! credential of its `[connections]` entry.
 
-use std::io::{Read as _, Write as _};
-use std::net::TcpListener;
-
 use serde_json::json;
 
 use crate::mcp::{ADMIN, CLAUDE, call, rpc, start};
-use crate::support::deployment_with;
+use crate::support::{deployment_with, json_once};
 
 const TOKEN: &str = "tok-billing-8d2f1c0e5b7a4e6f";
-
-/// Answers one request with `body` as JSON; returns the port and the request head.
-fn upstream(body: &'static str) -> (u16, std::thread::JoinHandle<String>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let handle = std::thread::spawn(move || {
-        let (mut socket, _) = listener.accept().unwrap();
-        let mut head = Vec::new();
-        let mut buf = [0u8; 1024];
-        while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-            let n = socket.read(&mut buf).unwrap();
-            head.extend_from_slice(&buf[..n]);
-        }
-        write!(socket, "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}", body.len()).unwrap();
-        String::from_utf8_lossy(&head).into_owned()
-    });
-    (port, handle)
-}
 
 fn deployment(port: u16) -> tempfile::TempDir {
     let toml = format!(
@@ -46,7 +25,7 @@ fn deployment(port: u16) -> tempfile::TempDir {
 
 #[tokio::test]
 async fn an_api_file_is_listed_and_called_on_the_gateway_endpoint() {
-    let (port, head) = upstream(r#"{"data":{"total":"42.00"}}"#);
+    let (port, head) = json_once(r#"{"data":{"total":"42.00"}}"#);
     let dir = deployment(port);
     let base = start(dir.path()).await;
     let (status, list) = rpc(

@@ -1,28 +1,7 @@
 //! `airlock call`: an api tool through the gateway and the guard, against a loopback upstream.
 
-use std::io::{Read as _, Write as _};
-use std::net::TcpListener;
-
-use crate::support::deployment_with;
+use crate::support::{deployment_with, json_once};
 use crate::{airlock, text};
-
-/// Answers one request with `body` as JSON; returns the port and the request head.
-fn upstream(body: &'static str) -> (u16, std::thread::JoinHandle<String>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let handle = std::thread::spawn(move || {
-        let (mut socket, _) = listener.accept().unwrap();
-        let mut head = Vec::new();
-        let mut buf = [0u8; 1024];
-        while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-            let n = socket.read(&mut buf).unwrap();
-            head.extend_from_slice(&buf[..n]);
-        }
-        write!(socket, "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}", body.len()).unwrap();
-        String::from_utf8_lossy(&head).into_owned()
-    });
-    (port, handle)
-}
 
 fn deployment(port: u16) -> tempfile::TempDir {
     let toml = format!(
@@ -40,7 +19,7 @@ fn deployment(port: u16) -> tempfile::TempDir {
 
 #[test]
 fn an_api_tool_runs_through_the_ledger_and_the_guard() {
-    let (port, head) = upstream(r#"{"data":{"name":"ACME SA"}}"#);
+    let (port, head) = json_once(r#"{"data":{"name":"ACME SA"}}"#);
     let dir = deployment(port);
     let out = airlock()
         .args([

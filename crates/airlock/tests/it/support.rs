@@ -203,6 +203,26 @@ pub(crate) async fn hello_once() -> (SocketAddr, tokio::sync::oneshot::Receiver<
     (addr, rx)
 }
 
+/// A blocking upstream on 127.0.0.1 that answers one request with `body` as JSON; returns the
+/// port and the request head.
+pub(crate) fn json_once(body: &'static str) -> (u16, std::thread::JoinHandle<String>) {
+    use std::io::{Read as _, Write as _};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let handle = std::thread::spawn(move || {
+        let (mut socket, _) = listener.accept().unwrap();
+        let mut head = Vec::new();
+        let mut buf = [0u8; 1024];
+        while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+            let n = socket.read(&mut buf).unwrap();
+            head.extend_from_slice(&buf[..n]);
+        }
+        write!(socket, "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}", body.len()).unwrap();
+        String::from_utf8_lossy(&head).into_owned()
+    });
+    (port, handle)
+}
+
 /// A plain HTTP/1.1 request to the server; returns (status, JSON body or Null, lower-cased head).
 pub(crate) async fn http(
     addr: SocketAddr,
