@@ -7,7 +7,7 @@ use std::path::Path;
 use airlock::boot::boot;
 use airlock_runtime::ledger::{Decision, InvocationState};
 use airlock_runtime::{Outcome, OutcomeKind};
-use airlock_spec::{Deployment, ScopeId};
+use airlock_spec::{Deployment, Scope, ScopeId};
 use airlock_testkit::{Script, Server};
 use serde_json::{Value, json};
 
@@ -210,6 +210,38 @@ fn deep_schema(levels: usize) -> Value {
     schema
 }
 
+/// `airlock discover URL ARGS… --dir DIR`.
+async fn discover(url: &str, args: &[&str], dir: &Path) -> std::process::Output {
+    tokio::process::Command::from(airlock())
+        .arg("discover")
+        .arg(url)
+        .args(args)
+        .arg("--dir")
+        .arg(dir)
+        .output()
+        .await
+        .unwrap()
+}
+
+/// The scope of agent `agent` whose tools are `block`, pasted as printed into a fresh deployment
+/// whose connection `connection` points at the upstream on `port`.
+fn pasted_scope(block: &str, agent: &str, connection: &str, port: u16) -> Scope {
+    let target = tempfile::tempdir().unwrap();
+    let toml = format!(
+        "[connections.{connection}]\nbase_url = \"http://127.0.0.1:{port}\"\ncredential = \"crm.mcp_token\"\n"
+    );
+    std::fs::write(target.path().join("airlock.toml"), toml).unwrap();
+    std::fs::create_dir(target.path().join("agents")).unwrap();
+    let indented: String = block.lines().map(|l| format!("    {l}\n")).collect();
+    let manifest = format!(
+        "apiVersion: airlock/v1\nkind: Agent\nmetadata:\n  name: {agent}\nspec:\n  model: {{ provider: openai, model: gpt-4o-mini }}\n  prompts: {{ system: test }}\n  tools:\n{indented}"
+    );
+    std::fs::write(target.path().join(format!("agents/{agent}.yml")), &manifest).unwrap();
+    let deployment = Deployment::load(target.path())
+        .unwrap_or_else(|e| panic!("{e}\n--- manifest:\n{manifest}"));
+    deployment.agent_scope(agent).unwrap()
+}
+
 #[tokio::test]
 async fn discover_prints_a_block_that_check_accepts() {
     let upstream = Server::start(Script::default()).await;
@@ -222,20 +254,12 @@ async fn discover_prints_a_block_that_check_accepts() {
         json!({"name": "fits", "description": "Just fits.", "inputSchema": deep_schema(4)}),
     ]);
     let dir = deployment(&upstream.loopback_url(), "never");
-    let out = tokio::process::Command::from(airlock())
-        .arg("discover")
-        .arg(upstream.loopback_url())
-        .args([
-            "--name",
-            "crm-live",
-            "--credential",
-            "crm.mcp_token",
-            "--dir",
-        ])
-        .arg(dir.path())
-        .output()
-        .await
-        .unwrap();
+    let out = discover(
+        &upstream.loopback_url(),
+        &["--name", "crm-live", "--credential", "crm.mcp_token"],
+        dir.path(),
+    )
+    .await;
     let block = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success(),
@@ -271,21 +295,7 @@ async fn discover_prints_a_block_that_check_accepts() {
     );
 
     // Paste it into a deployment with the connection it names, and load that.
-    let target = tempfile::tempdir().unwrap();
-    let toml = format!(
-        "[connections.crm_live_mcp]\nbase_url = \"http://127.0.0.1:{}\"\ncredential = \"crm.mcp_token\"\n",
-        upstream.port
-    );
-    std::fs::write(target.path().join("airlock.toml"), toml).unwrap();
-    std::fs::create_dir(target.path().join("agents")).unwrap();
-    let indented: String = block.lines().map(|l| format!("    {l}\n")).collect();
-    let manifest = format!(
-        "apiVersion: airlock/v1\nkind: Agent\nmetadata:\n  name: live\nspec:\n  model: {{ provider: openai, model: gpt-4o-mini }}\n  prompts: {{ system: test }}\n  tools:\n{indented}"
-    );
-    std::fs::write(target.path().join("agents/live.yml"), &manifest).unwrap();
-    let deployment = Deployment::load(target.path())
-        .unwrap_or_else(|e| panic!("{e}\n--- manifest:\n{manifest}"));
-    let scope = deployment.agent_scope("live").unwrap();
+    let scope = pasted_scope(&block, "live", "crm_live_mcp", upstream.port);
     assert_eq!(scope.tools().len(), 3, "{block}");
     let writes: Vec<(String, bool, String)> = scope
         .tools()
@@ -311,22 +321,21 @@ async fn discover_prints_auth_and_approval_only_when_asked() {
     let upstream = Server::start(Script::default()).await;
     upstream.set_tools(vec![json!({"name": "refund", "description": "Refund."})]);
     let dir = deployment(&upstream.loopback_url(), "never");
-    let out = tokio::process::Command::from(airlock())
-        .arg("discover")
-        .arg(upstream.loopback_url())
-        .args([
+    let out = discover(
+        &upstream.loopback_url(),
+        &[
             "--name",
             "pay",
             "--credential",
             "crm.mcp_token",
             "--auth",
             "bearer",
-        ])
-        .args(["--approval", "always", "--dir"])
-        .arg(dir.path())
-        .output()
-        .await
-        .unwrap();
+            "--approval",
+            "always",
+        ],
+        dir.path(),
+    )
+    .await;
     let block = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success(),
@@ -339,21 +348,7 @@ async fn discover_prints_auth_and_approval_only_when_asked() {
         block.contains("writes: true  # the server gives no readOnlyHint\n      mode: propose\n"),
         "{block}"
     );
-    let target = tempfile::tempdir().unwrap();
-    let toml = format!(
-        "[connections.pay_mcp]\nbase_url = \"http://127.0.0.1:{}\"\ncredential = \"crm.mcp_token\"\n",
-        upstream.port
-    );
-    std::fs::write(target.path().join("airlock.toml"), toml).unwrap();
-    std::fs::create_dir(target.path().join("agents")).unwrap();
-    let indented: String = block.lines().map(|l| format!("    {l}\n")).collect();
-    let manifest = format!(
-        "apiVersion: airlock/v1\nkind: Agent\nmetadata:\n  name: pay\nspec:\n  model: {{ provider: openai, model: gpt-4o-mini }}\n  prompts: {{ system: test }}\n  tools:\n{indented}"
-    );
-    std::fs::write(target.path().join("agents/pay.yml"), &manifest).unwrap();
-    let deployment = Deployment::load(target.path())
-        .unwrap_or_else(|e| panic!("{e}\n--- manifest:\n{manifest}"));
-    let scope = deployment.agent_scope("pay").unwrap();
+    let scope = pasted_scope(&block, "pay", "pay_mcp", upstream.port);
     let tool = &scope.tools()[0];
     assert_eq!(tool.policy.approval.to_string(), "always");
     assert!(tool.policy.writes);
@@ -378,20 +373,12 @@ async fn a_discovered_schema_that_does_not_compile_refuses_boot() {
         "{message}"
     );
 
-    let out = tokio::process::Command::from(airlock())
-        .arg("discover")
-        .arg(upstream.loopback_url())
-        .args([
-            "--name",
-            "crm-live",
-            "--credential",
-            "crm.mcp_token",
-            "--dir",
-        ])
-        .arg(dir.path())
-        .output()
-        .await
-        .unwrap();
+    let out = discover(
+        &upstream.loopback_url(),
+        &["--name", "crm-live", "--credential", "crm.mcp_token"],
+        dir.path(),
+    )
+    .await;
     let block = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{block}");
     assert!(
