@@ -15,7 +15,7 @@ use tokio::net::TcpListener;
 
 use crate::airlock;
 use crate::support::{
-    call_context, deployment_with, hello_upstream, http, listening_addr, serve_in_process,
+    call_context, deployment_with, hello_upstream, http, listening_addr, serve_in_process, sigterm,
 };
 
 pub(crate) const ADMIN: &str = "admin-token-7c4a8d09ca3762af61e59520943dc264";
@@ -171,14 +171,7 @@ fn serve_starts_prints_endpoints_and_stops_on_sigterm() {
         dir.path().join("airlock.sqlite").exists(),
         "the SQLite ledger is created on first start"
     );
-    let pid = child.id().to_string();
-    assert!(
-        std::process::Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
+    sigterm(child.id());
     let status = child.wait().unwrap();
     assert!(status.success(), "graceful shutdown exits 0: {status}");
 }
@@ -203,11 +196,7 @@ fn serve_logs_a_confirm_warning_and_starts() {
         .unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     listening_addr(&lines.next().unwrap().unwrap());
-    let pid = child.id().to_string();
-    std::process::Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .unwrap();
+    sigterm(child.id());
     let out = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -278,14 +267,7 @@ async fn graceful_shutdown_lets_an_in_flight_call_finish() {
             .unwrap()
     });
     arrived_rx.await.unwrap();
-    let pid = child.id().unwrap().to_string();
-    assert!(
-        std::process::Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
+    sigterm(child.id().unwrap());
     go_tx.send(()).unwrap();
     let reply: Value = serde_json::from_str(&call.await.unwrap()).unwrap();
     assert_eq!(

@@ -12,7 +12,7 @@ use tokio::io::AsyncReadExt as _;
 use tokio::net::TcpListener;
 
 use crate::airlock;
-use crate::support::{deployment_with, listening_addr, mcp_request};
+use crate::support::{deployment_with, listening_addr, mcp_request, sigterm};
 
 const TOKEN: &str = "mcp-1b7c0e5d2f3a48c6a9e1d2c3b4a5f607";
 
@@ -35,15 +35,6 @@ fn start(dir: &Path, extra: &[&str]) -> (Child, String, std::io::Lines<BufReader
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let addr = listening_addr(&lines.next().unwrap().unwrap());
     (child, addr, lines)
-}
-
-fn sigterm(child: &Child) {
-    let pid = child.id().to_string();
-    let sent = std::process::Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .unwrap();
-    assert!(sent.success());
 }
 
 /// Waits (bounded) for the child to exit; panics naming `what` if it does not.
@@ -101,7 +92,7 @@ async fn a_signal_answers_a_waiting_await_at_once_and_keeps_the_row_parked() {
     // The await must be inside the server (not in the accept queue) when the signal comes;
     // nothing outside shows that moment, so it gets one. Only the answer is asserted.
     tokio::time::sleep(Duration::from_millis(700)).await;
-    sigterm(&child);
+    sigterm(child.id());
     let answer = tokio::time::timeout(Duration::from_secs(10), waiting)
         .await
         .expect("the await is answered at once, not after its 25 s")
@@ -149,7 +140,7 @@ async fn a_second_signal_or_the_end_of_the_grace_period_exits_at_once() {
             .await
             .unwrap()
             .unwrap();
-        sigterm(&child);
+        sigterm(child.id());
         // The first signal is taken (standard signals sent twice before that count once).
         let said = tokio::task::spawn_blocking(move || {
             lines.find(|l| l.as_ref().is_ok_and(|l| l.starts_with("shutting down")))
@@ -158,7 +149,7 @@ async fn a_second_signal_or_the_end_of_the_grace_period_exits_at_once() {
         .unwrap();
         assert!(said.is_some(), "no shutdown line");
         if second_signal {
-            sigterm(&child);
+            sigterm(child.id());
         }
         let exit = exits_within(&mut child, Duration::from_secs(20), grace).await;
         assert_eq!(exit.code(), Some(1), "cut off (grace {grace}): {exit}");

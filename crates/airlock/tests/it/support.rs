@@ -158,6 +158,15 @@ impl Drop for Server {
     }
 }
 
+/// Sends SIGTERM to the process `pid`, as an operator stopping `airlock serve` would.
+pub(crate) fn sigterm(pid: u32) {
+    let sent = std::process::Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+}
+
 /// `airlock ARGS… --dir DIR` (decisions as `alice`).
 pub(crate) fn cli(dir: &Path, args: &[&str]) -> Output {
     airlock()
