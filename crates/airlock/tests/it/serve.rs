@@ -1,9 +1,10 @@
 //! The server: the decisions API over a real SQLite ledger and a loopback upstream, and the
 //! `airlock serve` binary's start-up and graceful shutdown.
 
-use std::io::{BufRead as _, BufReader};
+use std::io::{BufRead as _, BufReader, Lines};
 use std::net::SocketAddr;
-use std::process::Stdio;
+use std::path::Path;
+use std::process::{Child, ChildStdout, Stdio};
 use std::time::Duration;
 
 use airlock_ledger::InvocationState;
@@ -149,18 +150,25 @@ async fn a_question_is_answered_over_the_api() {
     assert_eq!(status, 422, "{body}");
 }
 
-#[test]
-fn serve_starts_prints_endpoints_and_stops_on_sigterm() {
-    let dir = deployment();
+/// `airlock serve DIR` as a child with both outputs piped, past its banner: the child, the
+/// address the banner names and the rest of its stdout.
+fn spawn_serve(dir: &Path) -> (Child, String, Lines<BufReader<ChildStdout>>) {
     let mut child = airlock()
         .arg("serve")
-        .arg(dir.path())
+        .arg(dir)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let addr = listening_addr(&lines.next().unwrap().unwrap());
+    (child, addr, lines)
+}
+
+#[test]
+fn serve_starts_prints_endpoints_and_stops_on_sigterm() {
+    let dir = deployment();
+    let (mut child, addr, _lines) = spawn_serve(dir.path());
     let health = std::process::Command::new("curl")
         .args(["-sS", &format!("http://{addr}/healthz")])
         .output();
@@ -187,15 +195,7 @@ fn serve_logs_a_confirm_warning_and_starts() {
     std::fs::create_dir(dir.path().join("agents")).unwrap();
     let manifest = "apiVersion: airlock/v1\nkind: Agent\nmetadata:\n  name: erp\nspec:\n  model: { provider: openai, model: gpt-4o-mini }\n  prompts: { system: test }\n  tools:\n    - name: erp-cliente\n      type: api\n      connection: erp_main\n      auth: { scheme: bearer }\n      confirm: true\n      operations:\n        - name: buscar\n          description: Find.\n          writes: false\n          request: { method: GET, path: /clientes }\n";
     std::fs::write(dir.path().join("agents/erp.yml"), manifest).unwrap();
-    let mut child = airlock()
-        .arg("serve")
-        .arg(dir.path())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    listening_addr(&lines.next().unwrap().unwrap());
+    let (child, _, _lines) = spawn_serve(dir.path());
     sigterm(child.id());
     let out = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
