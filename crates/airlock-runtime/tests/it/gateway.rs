@@ -256,19 +256,24 @@ async fn gateway_on(
     }
 }
 
+/// The context of call `call_id` by `principal` on the gateway scope, in a session of its own.
+pub(crate) async fn ctx_on(gateway: &Gateway, principal: &str, call_id: &str) -> CallContext {
+    let principal = Some(principal.to_owned());
+    let session = gateway
+        .open_session("test", principal.clone(), &ScopeId::Gateway)
+        .await
+        .unwrap();
+    CallContext {
+        scope: ScopeId::Gateway,
+        session,
+        call_id: call_id.into(),
+        principal,
+    }
+}
+
 impl Fixture {
     async fn ctx(&self, call_id: &str) -> CallContext {
-        let session = self
-            .gateway
-            .open_session("test", Some("ada".into()), &ScopeId::Gateway)
-            .await
-            .unwrap();
-        CallContext {
-            scope: ScopeId::Gateway,
-            session,
-            call_id: call_id.into(),
-            principal: Some("ada".into()),
-        }
+        ctx_on(&self.gateway, "ada", call_id).await
     }
     fn runs(&self) -> usize {
         self.runs.load(Ordering::SeqCst)
@@ -715,17 +720,7 @@ async fn once_is_scoped_to_the_principal(backend: Backend) {
         InvocationState::AwaitingApproval,
         "approving 5 never approves 5000"
     );
-    let session = f
-        .gateway
-        .open_session("test", Some("eve".into()), &ScopeId::Gateway)
-        .await
-        .unwrap();
-    let other = CallContext {
-        scope: ScopeId::Gateway,
-        session,
-        call_id: "d".into(),
-        principal: Some("eve".into()),
-    };
+    let other = ctx_on(&f.gateway, "eve", "d").await;
     let theirs = f
         .gateway
         .call(&other, "count", json!({"amount": 5}))

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use airlock_egress::{EgressPolicy, GuardedClient, StaticResolver};
+use airlock_runtime::Gateway;
 use airlock_runtime::ledger::{InvocationState, SqliteStore, StoreConfig, ToolErrorKind};
-use airlock_runtime::{CallContext, Gateway};
 use airlock_spec::{
     ApiAuth, ApiConnection, ApiOperation, Builtin, CredentialPath, Credentials, McpAuth,
     McpInlineTool, McpProtocol, Method, Policy, Scope, ScopeId, ToolDefinition, ToolName,
@@ -19,6 +19,8 @@ use airlock_spec::{
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
+
+use crate::gateway::ctx_on;
 
 /// The host every tool type calls; the resolver pins it to 127.0.0.1 unless a test says not.
 const HOST: &str = "up.tenant.example.com";
@@ -153,16 +155,7 @@ async fn stored(
         ("up_mcp", json!({})),
         ("fetch", json!({ "url": url })),
     ] {
-        let session = gw
-            .open_session("test", Some("ada".into()), &ScopeId::Gateway)
-            .await
-            .unwrap();
-        let ctx = CallContext {
-            scope: ScopeId::Gateway,
-            session,
-            call_id: name.into(),
-            principal: Some("ada".into()),
-        };
+        let ctx = ctx_on(&gw, "ada", name).await;
         let id = gw
             .call(&ctx, name, arguments)
             .await

@@ -165,16 +165,7 @@ fn gateway(store: Arc<dyn Store>, port: u16, mcp: Option<&Server>) -> Gateway {
 }
 
 async fn ctx(gateway: &Gateway) -> CallContext {
-    let session = gateway
-        .open_session("test", Some("ada".into()), &ScopeId::Gateway)
-        .await
-        .unwrap();
-    CallContext {
-        scope: ScopeId::Gateway,
-        session,
-        call_id: "c1".into(),
-        principal: Some("ada".into()),
-    }
+    ctx_on(gateway, "ada", "c1").await
 }
 
 fn key_of(head: &str) -> Option<&str> {

@@ -46,18 +46,7 @@ async fn replicas(
 
 /// Calls `count` as `principal`; the row's state, and its error kind if any.
 async fn call_as(f: &Fixture, principal: &str) -> (InvocationState, Option<ToolErrorKind>) {
-    let principal = Some(principal.to_owned());
-    let session = f
-        .gateway
-        .open_session("test", principal.clone(), &ScopeId::Gateway)
-        .await
-        .unwrap();
-    let ctx = CallContext {
-        scope: ScopeId::Gateway,
-        session,
-        call_id: uuid::Uuid::new_v4().to_string(),
-        principal,
-    };
+    let ctx = ctx_on(&f.gateway, principal, &uuid::Uuid::new_v4().to_string()).await;
     let outcome = f
         .gateway
         .call(&ctx, "count", json!({"amount": 1}))
