@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use airlock_egress::{EgressPolicy, GuardedClient};
 use airlock_runtime::ledger::{
-    Decision, InvocationState, PgStore, Settlement, SqliteStore, Store, StoreConfig, ToolError,
-    ToolErrorKind, tx_tool,
+    Decision, Invocation, InvocationState, NewInvocation, PgStore, SessionId, Settlement,
+    SourceKind, SqliteStore, Store, StoreConfig, ToolError, ToolErrorKind, tx_tool,
 };
 use airlock_runtime::{CallContext, Gateway, LocalBody, LocalTool, Outcome, OutcomeKind};
 use airlock_spec::{
@@ -275,13 +275,39 @@ impl Fixture {
     async fn ctx(&self, call_id: &str) -> CallContext {
         ctx_on(&self.gateway, "ada", call_id).await
     }
+    /// Call `c1` of `tool` by `ada` in an MCP session, claimed by `w1` and found by the sweeper
+    /// past its lease: its session and the row, in doubt.
+    async fn in_doubt(
+        &self,
+        tool: &str,
+        arguments: Value,
+        source_kind: SourceKind,
+    ) -> (SessionId, Invocation) {
+        let store = self.gateway.store();
+        let session = SessionId::new();
+        self.gateway
+            .open_session_as(session, "mcp", Some("ada".into()), &ScopeId::Gateway)
+            .await
+            .unwrap();
+        let mut call = NewInvocation::new(session, "c1", tool, arguments, "d");
+        call.source_kind = source_kind;
+        call.principal = Some("ada".into());
+        let row = store
+            .record_and_claim(call, "w1", Duration::from_secs(30))
+            .await
+            .unwrap()
+            .invocation;
+        let later = time::OffsetDateTime::now_utc() + Duration::from_secs(3600);
+        assert_eq!(store.sweep(later).await.unwrap().in_doubt, vec![row.id]);
+        (session, row)
+    }
     fn runs(&self) -> usize {
         self.runs.load(Ordering::SeqCst)
     }
 }
 
 /// The row of `outcome`, which must be of `kind`.
-fn expect(outcome: Outcome, kind: OutcomeKind) -> airlock_runtime::ledger::Invocation {
+fn expect(outcome: Outcome, kind: OutcomeKind) -> Invocation {
     assert_eq!(outcome.kind(), kind, "{outcome:?}");
     outcome.into_invocation()
 }
@@ -869,26 +895,14 @@ async fn await_refuses_calls_from_other_channels_principals_and_scopes() {
 #[tokio::test]
 async fn an_in_doubt_mcp_call_resolved_as_ran_shows_the_resolver_and_note() {
     use airlock_mcp::{Caller, HostOutcome, ToolHost};
-    use airlock_runtime::ledger::{NewInvocation, Resolution, SessionId, SourceKind};
+    use airlock_runtime::ledger::Resolution;
     let Some(f) = fixture(Backend::Sqlite, policy(Approval::Never), "").await else {
         return;
     };
     let store = f.gateway.store();
-    let session = SessionId::new();
-    f.gateway
-        .open_session_as(session, "mcp", Some("ada".into()), &ScopeId::Gateway)
-        .await
-        .unwrap();
-    let mut call = NewInvocation::new(session, "c1", "crm__create_note", json!({"n": 1}), "d");
-    call.source_kind = SourceKind::Mcp;
-    call.principal = Some("ada".into());
-    let row = store
-        .record_and_claim(call, "w1", Duration::from_secs(30))
-        .await
-        .unwrap()
-        .invocation;
-    let later = time::OffsetDateTime::now_utc() + Duration::from_secs(3600);
-    assert_eq!(store.sweep(later).await.unwrap().in_doubt, vec![row.id]);
+    let (_, row) = f
+        .in_doubt("crm__create_note", json!({"n": 1}), SourceKind::Mcp)
+        .await;
     let note = "the CRM shows the note: it ran";
     store
         .decide(

@@ -3,7 +3,7 @@
 //! reads back as abandoned, with who gave it up and why.
 
 use airlock_mcp::{Caller, HostOutcome, ToolHost};
-use airlock_runtime::ledger::{NewInvocation, Resolution, SessionId};
+use airlock_runtime::ledger::{Resolution, SourceKind};
 
 use super::*;
 
@@ -79,20 +79,9 @@ pub(super) async fn an_abandoned_call_never_runs(backend: Backend) {
         return;
     };
     let store = f.gateway.store();
-    let session = SessionId::new();
-    f.gateway
-        .open_session_as(session, "mcp", Some("ada".into()), &ScopeId::Gateway)
-        .await
-        .unwrap();
-    let mut call = NewInvocation::new(session, "c1", "count", json!({"amount": 1}), "d");
-    call.principal = Some("ada".into());
-    let row = store
-        .record_and_claim(call, "w1", Duration::from_secs(30))
-        .await
-        .unwrap()
-        .invocation;
-    let later = time::OffsetDateTime::now_utc() + Duration::from_secs(3600);
-    assert_eq!(store.sweep(later).await.unwrap().in_doubt, vec![row.id]);
+    let (session, row) = f
+        .in_doubt("count", json!({"amount": 1}), SourceKind::Local)
+        .await;
     let reason = "the vendor has no record; refunded by hand";
     let abandon = Decision::Resolve {
         resolution: Resolution::Abandoned,
