@@ -219,10 +219,28 @@ mod call_key;
 mod idempotency;
 mod rate;
 
+/// [`counter_gateway`] with `ask_human` beside `count`.
 async fn gateway_on(
     store: Arc<dyn Store>,
     policy: Policy,
     description_suffix: &str,
+    dir: tempfile::TempDir,
+) -> Fixture {
+    let ask = ToolSpec {
+        definition: airlock_spec::builtin_definition(Builtin::AskHuman),
+        source: ToolSource::Builtin(Builtin::AskHuman),
+        policy: Policy::default(),
+    };
+    counter_gateway(store, policy, description_suffix, [ask], dir)
+}
+
+/// A gateway on `store` whose scope holds `count` under `policy` (its description extended by
+/// `description_suffix`), then `others`.
+fn counter_gateway(
+    store: Arc<dyn Store>,
+    policy: Policy,
+    description_suffix: &str,
+    others: impl IntoIterator<Item = ToolSpec>,
     dir: tempfile::TempDir,
 ) -> Fixture {
     let runs = Arc::new(AtomicUsize::new(0));
@@ -235,14 +253,9 @@ async fn gateway_on(
     spec.definition.description.push_str(description_suffix);
     let mut scope = Scope::new(ScopeId::Gateway);
     scope.add(spec).unwrap();
-    let ask = airlock_spec::builtin_definition(Builtin::AskHuman);
-    scope
-        .add(ToolSpec {
-            definition: ask,
-            source: ToolSource::Builtin(Builtin::AskHuman),
-            policy: Policy::default(),
-        })
-        .unwrap();
+    for other in others {
+        scope.add(other).unwrap();
+    }
     let egress = GuardedClient::new(EgressPolicy::default()).unwrap();
     let gateway = Gateway::builder(store, egress, Arc::new(Credentials::default()))
         .scope(scope)

@@ -22,30 +22,16 @@ fn gateway_with(
     suffix: &str,
     others: Others<'_>,
 ) -> Fixture {
-    let runs = Arc::new(AtomicUsize::new(0));
-    let tool = Arc::new(Counter {
-        name: "count",
-        policy: policy(approval),
-        runs: Arc::clone(&runs),
-    });
-    let mut scope = Scope::new(ScopeId::Gateway);
-    let mut spec = spec_of(tool.as_ref());
-    spec.definition.description.push_str(suffix);
-    scope.add(spec).unwrap();
-    for (name, description) in others {
-        scope.add(described(name, description)).unwrap();
-    }
-    let egress = GuardedClient::new(EgressPolicy::default()).unwrap();
-    let gateway = Gateway::builder(Arc::clone(store), egress, Arc::new(Credentials::default()))
-        .scope(scope)
-        .unwrap()
-        .local(tool)
-        .build();
-    Fixture {
-        gateway,
-        runs,
-        _dir: tempfile::tempdir().unwrap(),
-    }
+    let others = others
+        .iter()
+        .map(|(name, description)| described(name, description));
+    counter_gateway(
+        Arc::clone(store),
+        policy(approval),
+        suffix,
+        others,
+        tempfile::tempdir().unwrap(),
+    )
 }
 
 fn described(name: &str, description: &str) -> ToolSpec {
