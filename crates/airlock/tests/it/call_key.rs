@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use crate::mcp::{ADMIN, CLAUDE, OTHER, deployment, page, start};
+use crate::mcp::{CLAUDE, OTHER, admin_get, deployment, page, start};
 
 /// A 2026-07-28 `tools/call` (per-request `_meta` and headers) with JSON-RPC id `id`.
 async fn call_2026(base: &str, token: &str, id: u64, params: Value) -> Value {
@@ -37,15 +37,7 @@ async fn call_2026(base: &str, token: &str, id: u64, params: Value) -> Value {
 }
 
 async fn pending(base: &str) -> Vec<Value> {
-    let reply: Value = reqwest::Client::new()
-        .get(format!("{base}/v1/approvals"))
-        .header("authorization", format!("Bearer {ADMIN}"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let reply = admin_get(base, "/v1/approvals").await;
     reply["approvals"].as_array().cloned().unwrap_or_default()
 }
 

@@ -56,6 +56,19 @@ pub(crate) async fn approve(base: &str, id: &str) {
     assert_eq!(response.status().as_u16(), 200);
 }
 
+/// A GET of `path` by the admin; the JSON body.
+pub(crate) async fn admin_get(base: &str, path: &str) -> Value {
+    reqwest::Client::new()
+        .get(format!("{base}{path}"))
+        .header("authorization", format!("Bearer {ADMIN}"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
 /// An upstream page for `fetch`.
 pub(crate) async fn page() -> String {
     format!("http://{}/", hello_upstream().await)

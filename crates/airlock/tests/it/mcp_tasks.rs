@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use crate::mcp::{ADMIN, CLAUDE, OTHER, approve, call, deployment, page, rpc, start};
+use crate::mcp::{ADMIN, CLAUDE, OTHER, admin_get, approve, call, deployment, page, rpc, start};
 
 const TASKS: &str = "io.modelcontextprotocol/tasks";
 
@@ -107,15 +107,7 @@ async fn a_cancelled_2025_task_is_withdrawn_in_the_callers_name_and_never_runs()
         id.as_str()
     );
 
-    let row: Value = reqwest::Client::new()
-        .get(format!("{base}/v1/invocations/{id}"))
-        .header("authorization", format!("Bearer {ADMIN}"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let row = admin_get(&base, &format!("/v1/invocations/{id}")).await;
     assert_eq!(row["state"], "denied", "{row}");
     assert_eq!(row["decision"]["by"], "claude", "{row}");
     let late = reqwest::Client::new()
