@@ -16,7 +16,8 @@ use tokio::net::TcpListener;
 
 use crate::airlock;
 use crate::support::{
-    call_context, deployment_with, hello_upstream, http, listening_addr, serve_in_process, sigterm,
+    call_context, deployment_with, hello_upstream, http, listening_addr, metrics, serve_in_process,
+    sigterm,
 };
 
 pub(crate) const ADMIN: &str = "admin-token-7c4a8d09ca3762af61e59520943dc264";
@@ -364,15 +365,7 @@ async fn metrics_count_calls_for_an_admin() {
         .await
         .unwrap();
     gateway.continue_approved(id).await.unwrap();
-    let text = reqwest::Client::new()
-        .get(format!("http://{addr}/metrics"))
-        .bearer_auth(ADMIN)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = metrics(&format!("http://{addr}"), ADMIN).await;
     assert!(
         text.lines()
             .any(|l| l.starts_with("airlock_tool_runs_total{")

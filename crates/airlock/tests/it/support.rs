@@ -232,6 +232,19 @@ pub(crate) fn json_once(body: &'static str) -> (u16, std::thread::JoinHandle<Str
     (port, handle)
 }
 
+/// `GET {base}/metrics` with the bearer `token`; the exposition text.
+pub(crate) async fn metrics(base: &str, token: &str) -> String {
+    reqwest::Client::new()
+        .get(format!("{base}/metrics"))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+}
+
 /// A plain HTTP/1.1 request to the server; returns (status, JSON body or Null, lower-cased head).
 pub(crate) async fn http(
     addr: SocketAddr,

@@ -11,7 +11,7 @@ use airlock_spec::ScopeId;
 use serde_json::{Value, json};
 
 use crate::mcp::{ADMIN, CLAUDE, call, deployment, rpc};
-use crate::support::{call_context, cli, serve_in_process};
+use crate::support::{call_context, cli, metrics, serve_in_process};
 use crate::text;
 
 /// Past every approval TTL.
@@ -152,15 +152,7 @@ async fn an_expired_call_reads_expired_on_every_surface() {
         .unwrap();
     assert_eq!(again.invocation().id, direct.invocation().id);
     assert_eq!(again.invocation().state, InvocationState::Expired);
-    let metrics = reqwest::Client::new()
-        .get(format!("{base}/metrics"))
-        .bearer_auth(ADMIN)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = metrics(&base, ADMIN).await;
     assert!(
         metrics
             .lines()
