@@ -268,6 +268,7 @@ impl Fixture {
             session,
             call_id: call_id.into(),
             principal: Some("ada".into()),
+            channel: "test",
         }
     }
     fn runs(&self) -> usize {
@@ -725,6 +726,7 @@ async fn once_is_scoped_to_the_principal(backend: Backend) {
         session,
         call_id: "d".into(),
         principal: Some("eve".into()),
+        channel: "test",
     };
     let theirs = f
         .gateway
@@ -1043,6 +1045,7 @@ async fn a_running_call_keeps_its_lease(backend: Backend) {
         session,
         call_id: "slow-1".into(),
         principal: None,
+        channel: "test",
     };
     let sweeper = async {
         tokio::time::sleep(Duration::from_millis(650)).await;

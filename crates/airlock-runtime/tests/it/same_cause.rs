@@ -162,6 +162,7 @@ async fn stored(
             session,
             call_id: name.into(),
             principal: Some("ada".into()),
+            channel: "test",
         };
         let id = gw
             .call(&ctx, name, arguments)

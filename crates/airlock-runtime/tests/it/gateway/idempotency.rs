@@ -174,6 +174,7 @@ async fn ctx(gateway: &Gateway) -> CallContext {
         session,
         call_id: "c1".into(),
         principal: Some("ada".into()),
+        channel: "test",
     }
 }
 

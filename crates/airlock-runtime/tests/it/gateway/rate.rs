@@ -57,6 +57,7 @@ async fn call_as(f: &Fixture, principal: &str) -> (InvocationState, Option<ToolE
         session,
         call_id: uuid::Uuid::new_v4().to_string(),
         principal,
+        channel: "test",
     };
     let outcome = f
         .gateway
