@@ -26,8 +26,7 @@ use airlock_spec::{Builtin, Credentials, Scope, ScopeId, ToolSource, ToolSpec};
 use serde_json::Value;
 
 pub use builder::{GatewayBuilder, InvalidSchema};
-pub use events::HowToDecide;
-pub(crate) use events::TARGET as EVENTS;
+pub use events::{HowToDecide, TARGET as EVENTS};
 
 use crate::error::{ToolError, ToolErrorKind};
 use crate::execute::Executors;

@@ -11,9 +11,10 @@ use airlock_ledger::{Invocation, InvocationState};
 
 use super::CallContext;
 
-/// The target of every event here and of `decided`, the same whichever module emits it:
+/// The target of every event here, of `decided` and of the sweeper's `in doubt`, the same
+/// whichever module (or crate) emits it:
 /// `AIRLOCK_LOG=warn,airlock::events=info` shows the calls and nothing else.
-pub(crate) const TARGET: &str = "airlock::events";
+pub const TARGET: &str = "airlock::events";
 
 /// How an operator decides a parked row — the command and the route, as the binary that serves
 /// knows them (its directory, its routes); logged with every park. Returns `None` for a row it
