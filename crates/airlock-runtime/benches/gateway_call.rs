@@ -76,6 +76,7 @@ async fn run(label: &str, gateway: &Arc<Gateway>, callers: usize) {
                         session,
                         call_id: i.to_string(),
                         principal: Some("bench".into()),
+                        channel: "bench",
                     };
                     let t = Instant::now();
                     let outcome = gateway.call(&ctx, "noop", json!({})).await.unwrap();

@@ -78,6 +78,7 @@ async fn main() {
         session,
         call_id: "refund-1".into(),
         principal: Some("support-bot".into()),
+        channel: "example",
     };
     let parked = gateway
         .call(&ctx, "refund_order", json!({"order": "A-17", "amount": 5}))

@@ -9,11 +9,12 @@ pub mod worker;
 
 use std::sync::Arc;
 
-use airlock_ledger::{Decision, Invocation, InvocationId, InvocationState};
+use airlock_ledger::{Decision, Invocation, InvocationId, InvocationState, LedgerError, Store};
 
-use crate::gateway::{Gateway, GatewayError};
+use crate::gateway::{EVENTS, Gateway, GatewayError};
 
-/// Records `decision` on `id` by `decider`; an approved row is then run in the background.
+/// Records `decision` on `id` by `decider`, taken on `surface` (`api`, `cli`, `mcp`); an
+/// approved row is then run in the background.
 ///
 /// # Errors
 /// The ledger's refusal: a second decision (naming the first), a wrong state, an expired row.
@@ -22,8 +23,9 @@ pub async fn decide(
     id: InvocationId,
     decider: &str,
     decision: Decision,
+    surface: &'static str,
 ) -> Result<Invocation, GatewayError> {
-    let row = gateway.store().decide(id, decider, decision).await?;
+    let row = record(gateway.store().as_ref(), id, decider, decision, surface).await?;
     if row.state == InvocationState::Approved {
         let gateway = Arc::clone(gateway);
         tokio::spawn(async move {
@@ -32,5 +34,39 @@ pub async fn decide(
             }
         });
     }
+    Ok(row)
+}
+
+/// The ledger transition of every decision, wherever it is taken (a process without a
+/// gateway, like the CLI, too), logged once as `decided` (docs/rules.md OPS-11): who, what,
+/// from which surface — never a reason's, an answer's or a note's text.
+///
+/// # Errors
+/// The ledger's refusal, as [`decide`].
+pub async fn record(
+    store: &dyn Store,
+    id: InvocationId,
+    decider: &str,
+    decision: Decision,
+    surface: &'static str,
+) -> Result<Invocation, LedgerError> {
+    let (what, resolution) = match &decision {
+        Decision::Approve => ("approve", None),
+        Decision::Deny { .. } => ("deny", None),
+        Decision::Answer { .. } => ("answer", None),
+        Decision::Resolve { resolution, .. } => ("resolve", Some(resolution.as_str())),
+    };
+    let row = store.decide(id, decider, decision).await?;
+    tracing::info!(
+        target: EVENTS,
+        %id,
+        tool = row.tool,
+        by = decider,
+        decision = what,
+        resolution,
+        state = row.state.as_str(),
+        surface,
+        "decided"
+    );
     Ok(row)
 }

@@ -215,6 +215,7 @@ impl Gateway {
             session: SessionId::new(),
             call_id: "mcp".to_owned(),
             principal,
+            channel: "mcp",
         };
         let called = match key {
             None => {
@@ -390,7 +391,15 @@ impl Gateway {
             let deny = Decision::Deny {
                 reason: WITHDRAWN.to_owned(),
             };
-            match self.store().decide(row.id, &caller.principal, deny).await {
+            match crate::decisions::record(
+                self.store().as_ref(),
+                row.id,
+                &caller.principal,
+                deny,
+                "mcp",
+            )
+            .await
+            {
                 Ok(row) => row,
                 // Decided, expired or moved on a moment ago: report what stands.
                 Err(

@@ -11,6 +11,7 @@
 //! lost database is an `Err`. Every [`Outcome`] is read from the row it reports.
 
 mod builder;
+mod events;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -25,6 +26,7 @@ use airlock_spec::{Builtin, Credentials, Scope, ScopeId, ToolSource, ToolSpec};
 use serde_json::Value;
 
 pub use builder::{GatewayBuilder, InvalidSchema};
+pub use events::{HowToDecide, TARGET as EVENTS};
 
 use crate::error::{ToolError, ToolErrorKind};
 use crate::execute::Executors;
@@ -44,6 +46,8 @@ pub struct CallContext {
     pub call_id: String,
     /// The authenticated principal, if any.
     pub principal: Option<String>,
+    /// Where the call came from (`mcp`, `cli`, …), as its session was opened; logged.
+    pub channel: &'static str,
 }
 
 /// Why a call could not even be recorded.
@@ -104,6 +108,8 @@ pub struct Gateway {
     lease: Duration,
     /// Set once at shutdown: every long poll answers at once (see [`Gateway::end_long_polls`]).
     polls_ended: tokio::sync::watch::Sender<bool>,
+    /// What a park's log line says to do; the binary knows its commands and routes.
+    how_to_decide: Option<HowToDecide>,
 }
 
 impl Gateway {
@@ -186,6 +192,7 @@ impl Gateway {
         tool: &str,
         arguments: Value,
     ) -> Result<Outcome, GatewayError> {
+        events::received(ctx, tool);
         let outcome = self.record_and_run(ctx, tool, arguments).await;
         if let Ok(outcome) = &outcome {
             count(outcome);
@@ -222,6 +229,9 @@ impl Gateway {
                 call_id: ctx.call_id.clone(),
                 tool: recorded.invocation.tool,
             });
+        }
+        if recorded.created {
+            events::recorded(&recorded.invocation, self.how_to_decide.as_ref());
         }
         if recorded.created && recorded.invocation.state == InvocationState::Running {
             return self.run_claimed(tool, recorded.invocation).await;
@@ -342,11 +352,13 @@ impl Gateway {
         tool: &PreparedTool,
         claimed: Invocation,
     ) -> Result<Outcome, GatewayError> {
+        let started = std::time::Instant::now();
         let result = match tool.check.prepare(&claimed.arguments) {
             Err(e) => Err(e),
             Ok(map) => self.execute(&tool.spec, &claimed, Value::Object(map)).await,
         };
         let finished = self.finish(claimed.id, result).await?;
+        events::ran(&finished, started.elapsed());
         let outcome = match finished.state {
             InvocationState::Failed => "failed",
             InvocationState::InDoubt => "in_doubt",
@@ -429,7 +441,9 @@ impl Gateway {
             Err(LedgerError::Taken { .. }) => return Ok(self.store.get(row.id).await?),
             Err(e) => return Err(e.into()),
         }
-        Ok(self.store.finish(row.id, &self.owner, Err(error)).await?)
+        let failed = self.store.finish(row.id, &self.owner, Err(error)).await?;
+        events::refused(&failed);
+        Ok(failed)
     }
 }
 

@@ -31,5 +31,7 @@ pub use error::{ToolError, ToolErrorKind};
 pub use execute::api;
 pub use execute::local::{LocalBody, LocalTool};
 pub use execute::mcp::{DiscoveryError, discover};
-pub use gateway::{CallContext, Gateway, GatewayBuilder, GatewayError, InvalidSchema};
+pub use gateway::{
+    CallContext, EVENTS, Gateway, GatewayBuilder, GatewayError, HowToDecide, InvalidSchema,
+};
 pub use outcome::{Outcome, OutcomeKind};

@@ -6,9 +6,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 use airlock_egress::GuardedClient;
-use airlock_ledger::{PgStore, SqliteStore, Store, StoreConfig};
+use airlock_ledger::{Invocation, InvocationState, PgStore, SqliteStore, Store, StoreConfig};
 use airlock_mcp::{EndpointConfig, EndpointToken, McpClient};
-use airlock_runtime::{Gateway, discover, egress_policy};
+use airlock_runtime::{Gateway, HowToDecide, discover, egress_policy};
 use airlock_spec::{Credentials, Deployment, EndpointAuth, Scope, ScopeId, ToolSpec};
 use anyhow::Context as _;
 use secrecy::SecretString;
@@ -95,6 +95,7 @@ async fn assemble(
     let mut gateway_scope = deployment.gateway_scope();
     add_discovered(&mut gateway_scope, discovered)?;
     let mut builder = Gateway::builder(store, egress, Arc::clone(&credentials))
+        .how_to_decide(how_to_decide(&deployment.root))
         .connections(config.connections.clone())
         .mcp_connections(deployment.connections.clone())
         .scope(gateway_scope)?;
@@ -241,4 +242,36 @@ pub fn scope_paths(booted: &Booted) -> Vec<String> {
             .map(|n| format!("/agents/{n}/mcp")),
     );
     paths
+}
+
+/// What a park's log line tells the operator (docs/rules.md OPS-11): the command, with this
+/// deployment's directory made absolute so it can be pasted anywhere, and the API route.
+fn how_to_decide(root: &Path) -> HowToDecide {
+    let dir = std::path::absolute(root).unwrap_or_else(|_| root.to_owned());
+    let dir = shell_word(&dir.to_string_lossy());
+    Arc::new(move |row: &Invocation| {
+        let id = row.id;
+        match row.state {
+            InvocationState::AwaitingApproval => Some(format!(
+                "airlock approve {id} --dir {dir} (or deny {id} --reason R); POST /v1/invocations/{id}/approve"
+            )),
+            InvocationState::AwaitingAnswer => Some(format!(
+                "airlock answer {id} --text T --dir {dir}; POST /v1/invocations/{id}/answer"
+            )),
+            _ => None,
+        }
+    })
+}
+
+/// `word` as one shell word: as it is when it holds nothing a shell reads, else single-quoted.
+fn shell_word(word: &str) -> String {
+    let plain = !word.is_empty()
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/._-+:@%,=".contains(c));
+    if plain {
+        word.to_owned()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
+    }
 }

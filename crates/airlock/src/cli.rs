@@ -14,6 +14,7 @@ mod deployment;
 mod discover;
 mod egress;
 mod exit;
+mod logs;
 mod operator;
 mod serve;
 
@@ -27,6 +28,9 @@ use clap::{CommandFactory as _, Parser, Subcommand};
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// How log lines on standard error are written (filter them with AIRLOCK_LOG).
+    #[arg(long, global = true, value_enum, default_value_t)]
+    log_format: logs::Format,
 }
 
 #[derive(Debug, Subcommand)]
@@ -63,13 +67,10 @@ pub fn run() -> ExitCode {
     quiet_on_closed_pipe();
     let cli = Cli::parse();
     // Diagnostics go to stderr through tracing; human output to stdout.
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("AIRLOCK_LOG")
-                .unwrap_or_else(|_| "info".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    if let Err(error) = logs::init(cli.log_format) {
+        eprintln!("error: {error}");
+        return ExitCode::from(exit::USAGE);
+    }
     let result = match cli.command {
         Command::Check(args) => check::run(&args),
         Command::Serve(args) => serve::run(&args),

@@ -93,7 +93,8 @@ async fn run_one(gateway: Arc<Gateway>, id: InvocationId) {
         | OutcomeKind::Denied
         | OutcomeKind::Expired
         | OutcomeKind::Abandoned => {
-            tracing::info!(%id, tool = %row.tool, state = %row.state, "worker ran an approved call");
+            // The run itself is logged where it finished (executed, failed, in doubt).
+            tracing::debug!(%id, tool = %row.tool, state = %row.state, "worker ran an approved call");
         }
         OutcomeKind::Parked | OutcomeKind::Proposed => {
             tracing::debug!(%id, state = %row.state, "approved call not run by the worker");

@@ -10,7 +10,7 @@ use airlock_egress::GuardedClient;
 use airlock_ledger::Store;
 use airlock_spec::{ApiConnection, ConnectionSpec, Credentials, Scope, ScopeId, ToolSpec};
 
-use super::{Gateway, PreparedScope, PreparedTool};
+use super::{Gateway, HowToDecide, PreparedScope, PreparedTool};
 use crate::execute::Executors;
 use crate::execute::api::ArgumentCheck;
 use crate::execute::local::LocalTool;
@@ -38,6 +38,7 @@ impl GatewayBuilder {
                 owner,
                 lease: LEASE,
                 polls_ended: tokio::sync::watch::Sender::new(false),
+                how_to_decide: None,
             },
         }
     }
@@ -99,6 +100,15 @@ impl GatewayBuilder {
     #[must_use]
     pub fn lease(mut self, lease: Duration) -> Self {
         self.gateway.lease = lease.max(Duration::from_millis(30));
+        self
+    }
+
+    /// What the log says to do when a call parks (docs/rules.md OPS-11): the serving binary
+    /// names its own command and route (`airlock approve <id> --dir …`), which the runtime
+    /// cannot know. Without it a park is logged without that hint.
+    #[must_use]
+    pub fn how_to_decide(mut self, how: HowToDecide) -> Self {
+        self.gateway.how_to_decide = Some(how);
         self
     }
 

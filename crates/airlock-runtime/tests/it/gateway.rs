@@ -281,6 +281,7 @@ pub(crate) async fn ctx_on(gateway: &Gateway, principal: &str, call_id: &str) ->
         session,
         call_id: call_id.into(),
         principal,
+        channel: "test",
     }
 }
 
@@ -288,6 +289,7 @@ impl Fixture {
     async fn ctx(&self, call_id: &str) -> CallContext {
         ctx_on(&self.gateway, "ada", call_id).await
     }
+
     /// Call `c1` of `tool` by `ada` in an MCP session, claimed by `w1` and found by the sweeper
     /// past its lease: its session and the row, in doubt.
     async fn in_doubt(
@@ -1065,6 +1067,7 @@ async fn a_running_call_keeps_its_lease(backend: Backend) {
         session,
         call_id: "slow-1".into(),
         principal: None,
+        channel: "test",
     };
     let sweeper = async {
         tokio::time::sleep(Duration::from_millis(650)).await;

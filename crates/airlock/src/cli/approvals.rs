@@ -213,8 +213,7 @@ fn print_json(value: &serde_json::Value) -> anyhow::Result<()> {
 async fn decide(target: &Target, decision: Decision) -> anyhow::Result<()> {
     let by = target.decider.resolve("deciding")?;
     let store = open(&target.reader).await?;
-    let row = store
-        .decide(target.id, &by, decision)
+    let row = airlock_runtime::decisions::record(store.as_ref(), target.id, &by, decision, "cli")
         .await
         .with_context(|| format!("deciding {}", target.id))?;
     if target.reader.json {

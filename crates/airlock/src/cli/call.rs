@@ -71,6 +71,7 @@ async fn call(
         session,
         call_id: InvocationId::new().to_string(),
         principal: Some(principal),
+        channel: "cli",
     };
     let outcome = booted.gateway.call(&ctx, &args.tool, arguments).await?;
     let row = outcome.invocation();

@@ -4,6 +4,8 @@
 //! Guarantees: each number means one thing across commands, so a script can branch on it
 //! without knowing which command ran.
 
+/// A usage error: clap's own, and an environment setting that does not parse (`AIRLOCK_LOG`).
+pub(crate) const USAGE: u8 = 2;
 /// `egress check`: the guard would block the URL.
 pub(crate) const BLOCKED: u8 = 3;
 /// `call`: the call waits for a person (approval or answer) or was recorded as a proposal;

@@ -136,7 +136,8 @@ async fn sweep(store: std::sync::Arc<dyn Store>) {
         match store.sweep(time::OffsetDateTime::now_utc()).await {
             Ok(report) => {
                 for id in &report.in_doubt {
-                    tracing::warn!(%id, "lease ran out on an at-most-once call: in doubt, resolve it (`airlock resolve`)");
+                    let why = "its lease ran out while it ran (a crash or a stall): it may have run; settle it with `airlock resolve`";
+                    tracing::warn!(target: airlock_runtime::EVENTS, %id, why, "in doubt");
                 }
                 for id in &report.retried {
                     tracing::info!(%id, "lease ran out on an idempotent call: approved for a re-run");

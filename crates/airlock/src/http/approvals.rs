@@ -245,7 +245,8 @@ async fn apply(
             problem,
         ));
     }
-    let row = airlock_runtime::decisions::decide(&state.gateway, id, decider, decision).await?;
+    let row =
+        airlock_runtime::decisions::decide(&state.gateway, id, decider, decision, "api").await?;
     Ok(Json(invocation_json(&row)))
 }
 

@@ -131,10 +131,7 @@ async fn an_approval_from_the_cli_runs_in_serve_without_a_waiter() {
         .await
         .unwrap()
         .unwrap();
-    server.await_log(
-        &["worker ran an approved call", &id, "succeeded"],
-        Duration::from_secs(20),
-    );
+    server.await_log(&["executed", &id, "succeeded"], Duration::from_secs(20));
     let out = cli(d, &["invocations", "show", &id]);
     let shown = String::from_utf8(out.stdout).unwrap();
     assert!(shown.contains("state       succeeded"), "{shown}");

@@ -14,6 +14,7 @@ mod credentials;
 mod decisions;
 mod discovery;
 mod egress;
+mod logs;
 mod mcp;
 mod mcp_tasks;
 mod python_sdk;

@@ -66,6 +66,7 @@ pub(crate) async fn call_context(
         session,
         call_id: call_id.into(),
         principal: principal.map(Into::into),
+        channel: "test",
     }
 }
 
@@ -101,18 +102,32 @@ pub(crate) struct Server {
     pub(crate) child: Child,
     pub(crate) addr: String,
     stderr: mpsc::Receiver<String>,
+    /// Every stderr line read so far, in order.
+    read: std::sync::Mutex<Vec<String>>,
 }
 
 impl Server {
     /// Starts `airlock serve DIR --listen 127.0.0.1:0 EXTRA…` and waits for its banner.
     pub(crate) fn start(dir: &Path, extra: &[&str]) -> Self {
-        let mut child = airlock()
+        let mut command = Self::command(dir, extra);
+        command.env("NO_COLOR", "1").env("AIRLOCK_LOG", "info");
+        Self::spawn(command)
+    }
+
+    /// `airlock serve DIR --listen 127.0.0.1:0 EXTRA…`, to be configured and [`Server::spawn`]ed.
+    pub(crate) fn command(dir: &Path, extra: &[&str]) -> std::process::Command {
+        let mut command = airlock();
+        command
             .arg("serve")
             .arg(dir)
             .args(["--listen", "127.0.0.1:0"])
-            .args(extra)
-            .env("NO_COLOR", "1")
-            .env("AIRLOCK_LOG", "info")
+            .args(extra);
+        command
+    }
+
+    /// Starts `command` (an `airlock serve`) and waits for its banner.
+    pub(crate) fn spawn(mut command: std::process::Command) -> Self {
+        let mut child = command
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -133,6 +148,7 @@ impl Server {
             child,
             addr,
             stderr,
+            read: std::sync::Mutex::default(),
         }
     }
 
@@ -143,11 +159,23 @@ impl Server {
         loop {
             let left = deadline.saturating_duration_since(std::time::Instant::now());
             match self.stderr.recv_timeout(left) {
-                Ok(line) if needles.iter().all(|n| line.contains(n)) => return line,
-                Ok(line) => seen.push(line),
+                Ok(line) => {
+                    self.read.lock().unwrap().push(line.clone());
+                    if needles.iter().all(|n| line.contains(n)) {
+                        return line;
+                    }
+                    seen.push(line);
+                }
                 Err(_) => panic!("no log line with {needles:?} within {within:?}; saw {seen:#?}"),
             }
         }
+    }
+
+    /// Every stderr line so far: those [`Server::await_log`] read and those not read yet.
+    pub(crate) fn log(&self) -> Vec<String> {
+        let mut read = self.read.lock().unwrap();
+        read.extend(self.stderr.try_iter());
+        read.clone()
     }
 }
 

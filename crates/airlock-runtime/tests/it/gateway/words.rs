@@ -114,6 +114,7 @@ pub(super) async fn an_abandoned_call_never_runs(backend: Backend) {
         session,
         call_id: "c1".into(),
         principal: Some("ada".into()),
+        channel: "mcp",
     };
     let again = f
         .gateway
