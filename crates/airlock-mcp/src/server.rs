@@ -6,8 +6,8 @@
 //!   endpoint is stateless and keeps no session, for every protocol era).
 //! - Before anything is parsed, the `Host` and any `Origin` must name an allowed host (403
 //!   otherwise, a DNS-rebinding guard), and a bearer token must match one configured token in
-//!   constant time (401 with `WWW-Authenticate: Bearer` otherwise). With no tokens configured
-//!   every request is refused.
+//!   constant time (401 with `WWW-Authenticate: Bearer` and a JSON-RPC body otherwise). With
+//!   no tokens configured every request is refused.
 //! - A body that is not JSON is a 400 with a JSON-RPC parse error; replies are plain JSON.
 //! - Session-era clients (`initialize`, 2025-06-18 / 2025-11-25) and 2026-07-28 clients
 //!   (`server/discover`, per-request `_meta`, `resultType`) are both served; rmcp's stateless
