@@ -34,6 +34,10 @@ pub(super) const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
 /// The hosts allowed when the configuration names none: loopback only.
 const LOOPBACK: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
 
+/// What a request without a usable token is told to do.
+pub(super) const SEND_BEARER: &str =
+    "send the header `Authorization: Bearer <token>` (a token from [[mcp.tokens]] in airlock.toml)";
+
 /// The JSON-RPC error code of a 401: no usable bearer token (MCP-24).
 const UNAUTHORIZED: i64 = -32001;
 /// The JSON-RPC error code of a 403: a host, origin or scope this request may not use (MCP-24).
@@ -178,25 +182,26 @@ fn unauthorized(headers: &HeaderMap) -> Box<Response> {
     let (challenge, message) = match headers.get(header::AUTHORIZATION) {
         None => (
             r#"Bearer realm="airlock""#,
-            "Unauthorized: send the header `Authorization: Bearer <token>` \
-             (a token from [[mcp.tokens]] in airlock.toml)",
+            format!("Unauthorized: {SEND_BEARER}"),
         ),
         Some(_) if bearer(headers).is_none() => (
             r#"Bearer realm="airlock""#,
             "Unauthorized: the Authorization header must be `Bearer <token>` \
-             (a token from [[mcp.tokens]] in airlock.toml)",
+             (a token from [[mcp.tokens]] in airlock.toml)"
+                .to_owned(),
         ),
         Some(_) => (
             r#"Bearer realm="airlock", error="invalid_token""#,
             "Unauthorized: the bearer token is not one of [[mcp.tokens]] in airlock.toml; \
-             send `Authorization: Bearer <token>` with a configured token",
+             send `Authorization: Bearer <token>` with a configured token"
+                .to_owned(),
         ),
     };
     let mut response = rpc_refusal(
         StatusCode::UNAUTHORIZED,
         &Value::Null,
         UNAUTHORIZED,
-        message,
+        &message,
     );
     response.headers_mut().insert(
         header::WWW_AUTHENTICATE,

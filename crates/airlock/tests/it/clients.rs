@@ -6,7 +6,8 @@
 //! test runs (`npm_config_offline`). Skipped without them outside CI, failing under CI.
 //!
 //! What each proves: Claude Code's `mcp add` writes a configuration with which its own health
-//! check connects (no Claude session: that needs an account); mcp-remote, started with the
+//! check connects (no Claude session: that needs an account), and without the header or with a
+//! wrong token that health check shows which header to send; mcp-remote, started with the
 //! Claude Desktop snippet's command, args and env, relays initialize, tools/list and a
 //! tools/call; the Inspector CLI lists the tools; the SDK snippets list them.
 
@@ -133,6 +134,45 @@ async fn claude_code_connects_with_the_readme_command() {
         shown.contains("Authorization: Bearer dev-mcp-token-change-me"),
         "{shown}"
     );
+}
+
+/// MCP-24, MCP-26, through the client that used to say only "Failed to connect": without the
+/// header, and with a wrong token, its own health check shows the user which header to send.
+#[tokio::test]
+async fn claude_code_tells_its_user_which_header_is_missing() {
+    if !clients_installed() {
+        return;
+    }
+    let (_dir, server) = quickstart();
+    let home = tempfile::tempdir().unwrap();
+    let url = format!(
+        "http://localhost:{}/mcp",
+        server.addr.rsplit(':').next().unwrap()
+    );
+    let adds = [
+        ("no-header", None, "does not use OAuth"),
+        (
+            "wrong-token",
+            Some("Authorization: Bearer wr0ng"),
+            "not one of [[mcp.tokens]]",
+        ),
+    ];
+    for (name, header, says) in adds {
+        let mut add = client("claude", home.path(), home.path());
+        add.args(["mcp", "add", "--transport", "http", name, &url]);
+        if let Some(header) = header {
+            add.args(["--header", header]);
+        }
+        run(add, "claude mcp add").await;
+        let mut get = client("claude", home.path(), home.path());
+        get.args(["mcp", "get", name]);
+        let shown = run(get, "claude mcp get").await;
+        assert!(shown.contains("Failed to connect"), "{shown}");
+        assert!(
+            shown.contains(says) && shown.contains("Authorization: Bearer <token>"),
+            "{shown}"
+        );
+    }
 }
 
 #[tokio::test]

@@ -112,6 +112,38 @@ async fn a_401_names_the_expected_header_in_a_json_rpc_body() {
     assert!(server.asked().is_empty());
 }
 
+/// MCP-26: a client that answers the 401 with OAuth discovery learns there is none (404) and
+/// which header to send instead.
+#[tokio::test]
+async fn oauth_discovery_is_a_404_naming_the_header_to_send() {
+    let server = Endpoint::start().await;
+    let paths = [
+        ("GET", "/.well-known/oauth-protected-resource/mcp"),
+        ("GET", "/.well-known/oauth-protected-resource"),
+        ("GET", "/.well-known/oauth-authorization-server"),
+        ("GET", "/.well-known/openid-configuration"),
+        ("POST", "/register"),
+    ];
+    for (method, path) in paths {
+        let head = format!(
+            "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{}",
+            server.port
+        );
+        let reply = server.raw(&head, "{}").await;
+        assert_eq!(reply.status, 404, "{path}");
+        assert_eq!(reply.header("content-type"), Some("application/json"));
+        let description = reply.json()["error_description"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert!(
+            description.contains("does not use OAuth")
+                && description.contains("`Authorization: Bearer <token>`"),
+            "{path}: {description}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn each_token_names_its_principal() {
     let tokens = vec![
