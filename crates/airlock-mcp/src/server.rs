@@ -6,8 +6,8 @@
 //!   endpoint is stateless and keeps no session, for every protocol era).
 //! - Before anything is parsed, the `Host` and any `Origin` must name an allowed host (403
 //!   otherwise, a DNS-rebinding guard), and a bearer token must match one configured token in
-//!   constant time (401 with `WWW-Authenticate: Bearer` otherwise). With no tokens configured
-//!   every request is refused.
+//!   constant time (401 with `WWW-Authenticate: Bearer` and a JSON-RPC body otherwise). With
+//!   no tokens configured every request is refused.
 //! - A body that is not JSON is a 400 with a JSON-RPC parse error; replies are plain JSON.
 //! - Session-era clients (`initialize`, 2025-06-18 / 2025-11-25) and 2026-07-28 clients
 //!   (`server/discover`, per-request `_meta`, `resultType`) are both served; rmcp's stateless
@@ -28,6 +28,7 @@ mod admit;
 mod convert;
 mod handler;
 mod legacy_tasks;
+mod no_oauth;
 mod param_headers;
 mod request;
 mod tasks;
@@ -78,7 +79,8 @@ pub struct EndpointConfig {
 }
 
 /// The axum router of the endpoint: `POST /mcp` and `POST /agents/{name}/mcp`, stateless,
-/// plain JSON. Merge it into the server's app; it needs no state of its own.
+/// plain JSON, and the OAuth discovery paths answered with the header to send instead. Merge
+/// it into the server's app; it needs no state of its own.
 pub fn router(host: Arc<dyn ToolHost>, config: EndpointConfig) -> Router {
     if config.tokens.is_empty() {
         tracing::warn!("the MCP endpoint has no tokens configured: every request is refused");
@@ -108,7 +110,7 @@ pub fn router(host: Arc<dyn ToolHost>, config: EndpointConfig) -> Router {
     let agents = Router::new()
         .route_service("/agents/{name}/mcp", service)
         .route_layer(from_fn_with_state(pipeline, agent));
-    gateway.merge(agents)
+    gateway.merge(agents).merge(no_oauth::router())
 }
 
 /// What the steps before rmcp need.

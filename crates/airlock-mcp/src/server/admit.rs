@@ -7,17 +7,22 @@
 //! most [`MAX_BODY_BYTES`] (413); a JSON body is a JSON-RPC message (400 with a JSON-RPC
 //! error otherwise, see [`AdmittedRequest::parse`]). What passes is an [`AdmittedRequest`]:
 //! scope, caller and the parsed body, the only form in which the later steps get a request.
+//!
+//! A 401 or 403 also carries a JSON-RPC error body ([`UNAUTHORIZED`], [`FORBIDDEN`]) naming the
+//! header, the token setting or the scope that is missing, because many clients show their
+//! user the body and nothing else (MCP-24). It never repeats the presented token.
 
 use axum::body::to_bytes;
 use axum::extract::Request;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use secrecy::ExposeSecret;
+use serde_json::Value;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use super::EndpointConfig;
-use super::request::{Admitted, AdmittedRequest};
+use super::request::{Admitted, AdmittedRequest, rpc_refusal};
 use airlock_spec::ScopeId;
 
 use crate::host::Caller;
@@ -28,6 +33,15 @@ pub(super) const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
 
 /// The hosts allowed when the configuration names none: loopback only.
 const LOOPBACK: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
+
+/// What a request without a usable token is told to do.
+pub(super) const SEND_BEARER: &str =
+    "send the header `Authorization: Bearer <token>` (a token from [[mcp.tokens]] in airlock.toml)";
+
+/// The JSON-RPC error code of a 401: no usable bearer token (MCP-24).
+const UNAUTHORIZED: i64 = -32001;
+/// The JSON-RPC error code of a 403: a host, origin or scope this request may not use (MCP-24).
+const FORBIDDEN: i64 = -32003;
 
 /// The admission rules, built once from the [`EndpointConfig`].
 pub(super) struct Gate {
@@ -125,17 +139,16 @@ fn authorize(gate: &Gate, scope: &ScopeId, request: &Request) -> Result<Caller, 
     }
     if let Err(reason) = check_host_and_origin(gate, request) {
         tracing::warn!(reason, "MCP request refused (possible DNS rebinding)");
-        return Err(refuse((
-            StatusCode::FORBIDDEN,
-            format!("Forbidden: {reason}"),
+        return Err(forbidden(&format!(
+            "Forbidden: {reason} (see [mcp] allowed_hosts in airlock.toml)"
         )));
     }
     let Some(token) = gate.token(request.headers()) else {
-        return Err(refuse(unauthorized(request.headers())));
+        return Err(unauthorized(request.headers()));
     };
     if !token.may_call(scope) {
         tracing::warn!(principal = %token.principal, %scope, "MCP request refused: scope not granted to the token");
-        return Err(refuse((StatusCode::FORBIDDEN, forbidden_scope(scope))));
+        return Err(forbidden(&forbidden_scope(scope)));
     }
     Ok(Caller {
         principal: token.principal.clone(),
@@ -152,17 +165,44 @@ fn forbidden_scope(scope: &ScopeId) -> String {
         ScopeId::Gateway => "/mcp".to_owned(),
         ScopeId::Agent(name) => format!("/agents/{name}/mcp"),
     };
-    format!("Forbidden: this token may not call POST {path} (its scopes lack \"{scope}\")")
+    format!(
+        "Forbidden: this token may not call POST {path} (its scopes lack \"{scope}\"; \
+         add \"{scope}\" to the token's scopes in [[mcp.tokens]] in airlock.toml)"
+    )
 }
 
-/// The 401, with a challenge saying whether a token was presented at all (RFC 6750).
-fn unauthorized(headers: &HeaderMap) -> Response {
-    let challenge = if headers.contains_key(header::AUTHORIZATION) {
-        r#"Bearer realm="airlock", error="invalid_token""#
-    } else {
-        r#"Bearer realm="airlock""#
+fn forbidden(message: &str) -> Box<Response> {
+    rpc_refusal(StatusCode::FORBIDDEN, &Value::Null, FORBIDDEN, message)
+}
+
+/// The 401: a challenge with `invalid_token` only when a bearer token was presented (RFC 6750
+/// gives an unsupported scheme no error code), and a body saying which header is expected and
+/// where its tokens come from.
+fn unauthorized(headers: &HeaderMap) -> Box<Response> {
+    let (challenge, message) = match headers.get(header::AUTHORIZATION) {
+        None => (
+            r#"Bearer realm="airlock""#,
+            format!("Unauthorized: {SEND_BEARER}"),
+        ),
+        Some(_) if bearer(headers).is_none() => (
+            r#"Bearer realm="airlock""#,
+            "Unauthorized: the Authorization header must be `Bearer <token>` \
+             (a token from [[mcp.tokens]] in airlock.toml)"
+                .to_owned(),
+        ),
+        Some(_) => (
+            r#"Bearer realm="airlock", error="invalid_token""#,
+            "Unauthorized: the bearer token is not one of [[mcp.tokens]] in airlock.toml; \
+             send `Authorization: Bearer <token>` with a configured token"
+                .to_owned(),
+        ),
     };
-    let mut response = (StatusCode::UNAUTHORIZED, "Unauthorized").into_response();
+    let mut response = rpc_refusal(
+        StatusCode::UNAUTHORIZED,
+        &Value::Null,
+        UNAUTHORIZED,
+        &message,
+    );
     response.headers_mut().insert(
         header::WWW_AUTHENTICATE,
         HeaderValue::from_static(challenge),

@@ -149,8 +149,19 @@ fn check_call_params(message: &Value) -> Result<(), &'static str> {
 }
 
 fn rpc_error(id: &Value, code: i64, message: &str) -> Box<Response> {
+    rpc_refusal(StatusCode::BAD_REQUEST, id, code, message)
+}
+
+/// A refusal as both HTTP status and JSON-RPC error body (`application/json`), so a client
+/// that shows either tells its user why.
+pub(super) fn rpc_refusal(
+    status: StatusCode,
+    id: &Value,
+    code: i64,
+    message: &str,
+) -> Box<Response> {
     let body = json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}});
-    Box::new((StatusCode::BAD_REQUEST, axum::Json(body)).into_response())
+    Box::new((status, axum::Json(body)).into_response())
 }
 
 fn declares_json(headers: &HeaderMap) -> bool {

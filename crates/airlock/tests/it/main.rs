@@ -8,6 +8,7 @@ mod call;
 mod call_key;
 mod check;
 mod cli;
+mod clients;
 mod conformance;
 mod crash;
 mod credentials;

@@ -218,7 +218,15 @@ async fn a_token_reaches_only_its_scopes() {
     assert_eq!(agent_reply.status().as_u16(), 200);
     let refused = post("/mcp", CLAUDE).await.unwrap();
     assert_eq!(refused.status().as_u16(), 403);
-    let message = refused.text().await.unwrap();
+    // MCP-24: a JSON-RPC error body naming the scope, for clients that show only the body.
+    let content_type = refused.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(content_type, "application/json");
+    let body: serde_json::Value = refused.json().await.unwrap();
+    assert_eq!(body["error"]["code"], -32003, "{body}");
+    let message = body["error"]["message"].as_str().unwrap();
     assert!(
         message.contains("POST /mcp") && message.contains("\"gateway\""),
         "{message}"

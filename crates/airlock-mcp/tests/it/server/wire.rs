@@ -64,6 +64,86 @@ async fn missing_or_wrong_token_is_401_with_a_bearer_challenge() {
     assert!(server.asked().is_empty());
 }
 
+/// MCP-24: a client that shows only the body still tells its user which header is expected;
+/// the presented token is never repeated.
+#[tokio::test]
+async fn a_401_names_the_expected_header_in_a_json_rpc_body() {
+    let server = Endpoint::start().await;
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nAccept: application/json, text/event-stream\r\nContent-Type: application/json",
+        server.port
+    );
+    let cases = [
+        (
+            "",
+            r#"Bearer realm="airlock""#,
+            "send the header `Authorization: Bearer <token>`",
+        ),
+        (
+            "\r\nAuthorization: Basic czNjcmV0",
+            r#"Bearer realm="airlock""#,
+            "must be `Bearer <token>`",
+        ),
+        (
+            "\r\nAuthorization: Bearer wr0ng-t0ken",
+            r#"Bearer realm="airlock", error="invalid_token""#,
+            "not one of [[mcp.tokens]]",
+        ),
+    ];
+    for (authorization, challenge, says) in cases {
+        let reply = server
+            .raw(&format!("{head}{authorization}"), INITIALIZE)
+            .await;
+        assert_eq!(reply.status, 401, "{authorization}");
+        assert_eq!(reply.header("www-authenticate"), Some(challenge));
+        assert_eq!(reply.header("content-type"), Some("application/json"));
+        let body = reply.json();
+        assert_eq!(body["jsonrpc"], "2.0");
+        assert_eq!(body["id"], Value::Null);
+        assert_eq!(body["error"]["code"], -32001);
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(
+            message.starts_with("Unauthorized: ") && message.contains(says),
+            "{message}"
+        );
+        assert!(message.contains("[[mcp.tokens]]"), "{message}");
+        assert!(!reply.body.contains("wr0ng") && !reply.body.contains("czNjcmV0"));
+    }
+    assert!(server.asked().is_empty());
+}
+
+/// MCP-26: a client that answers the 401 with OAuth discovery learns there is none (404) and
+/// which header to send instead.
+#[tokio::test]
+async fn oauth_discovery_is_a_404_naming_the_header_to_send() {
+    let server = Endpoint::start().await;
+    let paths = [
+        ("GET", "/.well-known/oauth-protected-resource/mcp"),
+        ("GET", "/.well-known/oauth-protected-resource"),
+        ("GET", "/.well-known/oauth-authorization-server"),
+        ("GET", "/.well-known/openid-configuration"),
+        ("POST", "/register"),
+    ];
+    for (method, path) in paths {
+        let head = format!(
+            "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{}",
+            server.port
+        );
+        let reply = server.raw(&head, "{}").await;
+        assert_eq!(reply.status, 404, "{path}");
+        assert_eq!(reply.header("content-type"), Some("application/json"));
+        let description = reply.json()["error_description"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert!(
+            description.contains("does not use OAuth")
+                && description.contains("`Authorization: Bearer <token>`"),
+            "{path}: {description}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn each_token_names_its_principal() {
     let tokens = vec![
@@ -147,6 +227,17 @@ async fn foreign_host_or_origin_is_403() {
     };
     let reply = server.raw(&head("evil.example:80", None), INITIALIZE).await;
     assert_eq!(reply.status, 403);
+    // MCP-24: the refusal is also a JSON-RPC error naming the setting that would allow it.
+    assert_eq!(reply.header("content-type"), Some("application/json"));
+    assert_eq!(reply.json()["error"]["code"], -32003);
+    let message = reply.json()["error"]["message"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        message.contains("Host") && message.contains("allowed_hosts"),
+        "{message}"
+    );
     let reply = server
         .raw(&head("localhost", Some("http://evil.example")), INITIALIZE)
         .await;
