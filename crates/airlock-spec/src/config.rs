@@ -27,6 +27,14 @@ pub const DEFAULT_APPROVAL_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
 pub const DEFAULT_EGRESS_DEADLINE: Duration = Duration::from_secs(30);
 /// Default egress body cap: 5 MiB.
 pub const DEFAULT_BODY_CAP: u64 = 5 * 1024 * 1024;
+/// Default `[server] header_timeout`: 10 s.
+pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+/// Default `[server] max_connections`.
+pub const DEFAULT_MAX_CONNECTIONS: u64 = 1024;
+/// Default `[server] max_in_flight`.
+pub const DEFAULT_MAX_IN_FLIGHT: u64 = 256;
+/// Default `[server] max_in_flight_per_principal`.
+pub const DEFAULT_MAX_IN_FLIGHT_PER_PRINCIPAL: u64 = 64;
 
 /// The validated `airlock.toml`.
 #[derive(Debug, Clone, PartialEq)]
@@ -50,6 +58,33 @@ pub struct Config {
     pub credentials: CredentialsSettings,
     /// `[builtins.<name>]`: builtin tools enabled in the gateway scope, with their policy.
     pub builtins: Vec<(Builtin, Policy)>,
+    /// `[server]`: what one client, or many, may hold of the HTTP server (OPS-12, OPS-13).
+    pub server: ServerLimits,
+}
+
+/// `[server]`: bounds on what clients may hold of the HTTP server. Every bound is at least 1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServerLimits {
+    /// `header_timeout`: how long a connection may take to send a request's headers, and how
+    /// long it may stay idle between requests (default `10s`).
+    pub header_timeout: Duration,
+    /// `max_connections`: open connections served at once; more are answered 503 and closed.
+    pub max_connections: u64,
+    /// `max_in_flight`: requests handled at once (health checks aside); more are answered 503.
+    pub max_in_flight: u64,
+    /// `max_in_flight_per_principal`: requests handled at once for one bearer token's principal.
+    pub max_in_flight_per_principal: u64,
+}
+
+impl Default for ServerLimits {
+    fn default() -> Self {
+        Self {
+            header_timeout: DEFAULT_HEADER_TIMEOUT,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            max_in_flight: DEFAULT_MAX_IN_FLIGHT,
+            max_in_flight_per_principal: DEFAULT_MAX_IN_FLIGHT_PER_PRINCIPAL,
+        }
+    }
 }
 
 /// Bearer tokens accepted by an endpoint, each mapped to a principal.
@@ -113,7 +148,7 @@ pub struct CredentialsSettings {
     pub master_key_file: PathBuf,
 }
 
-const TOP_KEYS: [&str; 9] = [
+const TOP_KEYS: [&str; 10] = [
     "listen",
     "database_url",
     "approval_ttl",
@@ -123,6 +158,7 @@ const TOP_KEYS: [&str; 9] = [
     "connections",
     "credentials",
     "builtins",
+    "server",
 ];
 
 /// Reads `airlock.toml` (its tree) into a [`Config`]; `root` is the deployment directory.
@@ -168,6 +204,7 @@ pub(crate) fn read_config(node: Option<&Node>, root: &Path, d: &mut Diag) -> Opt
         .get("builtins")
         .map(|n| builtins(n, d))
         .unwrap_or_default();
+    let server = server(f.get("server"), d);
     Some(Config {
         listen: listen.ok()?,
         database_url,
@@ -178,7 +215,51 @@ pub(crate) fn read_config(node: Option<&Node>, root: &Path, d: &mut Diag) -> Opt
         connections,
         credentials,
         builtins,
+        server,
     })
+}
+
+/// `[server]`: a zero bound would refuse every request, so it is an error, not a setting.
+fn server(node: Option<&Node>, d: &mut Diag) -> ServerLimits {
+    let mut limits = ServerLimits::default();
+    let keys = [
+        "header_timeout",
+        "max_connections",
+        "max_in_flight",
+        "max_in_flight_per_principal",
+    ];
+    let Some(f) = node.and_then(|n| Fields::open(n, "server", &keys, d)) else {
+        return limits;
+    };
+    if let Some(timeout) = f
+        .get("header_timeout")
+        .and_then(|n| duration(n, "server.header_timeout", d))
+    {
+        if timeout.is_zero() {
+            d.push(
+                f.key_at("header_timeout"),
+                "server.header_timeout",
+                "must be longer than 0s",
+            );
+        } else {
+            limits.header_timeout = timeout;
+        }
+    }
+    for (key, slot) in [
+        ("max_connections", &mut limits.max_connections),
+        ("max_in_flight", &mut limits.max_in_flight),
+        (
+            "max_in_flight_per_principal",
+            &mut limits.max_in_flight_per_principal,
+        ),
+    ] {
+        match f.opt_u64(key, d) {
+            Some(0) => d.push(f.key_at(key), &f.key(key), "must be at least 1"),
+            Some(n) => *slot = n,
+            None => {}
+        }
+    }
+    limits
 }
 
 fn database_url(url: &str, root: &Path, at: Pos, d: &mut Diag) -> String {

@@ -33,7 +33,9 @@ pub use builtin::definition as builtin_definition;
 pub use canonical::{canonical_json, sha256_hex};
 pub use config::{
     ApiConnection, Config, CredentialsSettings, DEFAULT_APPROVAL_TTL, DEFAULT_BODY_CAP,
-    DEFAULT_EGRESS_DEADLINE, DEFAULT_LISTEN, EgressSettings, EndpointAuth, TokenSpec,
+    DEFAULT_EGRESS_DEADLINE, DEFAULT_HEADER_TIMEOUT, DEFAULT_LISTEN, DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_IN_FLIGHT_PER_PRINCIPAL, EgressSettings, EndpointAuth,
+    ServerLimits, TokenSpec,
 };
 pub use connection::ConnectionSpec;
 pub use credentials::{CredentialError, Credentials, ENV_PREFIX, MASTER_KEY_ENV, MasterKey};

@@ -152,6 +152,50 @@ fn airlock_toml_defaults() {
     );
     assert!(d.config.egress.allow_cidrs.is_empty() && d.config.egress.allow_hosts.is_empty());
     assert_eq!(d.config.egress.body_cap, 5 * 1024 * 1024);
+    assert_eq!(d.config.server, airlock_spec::ServerLimits::default());
+}
+
+/// OPS-12, OPS-13: `[server]` bounds are read, and a bound that would refuse everything (zero)
+/// or is not a number is an error at file:line:key, every one reported.
+#[test]
+fn server_limits_are_read_and_zero_is_refused() {
+    let good = "[server]\nheader_timeout = \"2s\"\nmax_connections = 3\nmax_in_flight = 4\nmax_in_flight_per_principal = 5\n";
+    let d = Dir::new().file("airlock.toml", good).load().unwrap();
+    assert_eq!(
+        d.config.server,
+        airlock_spec::ServerLimits {
+            header_timeout: std::time::Duration::from_secs(2),
+            max_connections: 3,
+            max_in_flight: 4,
+            max_in_flight_per_principal: 5,
+        }
+    );
+    let bad = "[server]\nheader_timeout = \"0s\"\nmax_connections = 0\nmax_in_flight = \"many\"\nmax_in_flight_per_principal = 0\nbacklog = 9\n";
+    let errors = Dir::new().file("airlock.toml", bad).errors();
+    assert_eq!(errors.len(), 5, "{errors:#?}");
+    assert!(
+        errors[0].starts_with("airlock.toml:2:1: server.header_timeout: must be longer than 0s"),
+        "{errors:#?}"
+    );
+    assert!(
+        errors[1].starts_with("airlock.toml:3:1: server.max_connections: must be at least 1"),
+        "{errors:#?}"
+    );
+    assert!(
+        errors[2]
+            .starts_with("airlock.toml:4:1: server.max_in_flight: expected a non-negative integer"),
+        "{errors:#?}"
+    );
+    assert!(
+        errors[3].starts_with(
+            "airlock.toml:5:1: server.max_in_flight_per_principal: must be at least 1"
+        ),
+        "{errors:#?}"
+    );
+    assert!(
+        errors[4].contains("server.backlog: unknown key"),
+        "{errors:#?}"
+    );
 }
 
 #[test]
