@@ -241,8 +241,10 @@ async fn serve_airlock(dir: &Path, store: Arc<dyn Store>) -> String {
         gateway: booted.gateway,
         admin: booted.admin,
         mcp: booted.mcp,
+        limits: booted.deployment.config.server,
     };
-    tokio::spawn(serve(listener, app(state), std::future::pending()));
+    let limits = state.limits;
+    tokio::spawn(serve(listener, app(state), limits, std::future::pending()));
     format!("http://{addr}")
 }
 

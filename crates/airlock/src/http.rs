@@ -4,17 +4,20 @@
 mod approvals;
 mod auth;
 mod error;
+mod in_flight;
+mod listen;
 mod ops;
 
-use std::future::Future;
 use std::sync::Arc;
 
 use airlock_mcp::{EndpointConfig, ToolHost};
 use airlock_runtime::Gateway;
+use airlock_spec::ServerLimits;
 use axum::Router;
-use tokio::net::TcpListener;
 
 use crate::boot::Tokens;
+
+pub use listen::serve;
 
 /// What every handler may reach.
 #[derive(Clone)]
@@ -25,27 +28,27 @@ pub struct AppState {
     pub admin: Tokens,
     /// Who may call the MCP endpoint, and under which host names.
     pub mcp: EndpointConfig,
+    /// `[server]`: how many requests may be in progress, overall and per principal.
+    pub limits: ServerLimits,
 }
 
 /// The whole HTTP surface: operations, the decisions API, and the MCP endpoint
-/// (`POST /mcp`, `POST /agents/{name}/mcp`), built in `airlock-mcp` on the gateway.
+/// (`POST /mcp`, `POST /agents/{name}/mcp`), built in `airlock-mcp` on the gateway. Every
+/// route but the operations ones counts against the in-flight bounds (OPS-13).
 pub fn app(state: AppState) -> Router {
     let host: Arc<dyn ToolHost> = state.gateway.clone();
     let mcp = airlock_mcp::router(host, state.mcp.clone());
+    let in_flight = in_flight::InFlight::new(&state, &state.limits);
+    let bounded = Router::new()
+        .nest("/v1", approvals::router())
+        .with_state(state.clone())
+        .merge(mcp)
+        .layer(axum::middleware::from_fn_with_state(
+            in_flight,
+            in_flight::limit,
+        ));
     Router::new()
         .merge(ops::router())
-        .nest("/v1", approvals::router())
         .with_state(state)
-        .merge(mcp)
-}
-
-/// Serves `app` on `listener` until `shutdown` resolves, then lets in-flight requests finish.
-pub async fn serve(
-    listener: TcpListener,
-    app: Router,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await
+        .merge(bounded)
 }

@@ -90,9 +90,11 @@ async fn serve_dir(args: &Args, dir: &Path) -> anyhow::Result<ExitCode> {
         gateway: booted.gateway,
         admin: booted.admin,
         mcp: booted.mcp,
+        limits: booted.deployment.config.server,
     };
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(serve(listener, app(state), async move {
+    let limits = state.limits;
+    let server = tokio::spawn(serve(listener, app(state), limits, async move {
         let _ = stop_rx.await;
     }));
     signals.next().await;

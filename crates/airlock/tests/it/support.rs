@@ -45,8 +45,10 @@ pub(crate) async fn serve_in_process(dir: &Path) -> (SocketAddr, Arc<Gateway>) {
         gateway: gateway.clone(),
         admin: booted.admin,
         mcp: booted.mcp,
+        limits: booted.deployment.config.server,
     };
-    tokio::spawn(serve(listener, app(state), std::future::pending()));
+    let limits = state.limits;
+    tokio::spawn(serve(listener, app(state), limits, std::future::pending()));
     (addr, gateway)
 }
 

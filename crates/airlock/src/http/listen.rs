@@ -1,0 +1,266 @@
+//! The accept loop (OPS-12): every connection must send its request headers within
+//! `[server] header_timeout`, and may stay idle between requests no longer than that; at most
+//! `max_connections` are served at once. A connection arriving at the cap takes the place of the
+//! oldest one with no request in progress (a client that never sends a byte cannot crowd out
+//! one that does); when every connection is busy it is answered `503` with `Retry-After` and
+//! closed. Accept errors (file descriptors exhausted) back off instead of spinning, and are
+//! logged once per episode. Shutdown stops accepting and lets each connection finish the
+//! request it is serving (OPS-9).
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use airlock_spec::ServerLimits;
+use axum::Router;
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Notify, Semaphore, watch};
+use tokio::task::JoinSet;
+use tower::ServiceExt as _;
+
+use super::in_flight::BUSY_BODY;
+
+/// How long an evicted connection may take to finish writing a response before it is dropped.
+const EVICT_GRACE: Duration = Duration::from_secs(1);
+/// Refusals written at once; beyond it a connection over the cap is closed without an answer.
+const REFUSERS: usize = 64;
+/// How long a refusal may take to be written and read.
+const REFUSE_WITHIN: Duration = Duration::from_secs(1);
+/// The longest pause after a failed `accept`.
+const BACKOFF_MAX: Duration = Duration::from_secs(1);
+
+/// Serves `app` on `listener` within `limits` until `shutdown` resolves, then stops accepting
+/// and lets every connection finish the request it is serving.
+pub async fn serve(
+    listener: TcpListener,
+    app: Router,
+    limits: ServerLimits,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let table = Arc::new(Table::new(limits.max_connections));
+    let refusers = Arc::new(Semaphore::new(REFUSERS));
+    let (stop, stopped) = watch::channel(false);
+    let mut connections = JoinSet::new();
+    let mut backoff = Backoff::default();
+    tokio::pin!(shutdown);
+    loop {
+        let stream = tokio::select! {
+            () = &mut shutdown => break,
+            Some(_) = connections.join_next(), if !connections.is_empty() => continue,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => {
+                    backoff.reset();
+                    stream
+                }
+                Err(error) => {
+                    backoff.pause(&error).await;
+                    continue;
+                }
+            },
+        };
+        match table.admit() {
+            Some(slot) => {
+                let connection = Connection {
+                    app: app.clone(),
+                    header_timeout: limits.header_timeout,
+                    slot,
+                    stop: stopped.clone(),
+                };
+                connections.spawn(connection.run(stream));
+            }
+            None => refuse(stream, &refusers),
+        }
+    }
+    drop(listener);
+    let _ = stop.send(true);
+    while connections.join_next().await.is_some() {}
+    Ok(())
+}
+
+/// The open connections, oldest first, each with its count of requests in progress.
+struct Table {
+    max: usize,
+    open: Mutex<Open>,
+}
+
+#[derive(Default)]
+struct Open {
+    next: u64,
+    by_age: BTreeMap<u64, Arc<SlotState>>,
+}
+
+#[derive(Default)]
+struct SlotState {
+    requests: AtomicUsize,
+    evict: Notify,
+}
+
+/// A connection's place in the [`Table`], given back when the connection ends.
+struct Slot {
+    id: u64,
+    state: Arc<SlotState>,
+    table: Arc<Table>,
+}
+
+impl Table {
+    fn new(max: u64) -> Self {
+        Self {
+            max: usize::try_from(max).unwrap_or(usize::MAX),
+            open: Mutex::default(),
+        }
+    }
+
+    /// A slot for a new connection: a free one, or the oldest idle connection's (evicted);
+    /// `None` when every open connection is serving a request.
+    fn admit(self: &Arc<Self>) -> Option<Slot> {
+        let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+        if open.by_age.len() >= self.max {
+            let idle = open
+                .by_age
+                .iter()
+                .find(|(_, s)| s.requests.load(Ordering::Acquire) == 0)
+                .map(|(id, _)| *id)?;
+            if let Some(evicted) = open.by_age.remove(&idle) {
+                evicted.evict.notify_one();
+            }
+        }
+        let id = open.next;
+        open.next += 1;
+        let state = Arc::new(SlotState::default());
+        open.by_age.insert(id, state.clone());
+        Some(Slot {
+            id,
+            state,
+            table: self.clone(),
+        })
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut open = self.table.open.lock().unwrap_or_else(PoisonError::into_inner);
+        open.by_age.remove(&self.id);
+    }
+}
+
+/// Counts a request in progress on its connection while alive.
+struct InProgress(Arc<SlotState>);
+
+impl InProgress {
+    fn new(state: &Arc<SlotState>) -> Self {
+        state.requests.fetch_add(1, Ordering::AcqRel);
+        Self(state.clone())
+    }
+}
+
+impl Drop for InProgress {
+    fn drop(&mut self) {
+        self.0.requests.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// One accepted connection and what ends it: its client, the header timeout, eviction, or
+/// shutdown.
+struct Connection {
+    app: Router,
+    header_timeout: Duration,
+    slot: Slot,
+    stop: watch::Receiver<bool>,
+}
+
+impl Connection {
+    async fn run(mut self, stream: TcpStream) {
+        let state = self.slot.state.clone();
+        let app = self.app.clone();
+        let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
+            let in_progress = InProgress::new(&state);
+            let app = app.clone();
+            async move {
+                let response = app.oneshot(request).await;
+                drop(in_progress);
+                response
+            }
+        });
+        let mut builder = http1::Builder::new();
+        builder
+            .timer(TokioTimer::new())
+            .header_read_timeout(self.header_timeout);
+        let connection = builder.serve_connection(TokioIo::new(stream), service);
+        tokio::pin!(connection);
+        tokio::select! {
+            served = connection.as_mut() => return log_end(served),
+            () = self.slot.state.evict.notified() => {}
+            _ = self.stop.wait_for(|stop| *stop) => {}
+        }
+        connection.as_mut().graceful_shutdown();
+        if let Ok(served) = tokio::time::timeout(EVICT_GRACE, connection).await {
+            log_end(served);
+        }
+    }
+}
+
+/// A connection's end is the client's business (a reset, a timeout), never an operator's.
+fn log_end(served: hyper::Result<()>) {
+    if let Err(error) = served {
+        tracing::debug!(%error, "connection ended");
+    }
+}
+
+/// Answers a connection over the cap `503` with `Retry-After` and closes it, in the background
+/// and bounded: at most [`REFUSERS`] at once, each within [`REFUSE_WITHIN`].
+fn refuse(stream: TcpStream, refusers: &Arc<Semaphore>) {
+    let Ok(permit) = refusers.clone().try_acquire_owned() else {
+        return;
+    };
+    tokio::spawn(async move {
+        let _permit = permit;
+        let _ = tokio::time::timeout(REFUSE_WITHIN, answer_busy(stream)).await;
+    });
+}
+
+async fn answer_busy(mut stream: TcpStream) -> std::io::Result<()> {
+    let head = format!(
+        "HTTP/1.1 503 Service Unavailable\r\nretry-after: 1\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+        BUSY_BODY.len()
+    );
+    stream.write_all(head.as_bytes()).await?;
+    stream.write_all(BUSY_BODY.as_bytes()).await?;
+    stream.shutdown().await?;
+    // Closing with unread bytes resets the connection, which can destroy the answer before
+    // the client reads it: read what it sent first.
+    let mut sink = [0_u8; 1024];
+    while stream.read(&mut sink).await? > 0 {}
+    Ok(())
+}
+
+/// Pauses after failed accepts, doubling up to [`BACKOFF_MAX`], and logs once per episode.
+#[derive(Default)]
+struct Backoff {
+    pause: Option<Duration>,
+}
+
+impl Backoff {
+    async fn pause(&mut self, error: &std::io::Error) {
+        let pause = match self.pause {
+            None => {
+                tracing::warn!(%error, "accepting connections failed; retrying with back-off until it works again");
+                Duration::from_millis(10)
+            }
+            Some(pause) => (pause * 2).min(BACKOFF_MAX),
+        };
+        self.pause = Some(pause);
+        tokio::time::sleep(pause).await;
+    }
+
+    fn reset(&mut self) {
+        if self.pause.take().is_some() {
+            tracing::info!("accepting connections again");
+        }
+    }
+}
