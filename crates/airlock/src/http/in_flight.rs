@@ -36,12 +36,12 @@ struct Shared {
 
 impl InFlight {
     pub(super) fn new(state: &AppState, limits: &ServerLimits) -> Self {
-        let mcp = state
-            .mcp
-            .tokens
+        let mcp = state.mcp.tokens.iter().map(|t| (&t.token, &t.principal));
+        let admin = state
+            .admin
+            .0
             .iter()
-            .map(|t| (&t.token, &t.principal));
-        let admin = state.admin.0.iter().map(|(token, principal)| (token, principal));
+            .map(|(token, principal)| (token, principal));
         let principals = mcp
             .chain(admin)
             .map(|(token, principal)| (digest(token.expose_secret()), principal.clone()))
@@ -98,7 +98,11 @@ struct PrincipalSlot {
 
 impl Drop for PrincipalSlot {
     fn drop(&mut self) {
-        let mut held = self.shared.held.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut held = self
+            .shared
+            .held
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         if let Some(count) = held.get_mut(&self.principal) {
             *count -= 1;
             if *count == 0 {
@@ -109,7 +113,11 @@ impl Drop for PrincipalSlot {
 }
 
 /// Admits the request within both bounds, or answers it 503 at once.
-pub(super) async fn limit(State(in_flight): State<InFlight>, request: Request, next: Next) -> Response {
+pub(super) async fn limit(
+    State(in_flight): State<InFlight>,
+    request: Request,
+    next: Next,
+) -> Response {
     let Ok(_overall) = in_flight.0.overall.clone().try_acquire_owned() else {
         return busy();
     };
@@ -129,7 +137,10 @@ fn busy() -> Response {
         StatusCode::SERVICE_UNAVAILABLE,
         [
             (header::RETRY_AFTER, HeaderValue::from_static("1")),
-            (header::CONTENT_TYPE, HeaderValue::from_static("application/json")),
+            (
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            ),
         ],
         BUSY_BODY,
     )

@@ -2,8 +2,8 @@
 //! `[server] header_timeout`, and may stay idle between requests no longer than that; at most
 //! `max_connections` are served at once. A connection arriving at the cap takes the place of the
 //! oldest one with no request in progress (a client that never sends a byte cannot crowd out
-//! one that does); when every connection is busy it is answered `503` with `Retry-After` and
-//! closed. Accept errors (file descriptors exhausted) back off instead of spinning, and are
+//! one that does), once that one has had [`EVICTABLE_AFTER`] to send its request; when there is
+//! none it is answered `503` with `Retry-After` and closed. Accept errors (file descriptors exhausted) back off instead of spinning, and are
 //! logged once per episode. Shutdown stops accepting and lets each connection finish the
 //! request it is serving (OPS-9).
 
@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use airlock_spec::ServerLimits;
 use axum::Router;
@@ -26,12 +26,16 @@ use tower::ServiceExt as _;
 
 use super::in_flight::BUSY_BODY;
 
+/// How long a new connection keeps its place whatever arrives: time for a client that
+/// connected just before a flood to send its request.
+const EVICTABLE_AFTER: Duration = Duration::from_millis(100);
 /// How long an evicted connection may take to finish writing a response before it is dropped.
 const EVICT_GRACE: Duration = Duration::from_secs(1);
 /// Refusals written at once; beyond it a connection over the cap is closed without an answer.
 const REFUSERS: usize = 64;
-/// How long a refusal may take to be written and read.
-const REFUSE_WITHIN: Duration = Duration::from_secs(1);
+/// How long a refusal may take to be written and its request read: long enough for a client
+/// that sent one, short enough that clients that send nothing do not hold every refuser.
+const REFUSE_WITHIN: Duration = Duration::from_millis(250);
 /// The longest pause after a failed `accept`.
 const BACKOFF_MAX: Duration = Duration::from_secs(1);
 
@@ -95,10 +99,16 @@ struct Open {
     by_age: BTreeMap<u64, Arc<SlotState>>,
 }
 
-#[derive(Default)]
 struct SlotState {
+    opened: Instant,
     requests: AtomicUsize,
     evict: Notify,
+}
+
+impl SlotState {
+    fn evictable(&self) -> bool {
+        self.requests.load(Ordering::Acquire) == 0 && self.opened.elapsed() >= EVICTABLE_AFTER
+    }
 }
 
 /// A connection's place in the [`Table`], given back when the connection ends.
@@ -124,7 +134,7 @@ impl Table {
             let idle = open
                 .by_age
                 .iter()
-                .find(|(_, s)| s.requests.load(Ordering::Acquire) == 0)
+                .find(|(_, s)| s.evictable())
                 .map(|(id, _)| *id)?;
             if let Some(evicted) = open.by_age.remove(&idle) {
                 evicted.evict.notify_one();
@@ -132,7 +142,11 @@ impl Table {
         }
         let id = open.next;
         open.next += 1;
-        let state = Arc::new(SlotState::default());
+        let state = Arc::new(SlotState {
+            opened: Instant::now(),
+            requests: AtomicUsize::new(0),
+            evict: Notify::new(),
+        });
         open.by_age.insert(id, state.clone());
         Some(Slot {
             id,
@@ -144,7 +158,11 @@ impl Table {
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        let mut open = self.table.open.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut open = self
+            .table
+            .open
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         open.by_age.remove(&self.id);
     }
 }

@@ -15,6 +15,7 @@ mod credentials;
 mod decisions;
 mod discovery;
 mod egress;
+mod limits;
 mod logs;
 mod mcp;
 mod mcp_tasks;
