@@ -211,12 +211,17 @@ impl Connection {
             .header_read_timeout(self.header_timeout);
         let connection = builder.serve_connection(TokioIo::new(stream), service);
         tokio::pin!(connection);
-        tokio::select! {
+        let evicted = tokio::select! {
             served = connection.as_mut() => return log_end(served),
-            () = self.slot.state.evict.notified() => {}
-            _ = self.stop.wait_for(|stop| *stop) => {}
-        }
+            () = self.slot.state.evict.notified() => true,
+            _ = self.stop.wait_for(|stop| *stop) => false,
+        };
         connection.as_mut().graceful_shutdown();
+        if !evicted {
+            // Shutdown: the request in progress runs to its end; `serve`'s caller bounds the
+            // wait with the grace period (OPS-9).
+            return log_end(connection.await);
+        }
         if let Ok(served) = tokio::time::timeout(EVICT_GRACE, connection).await {
             log_end(served);
         }
