@@ -22,4 +22,6 @@ for f in "$examples"/*/optional/*.yml; do
   { section airlock.toml "$(dirname "$f")/../airlock.toml"; section "connections/$(basename "$f")" "$f"; } \
     > "$out/optional-$(basename "$f")"
 done
+# Deep block nesting, which the parser does not bound (the builder does, DECL-43).
+{ printf '==> agents/deep.yml\n'; for _ in $(seq 100); do printf -- '- '; done; printf 'x\n'; } > "$out/deep-nesting"
 echo "$(ls "$out" | wc -l) seeds in $out"

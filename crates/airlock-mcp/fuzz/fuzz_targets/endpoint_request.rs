@@ -19,8 +19,10 @@ fn declares_json(content_type: &[u8]) -> bool {
         return false;
     };
     let essence = text.split(';').next().unwrap_or_default();
-    // A header value cannot carry control characters, so such a header is never sent.
-    text.bytes().all(|b| b == b'\t' || (b >= 0x20 && b != 0x7f))
+    // The endpoint reads the header as visible ASCII; any other byte (even a valid
+    // `obs-text` one) leaves the body undeclared, for rmcp to refuse with 415.
+    text.bytes()
+        .all(|b| b == b'\t' || (0x20..0x7f).contains(&b))
         && essence.trim().eq_ignore_ascii_case("application/json")
 }
 
