@@ -26,6 +26,9 @@
 
 mod admit;
 mod convert;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 mod handler;
 mod legacy_tasks;
 mod no_oauth;

@@ -14,12 +14,20 @@ pub(crate) use yaml::parse_yaml;
 use serde_json::Value;
 
 /// A 1-based line and column.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Pos {
     /// 1-based line.
     pub line: usize,
     /// 1-based column.
     pub column: usize,
+}
+
+/// The start of the file, 1:1: where a problem the parser cannot place is reported, so every
+/// position an operator reads is one their editor can open.
+impl Default for Pos {
+    fn default() -> Self {
+        Self { line: 1, column: 1 }
+    }
 }
 
 /// A value with the position where it starts.

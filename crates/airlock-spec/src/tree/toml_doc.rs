@@ -123,6 +123,20 @@ mod tests {
         assert!(errors[0].message.starts_with("invalid TOML"));
     }
 
+    /// Found by the `declarations` fuzz target: the parser's recursion limit on dotted keys
+    /// has no span, and was reported at line 0, column 0 (DECL-43).
+    #[test]
+    fn an_error_without_a_span_is_reported_at_the_start_of_the_file() {
+        let dotted = format!("[a{}]\n", ".a".repeat(2000));
+        let errors = parse_toml(&dotted).unwrap_err();
+        assert!(errors[0].message.contains("recursion limit"), "{errors:?}");
+        let nested = format!("a = {}{}\n", "[".repeat(2000), "]".repeat(2000));
+        let errors = errors.into_iter().chain(parse_toml(&nested).unwrap_err());
+        for e in errors {
+            assert!(e.at.line >= 1 && e.at.column >= 1, "{e:?}");
+        }
+    }
+
     #[test]
     fn duplicate_keys_are_refused() {
         assert!(parse_toml("a = 1\na = 2\n").is_err());

@@ -13,12 +13,17 @@ use super::{Entry, Node, NodeValue, Pos, SyntaxError};
 /// Most nodes a file may expand to through aliases.
 const MAX_NODES: usize = 200_000;
 
+/// Deepest nesting of sequences and mappings: far beyond any declaration (an input schema may
+/// nest 8 levels, `MAX_SCHEMA_DEPTH`), far below what the recursive builder's stack holds.
+const MAX_DEPTH: usize = 64;
+
 /// Parses one YAML document. `Ok(None)` for an empty file (or one with only comments).
 pub(crate) fn parse_yaml(text: &str) -> Result<Option<Node>, SyntaxError> {
     let mut builder = Builder {
         events: Parser::new_from_str(text),
         anchors: HashMap::new(),
         nodes: 0,
+        depth: 0,
     };
     builder.document()
 }
@@ -27,6 +32,8 @@ struct Builder<'a> {
     events: Parser<'a, saphyr_parser::StrInput<'a>>,
     anchors: HashMap<usize, Node>,
     nodes: usize,
+    /// Sequences and mappings open around the current event.
+    depth: usize,
 }
 
 fn pos(span: Span) -> Pos {
@@ -105,8 +112,8 @@ impl<'a> Builder<'a> {
                     anchor,
                 )
             }
-            Event::SequenceStart(anchor, _) => (self.sequence(at)?, anchor),
-            Event::MappingStart(anchor, _) => (self.mapping(at)?, anchor),
+            Event::SequenceStart(anchor, _) => (self.nested(at, Self::sequence)?, anchor),
+            Event::MappingStart(anchor, _) => (self.nested(at, Self::mapping)?, anchor),
             Event::Alias(id) => {
                 let target = self.anchors.get(&id).cloned().ok_or_else(|| SyntaxError {
                     at,
@@ -130,6 +137,25 @@ impl<'a> Builder<'a> {
             self.anchors.insert(anchor, node.clone());
         }
         Ok(node)
+    }
+
+    /// Reads a sequence or mapping one level deeper: the builder recurses per level, and the
+    /// parser bounds only flow nesting, so block nesting is bounded here (DECL-43).
+    fn nested(
+        &mut self,
+        at: Pos,
+        read: fn(&mut Self, Pos) -> Result<Node, SyntaxError>,
+    ) -> Result<Node, SyntaxError> {
+        if self.depth == MAX_DEPTH {
+            return Err(SyntaxError {
+                at,
+                message: format!("the document nests more than {MAX_DEPTH} levels deep"),
+            });
+        }
+        self.depth += 1;
+        let node = read(self, at);
+        self.depth -= 1;
+        node
     }
 
     fn sequence(&mut self, at: Pos) -> Result<Node, SyntaxError> {
@@ -329,6 +355,21 @@ mod tests {
             "{}",
             err.message
         );
+    }
+
+    /// Found while checking the `declarations` fuzz target's reach: saphyr bounds flow
+    /// nesting (`[[[…`) but not block nesting, and 30,000 levels of `- ` (60 KB) overflowed
+    /// the stack of `airlock check` (DECL-43).
+    #[test]
+    fn nesting_is_bounded() {
+        let deep = format!("{}x\n", "- ".repeat(30_000));
+        let err = parse_yaml(&deep).unwrap_err();
+        assert!(err.message.contains("levels deep"), "{}", err.message);
+        assert!(err.at.line >= 1 && err.at.column >= 1, "{err:?}");
+        let keys = format!("{}x\n", "? ".repeat(30_000));
+        assert!(parse_yaml(&keys).is_err());
+        let ok = format!("{}x\n", "- ".repeat(MAX_DEPTH));
+        assert!(parse_yaml(&ok).is_ok());
     }
 
     #[test]
