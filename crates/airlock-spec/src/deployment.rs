@@ -255,13 +255,7 @@ fn load_agents(
     let mut declared: HashMap<String, Vec<Declared>> = HashMap::new();
     for (rel, stem) in yaml_files(root, "agents", issues) {
         let Some(node) = parse_file(root, &rel, issues) else {
-            issues.push(SpecIssue {
-                file: rel,
-                line: 1,
-                column: 1,
-                key: String::new(),
-                reason: "the manifest is empty".into(),
-            });
+            issues.push(empty_file(rel, "the manifest is empty"));
             continue;
         };
         let mut d = Diag::new(&rel);
@@ -334,13 +328,10 @@ fn load_apis(
     let mut seen: HashMap<String, (PathBuf, Declared)> = HashMap::new();
     for (rel, stem) in yaml_files(root, "apis", issues) {
         let Some(node) = parse_file(root, &rel, issues) else {
-            issues.push(SpecIssue {
-                file: rel,
-                line: 1,
-                column: 1,
-                key: String::new(),
-                reason: "the file is empty: declare the API or remove the file".into(),
-            });
+            issues.push(empty_file(
+                rel,
+                "the file is empty: declare the API or remove the file",
+            ));
             continue;
         };
         let mut d = Diag::new(&rel);
@@ -364,6 +355,17 @@ fn load_apis(
         issues.extend(d.into_issues());
     }
     tools
+}
+
+/// An empty declaration file, reported at its start.
+fn empty_file(file: PathBuf, reason: &str) -> SpecIssue {
+    SpecIssue {
+        file,
+        line: 1,
+        column: 1,
+        key: String::new(),
+        reason: reason.to_owned(),
+    }
 }
 
 /// What else in the gateway scope already has `name`, outside the file being read (a name
