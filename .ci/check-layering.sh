@@ -15,9 +15,10 @@ deny airlock-spec    'tokio|mio|socket2|sqlx|reqwest|hyper|hickory-resolver|axum
 deny airlock-egress  'airlock-[a-z]+|sqlx|rmcp|axum'                  "--depth 1"
 deny airlock-ledger  'reqwest|axum|rmcp|airlock-(egress|mcp|runtime)' "--depth 1"
 deny airlock-mcp     'sqlx|airlock-(ledger|runtime)'                  "--depth 1"
+deny airlock-model  'sqlx|rmcp|axum|airlock-(ledger|mcp|runtime)'     "--depth 1"
 deny airlock-runtime 'axum|airlock'                                   "--depth 1"
 # The testkit is a dev-dependency only: no crate's normal dependency tree may contain it.
-for crate in airlock-spec airlock-egress airlock-ledger airlock-mcp airlock-runtime airlock; do
+for crate in airlock-spec airlock-egress airlock-ledger airlock-mcp airlock-model airlock-runtime airlock; do
   deny "$crate" 'airlock-testkit' ""
 done
 if grep -rn 'rmcp::' crates --include=*.rs | grep -v '^crates/airlock-mcp/'; then
