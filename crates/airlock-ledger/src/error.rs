@@ -185,7 +185,8 @@ pub enum ToolErrorKind {
     /// oversized or badly encoded body, invalid JSON, a broken MCP reply, or a
     /// `response.select` path that is not there.
     BadResponse,
-    /// A tool type this build cannot run yet.
+    /// The call cannot be made on this channel: a proposal nobody would receive, or past the
+    /// run's cap (docs/rules.md POLICY-10, POLICY-12).
     Unavailable,
     /// A transactional local tool's SQL failed; its writes were rolled back with the row.
     Database,

@@ -13,6 +13,7 @@ use time::OffsetDateTime;
 use tokio::sync::{oneshot, watch};
 use tokio::time::Instant;
 
+use crate::agent_runs::{self, RunDetail, RunStep};
 use crate::batch::Batch;
 use crate::cache::RecentRows;
 use crate::clock::{Clock, SystemClock, to_micros, truncate};
@@ -489,5 +490,48 @@ impl Store for Ledger {
 
     fn verify(&self) -> LedgerFuture<'_, AuditReport> {
         Box::pin(chain::verify(&self.pool))
+    }
+
+    fn cancel_run(&self, id: RunId) -> LedgerFuture<'_, Run> {
+        Box::pin(self.writer.submit(id.0, Prefetch::Nothing, move |tx, b| {
+            Box::pin(runs::cancel_run(tx, b, id))
+        }))
+    }
+
+    fn save_run_step(&self, run: RunId, step: RunStep) -> LedgerFuture<'_, ()> {
+        Box::pin(self.writer.submit(run.0, Prefetch::Nothing, move |tx, b| {
+            let step = step.clone();
+            Box::pin(async move { agent_runs::save_step(tx, b, run, &step).await })
+        }))
+    }
+
+    fn run_steps(&self, run: RunId) -> LedgerFuture<'_, Vec<RunStep>> {
+        Box::pin(agent_runs::steps(&self.pool, run))
+    }
+
+    fn save_run_detail(&self, detail: RunDetail) -> LedgerFuture<'_, ()> {
+        Box::pin(
+            self.writer
+                .submit(detail.run_id.0, Prefetch::Nothing, move |tx, b| {
+                    let detail = detail.clone();
+                    Box::pin(async move { agent_runs::save_detail(tx, b, &detail).await })
+                }),
+        )
+    }
+
+    fn run_detail(&self, run: RunId) -> LedgerFuture<'_, Option<RunDetail>> {
+        Box::pin(agent_runs::detail(&self.pool, run))
+    }
+
+    fn child_run(&self, parent: RunId, call_id: String) -> LedgerFuture<'_, Option<RunId>> {
+        Box::pin(async move { agent_runs::child(&self.pool, parent, &call_id).await })
+    }
+
+    fn parked_root_runs(&self, limit: u32) -> LedgerFuture<'_, Vec<RunId>> {
+        Box::pin(agent_runs::parked_roots(&self.pool, limit))
+    }
+
+    fn open_run_in_session(&self, session: SessionId) -> LedgerFuture<'_, Option<RunId>> {
+        Box::pin(agent_runs::open_in_session(&self.pool, session))
     }
 }

@@ -38,6 +38,7 @@ mod notify;
 mod wake;
 
 // The state machine: every transition works on one `Batch`.
+mod agent_runs;
 mod batch;
 mod decide;
 mod expiry;
@@ -57,6 +58,7 @@ mod reads;
 mod sqlite;
 mod store;
 
+pub use agent_runs::{RunDetail, RunStep};
 pub use airlock_spec::{Approval, Effect, Mode, SourceKind};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use db::SqlValue;

@@ -289,3 +289,42 @@ pub(crate) async fn end_run(
         }),
     }
 }
+
+/// Cancels a run that has not ended (docs/rules.md AGENT-9): `cancelled`, and every call of it
+/// still waiting for a person expires in the same commit, so no later decision runs anything
+/// for it and no resumer finds it parked.
+pub(crate) async fn cancel_run(
+    tx: &mut LedgerTx,
+    batch: &mut Batch,
+    id: RunId,
+) -> Result<Run, LedgerError> {
+    let run = end_run(
+        tx,
+        batch,
+        id,
+        RunStatus::Cancelled,
+        Some("cancelled".into()),
+    )
+    .await?;
+    batch.flush(tx).await?;
+    let rows = tx
+        .inner
+        .fetch_all(
+            AssertSqlSafe(format!("SELECT id FROM invocations WHERE {WAITING_IN_RUN}")),
+            &[id.to_string().into()],
+        )
+        .await?;
+    for row in rows {
+        let text = row.req_text("id")?;
+        let inv_id = text
+            .parse()
+            .map_err(|_| LedgerError::Invalid(format!("stored invocation id `{text}`")))?;
+        let prev = batch.load_required(tx, inv_id).await?;
+        if prev.state.is_parked() {
+            let mut next = prev.clone();
+            next.state = crate::state::InvocationState::Expired;
+            batch.save(tx, &prev, next).await?;
+        }
+    }
+    Ok(run)
+}

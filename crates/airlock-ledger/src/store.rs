@@ -13,6 +13,7 @@ use time::OffsetDateTime;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use crate::agent_runs::{RunDetail, RunStep};
 use crate::error::{LedgerError, ToolError};
 use crate::ids::{InvocationId, RunId, SessionId};
 use crate::model::{
@@ -151,9 +152,11 @@ pub trait Store: Send + Sync + 'static {
         deadline: Instant,
     ) -> LedgerFuture<'_, Invocation>;
     /// Changes whenever a row may have become approved — decided, resolved "did not run", swept
-    /// for a re-run — through this store or, on PostgreSQL and on a SQLite store opened with
-    /// [`StoreConfig::listen`](crate::StoreConfig::listen), through another process. What a
-    /// worker waits on before [`Store::approved_unclaimed`]; a hint: the rows say what is so.
+    /// for a re-run — or an agent run's call was settled by a person (or expired, or finished
+    /// after a decision), through this store or, on PostgreSQL and on a SQLite store opened
+    /// with [`StoreConfig::listen`](crate::StoreConfig::listen), through another process. What
+    /// a worker waits on before [`Store::approved_unclaimed`] or [`Store::parked_root_runs`];
+    /// a hint: the rows say what is so.
     fn approvals(&self) -> watch::Receiver<()>;
     /// Rows waiting for a person's approval or answer, oldest first.
     fn pending_approvals(&self, filter: ApprovalFilter) -> LedgerFuture<'_, Vec<Invocation>>;
@@ -169,4 +172,56 @@ pub trait Store: Send + Sync + 'static {
     fn run_invocations(&self, id: RunId) -> LedgerFuture<'_, Vec<Invocation>>;
     /// Checks the audit chain against every row; names the first break.
     fn verify(&self) -> LedgerFuture<'_, AuditReport>;
+
+    /// Cancels a run that has not ended: `cancelled`, and its calls still waiting for a person
+    /// expire in the same commit (docs/rules.md AGENT-9).
+    fn cancel_run(&self, id: RunId) -> LedgerFuture<'_, Run> {
+        let _ = id;
+        no_agent_runs()
+    }
+    /// Stores (or replaces) step `step.step` of agent run `run` (docs/rules.md AGENT-5).
+    fn save_run_step(&self, run: RunId, step: RunStep) -> LedgerFuture<'_, ()> {
+        let _ = (run, step);
+        no_agent_runs()
+    }
+    /// The stored steps of agent run `run`, in order.
+    fn run_steps(&self, run: RunId) -> LedgerFuture<'_, Vec<RunStep>> {
+        let _ = run;
+        no_agent_runs()
+    }
+    /// Stores (or replaces) an agent run's details; the parent link is written once.
+    fn save_run_detail(&self, detail: RunDetail) -> LedgerFuture<'_, ()> {
+        let _ = detail;
+        no_agent_runs()
+    }
+    /// An agent run's details, if any were stored.
+    fn run_detail(&self, run: RunId) -> LedgerFuture<'_, Option<RunDetail>> {
+        let _ = run;
+        no_agent_runs()
+    }
+    /// The sub-agent run that call `call_id` of run `parent` started, if any.
+    fn child_run(&self, parent: RunId, call_id: String) -> LedgerFuture<'_, Option<RunId>> {
+        let _ = (parent, call_id);
+        no_agent_runs()
+    }
+    /// Up to `limit` parked runs that no other run started, longest parked first: what a
+    /// resume worker tries (docs/rules.md AGENT-7).
+    fn parked_root_runs(&self, limit: u32) -> LedgerFuture<'_, Vec<RunId>> {
+        let _ = limit;
+        no_agent_runs()
+    }
+    /// The run of session `session` that has not ended and no other run started, if any.
+    fn open_run_in_session(&self, session: SessionId) -> LedgerFuture<'_, Option<RunId>> {
+        let _ = session;
+        no_agent_runs()
+    }
+}
+
+/// The answer of a store that keeps no agent runs.
+fn no_agent_runs<'a, T: Send + 'a>() -> LedgerFuture<'a, T> {
+    Box::pin(async {
+        Err(LedgerError::Invalid(
+            "this store keeps no agent runs".into(),
+        ))
+    })
 }

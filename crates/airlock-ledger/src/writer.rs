@@ -326,6 +326,18 @@ impl Lane {
     }
 }
 
+/// Whether a committed row is news for a background worker: it became approved (the decisions
+/// worker runs it), or it is an agent run's call a person settled — decided, answered, expired,
+/// resolved — or that finished after being decided, so the run may resume (docs/rules.md
+/// AGENT-7).
+fn wakes_workers(row: &crate::model::Invocation) -> bool {
+    let decided = row.decision.is_some() || row.resolution.is_some();
+    row.state == InvocationState::Approved
+        || (row.run_id.is_some()
+            && (decided || row.state == InvocationState::Expired)
+            && row.state.is_terminal())
+}
+
 fn is_unique_violation(e: &sqlx::Error) -> bool {
     matches!(e, sqlx::Error::Database(db) if db.is_unique_violation())
 }
@@ -392,9 +404,11 @@ async fn attempt(
         Ok((writes, batch)) => match tx.inner.commit_writes(writes).await {
             Ok(true) => {
                 ctx.recent.keep(batch.rows.values());
-                let approved = batch.changed.iter().any(|id| {
-                    batch.rows.get(id).map(|r| r.state) == Some(InvocationState::Approved)
-                });
+                let approved = batch
+                    .changed
+                    .iter()
+                    .filter_map(|id| batch.rows.get(id))
+                    .any(wakes_workers);
                 let committed = Committed {
                     changed: batch.changed,
                     approved,

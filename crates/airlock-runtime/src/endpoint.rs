@@ -416,14 +416,20 @@ impl Gateway {
     }
 }
 
+fn is_sub_agent(spec: &airlock_spec::ToolSpec) -> bool {
+    matches!(spec.source, airlock_spec::ToolSource::Agent(_))
+}
+
 impl ToolHost for Gateway {
     fn list_tools(&self, scope: &ScopeId) -> Result<Vec<ToolDescriptor>, HostError> {
         let tools = self.scope(scope).ok_or_else(|| unknown_scope(scope))?;
-        Ok(tools.tools().iter().map(descriptor).collect())
+        // A sub-agent runs only inside an agent run: not a tool here (docs/rules.md AGENT-30).
+        let callable = tools.tools().iter().filter(|t| !is_sub_agent(t));
+        Ok(callable.map(descriptor).collect())
     }
 
     fn input_schema(&self, scope: &ScopeId, name: &str) -> Option<Map<String, Value>> {
-        let spec = self.scope(scope)?.get(name)?;
+        let spec = self.scope(scope)?.get(name).filter(|t| !is_sub_agent(t))?;
         spec.definition.input_schema.as_object().cloned()
     }
 

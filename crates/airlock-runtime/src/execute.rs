@@ -16,11 +16,13 @@ use airlock_egress::GuardedClient;
 use airlock_ledger::{Invocation, TxTool};
 use airlock_mcp::{McpClient, McpTarget};
 use airlock_spec::{
-    ApiConnection, Builtin, ConnectionSpec, Credentials, Method, ToolSource, ToolSpec,
+    ApiConnection, Builtin, ConnectionSpec, CredentialPath, Credentials, Method, ToolSource,
+    ToolSpec,
 };
+use secrecy::{ExposeSecret, SecretString};
 use serde_json::Value;
 
-use crate::{ToolError, ToolErrorKind};
+use crate::ToolError;
 use local::{LocalBody, LocalTool};
 
 /// What the executors reach: the guard, credentials, connections and local tools.
@@ -60,9 +62,10 @@ impl Executors {
         let key = (!is_read(spec)).then_some(idempotency_key);
         match &spec.source {
             ToolSource::Api(op) => {
-                let connection = self.api_connection(&op.connection)?;
+                let run = run_connections();
+                let (connection, credentials) = self.connection(run.as_deref(), &op.connection)?;
                 let args = arguments.as_object().cloned().unwrap_or_default();
-                let (client, credentials) = (&self.egress, &self.credentials);
+                let client = &self.egress;
                 api::execute_with_key(client, op, connection, credentials, &args, key).await
             }
             ToolSource::Builtin(Builtin::Fetch) => fetch::fetch(&self.egress, &arguments).await,
@@ -82,11 +85,11 @@ impl Executors {
                 let (target, remote_name) = self.mcp_target(&spec.source)?;
                 mcp::call(&self.mcp, &target, remote_name, arguments, key).await
             }
-            // TODO-correctness(#9): sub-agents arrive with the agent runtime.
-            ToolSource::Agent(_) => Err(ToolError::new(
-                ToolErrorKind::Unavailable,
-                "sub-agent tools need the agent runtime, which this build does not have yet",
-            )),
+            // The gateway never resolves a sub-agent (it runs inside its caller's agent run,
+            // docs/rules.md AGENT-30), so no row of one reaches an executor.
+            ToolSource::Agent(name) => Err(ToolError::bad_declaration(format!(
+                "sub-agent `{name}` runs only inside an agent run"
+            ))),
         }
     }
 
@@ -104,6 +107,19 @@ impl Executors {
         }
     }
 
+    /// Connection `name` with the credentials it is sent with: the agent run's own, when its
+    /// caller supplied one, else `airlock.toml`'s (docs/rules.md AGENT-12).
+    fn connection<'a>(
+        &'a self,
+        run: Option<&'a RunConnections>,
+        name: &str,
+    ) -> Result<(&'a ApiConnection, &'a Credentials), ToolError> {
+        match run.and_then(|run| run.get(name)) {
+            Some(supplied) => Ok(supplied),
+            None => Ok((self.api_connection(name)?, self.credentials.as_ref())),
+        }
+    }
+
     /// A `[connections]` entry of `airlock.toml`, or the tool error naming it.
     fn api_connection(&self, name: &str) -> Result<&ApiConnection, ToolError> {
         self.connections.get(name).ok_or_else(|| {
@@ -115,9 +131,11 @@ impl Executors {
     fn mcp_target<'s>(&self, source: &'s ToolSource) -> Result<(McpTarget, &'s str), ToolError> {
         match source {
             ToolSource::McpInline(tool) => {
-                let connection = self.api_connection(&tool.connection)?;
+                let run = run_connections();
+                let (connection, credentials) =
+                    self.connection(run.as_deref(), &tool.connection)?;
                 Ok((
-                    mcp::inline_target(tool, connection, &self.credentials)?,
+                    mcp::inline_target(tool, connection, credentials)?,
                     &tool.remote_name,
                 ))
             }
@@ -142,6 +160,45 @@ impl Executors {
             .get(spec.definition.name.as_str())
             .map(|tool| tool.invoke(arguments))
     }
+}
+
+tokio::task_local! {
+    /// The connections the caller of the agent run being served supplied: set around the
+    /// run's calls only, held in memory, never stored (docs/rules.md AGENT-12).
+    pub(crate) static RUN_CONNECTIONS: Arc<RunConnections>;
+}
+
+/// Connections supplied for one agent run, each with the one credential sent to it.
+#[derive(Debug, Default)]
+pub(crate) struct RunConnections {
+    by_name: BTreeMap<String, (ApiConnection, Credentials)>,
+}
+
+/// The path under which a supplied connection's credential is held in its own bundle.
+const RUN_CREDENTIAL: &str = "run.credential";
+
+impl RunConnections {
+    /// Adds connection `name` at `base_url`, sent `credential`.
+    pub(crate) fn insert(&mut self, name: &str, base_url: &str, credential: &SecretString) {
+        let path = CredentialPath::try_from(RUN_CREDENTIAL).ok();
+        let connection = ApiConnection {
+            base_url: base_url.to_owned(),
+            credential: path,
+        };
+        let secret = credential.expose_secret().to_owned();
+        let credentials = Credentials::from_pairs([(RUN_CREDENTIAL.to_owned(), secret)]);
+        self.by_name
+            .insert(name.to_owned(), (connection, credentials));
+    }
+
+    fn get(&self, name: &str) -> Option<(&ApiConnection, &Credentials)> {
+        self.by_name.get(name).map(|(c, k)| (c, k))
+    }
+}
+
+/// The supplied connections of the agent run this task serves, if any.
+fn run_connections() -> Option<Arc<RunConnections>> {
+    RUN_CONNECTIONS.try_with(Arc::clone).ok()
 }
 
 /// Whether a call of `spec` only reads, so it carries no idempotency key: an api `GET` declared

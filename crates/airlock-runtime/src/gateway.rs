@@ -20,7 +20,7 @@ use std::time::Duration;
 use airlock_egress::GuardedClient;
 use airlock_ledger::{
     CallKind, Invocation, InvocationId, InvocationState, LedgerError, NewInvocation, NewSession,
-    SessionId, Store,
+    RunId, SessionId, Store,
 };
 use airlock_spec::{Builtin, Credentials, Scope, ScopeId, ToolSource, ToolSpec};
 use serde_json::Value;
@@ -149,6 +149,13 @@ impl Gateway {
         let _ = ended.wait_for(|ended| *ended).await;
     }
 
+    /// How an operator decides parked row `row`, as the serving binary words it (the command
+    /// and route it set with [`GatewayBuilder::how_to_decide`]).
+    #[must_use]
+    pub fn how_to_decide(&self, row: &Invocation) -> Option<String> {
+        self.how_to_decide.as_ref().and_then(|how| how(row))
+    }
+
     /// The tools of a scope.
     #[must_use]
     pub fn scope(&self, id: &ScopeId) -> Option<&Scope> {
@@ -185,15 +192,39 @@ impl Gateway {
         Ok(())
     }
 
-    /// Calls `tool` with `arguments` along the one path.
+    /// Calls `tool` with `arguments` along the one path, for a caller outside an agent run:
+    /// nobody receives a proposal there, so a proposing tool refuses (docs/rules.md POLICY-12).
     pub async fn call(
         &self,
         ctx: &CallContext,
         tool: &str,
         arguments: Value,
     ) -> Result<Outcome, GatewayError> {
+        self.call_as(ctx, None, tool, arguments).await
+    }
+
+    /// Calls `tool` with `arguments` along the one path for agent run `run` (docs/rules.md
+    /// AGENT-2): the row carries the run's id, and a proposal is recorded only when the run has
+    /// room for it and a caller to receive it.
+    pub async fn call_in_run(
+        &self,
+        ctx: &CallContext,
+        run: &RunCall,
+        tool: &str,
+        arguments: Value,
+    ) -> Result<Outcome, GatewayError> {
+        self.call_as(ctx, Some(run), tool, arguments).await
+    }
+
+    async fn call_as(
+        &self,
+        ctx: &CallContext,
+        run: Option<&RunCall>,
+        tool: &str,
+        arguments: Value,
+    ) -> Result<Outcome, GatewayError> {
         events::received(ctx, tool);
-        let outcome = self.record_and_run(ctx, tool, arguments).await;
+        let outcome = self.record_and_run(ctx, run, tool, arguments).await;
         if let Ok(outcome) = &outcome {
             count(outcome);
         }
@@ -204,13 +235,16 @@ impl Gateway {
     async fn record_and_run(
         &self,
         ctx: &CallContext,
+        run: Option<&RunCall>,
         tool: &str,
         arguments: Value,
     ) -> Result<Outcome, GatewayError> {
         let (prepared, tool) = self.resolve(&ctx.scope, tool)?;
         let spec = &tool.spec;
-        let invalid = validate(tool, &arguments);
-        let new = new_invocation(ctx, spec, arguments, &tool.digest, invalid.is_some());
+        let room = run.map_or(ProposalRoom::NoReceiver, |r| r.proposals);
+        let invalid = validate(tool, &arguments).or_else(|| proposal_refusal(spec, room));
+        let mut new = new_invocation(ctx, spec, arguments, &tool.digest, invalid.is_some());
+        new.run_id = run.map(|r| r.run);
         // An ungated call is recorded and claimed in one durable commit; rate-limited and
         // transactional calls take the general path (limit first; the transaction claims).
         let fast = invalid.is_none()
@@ -254,9 +288,12 @@ impl Gateway {
             .scopes
             .get(scope)
             .ok_or_else(|| GatewayError::UnknownScope(scope.clone()))?;
+        // A sub-agent runs inside its caller's agent run (the runtime's `agent` module), never
+        // as a call of this path: outside a run it is not a tool (docs/rules.md AGENT-30).
         let tool = prepared
             .tools
             .get(name)
+            .filter(|t| !matches!(t.spec.source, ToolSource::Agent(_)))
             .ok_or_else(|| GatewayError::UnknownTool(name.to_owned()))?;
         Ok((prepared, tool))
     }
@@ -476,6 +513,47 @@ fn validate(tool: &PreparedTool, arguments: &Value) -> Option<ToolError> {
         .prepare(arguments)
         .err()
         .or_else(|| oversized_proposal(&tool.spec, arguments))
+}
+
+/// Whether a call of an agent run may record a proposal (docs/rules.md POLICY-10, POLICY-12).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProposalRoom {
+    /// The run's caller receives proposals and the run has room for one more.
+    Open,
+    /// The run (with its sub-agents) already holds the most proposals it may.
+    Full,
+    /// Nobody would receive a proposal (proposals disabled for the run, or no run at all).
+    NoReceiver,
+}
+
+/// What a call made by an agent run carries besides its [`CallContext`].
+#[derive(Debug, Clone, Copy)]
+pub struct RunCall {
+    /// The run the call belongs to (for a sub-agent's call, the root run of its tree, so the
+    /// root resumes only when nothing in the tree waits for a person).
+    pub run: RunId,
+    /// Whether a proposal may be recorded.
+    pub proposals: ProposalRoom,
+}
+
+/// Most proposals one run holds, its sub-agents' included (docs/rules.md POLICY-10).
+pub const MAX_PROPOSALS_PER_RUN: usize = 20;
+
+/// Why a proposing tool refuses to record this call, as the tool error the model gets: no room
+/// left, or nobody to receive it. The call is then stored as failed; no proposal row is left
+/// that nobody could act on (POLICY-12).
+fn proposal_refusal(spec: &ToolSpec, room: ProposalRoom) -> Option<ToolError> {
+    if spec.policy.mode != airlock_spec::Mode::Propose {
+        return None;
+    }
+    let message = match room {
+        ProposalRoom::Open => return None,
+        ProposalRoom::Full => format!(
+            "not executed and not proposed: this run already holds {MAX_PROPOSALS_PER_RUN} proposals, the most it may"
+        ),
+        ProposalRoom::NoReceiver => "not executed and not proposed: this tool only proposes writes for a person's approval, and nobody on this channel receives proposals".to_owned(),
+    };
+    Some(ToolError::new(ToolErrorKind::Unavailable, message))
 }
 
 /// A proposal is returned to its caller whole, so its arguments are capped at 16 KB.

@@ -10,10 +10,13 @@
 //! - [`decisions`]: a person's decision on a parked call, the list of what waits for one, and
 //!   the worker that runs approvals nobody waits for.
 //! - `endpoint`: the gateway as the MCP endpoint's tool host.
+//! - [`agent`]: agent runs — the loop that sends a model's tool calls along the one path,
+//!   parks, resumes exactly once, proposes and nests sub-agents — and its resume worker.
 //!
 //! Every [`Outcome`] is read from the row it reports. A tool's own failure is a
 //! [`ToolError`] stored on its row, never an `Err`.
 
+pub mod agent;
 pub mod decisions;
 mod egress;
 mod endpoint;
@@ -33,5 +36,6 @@ pub use execute::local::{LocalBody, LocalTool};
 pub use execute::mcp::{DiscoveryError, discover};
 pub use gateway::{
     CallContext, EVENTS, Gateway, GatewayBuilder, GatewayError, HowToDecide, InvalidSchema,
+    MAX_PROPOSALS_PER_RUN, ProposalRoom, RunCall,
 };
 pub use outcome::{Outcome, OutcomeKind};

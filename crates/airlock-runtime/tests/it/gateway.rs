@@ -8,10 +8,12 @@ use std::time::Duration;
 
 use airlock_egress::{EgressPolicy, GuardedClient};
 use airlock_runtime::ledger::{
-    Decision, Invocation, InvocationState, NewInvocation, PgStore, SessionId, Settlement,
+    Decision, Invocation, InvocationState, NewInvocation, NewRun, PgStore, SessionId, Settlement,
     SourceKind, SqliteStore, Store, StoreConfig, ToolError, ToolErrorKind, tx_tool,
 };
-use airlock_runtime::{CallContext, Gateway, LocalBody, LocalTool, Outcome, OutcomeKind};
+use airlock_runtime::{
+    CallContext, Gateway, LocalBody, LocalTool, Outcome, OutcomeKind, ProposalRoom, RunCall,
+};
 use airlock_spec::{
     Approval, Builtin, Credentials, Effect, Mode, Policy, RateLimit, Scope, ScopeId,
     ToolDefinition, ToolName, ToolSource, ToolSpec,
@@ -100,13 +102,13 @@ fn spec_of(tool: &dyn LocalTool) -> ToolSpec {
 }
 
 #[derive(Clone, Copy)]
-enum Backend {
+pub(crate) enum Backend {
     Sqlite,
     Postgres,
 }
 
 /// Where a test's ledger lives: an SQLite file, or a fresh PostgreSQL schema.
-enum Location {
+pub(crate) enum Location {
     Sqlite(std::path::PathBuf),
     Postgres(Box<sqlx::postgres::PgConnectOptions>),
 }
@@ -114,7 +116,7 @@ enum Location {
 /// A fresh ledger's location: an SQLite file in `dir`, or a fresh PostgreSQL schema. `None`
 /// skips the PostgreSQL half outside CI when `AIRLOCK_TEST_DATABASE_URL` is unset (CI fails
 /// instead).
-async fn location(backend: Backend, dir: &tempfile::TempDir) -> Option<Location> {
+pub(crate) async fn location(backend: Backend, dir: &tempfile::TempDir) -> Option<Location> {
     match backend {
         Backend::Sqlite => Some(Location::Sqlite(dir.path().join("ledger.sqlite"))),
         Backend::Postgres => Some(Location::Postgres(Box::new(fresh_schema().await?))),
@@ -122,7 +124,7 @@ async fn location(backend: Backend, dir: &tempfile::TempDir) -> Option<Location>
 }
 
 /// A store on `location`; opened twice, two processes' stores on one database.
-async fn open(location: &Location, config: StoreConfig) -> Arc<dyn Store> {
+pub(crate) async fn open(location: &Location, config: StoreConfig) -> Arc<dyn Store> {
     match location {
         Location::Sqlite(path) => Arc::new(SqliteStore::open(path, config).await.unwrap()),
         Location::Postgres(options) => {
@@ -479,9 +481,20 @@ async fn propose_records_and_calls_nobody(backend: Backend) {
         return;
     };
     let ctx = f.ctx("c1").await;
+    let new_run = NewRun {
+        session_id: ctx.session,
+        agent: "a".into(),
+        definitions_digest: String::new(),
+        definitions_snapshot: json!({}),
+    };
+    let run = f.gateway.store().create_run(new_run).await.unwrap().id;
+    let open = RunCall {
+        run,
+        proposals: ProposalRoom::Open,
+    };
     let row = expect(
         f.gateway
-            .call(&ctx, "count", json!({"amount": 5}))
+            .call_in_run(&ctx, &open, "count", json!({"amount": 5}))
             .await
             .unwrap(),
         OutcomeKind::Proposed,
@@ -493,6 +506,26 @@ async fn propose_records_and_calls_nobody(backend: Backend) {
             arguments: &json!({"amount": 5})
         })
     );
+    assert_eq!(row.run_id, Some(run));
+    assert_eq!(f.runs(), 0);
+
+    // POLICY-12: outside a run (the MCP endpoint, `airlock call`) nobody receives a proposal:
+    // the call is stored as failed, and no proposed row is left behind.
+    let row = expect(
+        f.gateway
+            .call(&f.ctx("mcp").await, "count", json!({"amount": 5}))
+            .await
+            .unwrap(),
+        OutcomeKind::Completed,
+    );
+    assert_eq!(row.state, InvocationState::Failed);
+    let error = row.error.unwrap();
+    assert_eq!(error.kind, ToolErrorKind::Unavailable);
+    assert!(
+        error.message.contains("receives proposals"),
+        "{}",
+        error.message
+    );
     assert_eq!(f.runs(), 0);
 
     // POLICY-10 (docs/rules.md): a proposal's arguments are at most 16 KB; past that the model
@@ -500,8 +533,9 @@ async fn propose_records_and_calls_nobody(backend: Backend) {
     let note = "n".repeat(16 * 1024);
     let outcome = f
         .gateway
-        .call(
+        .call_in_run(
             &f.ctx("big").await,
+            &open,
             "count",
             json!({"amount": 5, "note": note}),
         )

@@ -1,0 +1,202 @@
+//! What an agent run keeps beside its status (docs/rules.md AGENT-5, AGENT-8): its steps (the
+//! model's turn and, once settled, the results it was shown) and its details (request, totals,
+//! answer, and the sub-agent link). The runtime owns their JSON; the ledger stores and returns
+//! it whole, so a resumed run rebuilds its conversation without asking the model again.
+//!
+//! Only the process that holds a run (its starter, or the one caller `resume_run` let resume
+//! it) writes these rows, so each write is a plain upsert.
+
+use serde_json::Value;
+use sqlx::AssertSqlSafe;
+
+use crate::batch::Batch;
+use crate::clock::to_micros;
+use crate::db::{DbPool, DbRow};
+use crate::error::LedgerError;
+use crate::ids::{RunId, SessionId};
+use crate::tx::LedgerTx;
+
+/// One step of an agent run as stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunStep {
+    /// Its number, from 1.
+    pub step: u32,
+    /// The model's turn (the runtime's JSON).
+    pub turn: Value,
+    /// The results the model was shown, once every call of the step settled.
+    pub results: Option<Value>,
+}
+
+/// What an agent run keeps besides its status.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunDetail {
+    /// The run.
+    pub run_id: RunId,
+    /// For a sub-agent's run: the run and the call that started it.
+    pub parent: Option<(RunId, String)>,
+    /// The runtime's JSON (request, totals, answer); never a credential.
+    pub detail: Value,
+}
+
+fn json_text(value: &Value) -> Result<String, LedgerError> {
+    serde_json::to_string(value).map_err(|e| LedgerError::Invalid(e.to_string()))
+}
+
+fn json_value(text: &str) -> Result<Value, LedgerError> {
+    serde_json::from_str(text).map_err(|e| LedgerError::Invalid(format!("stored run JSON: {e}")))
+}
+
+pub(crate) async fn save_step(
+    tx: &mut LedgerTx,
+    batch: &Batch,
+    run: RunId,
+    step: &RunStep,
+) -> Result<(), LedgerError> {
+    let results = step.results.as_ref().map(json_text).transpose()?;
+    tx.inner
+        .execute(
+            "INSERT INTO run_steps (run_id, step, turn, results, created_at) \
+             VALUES ($1, $2, $3, $4, $5) \
+             ON CONFLICT (run_id, step) DO UPDATE SET turn = $3, results = $4",
+            &[
+                run.to_string().into(),
+                i64::from(step.step).into(),
+                json_text(&step.turn)?.into(),
+                results.into(),
+                to_micros(batch.now).into(),
+            ],
+        )
+        .await?;
+    Ok(())
+}
+
+pub(crate) async fn save_detail(
+    tx: &mut LedgerTx,
+    batch: &Batch,
+    detail: &RunDetail,
+) -> Result<(), LedgerError> {
+    let (parent, call) = match &detail.parent {
+        Some((run, call)) => (Some(run.to_string()), Some(call.clone())),
+        None => (None, None),
+    };
+    tx.inner
+        .execute(
+            "INSERT INTO run_details (run_id, parent_run_id, parent_call_id, detail, updated_at) \
+             VALUES ($1, $2, $3, $4, $5) \
+             ON CONFLICT (run_id) DO UPDATE SET detail = $4, updated_at = $5",
+            &[
+                detail.run_id.to_string().into(),
+                parent.into(),
+                call.into(),
+                json_text(&detail.detail)?.into(),
+                to_micros(batch.now).into(),
+            ],
+        )
+        .await?;
+    Ok(())
+}
+
+pub(crate) async fn steps(pool: &DbPool, run: RunId) -> Result<Vec<RunStep>, LedgerError> {
+    let rows = pool
+        .fetch_all(
+            "SELECT step, turn, results FROM run_steps WHERE run_id = $1 ORDER BY step",
+            &[run.to_string().into()],
+        )
+        .await?;
+    rows.iter().map(read_step).collect()
+}
+
+fn read_step(row: &DbRow) -> Result<RunStep, LedgerError> {
+    let step = u32::try_from(row.req_int("step")?)
+        .map_err(|_| LedgerError::Invalid("stored run step out of range".into()))?;
+    Ok(RunStep {
+        step,
+        turn: json_value(&row.req_text("turn")?)?,
+        results: row
+            .text("results")?
+            .as_deref()
+            .map(json_value)
+            .transpose()?,
+    })
+}
+
+const DETAIL_COLUMNS: &str = "run_id, parent_run_id, parent_call_id, detail";
+
+pub(crate) async fn detail(pool: &DbPool, run: RunId) -> Result<Option<RunDetail>, LedgerError> {
+    let row = pool
+        .fetch_optional(
+            AssertSqlSafe(format!(
+                "SELECT {DETAIL_COLUMNS} FROM run_details WHERE run_id = $1"
+            )),
+            &[run.to_string().into()],
+        )
+        .await?;
+    row.as_ref().map(read_detail).transpose()
+}
+
+pub(crate) async fn child(
+    pool: &DbPool,
+    parent: RunId,
+    call_id: &str,
+) -> Result<Option<RunId>, LedgerError> {
+    let row = pool
+        .fetch_optional(
+            "SELECT run_id FROM run_details WHERE parent_run_id = $1 AND parent_call_id = $2",
+            &[parent.to_string().into(), call_id.into()],
+        )
+        .await?;
+    row.map(|r| parse_run_id(&r.req_text("run_id")?))
+        .transpose()
+}
+
+/// Runs of no parent in `status`s (a fixed list of words), oldest first, at most `limit`.
+const ROOT_RUNS: &str =
+    "id NOT IN (SELECT run_id FROM run_details WHERE parent_run_id IS NOT NULL)";
+
+pub(crate) async fn parked_roots(pool: &DbPool, limit: u32) -> Result<Vec<RunId>, LedgerError> {
+    let rows = pool
+        .fetch_all(
+            AssertSqlSafe(format!(
+                "SELECT id FROM runs WHERE status = 'parked' AND {ROOT_RUNS} \
+                 ORDER BY updated_at, id LIMIT $1"
+            )),
+            &[i64::from(limit).into()],
+        )
+        .await?;
+    rows.iter()
+        .map(|r| parse_run_id(&r.req_text("id")?))
+        .collect()
+}
+
+pub(crate) async fn open_in_session(
+    pool: &DbPool,
+    session: SessionId,
+) -> Result<Option<RunId>, LedgerError> {
+    let row = pool
+        .fetch_optional(
+            AssertSqlSafe(format!(
+                "SELECT id FROM runs WHERE session_id = $1 AND status IN ('running', 'parked') \
+                 AND {ROOT_RUNS} ORDER BY created_at LIMIT 1"
+            )),
+            &[session.to_string().into()],
+        )
+        .await?;
+    row.map(|r| parse_run_id(&r.req_text("id")?)).transpose()
+}
+
+fn read_detail(row: &DbRow) -> Result<RunDetail, LedgerError> {
+    let parent = match (row.text("parent_run_id")?, row.text("parent_call_id")?) {
+        (Some(run), Some(call)) => Some((parse_run_id(&run)?, call)),
+        _ => None,
+    };
+    Ok(RunDetail {
+        run_id: parse_run_id(&row.req_text("run_id")?)?,
+        parent,
+        detail: json_value(&row.req_text("detail")?)?,
+    })
+}
+
+fn parse_run_id(text: &str) -> Result<RunId, LedgerError> {
+    text.parse()
+        .map_err(|_| LedgerError::Invalid(format!("stored run id `{text}` is not an id")))
+}

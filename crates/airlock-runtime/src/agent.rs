@@ -1,0 +1,416 @@
+//! Agent runs (docs/rules.md AGENT): the loop that asks an agent's model for a turn, sends each
+//! of its tool calls along the one path ([`Gateway::call_in_run`], channel `run`), and feeds the
+//! results back until the model answers — parking when a call waits for a person and resuming,
+//! exactly once and in whichever process claims it, when the last one is decided.
+//!
+//! Guarantees:
+//! - every step's model turn is stored before its calls are made, and its results once they all
+//!   settled, so a resumed run rebuilds its conversation from the ledger: no completed model
+//!   turn and no recorded call is repeated (AGENT-5, AGENT-6);
+//! - a parked run resumes only through the ledger's `resume_run` compare-and-swap (AGENT-7);
+//! - a run offers the model the definitions it started with (AGENT-14);
+//! - connections supplied with a run live in memory for it only (AGENT-12);
+//! - a sub-agent is a nested run whose calls belong to the root run, so a call parked anywhere
+//!   in the tree parks the root, and the root resumes the tree (AGENT-20..AGENT-24).
+//!
+//! [`Agents`] is the interface every surface uses: [`Agents::run`], [`Agents::read`],
+//! [`Agents::cancel`]; [`resume::work`] is the background worker of a serving process.
+
+mod ctx;
+mod drive;
+mod record;
+pub mod resume;
+mod settle;
+mod turn;
+mod types;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use airlock_ledger::{NewRun, RunId, RunStatus, SessionId, Store};
+use airlock_model::{Model, ModelError};
+use airlock_spec::{AgentSpec, Scope, ScopeId};
+use tokio::sync::mpsc::Sender;
+use tokio_util::sync::CancellationToken;
+
+use crate::execute::RunConnections;
+use crate::gateway::Gateway;
+use crate::session;
+use record::{Detail, Snapshot};
+
+pub use types::{
+    AgentError, Drift, HowToApprove, Proposal, RunConnection, RunEvent, RunInvocation, RunReport,
+    RunRequest, RunState,
+};
+
+/// Builds the model an agent runs against (the binary passes `airlock_model::connect` over the
+/// guarded client and the credential the manifest names; tests pass fakes).
+pub type ModelFactory = Arc<dyn Fn(&AgentSpec) -> Result<Arc<dyn Model>, ModelError> + Send + Sync>;
+
+/// The channel a run's session and calls are recorded under.
+pub const CHANNEL: &str = "run";
+
+/// Bounds of every run (docs/rules.md AGENT-10).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Model turns per run (each sub-agent run has its own count).
+    pub max_steps: u32,
+    /// Wall-clock time a run may spend running, parked time excluded, summed over resumes.
+    pub budget: Duration,
+}
+
+impl Default for Limits {
+    /// 25 steps and 10 minutes.
+    fn default() -> Self {
+        Self {
+            max_steps: 25,
+            budget: Duration::from_secs(600),
+        }
+    }
+}
+
+/// Runs agents over one gateway. Cheap to clone.
+#[derive(Clone)]
+pub struct Agents {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    gateway: Arc<Gateway>,
+    agents: BTreeMap<String, AgentSpec>,
+    models: ModelFactory,
+    limits: Limits,
+    live: Mutex<Live>,
+}
+
+/// What this process holds of the runs it serves.
+#[derive(Default)]
+struct Live {
+    /// Sessions with a run being started or served here.
+    sessions: HashSet<SessionId>,
+    /// Supplied connections, by root run, while this process holds the run.
+    connections: HashMap<RunId, Arc<RunConnections>>,
+    /// Cancellation of the runs served here, by root run.
+    cancels: HashMap<RunId, CancellationToken>,
+}
+
+impl Agents {
+    /// Agents `agents` (the deployment's manifests) over `gateway`, whose scopes hold each
+    /// agent's tools.
+    #[must_use]
+    pub fn new(
+        gateway: Arc<Gateway>,
+        agents: BTreeMap<String, AgentSpec>,
+        models: ModelFactory,
+        limits: Limits,
+    ) -> Self {
+        let inner = Inner {
+            gateway,
+            agents,
+            models,
+            limits,
+            live: Mutex::default(),
+        };
+        Self {
+            inner: Arc::new(inner),
+        }
+    }
+
+    /// The gateway the runs call through.
+    #[must_use]
+    pub fn gateway(&self) -> &Arc<Gateway> {
+        &self.inner.gateway
+    }
+
+    fn store(&self) -> &dyn Store {
+        self.inner.gateway.store().as_ref()
+    }
+
+    fn live(&self) -> std::sync::MutexGuard<'_, Live> {
+        self.inner
+            .live
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The scope of agent `name` as the deployment serves it now.
+    fn scope(&self, name: &str) -> Option<Scope> {
+        self.inner
+            .gateway
+            .scope(&ScopeId::Agent(name.to_owned()))
+            .cloned()
+    }
+
+    /// Starts a run and drives it until it completes, fails, is cancelled or parks; `events`
+    /// hears it as it goes (`done` last), `cancel` stops it (recorded as cancelled).
+    ///
+    /// # Errors
+    /// The run could not start: unknown agent, busy or foreign session, bad request, or the
+    /// ledger failed. A run that started reports its failure in the [`RunReport`] instead.
+    pub async fn run(
+        &self,
+        request: RunRequest,
+        events: Option<Sender<RunEvent>>,
+        cancel: CancellationToken,
+    ) -> Result<RunReport, AgentError> {
+        let scope = self
+            .scope(&request.agent)
+            .filter(|_| self.inner.agents.contains_key(&request.agent))
+            .ok_or_else(|| AgentError::UnknownAgent(request.agent.clone()))?;
+        check_request(&request)?;
+        let session = self.claim_session(&request, &scope).await?;
+        let started = self.start_run(&request, &scope, session).await;
+        let run = match started {
+            Ok(run) => run,
+            Err(e) => {
+                self.live().sessions.remove(&session);
+                return Err(e);
+            }
+        };
+        let connections = supplied(&request);
+        self.serve(run, Some(connections), events, cancel).await
+    }
+
+    /// The report of run `id`, read from the ledger (any process, after any restart).
+    ///
+    /// # Errors
+    /// [`AgentError::RunNotFound`], or the ledger failed.
+    pub async fn read(&self, id: RunId) -> Result<RunReport, AgentError> {
+        let scopes = |name: &str| self.scope(name);
+        match record::report(self.store(), id, &scopes).await {
+            Ok(report) => Ok(report),
+            Err(airlock_ledger::LedgerError::RunNotFound(_)) => Err(AgentError::RunNotFound(id)),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Cancels run `id`: a run served here stops at its next step; a parked one is cancelled
+    /// at once and its waiting calls expire (docs/rules.md AGENT-9).
+    ///
+    /// # Errors
+    /// [`AgentError::RunNotFound`], [`AgentError::RunEnded`], or the ledger failed.
+    pub async fn cancel(&self, id: RunId) -> Result<RunReport, AgentError> {
+        let run = match self.store().get_run(id).await {
+            Ok(run) => run,
+            Err(airlock_ledger::LedgerError::RunNotFound(_)) => {
+                return Err(AgentError::RunNotFound(id));
+            }
+            Err(e) => return Err(e.into()),
+        };
+        if run.status.is_terminal() {
+            return Err(AgentError::RunEnded {
+                run: id,
+                status: RunState::from_status(run.status),
+            });
+        }
+        if let Some(token) = self.live().cancels.get(&id) {
+            token.cancel();
+        }
+        match self.store().cancel_run(id).await {
+            // The loop served here may have ended it first; the report says how.
+            Ok(_) | Err(airlock_ledger::LedgerError::RunWrongState { .. }) => {}
+            Err(e) => return Err(e.into()),
+        }
+        tracing::info!(target: crate::EVENTS, run = %id, "run cancelled");
+        self.read(id).await
+    }
+
+    /// Drives a parked root run this caller just resumed (`resume_run` said so): the resume
+    /// worker's entry. Connections supplied with the run are used if this process still holds
+    /// them; otherwise `airlock.toml`'s (AGENT-12).
+    ///
+    /// # Errors
+    /// As [`Agents::read`].
+    pub async fn continue_resumed(&self, id: RunId) -> Result<RunReport, AgentError> {
+        let run = self.store().get_run(id).await?;
+        self.live().sessions.insert(run.session_id);
+        self.serve(id, None, None, CancellationToken::new()).await
+    }
+
+    /// Serves root run `run` until it ends or parks, then reports it.
+    async fn serve(
+        &self,
+        run: RunId,
+        connections: Option<Arc<RunConnections>>,
+        events: Option<Sender<RunEvent>>,
+        cancel: CancellationToken,
+    ) -> Result<RunReport, AgentError> {
+        let connections = {
+            let mut live = self.live();
+            live.cancels.insert(run, cancel.clone());
+            match connections {
+                Some(c) => {
+                    live.connections.insert(run, Arc::clone(&c));
+                    c
+                }
+                None => live.connections.get(&run).cloned().unwrap_or_default(),
+            }
+        };
+        let driven = crate::execute::RUN_CONNECTIONS
+            .scope(
+                connections,
+                drive::serve_root(self, run, events.as_ref(), &cancel),
+            )
+            .await;
+        let report = self.read(run).await;
+        self.release(run, report.as_ref().ok());
+        driven?;
+        let report = report?;
+        if let Some(events) = &events {
+            ctx::send_done(events, &report).await;
+        }
+        Ok(report)
+    }
+
+    /// Forgets what this process held for `run` once it no longer serves it.
+    fn release(&self, run: RunId, report: Option<&RunReport>) {
+        let mut live = self.live();
+        live.cancels.remove(&run);
+        if let Some(report) = report {
+            live.sessions.remove(&report.session_id);
+            if report.status != RunState::Parked {
+                live.connections.remove(&run);
+            }
+        }
+    }
+
+    /// The session to run in, marked busy here; refused if a run of it has not ended.
+    async fn claim_session(
+        &self,
+        request: &RunRequest,
+        scope: &Scope,
+    ) -> Result<SessionId, AgentError> {
+        let session = match request.session_id {
+            Some(id) => self.existing_session(id, request, scope).await?,
+            None => {
+                let principal = request.principal.clone();
+                self.inner
+                    .gateway
+                    .open_session(CHANNEL, principal, &scope.id)
+                    .await
+                    .map_err(ledger_of)?
+            }
+        };
+        if !self.live().sessions.insert(session) {
+            let run = self.store().open_run_in_session(session).await?;
+            return Err(busy(session, run));
+        }
+        match self.store().open_run_in_session(session).await {
+            Ok(None) => Ok(session),
+            Ok(Some(run)) => {
+                self.live().sessions.remove(&session);
+                Err(AgentError::SessionBusy { session, run })
+            }
+            Err(e) => {
+                self.live().sessions.remove(&session);
+                Err(e.into())
+            }
+        }
+    }
+
+    async fn existing_session(
+        &self,
+        id: SessionId,
+        request: &RunRequest,
+        scope: &Scope,
+    ) -> Result<SessionId, AgentError> {
+        let opened = match self.store().get_session(id).await {
+            Ok(s) => s,
+            Err(airlock_ledger::LedgerError::SessionNotFound(_)) => {
+                return Err(AgentError::UnknownSession(id));
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let same_scope = session::scope(&opened).as_ref() == Some(&scope.id);
+        if !same_scope || opened.principal != request.principal {
+            return Err(AgentError::ForeignSession(id));
+        }
+        Ok(id)
+    }
+
+    /// Records the run (status `running`), its snapshot and its details.
+    async fn start_run(
+        &self,
+        request: &RunRequest,
+        scope: &Scope,
+        session: SessionId,
+    ) -> Result<RunId, AgentError> {
+        let snapshot = Snapshot::of(scope);
+        let new = NewRun {
+            session_id: session,
+            agent: request.agent.clone(),
+            definitions_digest: scope.digest(),
+            definitions_snapshot: snapshot.to_value(),
+        };
+        let run = self.store().create_run(new).await?;
+        let detail = Detail {
+            input: request.input.clone(),
+            context: request.context.clone(),
+            principal: request.principal.clone(),
+            proposals_enabled: request.proposals_enabled,
+            root: run.id,
+            via: None,
+            usage: airlock_model::Usage::default(),
+            elapsed_ms: 0,
+            answer: None,
+            error: None,
+        };
+        detail.save(self.store(), run.id, None).await?;
+        tracing::info!(target: crate::EVENTS, run = %run.id, agent = %request.agent, "run started");
+        Ok(run.id)
+    }
+}
+
+/// Largest input accepted, in bytes.
+pub const MAX_INPUT_BYTES: usize = 256 * 1024;
+
+fn check_request(request: &RunRequest) -> Result<(), AgentError> {
+    if request.input.trim().is_empty() {
+        return Err(AgentError::BadRequest("`input` is empty".into()));
+    }
+    if request.input.len() > MAX_INPUT_BYTES {
+        return Err(AgentError::BadRequest(format!(
+            "`input` is {} bytes; the limit is {MAX_INPUT_BYTES}",
+            request.input.len()
+        )));
+    }
+    for (name, connection) in &request.connections {
+        if url::Url::parse(&connection.base_url).is_err() {
+            // The URL only: never the credential beside it.
+            return Err(AgentError::BadRequest(format!(
+                "`connections.{name}.base_url` is not a URL"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The request's connections, in memory for this run only.
+fn supplied(request: &RunRequest) -> Arc<RunConnections> {
+    let mut connections = RunConnections::default();
+    for (name, c) in &request.connections {
+        connections.insert(name, &c.base_url, &c.credential);
+    }
+    Arc::new(connections)
+}
+
+fn busy(session: SessionId, run: Option<RunId>) -> AgentError {
+    match run {
+        Some(run) => AgentError::SessionBusy { session, run },
+        // Being started in this process right now: no run row yet to name.
+        None => AgentError::BadRequest(format!("session {session} is starting another run")),
+    }
+}
+
+fn ledger_of(error: crate::GatewayError) -> AgentError {
+    match error {
+        crate::GatewayError::Ledger(e) => AgentError::Ledger(e),
+        other => AgentError::BadRequest(other.to_string()),
+    }
+}
+
+/// Whether a stored status is one the loop may go on from.
+fn is_open(status: RunStatus) -> bool {
+    matches!(status, RunStatus::Running | RunStatus::Parked)
+}

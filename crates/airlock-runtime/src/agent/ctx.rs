@@ -1,0 +1,229 @@
+//! A run being driven in this process ([`RunCtx`]): loaded from the ledger, its events, its
+//! time spent (docs/rules.md AGENT-10), and how its ending is written ([`finish`]).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use airlock_ledger::{LedgerError, RunId, RunStatus, RunStep, SessionId};
+use airlock_model::{ToolResult, Turn};
+use airlock_spec::{AgentSpec, ScopeId};
+use tokio::sync::mpsc::Sender;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::Agents;
+use super::record::{Detail, Snapshot};
+use super::types::{AgentError, RunEvent, RunReport};
+
+/// How a run's driving stopped.
+#[derive(Debug, Clone)]
+pub(super) enum Ending {
+    /// The model answered.
+    Completed(String),
+    /// A bound was reached, or the model failed; the reason.
+    Failed(String),
+    /// Its caller cancelled it.
+    Cancelled,
+    /// Some call (here or below) waits for a person.
+    Parked,
+}
+
+/// One stored step, read back.
+pub(super) struct Step {
+    pub(super) turn: Turn,
+    pub(super) results: Option<Vec<ToolResult>>,
+}
+
+/// A run being driven in this process.
+pub(super) struct RunCtx<'e> {
+    pub(super) run: RunId,
+    pub(super) session: SessionId,
+    pub(super) agent: Arc<AgentSpec>,
+    pub(super) scope: ScopeId,
+    pub(super) detail: Detail,
+    pub(super) parent: Option<(RunId, String)>,
+    pub(super) snapshot: Snapshot,
+    pub(super) steps: Vec<Step>,
+    pub(super) status: RunStatus,
+    pub(super) events: Option<&'e Sender<RunEvent>>,
+    /// A sub-agent's run: its tokens, status and `done` are not the caller's events.
+    pub(super) nested: bool,
+    pub(super) cancel: CancellationToken,
+    since: Instant,
+}
+
+impl<'e> RunCtx<'e> {
+    /// Loads run `run` from the ledger.
+    pub(super) async fn load(
+        agents: &Agents,
+        run: RunId,
+        parent: Option<(RunId, String)>,
+        events: Option<&'e Sender<RunEvent>>,
+        cancel: &CancellationToken,
+    ) -> Result<Self, AgentError> {
+        let store = agents.store();
+        let row = store.get_run(run).await?;
+        let (detail, _) = Detail::load(store, run).await?;
+        let snapshot = Snapshot::read(&row.definitions_snapshot)?;
+        let steps = store
+            .run_steps(run)
+            .await?
+            .into_iter()
+            .map(read_step)
+            .collect::<Result<_, _>>()?;
+        let agent = agents
+            .inner
+            .agents
+            .get(&row.agent)
+            .cloned()
+            .unwrap_or_else(|| placeholder(&row.agent));
+        let ctx = Self {
+            run,
+            session: row.session_id,
+            agent: Arc::new(agent),
+            scope: ScopeId::Agent(row.agent.clone()),
+            detail,
+            nested: parent.is_some(),
+            parent,
+            snapshot,
+            steps,
+            status: row.status,
+            events,
+            cancel: cancel.clone(),
+            since: Instant::now(),
+        };
+        ctx.report_drift(agents);
+        Ok(ctx)
+    }
+
+    /// Sends `event` to the caller, if it listens; a caller gone does not stop the run.
+    pub(super) async fn emit(&self, event: RunEvent) {
+        let caller_only = matches!(
+            event,
+            RunEvent::Token { .. } | RunEvent::Status { .. } | RunEvent::Done { .. }
+        );
+        if self.nested && caller_only {
+            return;
+        }
+        if let Some(events) = self.events {
+            let _ = events.send(event).await;
+        }
+    }
+
+    /// Time spent running, over every resume (AGENT-10).
+    pub(super) fn elapsed(&self) -> Duration {
+        Duration::from_millis(self.detail.elapsed_ms) + self.since.elapsed()
+    }
+
+    /// Stores the details, with the time spent so far folded in.
+    pub(super) async fn save(&mut self, agents: &Agents) -> Result<(), AgentError> {
+        let spent = u64::try_from(self.since.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.detail.elapsed_ms = self.detail.elapsed_ms.saturating_add(spent);
+        self.since = Instant::now();
+        let parent = self.parent.clone();
+        self.detail.save(agents.store(), self.run, parent).await?;
+        Ok(())
+    }
+
+    /// Logs drift of the deployment since the run started (AGENT-15); never fatal.
+    fn report_drift(&self, agents: &Agents) {
+        if let Some(drift) = self.snapshot.drift(agents.scope(&self.agent.name).as_ref()) {
+            tracing::warn!(
+                target: crate::EVENTS,
+                run = %self.run,
+                agent = %self.agent.name,
+                removed = ?drift.removed,
+                added = ?drift.added,
+                changed = ?drift.changed,
+                "definitions drifted since the run started; it goes on with its snapshot"
+            );
+        }
+    }
+}
+
+/// An agent no longer declared: its run fails at its next model turn, saying so.
+fn placeholder(name: &str) -> AgentSpec {
+    AgentSpec {
+        name: name.to_owned(),
+        file: std::path::PathBuf::new(),
+        description: None,
+        model: airlock_spec::ModelSpec {
+            provider: String::new(),
+            model: String::new(),
+            endpoint: None,
+            credential: None,
+        },
+        system_prompt: String::new(),
+        tools: Vec::new(),
+    }
+}
+
+fn read_step(step: RunStep) -> Result<Step, LedgerError> {
+    let bad = |e: serde_json::Error| LedgerError::Invalid(format!("stored run step: {e}"));
+    Ok(Step {
+        turn: serde_json::from_value(step.turn).map_err(bad)?,
+        results: step
+            .results
+            .map(serde_json::from_value)
+            .transpose()
+            .map_err(bad)?,
+    })
+}
+
+/// Writes `ending` to the ledger: answer or error in the details, then the run's status.
+pub(super) async fn finish(
+    agents: &Agents,
+    ctx: &mut RunCtx<'_>,
+    ending: Ending,
+) -> Result<(), AgentError> {
+    let store = agents.store();
+    let (status, reason) = match ending {
+        Ending::Completed(answer) => {
+            ctx.detail.answer = Some(answer);
+            (RunStatus::Succeeded, None)
+        }
+        Ending::Failed(reason) => {
+            ctx.detail.error = Some(reason.clone());
+            (RunStatus::Failed, Some(reason))
+        }
+        Ending::Cancelled => (RunStatus::Cancelled, Some("cancelled".to_owned())),
+        Ending::Parked => (RunStatus::Parked, None),
+    };
+    ctx.save(agents).await?;
+    let written = match status {
+        RunStatus::Parked => store.park_run(ctx.run).await,
+        RunStatus::Cancelled => store.cancel_run(ctx.run).await,
+        _ => store.end_run(ctx.run, status, reason).await,
+    };
+    match written {
+        Ok(run) => ctx.status = run.status,
+        // Ended meanwhile by someone else (a cancel, an expired approval): that stands.
+        Err(LedgerError::RunWrongState { actual, .. }) => ctx.status = actual,
+        Err(e) => return Err(e.into()),
+    }
+    let (run, status) = (ctx.run, ctx.status.as_str());
+    tracing::info!(target: crate::EVENTS, %run, status, steps = ctx.steps.len(), "run stopped");
+    Ok(())
+}
+
+/// Sends the last event of a run served to its caller: `done`, with the status it stopped in
+/// (`parked` too: the caller's stream ends there; the run resumes without it).
+pub(super) async fn send_done(events: &Sender<RunEvent>, report: &RunReport) {
+    let done = RunEvent::Done {
+        run_id: report.run_id,
+        status: report.status,
+        answer: report.answer.clone(),
+        session_id: report.session_id,
+        usage: report.usage,
+        proposals: report.proposals.clone(),
+    };
+    let _ = events.send(done).await;
+}
+
+/// The failure reason of a run that spent its wall-clock budget.
+pub(super) fn budget_spent(budget: Duration) -> String {
+    format!(
+        "the run spent its wall-clock budget of {} s",
+        budget.as_secs()
+    )
+}

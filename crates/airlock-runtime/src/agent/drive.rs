@@ -1,0 +1,358 @@
+//! The loop of one run (docs/rules.md AGENT-3..AGENT-10, AGENT-20..AGENT-23): rebuild the
+//! conversation from the stored steps, settle a step whose calls are not all settled, ask the
+//! model for the next turn, store it, and again — until the model answers, a bound is reached, a
+//! call parks, or the run is cancelled. A sub-agent's call drives its nested run here, and
+//! [`serve_root`] serves a root run to its stop.
+
+use std::sync::Arc;
+
+use airlock_ledger::{LedgerError, NewRun, ResumeOutcome, RunId, RunStatus, RunStep};
+use airlock_model::{Model, ToolCall, ToolResult, Turn};
+use futures::future::BoxFuture;
+use serde_json::Value;
+use tokio::sync::mpsc::Sender;
+use tokio_util::sync::CancellationToken;
+
+use super::ctx::{Ending, RunCtx, Step, budget_spent, finish};
+use super::record::{self, Detail, Snapshot};
+use super::settle::{self, Settled};
+use super::turn::{self, Asked};
+use super::types::{AgentError, RunEvent, RunState};
+use super::{Agents, CHANNEL, is_open};
+
+/// How a step's calls stood once each was sent.
+enum StepEnd {
+    /// Every call settled: the results the model is shown, in the calls' order.
+    Settled(Vec<ToolResult>),
+    /// At least one call waits for a person.
+    Parked,
+    /// The run was cancelled meanwhile.
+    Cancelled,
+}
+
+/// Serves root run `run`: drives it, writes its ending, and — when it parked but its last
+/// waiting call was decided meanwhile — resumes it at once through the same compare-and-swap
+/// every resumer uses.
+pub(super) async fn serve_root(
+    agents: &Agents,
+    run: RunId,
+    events: Option<&Sender<RunEvent>>,
+    cancel: &CancellationToken,
+) -> Result<(), AgentError> {
+    let mut ctx = RunCtx::load(agents, run, None, events, cancel).await?;
+    loop {
+        if !is_open(ctx.status) {
+            return Ok(());
+        }
+        ctx.emit(RunEvent::Status {
+            run_id: run,
+            status: RunState::Running,
+        })
+        .await;
+        let ending = match drive(agents, &mut ctx).await {
+            Ok(ending) => ending,
+            Err(error) => {
+                let reason = format!("internal error: {error}");
+                let _ = agents
+                    .store()
+                    .end_run(run, RunStatus::Failed, Some(reason))
+                    .await;
+                return Err(error);
+            }
+        };
+        let parked = matches!(ending, Ending::Parked);
+        finish(agents, &mut ctx, ending).await?;
+        if !parked {
+            return Ok(());
+        }
+        ctx.emit(RunEvent::Status {
+            run_id: run,
+            status: RunState::Parked,
+        })
+        .await;
+        // Decided between the calls' records and the park: nobody else would resume it.
+        match agents.store().resume_run(run).await? {
+            ResumeOutcome::Resumed => ctx.status = RunStatus::Running,
+            ResumeOutcome::StillWaiting | ResumeOutcome::NotParked(_) => return Ok(()),
+        }
+    }
+}
+
+/// Drives `ctx` until it ends or parks; ledger failures are errors, everything else an
+/// [`Ending`]. Boxed: a sub-agent's run drives the loop again from inside a step (the agent
+/// graph is acyclic, so the nesting is finite).
+pub(super) fn drive<'a>(
+    agents: &'a Agents,
+    ctx: &'a mut RunCtx<'_>,
+) -> BoxFuture<'a, Result<Ending, AgentError>> {
+    Box::pin(drive_steps(agents, ctx))
+}
+
+async fn drive_steps(agents: &Agents, ctx: &mut RunCtx<'_>) -> Result<Ending, AgentError> {
+    let limits = agents.inner.limits;
+    let mut model: Option<Arc<dyn Model>> = None;
+    // Each pass stores a step or settles one, and steps are bounded by `max_steps`.
+    loop {
+        if ctx.cancel.is_cancelled() {
+            return Ok(Ending::Cancelled);
+        }
+        let pending = ctx.steps.last().is_some_and(|s| s.results.is_none());
+        if pending {
+            match step(agents, ctx).await? {
+                StepEnd::Settled(results) => store_results(agents, ctx, results).await?,
+                StepEnd::Parked => return Ok(Ending::Parked),
+                StepEnd::Cancelled => return Ok(Ending::Cancelled),
+            }
+            continue;
+        }
+        if let Some(last) = ctx.steps.last().filter(|s| s.turn.tool_calls.is_empty()) {
+            return Ok(Ending::Completed(last.turn.text.clone()));
+        }
+        if let Some(ending) = over_bounds(agents, ctx, limits).await? {
+            return Ok(ending);
+        }
+        let model = match &model {
+            Some(m) => Arc::clone(m),
+            None => match (agents.inner.models)(&ctx.agent) {
+                Ok(m) => Arc::clone(model.insert(m)),
+                Err(e) => return Ok(Ending::Failed(format!("model: {e}"))),
+            },
+        };
+        let remaining = limits.budget.saturating_sub(ctx.elapsed());
+        let turn = match turn::ask(ctx, model.as_ref(), remaining).await {
+            Asked::Turn(turn) => turn,
+            Asked::Failed(reason) => return Ok(Ending::Failed(reason)),
+            Asked::Cancelled => return Ok(Ending::Cancelled),
+        };
+        store_turn(agents, ctx, turn).await?;
+    }
+}
+
+/// The ending a bound imposes before another model turn, if any (AGENT-10); also stops a run
+/// another process cancelled or failed meanwhile.
+async fn over_bounds(
+    agents: &Agents,
+    ctx: &RunCtx<'_>,
+    limits: super::Limits,
+) -> Result<Option<Ending>, AgentError> {
+    let steps = u32::try_from(ctx.steps.len()).unwrap_or(u32::MAX);
+    if steps >= limits.max_steps {
+        let max = limits.max_steps;
+        return Ok(Some(Ending::Failed(format!(
+            "the run took {max} steps without an answer (max_steps {max})"
+        ))));
+    }
+    if ctx.elapsed() >= limits.budget {
+        return Ok(Some(Ending::Failed(budget_spent(limits.budget))));
+    }
+    let status = agents.store().get_run(ctx.run).await?.status;
+    Ok((!is_open(status)).then_some(Ending::Cancelled))
+}
+
+async fn store_turn(agents: &Agents, ctx: &mut RunCtx<'_>, turn: Turn) -> Result<(), AgentError> {
+    let number = u32::try_from(ctx.steps.len() + 1).unwrap_or(u32::MAX);
+    let step = RunStep {
+        step: number,
+        turn: to_json(&turn)?,
+        results: None,
+    };
+    agents.store().save_run_step(ctx.run, step).await?;
+    ctx.detail.usage += turn.usage;
+    ctx.save(agents).await?;
+    ctx.steps.push(Step {
+        turn,
+        results: None,
+    });
+    Ok(())
+}
+
+async fn store_results(
+    agents: &Agents,
+    ctx: &mut RunCtx<'_>,
+    results: Vec<ToolResult>,
+) -> Result<(), AgentError> {
+    let number = u32::try_from(ctx.steps.len()).unwrap_or(u32::MAX);
+    let Some(last) = ctx.steps.last_mut() else {
+        return Ok(());
+    };
+    let step = RunStep {
+        step: number,
+        turn: to_json(&last.turn)?,
+        results: Some(to_json(&results)?),
+    };
+    agents.store().save_run_step(ctx.run, step).await?;
+    last.results = Some(results);
+    ctx.save(agents).await
+}
+
+fn to_json<T: serde::Serialize>(value: &T) -> Result<serde_json::Value, AgentError> {
+    serde_json::to_value(value).map_err(|e| AgentError::Ledger(LedgerError::Invalid(e.to_string())))
+}
+
+/// Sends every call of the last step and reports how they stand.
+async fn step(agents: &Agents, ctx: &mut RunCtx<'_>) -> Result<StepEnd, AgentError> {
+    let number = u32::try_from(ctx.steps.len()).unwrap_or(u32::MAX);
+    let calls: Vec<ToolCall> = ctx
+        .steps
+        .last()
+        .map(|s| s.turn.tool_calls.clone())
+        .unwrap_or_default();
+    let mut results = Vec::with_capacity(calls.len());
+    let mut parked = false;
+    for (index, call) in calls.iter().enumerate() {
+        ctx.emit(RunEvent::ToolCall {
+            step: number,
+            call_id: call.id.clone(),
+            tool: call.name.clone(),
+            arguments: call.arguments.clone(),
+        })
+        .await;
+        let call_id = record::call_id(ctx.run, number, index);
+        match one(agents, ctx, &call_id, call).await? {
+            Settled::Result { content, is_error } => {
+                ctx.emit(RunEvent::ToolResult {
+                    step: number,
+                    call_id: call.id.clone(),
+                    tool: call.name.clone(),
+                    content: content.clone(),
+                    is_error,
+                })
+                .await;
+                let call_id = call.id.clone();
+                results.push(ToolResult {
+                    call_id,
+                    content,
+                    is_error,
+                });
+            }
+            Settled::Waiting => parked = true,
+            Settled::Cancelled => return Ok(StepEnd::Cancelled),
+        }
+    }
+    Ok(if parked {
+        StepEnd::Parked
+    } else {
+        StepEnd::Settled(results)
+    })
+}
+
+/// One call: a tool the snapshot lacks, a sub-agent, or the one path.
+async fn one(
+    agents: &Agents,
+    ctx: &mut RunCtx<'_>,
+    call_id: &str,
+    call: &ToolCall,
+) -> Result<Settled, AgentError> {
+    let Some(tool) = ctx.snapshot.tool(&call.name) else {
+        return Ok(settle::error(format!(
+            "unknown tool `{}`: this agent has no tool of that name; nothing was called",
+            call.name
+        )));
+    };
+    match tool.sub_agent.clone() {
+        Some(agent) => sub_agent(agents, ctx, call_id, &agent, &call.arguments).await,
+        None => settle::through_gateway(agents, ctx, call_id, call).await,
+    }
+}
+
+/// A sub-agent's call (AGENT-20): its nested run, started once and found again on replay.
+async fn sub_agent(
+    agents: &Agents,
+    ctx: &mut RunCtx<'_>,
+    call_id: &str,
+    agent: &str,
+    arguments: &Value,
+) -> Result<Settled, AgentError> {
+    let Some(input) = arguments.get("input").and_then(Value::as_str) else {
+        return Ok(settle::error(
+            "`input` (a string) is required: what to ask the agent".into(),
+        ));
+    };
+    let store = agents.store();
+    let child = match store.child_run(ctx.run, call_id.to_owned()).await? {
+        Some(child) => child,
+        None => match start_child(agents, ctx, call_id, agent, input).await? {
+            Some(child) => child,
+            None => {
+                return Ok(settle::error(format!(
+                    "sub-agent `{agent}` is not served by this deployment"
+                )));
+            }
+        },
+    };
+    let parent = Some((ctx.run, call_id.to_owned()));
+    let mut run = RunCtx::load(agents, child, parent, ctx.events, &ctx.cancel).await?;
+    let ending = match run.status {
+        RunStatus::Succeeded => Ending::Completed(run.detail.answer.clone().unwrap_or_default()),
+        RunStatus::Failed => Ending::Failed(run.detail.error.clone().unwrap_or_default()),
+        RunStatus::Cancelled => return Ok(Settled::Cancelled),
+        RunStatus::Parked | RunStatus::Running => {
+            // The root was resumed by this caller alone, so the tree below is this caller's.
+            if run.status == RunStatus::Parked {
+                let resumed = store.resume_run(child).await?;
+                if let ResumeOutcome::NotParked(status) = resumed {
+                    run.status = status;
+                }
+            }
+            let ending = drive(agents, &mut run).await?;
+            finish(agents, &mut run, ending.clone()).await?;
+            if !matches!(ending, Ending::Parked) {
+                ctx.detail.usage += run.detail.usage;
+            }
+            ending
+        }
+    };
+    Ok(match ending {
+        Ending::Completed(answer) => Settled::Result {
+            content: answer,
+            is_error: false,
+        },
+        Ending::Failed(reason) => settle::error(format!("sub-agent `{agent}` failed: {reason}")),
+        Ending::Cancelled => Settled::Cancelled,
+        Ending::Parked => Settled::Waiting,
+    })
+}
+
+/// Starts the nested run of call `call_id`: its own session (in the sub-agent's scope, so a
+/// decision on its calls resolves them there), its own snapshot, the root's tree.
+async fn start_child(
+    agents: &Agents,
+    ctx: &RunCtx<'_>,
+    call_id: &str,
+    agent: &str,
+    input: &str,
+) -> Result<Option<RunId>, AgentError> {
+    let Some(scope) = agents.scope(agent) else {
+        return Ok(None);
+    };
+    let principal = ctx.detail.principal.clone();
+    let session = agents
+        .gateway()
+        .open_session(CHANNEL, principal.clone(), &scope.id)
+        .await
+        .map_err(super::ledger_of)?;
+    let new = NewRun {
+        session_id: session,
+        agent: agent.to_owned(),
+        definitions_digest: scope.digest(),
+        definitions_snapshot: Snapshot::of(&scope).to_value(),
+    };
+    let run = agents.store().create_run(new).await?;
+    let detail = Detail {
+        input: input.to_owned(),
+        context: None,
+        principal,
+        proposals_enabled: ctx.detail.proposals_enabled,
+        root: ctx.detail.root,
+        // The root's direct sub-agent names every proposal below it (AGENT-22).
+        via: ctx.detail.via.clone().or_else(|| Some(agent.to_owned())),
+        usage: airlock_model::Usage::default(),
+        elapsed_ms: 0,
+        answer: None,
+        error: None,
+    };
+    detail
+        .save(agents.store(), run.id, Some((ctx.run, call_id.to_owned())))
+        .await?;
+    Ok(Some(run.id))
+}

@@ -1,0 +1,195 @@
+//! One call of a step along the one path (docs/rules.md AGENT-2..AGENT-4, AGENT-16): under a
+//! call id derived from (run, step, index), so a replay after a park or a restart finds the row
+//! it recorded instead of recording it again; what the model is shown for the row, or that it
+//! waits for a person; and whether a proposal may be recorded (POLICY-10, POLICY-12).
+
+use std::time::Duration;
+
+use airlock_ledger::{Invocation, InvocationState, Settlement};
+use airlock_model::ToolCall;
+use airlock_spec::Mode;
+use serde_json::Value;
+
+use super::ctx::RunCtx;
+use super::types::{AgentError, HowToApprove, RunEvent};
+use super::{Agents, CHANNEL};
+use crate::gateway::{CallContext, GatewayError, MAX_PROPOSALS_PER_RUN, ProposalRoom, RunCall};
+use crate::outcome::{Outcome, OutcomeKind};
+
+/// One call's state.
+pub(super) enum Settled {
+    /// Settled: what the model reads.
+    Result { content: String, is_error: bool },
+    /// Waits for a person.
+    Waiting,
+    /// The run was cancelled meanwhile.
+    Cancelled,
+}
+
+pub(super) fn error(content: String) -> Settled {
+    Settled::Result {
+        content,
+        is_error: true,
+    }
+}
+
+/// A call along the one path ([`crate::Gateway::call_in_run`]), channel `run`.
+pub(super) async fn through_gateway(
+    agents: &Agents,
+    ctx: &RunCtx<'_>,
+    call_id: &str,
+    call: &ToolCall,
+) -> Result<Settled, AgentError> {
+    let context = CallContext {
+        scope: ctx.scope.clone(),
+        session: ctx.session,
+        call_id: call_id.to_owned(),
+        principal: ctx.detail.principal.clone(),
+        channel: CHANNEL,
+    };
+    let run = RunCall {
+        run: ctx.detail.root,
+        proposals: room(agents, ctx, &call.name).await?,
+    };
+    let gateway = agents.gateway();
+    let outcome = match gateway
+        .call_in_run(&context, &run, &call.name, call.arguments.clone())
+        .await
+    {
+        Ok(outcome) => outcome,
+        // In the snapshot, gone from the deployment (AGENT-16): loud, naming the tool.
+        Err(GatewayError::UnknownTool(_)) => {
+            tracing::warn!(target: crate::EVENTS, run = %ctx.run, tool = %call.name, "a tool of the run's snapshot is no longer served");
+            return Ok(error(format!(
+                "tool `{}` is no longer served by this deployment (it was when this run started); nothing was called",
+                call.name
+            )));
+        }
+        Err(e @ (GatewayError::CallIdReused { .. } | GatewayError::UnknownScope(_))) => {
+            return Ok(error(e.to_string()));
+        }
+        Err(GatewayError::Ledger(e)) => return Err(e.into()),
+    };
+    settled(agents, ctx, outcome).await
+}
+
+/// Whether a proposal may be recorded now: the run's caller receives proposals and the tree
+/// holds fewer than [`MAX_PROPOSALS_PER_RUN`] (POLICY-10, POLICY-12).
+async fn room(agents: &Agents, ctx: &RunCtx<'_>, tool: &str) -> Result<ProposalRoom, AgentError> {
+    let proposes = agents
+        .gateway()
+        .scope(&ctx.scope)
+        .and_then(|s| s.get(tool))
+        .is_some_and(|t| t.policy.mode == Mode::Propose);
+    if !proposes {
+        return Ok(ProposalRoom::Open);
+    }
+    if !ctx.detail.proposals_enabled {
+        return Ok(ProposalRoom::NoReceiver);
+    }
+    let rows = agents.store().run_invocations(ctx.detail.root).await?;
+    let held = rows
+        .iter()
+        .filter(|r| r.state == InvocationState::Proposed)
+        .count();
+    Ok(if held >= MAX_PROPOSALS_PER_RUN {
+        ProposalRoom::Full
+    } else {
+        ProposalRoom::Open
+    })
+}
+
+/// How long one wait for a row another claimer runs lasts before looking again.
+const WAIT: Duration = Duration::from_secs(30);
+/// Most looks at a row another claimer runs before the step parks on it.
+const MAX_WAITS: usize = 20;
+
+/// What the model is shown for `outcome`, or that it waits. A row approved but not yet run is
+/// run here if this caller claims it first; one another claimer runs is waited for.
+async fn settled(
+    agents: &Agents,
+    ctx: &RunCtx<'_>,
+    outcome: Outcome,
+) -> Result<Settled, AgentError> {
+    let mut row = outcome.into_invocation();
+    for _ in 0..MAX_WAITS {
+        match row.state {
+            InvocationState::Approved | InvocationState::Pending => {
+                row = match agents.gateway().continue_approved(row.id).await {
+                    Ok(outcome) => outcome.into_invocation(),
+                    Err(GatewayError::Ledger(e)) => return Err(e.into()),
+                    Err(e) => return Ok(error(e.to_string())),
+                };
+            }
+            InvocationState::Running => {
+                let deadline = tokio::time::Instant::now() + WAIT;
+                let waited = agents
+                    .store()
+                    .wait_for_change(row.id, Some(row.version), deadline);
+                row = tokio::select! {
+                    () = ctx.cancel.cancelled() => return Ok(Settled::Cancelled),
+                    row = waited => row?,
+                };
+            }
+            _ => return Ok(shown(agents, ctx, &row).await),
+        }
+    }
+    Ok(Settled::Waiting)
+}
+
+/// What the model reads for a row that left the claimers' hands.
+async fn shown(agents: &Agents, ctx: &RunCtx<'_>, row: &Invocation) -> Settled {
+    let outcome = Outcome::from_row(row.clone());
+    match outcome.kind() {
+        OutcomeKind::Parked => {
+            let how = HowToApprove {
+                cli: agents.gateway().how_to_decide(row),
+                http: format!("POST /v1/approvals/{}/decision", row.id),
+            };
+            let (invocation_id, tool) = (row.id, row.tool.clone());
+            ctx.emit(RunEvent::ApprovalRequired {
+                invocation_id,
+                tool,
+                how,
+            })
+            .await;
+            Settled::Waiting
+        }
+        OutcomeKind::Proposed => Settled::Result {
+            content: format!(
+                "Recorded as proposal {} for a person's approval. It was NOT executed: do not say it was done.",
+                row.id
+            ),
+            is_error: false,
+        },
+        OutcomeKind::Completed
+        | OutcomeKind::Denied
+        | OutcomeKind::Expired
+        | OutcomeKind::Abandoned => settlement_text(row),
+    }
+}
+
+fn settlement_text(row: &Invocation) -> Settled {
+    let ok = |content: String| Settled::Result {
+        content,
+        is_error: false,
+    };
+    match row.settlement() {
+        Some(Settlement::Succeeded(Value::String(text))) => ok(text.clone()),
+        Some(Settlement::Succeeded(value)) => ok(value.to_string()),
+        Some(Settlement::Failed(e)) => error(format!("{}: {}", e.kind.as_str(), e.message)),
+        Some(Settlement::Denied { reason }) => error(format!(
+            "a person declined this call ({reason}); it was not executed"
+        )),
+        Some(Settlement::Expired) => {
+            error("nobody decided on this call in time; it was not executed".into())
+        }
+        Some(Settlement::Abandoned { reason }) => error(format!(
+            "an operator gave up on this call ({reason}); whether it ran is unknown"
+        )),
+        Some(Settlement::Resolved { note, .. }) => {
+            ok(format!("an operator recorded that this call ran: {note}"))
+        }
+        Some(Settlement::Proposed { .. }) | None => error(format!("the call is {}", row.state)),
+    }
+}

@@ -1,0 +1,86 @@
+//! One model turn of a run (docs/rules.md AGENT-5, AGENT-11): the conversation rebuilt from the
+//! stored steps, the request, the text streamed to the caller as `token` events, within the
+//! run's remaining budget and its cancellation.
+
+use std::time::Duration;
+
+use airlock_model::{ChatRequest, Message, Model, Turn};
+
+use super::ctx::{RunCtx, budget_spent};
+use super::record::Detail;
+use super::types::RunEvent;
+
+/// What asking the model came to.
+pub(super) enum Asked {
+    /// Its turn.
+    Turn(Turn),
+    /// Why the run fails.
+    Failed(String),
+    /// The run was cancelled meanwhile.
+    Cancelled,
+}
+
+/// Asks the model for the next turn of the conversation the stored steps make, streaming its
+/// text to the caller, within the run's remaining budget.
+pub(super) async fn ask(ctx: &RunCtx<'_>, model: &dyn Model, remaining: Duration) -> Asked {
+    let request = ChatRequest {
+        model: ctx.agent.model.model.clone(),
+        system: ctx.agent.system_prompt.clone(),
+        messages: conversation(ctx),
+        tools: ctx.snapshot.tool_defs(),
+        max_tokens: None,
+    };
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+    let sink = move |text: &str| {
+        let _ = tx.send(text.to_owned());
+    };
+    let turn = model.turn(&request, &sink);
+    tokio::pin!(turn);
+    let deadline = tokio::time::sleep(remaining);
+    tokio::pin!(deadline);
+    // Each pass forwards a piece of text or ends; the model's stream is finite.
+    let result = loop {
+        tokio::select! {
+            biased;
+            () = ctx.cancel.cancelled() => return Asked::Cancelled,
+            Some(text) = rx.recv() => ctx.emit(RunEvent::Token { text }).await,
+            result = &mut turn => break result,
+            () = &mut deadline => {
+                return Asked::Failed(budget_spent(remaining + ctx.elapsed()));
+            }
+        }
+    };
+    while let Ok(text) = rx.try_recv() {
+        ctx.emit(RunEvent::Token { text }).await;
+    }
+    match result {
+        Ok(turn) => Asked::Turn(turn),
+        Err(error) => Asked::Failed(format!("model: {error}")),
+    }
+}
+
+/// The conversation so far: the input, then each step's turn and results.
+fn conversation(ctx: &RunCtx<'_>) -> Vec<Message> {
+    let mut messages = vec![Message::User {
+        text: input_text(&ctx.detail),
+    }];
+    for step in &ctx.steps {
+        messages.push(Message::Assistant {
+            text: step.turn.text.clone(),
+            tool_calls: step.turn.tool_calls.clone(),
+        });
+        if let Some(results) = &step.results {
+            messages.push(Message::ToolResults {
+                results: results.clone(),
+            });
+        }
+    }
+    messages
+}
+
+fn input_text(detail: &Detail) -> String {
+    match &detail.context {
+        Some(context) => format!("{}\n\nContext (JSON): {context}", detail.input),
+        None => detail.input.clone(),
+    }
+}

@@ -1,0 +1,131 @@
+//! Sub-agents (docs/rules.md AGENT-20..AGENT-24): nested runs two levels deep, the parent sees
+//! only the answer, proposals climb with `via`, a park anywhere parks the root, which resumes
+//! the tree exactly once.
+
+use airlock_runtime::agent::RunState;
+use airlock_runtime::ledger::ResumeOutcome;
+use serde_json::json;
+
+use super::{TREE, World, answer, approve, calls, request, run_with_events};
+use crate::gateway::Backend;
+
+#[tokio::test]
+async fn sub_agents_two_levels_deep_answer_their_callers() {
+    let w = World::new(Backend::Sqlite).await.unwrap();
+    w.script(
+        "boss",
+        [
+            calls(&[("helper", json!({"input": "ask leaf"}))]),
+            answer("boss: helper said it"),
+        ],
+    );
+    w.script(
+        "helper",
+        [
+            calls(&[("leaf", json!({"input": "count"}))]),
+            answer("helper: leaf counted"),
+        ],
+    );
+    w.script(
+        "leaf",
+        [
+            calls(&[
+                ("count", json!({"amount": 1})),
+                ("propose", json!({"amount": 2})),
+            ]),
+            answer("leaf: counted"),
+        ],
+    );
+    let agents = w.agents(TREE);
+    let (report, _) = run_with_events(&agents, request("boss", "go")).await;
+    assert_eq!(report.status, RunState::Completed, "{report:?}");
+    assert_eq!(report.answer.as_deref(), Some("boss: helper said it"));
+    assert_eq!(
+        (w.asked("boss"), w.asked("helper"), w.asked("leaf")),
+        (2, 2, 2)
+    );
+    assert_eq!(w.ran("count"), 1);
+    // The grandchild's proposal reaches the root named after the root's own sub-agent.
+    assert_eq!(report.proposals.len(), 1);
+    assert_eq!(report.proposals[0].via.as_deref(), Some("helper"));
+    // Usage of the whole tree: six turns.
+    assert_eq!(report.usage.input_tokens, 60);
+    // Sub-agents are not tools of the one path outside a run.
+    let scope = airlock_spec::ScopeId::Agent("boss".into());
+    assert!(
+        agents
+            .gateway()
+            .scope(&scope)
+            .unwrap()
+            .get("helper")
+            .is_some()
+    );
+}
+
+#[tokio::test]
+async fn a_park_inside_a_grandchild_parks_the_root_and_resumes_once() {
+    let w = World::new(Backend::Sqlite).await.unwrap();
+    w.script(
+        "boss",
+        [
+            calls(&[("helper", json!({"input": "ask leaf"}))]),
+            answer("boss done"),
+        ],
+    );
+    w.script(
+        "helper",
+        [
+            calls(&[("leaf", json!({"input": "gate"}))]),
+            answer("helper done"),
+        ],
+    );
+    w.script(
+        "leaf",
+        [
+            calls(&[("gate", json!({"amount": 1}))]),
+            answer("leaf done"),
+        ],
+    );
+    let agents = w.agents(TREE);
+    let (parked, _) = run_with_events(&agents, request("boss", "go")).await;
+    assert_eq!(parked.status, RunState::Parked, "{parked:?}");
+    assert_eq!(parked.waiting.len(), 1);
+    approve(w.store.as_ref(), parked.waiting[0]).await;
+    assert_eq!(
+        w.store.resume_run(parked.run_id).await.unwrap(),
+        ResumeOutcome::Resumed
+    );
+    let done = agents.continue_resumed(parked.run_id).await.unwrap();
+    assert_eq!(done.status, RunState::Completed, "{done:?}");
+    assert_eq!(done.answer.as_deref(), Some("boss done"));
+    assert_eq!(
+        (w.asked("boss"), w.asked("helper"), w.asked("leaf")),
+        (2, 2, 2)
+    );
+    assert_eq!(w.ran("gate"), 1);
+}
+
+#[tokio::test]
+async fn a_sub_agent_that_fails_after_proposing_leaves_its_proposals() {
+    let w = World::new(Backend::Sqlite).await.unwrap();
+    w.script(
+        "boss",
+        [
+            calls(&[("helper", json!({"input": "propose"}))]),
+            answer("helper failed"),
+        ],
+    );
+    // The helper's script ends after its first turn: its second request fails.
+    w.script("helper", [calls(&[("propose", json!({"amount": 5}))])]);
+    let agents = w.agents(TREE);
+    let (report, events) = run_with_events(&agents, request("boss", "go")).await;
+    assert_eq!(report.status, RunState::Completed, "{report:?}");
+    assert_eq!(report.proposals.len(), 1);
+    assert_eq!(report.proposals[0].via.as_deref(), Some("helper"));
+    let failed = events.iter().any(|e| {
+        matches!(e,
+        airlock_runtime::agent::RunEvent::ToolResult { content, is_error: true, .. }
+            if content.contains("sub-agent `helper` failed") && content.contains("script is over"))
+    });
+    assert!(failed, "{events:?}");
+}
