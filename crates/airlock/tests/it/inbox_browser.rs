@@ -82,7 +82,7 @@ async fn approving_in_chromium_wakes_the_waiting_client_with_the_result() {
     )
     .await;
 
-    let browser = Browser::start(1200, 800).await;
+    let browser = Browser::start(1200, 1000).await;
     sign_in(&browser, &base, "not-a-token").await;
     browser
         .wait_for_text("That token was not accepted.", WITHIN)

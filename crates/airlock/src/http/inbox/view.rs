@@ -30,7 +30,7 @@ a:focus-visible,button:focus-visible,input:focus-visible,textarea:focus-visible,
 h1{font-size:1.4rem;margin:.5rem 0 1rem;overflow-wrap:anywhere}
 h2{font-size:1.1rem;margin:1.5rem 0 .5rem}
 table{width:100%;border-collapse:collapse}
-th,td{text-align:left;padding:.4rem .5rem;border-bottom:1px solid var(--line);vertical-align:top;overflow-wrap:anywhere}
+th,td{text-align:left;padding:.4rem .5rem;border-bottom:1px solid var(--line);vertical-align:top;overflow-wrap:break-word}
 th{font-size:.85rem;color:var(--muted);font-weight:600}
 @media (max-width:40rem){thead{display:none}tr{display:block;border-bottom:1px solid var(--line);padding:.5rem 0}td{display:block;border:0;padding:.1rem 0}td[data-label]::before{content:attr(data-label) ': ';color:var(--muted)}}
 dl{display:grid;grid-template-columns:max-content 1fr;gap:.25rem 1rem;margin:0}

@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
 const CHROMIUM: &str = "/usr/bin/chromium";
 /// The WebDriver id key of an element reference.
-const ELEMENT: &str = "element-6066-11e4-a6a6-4e5d3c2dd1e0";
+const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
 
 /// One browser session; chromedriver and Chromium end when it is dropped.
 pub(crate) struct Browser {
@@ -147,7 +147,10 @@ impl Browser {
         let found = self
             .command(reqwest::Method::POST, "/element", Some(body))
             .await;
-        found[ELEMENT].as_str().unwrap().to_owned()
+        found[ELEMENT]
+            .as_str()
+            .unwrap_or_else(|| panic!("no element {css}: {found}"))
+            .to_owned()
     }
 
     /// Clicks the element matching `css` (a form's button: the browser submits and loads the
