@@ -7,7 +7,8 @@
 //!
 //! - **parked → in the list**: from the MCP client holding the "awaiting approval" reply to a
 //!   signed-in `GET /inbox` that lists the call having returned. The list is read when it is
-//!   asked for, so the first GET after a park shows it (the bench asserts that it does). A browser sees it at its next reload: the list reloads every second.
+//!   asked for, so the first GET after a park shows it (the bench asserts that it does). A
+//!   browser sees it at its next reload: a live list reloads every second.
 //! - **inbox approval → awaiting client woken**: a client long-polls `airlock_await_decision`;
 //!   the bench posts the card's Approve form (session cookie and CSRF token, as a browser does);
 //!   from sending the form to the client holding the call's result (the await runs the approved

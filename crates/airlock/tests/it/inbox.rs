@@ -626,3 +626,19 @@ async fn the_card_shows_the_tools_description_and_digest() {
         "text/css; charset=utf-8"
     );
 }
+
+/// INBOX-1: after 20 failed sign-ins within a minute, even the right token is refused (429)
+/// until the minute has passed.
+#[tokio::test]
+async fn failed_sign_ins_close_sign_in_for_a_while() {
+    let (base, _gateway, _dir) = start().await;
+    let mut guesser = InboxClient::new(&base);
+    for n in 0..20 {
+        let page = guesser.sign_in(&format!("guess-{n}")).await;
+        assert_eq!(page.status, 401, "{n}");
+    }
+    let page = guesser.sign_in(ALICE).await;
+    assert_eq!(page.status, 429, "{}", page.body);
+    assert!(page.body.contains("Too many failed sign-ins"));
+    assert!(!guesser.has_session());
+}
