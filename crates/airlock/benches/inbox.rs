@@ -12,7 +12,9 @@
 //! - **inbox approval → awaiting client woken**: a client long-polls `airlock_await_decision`;
 //!   the bench posts the card's Approve form (session cookie and CSRF token, as a browser does);
 //!   from sending the form to the client holding the call's result (the await runs the approved
-//!   call itself).
+//!   call itself). The same with the approval sent over the JSON API
+//!   (`POST /v1/invocations/{id}/approve`) alternates with it, for comparison on the same
+//!   machine at the same moment.
 //!
 //! Everything (clients, airlock, upstream) shares one tokio runtime in this process.
 
@@ -156,6 +158,18 @@ impl Person {
         page.text().await.unwrap()
     }
 
+    /// Approves `id` over the JSON API, as `curl` would (the same decision, for comparison).
+    async fn approve_over_api(&self, base: &str, id: &str) {
+        let answer = self
+            .http
+            .post(format!("{base}/v1/invocations/{id}/approve"))
+            .header("authorization", format!("Bearer {ADMIN_TOKEN}"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answer.status().as_u16(), 200);
+    }
+
     async fn approve(&self, base: &str, id: &str) {
         let answer = self
             .http
@@ -177,13 +191,21 @@ fn percentiles(mut samples: Vec<Duration>) -> (Duration, Duration) {
     (at(0.50), at(0.99))
 }
 
-/// One round: park, see it listed, approve it from the inbox while a client awaits it.
-/// Returns (parked → listed, approval sent → client woken).
+/// Where a round's approval is taken.
+#[derive(Clone, Copy, PartialEq)]
+enum Via {
+    Inbox,
+    Api,
+}
+
+/// One round: park, see it listed, approve it (from the inbox, or over the API for comparison)
+/// while a client awaits it. Returns (parked → listed, approval sent → client woken).
 async fn round(
     base: &str,
     person: &Person,
     caller: &reqwest::Client,
     i: usize,
+    via: Via,
 ) -> (Duration, Duration) {
     let parked = mcp(caller, base, "gated__echo", json!({"i": i})).await;
     assert_eq!(parked["status"], "awaiting_approval", "{parked}");
@@ -209,7 +231,10 @@ async fn round(
     // measure would count the same way).
     tokio::time::sleep(Duration::from_millis(5)).await;
     let sent = Instant::now();
-    person.approve(base, &id).await;
+    match via {
+        Via::Inbox => person.approve(base, &id).await,
+        Via::Api => person.approve_over_api(base, &id).await,
+    }
     let (result, woke) = task.await.unwrap();
     assert!(
         result["status"] == "completed" && result["result"]["received"]["i"] == i,
@@ -242,16 +267,23 @@ fn main() {
         let base = serve_airlock(dir.path()).await;
         let person = Person::sign_in(&base).await;
         let caller = reqwest::Client::new();
-        let (mut listed, mut woken) = (Vec::new(), Vec::new());
-        for i in 0..WARMUP + ROUNDS {
-            let (l, w) = round(&base, &person, &caller, i).await;
-            if i >= WARMUP {
+        let (mut listed, mut woken, mut by_api) = (Vec::new(), Vec::new(), Vec::new());
+        // Inbox and API approvals alternate, so both see the same machine.
+        for i in 0..2 * (WARMUP + ROUNDS) {
+            let via = if i % 2 == 0 { Via::Inbox } else { Via::Api };
+            let (l, w) = round(&base, &person, &caller, i, via).await;
+            if i >= 2 * WARMUP {
                 listed.push(l);
-                woken.push(w);
+                if via == Via::Inbox {
+                    woken.push(w);
+                } else {
+                    by_api.push(w);
+                }
             }
         }
         let (l50, l99) = percentiles(listed);
         let (w50, w99) = percentiles(woken);
+        let (a50, a99) = percentiles(by_api);
         println!(
             "{ROUNDS} rounds, {} cores",
             std::thread::available_parallelism().map_or(0, usize::from)
@@ -268,5 +300,12 @@ fn main() {
             ms(w99),
             w99 < Duration::from_millis(50)
         );
+        println!(
+            "the same over the JSON API, for comparison: p50 {:.2} ms, p99 {:.2} ms",
+            ms(a50),
+            ms(a99)
+        );
+        let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+        println!("load average at end {}", load.trim());
     });
 }

@@ -8,6 +8,7 @@
 //! waiting rows are considered.
 
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::time::Duration;
 
 use airlock_ledger::{ApprovalFilter, Invocation, LedgerError, SessionId, Store};
@@ -118,13 +119,12 @@ pub async fn origins(
 ) -> Result<HashMap<SessionId, Origin>, LedgerError> {
     let mut origins = HashMap::new();
     for row in rows {
-        if !origins.contains_key(&row.session_id) {
+        if let Entry::Vacant(slot) = origins.entry(row.session_id) {
             let opened = store.get_session(row.session_id).await?;
-            let origin = Origin {
+            slot.insert(Origin {
                 scope: session::scope(&opened),
                 channel: opened.channel,
-            };
-            origins.insert(row.session_id, origin);
+            });
         }
     }
     Ok(origins)
