@@ -465,7 +465,12 @@ impl Store for Ledger {
                 filter.recorded_before.map(to_micros).into(),
                 i64::from(filter.limit.unwrap_or(500)).into(),
             ];
-            self.parked(reads::PENDING_APPROVALS, &binds).await
+            let query = if filter.newest_first {
+                reads::PENDING_APPROVALS_NEWEST
+            } else {
+                reads::PENDING_APPROVALS
+            };
+            self.parked(query, &binds).await
         })
     }
 

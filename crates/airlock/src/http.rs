@@ -5,6 +5,7 @@ mod approvals;
 mod auth;
 mod error;
 mod in_flight;
+mod inbox;
 mod listen;
 mod ops;
 
@@ -32,7 +33,7 @@ pub struct AppState {
     pub limits: ServerLimits,
 }
 
-/// The whole HTTP surface: operations, the decisions API, and the MCP endpoint
+/// The whole HTTP surface: operations, the decisions API, the inbox (`/inbox`), and the MCP endpoint
 /// (`POST /mcp`, `POST /agents/{name}/mcp`), built in `airlock-mcp` on the gateway. Every
 /// route but the operations ones counts against the in-flight bounds (OPS-13).
 pub fn app(state: AppState) -> Router {
@@ -42,6 +43,7 @@ pub fn app(state: AppState) -> Router {
     let bounded = Router::new()
         .nest("/v1", approvals::router())
         .with_state(state.clone())
+        .merge(inbox::router(state.clone()))
         .merge(mcp)
         .layer(axum::middleware::from_fn_with_state(
             in_flight,

@@ -34,8 +34,13 @@ impl FromRequestParts<AppState> for Admin {
 
 /// The principal whose token `header` (`Bearer …`) carries, if any.
 pub(crate) fn principal(tokens: &Tokens, header: Option<&str>) -> Option<String> {
+    token_principal(tokens, header?.strip_prefix("Bearer ")?)
+}
+
+/// The principal of the admin token `supplied` (a header's or the inbox's sign-in form's).
+pub(crate) fn token_principal(tokens: &Tokens, supplied: &str) -> Option<String> {
     // An empty token is never a credential, whatever is configured.
-    let supplied = header?.strip_prefix("Bearer ")?.trim();
+    let supplied = supplied.trim();
     if supplied.is_empty() {
         return None;
     }

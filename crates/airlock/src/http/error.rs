@@ -25,6 +25,21 @@ impl ApiError {
         }
     }
 
+    /// The HTTP status it answers with.
+    pub(crate) fn status(&self) -> StatusCode {
+        self.status
+    }
+
+    /// Its code (`already_decided`, `not_found`, …).
+    pub(crate) fn code(&self) -> &'static str {
+        self.code
+    }
+
+    /// What it says to the caller.
+    pub(crate) fn message(&self) -> &str {
+        &self.message
+    }
+
     pub(crate) fn unauthorized() -> Self {
         Self::new(
             StatusCode::UNAUTHORIZED,

@@ -15,6 +15,8 @@ mod credentials;
 mod decisions;
 mod discovery;
 mod egress;
+mod inbox;
+mod inbox_browser;
 mod limits;
 mod logs;
 mod mcp;

@@ -4,6 +4,8 @@
 //! its own TOML, credentials and tokens.
 
 pub(crate) mod bearer_proxy;
+pub(crate) mod browser;
+pub(crate) mod inbox_client;
 
 use std::io::{BufRead as _, BufReader};
 use std::net::SocketAddr;
