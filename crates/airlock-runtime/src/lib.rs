@@ -10,6 +10,8 @@
 //! - [`decisions`]: a person's decision on a parked call, the list of what waits for one, and
 //!   the worker that runs approvals nobody waits for.
 //! - `endpoint`: the gateway as the MCP endpoint's tool host.
+//! - [`notify`]: the outbox's notifications delivered to webhooks and Slack, and Slack's
+//!   button clicks verified.
 //!
 //! Every [`Outcome`] is read from the row it reports. A tool's own failure is a
 //! [`ToolError`] stored on its row, never an `Err`.
@@ -20,6 +22,7 @@ mod endpoint;
 mod error;
 mod execute;
 mod gateway;
+pub mod notify;
 mod outcome;
 mod rate_limit;
 mod session;

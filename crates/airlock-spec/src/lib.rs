@@ -17,6 +17,7 @@ mod deployment;
 mod diag;
 mod fields;
 mod names;
+mod notify;
 mod policy;
 mod refs;
 mod schema;
@@ -42,7 +43,8 @@ pub use credentials::{CredentialError, Credentials, ENV_PREFIX, MASTER_KEY_ENV, 
 pub use deployment::{Deployment, MAX_FILE_BYTES};
 pub use diag::{SpecErrors, SpecIssue};
 pub use names::{AWAIT_TOOL, CredentialPath, MAX_TOOL_NAME, ToolName};
-pub use policy::{Approval, Effect, Mode, SourceKind, UnknownWord};
+pub use notify::{NotifySettings, SLACK_API, SlackSettings, WebhookSettings};
+pub use policy::{Approval, Effect, Mode, NotifyEvent, SourceKind, UnknownWord};
 pub use refs::{Reference, Referenced};
 pub use schema::{MAX_SCHEMA_BYTES, MAX_SCHEMA_DEPTH, compile_input_schema};
 pub use scope::{NameCollision, ParseScopeError, Scope, ScopeId, definitions_digest};

@@ -3,12 +3,18 @@
 //!
 //! [`Server`] is a real MCP server on 127.0.0.1 whose behaviour each test scripts with a
 //! [`Script`] and whose received requests it reads back with [`Server::seen`]. [`RawServer`]
-//! is a bare HTTP/1.1 upstream that hangs up, holds or fails a request on cue (a [`Cue`]). Fixtures panic
+//! is a bare HTTP/1.1 upstream that hangs up, holds or fails a request on cue (a [`Cue`]).
+//! [`Receiver`] records webhook deliveries and answers queued statuses; [`FakeSlack`] is Slack's
+//! Web API (`chat.postMessage`, `chat.update`) checking the bot token. Fixtures panic
 //! on setup failure (a port that cannot be bound): that is a broken test machine, and a loud
 //! panic is the clearest report a test can give.
 
 mod raw;
+mod receiver;
+mod slack;
 mod upstream;
 
 pub use raw::{Cue, RawServer};
+pub use receiver::{Received, Receiver, free_port};
+pub use slack::{FakeSlack, SlackCall};
 pub use upstream::{Script, Seen, Server};

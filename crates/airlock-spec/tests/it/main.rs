@@ -6,6 +6,7 @@
 mod apis;
 mod digest;
 mod examples;
+mod notify;
 mod rules;
 mod schemas;
 mod support;
