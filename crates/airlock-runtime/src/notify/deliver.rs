@@ -149,7 +149,7 @@ impl Worker {
             .ok_or_else(|| Undelivered::give_up("no such destination is configured any more"))?;
         let id = notice.id.to_string();
         let created = notice.created_at.format(&Rfc3339).unwrap_or_default();
-        let body = webhook::body(notice.event.as_str(), &id, &created, data);
+        let body = webhook::body(notice.event.as_str(), &id, &created, &data);
         let now = OffsetDateTime::now_utc().unix_timestamp();
         let request = webhook::request(&hook.url, &hook.key, &id, now, body);
         let response = self

@@ -39,7 +39,7 @@ fn field(data: &Value, key: &str) -> String {
     escape(data.get(key).and_then(Value::as_str).unwrap_or("—"))
 }
 
-fn mrkdwn(text: String) -> Value {
+fn mrkdwn(text: &str) -> Value {
     json!({ "type": "mrkdwn", "text": text })
 }
 
@@ -52,7 +52,7 @@ fn link_line(data: &Value) -> Value {
         }
         _ => format!("invocation `{id}`"),
     };
-    json!({ "type": "context", "elements": [mrkdwn(text)] })
+    json!({ "type": "context", "elements": [mrkdwn(&text)] })
 }
 
 /// The card of a parked call: who asks for what, where, until when, and the buttons.
@@ -67,14 +67,14 @@ pub(crate) fn card(data: &Value) -> (String, Value) {
     let facts = json!({
         "type": "section",
         "fields": [
-            mrkdwn(format!("*Asked by*\n{}", field(data, "principal"))),
-            mrkdwn(format!("*Scope*\n{}", field(data, "scope"))),
-            mrkdwn(format!("*Channel*\n{}", field(data, "channel"))),
-            mrkdwn(format!("*Expires*\n{}", field(data, "expires_at"))),
+            mrkdwn(&format!("*Asked by*\n{}", field(data, "principal"))),
+            mrkdwn(&format!("*Scope*\n{}", field(data, "scope"))),
+            mrkdwn(&format!("*Channel*\n{}", field(data, "channel"))),
+            mrkdwn(&format!("*Expires*\n{}", field(data, "expires_at"))),
         ]
     });
     let mut blocks = vec![
-        json!({ "type": "section", "text": mrkdwn(headline.clone()) }),
+        json!({ "type": "section", "text": mrkdwn(&headline) }),
         facts,
         link_line(data),
     ];
@@ -111,7 +111,7 @@ pub(crate) fn outcome(data: &Value, at: &str) -> (String, Value) {
             text
         }
     };
-    let blocks = json!([{ "type": "section", "text": mrkdwn(text.clone()) }, link_line(data)]);
+    let blocks = json!([{ "type": "section", "text": mrkdwn(&text) }, link_line(data)]);
     (text, blocks)
 }
 

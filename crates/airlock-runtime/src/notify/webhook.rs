@@ -41,7 +41,7 @@ impl WebhookKey {
 }
 
 /// The event's body: `{type, id, timestamp, data}`.
-pub(crate) fn body(event: &str, id: &str, timestamp: &str, data: Value) -> Vec<u8> {
+pub(crate) fn body(event: &str, id: &str, timestamp: &str, data: &Value) -> Vec<u8> {
     json!({ "type": event, "id": id, "timestamp": timestamp, "data": data })
         .to_string()
         .into_bytes()
