@@ -8,6 +8,7 @@ use std::sync::Arc;
 use airlock_egress::GuardedClient;
 use airlock_ledger::{Invocation, InvocationState, PgStore, SqliteStore, Store, StoreConfig};
 use airlock_mcp::{EndpointConfig, EndpointToken, McpClient};
+use airlock_runtime::notify::{self, Notifications, SlackInteractions};
 use airlock_runtime::{Gateway, HowToDecide, discover, egress_policy};
 use airlock_spec::{Credentials, Deployment, EndpointAuth, Scope, ScopeId, ToolSpec};
 use anyhow::Context as _;
@@ -23,6 +24,12 @@ pub struct Booted {
     pub admin: Tokens,
     /// The MCP endpoint's tokens and host names.
     pub mcp: EndpointConfig,
+    /// `[notify]`'s destinations with their secrets; `None` when nothing is configured.
+    pub notifications: Option<Arc<Notifications>>,
+    /// `[notify.slack]`'s verifier of button clicks, if Slack is configured.
+    pub slack: Option<Arc<SlackInteractions>>,
+    /// The egress guard every outgoing request goes through (notifications too).
+    pub egress: GuardedClient,
 }
 
 /// Bearer tokens resolved from their credential paths, each with its principal.
@@ -51,11 +58,7 @@ async fn load(
 ) -> anyhow::Result<Booted> {
     let deployment = Deployment::load(dir).map_err(|e| anyhow::anyhow!("{e}"))?;
     let credentials = load_credentials(dir, &deployment)?;
-    let config = StoreConfig {
-        approval_ttl: deployment.config.approval_ttl,
-        listen,
-        ..StoreConfig::default()
-    };
+    let config = store_config(&deployment.config, listen);
     let store = open_ledger(&deployment.config.database_url, config).await?;
     assemble(deployment, credentials, store, lease).await
 }
@@ -94,7 +97,7 @@ async fn assemble(
     .await?;
     let mut gateway_scope = deployment.gateway_scope();
     add_discovered(&mut gateway_scope, discovered)?;
-    let mut builder = Gateway::builder(store, egress, Arc::clone(&credentials))
+    let mut builder = Gateway::builder(store, egress.clone(), Arc::clone(&credentials))
         .how_to_decide(how_to_decide(&deployment.root))
         .connections(config.connections.clone())
         .mcp_connections(deployment.connections.clone())
@@ -108,6 +111,11 @@ async fn assemble(
         }
     }
     let admin = tokens(&config.admin, &credentials).context("admin tokens")?;
+    let notifications =
+        Notifications::new(&config.notify, config.public_url.as_deref(), &credentials)
+            .context("[notify]")?;
+    let slack =
+        notify::slack_interactions(&config.notify, &credentials).context("[notify.slack]")?;
     let mcp = EndpointConfig {
         tokens: mcp_tokens(&deployment, &credentials).context("MCP tokens")?,
         allowed_hosts: config.mcp.allowed_hosts.clone(),
@@ -117,6 +125,9 @@ async fn assemble(
         deployment,
         admin,
         mcp,
+        notifications: (!notifications.is_empty()).then(|| Arc::new(notifications)),
+        slack: slack.map(Arc::new),
+        egress,
     })
 }
 
@@ -136,6 +147,18 @@ pub fn add_discovered(scope: &mut Scope, discovered: Vec<ToolSpec>) -> anyhow::R
     Ok(())
 }
 
+/// The ledger's settings for a deployment: its approval TTL, and the outbox routes of
+/// `[notify]` — every process that writes (`serve`, a CLI decision) writes the same
+/// notifications (LEDGER-30).
+pub(crate) fn store_config(config: &airlock_spec::Config, listen: bool) -> StoreConfig {
+    StoreConfig {
+        approval_ttl: config.approval_ttl,
+        listen,
+        outbox: notify::routes(&config.notify),
+        ..StoreConfig::default()
+    }
+}
+
 /// Opens (and migrates) the ledger named by `url`.
 pub async fn open_store(
     url: &str,
@@ -148,7 +171,7 @@ pub async fn open_store(
     open_ledger(url, config).await
 }
 
-async fn open_ledger(url: &str, config: StoreConfig) -> anyhow::Result<Arc<dyn Store>> {
+pub(crate) async fn open_ledger(url: &str, config: StoreConfig) -> anyhow::Result<Arc<dyn Store>> {
     if url.starts_with("postgres://") || url.starts_with("postgresql://") {
         Ok(Arc::new(
             PgStore::connect_url(url, config)

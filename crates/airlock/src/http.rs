@@ -8,11 +8,13 @@ mod in_flight;
 mod inbox;
 mod listen;
 mod ops;
+mod slack;
 
 use std::sync::Arc;
 
 use airlock_mcp::{EndpointConfig, ToolHost};
 use airlock_runtime::Gateway;
+use airlock_runtime::notify::SlackInteractions;
 use airlock_spec::ServerLimits;
 use axum::Router;
 
@@ -31,9 +33,12 @@ pub struct AppState {
     pub mcp: EndpointConfig,
     /// `[server]`: how many requests may be in progress, overall and per principal.
     pub limits: ServerLimits,
+    /// `[notify.slack]`: the verifier of Slack's button clicks (none: the route answers 404).
+    pub slack: Option<Arc<SlackInteractions>>,
 }
 
-/// The whole HTTP surface: operations, the decisions API, the inbox (`/inbox`), and the MCP endpoint
+/// The whole HTTP surface: operations, the decisions API, the inbox (`/inbox`), Slack's
+/// interactions, and the MCP endpoint
 /// (`POST /mcp`, `POST /agents/{name}/mcp`), built in `airlock-mcp` on the gateway. Every
 /// route but the operations ones counts against the in-flight bounds (OPS-13).
 pub fn app(state: AppState) -> Router {
@@ -41,7 +46,7 @@ pub fn app(state: AppState) -> Router {
     let mcp = airlock_mcp::router(host, state.mcp.clone());
     let in_flight = in_flight::InFlight::new(&state, &state.limits);
     let bounded = Router::new()
-        .nest("/v1", approvals::router())
+        .nest("/v1", approvals::router().merge(slack::router()))
         .with_state(state.clone())
         .merge(inbox::router(state.clone()))
         .merge(mcp)

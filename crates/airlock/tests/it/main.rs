@@ -21,6 +21,7 @@ mod limits;
 mod logs;
 mod mcp;
 mod mcp_tasks;
+mod notify;
 mod python_sdk;
 mod quickstart;
 mod serve;

@@ -48,6 +48,7 @@ pub(crate) async fn serve_in_process(dir: &Path) -> (SocketAddr, Arc<Gateway>) {
         admin: booted.admin,
         mcp: booted.mcp,
         limits: booted.deployment.config.server,
+        slack: booted.slack.clone(),
     };
     let limits = state.limits;
     tokio::spawn(serve(listener, app(state), limits, std::future::pending()));
