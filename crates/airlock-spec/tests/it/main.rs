@@ -6,6 +6,7 @@
 mod apis;
 mod digest;
 mod examples;
+mod model_script;
 mod rules;
 mod schemas;
 mod support;
