@@ -26,7 +26,7 @@ use crate::session;
 pub const LEASE: Duration = Duration::from_secs(90);
 /// How often the worker looks without being woken.
 pub const POLL: Duration = Duration::from_secs(1);
-/// Attempts before a notice is given up (about 35 minutes of backoff in all).
+/// Attempts before a notice is given up (9 to 17 minutes of backoff in all).
 pub const MAX_ATTEMPTS: u32 = 12;
 /// Notices claimed per look.
 const BATCH: u32 = 16;
