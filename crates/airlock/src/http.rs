@@ -7,11 +7,13 @@ mod error;
 mod in_flight;
 mod listen;
 mod ops;
+mod runs;
 
 use std::sync::Arc;
 
 use airlock_mcp::{EndpointConfig, ToolHost};
 use airlock_runtime::Gateway;
+use airlock_runtime::agent::Agents;
 use airlock_spec::ServerLimits;
 use axum::Router;
 
@@ -24,6 +26,8 @@ pub use listen::serve;
 pub struct AppState {
     /// The gateway (and through it, the ledger).
     pub gateway: Arc<Gateway>,
+    /// Runs agents (the run API and its WebSocket).
+    pub agents: Agents,
     /// Admin tokens for the approvals API.
     pub admin: Tokens,
     /// Who may call the MCP endpoint, and under which host names.
@@ -32,15 +36,16 @@ pub struct AppState {
     pub limits: ServerLimits,
 }
 
-/// The whole HTTP surface: operations, the decisions API, and the MCP endpoint
-/// (`POST /mcp`, `POST /agents/{name}/mcp`), built in `airlock-mcp` on the gateway. Every
-/// route but the operations ones counts against the in-flight bounds (OPS-13).
+/// The whole HTTP surface: operations, the decisions API, the run API and its WebSocket, and
+/// the MCP endpoint (`POST /mcp`, `POST /agents/{name}/mcp`), built in `airlock-mcp` on the
+/// gateway. Every route but the operations ones counts against the in-flight bounds (OPS-13);
+/// a WebSocket only while it is being upgraded.
 pub fn app(state: AppState) -> Router {
     let host: Arc<dyn ToolHost> = state.gateway.clone();
     let mcp = airlock_mcp::router(host, state.mcp.clone());
     let in_flight = in_flight::InFlight::new(&state, &state.limits);
     let bounded = Router::new()
-        .nest("/v1", approvals::router())
+        .nest("/v1", approvals::router().merge(runs::router()))
         .with_state(state.clone())
         .merge(mcp)
         .layer(axum::middleware::from_fn_with_state(
