@@ -21,6 +21,7 @@ mod mcp;
 mod mcp_tasks;
 mod python_sdk;
 mod quickstart;
+mod runs;
 mod serve;
 mod shutdown;
 mod support;
