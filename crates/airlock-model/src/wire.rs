@@ -91,7 +91,7 @@ impl Endpoint {
         }
         let response = match call.send_streaming(request).await {
             Ok(response) => response,
-            Err(e) => return from_egress(e, false),
+            Err(e) => return from_egress(&e, false),
         };
         if !response.status().is_success() {
             return Attempt::from(self.provider_error(response).await);
@@ -179,7 +179,7 @@ async fn read_stream<D: Decoder>(body: BodyStream, sink: TokenSink<'_>) -> Attem
         let outcome = match event {
             Ok(event) => decoder.event(&event, sink),
             Err(sse_stream::Error::Body(source)) => match source.downcast::<EgressError>() {
-                Ok(e) => return from_egress(*e, decoder.streamed()),
+                Ok(e) => return from_egress(&e, decoder.streamed()),
                 Err(_) => Err(ModelError::malformed("the event stream could not be read")),
             },
             Err(e) => Err(ModelError::malformed(format!(
@@ -198,7 +198,7 @@ async fn read_stream<D: Decoder>(body: BodyStream, sink: TokenSink<'_>) -> Attem
 
 /// Maps a guard refusal or failure (MODEL-7); connection failures are retried while nothing
 /// was streamed.
-fn from_egress(e: EgressError, streamed: bool) -> Attempt<Turn> {
+fn from_egress(e: &EgressError, streamed: bool) -> Attempt<Turn> {
     let message = e.to_string();
     let (kind, retryable) = match e {
         EgressError::BlockedScheme { .. }
@@ -217,7 +217,7 @@ fn from_egress(e: EgressError, streamed: bool) -> Attempt<Turn> {
         | EgressError::Encoding { .. }
         | EgressError::NotText { .. }
         | EgressError::TooLarge { .. } => (ModelErrorKind::Malformed, false),
-        EgressError::HttpStatus { status } => {
+        &EgressError::HttpStatus { status } => {
             let error = ModelError {
                 kind: ModelErrorKind::Provider,
                 status: Some(status),

@@ -9,7 +9,6 @@
 //! a reply. When the queue is empty the fake answers 500 "no scripted reply left".
 
 use std::collections::VecDeque;
-use std::convert::Infallible;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use axum::Router;
@@ -19,6 +18,7 @@ use axum::http::{HeaderMap, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 use serde_json::{Value, json};
+use tokio::sync::Notify;
 
 /// Input tokens every scripted turn reports.
 pub const FAKE_INPUT_TOKENS: u64 = 12;
@@ -78,6 +78,10 @@ pub enum ModelReply {
     Malformed,
     /// A 200 event stream that sends its first event and then nothing, ever.
     Stall,
+    /// A text turn that sends these pieces and then, before the turn ends, cuts the connection:
+    /// at once when there are no pieces, else once the test calls [`FakeModel::cut`] (so the
+    /// pieces surely reached the client first).
+    Broken(Vec<String>),
     /// A 401 whose message repeats the credential the request carried.
     EchoKey,
 }
@@ -134,6 +138,7 @@ struct Shared {
     key: Option<String>,
     replies: Mutex<VecDeque<ModelReply>>,
     received: Mutex<Vec<Received>>,
+    cut: Arc<Notify>,
 }
 
 /// A running fake provider; it lives until the test's runtime ends.
@@ -171,6 +176,7 @@ impl FakeModel {
             key: key.map(str::to_owned),
             replies: Mutex::new(replies.into()),
             received: Mutex::new(Vec::new()),
+            cut: Arc::new(Notify::new()),
         });
         let app = Router::new().fallback(handle).with_state(shared.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -193,6 +199,11 @@ impl FakeModel {
     /// Queues one more reply.
     pub fn push(&self, reply: ModelReply) {
         lock(&self.shared.replies).push_back(reply);
+    }
+
+    /// Lets a [`ModelReply::Broken`] stream cut its connection (now, or when it gets there).
+    pub fn cut(&self) {
+        self.shared.cut.notify_one();
     }
 
     /// How many requests arrived (on any path, answered or refused).
@@ -258,9 +269,21 @@ async fn handle(
             );
             error(shared.flavor, 401, &message, None)
         }
-        ModelReply::Malformed => stream(vec!["data: {this is not json\n\n".to_owned()], false),
-        ModelReply::Stall => stream(vec![": the fake stalls\n\n".to_owned()], true),
-        turn => stream(events(shared.flavor, &turn), false),
+        ModelReply::Malformed => stream(
+            vec!["data: {this is not json\n\n".to_owned()],
+            End::Complete,
+        ),
+        ModelReply::Stall => stream(vec![": the fake stalls\n\n".to_owned()], End::Stall),
+        ModelReply::Broken(pieces) => {
+            let at_once = pieces.is_empty();
+            let mut events = events(shared.flavor, &ModelReply::Text(pieces));
+            // Both flavors close a text turn with three events (OpenAI: finish, usage,
+            // [DONE]; Anthropic: block stop, message_delta, message_stop): cut before them.
+            events.truncate(events.len().saturating_sub(3));
+            let cut = shared.cut.clone();
+            stream(events, End::Cut { cut, at_once })
+        }
+        turn => stream(events(shared.flavor, &turn), End::Complete),
     }
 }
 
@@ -295,9 +318,19 @@ fn error(flavor: Flavor, status: u16, message: &str, retry_after: Option<String>
     response
 }
 
-/// A 200 event stream of `events`, each split across two frames; `stall`: then nothing, ever.
-fn stream(events: Vec<String>, stall: bool) -> Response {
-    let frames: Vec<Result<Bytes, Infallible>> = events
+/// How a streamed reply ends.
+enum End {
+    /// The body ends normally.
+    Complete,
+    /// Nothing more is ever sent.
+    Stall,
+    /// The connection is cut, at once or when `cut` is notified.
+    Cut { cut: Arc<Notify>, at_once: bool },
+}
+
+/// A 200 event stream of `events`, each split across two frames, ending as `end` says.
+fn stream(events: Vec<String>, end: End) -> Response {
+    let frames: Vec<Result<Bytes, std::io::Error>> = events
         .into_iter()
         .flat_map(|e| {
             let bytes = e.into_bytes();
@@ -309,10 +342,18 @@ fn stream(events: Vec<String>, stall: bool) -> Response {
         })
         .collect();
     let frames = futures::stream::iter(frames);
-    let body = if stall {
-        Body::from_stream(frames.chain(futures::stream::pending()))
-    } else {
-        Body::from_stream(frames)
+    let body = match end {
+        End::Complete => Body::from_stream(frames),
+        End::Stall => Body::from_stream(frames.chain(futures::stream::pending())),
+        End::Cut { cut, at_once } => {
+            let error = futures::stream::once(async move {
+                if !at_once {
+                    cut.notified().await;
+                }
+                Err(std::io::Error::other("the fake cuts the connection"))
+            });
+            Body::from_stream(frames.chain(error))
+        }
     };
     ([(header::CONTENT_TYPE, "text/event-stream")], body).into_response()
 }

@@ -39,6 +39,10 @@ both!(
     a_loopback_provider_needs_the_operators_allow,
     the_key_never_appears_in_an_error,
     a_wrong_key_is_a_provider_error,
+    a_connection_refused_is_retried_then_unreachable,
+    a_stream_cut_before_any_text_is_retried,
+    a_stream_cut_after_text_is_never_retried,
+    a_retry_after_past_the_deadline_ends_the_turn,
 );
 
 async fn fake(flavor: Flavor, replies: Vec<ModelReply>) -> FakeModel {
@@ -207,5 +211,73 @@ async fn a_wrong_key_is_a_provider_error(flavor: Flavor) {
         (ModelErrorKind::Provider, Some(401))
     );
     assert_eq!(error.message, "invalid credential");
+    assert!(waits.all().is_empty());
+}
+
+async fn a_connection_refused_is_retried_then_unreachable(flavor: Flavor) {
+    let port = airlock_testkit::RawServer::refusing_port().await;
+    let endpoint = format!("http://127.0.0.1:{port}/v1");
+    let (model, waits) = support::model_at(flavor, endpoint, support::loopback_allowed(), 4);
+    let error = turn(model.as_ref(), &ask("hi")).await.0.unwrap_err();
+    assert_eq!(error.kind, ModelErrorKind::Unreachable, "{error}");
+    assert_eq!(waits.all().len(), 3, "four attempts, three waits");
+}
+
+async fn a_stream_cut_before_any_text_is_retried(flavor: Flavor) {
+    let replies = vec![ModelReply::Broken(vec![]), ModelReply::text(&["whole"])];
+    let fake = fake(flavor, replies).await;
+    let (model, waits) = support::model(flavor, &fake);
+    let (result, pieces) = turn(model.as_ref(), &ask("hi")).await;
+    assert_eq!(result.unwrap().text, "whole");
+    assert_eq!(pieces, ["whole"]);
+    assert_eq!(fake.requests(), 2);
+    assert_eq!(waits.all().len(), 1);
+}
+
+async fn a_stream_cut_after_text_is_never_retried(flavor: Flavor) {
+    let replies = vec![
+        ModelReply::Broken(vec!["Half an ".into()]),
+        ModelReply::text(&["again"]),
+    ];
+    let fake = fake(flavor, replies).await;
+    let (model, waits) = support::model(flavor, &fake);
+    // The fake cuts the connection once the first piece reached the sink.
+    let pieces = std::sync::Mutex::new(Vec::new());
+    let sink = |piece: &str| {
+        pieces.lock().unwrap().push(piece.to_owned());
+        fake.cut();
+    };
+    let result = model.turn(&ask("hi"), &sink).await;
+    let pieces = pieces.into_inner().unwrap();
+    let error = result.unwrap_err();
+    assert_eq!(error.kind, ModelErrorKind::Unreachable, "{error}");
+    // The person saw the streamed text once, and never a second copy.
+    assert_eq!(pieces, ["Half an "]);
+    assert_eq!(fake.requests(), 1);
+    assert!(waits.all().is_empty());
+}
+
+async fn a_retry_after_past_the_deadline_ends_the_turn(flavor: Flavor) {
+    let replies = vec![
+        ModelReply::Error {
+            status: 429,
+            message: "come back in a minute".into(),
+            retry_after: Some("20".into()),
+        },
+        ModelReply::text(&["too late"]),
+    ];
+    let fake = fake(flavor, replies).await;
+    let policy = EgressPolicy {
+        deadline: Duration::from_secs(5),
+        ..support::loopback_allowed()
+    };
+    let (model, waits) = support::model_with(flavor, &fake, policy, 4);
+    let error = turn(model.as_ref(), &ask("hi")).await.0.unwrap_err();
+    assert_eq!(
+        (error.kind, error.status),
+        (ModelErrorKind::Provider, Some(429))
+    );
+    assert_eq!(error.message, "come back in a minute");
+    assert_eq!(fake.requests(), 1);
     assert!(waits.all().is_empty());
 }

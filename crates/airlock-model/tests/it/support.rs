@@ -64,6 +64,16 @@ pub(crate) fn model_with(
     policy: EgressPolicy,
     attempts: u32,
 ) -> (Arc<dyn Model>, Arc<Waits>) {
+    model_at(flavor, fake.endpoint(), policy, attempts)
+}
+
+/// As [`model_with`], for any endpoint (the key is the fakes').
+pub(crate) fn model_at(
+    flavor: Flavor,
+    endpoint: String,
+    policy: EgressPolicy,
+    attempts: u32,
+) -> (Arc<dyn Model>, Arc<Waits>) {
     let waits = Arc::new(Waits::default());
     let retry = Retry {
         attempts,
@@ -72,8 +82,7 @@ pub(crate) fn model_with(
     };
     let key = Some(SecretString::from(FakeModel::KEY.to_owned()));
     let model =
-        airlock_model::connect_with(&spec(flavor, fake.endpoint()), client(policy), key, retry)
-            .unwrap();
+        airlock_model::connect_with(&spec(flavor, endpoint), client(policy), key, retry).unwrap();
     (model, waits)
 }
 
