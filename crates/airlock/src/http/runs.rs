@@ -48,7 +48,7 @@ async fn start(
     bytes: Result<Bytes, BytesRejection>,
 ) -> Result<Json<RunReport>, ApiError> {
     let principal = agent_caller(&state, &headers, &agent)?;
-    let bytes = bytes.map_err(too_large_or_bad)?;
+    let bytes = bytes.map_err(|r| too_large_or_bad(&r))?;
     let body = body::parse_http(&headers, &bytes)?;
     let request = run_request(agent, principal, body);
     // The run goes on in its own task: a client that hangs up does not cut a step in half,
@@ -125,7 +125,7 @@ pub(super) fn run_request(agent: String, principal: String, body: RunBody) -> Ru
 }
 
 /// A body that could not be read: over [`MAX_BODY_BYTES`] (413), or cut off (400).
-fn too_large_or_bad(rejection: BytesRejection) -> ApiError {
+fn too_large_or_bad(rejection: &BytesRejection) -> ApiError {
     if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
         ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
