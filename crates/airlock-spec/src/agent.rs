@@ -16,7 +16,7 @@ use crate::tool_api::read_api;
 use crate::tool_mcp::read_mcp;
 use crate::tree::{Node, Pos};
 use crate::urls::check_credential_url;
-use crate::values::{credential_path, refer_credential};
+use crate::values::credential_path;
 
 /// The only accepted `apiVersion`.
 pub const API_VERSION: &str = "airlock/v1";
@@ -190,7 +190,8 @@ fn model(node: &Node, d: &mut Diag) -> Option<(ModelSpec, Option<ScriptRef>)> {
     let credential = f
         .get("credential")
         .and_then(|n| credential_path(n, "spec.model.credential", d));
-    refer_credential(&f, credential.as_ref(), d);
+    // Not recorded for the offline credential check: a model's key is needed when a run starts,
+    // and a deployment whose agents nobody runs yet (a fresh quickstart) must still load.
     let endpoint = f.opt_str("endpoint", d);
     if let Some(url) = &endpoint {
         let (at, key) = (f.key_at("endpoint"), "spec.model.endpoint");
