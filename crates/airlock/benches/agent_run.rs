@@ -25,9 +25,8 @@ use airlock_runtime::agent::{Agents, Limits, ModelFactory, RunRequest, RunState}
 use airlock_runtime::ledger::{PgStore, SqliteStore, Store, StoreConfig};
 use airlock_runtime::{Gateway, LocalBody, LocalTool};
 use airlock_spec::{
-    AgentSpec, Credentials, Effect, ModelScript, ModelSpec, Policy, Scope, ScopeId,
-    ScriptedCall, ScriptedConversation, ScriptedTurn, ToolDefinition, ToolName, ToolSource,
-    ToolSpec,
+    AgentSpec, Credentials, Effect, ModelScript, ModelSpec, Policy, Scope, ScopeId, ScriptedCall,
+    ScriptedConversation, ScriptedTurn, ToolDefinition, ToolName, ToolSource, ToolSpec,
 };
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
