@@ -24,6 +24,7 @@ use crate::deferred::{self, Deferred};
 use crate::error::LedgerError;
 use crate::ids::InvocationId;
 use crate::model::Invocation;
+use crate::notice::{self, NewNotice, Routes};
 use crate::row::{INVOCATION_COLUMNS, InvocationRow, content_hash};
 use crate::tx::LedgerTx;
 
@@ -45,6 +46,13 @@ pub(crate) struct Batch {
     /// transactional tool's job, or a lone job rerun after a queued write lost its race, so
     /// the lost compare-and-swap is reported to it precisely).
     pub(crate) deferred: Option<Deferred>,
+    /// The outbox's routes (LEDGER-30): empty when nobody is to be told, and then no row is
+    /// made and nothing is written for it.
+    routes: Routes,
+    /// Outbox rows made by this batch's transitions, inserted at commit.
+    pub(crate) notices: Vec<NewNotice>,
+    /// Whether the writes taken at commit included outbox rows.
+    pub(crate) noticed: bool,
 }
 
 impl Batch {
@@ -55,6 +63,7 @@ impl Batch {
         chain: Chain,
         sessions: Arc<SessionCache>,
         queued: bool,
+        routes: Routes,
     ) -> Self {
         Self {
             now,
@@ -64,7 +73,20 @@ impl Batch {
             rows: HashMap::new(),
             sessions,
             deferred: queued.then(Deferred::default),
+            routes,
+            notices: Vec::new(),
+            noticed: false,
         }
+    }
+
+    /// Makes the outbox rows of a saved transition from `prev` (`None`: a new row) to `next`,
+    /// so they commit with it or not at all (LEDGER-30).
+    pub(crate) fn notice(&mut self, prev: Option<&Invocation>, next: &Invocation) {
+        if self.routes.is_empty() {
+            return;
+        }
+        let made = notice::notices_for(&self.routes, prev, next, self.now);
+        self.notices.extend(made);
     }
 
     /// Chains the audit event of a row this batch just wrote.
@@ -95,6 +117,9 @@ impl Batch {
             None => Vec::new(),
         };
         writes.extend(self.chain.take(tx));
+        writes.extend(notice::inserts(&self.notices, tx));
+        self.noticed |= !self.notices.is_empty();
+        self.notices.clear();
         writes
     }
 
@@ -210,6 +235,7 @@ impl Batch {
             &row.state,
             &content_hash(&row),
         );
+        self.notice(Some(prev), &next);
         self.changed.push(next.id);
         self.rows.insert(next.id, next.clone());
         Ok(Some(next))

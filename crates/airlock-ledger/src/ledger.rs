@@ -24,11 +24,12 @@ use crate::model::{
     ApprovalFilter, AuditReport, Decision, Invocation, NewInvocation, NewRun, NewSession, Recorded,
     ResumeOutcome, Run, Session, SweepReport,
 };
+use crate::notice::OutboxRoute;
 use crate::notify::Notifier;
 use crate::rate::{self, RateBudget, RateRefusal};
 use crate::reads::{self, text};
 use crate::state::RunStatus;
-use crate::store::{LedgerFuture, Store};
+use crate::store::{LedgerFuture, Outbox, Store};
 use crate::tx::{LedgerTx, TxTool};
 use crate::writer::{Job, LaneContext, Prefetch, Writer};
 use crate::{chain, decide, expiry, lease, record, runs, sweep};
@@ -50,6 +51,11 @@ pub struct StoreConfig {
     /// (default off). The serving process turns it on; a CLI process that only decides or
     /// reads does not need it. PostgreSQL always listens (`LISTEN` takes nothing from others).
     pub listen: bool,
+    /// The outbox's destinations and their events (LEDGER-30; default none: no outbox rows,
+    /// and the write path costs what it did without). Every process that writes to a ledger
+    /// whose server notifies should be given the same routes, so a decision taken by the CLI
+    /// is told too.
+    pub outbox: Vec<OutboxRoute>,
 }
 
 impl Default for StoreConfig {
@@ -60,6 +66,7 @@ impl Default for StoreConfig {
             sweep_limit: 500,
             clock: Arc::new(SystemClock),
             listen: false,
+            outbox: Vec::new(),
         }
     }
 }
@@ -71,6 +78,7 @@ impl std::fmt::Debug for StoreConfig {
             .field("lanes", &self.lanes)
             .field("sweep_limit", &self.sweep_limit)
             .field("listen", &self.listen)
+            .field("outbox", &self.outbox)
             .finish_non_exhaustive()
     }
 }
@@ -88,9 +96,9 @@ impl Drop for AbortOnDrop {
 /// `Arc<dyn Store>`. [`SqliteStore`](crate::SqliteStore) and [`PgStore`](crate::PgStore)
 /// name this type.
 pub struct Ledger {
-    pool: DbPool,
-    writer: Writer,
-    notifier: Arc<Notifier>,
+    pub(crate) pool: DbPool,
+    pub(crate) writer: Writer,
+    pub(crate) notifier: Arc<Notifier>,
     clock: Arc<dyn Clock>,
     sweep_limit: i64,
     pub(crate) listener: Option<AbortOnDrop>,
@@ -179,6 +187,7 @@ impl Ledger {
             approval_ttl: config.approval_ttl,
             sessions: Arc::default(),
             recent: RecentRows::default(),
+            routes: config.outbox.clone().into(),
             #[cfg(unix)]
             wake: announce.wake,
         });
@@ -465,7 +474,12 @@ impl Store for Ledger {
                 filter.recorded_before.map(to_micros).into(),
                 i64::from(filter.limit.unwrap_or(500)).into(),
             ];
-            self.parked(reads::PENDING_APPROVALS, &binds).await
+            let query = if filter.newest_first {
+                reads::PENDING_APPROVALS_NEWEST
+            } else {
+                reads::PENDING_APPROVALS
+            };
+            self.parked(query, &binds).await
         })
     }
 
@@ -533,5 +547,9 @@ impl Store for Ledger {
 
     fn open_run_in_session(&self, session: SessionId) -> LedgerFuture<'_, Option<RunId>> {
         Box::pin(agent_runs::open_in_session(&self.pool, session))
+    }
+
+    fn outbox(&self) -> Option<&dyn Outbox> {
+        Some(self)
     }
 }

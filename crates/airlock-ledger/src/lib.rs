@@ -9,7 +9,9 @@
 //!   `in_doubt` for a person, never a silent re-run; idempotent calls re-run with the same key;
 //! - approvals, answers and in-doubt resolutions are single decisions by named people, bound
 //!   to the exact row, and expire;
-//! - every write is appended to a hash chain that [`Store::verify`] checks.
+//! - every write is appended to a hash chain that [`Store::verify`] checks;
+//! - a transition a person is told about writes its notifications (the [`Outbox`]) in its own
+//!   transaction, when notifications are configured.
 //!
 //! Throughput comes from group commit (see `writer`), not from weaker durability. The crate
 //! README maps the modules.
@@ -33,6 +35,7 @@ mod tx;
 mod cache;
 mod chain;
 mod deferred;
+mod notice;
 mod notify;
 #[cfg(unix)]
 mod wake;
@@ -53,13 +56,14 @@ mod writer;
 
 // The store: one `Ledger` type behind the `Store` trait, opened on either backend.
 mod ledger;
+mod outbox;
 mod postgres;
 mod reads;
 mod sqlite;
 mod store;
 
 pub use agent_runs::{RunDetail, RunStep};
-pub use airlock_spec::{Approval, Effect, Mode, SourceKind};
+pub use airlock_spec::{Approval, Effect, Mode, NotifyEvent, SourceKind};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use db::SqlValue;
 pub use error::{LedgerError, ToolError, ToolErrorKind};
@@ -70,9 +74,10 @@ pub use model::{
     Invocation, Lease, NewInvocation, NewRun, NewSession, Recorded, ResolutionRecord,
     ResumeOutcome, Run, Session, Settlement, SweepReport,
 };
+pub use notice::{Notice, NoticeRecord, OutboxRoute};
 pub use postgres::PgStore;
 pub use rate::{RateBudget, RateRefusal};
 pub use sqlite::SqliteStore;
 pub use state::{CallKind, DecisionKind, InvocationState, Resolution, RunStatus};
-pub use store::{LedgerFuture, Store};
+pub use store::{LedgerFuture, Outbox, Store};
 pub use tx::{LedgerTx, TxTool, tx_tool};

@@ -403,6 +403,8 @@ pub struct ApprovalFilter {
     pub recorded_before: Option<OffsetDateTime>,
     /// At most this many rows (default 500).
     pub limit: Option<u32>,
+    /// Newest first instead of oldest first (the limit then keeps the newest rows).
+    pub newest_first: bool,
 }
 
 /// What one [`crate::Store::sweep`] changed.

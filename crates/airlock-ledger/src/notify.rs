@@ -28,6 +28,8 @@ const IDS_PER_MESSAGE: usize = 200;
 pub(crate) struct Notifier {
     waiters: Mutex<HashMap<InvocationId, Arc<Notify>>>,
     approvals: watch::Sender<()>,
+    /// Bumped when this process committed outbox rows (LEDGER-32).
+    notices: watch::Sender<()>,
 }
 
 impl Default for Notifier {
@@ -35,6 +37,7 @@ impl Default for Notifier {
         Self {
             waiters: Mutex::default(),
             approvals: watch::channel(()).0,
+            notices: watch::channel(()).0,
         }
     }
 }
@@ -106,6 +109,15 @@ impl Notifier {
     /// after it last looked.
     pub(crate) fn approvals(&self) -> watch::Receiver<()> {
         self.approvals.subscribe()
+    }
+
+    pub(crate) fn noticed(&self) {
+        self.notices.send_replace(());
+    }
+
+    /// Changes whenever this process committed outbox rows.
+    pub(crate) fn notices(&self) -> watch::Receiver<()> {
+        self.notices.subscribe()
     }
 
     /// Applies another process's announcement (see [`messages`]); a message it cannot read

@@ -13,19 +13,33 @@ use crate::row::{
 };
 
 /// Parked rows waiting for a person, filtered by tool (`$1`), principal (`$2`) and recorded
-/// before (`$3`), each when not null; oldest first, at most `$4`.
-pub(crate) const PENDING_APPROVALS: &str = concat!(
-    "state IN ('awaiting_approval', 'awaiting_answer') AND ",
-    open_rows!(),
-    " AND ($1 IS NULL OR tool = $1) AND ($2 IS NULL OR principal = $2) \
-     AND ($3 IS NULL OR created_at <= $3) ORDER BY created_at, id LIMIT $4"
-);
+/// before (`$3`), each when not null; ordered by the given `ORDER BY`, at most `$4`.
+macro_rules! pending_approvals {
+    ($order:literal) => {
+        concat!(
+            "state IN ('awaiting_approval', 'awaiting_answer') AND ",
+            open_rows!(),
+            " AND ($1 IS NULL OR tool = $1) AND ($2 IS NULL OR principal = $2) \
+             AND ($3 IS NULL OR created_at <= $3) ORDER BY ",
+            $order,
+            " LIMIT $4"
+        )
+    };
+}
 
-/// Approved rows nobody has claimed yet, oldest first, at most `$1`.
+/// [`pending_approvals!`], oldest first.
+pub(crate) const PENDING_APPROVALS: &str = pending_approvals!("created_at, id");
+
+/// [`pending_approvals!`], newest first (the inbox's order).
+pub(crate) const PENDING_APPROVALS_NEWEST: &str = pending_approvals!("created_at DESC, id DESC");
+
+/// Approved rows of no agent run nobody has claimed yet, oldest first, at most `$1`. A run's
+/// approved call is claimed by the run itself when it resumes, under the run's own connections
+/// (docs/rules.md AGENT-12).
 pub(crate) const APPROVED_UNCLAIMED: &str = concat!(
     "state = 'approved' AND ",
     open_rows!(),
-    " ORDER BY created_at, id LIMIT $1"
+    " AND run_id IS NULL ORDER BY created_at, id LIMIT $1"
 );
 
 /// A session's calls (`$1`), in the order they were recorded.

@@ -248,6 +248,7 @@ async fn insert(
         let hash = content_hash(&row);
         batch.audit("invocation", &row.id, row.version, &row.state, &hash);
     }
+    batch.notice(None, stored);
     batch.changed.push(stored.id);
     batch.rows.insert(stored.id, stored.clone());
     Ok(true)

@@ -12,6 +12,7 @@ use serde_json::Value;
 use time::OffsetDateTime;
 use tokio::sync::watch;
 use tokio::time::Instant;
+use uuid::Uuid;
 
 use crate::agent_runs::{RunDetail, RunStep};
 use crate::error::{LedgerError, ToolError};
@@ -20,6 +21,7 @@ use crate::model::{
     ApprovalFilter, AuditReport, Decision, Invocation, NewInvocation, NewRun, NewSession, Recorded,
     ResumeOutcome, Run, Session, SweepReport,
 };
+use crate::notice::{Notice, NoticeRecord};
 use crate::rate::{RateBudget, RateRefusal};
 use crate::state::{InvocationState, RunStatus};
 use crate::tx::TxTool;
@@ -163,7 +165,8 @@ pub trait Store: Send + Sync + 'static {
     /// Rows in doubt, oldest first.
     fn in_doubt(&self) -> LedgerFuture<'_, Vec<Invocation>>;
     /// Up to `limit` rows a person approved (or resolved as "did not run") that nobody has
-    /// claimed yet, oldest first — what a background worker picks up. Reading guarantees
+    /// claimed yet and that belong to no agent run (a run claims its own when it resumes),
+    /// oldest first — what a background worker picks up. Reading guarantees
     /// nothing: run them through [`Store::claim`], which lets exactly one claimer win.
     fn approved_unclaimed(&self, limit: u32) -> LedgerFuture<'_, Vec<Invocation>>;
     /// A session's invocations in the order they were recorded.
@@ -215,6 +218,10 @@ pub trait Store: Send + Sync + 'static {
         let _ = session;
         no_agent_runs()
     }
+    /// The notification outbox (LEDGER-30), if this store keeps one.
+    fn outbox(&self) -> Option<&dyn Outbox> {
+        None
+    }
 }
 
 /// The answer of a store that keeps no agent runs.
@@ -224,4 +231,48 @@ fn no_agent_runs<'a, T: Send + 'a>() -> LedgerFuture<'a, T> {
             "this store keeps no agent runs".into(),
         ))
     })
+}
+
+/// The notification outbox: rows the state machine wrote with its transitions (see
+/// [`StoreConfig::outbox`](crate::StoreConfig::outbox)), claimed and settled by a delivery
+/// worker (LEDGER-31 … LEDGER-34).
+pub trait Outbox: Send + Sync {
+    /// Claims up to `limit` notices due now under `owner`'s lease, oldest due first, counting
+    /// an attempt on each. While the lease lasts no other claimer gets them, in this process
+    /// or another; when it ends undelivered (a crash), they are due again.
+    fn claim_notices(
+        &self,
+        owner: &str,
+        lease: Duration,
+        limit: u32,
+    ) -> LedgerFuture<'_, Vec<Notice>>;
+    /// Marks notice `id` delivered, keeping `reference` for its invocation and destination.
+    /// `true` for the one mark that delivered it; `false` when `owner` no longer holds it or
+    /// it was settled already.
+    fn notice_delivered(
+        &self,
+        id: Uuid,
+        owner: &str,
+        reference: Option<String>,
+    ) -> LedgerFuture<'_, bool>;
+    /// Gives notice `id` back undelivered with `error`: due again after `retry_in`, or failed
+    /// for good when `None`. `false` when `owner` no longer holds it.
+    fn notice_undelivered(
+        &self,
+        id: Uuid,
+        owner: &str,
+        retry_in: Option<Duration>,
+        error: String,
+    ) -> LedgerFuture<'_, bool>;
+    /// The reference a delivered notice to `destination` kept for `invocation`.
+    fn notice_reference(
+        &self,
+        invocation: InvocationId,
+        destination: &str,
+    ) -> LedgerFuture<'_, Option<String>>;
+    /// Every notice of `invocation`, in the order they were written.
+    fn notices_of(&self, invocation: InvocationId) -> LedgerFuture<'_, Vec<NoticeRecord>>;
+    /// Changes whenever this process committed new notices (a delivery worker looks then, and
+    /// now and then for other processes' notices and for retries that fell due).
+    fn notices(&self) -> watch::Receiver<()>;
 }

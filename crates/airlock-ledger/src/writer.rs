@@ -32,6 +32,7 @@ use crate::db::{CountedWrite, DbPool};
 use crate::deferred;
 use crate::error::LedgerError;
 use crate::ids::InvocationId;
+use crate::notice::Routes;
 use crate::notify::{self, Notifier};
 use crate::state::InvocationState;
 use crate::tx::LedgerTx;
@@ -134,6 +135,8 @@ pub(crate) struct LaneContext {
     pub(crate) approval_ttl: Duration,
     pub(crate) sessions: Arc<SessionCache>,
     pub(crate) recent: RecentRows,
+    /// The outbox's routes (LEDGER-30); empty: no outbox rows.
+    pub(crate) routes: Routes,
     /// SQLite: tells the database's listening stores in other processes (see `wake`).
     #[cfg(unix)]
     pub(crate) wake: Option<Announcer>,
@@ -144,6 +147,8 @@ struct Committed {
     changed: Vec<InvocationId>,
     /// Some changed row is now approved (a worker should look).
     approved: bool,
+    /// The commit wrote outbox rows (the delivery worker should look).
+    noticed: bool,
 }
 
 /// Handles to the writer lanes; dropping it stops them once their queues drain.
@@ -357,6 +362,9 @@ async fn announce(ctx: &LaneContext, committed: &Committed) {
     if committed.approved {
         ctx.notifier.approved();
     }
+    if committed.noticed {
+        ctx.notifier.noticed();
+    }
     let messages = notify::messages(&committed.changed, committed.approved);
     #[cfg(unix)]
     if let Some(wake) = &ctx.wake {
@@ -412,6 +420,7 @@ async fn attempt(
                 let committed = Committed {
                     changed: batch.changed,
                     approved,
+                    noticed: batch.noticed,
                 };
                 Ok((committed, batch.chain.into_head()))
             }
@@ -452,6 +461,7 @@ async fn fill(
         Chain::new(lane, head),
         Arc::clone(&ctx.sessions),
         queued,
+        Arc::clone(&ctx.routes),
     );
     let (mut fresh, mut running) = (Vec::new(), Vec::new());
     for job in jobs.iter() {

@@ -12,6 +12,8 @@
 //! - `endpoint`: the gateway as the MCP endpoint's tool host.
 //! - [`agent`]: agent runs — the loop that sends a model's tool calls along the one path,
 //!   parks, resumes exactly once, proposes and nests sub-agents — and its resume worker.
+//! - [`notify`]: the outbox's notifications delivered to webhooks and Slack, and Slack's
+//!   button clicks verified.
 //!
 //! Every [`Outcome`] is read from the row it reports. A tool's own failure is a
 //! [`ToolError`] stored on its row, never an `Err`.
@@ -23,6 +25,7 @@ mod endpoint;
 mod error;
 mod execute;
 mod gateway;
+pub mod notify;
 mod outcome;
 mod rate_limit;
 mod session;

@@ -11,6 +11,7 @@ use ipnet::IpNet;
 use crate::diag::Diag;
 use crate::fields::Fields;
 use crate::names::{CredentialPath, check_identifier};
+use crate::notify::{NotifySettings, read_notify};
 use crate::policy::{Approval, Effect};
 use crate::refs::Referenced;
 use crate::scope::ScopeId;
@@ -60,6 +61,11 @@ pub struct Config {
     pub builtins: Vec<(Builtin, Policy)>,
     /// `[server]`: what one client, or many, may hold of the HTTP server (OPS-12, OPS-13).
     pub server: ServerLimits,
+    /// `[server] public_url`: where people reach this server, for links in notifications
+    /// (DECL-55); links are relative when unset.
+    pub public_url: Option<String>,
+    /// `[notify]`: webhooks and Slack (NOTIFY).
+    pub notify: NotifySettings,
 }
 
 /// `[server]`: bounds on what clients may hold of the HTTP server. Every bound is at least 1.
@@ -148,7 +154,7 @@ pub struct CredentialsSettings {
     pub master_key_file: PathBuf,
 }
 
-const TOP_KEYS: [&str; 10] = [
+const TOP_KEYS: [&str; 11] = [
     "listen",
     "database_url",
     "approval_ttl",
@@ -159,6 +165,7 @@ const TOP_KEYS: [&str; 10] = [
     "credentials",
     "builtins",
     "server",
+    "notify",
 ];
 
 /// Reads `airlock.toml` (its tree) into a [`Config`]; `root` is the deployment directory.
@@ -205,6 +212,8 @@ pub(crate) fn read_config(node: Option<&Node>, root: &Path, d: &mut Diag) -> Opt
         .map(|n| builtins(n, d))
         .unwrap_or_default();
     let server = server(f.get("server"), d);
+    let public_url = public_url(f.get("server"), d);
+    let notify = read_notify(f.get("notify"), d);
     Some(Config {
         listen: listen.ok()?,
         database_url,
@@ -216,13 +225,37 @@ pub(crate) fn read_config(node: Option<&Node>, root: &Path, d: &mut Diag) -> Opt
         credentials,
         builtins,
         server,
+        public_url,
+        notify,
     })
+}
+
+/// `[server] public_url`: an http(s) URL without a trailing slash (DECL-55).
+fn public_url(node: Option<&Node>, d: &mut Diag) -> Option<String> {
+    // `[server]` that is not a mapping is reported once, by `server`.
+    let node = node.filter(|n| matches!(n.value, crate::tree::NodeValue::Map(_)))?;
+    let f = Fields::open_free(node, "server", d)?;
+    let url = f.opt_str("public_url", d)?;
+    match url::Url::parse(&url) {
+        Ok(u) if matches!(u.scheme(), "http" | "https") && u.host_str().is_some() => {
+            Some(url.trim_end_matches('/').to_owned())
+        }
+        _ => {
+            d.push(
+                f.key_at("public_url"),
+                "server.public_url",
+                format!("`{url}` is not an http(s) URL such as `https://airlock.example.com`"),
+            );
+            None
+        }
+    }
 }
 
 /// `[server]`: a zero bound would refuse every request, so it is an error, not a setting.
 fn server(node: Option<&Node>, d: &mut Diag) -> ServerLimits {
     let mut limits = ServerLimits::default();
     let keys = [
+        "public_url",
         "header_timeout",
         "max_connections",
         "max_in_flight",

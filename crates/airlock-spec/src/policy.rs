@@ -43,6 +43,27 @@ macro_rules! words {
 }
 
 words! {
+    /// What happened to a call that a person is told about (docs/rules.md NOTIFY-1): the
+    /// `type` of a webhook event, and what the ledger's outbox records (LEDGER-30).
+    NotifyEvent {
+        /// The call waits for a person: an approval or an answer.
+        #[default]
+        Parked = "invocation.parked",
+        /// A person approved, denied, answered or resolved it.
+        Decided = "invocation.decided",
+        /// Nobody decided before it expired.
+        Expired = "invocation.expired",
+        /// It may have run: a person must settle it.
+        InDoubt = "invocation.in_doubt",
+    }
+}
+
+impl NotifyEvent {
+    /// Every event, in the order a call meets them.
+    pub const ALL: [Self; 4] = [Self::Parked, Self::Decided, Self::Expired, Self::InDoubt];
+}
+
+words! {
     /// When a call waits for a person before it runs.
     Approval {
         /// Runs at once; no approval is recorded.

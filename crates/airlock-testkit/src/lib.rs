@@ -5,16 +5,22 @@
 //! [`Script`] and whose received requests it reads back with [`Server::seen`]. [`RawServer`]
 //! is a bare HTTP/1.1 upstream that hangs up, holds or fails a request on cue (a [`Cue`]).
 //! [`FakeModel`] is a model provider (OpenAI-compatible or Anthropic) streaming scripted
-//! [`ModelReply`]s and counting the requests it gets. Fixtures panic on setup failure (a port
-//! that cannot be bound): that is a broken test machine, and a loud panic is the clearest
-//! report a test can give.
+//! [`ModelReply`]s and counting the requests it gets. [`Receiver`] records webhook deliveries
+//! and answers queued statuses; [`FakeSlack`] is Slack's Web API (`chat.postMessage`,
+//! `chat.update`) checking the bot token. Fixtures panic on setup failure (a port that cannot
+//! be bound): that is a broken test machine, and a loud panic is the clearest report a test
+//! can give.
 
 mod model;
 mod raw;
+mod receiver;
+mod slack;
 mod upstream;
 
 pub use model::{
     FAKE_INPUT_TOKENS, FAKE_OUTPUT_TOKENS, FakeCall, FakeModel, Flavor, ModelReply, Received,
 };
 pub use raw::{Cue, RawServer};
+pub use receiver::{Delivery, Receiver, free_port};
+pub use slack::{FakeSlack, SlackCall};
 pub use upstream::{Script, Seen, Server};

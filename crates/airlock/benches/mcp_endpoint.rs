@@ -243,6 +243,7 @@ async fn serve_airlock(dir: &Path, store: Arc<dyn Store>) -> String {
         admin: booted.admin,
         mcp: booted.mcp,
         limits: booted.deployment.config.server,
+        slack: booted.slack.clone(),
     };
     let limits = state.limits;
     tokio::spawn(serve(listener, app(state), limits, std::future::pending()));

@@ -11,6 +11,7 @@ use airlock_ledger::{Invocation, InvocationState, PgStore, SqliteStore, Store, S
 use airlock_mcp::{EndpointConfig, EndpointToken, McpClient};
 use airlock_model::{ModelError, ModelErrorKind};
 use airlock_runtime::agent::{Agents, Limits, ModelFactory};
+use airlock_runtime::notify::{self, Notifications, SlackInteractions};
 use airlock_runtime::{Gateway, HowToDecide, discover, egress_policy};
 use airlock_spec::{AgentSpec, Credentials, Deployment, EndpointAuth, Scope, ScopeId, ToolSpec};
 use anyhow::Context as _;
@@ -28,6 +29,12 @@ pub struct Booted {
     pub admin: Tokens,
     /// The MCP endpoint's tokens and host names.
     pub mcp: EndpointConfig,
+    /// `[notify]`'s destinations with their secrets; `None` when nothing is configured.
+    pub notifications: Option<Arc<Notifications>>,
+    /// `[notify.slack]`'s verifier of button clicks, if Slack is configured.
+    pub slack: Option<Arc<SlackInteractions>>,
+    /// The egress guard every outgoing request goes through (notifications too).
+    pub egress: GuardedClient,
 }
 
 /// Bearer tokens resolved from their credential paths, each with its principal.
@@ -56,11 +63,7 @@ async fn load(
 ) -> anyhow::Result<Booted> {
     let deployment = Deployment::load(dir).map_err(|e| anyhow::anyhow!("{e}"))?;
     let credentials = load_credentials(dir, &deployment)?;
-    let config = StoreConfig {
-        approval_ttl: deployment.config.approval_ttl,
-        listen,
-        ..StoreConfig::default()
-    };
+    let config = store_config(&deployment.config, listen);
     let store = open_ledger(&deployment.config.database_url, config).await?;
     assemble(deployment, credentials, store, lease).await
 }
@@ -113,12 +116,17 @@ async fn assemble(
         }
     }
     let admin = tokens(&config.admin, &credentials).context("admin tokens")?;
+    let notifications =
+        Notifications::new(&config.notify, config.public_url.as_deref(), &credentials)
+            .context("[notify]")?;
+    let slack =
+        notify::slack_interactions(&config.notify, &credentials).context("[notify.slack]")?;
     let mcp = EndpointConfig {
         tokens: mcp_tokens(&deployment, &credentials).context("MCP tokens")?,
         allowed_hosts: config.mcp.allowed_hosts.clone(),
     };
     let gateway = Arc::new(builder.build());
-    let models = models(egress, credentials);
+    let models = models(egress.clone(), credentials);
     let agents = Agents::new(
         gateway.clone(),
         deployment.agents.clone(),
@@ -131,6 +139,9 @@ async fn assemble(
         deployment,
         admin,
         mcp,
+        notifications: (!notifications.is_empty()).then(|| Arc::new(notifications)),
+        slack: slack.map(Arc::new),
+        egress,
     })
 }
 
@@ -166,6 +177,18 @@ pub fn add_discovered(scope: &mut Scope, discovered: Vec<ToolSpec>) -> anyhow::R
     Ok(())
 }
 
+/// The ledger's settings for a deployment: its approval TTL, and the outbox routes of
+/// `[notify]` — every process that writes (`serve`, a CLI decision) writes the same
+/// notifications (LEDGER-30).
+pub(crate) fn store_config(config: &airlock_spec::Config, listen: bool) -> StoreConfig {
+    StoreConfig {
+        approval_ttl: config.approval_ttl,
+        listen,
+        outbox: notify::routes(&config.notify),
+        ..StoreConfig::default()
+    }
+}
+
 /// Opens (and migrates) the ledger named by `url`.
 pub async fn open_store(
     url: &str,
@@ -178,7 +201,7 @@ pub async fn open_store(
     open_ledger(url, config).await
 }
 
-async fn open_ledger(url: &str, config: StoreConfig) -> anyhow::Result<Arc<dyn Store>> {
+pub(crate) async fn open_ledger(url: &str, config: StoreConfig) -> anyhow::Result<Arc<dyn Store>> {
     if url.starts_with("postgres://") || url.starts_with("postgresql://") {
         Ok(Arc::new(
             PgStore::connect_url(url, config)

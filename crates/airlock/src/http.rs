@@ -5,15 +5,18 @@ mod approvals;
 mod auth;
 mod error;
 mod in_flight;
+mod inbox;
 mod listen;
 mod ops;
 mod runs;
+mod slack;
 
 use std::sync::Arc;
 
 use airlock_mcp::{EndpointConfig, ToolHost};
 use airlock_runtime::Gateway;
 use airlock_runtime::agent::Agents;
+use airlock_runtime::notify::SlackInteractions;
 use airlock_spec::ServerLimits;
 use axum::Router;
 
@@ -34,19 +37,28 @@ pub struct AppState {
     pub mcp: EndpointConfig,
     /// `[server]`: how many requests may be in progress, overall and per principal.
     pub limits: ServerLimits,
+    /// `[notify.slack]`: the verifier of Slack's button clicks (none: the route answers 404).
+    pub slack: Option<Arc<SlackInteractions>>,
 }
 
-/// The whole HTTP surface: operations, the decisions API, the run API and its WebSocket, and
-/// the MCP endpoint (`POST /mcp`, `POST /agents/{name}/mcp`), built in `airlock-mcp` on the
-/// gateway. Every route but the operations ones counts against the in-flight bounds (OPS-13);
-/// a WebSocket only while it is being upgraded.
+/// The whole HTTP surface: operations, the decisions API, the run API and its WebSocket, the
+/// inbox (`/inbox`), Slack's interactions, and the MCP endpoint (`POST /mcp`, `POST
+/// /agents/{name}/mcp`), built in `airlock-mcp` on the gateway. Every route but the operations
+/// ones counts against the in-flight bounds (OPS-13); a WebSocket only while it is being
+/// upgraded.
 pub fn app(state: AppState) -> Router {
     let host: Arc<dyn ToolHost> = state.gateway.clone();
     let mcp = airlock_mcp::router(host, state.mcp.clone());
     let in_flight = in_flight::InFlight::new(&state, &state.limits);
     let bounded = Router::new()
-        .nest("/v1", approvals::router().merge(runs::router()))
+        .nest(
+            "/v1",
+            approvals::router()
+                .merge(runs::router())
+                .merge(slack::router()),
+        )
         .with_state(state.clone())
+        .merge(inbox::router(state.clone()))
         .merge(mcp)
         .layer(axum::middleware::from_fn_with_state(
             in_flight,

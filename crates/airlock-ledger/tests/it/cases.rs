@@ -8,6 +8,7 @@ mod audit;
 mod decisions;
 mod execution;
 mod fused;
+mod outbox;
 mod rate;
 mod worker;
 
@@ -17,5 +18,6 @@ pub(crate) use audit::*;
 pub(crate) use decisions::*;
 pub(crate) use execution::*;
 pub(crate) use fused::*;
+pub(crate) use outbox::*;
 pub(crate) use rate::*;
 pub(crate) use worker::*;

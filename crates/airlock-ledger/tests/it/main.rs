@@ -57,4 +57,8 @@ harness::both_backends!(
     policy_16_stores_on_one_database_share_the_budget,
     ledger_19_unanswered_at_most_once_parks_in_doubt,
     ledger_20_late_answer_wins_over_the_sweep,
+    ledger_30_transitions_write_their_notices,
+    ledger_30_no_routes_no_rows,
+    ledger_31_one_holder_one_delivery,
+    ledger_32_retry_then_give_up,
 );

@@ -122,3 +122,29 @@ async fn a_conversation_longer_than_its_script_is_a_clear_error() {
         "the script scripts/offline.yml has 2 turn(s) for this conversation and the model was asked for turn 3"
     );
 }
+
+#[tokio::test]
+async fn an_input_no_conversation_matches_without_a_fallback_is_a_clear_error() {
+    let mut script = script();
+    script.conversations.truncate(1);
+    let spec = ModelSpec {
+        provider: "scripted".into(),
+        model: "scripted".into(),
+        endpoint: None,
+        credential: None,
+        script: Some(script),
+    };
+    let client = support::client(airlock_egress::EgressPolicy::default());
+    let model = airlock_model::connect(&spec, client, None).unwrap();
+    let error = turn(model.as_ref(), &support::ask("hello"))
+        .await
+        .0
+        .unwrap_err();
+    assert_eq!(error.kind, ModelErrorKind::Configuration);
+    assert!(
+        error
+            .message
+            .starts_with("no conversation of the script scripts/offline.yml matches"),
+        "{error}"
+    );
+}

@@ -1,12 +1,14 @@
 //! What waits for a person — calls awaiting an approval or an answer, and calls in doubt — as
-//! one list shared by `GET /v1/approvals` and `airlock approvals list`: oldest first, filtered
-//! by tool, principal, agent and age, and paged by offset.
+//! one list shared by `GET /v1/approvals`, `airlock approvals list` and the inbox: oldest first
+//! (newest first for the inbox), filtered by tool, principal, agent and age, and paged by
+//! offset. Each row's [`Origin`] (the channel and scope of its session) is read by [`origins`].
 //!
 //! The ledger filters by tool, principal and age; the agent filter reads each row's session
 //! (the scope it was opened in) here, so with `agent` set at most [`MAX_SCAN`] of the oldest
 //! waiting rows are considered.
 
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::time::Duration;
 
 use airlock_ledger::{ApprovalFilter, Invocation, LedgerError, SessionId, Store};
@@ -37,12 +39,14 @@ pub struct Query {
     pub limit: Option<u32>,
     /// Rows to skip (default 0).
     pub offset: Option<u32>,
+    /// Newest first instead of oldest first.
+    pub newest_first: bool,
 }
 
 /// One page of the list.
 #[derive(Debug, Clone)]
 pub struct Page {
-    /// The rows, oldest first.
+    /// The rows, oldest first (newest first when asked).
     pub rows: Vec<Invocation>,
     /// The offset of the next page, if there are more rows.
     pub next_offset: Option<u32>,
@@ -66,6 +70,7 @@ pub async fn list(store: &dyn Store, query: &Query) -> Result<Page, LedgerError>
         principal: query.principal.clone(),
         recorded_before,
         limit: Some(wanted),
+        newest_first: query.newest_first,
     };
     let mut rows = store.pending_approvals(filter).await?;
     rows.extend(store.in_doubt().await?.into_iter().filter(|row| {
@@ -77,6 +82,9 @@ pub async fn list(store: &dyn Store, query: &Query) -> Result<Page, LedgerError>
             && recorded_before.is_none_or(|before| row.created_at <= before)
     }));
     rows.sort_by_key(|row| (row.created_at, row.id));
+    if query.newest_first {
+        rows.reverse();
+    }
     if let Some(agent) = &query.agent {
         rows = in_agent_scope(store, rows, agent).await?;
     }
@@ -92,6 +100,36 @@ pub async fn list(store: &dyn Store, query: &Query) -> Result<Page, LedgerError>
     })
 }
 
+/// Where a waiting call came from: its session's channel and the scope it was opened in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Origin {
+    /// `mcp`, `api`, `cli`, …
+    pub channel: String,
+    /// The gateway's or an agent's scope; `None` when the session names none.
+    pub scope: Option<ScopeId>,
+}
+
+/// The origin of each of `rows`, keyed by session (each session read once).
+///
+/// # Errors
+/// The ledger's: the database is unreachable or a session is missing or corrupt.
+pub async fn origins(
+    store: &dyn Store,
+    rows: &[Invocation],
+) -> Result<HashMap<SessionId, Origin>, LedgerError> {
+    let mut origins = HashMap::new();
+    for row in rows {
+        if let Entry::Vacant(slot) = origins.entry(row.session_id) {
+            let opened = store.get_session(row.session_id).await?;
+            slot.insert(Origin {
+                scope: session::scope(&opened),
+                channel: opened.channel,
+            });
+        }
+    }
+    Ok(origins)
+}
+
 /// The rows whose session was opened in `agent`'s scope.
 async fn in_agent_scope(
     store: &dyn Store,
@@ -99,21 +137,9 @@ async fn in_agent_scope(
     agent: &str,
 ) -> Result<Vec<Invocation>, LedgerError> {
     let wanted = Some(ScopeId::Agent(agent.to_owned()));
-    let mut scopes: HashMap<SessionId, bool> = HashMap::new();
-    let mut out = Vec::new();
-    for row in rows {
-        let matches = match scopes.get(&row.session_id) {
-            Some(matches) => *matches,
-            None => {
-                let opened = store.get_session(row.session_id).await?;
-                let matches = session::scope(&opened) == wanted;
-                scopes.insert(row.session_id, matches);
-                matches
-            }
-        };
-        if matches {
-            out.push(row);
-        }
-    }
-    Ok(out)
+    let origins = origins(store, &rows).await?;
+    Ok(rows
+        .into_iter()
+        .filter(|row| origins.get(&row.session_id).map(|o| &o.scope) == Some(&wanted))
+        .collect())
 }

@@ -42,7 +42,8 @@ pub(super) fn recorded(row: &Invocation, how: Option<&HowToDecide>) {
         InvocationState::AwaitingApproval | InvocationState::AwaitingAnswer => {
             let decide = how.and_then(|how| how(row));
             let decide = decide.as_deref();
-            tracing::info!(target: TARGET, %id, tool, state, decide, "parked");
+            let principal = row.principal.as_deref();
+            tracing::info!(target: TARGET, %id, tool, principal, state, decide, "parked");
         }
         InvocationState::Proposed => {
             tracing::info!(target: TARGET, %id, tool, "proposed: nothing ran");

@@ -7,6 +7,7 @@ mod apis;
 mod digest;
 mod examples;
 mod model_script;
+mod notify;
 mod rules;
 mod schemas;
 mod support;

@@ -249,6 +249,7 @@ async fn list(args: &ListArgs) -> anyhow::Result<()> {
         older_than: None,
         limit: args.limit,
         offset: args.offset,
+        newest_first: false,
     };
     let page = pending::list(store.as_ref(), &query).await?;
     if args.reader.json {

@@ -100,5 +100,6 @@ pub(crate) async fn existing_ledger(deployment: &Deployment) -> anyhow::Result<A
              or `airlock call` creates it)"
         );
     }
-    crate::boot::open_store(&config.database_url, config.approval_ttl).await
+    let settings = crate::boot::store_config(config, false);
+    crate::boot::open_ledger(&config.database_url, settings).await
 }

@@ -1,6 +1,7 @@
 //! `airlock serve [--dir DIR]`: validate (fail loud), discover connection tools (fail loud),
-//! migrate, start the sweeper, the worker (approved calls nobody claimed) and the resume worker
-//! (parked runs whose calls were decided, AGENT-7), serve HTTP.
+//! migrate, start the sweeper, the worker (approved calls nobody claimed), the resume worker
+//! (parked runs whose calls were decided, AGENT-7) and, with `[notify]`, the delivery of
+//! notifications; serve HTTP.
 //!
 //! Shutdown (docs/rules.md OPS-9): the first SIGTERM/SIGINT stops accepting, ends every long
 //! poll at once with the call's current state (the row stays parked; the client calls again),
@@ -93,12 +94,30 @@ async fn serve_dir(args: &Args, dir: &Path) -> anyhow::Result<ExitCode> {
         booted.agents.clone(),
         resumer_stop,
     ));
+    let (stop_notify, notify_stop) = tokio::sync::oneshot::channel::<()>();
+    if let Some(notifications) = booted.notifications.clone() {
+        // Not waited for at shutdown: a notice in flight keeps its lease and is sent again
+        // after it (LEDGER-31).
+        tokio::spawn(airlock_runtime::notify::deliver(
+            gateway.store().clone(),
+            booted.egress.clone(),
+            notifications,
+            // Unique per process: a restarted server's leases are not its predecessor's.
+            format!(
+                "serve-{}-{}",
+                std::process::id(),
+                time::OffsetDateTime::now_utc().unix_timestamp_nanos()
+            ),
+            notify_stop,
+        ));
+    }
     let state = AppState {
         gateway: booted.gateway,
         agents: booted.agents,
         admin: booted.admin,
         mcp: booted.mcp,
         limits: booted.deployment.config.server,
+        slack: booted.slack,
     };
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let limits = state.limits;
@@ -115,6 +134,7 @@ async fn serve_dir(args: &Args, dir: &Path) -> anyhow::Result<ExitCode> {
     let _ = stop_tx.send(());
     let _ = stop_worker.send(());
     let _ = stop_resumer.send(());
+    let _ = stop_notify.send(());
     sweeper.abort();
     let drained = async {
         let (served, _, _) = tokio::join!(server, worker, resumer);

@@ -190,6 +190,7 @@ async fn list(
         older_than: query.older_than.map(std::time::Duration::from_secs),
         limit: query.limit,
         offset: query.offset,
+        newest_first: false,
     };
     let page = pending::list(state.gateway.store().as_ref(), &query).await?;
     Ok(Json(approvals_json(&page)))

@@ -37,17 +37,22 @@ impl FromRequestParts<AppState> for Admin {
 
 /// The principal whose token `header` (`Bearer …`) carries, if any.
 pub(crate) fn principal(tokens: &Tokens, header: Option<&str>) -> Option<String> {
-    matching(tokens.0.iter().map(|(t, p)| (t, p)), header).cloned()
+    token_principal(tokens, bearer(header)?)
 }
 
-/// The entry whose token `header` (`Bearer …`) carries, if any: every token is compared, in
-/// constant time, so the time taken says nothing about which one matched.
+/// The principal of the admin token `supplied` (a header's or the inbox's sign-in form's).
+pub(crate) fn token_principal(tokens: &Tokens, supplied: &str) -> Option<String> {
+    matching(tokens.0.iter().map(|(t, p)| (t, p)), supplied).cloned()
+}
+
+/// The entry whose token is `supplied`, if any: every token is compared, in constant time, so
+/// the time taken says nothing about which one matched.
 fn matching<'a, T>(
     candidates: impl IntoIterator<Item = (&'a SecretString, T)>,
-    header: Option<&str>,
+    supplied: &str,
 ) -> Option<T> {
     // An empty token is never a credential, whatever is configured.
-    let supplied = header?.strip_prefix("Bearer ")?.trim();
+    let supplied = supplied.trim();
     if supplied.is_empty() {
         return None;
     }
@@ -76,7 +81,9 @@ pub(super) fn agent_caller(
         .get(axum::http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok());
     let tokens = state.mcp.tokens.iter().map(|t| (&t.token, t));
-    let token = matching(tokens, header).ok_or_else(ApiError::unauthorized_caller)?;
+    let token = bearer(header)
+        .and_then(|supplied| matching(tokens, supplied))
+        .ok_or_else(ApiError::unauthorized_caller)?;
     let scope = ScopeId::Agent(agent.to_owned());
     if !token.scopes.as_ref().is_none_or(|s| s.contains(&scope)) {
         tracing::warn!(principal = %token.principal, %scope, "run refused: scope not granted to the token");
@@ -92,6 +99,11 @@ pub(super) fn agent_caller(
     Ok(token.principal.clone())
 }
 
+/// The token of an `Authorization: Bearer …` header.
+fn bearer(header: Option<&str>) -> Option<&str> {
+    header?.strip_prefix("Bearer ")
+}
+
 /// Refuses (401) a request that carries neither an admin token nor a caller token, before
 /// anything is looked up for it.
 pub(super) fn any_token(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
@@ -100,7 +112,9 @@ pub(super) fn any_token(state: &AppState, headers: &HeaderMap) -> Result<(), Api
         .and_then(|v| v.to_str().ok());
     let callers = state.mcp.tokens.iter().map(|t| (&t.token, ()));
     let admins = state.admin.0.iter().map(|(t, _)| (t, ()));
-    matching(callers.chain(admins), header).ok_or_else(ApiError::unauthorized_caller)
+    bearer(header)
+        .and_then(|supplied| matching(callers.chain(admins), supplied))
+        .ok_or_else(ApiError::unauthorized_caller)
 }
 
 /// Who may read or cancel a run of agent `agent`: a caller granted the agent, or an admin

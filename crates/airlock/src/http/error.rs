@@ -34,6 +34,16 @@ impl ApiError {
         self
     }
 
+    /// Its code (`already_decided`, `not_found`, …).
+    pub(crate) fn code(&self) -> &'static str {
+        self.code
+    }
+
+    /// What it says to the caller.
+    pub(crate) fn message(&self) -> &str {
+        &self.message
+    }
+
     pub(crate) fn unauthorized() -> Self {
         Self::new(
             StatusCode::UNAUTHORIZED,
@@ -59,7 +69,7 @@ impl ApiError {
         )
     }
 
-    /// The HTTP status.
+    /// The HTTP status it answers with.
     pub(crate) fn status(&self) -> StatusCode {
         self.status
     }

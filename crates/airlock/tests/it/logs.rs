@@ -106,6 +106,10 @@ async fn a_gated_call_is_logged_from_arrival_to_execution_without_secrets() {
     }
     let parked = server.await_log(&["parked", &id], WITHIN);
     assert!(
+        parked.contains("tool=\"pay_card_status\"") && parked.contains("principal=\"claude\""),
+        "the tool and who asked (NOTIFY-9): {parked}"
+    );
+    assert!(
         parked.contains(&format!("airlock approve {id} --dir /")),
         "the command to approve, with an absolute --dir: {parked}"
     );
@@ -166,6 +170,7 @@ async fn json_logs_are_one_object_a_line_with_the_events_fields() {
     assert_eq!(parked["level"], "INFO");
     assert_eq!(parked["tool"], "pay_card_status");
     assert_eq!(parked["state"], "awaiting_approval");
+    assert_eq!(parked["principal"], "claude");
     assert!(
         parked["decide"]
             .as_str()

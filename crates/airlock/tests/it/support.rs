@@ -4,6 +4,8 @@
 //! its own TOML, credentials and tokens.
 
 pub(crate) mod bearer_proxy;
+pub(crate) mod browser;
+pub(crate) mod inbox_client;
 
 use std::io::{BufRead as _, BufReader};
 use std::net::SocketAddr;
@@ -47,6 +49,7 @@ pub(crate) async fn serve_in_process(dir: &Path) -> (SocketAddr, Arc<Gateway>) {
         admin: booted.admin,
         mcp: booted.mcp,
         limits: booted.deployment.config.server,
+        slack: booted.slack.clone(),
     };
     let limits = state.limits;
     tokio::spawn(serve(listener, app(state), limits, std::future::pending()));

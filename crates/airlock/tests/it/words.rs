@@ -36,7 +36,7 @@ async fn admin(
 
 /// A call of `fetch` by `claude` through the MCP endpoint that the sweeper found running after
 /// its lease: in doubt.
-async fn in_doubt(gateway: &Gateway, call_id: &str) -> InvocationId {
+pub(crate) async fn in_doubt(gateway: &Gateway, call_id: &str) -> InvocationId {
     let session = airlock_ledger::SessionId::new();
     gateway
         .open_session_as(session, "mcp", Some("claude".into()), &ScopeId::Gateway)

@@ -80,6 +80,18 @@ pub(crate) async fn ledger_15_story_in_order(h: &Harness) {
         pending.iter().map(|i| i.id).collect::<Vec<_>>(),
         ids[1..].to_vec()
     );
+    // INBOX-5: the inbox reads newest first, and its limit keeps the newest rows.
+    let newest = h
+        .store
+        .pending_approvals(ApprovalFilter {
+            tool: Some("refund".into()),
+            newest_first: true,
+            limit: Some(1),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(newest.iter().map(|i| i.id).collect::<Vec<_>>(), [ids[2]]);
     let by_principal = ApprovalFilter {
         principal: Some("nobody".into()),
         ..Default::default()

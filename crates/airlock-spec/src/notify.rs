@@ -1,0 +1,154 @@
+//! `[notify]` of `airlock.toml`: who is told when a call waits for a person or is decided
+//! (docs/rules.md NOTIFY-1 … NOTIFY-9, DECL-55 … DECL-58). Secrets are credential paths, never
+//! values; URLs are checked like every other URL the gateway reaches.
+
+use crate::diag::Diag;
+use crate::fields::Fields;
+use crate::names::CredentialPath;
+use crate::policy::NotifyEvent;
+use crate::refs::Referenced;
+use crate::tree::Node;
+use crate::urls::check_credential_url;
+use crate::values::credential_path;
+
+/// Slack's Web API, the default `api_base`.
+pub const SLACK_API: &str = "https://slack.com/api";
+
+/// `[notify]`: nothing is configured by default, and then nothing is written to the outbox.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct NotifySettings {
+    /// `[[notify.webhooks]]`: signed JSON events POSTed to each URL.
+    pub webhooks: Vec<WebhookSettings>,
+    /// `[notify.slack]`: a card in one channel per parked call, decided by allow-listed users.
+    pub slack: Option<SlackSettings>,
+}
+
+impl NotifySettings {
+    /// Whether anything is to be told at all.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.webhooks.is_empty() && self.slack.is_none()
+    }
+}
+
+/// One `[[notify.webhooks]]` entry (DECL-56).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WebhookSettings {
+    /// `url`: where events are POSTed (through the egress guard).
+    pub url: String,
+    /// `secret`: credential path of the signing secret (`whsec_<base64>`, or raw text).
+    pub secret: CredentialPath,
+    /// `events`: which events this receiver gets (default: all four).
+    pub events: Vec<NotifyEvent>,
+}
+
+/// `[notify.slack]` (DECL-57).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SlackSettings {
+    /// `bot_token`: credential path of the bot's `xoxb-` token.
+    pub bot_token: CredentialPath,
+    /// `channel`: the channel id (or name) cards are posted to.
+    pub channel: String,
+    /// `signing_secret`: credential path of the app's signing secret.
+    pub signing_secret: CredentialPath,
+    /// `deciders`: Slack user ids allowed to approve or deny (empty: nobody decides in Slack).
+    pub deciders: Vec<String>,
+    /// `api_base`: Slack's Web API (default `https://slack.com/api`).
+    pub api_base: String,
+}
+
+/// Reads `[notify]`.
+pub(crate) fn read_notify(node: Option<&Node>, d: &mut Diag) -> NotifySettings {
+    let Some(f) = node.and_then(|n| Fields::open(n, "notify", &["webhooks", "slack"], d)) else {
+        return NotifySettings::default();
+    };
+    let webhooks = f
+        .opt_list("webhooks", d)
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|(path, item)| webhook(item, &path, d))
+        .collect();
+    let slack = f.get("slack").and_then(|n| slack(n, d));
+    NotifySettings { webhooks, slack }
+}
+
+fn webhook(node: &Node, path: &str, d: &mut Diag) -> Option<WebhookSettings> {
+    let f = Fields::open(node, path, &["url", "secret", "events"], d)?;
+    let secret = secret(&f, "secret", d);
+    let url = url(&f, "url", d);
+    let events = match f.opt_str_list("events", d) {
+        None => NotifyEvent::ALL.to_vec(),
+        Some(words) => words
+            .into_iter()
+            .filter_map(|(word, at)| {
+                word.parse::<NotifyEvent>()
+                    .map_err(|e| d.push(at, &f.key("events"), e.to_string()))
+                    .ok()
+            })
+            .collect(),
+    };
+    Some(WebhookSettings {
+        url: url?,
+        secret: secret?,
+        events,
+    })
+}
+
+fn slack(node: &Node, d: &mut Diag) -> Option<SlackSettings> {
+    let keys = [
+        "bot_token",
+        "channel",
+        "signing_secret",
+        "deciders",
+        "api_base",
+    ];
+    let f = Fields::open(node, "notify.slack", &keys, d)?;
+    let bot_token = secret(&f, "bot_token", d);
+    let signing_secret = secret(&f, "signing_secret", d);
+    let channel = f.req_str("channel", d);
+    let deciders = f
+        .opt_str_list("deciders", d)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(id, _)| id)
+        .collect();
+    let api_base = match f.get("api_base") {
+        Some(_) => url(&f, "api_base", d)?,
+        None => SLACK_API.to_owned(),
+    };
+    Some(SlackSettings {
+        bot_token: bot_token?,
+        channel: channel?,
+        signing_secret: signing_secret?,
+        deciders,
+        api_base: api_base.trim_end_matches('/').to_owned(),
+    })
+}
+
+/// A required credential path, referenced so `airlock check` finds it missing.
+fn secret(f: &Fields<'_>, key: &str, d: &mut Diag) -> Option<CredentialPath> {
+    let path = f
+        .required(key, d)
+        .and_then(|n| credential_path(n, &f.key(key), d))?;
+    d.refer(
+        f.key_at(key),
+        &f.key(key),
+        Referenced::Credential(path.clone()),
+    );
+    Some(path)
+}
+
+/// A required http(s) URL, referenced so `airlock check` applies the egress rules to it.
+fn url(f: &Fields<'_>, key: &str, d: &mut Diag) -> Option<String> {
+    let url = f.req_str(key, d)?;
+    match check_credential_url(&url, true) {
+        Ok(()) => {
+            d.refer(f.key_at(key), &f.key(key), Referenced::Url(url.clone()));
+            Some(url)
+        }
+        Err(reason) => {
+            d.push(f.key_at(key), &f.key(key), reason);
+            None
+        }
+    }
+}

@@ -1,0 +1,129 @@
+//! A webhook receiver on 127.0.0.1: records every request (headers and the exact body bytes)
+//! and answers the statuses a test queued, then 200. It can be started on a port chosen in
+//! advance, so a test can send to a receiver that is down and bring it up later.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+
+/// One request the receiver got.
+#[derive(Debug, Clone)]
+pub struct Delivery {
+    /// The request headers.
+    pub headers: HeaderMap,
+    /// The body exactly as sent.
+    pub body: Bytes,
+    /// The status the receiver answered.
+    pub status: u16,
+}
+
+impl Delivery {
+    /// A header's value as text (empty when absent).
+    #[must_use]
+    pub fn header(&self, name: &str) -> String {
+        self.headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned()
+    }
+}
+
+#[derive(Clone, Default)]
+struct Inbox {
+    received: Arc<Mutex<Vec<Delivery>>>,
+    statuses: Arc<Mutex<VecDeque<u16>>>,
+}
+
+/// A running receiver; it lives until the test's runtime ends.
+pub struct Receiver {
+    /// The port it listens on.
+    pub port: u16,
+    inbox: Inbox,
+}
+
+/// A port on 127.0.0.1 that was free a moment ago (nothing listens on it now).
+///
+/// # Panics
+/// When no port on 127.0.0.1 can be bound.
+#[must_use]
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("binding 127.0.0.1:0")
+        .port()
+}
+
+impl Receiver {
+    /// Starts a receiver on any free port.
+    pub async fn start() -> Self {
+        Self::start_on(0).await
+    }
+
+    /// Starts a receiver on `port` (0: any free port).
+    ///
+    /// # Panics
+    /// When the port cannot be bound.
+    pub async fn start_on(port: u16) -> Self {
+        let inbox = Inbox::default();
+        let app = Router::new().fallback(handle).with_state(inbox.clone());
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
+            .await
+            .expect("binding the receiver's port");
+        let port = listener
+            .local_addr()
+            .expect("the listener's address")
+            .port();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        Self { port, inbox }
+    }
+
+    /// The receiver's URL (`http://127.0.0.1:PORT/hook`).
+    #[must_use]
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/hook", self.port)
+    }
+
+    /// Answers the next requests with `statuses`, in order, then 200 again.
+    pub fn answer(&self, statuses: &[u16]) {
+        let mut queue = self
+            .inbox
+            .statuses
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        queue.extend(statuses);
+    }
+
+    /// Every request so far, in order.
+    #[must_use]
+    pub fn received(&self) -> Vec<Delivery> {
+        self.inbox
+            .received
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+async fn handle(State(inbox): State<Inbox>, headers: HeaderMap, body: Bytes) -> StatusCode {
+    let status = inbox
+        .statuses
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .pop_front()
+        .unwrap_or(200);
+    inbox
+        .received
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .push(Delivery {
+            headers,
+            body,
+            status,
+        });
+    StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
+}
