@@ -56,9 +56,11 @@ async fn serve_airlock(dir: &Path) -> String {
     let addr = listener.local_addr().unwrap();
     let state = AppState {
         gateway: booted.gateway,
+        agents: booted.agents,
         admin: booted.admin,
         mcp: booted.mcp,
         limits: booted.deployment.config.server,
+        slack: booted.slack,
     };
     let limits = state.limits;
     tokio::spawn(serve(listener, app(state), limits, std::future::pending()));

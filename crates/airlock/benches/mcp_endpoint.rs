@@ -239,6 +239,7 @@ async fn serve_airlock(dir: &Path, store: Arc<dyn Store>) -> String {
     let addr = listener.local_addr().unwrap();
     let state = AppState {
         gateway: booted.gateway,
+        agents: booted.agents,
         admin: booted.admin,
         mcp: booted.mcp,
         limits: booted.deployment.config.server,

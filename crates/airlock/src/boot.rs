@@ -1,6 +1,7 @@
 //! Boot: from a deployment directory to a running gateway's parts — validated declarations
 //! (fail loud), credentials, the ledger (migrated), the egress guard, discovered connection
-//! tools (fail loud, naming the connection) and every scope.
+//! tools (fail loud, naming the connection), every scope, and the agents that run over them
+//! (each model connected through the same guard when a run asks for it).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -8,9 +9,11 @@ use std::sync::Arc;
 use airlock_egress::GuardedClient;
 use airlock_ledger::{Invocation, InvocationState, PgStore, SqliteStore, Store, StoreConfig};
 use airlock_mcp::{EndpointConfig, EndpointToken, McpClient};
+use airlock_model::{ModelError, ModelErrorKind};
+use airlock_runtime::agent::{Agents, Limits, ModelFactory};
 use airlock_runtime::notify::{self, Notifications, SlackInteractions};
 use airlock_runtime::{Gateway, HowToDecide, discover, egress_policy};
-use airlock_spec::{Credentials, Deployment, EndpointAuth, Scope, ScopeId, ToolSpec};
+use airlock_spec::{AgentSpec, Credentials, Deployment, EndpointAuth, Scope, ScopeId, ToolSpec};
 use anyhow::Context as _;
 use secrecy::SecretString;
 
@@ -20,6 +23,8 @@ pub struct Booted {
     pub deployment: Deployment,
     /// The gateway over every scope.
     pub gateway: Arc<Gateway>,
+    /// The deployment's agents, run over the gateway.
+    pub agents: Agents,
     /// Admin tokens → principals.
     pub admin: Tokens,
     /// The MCP endpoint's tokens and host names.
@@ -120,14 +125,39 @@ async fn assemble(
         tokens: mcp_tokens(&deployment, &credentials).context("MCP tokens")?,
         allowed_hosts: config.mcp.allowed_hosts.clone(),
     };
+    let gateway = Arc::new(builder.build());
+    let models = models(egress.clone(), credentials);
+    let agents = Agents::new(
+        gateway.clone(),
+        deployment.agents.clone(),
+        models,
+        Limits::default(),
+    );
     Ok(Booted {
-        gateway: Arc::new(builder.build()),
+        gateway,
+        agents,
         deployment,
         admin,
         mcp,
         notifications: (!notifications.is_empty()).then(|| Arc::new(notifications)),
         slack: slack.map(Arc::new),
         egress,
+    })
+}
+
+/// Connects an agent's model when a run needs it, through the guarded client, with the API key
+/// its manifest names (a missing credential is a configuration error naming its path).
+fn models(egress: GuardedClient, credentials: Arc<Credentials>) -> ModelFactory {
+    Arc::new(move |agent: &AgentSpec| {
+        let key = match &agent.model.credential {
+            None => None,
+            Some(path) => Some(credentials.get(path).cloned().map_err(|e| ModelError {
+                kind: ModelErrorKind::Configuration,
+                status: None,
+                message: e.to_string(),
+            })?),
+        };
+        airlock_model::connect(&agent.model, egress.clone(), key)
     })
 }
 
@@ -287,7 +317,7 @@ fn how_to_decide(root: &Path) -> HowToDecide {
 }
 
 /// `word` as one shell word: as it is when it holds nothing a shell reads, else single-quoted.
-fn shell_word(word: &str) -> String {
+pub(crate) fn shell_word(word: &str) -> String {
     let plain = !word.is_empty()
         && word
             .chars()

@@ -16,6 +16,7 @@ mod egress;
 mod exit;
 mod logs;
 mod operator;
+mod run;
 mod serve;
 
 use std::process::ExitCode;
@@ -39,6 +40,8 @@ enum Command {
     Check(check::Args),
     /// Call one tool through the gateway (ledger, policy, egress guard) on channel `cli`.
     Call(call::Args),
+    /// Run an agent of the deployment here, showing its progress (tool calls, parks, the answer).
+    Run(run::Args),
     /// Start the gateway: validate, discover, migrate, serve.
     Serve(serve::Args),
     /// Manage the encrypted credentials file.
@@ -75,6 +78,7 @@ pub fn run() -> ExitCode {
         Command::Check(args) => check::run(&args),
         Command::Serve(args) => serve::run(&args),
         Command::Call(args) => call::run(&args),
+        Command::Run(args) => run::run(&args),
         Command::Credentials(cmd) => credentials::run(cmd),
         Command::Discover(args) => discover::run(&args),
         Command::Egress(cmd) => egress::run(cmd),

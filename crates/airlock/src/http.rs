@@ -8,12 +8,14 @@ mod in_flight;
 mod inbox;
 mod listen;
 mod ops;
+mod runs;
 mod slack;
 
 use std::sync::Arc;
 
 use airlock_mcp::{EndpointConfig, ToolHost};
 use airlock_runtime::Gateway;
+use airlock_runtime::agent::Agents;
 use airlock_runtime::notify::SlackInteractions;
 use airlock_spec::ServerLimits;
 use axum::Router;
@@ -27,6 +29,8 @@ pub use listen::serve;
 pub struct AppState {
     /// The gateway (and through it, the ledger).
     pub gateway: Arc<Gateway>,
+    /// Runs agents (the run API and its WebSocket).
+    pub agents: Agents,
     /// Admin tokens for the approvals API.
     pub admin: Tokens,
     /// Who may call the MCP endpoint, and under which host names.
@@ -37,16 +41,22 @@ pub struct AppState {
     pub slack: Option<Arc<SlackInteractions>>,
 }
 
-/// The whole HTTP surface: operations, the decisions API, the inbox (`/inbox`), Slack's
-/// interactions, and the MCP endpoint
-/// (`POST /mcp`, `POST /agents/{name}/mcp`), built in `airlock-mcp` on the gateway. Every
-/// route but the operations ones counts against the in-flight bounds (OPS-13).
+/// The whole HTTP surface: operations, the decisions API, the run API and its WebSocket, the
+/// inbox (`/inbox`), Slack's interactions, and the MCP endpoint (`POST /mcp`, `POST
+/// /agents/{name}/mcp`), built in `airlock-mcp` on the gateway. Every route but the operations
+/// ones counts against the in-flight bounds (OPS-13); a WebSocket only while it is being
+/// upgraded.
 pub fn app(state: AppState) -> Router {
     let host: Arc<dyn ToolHost> = state.gateway.clone();
     let mcp = airlock_mcp::router(host, state.mcp.clone());
     let in_flight = in_flight::InFlight::new(&state, &state.limits);
     let bounded = Router::new()
-        .nest("/v1", approvals::router().merge(slack::router()))
+        .nest(
+            "/v1",
+            approvals::router()
+                .merge(runs::router())
+                .merge(slack::router()),
+        )
         .with_state(state.clone())
         .merge(inbox::router(state.clone()))
         .merge(mcp)

@@ -3,7 +3,8 @@
 //! `{"error": {kind, message}}`, `{"denied": reason}`, `{"denied": "approval expired"}`,
 //! `{"resolved": note}`, `{"abandoned": reason}` and `{"proposed": {tool, arguments}}`. The
 //! row's state beside it (`expired`, `abandoned`, …) says which of them it is. Also the whole
-//! row and the approvals page as the API answers them, which the CLI's `--json` prints too.
+//! row and the approvals page as the API answers them, which the CLI's `--json` prints too; and
+//! a run's state in its one written form.
 
 use airlock_ledger::{Invocation, Settlement};
 use airlock_runtime::decisions::pending::Page;
@@ -58,4 +59,13 @@ pub fn approvals_json(page: &Page) -> Value {
         "approvals": page.rows.iter().map(invocation_json).collect::<Vec<_>>(),
         "next_offset": page.next_offset,
     })
+}
+
+/// A run's state as the API writes it (`completed`, `parked`, …).
+#[must_use]
+pub fn run_state(state: airlock_runtime::agent::RunState) -> String {
+    match serde_json::to_value(state) {
+        Ok(Value::String(word)) => word,
+        _ => format!("{state:?}").to_lowercase(),
+    }
 }

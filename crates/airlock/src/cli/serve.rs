@@ -1,6 +1,7 @@
 //! `airlock serve [--dir DIR]`: validate (fail loud), discover connection tools (fail loud),
-//! migrate, start the sweeper, the worker (approved calls nobody claimed) and, with `[notify]`,
-//! the delivery of notifications; serve HTTP.
+//! migrate, start the sweeper, the worker (approved calls nobody claimed), the resume worker
+//! (parked runs whose calls were decided, AGENT-7) and, with `[notify]`, the delivery of
+//! notifications; serve HTTP.
 //!
 //! Shutdown (docs/rules.md OPS-9): the first SIGTERM/SIGINT stops accepting, ends every long
 //! poll at once with the call's current state (the row stays parked; the client calls again),
@@ -79,6 +80,7 @@ async fn serve_dir(args: &Args, dir: &Path) -> anyhow::Result<ExitCode> {
     println!(
         "  /healthz /readyz  /v1/approvals  /v1/invocations/{{id}}[/approve|/deny|/answer|/resolve]"
     );
+    println!("  runs: /v1/agents/{{name}}/run|ws  /v1/runs/{{id}}[/cancel]");
     println!("  MCP: {}", scope_paths(&booted).join(" "));
     let gateway = booted.gateway.clone();
     let sweeper = tokio::spawn(sweep(gateway.store().clone()));
@@ -86,6 +88,11 @@ async fn serve_dir(args: &Args, dir: &Path) -> anyhow::Result<ExitCode> {
     let worker = tokio::spawn(airlock_runtime::decisions::worker::work(
         gateway.clone(),
         worker_stop,
+    ));
+    let (stop_resumer, resumer_stop) = tokio::sync::oneshot::channel::<()>();
+    let resumer = tokio::spawn(airlock_runtime::agent::resume::work(
+        booted.agents.clone(),
+        resumer_stop,
     ));
     let (stop_notify, notify_stop) = tokio::sync::oneshot::channel::<()>();
     if let Some(notifications) = booted.notifications.clone() {
@@ -106,6 +113,7 @@ async fn serve_dir(args: &Args, dir: &Path) -> anyhow::Result<ExitCode> {
     }
     let state = AppState {
         gateway: booted.gateway,
+        agents: booted.agents,
         admin: booted.admin,
         mcp: booted.mcp,
         limits: booted.deployment.config.server,
@@ -125,10 +133,11 @@ async fn serve_dir(args: &Args, dir: &Path) -> anyhow::Result<ExitCode> {
     gateway.end_long_polls();
     let _ = stop_tx.send(());
     let _ = stop_worker.send(());
+    let _ = stop_resumer.send(());
     let _ = stop_notify.send(());
     sweeper.abort();
     let drained = async {
-        let (served, _) = tokio::join!(server, worker);
+        let (served, _, _) = tokio::join!(server, worker, resumer);
         served
     };
     tokio::select! {

@@ -3,17 +3,19 @@
 
 use airlock_ledger::LedgerError;
 use airlock_runtime::GatewayError;
+use airlock_runtime::agent::AgentError;
 use axum::Json;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use serde_json::json;
 
-/// An error answered as `{"error": code, "message": …}`.
+/// An error answered as `{"error": code, "message": …}`, with any fields a program needs
+/// beside the message (such as the `run_id` a busy session is running).
 #[derive(Debug)]
 pub(crate) struct ApiError {
     status: StatusCode,
     code: &'static str,
     message: String,
+    fields: Vec<(&'static str, serde_json::Value)>,
 }
 
 impl ApiError {
@@ -22,12 +24,14 @@ impl ApiError {
             status,
             code,
             message: message.into(),
+            fields: Vec::new(),
         }
     }
 
-    /// The HTTP status it answers with.
-    pub(crate) fn status(&self) -> StatusCode {
-        self.status
+    /// The error with one more field in its body.
+    pub(crate) fn with(mut self, key: &'static str, value: impl Into<serde_json::Value>) -> Self {
+        self.fields.push((key, value.into()));
+        self
     }
 
     /// Its code (`already_decided`, `not_found`, …).
@@ -48,7 +52,15 @@ impl ApiError {
         )
     }
 
-    fn internal(error: &dyn std::error::Error) -> Self {
+    pub(crate) fn unauthorized_caller() -> Self {
+        Self::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "send `Authorization: Bearer <token>` with a token of [[mcp.tokens]] in airlock.toml granted this agent (with none configured, agents cannot be run over HTTP)",
+        )
+    }
+
+    pub(crate) fn internal(error: &dyn std::error::Error) -> Self {
         tracing::error!(error = %error, source = ?error.source(), "internal error");
         Self::new(
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -56,15 +68,27 @@ impl ApiError {
             "internal error",
         )
     }
+
+    /// The HTTP status it answers with.
+    pub(crate) fn status(&self) -> StatusCode {
+        self.status
+    }
+
+    /// The JSON body, `{"error": code, "message": …}`.
+    pub(crate) fn body(&self) -> serde_json::Value {
+        let mut body = serde_json::Map::new();
+        body.insert("error".into(), self.code.into());
+        body.insert("message".into(), self.message.clone().into());
+        for (key, value) in &self.fields {
+            body.insert((*key).into(), value.clone());
+        }
+        body.into()
+    }
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let mut response = (
-            self.status,
-            Json(json!({"error": self.code, "message": self.message})),
-        )
-            .into_response();
+        let mut response = (self.status, Json(self.body())).into_response();
         if self.status == StatusCode::UNAUTHORIZED {
             response
                 .headers_mut()
@@ -113,5 +137,82 @@ impl From<GatewayError> for ApiError {
             }
             GatewayError::Ledger(inner) => inner.into(),
         }
+    }
+}
+
+impl From<AgentError> for ApiError {
+    fn from(e: AgentError) -> Self {
+        let message = e.to_string();
+        match e {
+            AgentError::UnknownAgent(_) | AgentError::RunNotFound(_) => {
+                Self::new(StatusCode::NOT_FOUND, "not_found", message)
+            }
+            AgentError::UnknownSession(_) => {
+                Self::new(StatusCode::NOT_FOUND, "unknown_session", message)
+            }
+            AgentError::SessionBusy { run, .. } => {
+                Self::new(StatusCode::CONFLICT, "session_busy", message)
+                    .with("run_id", run.to_string())
+            }
+            AgentError::ForeignSession(_) => {
+                Self::new(StatusCode::FORBIDDEN, "foreign_session", message)
+            }
+            AgentError::RunEnded { .. } => Self::new(StatusCode::CONFLICT, "run_ended", message),
+            AgentError::BadRequest(_) => Self::new(StatusCode::BAD_REQUEST, "bad_body", message),
+            AgentError::Ledger(inner) => inner.into(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use airlock_ledger::{RunId, SessionId};
+    use airlock_runtime::agent::RunState;
+
+    use super::*;
+
+    #[test]
+    fn every_agent_error_has_its_status_and_code() {
+        let (session, run) = (SessionId::new(), RunId::new());
+        let cases = [
+            (AgentError::UnknownAgent("x".into()), 404, "not_found"),
+            (AgentError::RunNotFound(run), 404, "not_found"),
+            (AgentError::UnknownSession(session), 404, "unknown_session"),
+            (
+                AgentError::SessionBusy { session, run },
+                409,
+                "session_busy",
+            ),
+            (AgentError::ForeignSession(session), 403, "foreign_session"),
+            (
+                AgentError::RunEnded {
+                    run,
+                    status: RunState::Completed,
+                },
+                409,
+                "run_ended",
+            ),
+            (AgentError::BadRequest("b".into()), 400, "bad_body"),
+            (
+                AgentError::Ledger(LedgerError::RunNotFound(run)),
+                404,
+                "not_found",
+            ),
+        ];
+        for (error, status, code) in cases {
+            let api = ApiError::from(error);
+            assert_eq!((api.status.as_u16(), api.code), (status, code), "{api:?}");
+        }
+    }
+
+    #[test]
+    fn a_busy_session_names_the_running_run() {
+        let (session, run) = (SessionId::new(), RunId::new());
+        let body = ApiError::from(AgentError::SessionBusy { session, run }).body();
+        assert_eq!(body["run_id"], run.to_string());
+        assert!(
+            body["message"].as_str().unwrap().contains(&run.to_string()),
+            "{body}"
+        );
     }
 }

@@ -209,7 +209,11 @@ impl Connection {
         builder
             .timer(TokioTimer::new())
             .header_read_timeout(self.header_timeout);
-        let connection = builder.serve_connection(TokioIo::new(stream), service);
+        // Upgrades for the run WebSocket (AGENT-50): once upgraded, the socket belongs to its
+        // handler's task and no longer holds a place in the connection table.
+        let connection = builder
+            .serve_connection(TokioIo::new(stream), service)
+            .with_upgrades();
         tokio::pin!(connection);
         let evicted = tokio::select! {
             served = connection.as_mut() => return log_end(served),

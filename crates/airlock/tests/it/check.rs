@@ -60,11 +60,14 @@ fn quickstart_json_lists_tools() {
     assert!(out.status.success());
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["ok"], true);
-    assert_eq!(
-        v["scopes"][2]["tools"][1]["name"],
-        "erp_cliente_crear_pedido"
-    );
-    assert_eq!(v["scopes"][2]["tools"][1]["mode"], "propose");
+    let support = v["scopes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["scope"] == "agent support (/agents/support/mcp)")
+        .unwrap();
+    assert_eq!(support["tools"][1]["name"], "erp_cliente_crear_pedido");
+    assert_eq!(support["tools"][1]["mode"], "propose");
 }
 
 #[test]

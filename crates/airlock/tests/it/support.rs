@@ -45,6 +45,7 @@ pub(crate) async fn serve_in_process(dir: &Path) -> (SocketAddr, Arc<Gateway>) {
     let addr = listener.local_addr().unwrap();
     let state = AppState {
         gateway: gateway.clone(),
+        agents: booted.agents,
         admin: booted.admin,
         mcp: booted.mcp,
         limits: booted.deployment.config.server,
