@@ -60,6 +60,9 @@ pub struct Config {
     pub builtins: Vec<(Builtin, Policy)>,
     /// `[server]`: what one client, or many, may hold of the HTTP server (OPS-12, OPS-13).
     pub server: ServerLimits,
+    /// `[confirm] yes_words`: the messages that consent to a held call (empty: the runtime's
+    /// defaults, `yes`, `y`, `confirm`).
+    pub yes_words: Vec<String>,
 }
 
 /// `[server]`: bounds on what clients may hold of the HTTP server. Every bound is at least 1.
@@ -148,7 +151,7 @@ pub struct CredentialsSettings {
     pub master_key_file: PathBuf,
 }
 
-const TOP_KEYS: [&str; 10] = [
+const TOP_KEYS: [&str; 11] = [
     "listen",
     "database_url",
     "approval_ttl",
@@ -159,6 +162,7 @@ const TOP_KEYS: [&str; 10] = [
     "credentials",
     "builtins",
     "server",
+    "confirm",
 ];
 
 /// Reads `airlock.toml` (its tree) into a [`Config`]; `root` is the deployment directory.
@@ -205,6 +209,7 @@ pub(crate) fn read_config(node: Option<&Node>, root: &Path, d: &mut Diag) -> Opt
         .map(|n| builtins(n, d))
         .unwrap_or_default();
     let server = server(f.get("server"), d);
+    let yes_words = yes_words(f.get("confirm"), d);
     Some(Config {
         listen: listen.ok()?,
         database_url,
@@ -216,7 +221,25 @@ pub(crate) fn read_config(node: Option<&Node>, root: &Path, d: &mut Diag) -> Opt
         credentials,
         builtins,
         server,
+        yes_words,
     })
+}
+
+/// `[confirm] yes_words`: the messages by which a person consents to a held call
+/// (docs/rules.md POLICY-33); empty means the runtime's defaults.
+fn yes_words(node: Option<&Node>, d: &mut Diag) -> Vec<String> {
+    let Some(f) = node.and_then(|n| Fields::open(n, "confirm", &["yes_words"], d)) else {
+        return Vec::new();
+    };
+    let words = f.opt_str_list("yes_words", d).unwrap_or_default();
+    if words.iter().any(|(w, _)| w.trim().is_empty()) || f.has("yes_words") && words.is_empty() {
+        d.push(
+            f.key_at("yes_words"),
+            "confirm.yes_words",
+            "every yes-word must be non-empty, and the list must hold at least one",
+        );
+    }
+    words.into_iter().map(|(w, _)| w).collect()
 }
 
 /// `[server]`: a zero bound would refuse every request, so it is an error, not a setting.
