@@ -128,12 +128,14 @@ pub(crate) async fn take(
     (tool, fingerprint): (&str, &str),
     call_id: &str,
 ) -> Result<bool, LedgerError> {
-    let changed = tx
+    // RETURNING, not a row count: on SQLite the count of a statement sent behind `BEGIN`
+    // can include an earlier statement's changes.
+    let taken = tx
         .inner
-        .execute(
+        .fetch_optional(
             "UPDATE confirmations SET used_by_call = $5 WHERE session_id = $1 \
              AND granted_run = $2 AND tool = $3 AND fingerprint = $4 \
-             AND (used_by_call IS NULL OR used_by_call = $5)",
+             AND (used_by_call IS NULL OR used_by_call = $5) RETURNING session_id",
             &[
                 session.to_string().into(),
                 run.to_string().into(),
@@ -143,7 +145,7 @@ pub(crate) async fn take(
             ],
         )
         .await?;
-    Ok(changed == 1)
+    Ok(taken.is_some())
 }
 
 pub(crate) async fn held(
