@@ -208,7 +208,7 @@ pub(crate) struct Request {
     pub(crate) headers: Vec<(String, String)>,
 }
 
-/// Whose request is read: a tenant's `type: api` (GET or POST, no headers, DECL-19) or an
+/// Whose request is read: a tenant's `type: api` (GET or POST, no headers, DECL-21) or an
 /// operator's catalog action (any of the five methods, headers, DECL-45).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Rules {

@@ -46,7 +46,7 @@ impl YesWords {
     #[must_use]
     pub fn consents(&self, message: &str) -> bool {
         let message = normalize(message);
-        self.0.iter().any(|w| *w == message)
+        self.0.contains(&message)
     }
 
     /// The words, normalized.
