@@ -22,6 +22,7 @@ use crate::observe;
 use crate::pin::{self, Deadline, Pinned};
 use crate::request::{Request, Response};
 use crate::resolve::{Resolve, SystemResolver};
+use crate::streaming::StreamingResponse;
 use crate::transport::{self, Pins};
 use crate::url_check::{self, Target, TargetHost};
 use crate::{EgressError, EgressPolicy};
@@ -218,6 +219,14 @@ pub struct Call {
     pins: tokio::sync::Mutex<HashMap<String, Result<Pinned, pin::Refusal>>>,
 }
 
+/// A response whose head passed the rules, with its body not read yet.
+struct Opened {
+    response: reqwest::Response,
+    rule: BodyRule,
+    /// The host name or IP literal, for messages.
+    host: String,
+}
+
 /// A reqwest client pinned to one URL's checked addresses, for code that must drive reqwest
 /// itself (rmcp's `StreamableHttpClientTransport::with_client`).
 ///
@@ -267,6 +276,66 @@ impl Call {
         request: Request,
         span: &tracing::Span,
     ) -> Result<Response, EgressError> {
+        let expect_body = request.method != Method::HEAD;
+        let exchange = async {
+            let opened = self.open(request, expect_body, span).await?;
+            let (status, headers) = (opened.response.status(), opened.response.headers().clone());
+            let cap = self.client.policy().max_body_bytes;
+            let body = body::read_capped(opened.response, opened.rule, cap, &opened.host).await?;
+            Ok(Response {
+                status,
+                headers,
+                body,
+            })
+        };
+        tokio::time::timeout_at(self.deadline.at, exchange)
+            .await
+            .map_err(|_| self.deadline.error())?
+    }
+
+    /// Sends one request of this call and returns as soon as its head passed the response rules;
+    /// the body is read piece by piece through [`StreamingResponse::body`] (docs/rules.md
+    /// EGRESS-31 to EGRESS-34): the same checks, pins and cap as [`Call::send`], and the call's
+    /// deadline covers every read of the body too.
+    ///
+    /// # Errors
+    /// Any [`EgressError`] up to the head; a 4xx/5xx is not an error here. A response without a
+    /// content type is refused (`not_text`): a stream cannot be checked for UTF-8 before it is
+    /// handed on.
+    pub async fn send_streaming(&self, request: Request) -> Result<StreamingResponse, EgressError> {
+        let span = observe::request_span();
+        let expect_body = request.method != Method::HEAD;
+        let opened =
+            tokio::time::timeout_at(self.deadline.at, self.open(request, expect_body, &span))
+                .instrument(span.clone())
+                .await
+                .map_err(|_| self.deadline.error())
+                .and_then(|r| r)
+                .and_then(|opened| match opened.rule {
+                    BodyRule::Text => Ok(opened),
+                    // EGRESS-32: a stream is handed on as it arrives, so its text must be declared.
+                    BodyRule::MustBeUtf8 => Err(EgressError::NotText {
+                        content_type: "no content type on a streamed response".into(),
+                    }),
+                });
+        observe::finish(&span, opened.as_ref().map(|_| ()));
+        let opened = opened?;
+        Ok(StreamingResponse::new(
+            opened.response,
+            self.client.policy().max_body_bytes,
+            self.deadline,
+            opened.host,
+        ))
+    }
+
+    /// The common start of [`Call::send`] and [`Call::send_streaming`]: checks the request,
+    /// pins its host, sends it and checks the response's head. The caller applies the deadline.
+    async fn open(
+        &self,
+        request: Request,
+        expect_body: bool,
+        span: &tracing::Span,
+    ) -> Result<Opened, EgressError> {
         request.check()?;
         let policy = self.client.policy();
         let target = url_check::parse_target(policy, &request.url)?;
@@ -277,35 +346,30 @@ impl Call {
             .await?;
         span.record("checked", tracing::field::debug(&addrs));
         let client = self.client.pooled(&target, &addrs)?;
-        let cap = policy.max_body_bytes;
-        let expect_body = request.method != Method::HEAD;
         let mut builder = client
             .request(request.method, target.url)
             .headers(request.headers);
         if let Some(body) = request.body {
             builder = builder.body(body);
         }
-        let exchange = async {
-            let response = builder
-                .send()
-                .await
-                .map_err(|e| transport::classify_error(e, &host))?;
-            if let Some(remote) = response.remote_addr() {
-                span.record("chosen", tracing::field::display(remote));
-            }
-            let rule: BodyRule =
-                body::check_head(response.status(), response.headers(), expect_body, cap)?;
-            let (status, headers) = (response.status(), response.headers().clone());
-            let body = body::read_capped(response, rule, cap, &host).await?;
-            Ok(Response {
-                status,
-                headers,
-                body,
-            })
-        };
-        tokio::time::timeout_at(self.deadline.at, exchange)
+        let response = builder
+            .send()
             .await
-            .map_err(|_| self.deadline.error())?
+            .map_err(|e| transport::classify_error(e, &host))?;
+        if let Some(remote) = response.remote_addr() {
+            span.record("chosen", tracing::field::display(remote));
+        }
+        let rule = body::check_head(
+            response.status(),
+            response.headers(),
+            expect_body,
+            policy.max_body_bytes,
+        )?;
+        Ok(Opened {
+            response,
+            rule,
+            host,
+        })
     }
 
     /// Checks `url` and returns a reqwest client pinned to its checked addresses, under this

@@ -5,7 +5,9 @@
 //! airlock's own table (or explicitly allowed by the operator); connections go only to those
 //! checked addresses, with `Host` and TLS SNI carrying the original name. No proxies, no
 //! redirects, identity encoding only, text bodies only, a body cap counted while streaming, and
-//! one deadline per call. The precise rules are EGRESS-1 to EGRESS-29 in docs/rules.md.
+//! one deadline per call. A response can also be read as it streams
+//! ([`Call::send_streaming`]) under the same rules. The precise rules are EGRESS-1 to EGRESS-34
+//! in docs/rules.md.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), airlock_egress::EgressError> {
@@ -28,6 +30,7 @@ mod pin;
 mod policy;
 mod request;
 mod resolve;
+mod streaming;
 mod transport;
 mod url_check;
 
@@ -39,4 +42,5 @@ pub use name::{HostName, check_host};
 pub use policy::{DEFAULT_DEADLINE, DEFAULT_DNS_TIMEOUT, DEFAULT_MAX_BODY_BYTES, EgressPolicy};
 pub use request::{Request, Response};
 pub use resolve::{Lookup, OverrideError, Resolve, ResolveError, StaticResolver, SystemResolver};
+pub use streaming::{BodyStream, StreamingResponse};
 pub use url_check::{join, precheck};

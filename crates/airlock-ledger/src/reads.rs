@@ -21,11 +21,13 @@ pub(crate) const PENDING_APPROVALS: &str = concat!(
      AND ($3 IS NULL OR created_at <= $3) ORDER BY created_at, id LIMIT $4"
 );
 
-/// Approved rows nobody has claimed yet, oldest first, at most `$1`.
+/// Approved rows of no agent run nobody has claimed yet, oldest first, at most `$1`. A run's
+/// approved call is claimed by the run itself when it resumes, under the run's own connections
+/// (docs/rules.md AGENT-12).
 pub(crate) const APPROVED_UNCLAIMED: &str = concat!(
     "state = 'approved' AND ",
     open_rows!(),
-    " ORDER BY created_at, id LIMIT $1"
+    " AND run_id IS NULL ORDER BY created_at, id LIMIT $1"
 );
 
 /// A session's calls (`$1`), in the order they were recorded.

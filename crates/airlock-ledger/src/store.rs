@@ -164,7 +164,8 @@ pub trait Store: Send + Sync + 'static {
     /// Rows in doubt, oldest first.
     fn in_doubt(&self) -> LedgerFuture<'_, Vec<Invocation>>;
     /// Up to `limit` rows a person approved (or resolved as "did not run") that nobody has
-    /// claimed yet, oldest first — what a background worker picks up. Reading guarantees
+    /// claimed yet and that belong to no agent run (a run claims its own when it resumes),
+    /// oldest first — what a background worker picks up. Reading guarantees
     /// nothing: run them through [`Store::claim`], which lets exactly one claimer win.
     fn approved_unclaimed(&self, limit: u32) -> LedgerFuture<'_, Vec<Invocation>>;
     /// A session's invocations in the order they were recorded.

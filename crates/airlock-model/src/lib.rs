@@ -6,6 +6,27 @@
 //!
 //! Guarantees: a provider's credential never appears in a [`ModelError`]; a provider's own error
 //! keeps its HTTP status and message.
+//!
+//! [`connect`] turns a manifest's `spec.model` into a [`Model`]: OpenAI-compatible chat
+//! completions, Anthropic Messages (both streamed through the egress guard, retried with
+//! backoff), or a scripted model that answers from a file. The rules are MODEL-1 to MODEL-13
+//! in docs/rules.md.
+
+mod anthropic;
+mod connect;
+mod openai;
+mod retry;
+mod scripted;
+mod wire;
+
+pub use connect::{connect, connect_with};
+pub use retry::{Retry, Sleep, TokioSleep};
+
+/// The default endpoints of the HTTP providers.
+pub mod endpoints {
+    pub use crate::anthropic::DEFAULT_ENDPOINT as ANTHROPIC;
+    pub use crate::openai::DEFAULT_ENDPOINT as OPENAI;
+}
 
 use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
@@ -120,6 +141,26 @@ pub struct ModelError {
     pub status: Option<u16>,
     /// The provider's message (or ours); never the credential.
     pub message: String,
+}
+
+impl ModelError {
+    /// A [`ModelErrorKind::Configuration`] error.
+    pub(crate) fn configuration(message: impl Into<String>) -> Self {
+        Self {
+            kind: ModelErrorKind::Configuration,
+            status: None,
+            message: message.into(),
+        }
+    }
+
+    /// A [`ModelErrorKind::Malformed`] error.
+    pub(crate) fn malformed(message: impl Into<String>) -> Self {
+        Self {
+            kind: ModelErrorKind::Malformed,
+            status: None,
+            message: message.into(),
+        }
+    }
 }
 
 /// Classes of [`ModelError`].

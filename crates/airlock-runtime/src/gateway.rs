@@ -12,6 +12,7 @@
 
 mod builder;
 mod events;
+mod proposals;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -20,13 +21,15 @@ use std::time::Duration;
 use airlock_egress::GuardedClient;
 use airlock_ledger::{
     CallKind, Invocation, InvocationId, InvocationState, LedgerError, NewInvocation, NewSession,
-    RunId, SessionId, Store,
+    SessionId, Store,
 };
 use airlock_spec::{Builtin, Credentials, Scope, ScopeId, ToolSource, ToolSpec};
 use serde_json::Value;
 
 pub use builder::{GatewayBuilder, InvalidSchema};
 pub use events::{HowToDecide, TARGET as EVENTS};
+pub use proposals::{MAX_PROPOSALS_PER_RUN, ProposalRoom, RunCall};
+use proposals::{oversized_proposal, proposal_refusal};
 
 use crate::error::{ToolError, ToolErrorKind};
 use crate::execute::Executors;
@@ -517,47 +520,6 @@ fn validate(tool: &PreparedTool, arguments: &Value) -> Option<ToolError> {
         .or_else(|| oversized_proposal(&tool.spec, arguments))
 }
 
-/// Whether a call of an agent run may record a proposal (docs/rules.md POLICY-10, POLICY-12).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ProposalRoom {
-    /// The run's caller receives proposals and the run has room for one more.
-    Open,
-    /// The run (with its sub-agents) already holds the most proposals it may.
-    Full,
-    /// Nobody would receive a proposal (proposals disabled for the run, or no run at all).
-    NoReceiver,
-}
-
-/// What a call made by an agent run carries besides its [`CallContext`].
-#[derive(Debug, Clone, Copy)]
-pub struct RunCall {
-    /// The run the call belongs to (for a sub-agent's call, the root run of its tree, so the
-    /// root resumes only when nothing in the tree waits for a person).
-    pub run: RunId,
-    /// Whether a proposal may be recorded.
-    pub proposals: ProposalRoom,
-}
-
-/// Most proposals one run holds, its sub-agents' included (docs/rules.md POLICY-10).
-pub const MAX_PROPOSALS_PER_RUN: usize = 20;
-
-/// Why a proposing tool refuses to record this call, as the tool error the model gets: no room
-/// left, or nobody to receive it. The call is then stored as failed; no proposal row is left
-/// that nobody could act on (POLICY-12).
-fn proposal_refusal(spec: &ToolSpec, room: ProposalRoom) -> Option<ToolError> {
-    if spec.policy.mode != airlock_spec::Mode::Propose {
-        return None;
-    }
-    let message = match room {
-        ProposalRoom::Open => return None,
-        ProposalRoom::Full => format!(
-            "not executed and not proposed: this run already holds {MAX_PROPOSALS_PER_RUN} proposals, the most it may"
-        ),
-        ProposalRoom::NoReceiver => "not executed and not proposed: this tool only proposes writes for a person's approval, and nobody on this channel receives proposals".to_owned(),
-    };
-    Some(ToolError::new(ToolErrorKind::Unavailable, message))
-}
-
 /// A `confirm: true` action outside an agent run, as the tool error the caller gets: only a
 /// person's message in a run's conversation consents, and no such person is on this channel.
 /// The call is stored as failed and nothing runs (POLICY-35). Inside a run, the loop's gate
@@ -567,25 +529,6 @@ fn confirm_refusal(spec: &ToolSpec, run: Option<&RunCall>) -> Option<ToolError> 
         ToolError::new(
             ToolErrorKind::Unavailable,
             "not executed: this action runs only after a person confirms it in an agent conversation, and this channel has none",
-        )
-    })
-}
-
-/// A proposal is returned to its caller whole, so its arguments are capped at 16 KB.
-const MAX_PROPOSAL_BYTES: usize = 16 * 1024;
-
-/// A proposal whose arguments are over [`MAX_PROPOSAL_BYTES`], as the tool error the model gets.
-fn oversized_proposal(spec: &ToolSpec, arguments: &Value) -> Option<ToolError> {
-    if spec.policy.mode != airlock_spec::Mode::Propose {
-        return None;
-    }
-    let size = serde_json::to_string(arguments).map_or(usize::MAX, |s| s.len());
-    (size > MAX_PROPOSAL_BYTES).then(|| {
-        ToolError::new(
-            ToolErrorKind::BadArguments,
-            format!(
-                "the proposal's arguments are {size} bytes as JSON; the limit is {MAX_PROPOSAL_BYTES}: nothing was proposed"
-            ),
         )
     })
 }

@@ -10,6 +10,7 @@ use serde_json::json;
 use crate::declared::{Declared, approval, declare};
 use crate::diag::Diag;
 use crate::fields::Fields;
+use crate::model_script::{ModelScript, script_path};
 use crate::names::{CredentialPath, check_slug, slug_prefix};
 use crate::refs::Referenced;
 use crate::tool::{Builtin, Policy, ToolSource, ToolSpec};
@@ -42,18 +43,30 @@ pub struct AgentSpec {
 /// The model provider an agent runs against.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ModelSpec {
-    /// `provider`: `openai` (any OpenAI-compatible API) or `anthropic`.
+    /// `provider`: `openai` (any OpenAI-compatible API), `anthropic`, or `scripted` (answers
+    /// from a script file; no model, no network).
     pub provider: String,
-    /// `model`: the provider's model id.
+    /// `model`: the provider's model id (for `scripted`, optional; default `scripted`).
     pub model: String,
     /// `endpoint`: base URL of the provider's API (default the provider's public API).
     pub endpoint: Option<String>,
     /// `credential`: path of the API key.
     pub credential: Option<CredentialPath>,
+    /// `script` of a `scripted` model, read and validated at load (docs/rules.md MODEL-10);
+    /// `None` for every other provider.
+    pub script: Option<ModelScript>,
 }
 
 /// Model providers airlock has adapters for.
-pub const PROVIDERS: [&str; 2] = ["openai", "anthropic"];
+pub const PROVIDERS: [&str; 3] = ["openai", "anthropic", "scripted"];
+
+/// The `script` key of a `scripted` model, before its file is read: the path (relative to the
+/// deployment directory), where it is written, and its key path.
+pub(crate) struct ScriptRef {
+    pub(crate) path: PathBuf,
+    pub(crate) at: Pos,
+    pub(crate) key: String,
+}
 
 /// A manifest and the tools it declares, before cross-file checks.
 pub(crate) struct ReadAgent {
@@ -64,6 +77,8 @@ pub(crate) struct ReadAgent {
     pub(crate) declared: Vec<Declared>,
     /// Its `type: integration` entries, resolved against the catalog by the loader.
     pub(crate) integrations: Vec<IntegrationRef>,
+    /// The script file a `scripted` model names, for the loader to read.
+    pub(crate) script: Option<ScriptRef>,
 }
 
 /// A `type: integration` entry: which actions of which catalog integration the agent enables.
@@ -109,7 +124,7 @@ pub(crate) fn read_agent(node: &Node, stem: &str, d: &mut Diag) -> Option<ReadAg
         .required("spec", d)
         .and_then(|n| Fields::open(n, "spec", &["model", "prompts", "tools"], d));
     let spec = spec?;
-    let model = spec.required("model", d).and_then(|n| model(n, d));
+    let (model, script) = spec.required("model", d).and_then(|n| model(n, d)).unzip();
     let system_prompt = spec.required("prompts", d).and_then(|n| {
         let p = Fields::open(n, "spec.prompts", &["system"], d)?;
         p.req_str("system", d)
@@ -134,6 +149,7 @@ pub(crate) fn read_agent(node: &Node, stem: &str, d: &mut Diag) -> Option<ReadAg
         spec,
         declared,
         integrations,
+        script: script.flatten(),
     })
 }
 
@@ -161,11 +177,12 @@ fn metadata(node: &Node, stem: &str, d: &mut Diag) -> (Option<String>, Option<St
     (name, f.opt_str("description", d))
 }
 
-fn model(node: &Node, d: &mut Diag) -> Option<ModelSpec> {
+/// Reads `spec.model`; a `scripted` model also returns its script's path for the loader.
+fn model(node: &Node, d: &mut Diag) -> Option<(ModelSpec, Option<ScriptRef>)> {
     let f = Fields::open(
         node,
         "spec.model",
-        &["provider", "model", "endpoint", "credential"],
+        &["provider", "model", "endpoint", "credential", "script"],
         d,
     )?;
     let provider = f.req_str("provider", d).filter(|p| {
@@ -182,10 +199,20 @@ fn model(node: &Node, d: &mut Diag) -> Option<ModelSpec> {
         }
         ok
     });
-    let model = f.req_str("model", d);
+    let scripted = provider.as_deref() == Some("scripted");
+    let model = if scripted {
+        Some(
+            f.opt_str("model", d)
+                .unwrap_or_else(|| "scripted".to_owned()),
+        )
+    } else {
+        f.req_str("model", d)
+    };
     let credential = f
         .get("credential")
         .and_then(|n| credential_path(n, "spec.model.credential", d));
+    // Not recorded for the offline credential check: a model's key is needed when a run starts,
+    // and a deployment whose agents nobody runs yet (a fresh quickstart) must still load.
     let endpoint = f.opt_str("endpoint", d);
     if let Some(url) = &endpoint {
         let (at, key) = (f.key_at("endpoint"), "spec.model.endpoint");
@@ -194,12 +221,51 @@ fn model(node: &Node, d: &mut Diag) -> Option<ModelSpec> {
             Err(reason) => d.push(at, key, reason),
         }
     }
-    Some(ModelSpec {
+    let script = script_ref(&f, scripted, d);
+    let spec = ModelSpec {
         provider: provider?,
         model: model?,
         endpoint,
         credential,
-    })
+        script: None,
+    };
+    Some((spec, script))
+}
+
+/// MODEL-10: `script` is required for a `scripted` model and refused for every other provider,
+/// as are `endpoint` and `credential` on a `scripted` one (nothing is reached).
+fn script_ref(f: &Fields<'_>, scripted: bool, d: &mut Diag) -> Option<ScriptRef> {
+    if !scripted {
+        if f.has("script") {
+            d.push(
+                f.key_at("script"),
+                &f.key("script"),
+                "`script` is read only for `provider: scripted`",
+            );
+        }
+        return None;
+    }
+    for key in ["endpoint", "credential"] {
+        if f.has(key) {
+            d.push(
+                f.key_at(key),
+                &f.key(key),
+                format!("a scripted model reaches no provider; remove `{key}`"),
+            );
+        }
+    }
+    let text = f.req_str("script", d)?;
+    match script_path(&text) {
+        Ok(path) => Some(ScriptRef {
+            path,
+            at: f.key_at("script"),
+            key: f.key("script"),
+        }),
+        Err(reason) => {
+            d.push(f.key_at("script"), &f.key("script"), reason);
+            None
+        }
+    }
 }
 
 const TOOL_TYPES: [&str; 5] = ["api", "mcp", "agent", "builtin", "integration"];

@@ -9,13 +9,14 @@ use std::collections::{BTreeMap, HashMap};
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use crate::agent::{AgentSpec, IntegrationRef, read_agent};
+use crate::agent::{AgentSpec, IntegrationRef, ScriptRef, read_agent};
 use crate::api_file::read_api_file;
 use crate::catalog::{Catalog, INTEGRATION_FILE, read_integration};
 use crate::config::{Config, read_config};
 use crate::connection::{ConnectionSpec, read_connection};
 use crate::declared::Declared;
 use crate::diag::{Diag, SpecErrors, SpecIssue};
+use crate::model_script::{ModelScript, read_script};
 use crate::refs::Reference;
 use crate::scope::{Scope, ScopeId};
 use crate::tool::{ToolSource, ToolSpec};
@@ -349,6 +350,9 @@ fn load_agents(
             read.declared.extend(enabled);
             check_tools(&read.declared, config, "an agent", &mut d);
             if let Some(mut spec) = read.spec {
+                if let Some(script) = &read.script {
+                    spec.model.script = load_script(root, script, &mut d, issues);
+                }
                 spec.tools = read.declared.iter().map(|t| t.spec.clone()).collect();
                 declared.insert(spec.name.clone(), read.declared);
                 agents.insert(spec.name.clone(), spec);
@@ -360,6 +364,41 @@ fn load_agents(
     }
     check_agent_graph(&agents, &declared, issues);
     agents
+}
+
+/// Reads and validates the script a `scripted` model names (docs/rules.md MODEL-10): a problem
+/// with the path is reported at the manifest's `script` key, a problem inside the script at its
+/// own file, line and key.
+fn load_script(
+    root: &Path,
+    script: &ScriptRef,
+    d: &mut Diag,
+    issues: &mut Vec<SpecIssue>,
+) -> Option<ModelScript> {
+    if !root.join(&script.path).is_file() {
+        let shown = script.path.display();
+        d.push(
+            script.at,
+            &script.key,
+            format!("`{shown}` is not a file of the deployment directory"),
+        );
+        return None;
+    }
+    let before = issues.len();
+    let Some(node) = parse_file(root, &script.path, issues) else {
+        // parse_file records what it could not read; an empty script is recorded here.
+        if issues.len() == before {
+            issues.push(empty_file(
+                script.path.clone(),
+                "the script is empty: write its turns",
+            ));
+        }
+        return None;
+    };
+    let mut sd = Diag::new(&script.path);
+    let read = read_script(&node, &script.path, &mut sd);
+    issues.extend(sd.into_issues());
+    read
 }
 
 /// Per-file checks: connections exist (when `config` is known); no two tools of `owner` (the

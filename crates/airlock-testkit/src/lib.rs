@@ -3,12 +3,18 @@
 //!
 //! [`Server`] is a real MCP server on 127.0.0.1 whose behaviour each test scripts with a
 //! [`Script`] and whose received requests it reads back with [`Server::seen`]. [`RawServer`]
-//! is a bare HTTP/1.1 upstream that hangs up, holds or fails a request on cue (a [`Cue`]). Fixtures panic
-//! on setup failure (a port that cannot be bound): that is a broken test machine, and a loud
-//! panic is the clearest report a test can give.
+//! is a bare HTTP/1.1 upstream that hangs up, holds or fails a request on cue (a [`Cue`]).
+//! [`FakeModel`] is a model provider (OpenAI-compatible or Anthropic) streaming scripted
+//! [`ModelReply`]s and counting the requests it gets. Fixtures panic on setup failure (a port
+//! that cannot be bound): that is a broken test machine, and a loud panic is the clearest
+//! report a test can give.
 
+mod model;
 mod raw;
 mod upstream;
 
+pub use model::{
+    FAKE_INPUT_TOKENS, FAKE_OUTPUT_TOKENS, FakeCall, FakeModel, Flavor, ModelReply, Received,
+};
 pub use raw::{Cue, RawServer};
 pub use upstream::{Script, Seen, Server};

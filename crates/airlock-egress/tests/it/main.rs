@@ -6,5 +6,6 @@
 mod delivery;
 mod guard;
 mod proxy;
+mod streaming;
 mod support;
 mod vectors;

@@ -152,6 +152,7 @@ fn placeholder(name: &str) -> AgentSpec {
             model: String::new(),
             endpoint: None,
             credential: None,
+            script: None,
         },
         system_prompt: String::new(),
         tools: Vec::new(),

@@ -1,6 +1,7 @@
 //! The background worker of a serving gateway: runs approved calls nobody has claimed —
 //! approved from the CLI or another process, or left approved when a process restarted — so
-//! an approval runs even if no client ever comes back.
+//! an approval runs even if no client ever comes back. An agent run's approved calls are left
+//! to the run, which claims them when it resumes (docs/rules.md AGENT-12).
 //!
 //! Woken at start, whenever the ledger signals that a row became approved (in this process or
 //! another: `Store::approvals`, DECIDE-13), and by a slow safety-net poll ([`SAFETY_NET`]) for

@@ -186,6 +186,7 @@ fn agent_spec(name: &str) -> AgentSpec {
             model: "scripted".into(),
             endpoint: None,
             credential: None,
+            script: None,
         },
         system_prompt: format!("You are {name}."),
         tools: Vec::new(),

@@ -99,3 +99,15 @@ fn every_invalid_file_reports_its_own_problem() {
         }
     }
 }
+
+/// The quickstart's offline agent runs on its bundled script (docs/rules.md MODEL-10).
+#[test]
+fn quickstart_tour_agent_is_scripted() {
+    let d = Deployment::load(&examples().join("quickstart")).unwrap();
+    let model = &d.agents["tour"].model;
+    assert_eq!(model.provider, "scripted");
+    let script = model.script.as_ref().unwrap();
+    assert_eq!(script.file, std::path::Path::new("scripts/tour.yml"));
+    let fetch = script.conversation_for("please FETCH example.com").unwrap();
+    assert_eq!(fetch.turns.len(), 2);
+}

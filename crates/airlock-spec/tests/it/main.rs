@@ -7,6 +7,7 @@ mod apis;
 mod catalog;
 mod digest;
 mod examples;
+mod model_script;
 mod rules;
 mod schemas;
 mod support;

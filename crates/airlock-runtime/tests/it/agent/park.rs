@@ -54,6 +54,8 @@ async fn a_step_with_two_gated_and_one_ungated_call_resumes_once_after_the_last_
         "one call still waits"
     );
     approve(store.as_ref(), parked.waiting[1]).await;
+    // The decisions worker leaves a run's approved calls to the run (AGENT-12).
+    assert!(store.approved_unclaimed(10).await.unwrap().is_empty());
     assert_eq!(
         store.resume_run(parked.run_id).await.unwrap(),
         ResumeOutcome::Resumed
