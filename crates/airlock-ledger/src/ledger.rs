@@ -17,6 +17,7 @@ use crate::agent_runs::{self, RunDetail, RunStep};
 use crate::batch::Batch;
 use crate::cache::RecentRows;
 use crate::clock::{Clock, SystemClock, to_micros, truncate};
+use crate::confirmations::{self, Answered, Confirmation};
 use crate::db::{DbPool, SqlValue};
 use crate::error::{LedgerError, ToolError};
 use crate::ids::{InvocationId, RunId, SessionId};
@@ -551,5 +552,49 @@ impl Store for Ledger {
 
     fn outbox(&self) -> Option<&dyn Outbox> {
         Some(self)
+    }
+
+    fn hold_confirmation(&self, held: Confirmation) -> LedgerFuture<'_, ()> {
+        let key = held.session_id.0;
+        Box::pin(self.writer.submit(key, Prefetch::Nothing, move |tx, b| {
+            let held = held.clone();
+            Box::pin(async move { confirmations::hold(tx, b, &held).await })
+        }))
+    }
+
+    fn answer_confirmation(
+        &self,
+        session: SessionId,
+        run: RunId,
+        consent: bool,
+    ) -> LedgerFuture<'_, Answered> {
+        Box::pin(
+            self.writer
+                .submit(session.0, Prefetch::Nothing, move |tx, _| {
+                    Box::pin(confirmations::answer(tx, session, run, consent))
+                }),
+        )
+    }
+
+    fn take_confirmation(
+        &self,
+        session: SessionId,
+        run: RunId,
+        held: (String, String),
+        call_id: String,
+    ) -> LedgerFuture<'_, bool> {
+        Box::pin(
+            self.writer
+                .submit(session.0, Prefetch::Nothing, move |tx, _| {
+                    let (held, call_id) = (held.clone(), call_id.clone());
+                    Box::pin(async move {
+                        confirmations::take(tx, session, run, (&held.0, &held.1), &call_id).await
+                    })
+                }),
+        )
+    }
+
+    fn held_confirmation(&self, session: SessionId) -> LedgerFuture<'_, Option<Confirmation>> {
+        Box::pin(confirmations::held(&self.pool, session))
     }
 }

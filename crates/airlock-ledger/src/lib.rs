@@ -43,6 +43,7 @@ mod wake;
 // The state machine: every transition works on one `Batch`.
 mod agent_runs;
 mod batch;
+mod confirmations;
 mod decide;
 mod expiry;
 mod lease;
@@ -65,6 +66,7 @@ mod store;
 pub use agent_runs::{RunDetail, RunStep};
 pub use airlock_spec::{Approval, Effect, Mode, NotifyEvent, SourceKind};
 pub use clock::{Clock, ManualClock, SystemClock};
+pub use confirmations::{Answered, Confirmation};
 pub use db::SqlValue;
 pub use error::{LedgerError, ToolError, ToolErrorKind};
 pub use ids::{InvocationId, RunId, SessionId};

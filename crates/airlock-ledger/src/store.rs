@@ -15,6 +15,7 @@ use tokio::time::Instant;
 use uuid::Uuid;
 
 use crate::agent_runs::{RunDetail, RunStep};
+use crate::confirmations::{Answered, Confirmation};
 use crate::error::{LedgerError, ToolError};
 use crate::ids::{InvocationId, RunId, SessionId};
 use crate::model::{
@@ -221,6 +222,42 @@ pub trait Store: Send + Sync + 'static {
     /// The notification outbox (LEDGER-30), if this store keeps one.
     fn outbox(&self) -> Option<&dyn Outbox> {
         None
+    }
+
+    /// Holds `held` for the person's consent, replacing what its session held (docs/rules.md
+    /// POLICY-31).
+    fn hold_confirmation(&self, held: Confirmation) -> LedgerFuture<'_, ()> {
+        let _ = held;
+        no_agent_runs()
+    }
+    /// A person's message in `session` started run `run`: grants the held call to `run` when
+    /// the message is a `consent` and the call waits, else removes it (POLICY-33).
+    fn answer_confirmation(
+        &self,
+        session: SessionId,
+        run: RunId,
+        consent: bool,
+    ) -> LedgerFuture<'_, Answered> {
+        let _ = (session, run, consent);
+        no_agent_runs()
+    }
+    /// Whether call `call_id` of run `run` goes through on the consent held in `session` for
+    /// (`tool`, arguments `fingerprint`): true once for one call, and again for that call only
+    /// (POLICY-34).
+    fn take_confirmation(
+        &self,
+        session: SessionId,
+        run: RunId,
+        held: (String, String),
+        call_id: String,
+    ) -> LedgerFuture<'_, bool> {
+        let _ = (session, run, held, call_id);
+        no_agent_runs()
+    }
+    /// What session `session` holds for the person's consent, if anything.
+    fn held_confirmation(&self, session: SessionId) -> LedgerFuture<'_, Option<Confirmation>> {
+        let _ = session;
+        no_agent_runs()
     }
 }
 

@@ -11,11 +11,14 @@
 //! - a run offers the model the definitions it started with (AGENT-14);
 //! - connections supplied with a run live in memory for it only (AGENT-12);
 //! - a sub-agent is a nested run whose calls belong to the root run, so a call parked anywhere
-//!   in the tree parks the root, and the root resumes the tree (AGENT-20..AGENT-24).
+//!   in the tree parks the root, and the root resumes the tree (AGENT-20..AGENT-24);
+//! - a `confirm: true` action runs only on the person's literal consent, once (`confirm`,
+//!   POLICY-30..POLICY-36).
 //!
 //! [`Agents`] is the interface every surface uses: [`Agents::run`], [`Agents::read`],
 //! [`Agents::cancel`]; [`resume::work`] is the background worker of a serving process.
 
+mod confirm;
 mod ctx;
 mod drive;
 mod record;
@@ -39,6 +42,7 @@ use crate::gateway::Gateway;
 use crate::session;
 use record::{Detail, Snapshot};
 
+pub use confirm::{ConfirmationNotice, DEFAULT_YES_WORDS, YesWords};
 pub use types::{
     AgentError, Drift, HowToApprove, Proposal, RunConnection, RunEvent, RunInvocation, RunReport,
     RunRequest, RunState,
@@ -81,6 +85,8 @@ struct Inner {
     agents: BTreeMap<String, AgentSpec>,
     models: ModelFactory,
     limits: Limits,
+    /// The messages that consent to a held call (POLICY-33).
+    yes_words: YesWords,
     live: Mutex<Live>,
 }
 
@@ -97,7 +103,7 @@ struct Live {
 
 impl Agents {
     /// Agents `agents` (the deployment's manifests) over `gateway`, whose scopes hold each
-    /// agent's tools.
+    /// agent's tools; the default yes-words consent to a held call.
     #[must_use]
     pub fn new(
         gateway: Arc<Gateway>,
@@ -105,11 +111,25 @@ impl Agents {
         models: ModelFactory,
         limits: Limits,
     ) -> Self {
+        Self::with_yes_words(gateway, agents, models, limits, YesWords::default())
+    }
+
+    /// [`Agents::new`] where `yes_words` consent to a held call (`[confirm] yes_words` of
+    /// `airlock.toml`, POLICY-33).
+    #[must_use]
+    pub fn with_yes_words(
+        gateway: Arc<Gateway>,
+        agents: BTreeMap<String, AgentSpec>,
+        models: ModelFactory,
+        limits: Limits,
+        yes_words: YesWords,
+    ) -> Self {
         let inner = Inner {
             gateway,
             agents,
             models,
             limits,
+            yes_words,
             live: Mutex::default(),
         };
         Self {
@@ -161,6 +181,13 @@ impl Agents {
         check_request(&request)?;
         let session = self.claim_session(&request, &scope).await?;
         let started = self.start_run(&request, &scope, session).await;
+        // The person's message answers what the session held before the run goes on (POLICY-33).
+        let started = match started {
+            Ok(run) => confirm::answer(self, session, run, &request.input)
+                .await
+                .map(|()| run),
+            Err(e) => Err(e),
+        };
         let run = match started {
             Ok(run) => run,
             Err(e) => {
@@ -178,7 +205,8 @@ impl Agents {
     /// [`AgentError::RunNotFound`], or the ledger failed.
     pub async fn read(&self, id: RunId) -> Result<RunReport, AgentError> {
         let scopes = |name: &str| self.scope(name);
-        match record::report(self.store(), id, &scopes).await {
+        let words = &self.inner.yes_words;
+        match record::report(self.store(), id, &scopes, words).await {
             Ok(report) => Ok(report),
             Err(airlock_ledger::LedgerError::RunNotFound(_)) => Err(AgentError::RunNotFound(id)),
             Err(e) => Err(e.into()),

@@ -42,7 +42,9 @@ fn descriptor(spec: &ToolSpec) -> ToolDescriptor {
     // (read-only, destructive)
     let (read_only, destructive) = match &spec.source {
         // Declared with a required `writes`.
-        ToolSource::Api(_) | ToolSource::McpInline(_) => (!spec.policy.writes, spec.policy.writes),
+        ToolSource::Api(_) | ToolSource::McpInline(_) | ToolSource::Integration(_) => {
+            (!spec.policy.writes, spec.policy.writes)
+        }
         ToolSource::Builtin(Builtin::Fetch) => (true, false),
         // Asking a person changes nothing outside, but it is not a read either.
         ToolSource::Builtin(Builtin::AskHuman) => (false, false),
@@ -416,20 +418,22 @@ impl Gateway {
     }
 }
 
-fn is_sub_agent(spec: &airlock_spec::ToolSpec) -> bool {
-    matches!(spec.source, airlock_spec::ToolSource::Agent(_))
+/// A tool only an agent run can call: a sub-agent (AGENT-30), or an action that needs a
+/// person's consent in the run's conversation (POLICY-35). Neither is listed here.
+fn only_in_a_run(spec: &airlock_spec::ToolSpec) -> bool {
+    matches!(spec.source, airlock_spec::ToolSource::Agent(_)) || spec.policy.confirm
 }
 
 impl ToolHost for Gateway {
     fn list_tools(&self, scope: &ScopeId) -> Result<Vec<ToolDescriptor>, HostError> {
         let tools = self.scope(scope).ok_or_else(|| unknown_scope(scope))?;
         // A sub-agent runs only inside an agent run: not a tool here (docs/rules.md AGENT-30).
-        let callable = tools.tools().iter().filter(|t| !is_sub_agent(t));
+        let callable = tools.tools().iter().filter(|t| !only_in_a_run(t));
         Ok(callable.map(descriptor).collect())
     }
 
     fn input_schema(&self, scope: &ScopeId, name: &str) -> Option<Map<String, Value>> {
-        let spec = self.scope(scope)?.get(name).filter(|t| !is_sub_agent(t))?;
+        let spec = self.scope(scope)?.get(name).filter(|t| !only_in_a_run(t))?;
         spec.definition.input_schema.as_object().cloned()
     }
 

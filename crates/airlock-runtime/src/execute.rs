@@ -1,11 +1,12 @@
-//! The executors: run one claimed call by its tool's source — a tenant API (`api`), a remote
-//! MCP server (`mcp`), the `fetch` builtin, or a local tool compiled into the process — and
+//! The executors: run one claimed call by its tool's source — a tenant API (`api`), a catalog
+//! integration's action (`integration`), a remote MCP server (`mcp`), the `fetch` builtin, or a local tool compiled into the process — and
 //! give back its result or the tool error to store. Every network path goes through the
 //! egress guard; nothing here touches the ledger's state machine (the gateway claims,
 //! renews and finishes).
 
 pub mod api;
 mod fetch;
+mod integration;
 pub(crate) mod local;
 pub(crate) mod mcp;
 
@@ -67,6 +68,10 @@ impl Executors {
                 let args = arguments.as_object().cloned().unwrap_or_default();
                 let client = &self.egress;
                 api::execute_with_key(client, op, connection, credentials, &args, key).await
+            }
+            ToolSource::Integration(action) => {
+                let credentials = self.credentials.as_ref();
+                integration::call(&self.egress, action, credentials, &arguments, key).await
             }
             ToolSource::Builtin(Builtin::Fetch) => fetch::fetch(&self.egress, &arguments).await,
             ToolSource::Local => match self.local_body(spec, arguments) {
@@ -209,6 +214,7 @@ fn run_connections() -> Option<Arc<RunConnections>> {
 fn is_read(spec: &ToolSpec) -> bool {
     match &spec.source {
         ToolSource::Api(op) => !spec.policy.writes && op.method == Method::Get,
+        ToolSource::Integration(a) => !spec.policy.writes && a.request.method == Method::Get,
         ToolSource::McpInline(_) => !spec.policy.writes,
         ToolSource::Connection(_) => false,
         ToolSource::Builtin(_) | ToolSource::Local | ToolSource::Agent(_) => true,

@@ -245,7 +245,9 @@ impl Gateway {
         let (prepared, tool) = self.resolve(&ctx.scope, tool)?;
         let spec = &tool.spec;
         let room = run.map_or(ProposalRoom::NoReceiver, |r| r.proposals);
-        let invalid = validate(tool, &arguments).or_else(|| proposal_refusal(spec, room));
+        let invalid = validate(tool, &arguments)
+            .or_else(|| proposal_refusal(spec, room))
+            .or_else(|| confirm_refusal(spec, run));
         let mut new = new_invocation(ctx, spec, arguments, &tool.digest, invalid.is_some());
         new.run_id = run.map(|r| r.run);
         // An ungated call is recorded and claimed in one durable commit; rate-limited and
@@ -516,6 +518,19 @@ fn validate(tool: &PreparedTool, arguments: &Value) -> Option<ToolError> {
         .prepare(arguments)
         .err()
         .or_else(|| oversized_proposal(&tool.spec, arguments))
+}
+
+/// A `confirm: true` action outside an agent run, as the tool error the caller gets: only a
+/// person's message in a run's conversation consents, and no such person is on this channel.
+/// The call is stored as failed and nothing runs (POLICY-35). Inside a run, the loop's gate
+/// sends the call only once the person consented (POLICY-34).
+fn confirm_refusal(spec: &ToolSpec, run: Option<&RunCall>) -> Option<ToolError> {
+    (spec.policy.confirm && run.is_none()).then(|| {
+        ToolError::new(
+            ToolErrorKind::Unavailable,
+            "not executed: this action runs only after a person confirms it in an agent conversation, and this channel has none",
+        )
+    })
 }
 
 fn new_invocation(

@@ -80,6 +80,7 @@ fn limits(spec: &ToolSpec) -> Vec<(RateLimit, Whose)> {
 fn declaration(spec: &ToolSpec) -> String {
     match &spec.source {
         ToolSource::Api(op) => op.slug.clone(),
+        ToolSource::Integration(action) => action.request.slug.clone(),
         ToolSource::McpInline(tool) => tool.slug.clone(),
         _ => spec.definition.name.to_string(),
     }

@@ -1,5 +1,7 @@
 //! `agents/<name>.yml`: agent manifests (docs/rules.md DECL-14) — model, system prompt and tools of
-//! types `api`, `mcp`, `agent` and `builtin`. A bad manifest does not load.
+//! types `api`, `mcp`, `agent`, `builtin` and `integration`. A bad manifest does not load, except
+//! that a mis-declared `type: integration` entry warns and is skipped (DECL-46): catalog
+//! integrations are the operator's, enabled by reference, and resolved after the catalog loads.
 
 use std::path::PathBuf;
 
@@ -73,8 +75,27 @@ pub(crate) struct ReadAgent {
     /// Its tools, read (and checkable) whatever the header's state, so one load reports the
     /// tools' problems beside the header's.
     pub(crate) declared: Vec<Declared>,
+    /// Its `type: integration` entries, resolved against the catalog by the loader.
+    pub(crate) integrations: Vec<IntegrationRef>,
     /// The script file a `scripted` model names, for the loader to read.
     pub(crate) script: Option<ScriptRef>,
+}
+
+/// A `type: integration` entry: which actions of which catalog integration the agent enables.
+#[derive(Debug, Clone)]
+pub(crate) struct IntegrationRef {
+    /// The integration's slug (its `catalog/` directory).
+    pub(crate) slug: String,
+    /// The actions enabled, each with where it is written.
+    pub(crate) actions: Vec<(String, Pos)>,
+    /// `approval` for every enabled action (default `never`).
+    pub(crate) approval: crate::policy::Approval,
+    /// Where `integration` is written.
+    pub(crate) at: Pos,
+    /// Key path of `integration`.
+    pub(crate) path: String,
+    /// Key path of `actions`.
+    pub(crate) actions_path: String,
 }
 
 /// Reads one manifest; `stem` is the file name without extension.
@@ -108,12 +129,11 @@ pub(crate) fn read_agent(node: &Node, stem: &str, d: &mut Diag) -> Option<ReadAg
         let p = Fields::open(n, "spec.prompts", &["system"], d)?;
         p.req_str("system", d)
     });
-    let declared = spec
-        .opt_list("tools", d)
-        .unwrap_or_default()
-        .into_iter()
-        .flat_map(|(path, n)| tool(n, &path, d))
-        .collect();
+    let mut declared = Vec::new();
+    let mut integrations = Vec::new();
+    for (path, n) in spec.opt_list("tools", d).unwrap_or_default() {
+        declared.extend(tool(n, &path, &mut integrations, d));
+    }
     let spec = match (name, model, system_prompt) {
         (Some(name), Some(model), Some(system_prompt)) => Some(AgentSpec {
             name,
@@ -128,6 +148,7 @@ pub(crate) fn read_agent(node: &Node, stem: &str, d: &mut Diag) -> Option<ReadAg
     Some(ReadAgent {
         spec,
         declared,
+        integrations,
         script: script.flatten(),
     })
 }
@@ -247,12 +268,21 @@ fn script_ref(f: &Fields<'_>, scripted: bool, d: &mut Diag) -> Option<ScriptRef>
     }
 }
 
-const TOOL_TYPES: [&str; 4] = ["api", "mcp", "agent", "builtin"];
+const TOOL_TYPES: [&str; 5] = ["api", "mcp", "agent", "builtin", "integration"];
 
-fn tool(node: &Node, path: &str, d: &mut Diag) -> Vec<Declared> {
+fn tool(
+    node: &Node,
+    path: &str,
+    integrations: &mut Vec<IntegrationRef>,
+    d: &mut Diag,
+) -> Vec<Declared> {
     let Some(ty) = tool_type(node, path, d) else {
         return Vec::new();
     };
+    if ty == "integration" {
+        integrations.extend(integration_ref(node, path, d));
+        return Vec::new();
+    }
     let keys: &[&str] = match ty.as_str() {
         "api" => &crate::tool_api::KEYS,
         "mcp" => &crate::tool_mcp::KEYS,
@@ -285,6 +315,41 @@ fn tool_type(node: &Node, path: &str, d: &mut Diag) -> Option<String> {
         return None;
     }
     Some(ty)
+}
+
+/// Reads a `type: integration` entry; each of its problems is a warning and the entry is
+/// skipped (DECL-46).
+fn integration_ref(node: &Node, path: &str, d: &mut Diag) -> Option<IntegrationRef> {
+    let mut scratch = d.scratch();
+    let read = read_integration_ref(node, path, &mut scratch);
+    let clean = scratch.is_clean();
+    d.demote(scratch, "this integration entry is skipped");
+    read.filter(|_| clean)
+}
+
+fn read_integration_ref(node: &Node, path: &str, d: &mut Diag) -> Option<IntegrationRef> {
+    let keys = ["type", "integration", "actions", "approval"];
+    let f = Fields::open(node, path, &keys, d)?;
+    let slug = f.req_str("integration", d);
+    let actions = f
+        .required("actions", d)
+        .and_then(|_| f.opt_str_list("actions", d));
+    if actions.as_ref().is_some_and(Vec::is_empty) {
+        d.push(
+            f.key_at("actions"),
+            &f.key("actions"),
+            "`actions` needs at least one action of the integration",
+        );
+    }
+    let approval = approval(&f, d)?;
+    Some(IntegrationRef {
+        slug: slug?,
+        actions: actions?,
+        approval,
+        at: f.key_at("integration"),
+        path: f.key("integration"),
+        actions_path: f.key("actions"),
+    })
 }
 
 /// Input of every sub-agent tool: the request for the other agent.

@@ -66,6 +66,9 @@ pub struct Config {
     pub public_url: Option<String>,
     /// `[notify]`: webhooks and Slack (NOTIFY).
     pub notify: NotifySettings,
+    /// `[confirm] yes_words`: the messages that consent to a held call (empty: the runtime's
+    /// defaults, `yes`, `y`, `confirm`).
+    pub yes_words: Vec<String>,
 }
 
 /// `[server]`: bounds on what clients may hold of the HTTP server. Every bound is at least 1.
@@ -154,7 +157,7 @@ pub struct CredentialsSettings {
     pub master_key_file: PathBuf,
 }
 
-const TOP_KEYS: [&str; 11] = [
+const TOP_KEYS: [&str; 12] = [
     "listen",
     "database_url",
     "approval_ttl",
@@ -166,6 +169,7 @@ const TOP_KEYS: [&str; 11] = [
     "builtins",
     "server",
     "notify",
+    "confirm",
 ];
 
 /// Reads `airlock.toml` (its tree) into a [`Config`]; `root` is the deployment directory.
@@ -214,6 +218,7 @@ pub(crate) fn read_config(node: Option<&Node>, root: &Path, d: &mut Diag) -> Opt
     let server = server(f.get("server"), d);
     let public_url = public_url(f.get("server"), d);
     let notify = read_notify(f.get("notify"), d);
+    let yes_words = yes_words(f.get("confirm"), d);
     Some(Config {
         listen: listen.ok()?,
         database_url,
@@ -227,7 +232,25 @@ pub(crate) fn read_config(node: Option<&Node>, root: &Path, d: &mut Diag) -> Opt
         server,
         public_url,
         notify,
+        yes_words,
     })
+}
+
+/// `[confirm] yes_words`: the messages by which a person consents to a held call
+/// (docs/rules.md POLICY-33); empty means the runtime's defaults.
+fn yes_words(node: Option<&Node>, d: &mut Diag) -> Vec<String> {
+    let Some(f) = node.and_then(|n| Fields::open(n, "confirm", &["yes_words"], d)) else {
+        return Vec::new();
+    };
+    let words = f.opt_str_list("yes_words", d).unwrap_or_default();
+    if words.iter().any(|(w, _)| w.trim().is_empty()) || f.has("yes_words") && words.is_empty() {
+        d.push(
+            f.key_at("yes_words"),
+            "confirm.yes_words",
+            "every yes-word must be non-empty, and the list must hold at least one",
+        );
+    }
+    words.into_iter().map(|(w, _)| w).collect()
 }
 
 /// `[server] public_url`: an http(s) URL without a trailing slash (DECL-55).

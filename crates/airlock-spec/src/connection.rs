@@ -74,7 +74,7 @@ const RESERVED_HEADERS: [&str; 15] = [
     "idempotency-key",
 ];
 
-fn is_reserved_header(name: &str) -> bool {
+pub(crate) fn is_reserved_header(name: &str) -> bool {
     let name = name.to_ascii_lowercase();
     RESERVED_HEADERS.contains(&name.as_str())
         || (name.starts_with("proxy-") && name != "proxy-authorization")

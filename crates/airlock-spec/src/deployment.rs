@@ -1,15 +1,17 @@
 //! Loading a deployment directory: one pure function from files to a validated model or the
 //! list of every problem. No network, no DNS, no database.
 //!
-//! Layout: `airlock.toml`, `connections/<name>.yml`, `apis/<slug>.yml`, `agents/<name>.yml`. Files are read in
-//! name order, so results and errors do not depend on the directory's listing order.
+//! Layout: `airlock.toml`, `connections/<name>.yml`, `apis/<slug>.yml`,
+//! `catalog/<slug>/integration.yaml`, `agents/<name>.yml`. Files are read in name order, so
+//! results and errors do not depend on the directory's listing order.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use crate::agent::{AgentSpec, ScriptRef, read_agent};
+use crate::agent::{AgentSpec, IntegrationRef, ScriptRef, read_agent};
 use crate::api_file::read_api_file;
+use crate::catalog::{Catalog, INTEGRATION_FILE, read_integration};
 use crate::config::{Config, read_config};
 use crate::connection::{ConnectionSpec, read_connection};
 use crate::declared::Declared;
@@ -54,10 +56,11 @@ impl Deployment {
         let mut references = Vec::new();
         let config = load_config(root, &mut issues, &mut references);
         let connections = load_connections(root, &mut issues, &mut references);
+        let catalog = load_catalog(root, &mut issues, &mut references);
         // Checked even when airlock.toml is not valid, so one load reports everything.
         let agents = load_agents(
             root,
-            config.as_ref(),
+            (config.as_ref(), &catalog),
             &mut issues,
             &mut warnings,
             &mut references,
@@ -243,11 +246,93 @@ fn load_connections(
     out
 }
 
+/// Reads `catalog/<slug>/integration.yaml` (DECL-44): every problem fails the load.
+fn load_catalog(
+    root: &Path,
+    issues: &mut Vec<SpecIssue>,
+    references: &mut Vec<Reference>,
+) -> Catalog {
+    let mut catalog = Catalog::new();
+    let Ok(listing) = fs::read_dir(root.join("catalog")) else {
+        return catalog;
+    };
+    let mut entries: Vec<_> = listing.flatten().map(|e| e.path()).collect();
+    entries.sort();
+    for path in entries {
+        let Some(slug) = path.file_name().and_then(|s| s.to_str()).map(str::to_owned) else {
+            continue;
+        };
+        if slug.starts_with('.') {
+            continue;
+        }
+        let rel = Path::new("catalog").join(&slug).join(INTEGRATION_FILE);
+        if !path.is_dir() || !root.join(&rel).is_file() {
+            let place = Path::new("catalog").join(&slug);
+            let reason = format!("each catalog entry is a directory holding {INTEGRATION_FILE}");
+            issues.push(empty_file(place, &reason));
+            continue;
+        }
+        let Some(node) = parse_file(root, &rel, issues) else {
+            issues.push(empty_file(
+                rel,
+                "the file is empty: declare the integration or remove its directory",
+            ));
+            continue;
+        };
+        let mut d = Diag::new(&rel);
+        let declared = read_integration(&node, &slug, &mut d);
+        check_tools(&declared, None, "an integration", &mut d);
+        if d.is_clean() {
+            catalog.insert(slug, declared);
+        }
+        d.drain_references(references);
+        issues.extend(d.into_issues());
+    }
+    catalog
+}
+
+/// The tools `refs` enable; a slug the catalog lacks, or an action the integration lacks, is a
+/// warning and is skipped (DECL-46).
+fn resolve_integrations(refs: &[IntegrationRef], catalog: &Catalog, d: &mut Diag) -> Vec<Declared> {
+    let mut out = Vec::new();
+    for r in refs {
+        let Some(tools) = catalog.get(&r.slug) else {
+            d.warn(r.at, &r.path, format!("integration `{}` is not in the catalog (no valid catalog/{}/{INTEGRATION_FILE}); its tools are skipped", r.slug, r.slug));
+            continue;
+        };
+        for (action, at) in &r.actions {
+            let found = tools.iter().find(|t| {
+                matches!(&t.spec.source, ToolSource::Integration(a) if a.request.operation == *action)
+            });
+            let Some(tool) = found else {
+                d.warn(
+                    *at,
+                    &r.actions_path,
+                    format!(
+                        "integration `{}` has no action `{action}`; it is skipped",
+                        r.slug
+                    ),
+                );
+                continue;
+            };
+            let mut spec = tool.spec.clone();
+            spec.policy.approval = r.approval;
+            out.push(Declared {
+                spec,
+                at: *at,
+                path: r.actions_path.clone(),
+                connection_at: None,
+            });
+        }
+    }
+    out
+}
+
 /// Reads `agents/*.yml`. `config` is `None` when `airlock.toml` is not valid: the agents'
 /// own problems are still reported, only the references into it are not checked.
 fn load_agents(
     root: &Path,
-    config: Option<&Config>,
+    (config, catalog): (Option<&Config>, &Catalog),
     issues: &mut Vec<SpecIssue>,
     warnings: &mut Vec<SpecIssue>,
     references: &mut Vec<Reference>,
@@ -260,7 +345,9 @@ fn load_agents(
             continue;
         };
         let mut d = Diag::new(&rel);
-        if let Some(read) = read_agent(&node, &stem, &mut d) {
+        if let Some(mut read) = read_agent(&node, &stem, &mut d) {
+            let enabled = resolve_integrations(&read.integrations, catalog, &mut d);
+            read.declared.extend(enabled);
             check_tools(&read.declared, config, "an agent", &mut d);
             if let Some(mut spec) = read.spec {
                 if let Some(script) = &read.script {

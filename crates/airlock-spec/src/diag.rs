@@ -115,6 +115,22 @@ impl Diag {
         references.append(&mut self.references);
     }
 
+    /// A scratch diagnostic for the same file, whose problems [`Diag::demote`] turns into
+    /// warnings: how a mis-declared integration reference warns and skips (DECL-46).
+    pub(crate) fn scratch(&self) -> Self {
+        Self::new(&self.file)
+    }
+
+    /// Records every problem of `scratch` as a warning, each ending with `consequence`.
+    pub(crate) fn demote(&mut self, scratch: Self, consequence: &str) {
+        let demoted = scratch.issues.into_iter().map(|mut issue| {
+            issue.reason = format!("{}; {consequence}", issue.reason);
+            issue
+        });
+        self.warnings.extend(demoted);
+        self.warnings.extend(scratch.warnings);
+    }
+
     pub(crate) fn is_clean(&self) -> bool {
         self.issues.is_empty()
     }

@@ -9,6 +9,7 @@ mod agent;
 mod api_file;
 mod builtin;
 mod canonical;
+mod catalog;
 mod config;
 mod connection;
 mod credentials;
@@ -33,6 +34,7 @@ mod values;
 pub use agent::{API_VERSION, AgentSpec, ModelSpec, PROVIDERS};
 pub use builtin::definition as builtin_definition;
 pub use canonical::{canonical_json, sha256_hex};
+pub use catalog::{INTEGRATION_FILE, MAX_PAGES};
 pub use config::{
     ApiConnection, Config, CredentialsSettings, DEFAULT_APPROVAL_TTL, DEFAULT_BODY_CAP,
     DEFAULT_EGRESS_DEADLINE, DEFAULT_HEADER_TIMEOUT, DEFAULT_LISTEN, DEFAULT_MAX_CONNECTIONS,
@@ -51,8 +53,8 @@ pub use refs::{Reference, Referenced};
 pub use schema::{MAX_SCHEMA_BYTES, MAX_SCHEMA_DEPTH, compile_input_schema};
 pub use scope::{NameCollision, ParseScopeError, Scope, ScopeId, definitions_digest};
 pub use tool::{
-    ApiAuth, ApiOperation, Builtin, ConnectionTool, McpAuth, McpInlineTool, McpProtocol, Method,
-    Policy, RateLimit, ToolDefinition, ToolSource, ToolSpec,
+    ApiAuth, ApiOperation, Builtin, ConnectionTool, IntegrationAction, McpAuth, McpInlineTool,
+    McpProtocol, Method, Pagination, Policy, RateLimit, ToolDefinition, ToolSource, ToolSpec,
 };
 pub use tool_mcp::{MAX_MCP_SLUG, MAX_REMOTE_TOOL_NAME};
 pub use tree::Pos;

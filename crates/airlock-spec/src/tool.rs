@@ -50,6 +50,9 @@ pub struct Policy {
     /// How long a parked call waits for a person before it expires (`approval_ttl`); `None`:
     /// the server's default.
     pub approval_ttl: Option<Duration>,
+    /// `confirm: true` of a catalog integration's action: an agent run does not run the call
+    /// until the person consents in their next message (docs/rules.md POLICY-30).
+    pub confirm: bool,
 }
 
 /// A rate limit: at most `requests` calls per `per`.
@@ -68,6 +71,9 @@ pub enum ToolSource {
     Api(ApiOperation),
     /// One tool of a tenant MCP server described inline (`type: mcp`, docs/rules.md DECL-24).
     McpInline(McpInlineTool),
+    /// One action of an operator-written catalog integration (`type: integration`, docs/rules.md
+    /// DECL-44).
+    Integration(IntegrationAction),
     /// One tool of a connection file's MCP server, known after discovery (docs/rules.md DECL-16).
     Connection(ConnectionTool),
     /// Another agent of the deployment, called as a tool.
@@ -83,7 +89,7 @@ impl ToolSource {
     #[must_use]
     pub fn kind(&self) -> SourceKind {
         match self {
-            Self::Api(_) => SourceKind::Api,
+            Self::Api(_) | Self::Integration(_) => SourceKind::Api,
             Self::McpInline(_) | Self::Connection(_) => SourceKind::Mcp,
             Self::Agent(_) => SourceKind::Agent,
             Self::Builtin(_) => SourceKind::Builtin,
@@ -133,6 +139,8 @@ pub enum ApiAuth {
     Basic,
     /// The credential as query parameter `<param>`, overriding a declared one.
     Query(String),
+    /// No credential (`scheme: none`, catalog integrations only).
+    None,
 }
 
 /// HTTP method of an API operation.
@@ -142,6 +150,32 @@ pub enum Method {
     Get,
     /// POST: JSON body.
     Post,
+    /// PUT: JSON body (catalog integrations only).
+    Put,
+    /// PATCH: JSON body (catalog integrations only).
+    Patch,
+    /// DELETE: no body (catalog integrations only).
+    Delete,
+}
+
+impl Method {
+    /// The method's name on the wire.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Get => "GET",
+            Self::Post => "POST",
+            Self::Put => "PUT",
+            Self::Patch => "PATCH",
+            Self::Delete => "DELETE",
+        }
+    }
+
+    /// Whether a request of this method may carry a JSON body.
+    #[must_use]
+    pub fn has_body(self) -> bool {
+        matches!(self, Self::Post | Self::Put | Self::Patch)
+    }
 }
 
 /// One operation of a `type: api` declaration.
@@ -167,6 +201,49 @@ pub struct ApiOperation {
     pub allow_slashes: Vec<String>,
     /// Dotted path selecting part of the JSON response.
     pub select: Option<String>,
+}
+
+/// One action of a catalog integration (`catalog/<slug>/integration.yaml`, docs/rules.md
+/// DECL-44..DECL-49): the request in the api executor's shape, plus what only the catalog has.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IntegrationAction {
+    /// The request: `slug` is the integration's, `operation` the action's, `connection` is
+    /// `catalog/<slug>` (named in errors), `select` is `response.select`.
+    pub request: ApiOperation,
+    /// `base_url`, written by the operator in the catalog file.
+    pub base_url: String,
+    /// `auth.credential`: the credential path (none for `scheme: none`).
+    pub credential: Option<crate::CredentialPath>,
+    /// Headers sent with every request (the integration's, then the action's), values
+    /// templated from the arguments.
+    pub headers: Vec<(String, String)>,
+    /// How more pages are fetched, if the action pages.
+    pub pagination: Option<Pagination>,
+}
+
+/// How a catalog action fetches its pages (DECL-47). Each page's `response.select` is a list;
+/// the result is their concatenation, at most `max_pages` pages.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Pagination {
+    /// The next page is asked with query parameter `param` = the value at dotted path `next` of
+    /// the page's body; a missing, `null` or empty value ends.
+    Cursor {
+        /// The query parameter carrying the cursor.
+        param: String,
+        /// Dotted path of the next cursor in a page.
+        next: String,
+        /// Most pages fetched.
+        max_pages: u32,
+    },
+    /// Query parameter `param` counts pages from `start`; an empty page ends.
+    Page {
+        /// The query parameter carrying the page number.
+        param: String,
+        /// The first page's number.
+        start: u64,
+        /// Most pages fetched.
+        max_pages: u32,
+    },
 }
 
 /// Authentication of a tenant or connection MCP server.

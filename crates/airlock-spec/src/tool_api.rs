@@ -146,7 +146,7 @@ fn operation(node: &Node, path: &str, d: &mut Diag) -> Option<Operation> {
     check_input_schema(&schema, f.key_at("parameters"), &f.key("parameters"), d);
     let request = f
         .required("request", d)
-        .and_then(|n| request(n, &f.key("request"), &schema, d));
+        .and_then(|n| request(n, &f.key("request"), &schema, Rules::Api, d));
     let select = f.get("response").and_then(|n| {
         let r = Fields::open(n, &f.key("response"), &["select"], d)?;
         r.opt_str("select", d)
@@ -197,36 +197,77 @@ fn declare_operation(api: &Api, op: Operation, d: &mut Diag) -> Option<Declared>
     )
 }
 
-struct Request {
-    method: Method,
-    path: String,
-    query: Vec<(String, String)>,
-    body: Option<Value>,
-    allow_slashes: Vec<String>,
+/// A request as declared: a tenant API's, or a catalog action's.
+pub(crate) struct Request {
+    pub(crate) method: Method,
+    pub(crate) path: String,
+    pub(crate) query: Vec<(String, String)>,
+    pub(crate) body: Option<Value>,
+    pub(crate) allow_slashes: Vec<String>,
+    /// `request.headers` (catalog actions only), values templated.
+    pub(crate) headers: Vec<(String, String)>,
 }
 
-fn request(node: &Node, path: &str, schema: &Value, d: &mut Diag) -> Option<Request> {
+/// Whose request is read: a tenant's `type: api` (GET or POST, no headers, DECL-21) or an
+/// operator's catalog action (any of the five methods, headers, DECL-45).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Rules {
+    Api,
+    Catalog,
+}
+
+impl Rules {
+    fn methods(self) -> &'static [Method] {
+        match self {
+            Self::Api => &[Method::Get, Method::Post],
+            Self::Catalog => &[
+                Method::Get,
+                Method::Post,
+                Method::Put,
+                Method::Patch,
+                Method::Delete,
+            ],
+        }
+    }
+}
+
+pub(crate) fn request(
+    node: &Node,
+    path: &str,
+    schema: &Value,
+    rules: Rules,
+    d: &mut Diag,
+) -> Option<Request> {
     let f = Fields::open(node, path, &REQUEST_KEYS, d)?;
-    if f.has("headers") {
+    if f.has("headers") && rules == Rules::Api {
         d.push(
             f.key_at("headers"),
             &f.key("headers"),
             "`request.headers` is not allowed: authentication goes through `auth`, never around it",
         );
     }
-    let method = match f.req_str("method", d).as_deref() {
-        Some("GET") => Some(Method::Get),
-        Some("POST") => Some(Method::Post),
-        Some(other) => {
+    let headers = match rules {
+        Rules::Api => Vec::new(),
+        Rules::Catalog => f
+            .get("headers")
+            .map(|n| headers(n, &f.key("headers"), d))
+            .unwrap_or_default(),
+    };
+    let method = f.req_str("method", d).and_then(|word| {
+        let found = rules.methods().iter().find(|m| m.as_str() == word).copied();
+        if found.is_none() {
+            let names: Vec<&str> = rules.methods().iter().map(|m| m.as_str()).collect();
             d.push(
                 f.key_at("method"),
                 &f.key("method"),
-                format!("`{other}` is not allowed; `method` is GET or POST"),
+                format!(
+                    "`{word}` is not allowed; `method` is one of: {}",
+                    names.join(", ")
+                ),
             );
-            None
         }
-        None => None,
-    };
+        found
+    });
     let req_path = f.req_str("path", d).filter(|p| {
         check_path(p)
             .map_err(|r| d.push(f.key_at("path"), &f.key("path"), r))
@@ -237,11 +278,12 @@ fn request(node: &Node, path: &str, schema: &Value, d: &mut Diag) -> Option<Requ
         .map(|n| query(n, &f.key("query"), d))
         .unwrap_or_default();
     let body = f.get("body").map(crate::tree::Node::to_json);
-    if body.is_some() && method == Some(Method::Get) {
+    if let Some(method) = method.filter(|m| body.is_some() && !m.has_body()) {
+        let m = method.as_str();
         d.push(
             f.key_at("body"),
             &f.key("body"),
-            "a GET request has no body; use `query`, or `method: POST`",
+            format!("a {m} request has no body; use `query`, or `method: POST`"),
         );
     }
     let allow_slashes: Vec<String> = f
@@ -261,12 +303,15 @@ fn request(node: &Node, path: &str, schema: &Value, d: &mut Diag) -> Option<Requ
     if let Some(body) = &body {
         collect_placeholders(body, &mut placeholders);
     }
+    headers
+        .iter()
+        .for_each(|(_, v)| collect_placeholders(&Value::String(v.clone()), &mut placeholders));
     for name in placeholders.iter().chain(&allow_slashes) {
         if schema.pointer(&format!("/properties/{name}")).is_none() {
             d.push(f.at(), f.path(), format!("`{{{name}}}` names no parameter of this operation; declare it under `parameters`"));
         }
     }
-    if f.has("headers") {
+    if f.has("headers") && rules == Rules::Api {
         return None;
     }
     Some(Request {
@@ -275,11 +320,12 @@ fn request(node: &Node, path: &str, schema: &Value, d: &mut Diag) -> Option<Requ
         query,
         body,
         allow_slashes,
+        headers,
     })
 }
 
 /// The path must start with exactly one `/` and carry no query or fragment.
-fn check_path(path: &str) -> Result<(), String> {
+pub(crate) fn check_path(path: &str) -> Result<(), String> {
     if !path.starts_with('/') {
         return Err(format!(
             "`{path}` must start with `/`: without it the path could change the host the credential goes to"
@@ -298,10 +344,49 @@ fn check_path(path: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Headers an operator sets (DECL-45): each a valid name that neither the transport, airlock
+/// nor `auth` owns; values are strings, templated like the query.
+pub(crate) fn headers(node: &Node, path: &str, d: &mut Diag) -> Vec<(String, String)> {
+    let Some(f) = Fields::open_free(node, path, d) else {
+        return Vec::new();
+    };
+    string_map(&f, d)
+        .into_iter()
+        .filter(|(name, _)| match header_problem(name) {
+            Some(reason) => {
+                d.push(f.key_at(name), &f.key(name), reason);
+                false
+            }
+            None => true,
+        })
+        .collect()
+}
+
+fn header_problem(name: &str) -> Option<String> {
+    let valid = !name.is_empty()
+        && name.len() <= 64
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
+    if !valid {
+        return Some(format!(
+            "`{name}` is not a header name (1-64 letters, digits and `-`)"
+        ));
+    }
+    let owned = crate::connection::is_reserved_header(name)
+        || ["authorization", "proxy-authorization", "cookie"]
+            .iter()
+            .any(|h| name.eq_ignore_ascii_case(h));
+    owned.then(|| format!("`{name}` cannot be set here: the transport, airlock or `auth` owns it"))
+}
+
 fn query(node: &Node, path: &str, d: &mut Diag) -> Vec<(String, String)> {
     let Some(f) = Fields::open_free(node, path, d) else {
         return Vec::new();
     };
+    string_map(&f, d)
+}
+
+/// A mapping of strings (numbers and booleans written as text).
+fn string_map(f: &Fields<'_>, d: &mut Diag) -> Vec<(String, String)> {
     let mut out = Vec::new();
     for entry in f.entries() {
         match &entry.value.value {
@@ -322,7 +407,7 @@ fn query(node: &Node, path: &str, d: &mut Diag) -> Vec<(String, String)> {
 }
 
 /// Every `{name}` placeholder in strings of `value`.
-fn collect_placeholders(value: &Value, out: &mut Vec<String>) {
+pub(crate) fn collect_placeholders(value: &Value, out: &mut Vec<String>) {
     match value {
         Value::String(s) => {
             let mut rest = s.as_str();

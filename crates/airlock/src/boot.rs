@@ -10,7 +10,7 @@ use airlock_egress::GuardedClient;
 use airlock_ledger::{Invocation, InvocationState, PgStore, SqliteStore, Store, StoreConfig};
 use airlock_mcp::{EndpointConfig, EndpointToken, McpClient};
 use airlock_model::{ModelError, ModelErrorKind};
-use airlock_runtime::agent::{Agents, Limits, ModelFactory};
+use airlock_runtime::agent::{Agents, Limits, ModelFactory, YesWords};
 use airlock_runtime::notify::{self, Notifications, SlackInteractions};
 use airlock_runtime::{Gateway, HowToDecide, discover, egress_policy};
 use airlock_spec::{AgentSpec, Credentials, Deployment, EndpointAuth, Scope, ScopeId, ToolSpec};
@@ -127,11 +127,18 @@ async fn assemble(
     };
     let gateway = Arc::new(builder.build());
     let models = models(egress.clone(), credentials);
-    let agents = Agents::new(
+    // An empty `[confirm] yes_words` means the runtime's defaults (POLICY-33).
+    let yes_words = if config.yes_words.is_empty() {
+        YesWords::default()
+    } else {
+        YesWords::new(&config.yes_words)
+    };
+    let agents = Agents::with_yes_words(
         gateway.clone(),
         deployment.agents.clone(),
         models,
         Limits::default(),
+        yes_words,
     );
     Ok(Booted {
         gateway,

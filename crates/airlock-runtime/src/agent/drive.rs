@@ -13,6 +13,7 @@ use serde_json::Value;
 use tokio::sync::mpsc::Sender;
 use tokio_util::sync::CancellationToken;
 
+use super::confirm;
 use super::ctx::{Ending, RunCtx, Step, budget_spent, finish};
 use super::record::{self, Detail, Snapshot};
 use super::settle::{self, Settled};
@@ -251,6 +252,9 @@ async fn one(
     };
     match tool.sub_agent.clone() {
         Some(agent) => sub_agent(agents, ctx, call_id, &agent, &call.arguments).await,
+        None if confirm::confirms(agents, ctx, &call.name) => {
+            confirm::gate(agents, ctx, call_id, call).await
+        }
         None => settle::through_gateway(agents, ctx, call_id, call).await,
     }
 }

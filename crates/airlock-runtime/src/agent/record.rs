@@ -190,8 +190,13 @@ pub(super) async fn report(
     store: &dyn Store,
     run: RunId,
     scopes: &(dyn Fn(&str) -> Option<Scope> + Sync),
+    words: &super::YesWords,
 ) -> Result<RunReport, LedgerError> {
     let row = store.get_run(run).await?;
+    let held = store.held_confirmation(row.session_id).await?;
+    let confirmation = held
+        .filter(|h| h.run_id == run && h.granted_run.is_none())
+        .map(|h| super::ConfirmationNotice::of(&h, words));
     let (detail, _) = Detail::load(store, run).await?;
     let rows = store.run_invocations(detail.root).await?;
     let tree = Tree::read(store, &rows).await?;
@@ -222,6 +227,7 @@ pub(super) async fn report(
             .map(|r| r.id)
             .collect(),
         drift: snapshot.drift(scopes(&row.agent).as_ref()),
+        confirmation,
     })
 }
 

@@ -146,6 +146,10 @@ pub struct RunReport {
     /// Drift of the deployment since the run started, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub drift: Option<Drift>,
+    /// A call of this run waiting for the person's consent: airlock's notice, which surfaces
+    /// show the person beside the answer (POLICY-32).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub confirmation: Option<super::ConfirmationNotice>,
 }
 
 /// How a person decides a parked call, for the caller to show.
@@ -207,6 +211,12 @@ pub enum RunEvent {
         tool: String,
         /// How to decide it.
         how: HowToApprove,
+    },
+    /// A call waits for the person's consent; their next message decides (POLICY-32). Sent
+    /// by airlock, whatever the model says.
+    ConfirmationRequired {
+        /// What to show the person.
+        notice: super::ConfirmationNotice,
     },
     /// The run ended; nothing follows.
     Done {

@@ -17,9 +17,10 @@ mod execute;
 mod path;
 mod request;
 mod response;
-mod template;
+pub(crate) mod template;
 
 pub use args::{ArgumentCheck, prepare_arguments};
+pub(crate) use execute::send;
 pub use execute::{execute, execute_with_key};
 pub use request::{ApiHeaderValue, ApiRequest, build_request};
 pub use response::{MAX_RESPONSE_BYTES, UpstreamResponse, handle_response, select};

@@ -24,6 +24,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::gateway::{Backend, Location, location, open};
 
+mod confirm;
 mod park;
 mod propose;
 mod runs;
@@ -137,7 +138,7 @@ impl LocalTool for Local {
 }
 
 /// The tools of the test deployment, by name: `count` (runs at once), `gate` (a person
-/// approves), `propose` (a write that proposes).
+/// approves), `propose` (a write that proposes), `confirm` (runs on the person's consent).
 fn local(name: &'static str, runs: &Arc<AtomicUsize>) -> Arc<Local> {
     let policy = match name {
         "gate" => Policy {
@@ -147,6 +148,11 @@ fn local(name: &'static str, runs: &Arc<AtomicUsize>) -> Arc<Local> {
         "propose" => Policy {
             writes: true,
             mode: Mode::Propose,
+            ..Policy::default()
+        },
+        "confirm" => Policy {
+            writes: true,
+            confirm: true,
             ..Policy::default()
         },
         _ => Policy::default(),
@@ -228,7 +234,7 @@ impl World {
             .into_iter()
             .map(|n| (n.to_owned(), Arc::new(Scripted::default())))
             .collect();
-        let runs = ["count", "gate", "propose"]
+        let runs = ["count", "gate", "propose", "confirm"]
             .into_iter()
             .map(|n| (n, Arc::new(AtomicUsize::new(0))))
             .collect();

@@ -6,4 +6,5 @@ mod api_execute;
 mod api_request;
 mod api_response;
 mod gateway;
+mod integration;
 mod same_cause;

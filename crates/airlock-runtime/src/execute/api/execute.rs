@@ -44,9 +44,18 @@ pub async fn execute_with_key(
     if let Some(key) = idempotency_key {
         request = request.with_idempotency_key(key)?;
     }
+    send(client, &request, operation.select.as_deref()).await
+}
+
+/// Sends `request` through the guard and reads the response, `select`ed when given.
+pub(crate) async fn send(
+    client: &GuardedClient,
+    request: &ApiRequest,
+    select: Option<&str>,
+) -> Result<Value, ToolError> {
     let response = client
         .call()
-        .send(to_egress(&request)?)
+        .send(to_egress(request)?)
         .await
         .map_err(|e| egress_error(&e))?;
     let header = |name: &str| response.headers().get(name).and_then(|v| v.to_str().ok());
@@ -56,13 +65,16 @@ pub async fn execute_with_key(
         retry_after: header("retry-after"),
         body: response.body(),
     };
-    handle_response(&upstream, operation.select.as_deref())
+    handle_response(&upstream, select)
 }
 
 fn to_egress(request: &ApiRequest) -> Result<Request, ToolError> {
     let method = match request.method() {
         airlock_spec::Method::Get => Method::GET,
         airlock_spec::Method::Post => Method::POST,
+        airlock_spec::Method::Put => Method::PUT,
+        airlock_spec::Method::Patch => Method::PATCH,
+        airlock_spec::Method::Delete => Method::DELETE,
     };
     let mut out = Request::new(method, request.url().as_str());
     for (name, value) in request.headers() {

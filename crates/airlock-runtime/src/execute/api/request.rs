@@ -90,6 +90,8 @@ pub struct ApiRequest {
     body: Option<Vec<u8>>,
     /// The query parameter holding the credential (query auth), redacted in `Debug`.
     secret_param: Option<String>,
+    /// Whether a credential goes with the request (every auth scheme but `none`).
+    credential: bool,
 }
 
 impl ApiRequest {
@@ -162,11 +164,42 @@ impl ApiRequest {
         Ok(self)
     }
 
-    /// Whether the request carries a credential (always, for api tools): the egress guard must
-    /// refuse plain `http`.
+    /// Whether the request carries a credential (always, for api tools; not with a catalog
+    /// integration's `scheme: none`): the egress guard must then refuse plain `http`.
     #[must_use]
     pub fn carries_credential(&self) -> bool {
-        true
+        self.credential
+    }
+
+    /// Adds header `name` (lowercased) with a plain value: a catalog action's declared header.
+    ///
+    /// # Errors
+    /// `bad_declaration` when the request already has a header of that name (its `auth`).
+    pub(crate) fn with_header(mut self, name: &str, value: String) -> Result<Self, ToolError> {
+        let name = name.to_ascii_lowercase();
+        if self.headers.iter().any(|(n, _)| *n == name) {
+            return Err(ToolError::bad_declaration(format!(
+                "header `{name}` is set twice (by `auth` and by `headers`)"
+            )));
+        }
+        self.headers.push((name, ApiHeaderValue::Plain(value)));
+        Ok(self)
+    }
+
+    /// Sets query parameter `name` to `value` (replacing it), encoded once: a page cursor.
+    pub(crate) fn with_query_pair(mut self, name: &str, value: &str) -> Self {
+        let pairs: Vec<(String, String)> = self
+            .url
+            .query_pairs()
+            .into_owned()
+            .filter(|(k, _)| k != name)
+            .collect();
+        self.url
+            .query_pairs_mut()
+            .clear()
+            .extend_pairs(pairs)
+            .append_pair(name, value);
+        self
     }
 }
 
@@ -184,6 +217,8 @@ impl std::fmt::Debug for ApiRequest {
 
 /// The resolved credential of a call.
 enum Secret<'a> {
+    /// `scheme: none` (catalog integrations only).
+    Nothing,
     Single(&'a SecretString),
     Basic(&'a SecretString, &'a SecretString),
 }
@@ -224,6 +259,7 @@ pub fn build_request(
         headers,
         body,
         secret_param: secret_param.map(|(p, _)| p.to_owned()),
+        credential: !matches!(secret, Secret::Nothing),
     })
 }
 
@@ -238,6 +274,9 @@ fn resolve_credential<'c>(
             format!("connection `{}`: {why}", op.connection),
         )
     };
+    if op.auth == ApiAuth::None {
+        return Ok(Secret::Nothing);
+    }
     let Some(path) = &connection.credential else {
         return Err(missing(
             "no `credential` is configured, and the API's auth needs one".into(),
@@ -251,6 +290,7 @@ fn resolve_credential<'c>(
         ApiAuth::Bearer | ApiAuth::Header(_) | ApiAuth::Query(_) => {
             credentials.get(path).map(Secret::Single)
         }
+        ApiAuth::None => Ok(Secret::Nothing),
     }
     .map_err(|e| missing(e.to_string()))
 }
@@ -328,7 +368,7 @@ fn auth_headers(
                 SecretString::from(format!("Basic {}", STANDARD.encode(pair.expose_secret()))),
             )
         }
-        (ApiAuth::Query(_), _) => return Ok(Vec::new()),
+        (ApiAuth::Query(_) | ApiAuth::None, _) => return Ok(Vec::new()),
         (ApiAuth::Bearer | ApiAuth::Header(_) | ApiAuth::Basic, _) => {
             return Err(bad("has the wrong shape for the API's auth scheme"));
         }
@@ -358,10 +398,11 @@ fn request_body(
     let Some(template) = &op.body else {
         return Ok(None);
     };
-    if op.method == Method::Get {
-        return Err(ToolError::bad_declaration(
-            "a GET operation has a body; the spec refuses this",
-        ));
+    if !op.method.has_body() {
+        return Err(ToolError::bad_declaration(format!(
+            "a {} operation has a body; the spec refuses this",
+            op.method.as_str()
+        )));
     }
     // A body that is one absent placeholder means no body at all.
     let Some(body) = interpolate(template, args) else {

@@ -9,7 +9,9 @@
 use std::io::{self, Write};
 
 use airlock_ledger::InvocationId;
-use airlock_runtime::agent::{HowToApprove, Proposal, RunEvent, RunReport, RunState};
+use airlock_runtime::agent::{
+    ConfirmationNotice, HowToApprove, Proposal, RunEvent, RunReport, RunState,
+};
 
 use crate::result::run_state;
 
@@ -70,6 +72,7 @@ impl<W: Write> Progress<W> {
                 tool,
                 how,
             } => self.approval(*invocation_id, tool, how),
+            RunEvent::ConfirmationRequired { notice } => self.confirmation(notice),
             RunEvent::Done {
                 answer, proposals, ..
             } => {
@@ -105,6 +108,22 @@ impl<W: Write> Progress<W> {
                 )
             }
         }
+    }
+
+    /// Told by airlock, not the model (POLICY-32): the held call and how to consent.
+    fn confirmation(&mut self, notice: &ConfirmationNotice) -> io::Result<()> {
+        writeln!(
+            self.out,
+            "? {} waits for your confirmation: {}",
+            clean(&notice.tool),
+            shorten(&notice.arguments.to_string())
+        )?;
+        let words: Vec<String> = notice.yes_words.iter().map(|w| clean(w)).collect();
+        writeln!(
+            self.out,
+            "    run again in this session with one of: {} (any other message cancels it)",
+            words.join(", ")
+        )
     }
 
     fn proposals(&mut self, proposals: &[Proposal]) -> io::Result<()> {
@@ -330,6 +349,7 @@ mod tests {
             invocations: Vec::new(),
             waiting: vec![InvocationId::new()],
             drift: None,
+            confirmation: None,
         };
         let at = format!("run {}, session {}", report.run_id, report.session_id);
         assert!(
@@ -360,5 +380,26 @@ mod tests {
         let long = out.lines().nth(1).unwrap();
         assert!(long.chars().count() < SHOWN + 20, "{long}");
         assert!(long.ends_with('…'), "{long}");
+    }
+
+    #[test]
+    fn a_confirmation_shows_the_held_call_and_the_words_that_consent() {
+        let out = render(&[RunEvent::ConfirmationRequired {
+            notice: ConfirmationNotice {
+                tool: "billing_refund\u{1b}[2J".to_owned(),
+                arguments: json!({"cents": 500}),
+                yes_words: vec!["yes".to_owned(), "go ahead".to_owned()],
+            },
+        }]);
+        assert!(
+            out.contains("billing_refund\\u{1b}[2J waits for your confirmation"),
+            "{out}"
+        );
+        assert!(out.contains(r#"{"cents":500}"#), "{out}");
+        assert!(
+            out.contains("one of: yes, go ahead (any other message cancels it)"),
+            "{out}"
+        );
+        assert!(!out.contains('\u{1b}'), "{out}");
     }
 }
