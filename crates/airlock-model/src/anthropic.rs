@@ -9,14 +9,11 @@
 
 use std::collections::BTreeMap;
 
-use futures::future::BoxFuture;
 use serde_json::{Value, json};
 use sse_stream::Sse;
 
-use crate::wire::{self, Decoder, Endpoint};
-use crate::{
-    ChatRequest, Message, Model, ModelError, ModelErrorKind, TokenSink, ToolCall, Turn, Usage,
-};
+use crate::wire::{self, Api, Decoder};
+use crate::{ChatRequest, Message, ModelError, ModelErrorKind, TokenSink, ToolCall, Turn, Usage};
 
 /// The default endpoint.
 pub const DEFAULT_ENDPOINT: &str = "https://api.anthropic.com/v1";
@@ -25,23 +22,15 @@ pub(crate) const API_VERSION: &str = "2023-06-01";
 /// `max_tokens` when the request sets none.
 pub(crate) const DEFAULT_MAX_TOKENS: u32 = 4096;
 
-/// A model behind the Anthropic Messages API.
+/// The wire format of the Anthropic Messages API.
 #[derive(Debug)]
-pub(crate) struct Anthropic {
-    pub(crate) endpoint: Endpoint,
-}
+pub(crate) struct Anthropic;
 
-impl Model for Anthropic {
-    fn turn<'a>(
-        &'a self,
-        request: &'a ChatRequest,
-        tokens: TokenSink<'a>,
-    ) -> BoxFuture<'a, Result<Turn, ModelError>> {
-        Box::pin(async move {
-            let body = serde_json::to_vec(&request_body(request))
-                .map_err(|_| ModelError::malformed("the request could not be encoded"))?;
-            self.endpoint.turn::<Stream>(body.into(), tokens).await
-        })
+impl Api for Anthropic {
+    type Stream = Stream;
+
+    fn request_body(request: &ChatRequest) -> Value {
+        request_body(request)
     }
 }
 
@@ -114,7 +103,7 @@ enum Block {
 
 /// The decoder of a Messages stream.
 #[derive(Debug, Default)]
-struct Stream {
+pub(crate) struct Stream {
     text: String,
     blocks: BTreeMap<u64, Block>,
     usage: Usage,

@@ -18,7 +18,7 @@ use crate::anthropic::{self, Anthropic};
 use crate::openai::{self, OpenAi};
 use crate::retry::Retry;
 use crate::scripted::Scripted;
-use crate::wire::Endpoint;
+use crate::wire::{Endpoint, Remote};
 use crate::{Model, ModelError};
 
 /// A model for `spec`, its HTTP requests sent through `client`, with the default [`Retry`].
@@ -67,7 +67,7 @@ pub fn connect_with(
                 key: api_key,
                 retry,
             };
-            Ok(Arc::new(OpenAi { endpoint }))
+            Ok(Arc::new(Remote::<OpenAi>::new(endpoint)))
         }
         "anthropic" => {
             let Some(key) = api_key else {
@@ -93,7 +93,7 @@ pub fn connect_with(
                 key: Some(key),
                 retry,
             };
-            Ok(Arc::new(Anthropic { endpoint }))
+            Ok(Arc::new(Remote::<Anthropic>::new(endpoint)))
         }
         other => Err(ModelError::configuration(format!(
             "`{other}` is not a model provider; use one of: {}",

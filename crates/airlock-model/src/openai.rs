@@ -8,35 +8,24 @@
 
 use std::collections::BTreeMap;
 
-use futures::future::BoxFuture;
 use serde_json::{Value, json};
 use sse_stream::Sse;
 
-use crate::wire::{self, Decoder, Endpoint};
-use crate::{
-    ChatRequest, Message, Model, ModelError, ModelErrorKind, TokenSink, ToolCall, Turn, Usage,
-};
+use crate::wire::{self, Api, Decoder};
+use crate::{ChatRequest, Message, ModelError, ModelErrorKind, TokenSink, ToolCall, Turn, Usage};
 
 /// The default endpoint.
 pub const DEFAULT_ENDPOINT: &str = "https://api.openai.com/v1";
 
-/// A model behind an OpenAI-compatible API.
+/// The wire format of an OpenAI-compatible API.
 #[derive(Debug)]
-pub(crate) struct OpenAi {
-    pub(crate) endpoint: Endpoint,
-}
+pub(crate) struct OpenAi;
 
-impl Model for OpenAi {
-    fn turn<'a>(
-        &'a self,
-        request: &'a ChatRequest,
-        tokens: TokenSink<'a>,
-    ) -> BoxFuture<'a, Result<Turn, ModelError>> {
-        Box::pin(async move {
-            let body = serde_json::to_vec(&request_body(request))
-                .map_err(|_| ModelError::malformed("the request could not be encoded"))?;
-            self.endpoint.turn::<Stream>(body.into(), tokens).await
-        })
+impl Api for OpenAi {
+    type Stream = Stream;
+
+    fn request_body(request: &ChatRequest) -> Value {
+        request_body(request)
     }
 }
 
@@ -119,7 +108,7 @@ struct PartialCall {
 
 /// The decoder of a chat-completions stream.
 #[derive(Debug, Default)]
-struct Stream {
+pub(crate) struct Stream {
     text: String,
     calls: BTreeMap<u64, PartialCall>,
     usage: Usage,

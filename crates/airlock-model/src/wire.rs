@@ -7,8 +7,11 @@
 //! sensitive and is cut out of every provider message before it becomes an error; an attempt
 //! is retried only while no text reached the token sink (MODEL-6).
 
+use std::marker::PhantomData;
+
 use bytes::Bytes;
 use futures::StreamExt;
+use futures::future::BoxFuture;
 use http::header::{ACCEPT, CONTENT_TYPE};
 use http::{HeaderName, HeaderValue};
 use secrecy::{ExposeSecret, SecretString};
@@ -18,7 +21,7 @@ use sse_stream::{Sse, SseStream};
 use airlock_egress::{BodyStream, Call, EgressError, GuardedClient, Request, StreamingResponse};
 
 use crate::retry::{self, Attempt, Retry};
-use crate::{ModelError, ModelErrorKind, TokenSink, Turn};
+use crate::{ChatRequest, Model, ModelError, ModelErrorKind, TokenSink, Turn};
 
 /// The most of an error reply read for its message.
 const ERROR_BODY_BYTES: usize = 64 * 1024;
@@ -33,6 +36,44 @@ pub(crate) trait Decoder: Default + Send {
     fn streamed(&self) -> bool;
     /// The turn, once the stream ended.
     fn finish(self) -> Result<Turn, ModelError>;
+}
+
+/// One provider's wire format: how a request is written and how its answer is read.
+pub(crate) trait Api: std::fmt::Debug + Send + Sync + 'static {
+    /// Reads the provider's event stream.
+    type Stream: Decoder;
+    /// The JSON body of one request.
+    fn request_body(request: &ChatRequest) -> Value;
+}
+
+/// A model behind an HTTP provider that speaks `A`.
+#[derive(Debug)]
+pub(crate) struct Remote<A> {
+    endpoint: Endpoint,
+    api: PhantomData<A>,
+}
+
+impl<A: Api> Remote<A> {
+    pub(crate) fn new(endpoint: Endpoint) -> Self {
+        Self {
+            endpoint,
+            api: PhantomData,
+        }
+    }
+}
+
+impl<A: Api> Model for Remote<A> {
+    fn turn<'a>(
+        &'a self,
+        request: &'a ChatRequest,
+        tokens: TokenSink<'a>,
+    ) -> BoxFuture<'a, Result<Turn, ModelError>> {
+        Box::pin(async move {
+            let body = serde_json::to_vec(&A::request_body(request))
+                .map_err(|_| ModelError::malformed("the request could not be encoded"))?;
+            self.endpoint.turn::<A::Stream>(body.into(), tokens).await
+        })
+    }
 }
 
 /// One provider endpoint: where to POST, with which headers, retried how.

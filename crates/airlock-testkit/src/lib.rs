@@ -11,16 +11,18 @@
 //! be bound): that is a broken test machine, and a loud panic is the clearest report a test
 //! can give.
 
+mod listen;
 mod model;
 mod raw;
 mod receiver;
 mod slack;
 mod upstream;
 
+pub use listen::free_port;
 pub use model::{
     FAKE_INPUT_TOKENS, FAKE_OUTPUT_TOKENS, FakeCall, FakeModel, Flavor, ModelReply, Received,
 };
 pub use raw::{Cue, RawServer};
-pub use receiver::{Delivery, Receiver, free_port};
+pub use receiver::{Delivery, Receiver};
 pub use slack::{FakeSlack, SlackCall};
 pub use upstream::{Script, Seen, Server};

@@ -179,14 +179,7 @@ impl FakeModel {
             cut: Arc::new(Notify::new()),
         });
         let app = Router::new().fallback(handle).with_state(shared.clone());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("binding 127.0.0.1:0");
-        let port = listener
-            .local_addr()
-            .expect("the listener's address")
-            .port();
-        tokio::spawn(async move { axum::serve(listener, app).await });
+        let port = crate::listen::serve(app, 0).await;
         Self { port, shared }
     }
 

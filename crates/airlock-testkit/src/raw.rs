@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 use tokio::sync::{Notify, Semaphore};
 
 /// What the server does with a request its cue applies to.
@@ -47,13 +47,7 @@ impl RawServer {
     /// # Panics
     /// When no port on 127.0.0.1 can be bound.
     pub async fn start(on: Option<&'static str>, cue: Cue) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("binding 127.0.0.1:0");
-        let port = listener
-            .local_addr()
-            .expect("the listener's address")
-            .port();
+        let (listener, port) = crate::listen::loopback(0).await;
         let shared = Arc::new(Shared {
             on,
             cue,
@@ -75,13 +69,7 @@ impl RawServer {
     /// # Panics
     /// When no port on 127.0.0.1 can be bound.
     pub async fn refusing_port() -> u16 {
-        let listener = TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("binding 127.0.0.1:0");
-        listener
-            .local_addr()
-            .expect("the listener's address")
-            .port()
+        crate::listen::free_port()
     }
 
     /// What each request was, in order: its JSON-RPC method, or its path.

@@ -46,18 +46,6 @@ pub struct Receiver {
     inbox: Inbox,
 }
 
-/// A port on 127.0.0.1 that was free a moment ago (nothing listens on it now).
-///
-/// # Panics
-/// When no port on 127.0.0.1 can be bound.
-#[must_use]
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("binding 127.0.0.1:0")
-        .port()
-}
-
 impl Receiver {
     /// Starts a receiver on any free port.
     pub async fn start() -> Self {
@@ -71,14 +59,7 @@ impl Receiver {
     pub async fn start_on(port: u16) -> Self {
         let inbox = Inbox::default();
         let app = Router::new().fallback(handle).with_state(inbox.clone());
-        let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
-            .await
-            .expect("binding the receiver's port");
-        let port = listener
-            .local_addr()
-            .expect("the listener's address")
-            .port();
-        tokio::spawn(async move { axum::serve(listener, app).await });
+        let port = crate::listen::serve(app, port).await;
         Self { port, inbox }
     }
 

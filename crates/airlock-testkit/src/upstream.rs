@@ -106,13 +106,7 @@ impl Server {
             .route("/mcp", post(handle).delete(|| async { StatusCode::OK }))
             .fallback(elsewhere)
             .with_state(state);
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("binding 127.0.0.1:0");
-        let port = listener
-            .local_addr()
-            .expect("the listener's address")
-            .port();
+        let (listener, port) = crate::listen::loopback(0).await;
         let app = app.into_make_service_with_connect_info::<SocketAddr>();
         tokio::spawn(async move { axum::serve(listener, app).await });
         Self { port, seen, tools }
