@@ -343,7 +343,14 @@ impl Agents {
             definitions_digest: scope.digest(),
             definitions_snapshot: snapshot.to_value(),
         };
-        let run = self.store().create_run(new).await?;
+        let run = match self.store().create_run(new).await {
+            Ok(run) => run,
+            // AGENT-32: another process started a run in this session first.
+            Err(airlock_ledger::LedgerError::SessionBusy { session, run }) => {
+                return Err(busy(session, run));
+            }
+            Err(e) => return Err(e.into()),
+        };
         let detail = Detail {
             input: request.input.clone(),
             context: request.context.clone(),
@@ -398,7 +405,7 @@ fn supplied(request: &RunRequest) -> Arc<RunConnections> {
 fn busy(session: SessionId, run: Option<RunId>) -> AgentError {
     match run {
         Some(run) => AgentError::SessionBusy { session, run },
-        // Being started in this process right now: no run row yet to name.
+        // Being started right now (here, or in another process): no run row yet to name.
         None => AgentError::BadRequest(format!("session {session} is starting another run")),
     }
 }

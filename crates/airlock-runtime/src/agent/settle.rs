@@ -88,10 +88,7 @@ async fn room(agents: &Agents, ctx: &RunCtx<'_>, tool: &str) -> Result<ProposalR
         return Ok(ProposalRoom::NoReceiver);
     }
     let rows = agents.store().run_invocations(ctx.detail.root).await?;
-    let held = rows
-        .iter()
-        .filter(|r| r.state == InvocationState::Proposed)
-        .count();
+    let held = rows.iter().filter(|r| r.is_proposal()).count();
     Ok(if held >= MAX_PROPOSALS_PER_RUN {
         ProposalRoom::Full
     } else {

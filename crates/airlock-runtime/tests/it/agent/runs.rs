@@ -1,12 +1,15 @@
-//! A run's bounds, events and snapshot (docs/rules.md AGENT-8..AGENT-16).
+//! A run's bounds, events and snapshot (docs/rules.md AGENT-8..AGENT-16),
+//! and one open run per session across processes (AGENT-32).
 
 use std::sync::Arc;
 
 use airlock_runtime::agent::{Limits, RunEvent, RunState};
-use airlock_runtime::ledger::ResumeOutcome;
+use airlock_runtime::ledger::{LedgerError, NewRun, NewSession, ResumeOutcome, SessionId};
 use serde_json::json;
 
-use super::{Layout, TREE, World, answer, approve, calls, request, run_with_events};
+use super::{
+    Layout, TREE, World, answer, approve, calls, on_both_backends, request, run_with_events,
+};
 use crate::gateway::Backend;
 
 #[tokio::test]
@@ -118,3 +121,39 @@ async fn drift_is_reported_and_a_tool_gone_fails_loudly() {
         "{shown}"
     );
 }
+
+/// AGENT-32: two processes (two stores on one database) starting a run in one session at the
+/// same instant: exactly one starts, the other is refused naming it; once it ended, the
+/// session takes a new run.
+async fn one_open_run_per_session_across_processes(backend: Backend) {
+    let Some(w) = World::new(backend).await else {
+        return;
+    };
+    let other = w.other_process().await;
+    let session = SessionId::new();
+    let new_session = NewSession {
+        channel: "run".into(),
+        principal: None,
+        metadata: json!({}),
+    };
+    w.store.create_session(session, new_session).await.unwrap();
+    let new_run = || NewRun {
+        session_id: session,
+        agent: "boss".into(),
+        definitions_digest: String::new(),
+        definitions_snapshot: json!({}),
+    };
+    let (a, b) = tokio::join!(w.store.create_run(new_run()), other.create_run(new_run()));
+    let (won, lost) = match (a, b) {
+        (Ok(run), Err(e)) | (Err(e), Ok(run)) => (run, e),
+        other => panic!("exactly one run starts: {other:?}"),
+    };
+    assert!(
+        matches!(lost, LedgerError::SessionBusy { run: Some(r), .. } if r == won.id),
+        "{lost:?}"
+    );
+    w.store.cancel_run(won.id).await.unwrap();
+    other.create_run(new_run()).await.unwrap();
+}
+
+on_both_backends!(one_open_run_per_session_across_processes);
