@@ -123,7 +123,7 @@ pub(crate) async fn create_run(
     let row = RunRow::from(&run);
     // AGENT-32: the unique index on a session's open run decides between racing starters (two
     // processes); the loser inserts nothing and learns which run holds the session. `RETURNING`
-    // rather than an affected-row count, which the ledger never relies on (AGENT-33).
+    // names the outcome without reading an affected-row count (AGENT-33).
     let inserted = tx
         .inner
         .fetch_optional(

@@ -28,7 +28,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use airlock_ledger::{NewRun, RunId, RunStatus, SessionId, Store};
+use airlock_ledger::{Clock, NewRun, RunId, RunStatus, SessionId, Store, SystemClock};
 use airlock_model::{Model, ModelError};
 use airlock_spec::{AgentSpec, Scope, ScopeId};
 use tokio::sync::mpsc::Sender;
@@ -81,6 +81,8 @@ struct Inner {
     agents: BTreeMap<String, AgentSpec>,
     models: ModelFactory,
     limits: Limits,
+    /// What a run's wall-clock budget is measured by (AGENT-10; tests inject one, AGENT-35).
+    clock: Arc<dyn Clock>,
     live: Mutex<Live>,
 }
 
@@ -105,11 +107,24 @@ impl Agents {
         models: ModelFactory,
         limits: Limits,
     ) -> Self {
+        Self::with_clock(gateway, agents, models, limits, Arc::new(SystemClock))
+    }
+
+    /// [`Agents::new`] measuring the runs' wall-clock budget by `clock` (AGENT-35).
+    #[must_use]
+    pub fn with_clock(
+        gateway: Arc<Gateway>,
+        agents: BTreeMap<String, AgentSpec>,
+        models: ModelFactory,
+        limits: Limits,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
         let inner = Inner {
             gateway,
             agents,
             models,
             limits,
+            clock,
             live: Mutex::default(),
         };
         Self {

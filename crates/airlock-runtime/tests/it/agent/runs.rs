@@ -2,13 +2,16 @@
 //! and one open run per session across processes (AGENT-32).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use airlock_runtime::agent::{Limits, RunEvent, RunState};
-use airlock_runtime::ledger::{LedgerError, NewRun, NewSession, ResumeOutcome, SessionId};
+use airlock_runtime::ledger::{
+    LedgerError, ManualClock, NewRun, NewSession, ResumeOutcome, SessionId,
+};
 use serde_json::json;
 
 use super::{
-    Layout, TREE, World, answer, approve, calls, on_both_backends, request, run_with_events,
+    Extras, Layout, TREE, World, answer, approve, calls, on_both_backends, request, run_with_events,
 };
 use crate::gateway::Backend;
 
@@ -157,3 +160,33 @@ async fn one_open_run_per_session_across_processes(backend: Backend) {
 }
 
 on_both_backends!(one_open_run_per_session_across_processes);
+
+/// AGENT-10, AGENT-35: the wall-clock budget, on an injected clock (each model turn takes four
+/// minutes of a ten-minute budget): the hour spent parked does not count, the time before the
+/// park does (cumulative across the resume), and the run that spends it fails saying so.
+#[tokio::test]
+async fn the_wall_clock_budget_excludes_parked_time_and_spans_resumes() {
+    let w = World::new(Backend::Sqlite).await.unwrap();
+    let clock = ManualClock::new(time::OffsetDateTime::now_utc());
+    w.turns_take(&clock, Duration::from_secs(240));
+    let count = || calls(&[("count", json!({"amount": 1}))]);
+    let gate = calls(&[("gate", json!({"amount": 1}))]);
+    w.script("boss", [gate, count(), count(), answer("too late")]);
+    let extras = Extras {
+        clock: Some(clock.clone()),
+        ..Extras::default()
+    };
+    let agents = w.agents_with(Arc::clone(&w.store), TREE, Limits::default(), extras);
+    let (parked, _) = run_with_events(&agents, request("boss", "slow")).await;
+    assert_eq!(parked.status, RunState::Parked, "{parked:?}");
+    clock.advance(Duration::from_secs(3600));
+    approve(w.store.as_ref(), parked.waiting[0]).await;
+    let resumed = w.store.resume_run(parked.run_id).await.unwrap();
+    assert_eq!(resumed, ResumeOutcome::Resumed);
+    let done = agents.continue_resumed(parked.run_id).await.unwrap();
+    assert_eq!(done.status, RunState::Failed, "{done:?}");
+    let reason = done.error.as_deref().unwrap_or_default();
+    assert!(reason.contains("wall-clock budget of 600 s"), "{reason}");
+    // Turns 1 (before the park), 2 and 3 (12 minutes in all); never the fourth.
+    assert_eq!(w.asked("boss"), 3);
+}

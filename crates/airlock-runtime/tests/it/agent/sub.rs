@@ -1,12 +1,12 @@
 //! Sub-agents (docs/rules.md AGENT-20..AGENT-24): nested runs two levels deep, the parent sees
 //! only the answer, proposals climb with `via`, a park anywhere parks the root, which resumes
-//! the tree exactly once.
+//! the tree exactly once; cancelling the root cancels the tree (AGENT-34).
 
 use airlock_runtime::agent::RunState;
-use airlock_runtime::ledger::ResumeOutcome;
+use airlock_runtime::ledger::{InvocationState, ResumeOutcome, RunStatus};
 use serde_json::json;
 
-use super::{TREE, World, answer, approve, calls, request, run_with_events};
+use super::{TREE, World, answer, approve, calls, on_both_backends, request, run_with_events};
 use crate::gateway::Backend;
 
 #[tokio::test]
@@ -129,3 +129,39 @@ async fn a_sub_agent_that_fails_after_proposing_leaves_its_proposals() {
     });
     assert!(failed, "{events:?}");
 }
+
+/// AGENT-34: cancelling a root parked inside its grandchild marks the child and the grandchild
+/// cancelled in the same commit, and their waiting call expires: nothing of the tree resumes.
+async fn cancelling_a_root_cancels_its_nested_runs(backend: Backend) {
+    let Some(w) = World::new(backend).await else {
+        return;
+    };
+    w.script("boss", [calls(&[("helper", json!({"input": "ask leaf"}))])]);
+    w.script("helper", [calls(&[("leaf", json!({"input": "gate"}))])]);
+    w.script("leaf", [calls(&[("gate", json!({"amount": 1}))])]);
+    let agents = w.agents(TREE);
+    let (parked, _) = run_with_events(&agents, request("boss", "go")).await;
+    assert_eq!(parked.status, RunState::Parked, "{parked:?}");
+    let root = parked.run_id;
+    // A sub-agent's call is `<calling run>:<step>:<index>` (AGENT-2), here the first of each.
+    let first_call = |run| format!("{run}:1:0");
+    let helper = w.store.child_run(root, first_call(root)).await.unwrap();
+    let helper = helper.expect("the helper's run");
+    let leaf = w.store.child_run(helper, first_call(helper)).await.unwrap();
+    let leaf = leaf.expect("the leaf's run");
+    let cancelled = agents.cancel(root).await.unwrap();
+    assert_eq!(cancelled.status, RunState::Cancelled);
+    for run in [root, helper, leaf] {
+        let status = w.store.get_run(run).await.unwrap().status;
+        assert_eq!(status, RunStatus::Cancelled, "{run}");
+    }
+    let gate = w.store.get(parked.waiting[0]).await.unwrap();
+    assert_eq!(gate.state, InvocationState::Expired);
+    assert_eq!(
+        w.store.resume_run(root).await.unwrap(),
+        ResumeOutcome::NotParked(RunStatus::Cancelled)
+    );
+    assert_eq!(w.ran("gate"), 0);
+}
+
+on_both_backends!(cancelling_a_root_cancels_its_nested_runs);
