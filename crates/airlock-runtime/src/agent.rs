@@ -18,6 +18,7 @@
 
 mod ctx;
 mod drive;
+mod gate;
 mod record;
 pub mod resume;
 mod settle;

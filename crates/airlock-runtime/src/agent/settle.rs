@@ -135,7 +135,7 @@ async fn settled(
 }
 
 /// What the model reads for a row that left the claimers' hands.
-async fn shown(agents: &Agents, ctx: &RunCtx<'_>, row: &Invocation) -> Settled {
+pub(super) async fn shown(agents: &Agents, ctx: &RunCtx<'_>, row: &Invocation) -> Settled {
     let outcome = Outcome::from_row(row.clone());
     match outcome.kind() {
         OutcomeKind::Parked => {

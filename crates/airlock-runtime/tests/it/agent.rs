@@ -166,7 +166,7 @@ fn local(name: &'static str, runs: &Arc<AtomicUsize>) -> Arc<Local> {
     })
 }
 
-fn sub_agent(name: &str) -> ToolSpec {
+pub(crate) fn sub_agent(name: &str) -> ToolSpec {
     ToolSpec {
         definition: ToolDefinition {
             name: ToolName::try_from(name).unwrap(),
