@@ -14,6 +14,8 @@ use crate::clock::to_micros;
 use crate::db::{DbPool, DbRow};
 use crate::error::LedgerError;
 use crate::ids::{RunId, SessionId};
+use crate::runs;
+use crate::state::RunStatus;
 use crate::tx::LedgerTx;
 
 /// One step of an agent run as stored.
@@ -182,6 +184,46 @@ pub(crate) async fn open_in_session(
         )
         .await?;
     row.map(|r| parse_run_id(&r.req_text("id")?)).transpose()
+}
+
+/// Cancels every nested run under `root` that has not ended (docs/rules.md AGENT-34), in the
+/// caller's transaction: the root's cancel and its tree's are one commit. Their waiting calls
+/// carry the root's id (AGENT-21), so the root's cancel already expired them. The tree is walked
+/// level by level; a run appears once (its parent link is unique), so the walk ends.
+pub(crate) async fn cancel_nested(
+    tx: &mut LedgerTx,
+    batch: &mut Batch,
+    root: RunId,
+) -> Result<(), LedgerError> {
+    let mut level = vec![root];
+    while !level.is_empty() {
+        let mut next = Vec::new();
+        for parent in level {
+            let rows = tx
+                .inner
+                .fetch_all(
+                    "SELECT run_id FROM run_details WHERE parent_run_id = $1",
+                    &[parent.to_string().into()],
+                )
+                .await?;
+            for row in rows {
+                let child = parse_run_id(&row.req_text("run_id")?)?;
+                end_if_open(tx, batch, child).await?;
+                next.push(child);
+            }
+        }
+        level = next;
+    }
+    Ok(())
+}
+
+async fn end_if_open(tx: &mut LedgerTx, batch: &mut Batch, id: RunId) -> Result<(), LedgerError> {
+    let reason = Some("cancelled".to_owned());
+    match runs::end_run(tx, batch, id, RunStatus::Cancelled, reason).await {
+        // Already ended (completed or failed before the cancel): it keeps its outcome.
+        Ok(_) | Err(LedgerError::RunWrongState { .. }) => Ok(()),
+        Err(e) => Err(e),
+    }
 }
 
 fn read_detail(row: &DbRow) -> Result<RunDetail, LedgerError> {

@@ -122,6 +122,17 @@ impl SqliteTx {
         AssertSqlSafe(format!("{};\n{}", self.begin, sql.as_str())).into_sql_str()
     }
 
+    /// Sends the `BEGIN` on its own if nothing opened the transaction yet.
+    async fn open_alone(&mut self) -> Result<(), sqlx::Error> {
+        if !self.open {
+            sqlx::query(AssertSqlSafe(self.begin))
+                .execute(&mut *self.conn)
+                .await?;
+            self.open = true;
+        }
+        Ok(())
+    }
+
     /// Runs `writes` (each followed by its guard) and commits, in one hand-off; `false` if a
     /// guard found a write short, and then nothing is committed.
     async fn commit_writes(mut self, writes: Vec<CountedWrite>) -> Result<bool, sqlx::Error> {
@@ -396,10 +407,17 @@ impl DbTx {
         binds: &[SqlValue],
     ) -> Result<u64, sqlx::Error> {
         Ok(match self {
-            Self::Sqlite(tx) => bound!(sqlx::query(tx.statement(sql)), binds)
-                .execute(&mut *tx.conn)
-                .await?
-                .rows_affected(),
+            Self::Sqlite(tx) => {
+                // AGENT-33: a `BEGIN` riding on this statement would add the connection's
+                // previous `changes()` (whatever its last write, in an earlier transaction,
+                // changed) to this statement's count, and a compare-and-swap that matched
+                // nothing could read as done. A counted statement never carries the `BEGIN`.
+                tx.open_alone().await?;
+                bound!(sqlx::query(tx.statement(sql)), binds)
+                    .execute(&mut *tx.conn)
+                    .await?
+                    .rows_affected()
+            }
             Self::Postgres(tx) => bound!(sqlx::query(sql), binds)
                 .execute(&mut **tx)
                 .await?
@@ -542,6 +560,40 @@ fn shift_placeholders(sql: &str, by: usize, out: &mut String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// AGENT-33: on SQLite the first statement of a write transaction carries its `BEGIN
+    /// IMMEDIATE` with it; the affected-row count it reports must still be its own, because
+    /// `Batch::save`'s compare-and-swap reads a count of 0 as "another writer got there first".
+    #[tokio::test]
+    async fn a_first_statements_count_is_its_own_on_sqlite() {
+        let pool = sqlx::sqlite::SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect("sqlite::memory:")
+            .await
+            .unwrap();
+        sqlx::query("CREATE TABLE t (id INTEGER PRIMARY KEY, v INTEGER)")
+            .execute(&pool)
+            .await
+            .unwrap();
+        sqlx::query("INSERT INTO t VALUES (1, 0), (2, 0)")
+            .execute(&pool)
+            .await
+            .unwrap();
+        let pool = DbPool::Sqlite(pool);
+        let counts = [
+            ("UPDATE t SET v = 1 WHERE id = 1", 1),
+            ("UPDATE t SET v = 1", 2),
+            ("UPDATE t SET v = 1 WHERE id = 3", 0),
+        ];
+        for (sql, expected) in counts {
+            let mut tx = pool.begin_write(0).await.unwrap();
+            let n = tx.execute(AssertSqlSafe(sql), &[]).await.unwrap();
+            assert_eq!(n, expected, "{sql}");
+            let later = tx.execute(AssertSqlSafe(sql), &[]).await.unwrap();
+            assert_eq!(later, expected, "{sql} (not first)");
+            tx.rollback().await.unwrap();
+        }
+    }
 
     #[test]
     fn placeholders_shift_past_earlier_binds() {

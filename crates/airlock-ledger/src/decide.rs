@@ -18,8 +18,8 @@ use crate::runs::check_run_open;
 use crate::state::{DecisionKind, InvocationState as S, Resolution};
 use crate::tx::{LedgerTx, TxTool};
 
-const APPROVE_FROM: &[S] = &[S::AwaitingApproval];
-const DENY_FROM: &[S] = &[S::AwaitingApproval, S::AwaitingAnswer];
+const APPROVE_FROM: &[S] = &[S::AwaitingApproval, S::Proposed];
+const DENY_FROM: &[S] = &[S::AwaitingApproval, S::AwaitingAnswer, S::Proposed];
 const ANSWER_FROM: &[S] = &[S::AwaitingAnswer];
 const RESOLVE_FROM: &[S] = &[S::InDoubt];
 
@@ -78,7 +78,10 @@ pub(crate) async fn decide(
     if !expected_for(decision).contains(&inv.state) {
         return Err(refuse(&inv, decision));
     }
-    check_run_open(tx, &inv).await?;
+    // A proposal outlives its run (AGENT-31): the run that made it may have ended any way.
+    if inv.state != S::Proposed {
+        check_run_open(tx, &inv).await?;
+    }
     let mut next = inv.clone();
     let record = |kind, reason| DecisionRecord {
         by: by.to_owned(),

@@ -92,6 +92,15 @@ pub enum LedgerError {
         /// The run's status.
         status: RunStatus,
     },
+    /// The session already has a run that has not ended (docs/rules.md AGENT-32); `run` names
+    /// it, unless it ended between the refusal and the look-up.
+    #[error("session {session} already has a run in progress{}", run.map(|r| format!(" ({r})")).unwrap_or_default())]
+    SessionBusy {
+        /// The session.
+        session: SessionId,
+        /// The open run.
+        run: Option<RunId>,
+    },
     /// A run transition is illegal from the run's current status.
     #[error("run {id} is {actual}, expected {expected}")]
     RunWrongState {

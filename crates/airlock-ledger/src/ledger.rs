@@ -509,7 +509,11 @@ impl Store for Ledger {
 
     fn cancel_run(&self, id: RunId) -> LedgerFuture<'_, Run> {
         Box::pin(self.writer.submit(id.0, Prefetch::Nothing, move |tx, b| {
-            Box::pin(runs::cancel_run(tx, b, id))
+            Box::pin(async move {
+                let run = runs::cancel_run(tx, b, id).await?;
+                agent_runs::cancel_nested(tx, b, id).await?;
+                Ok(run)
+            })
         }))
     }
 

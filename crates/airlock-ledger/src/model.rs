@@ -354,6 +354,15 @@ impl<'a> Settlement<'a> {
 }
 
 impl Invocation {
+    /// Whether the row is a proposal a caller receives: still `proposed`, or decided by a
+    /// person since (docs/rules.md AGENT-31). A proposal refused before it was recorded (no
+    /// receiver, POLICY-12) is a failed call nobody decided, and is not one.
+    #[must_use]
+    pub fn is_proposal(&self) -> bool {
+        self.mode == Mode::Propose
+            && (self.state == InvocationState::Proposed || self.decision.is_some())
+    }
+
     /// How the row ended, or `None` while it is not settled. A terminal row always carries
     /// what its state names (the ledger writes them together); one that does not (edited by
     /// hand) reads as unsettled rather than as an invented result.

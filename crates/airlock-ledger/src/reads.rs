@@ -35,11 +35,12 @@ pub(crate) const PENDING_APPROVALS_NEWEST: &str = pending_approvals!("created_at
 
 /// Approved rows of no agent run nobody has claimed yet, oldest first, at most `$1`. A run's
 /// approved call is claimed by the run itself when it resumes, under the run's own connections
-/// (docs/rules.md AGENT-12).
+/// (docs/rules.md AGENT-12). An approved proposal is the exception: its run never claims it
+/// (the run was told it was not executed), so the worker runs it (AGENT-31).
 pub(crate) const APPROVED_UNCLAIMED: &str = concat!(
     "state = 'approved' AND ",
     open_rows!(),
-    " AND run_id IS NULL ORDER BY created_at, id LIMIT $1"
+    " AND (run_id IS NULL OR mode = 'propose') ORDER BY created_at, id LIMIT $1"
 );
 
 /// A session's calls (`$1`), in the order they were recorded.

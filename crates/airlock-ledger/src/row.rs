@@ -22,12 +22,12 @@ pub(crate) const INVOCATION_COLUMNS: &str = "id, session_id, run_id, call_id, to
     resolution_note, resolved_at, expires_at, lease_owner, lease_deadline, attempts, \
     created_at, updated_at";
 
-/// The rows the partial index `invocations_open` holds (migration 0003): those not in a terminal
+/// The rows the partial index `invocations_open` holds (migrations 0003, 0007): those not in a terminal
 /// state. Every lookup by state (rather than by run or id) names this exact conjunct, because
 /// SQLite uses a partial index only for a query whose `WHERE` visibly implies the index's.
 macro_rules! open_rows {
     () => {
-        "state IN ('pending', 'awaiting_approval', 'awaiting_answer', 'approved', 'running', 'in_doubt')"
+        "state IN ('pending', 'proposed', 'awaiting_approval', 'awaiting_answer', 'approved', 'running', 'in_doubt')"
     };
 }
 pub(crate) use open_rows;

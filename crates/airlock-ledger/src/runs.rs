@@ -121,17 +121,42 @@ pub(crate) async fn create_run(
         updated_at: batch.now,
     };
     let row = RunRow::from(&run);
-    tx.inner
-        .execute(
+    // AGENT-32: the unique index on a session's open run decides between racing starters (two
+    // processes); the loser inserts nothing and learns which run holds the session. `RETURNING`
+    // names the outcome without reading an affected-row count (AGENT-33).
+    let inserted = tx
+        .inner
+        .fetch_optional(
             AssertSqlSafe(format!(
-                "INSERT INTO runs ({RUN_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
+                "INSERT INTO runs ({RUN_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) \
+                 ON CONFLICT DO NOTHING RETURNING id"
             )),
             &row.binds(),
         )
         .await?;
+    if inserted.is_none() {
+        return Err(session_busy(tx, new.session_id).await);
+    }
     let hash = content_hash(&row);
     batch.audit("run", &row.id, 1, &row.status, &hash);
     Ok(run)
+}
+
+/// The refusal of a second open run in `session`, naming the open one.
+async fn session_busy(tx: &mut LedgerTx, session: SessionId) -> LedgerError {
+    let open = tx
+        .inner
+        .fetch_optional(
+            "SELECT id FROM runs WHERE session_id = $1 AND status IN ('running', 'parked')",
+            &[session.to_string().into()],
+        )
+        .await;
+    let run = match open {
+        Ok(Some(row)) => row.req_text("id").ok().and_then(|id| id.parse().ok()),
+        Ok(None) => None,
+        Err(e) => return e.into(),
+    };
+    LedgerError::SessionBusy { session, run }
 }
 
 /// Compare-and-swap of a run's status; `None` when another writer changed it first.

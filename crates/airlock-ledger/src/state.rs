@@ -50,7 +50,9 @@ words! {
     InvocationState {
         /// Recorded, ready to be claimed (approval `never`, or covered by an earlier approval).
         Pending = "pending",
-        /// `mode: propose`: recorded and returned as a proposal; nothing runs. Terminal.
+        /// `mode: propose`: recorded and returned as a proposal; nothing runs unless a person
+        /// approves it (then it runs once, like any approved call) — or denies it. Never
+        /// expires (docs/rules.md AGENT-31).
         Proposed = "proposed",
         /// Parked until a named person approves or denies it, or it expires.
         AwaitingApproval = "awaiting_approval",
@@ -136,13 +138,7 @@ impl InvocationState {
     pub fn is_terminal(self) -> bool {
         matches!(
             self,
-            S::Proposed
-                | S::Succeeded
-                | S::Failed
-                | S::Denied
-                | S::Expired
-                | S::Resolved
-                | S::Abandoned
+            S::Succeeded | S::Failed | S::Denied | S::Expired | S::Resolved | S::Abandoned
         )
     }
 
@@ -159,6 +155,8 @@ impl InvocationState {
         match self {
             S::Pending | S::Approved => matches!(next, S::Running),
             S::AwaitingApproval => matches!(next, S::Approved | S::Denied | S::Expired),
+            // AGENT-31: a proposal is decided like a parked call, but never expires.
+            S::Proposed => matches!(next, S::Approved | S::Denied),
             S::AwaitingAnswer => matches!(next, S::Succeeded | S::Denied | S::Expired),
             // in_doubt: the original lease owner may still report the outcome.
             S::Running => matches!(
@@ -169,13 +167,7 @@ impl InvocationState {
                 next,
                 S::Approved | S::Resolved | S::Abandoned | S::Expired | S::Succeeded | S::Failed
             ),
-            S::Proposed
-            | S::Succeeded
-            | S::Failed
-            | S::Denied
-            | S::Expired
-            | S::Resolved
-            | S::Abandoned => false,
+            S::Succeeded | S::Failed | S::Denied | S::Expired | S::Resolved | S::Abandoned => false,
         }
     }
 }
@@ -226,5 +218,7 @@ mod tests {
         }
         assert!(!S::AwaitingApproval.can_become(S::Running));
         assert!(!S::Pending.can_become(S::Succeeded));
+        assert!(S::Proposed.can_become(S::Approved) && S::Proposed.can_become(S::Denied));
+        assert!(!S::Proposed.can_become(S::Running) && !S::Proposed.can_become(S::Expired));
     }
 }

@@ -21,6 +21,7 @@
 mod confirm;
 mod ctx;
 mod drive;
+mod gate;
 mod record;
 pub mod resume;
 mod settle;
@@ -31,7 +32,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use airlock_ledger::{NewRun, RunId, RunStatus, SessionId, Store};
+use airlock_ledger::{Clock, NewRun, RunId, RunStatus, SessionId, Store, SystemClock};
 use airlock_model::{Model, ModelError};
 use airlock_spec::{AgentSpec, Scope, ScopeId};
 use tokio::sync::mpsc::Sender;
@@ -87,6 +88,8 @@ struct Inner {
     limits: Limits,
     /// The messages that consent to a held call (POLICY-33).
     yes_words: YesWords,
+    /// What a run's wall-clock budget is measured by (AGENT-10; tests inject one, AGENT-35).
+    clock: Arc<dyn Clock>,
     live: Mutex<Live>,
 }
 
@@ -111,7 +114,14 @@ impl Agents {
         models: ModelFactory,
         limits: Limits,
     ) -> Self {
-        Self::with_yes_words(gateway, agents, models, limits, YesWords::default())
+        Self::build(
+            gateway,
+            agents,
+            models,
+            limits,
+            YesWords::default(),
+            Arc::new(SystemClock),
+        )
     }
 
     /// [`Agents::new`] where `yes_words` consent to a held call (`[confirm] yes_words` of
@@ -124,12 +134,43 @@ impl Agents {
         limits: Limits,
         yes_words: YesWords,
     ) -> Self {
+        Self::build(
+            gateway,
+            agents,
+            models,
+            limits,
+            yes_words,
+            Arc::new(SystemClock),
+        )
+    }
+
+    /// [`Agents::new`] measuring the runs' wall-clock budget by `clock` (AGENT-35).
+    #[must_use]
+    pub fn with_clock(
+        gateway: Arc<Gateway>,
+        agents: BTreeMap<String, AgentSpec>,
+        models: ModelFactory,
+        limits: Limits,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        Self::build(gateway, agents, models, limits, YesWords::default(), clock)
+    }
+
+    fn build(
+        gateway: Arc<Gateway>,
+        agents: BTreeMap<String, AgentSpec>,
+        models: ModelFactory,
+        limits: Limits,
+        yes_words: YesWords,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
         let inner = Inner {
             gateway,
             agents,
             models,
             limits,
             yes_words,
+            clock,
             live: Mutex::default(),
         };
         Self {
@@ -371,7 +412,14 @@ impl Agents {
             definitions_digest: scope.digest(),
             definitions_snapshot: snapshot.to_value(),
         };
-        let run = self.store().create_run(new).await?;
+        let run = match self.store().create_run(new).await {
+            Ok(run) => run,
+            // AGENT-32: another process started a run in this session first.
+            Err(airlock_ledger::LedgerError::SessionBusy { session, run }) => {
+                return Err(busy(session, run));
+            }
+            Err(e) => return Err(e.into()),
+        };
         let detail = Detail {
             input: request.input.clone(),
             context: request.context.clone(),
@@ -426,7 +474,7 @@ fn supplied(request: &RunRequest) -> Arc<RunConnections> {
 fn busy(session: SessionId, run: Option<RunId>) -> AgentError {
     match run {
         Some(run) => AgentError::SessionBusy { session, run },
-        // Being started in this process right now: no run row yet to name.
+        // Being started right now (here, or in another process): no run row yet to name.
         None => AgentError::BadRequest(format!("session {session} is starting another run")),
     }
 }

@@ -4,11 +4,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use airlock_ledger::{LedgerError, RunId, RunStatus, RunStep, SessionId};
+use airlock_ledger::{Clock, LedgerError, RunId, RunStatus, RunStep, SessionId};
 use airlock_model::{ToolResult, Turn};
 use airlock_spec::{AgentSpec, ScopeId};
+use time::OffsetDateTime;
 use tokio::sync::mpsc::Sender;
-use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::Agents;
@@ -49,7 +49,9 @@ pub(super) struct RunCtx<'e> {
     /// A sub-agent's run: its tokens, status and `done` are not the caller's events.
     pub(super) nested: bool,
     pub(super) cancel: CancellationToken,
-    since: Instant,
+    /// The budget's clock (AGENT-35) and when this process took the run up.
+    clock: Arc<dyn Clock>,
+    since: OffsetDateTime,
 }
 
 impl<'e> RunCtx<'e> {
@@ -90,7 +92,8 @@ impl<'e> RunCtx<'e> {
             status: row.status,
             events,
             cancel: cancel.clone(),
-            since: Instant::now(),
+            clock: Arc::clone(&agents.inner.clock),
+            since: agents.inner.clock.now(),
         };
         ctx.report_drift(agents);
         Ok(ctx)
@@ -112,14 +115,21 @@ impl<'e> RunCtx<'e> {
 
     /// Time spent running, over every resume (AGENT-10).
     pub(super) fn elapsed(&self) -> Duration {
-        Duration::from_millis(self.detail.elapsed_ms) + self.since.elapsed()
+        Duration::from_millis(self.detail.elapsed_ms) + self.since_taken()
+    }
+
+    /// Time since this process took the run up (or last saved it); never negative.
+    fn since_taken(&self) -> Duration {
+        (self.clock.now() - self.since)
+            .try_into()
+            .unwrap_or_default()
     }
 
     /// Stores the details, with the time spent so far folded in.
     pub(super) async fn save(&mut self, agents: &Agents) -> Result<(), AgentError> {
-        let spent = u64::try_from(self.since.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let spent = u64::try_from(self.since_taken().as_millis()).unwrap_or(u64::MAX);
         self.detail.elapsed_ms = self.detail.elapsed_ms.saturating_add(spent);
-        self.since = Instant::now();
+        self.since = self.clock.now();
         let parent = self.parent.clone();
         self.detail.save(agents.store(), self.run, parent).await?;
         Ok(())

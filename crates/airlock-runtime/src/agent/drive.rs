@@ -19,7 +19,7 @@ use super::record::{self, Detail, Snapshot};
 use super::settle::{self, Settled};
 use super::turn::{self, Asked};
 use super::types::{AgentError, RunEvent, RunState};
-use super::{Agents, CHANNEL, is_open};
+use super::{Agents, CHANNEL, gate, is_open};
 
 /// How a step's calls stood once each was sent.
 enum StepEnd {
@@ -251,7 +251,7 @@ async fn one(
         )));
     };
     match tool.sub_agent.clone() {
-        Some(agent) => sub_agent(agents, ctx, call_id, &agent, &call.arguments).await,
+        Some(agent) => sub_agent(agents, ctx, call_id, &agent, call).await,
         None if confirm::confirms(agents, ctx, &call.name) => {
             confirm::gate(agents, ctx, call_id, call).await
         }
@@ -265,9 +265,9 @@ async fn sub_agent(
     ctx: &mut RunCtx<'_>,
     call_id: &str,
     agent: &str,
-    arguments: &Value,
+    call: &ToolCall,
 ) -> Result<Settled, AgentError> {
-    let Some(input) = arguments.get("input").and_then(Value::as_str) else {
+    let Some(input) = call.arguments.get("input").and_then(Value::as_str) else {
         return Ok(settle::error(
             "`input` (a string) is required: what to ask the agent".into(),
         ));
@@ -275,14 +275,20 @@ async fn sub_agent(
     let store = agents.store();
     let child = match store.child_run(ctx.run, call_id.to_owned()).await? {
         Some(child) => child,
-        None => match start_child(agents, ctx, call_id, agent, input).await? {
-            Some(child) => child,
-            None => {
-                return Ok(settle::error(format!(
-                    "sub-agent `{agent}` is not served by this deployment"
-                )));
+        None => {
+            let gate = gate::before_child(agents, ctx, call_id, &call.name, &call.arguments);
+            if let Some(shown) = gate.await? {
+                return Ok(shown);
             }
-        },
+            match start_child(agents, ctx, call_id, agent, input).await? {
+                Some(child) => child,
+                None => {
+                    return Ok(settle::error(format!(
+                        "sub-agent `{agent}` is not served by this deployment"
+                    )));
+                }
+            }
+        }
     };
     let parent = Some((ctx.run, call_id.to_owned()));
     let mut run = RunCtx::load(agents, child, parent, ctx.events, &ctx.cancel).await?;

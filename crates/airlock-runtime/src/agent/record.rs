@@ -7,7 +7,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use airlock_ledger::{Invocation, InvocationState, LedgerError, RunDetail, RunId, Store};
+use airlock_ledger::{Invocation, LedgerError, RunDetail, RunId, Store};
 use airlock_model::{ToolDef, Usage};
 use airlock_spec::{Scope, ToolSource, ToolSpec};
 use serde::{Deserialize, Serialize};
@@ -206,7 +206,7 @@ pub(super) async fn report(
         .collect();
     let proposals = mine
         .iter()
-        .filter(|r| r.state == InvocationState::Proposed)
+        .filter(|r| r.is_proposal())
         .map(|r| proposal(r, tree.via(&r.call_id), &tree, scopes))
         .collect();
     let snapshot = Snapshot::read(&row.definitions_snapshot)?;

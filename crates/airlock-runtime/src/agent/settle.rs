@@ -88,10 +88,7 @@ async fn room(agents: &Agents, ctx: &RunCtx<'_>, tool: &str) -> Result<ProposalR
         return Ok(ProposalRoom::NoReceiver);
     }
     let rows = agents.store().run_invocations(ctx.detail.root).await?;
-    let held = rows
-        .iter()
-        .filter(|r| r.state == InvocationState::Proposed)
-        .count();
+    let held = rows.iter().filter(|r| r.is_proposal()).count();
     Ok(if held >= MAX_PROPOSALS_PER_RUN {
         ProposalRoom::Full
     } else {
@@ -138,7 +135,7 @@ async fn settled(
 }
 
 /// What the model reads for a row that left the claimers' hands.
-async fn shown(agents: &Agents, ctx: &RunCtx<'_>, row: &Invocation) -> Settled {
+pub(super) async fn shown(agents: &Agents, ctx: &RunCtx<'_>, row: &Invocation) -> Settled {
     let outcome = Outcome::from_row(row.clone());
     match outcome.kind() {
         OutcomeKind::Parked => {

@@ -6,13 +6,16 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use airlock_egress::{EgressPolicy, GuardedClient};
 use airlock_model::{
     ChatRequest, Model, ModelError, ModelErrorKind, TokenSink, ToolCall, Turn, Usage,
 };
 use airlock_runtime::agent::{Agents, Limits, ModelFactory, RunEvent, RunReport, RunRequest};
-use airlock_runtime::ledger::{Decision, InvocationId, Store, StoreConfig};
+use airlock_runtime::ledger::{
+    Clock, Decision, InvocationId, ManualClock, Store, StoreConfig, SystemClock,
+};
 use airlock_runtime::{Gateway, LocalBody, LocalTool, decisions};
 use airlock_spec::{
     AgentSpec, Approval, Credentials, Mode, ModelSpec, Policy, Scope, ScopeId, ToolDefinition,
@@ -38,6 +41,8 @@ pub(crate) struct Scripted {
     asked: AtomicUsize,
     /// The tool names offered on the last request.
     offered: Mutex<Vec<String>>,
+    /// A clock each turn moves forward, and by how much: the time a model takes.
+    tick: Mutex<Option<(ManualClock, Duration)>>,
 }
 
 impl Scripted {
@@ -57,6 +62,9 @@ impl Model for Scripted {
         tokens: TokenSink<'a>,
     ) -> BoxFuture<'a, Result<Turn, ModelError>> {
         self.asked.fetch_add(1, Ordering::SeqCst);
+        if let Some((clock, by)) = self.tick.lock().unwrap().as_ref() {
+            clock.advance(*by);
+        }
         *self.offered.lock().unwrap() = request.tools.iter().map(|t| t.name.clone()).collect();
         let next = self.turns.lock().unwrap().pop_front();
         Box::pin(async move {
@@ -164,7 +172,7 @@ fn local(name: &'static str, runs: &Arc<AtomicUsize>) -> Arc<Local> {
     })
 }
 
-fn sub_agent(name: &str) -> ToolSpec {
+pub(crate) fn sub_agent(name: &str) -> ToolSpec {
     ToolSpec {
         definition: ToolDefinition {
             name: ToolName::try_from(name).unwrap(),
@@ -214,6 +222,8 @@ pub(crate) struct Extras {
     pub(crate) credentials: Credentials,
     /// More tools for `boss`.
     pub(crate) boss_tools: Vec<ToolSpec>,
+    /// The clock the runs' budget is measured by (default: the system's).
+    pub(crate) clock: Option<ManualClock>,
 }
 
 /// One test's world: a ledger, the tools' run counters and a model per agent.
@@ -257,6 +267,13 @@ impl World {
 
     pub(crate) fn offered(&self, agent: &str) -> Vec<String> {
         self.models[agent].offered.lock().unwrap().clone()
+    }
+
+    /// Every model's turn moves `clock` forward by `by`.
+    pub(crate) fn turns_take(&self, clock: &ManualClock, by: Duration) {
+        for model in self.models.values() {
+            *model.tick.lock().unwrap() = Some((clock.clone(), by));
+        }
     }
 
     pub(crate) fn ran(&self, tool: &str) -> usize {
@@ -308,7 +325,11 @@ impl World {
             let model: Arc<dyn Model> = models[&spec.name].clone();
             Ok(model)
         });
-        Agents::new(Arc::new(builder.build()), specs, factory, limits)
+        let clock: Arc<dyn Clock> = match extras.clock {
+            Some(clock) => Arc::new(clock),
+            None => Arc::new(SystemClock),
+        };
+        Agents::with_clock(Arc::new(builder.build()), specs, factory, limits, clock)
     }
 
     /// A local tool of the world, or the sub-agent `name`.

@@ -117,6 +117,9 @@ impl From<LedgerError> for ApiError {
             }
             LedgerError::Expired { .. } => Self::new(StatusCode::GONE, "expired", message),
             LedgerError::RunClosed { .. } => Self::new(StatusCode::CONFLICT, "run_closed", message),
+            LedgerError::SessionBusy { .. } => {
+                Self::new(StatusCode::CONFLICT, "session_busy", message)
+            }
             LedgerError::Invalid(_) => Self::new(StatusCode::BAD_REQUEST, "invalid", message),
             LedgerError::Corrupt { .. }
             | LedgerError::Closed

@@ -313,7 +313,7 @@ pub(crate) async fn decide_6_approve_wrong_state(h: &Harness) {
     assert_eq!(
         err.to_string(),
         format!(
-            "invocation {} is pending, expected awaiting_approval",
+            "invocation {} is pending, expected awaiting_approval | proposed",
             row.id
         )
     );

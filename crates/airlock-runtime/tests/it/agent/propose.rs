@@ -2,10 +2,11 @@
 //! recorded, never executed, capped per run tree, refused where nobody receives them.
 
 use airlock_runtime::agent::RunState;
-use airlock_runtime::ledger::InvocationState;
+use airlock_runtime::decisions;
+use airlock_runtime::ledger::{Decision, InvocationId, InvocationState, LedgerError};
 use serde_json::json;
 
-use super::{TREE, World, answer, calls, request, run_with_events};
+use super::{TREE, World, answer, calls, on_both_backends, request, run_with_events};
 use crate::gateway::Backend;
 
 #[tokio::test]
@@ -125,3 +126,96 @@ async fn without_a_receiver_a_proposal_is_refused_and_no_row_is_left() {
             .contains("receives proposals")
     );
 }
+
+/// A finished run with one proposal (`{"amount": 7}`), and the proposal's id.
+async fn one_proposal(w: &World) -> (airlock_runtime::agent::Agents, InvocationId) {
+    w.script(
+        "boss",
+        [
+            calls(&[("propose", json!({"amount": 7}))]),
+            answer("proposed"),
+        ],
+    );
+    let agents = w.agents(TREE);
+    let (report, _) = run_with_events(&agents, request("boss", "propose")).await;
+    assert_eq!(report.status, RunState::Completed, "{report:?}");
+    let id = report.proposals[0].id;
+    (agents, id)
+}
+
+/// AGENT-31: an approved proposal runs exactly once through the gateway's executor, whoever
+/// races for it (the deciding surface's task, the worker of another process), after its run
+/// ended; a second approval is refused naming the first; the run still lists it.
+async fn an_approved_proposal_runs_exactly_once(backend: Backend) {
+    let Some(w) = World::new(backend).await else {
+        return;
+    };
+    let (agents, id) = one_proposal(&w).await;
+    let gateway = agents.gateway();
+    let row = decisions::record(w.store.as_ref(), id, "alice", Decision::Approve, "api")
+        .await
+        .unwrap();
+    assert_eq!(row.state, InvocationState::Approved);
+    let listed = w.store.approved_unclaimed(10).await.unwrap();
+    assert!(listed.iter().any(|r| r.id == id), "the worker sees it");
+    let (a, b) = tokio::join!(gateway.continue_approved(id), gateway.continue_approved(id));
+    let (a, b) = (a.unwrap(), b.unwrap());
+    assert_eq!(w.ran("propose"), 1);
+    let done = w.store.get(id).await.unwrap();
+    assert_eq!(done.state, InvocationState::Succeeded, "{a:?} {b:?}");
+    assert_eq!(done.result, Some(json!({"echo": {"amount": 7}})));
+    let again = decisions::record(w.store.as_ref(), id, "bob", Decision::Approve, "api").await;
+    assert!(
+        matches!(&again, Err(LedgerError::AlreadyDecided { by, .. }) if by == "alice"),
+        "{again:?}"
+    );
+    let report = agents.read(done.run_id.unwrap()).await.unwrap();
+    assert_eq!(report.proposals.len(), 1);
+    assert_eq!(w.ran("propose"), 1);
+}
+
+/// AGENT-31: a denied proposal never runs and cannot be approved afterwards.
+async fn a_denied_proposal_never_runs(backend: Backend) {
+    let Some(w) = World::new(backend).await else {
+        return;
+    };
+    let (agents, id) = one_proposal(&w).await;
+    let deny = Decision::Deny {
+        reason: "not now".into(),
+    };
+    let row = decisions::record(w.store.as_ref(), id, "alice", deny, "cli")
+        .await
+        .unwrap();
+    assert_eq!(row.state, InvocationState::Denied);
+    let later = decisions::record(w.store.as_ref(), id, "bob", Decision::Approve, "api").await;
+    assert!(
+        matches!(later, Err(LedgerError::AlreadyDecided { .. })),
+        "{later:?}"
+    );
+    agents.gateway().continue_approved(id).await.unwrap();
+    assert_eq!(w.ran("propose"), 0);
+}
+
+/// AGENT-31: a proposal nobody decides stays `proposed`: it has no deadline, the sweep a year
+/// later leaves it alone and no worker picks it up.
+async fn an_undecided_proposal_stays_proposed(backend: Backend) {
+    let Some(w) = World::new(backend).await else {
+        return;
+    };
+    let (_agents, id) = one_proposal(&w).await;
+    let year = time::OffsetDateTime::now_utc() + time::Duration::days(366);
+    w.store.sweep(year).await.unwrap();
+    let row = w.store.get(id).await.unwrap();
+    assert_eq!(
+        (row.state, row.expires_at),
+        (InvocationState::Proposed, None)
+    );
+    assert!(w.store.approved_unclaimed(10).await.unwrap().is_empty());
+    assert_eq!(w.ran("propose"), 0);
+}
+
+on_both_backends!(
+    an_approved_proposal_runs_exactly_once,
+    a_denied_proposal_never_runs,
+    an_undecided_proposal_stays_proposed,
+);

@@ -1,12 +1,18 @@
-//! A run's bounds, events and snapshot (docs/rules.md AGENT-8..AGENT-16).
+//! A run's bounds, events and snapshot (docs/rules.md AGENT-8..AGENT-16),
+//! and one open run per session across processes (AGENT-32).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use airlock_runtime::agent::{Limits, RunEvent, RunState};
-use airlock_runtime::ledger::ResumeOutcome;
+use airlock_runtime::ledger::{
+    LedgerError, ManualClock, NewRun, NewSession, ResumeOutcome, SessionId,
+};
 use serde_json::json;
 
-use super::{Layout, TREE, World, answer, approve, calls, request, run_with_events};
+use super::{
+    Extras, Layout, TREE, World, answer, approve, calls, on_both_backends, request, run_with_events,
+};
 use crate::gateway::Backend;
 
 #[tokio::test]
@@ -118,4 +124,70 @@ async fn drift_is_reported_and_a_tool_gone_fails_loudly() {
         shown.contains("tool `count` is no longer served"),
         "{shown}"
     );
+}
+
+/// AGENT-32: two processes (two stores on one database) starting a run in one session at the
+/// same instant: exactly one starts, the other is refused naming it; once it ended, the
+/// session takes a new run.
+async fn one_open_run_per_session_across_processes(backend: Backend) {
+    let Some(w) = World::new(backend).await else {
+        return;
+    };
+    let other = w.other_process().await;
+    let session = SessionId::new();
+    let new_session = NewSession {
+        channel: "run".into(),
+        principal: None,
+        metadata: json!({}),
+    };
+    w.store.create_session(session, new_session).await.unwrap();
+    let new_run = || NewRun {
+        session_id: session,
+        agent: "boss".into(),
+        definitions_digest: String::new(),
+        definitions_snapshot: json!({}),
+    };
+    let (a, b) = tokio::join!(w.store.create_run(new_run()), other.create_run(new_run()));
+    let (won, lost) = match (a, b) {
+        (Ok(run), Err(e)) | (Err(e), Ok(run)) => (run, e),
+        other => panic!("exactly one run starts: {other:?}"),
+    };
+    assert!(
+        matches!(lost, LedgerError::SessionBusy { run: Some(r), .. } if r == won.id),
+        "{lost:?}"
+    );
+    w.store.cancel_run(won.id).await.unwrap();
+    other.create_run(new_run()).await.unwrap();
+}
+
+on_both_backends!(one_open_run_per_session_across_processes);
+
+/// AGENT-10, AGENT-35: the wall-clock budget, on an injected clock (each model turn takes four
+/// minutes of a ten-minute budget): the hour spent parked does not count, the time before the
+/// park does (cumulative across the resume), and the run that spends it fails saying so.
+#[tokio::test]
+async fn the_wall_clock_budget_excludes_parked_time_and_spans_resumes() {
+    let w = World::new(Backend::Sqlite).await.unwrap();
+    let clock = ManualClock::new(time::OffsetDateTime::now_utc());
+    w.turns_take(&clock, Duration::from_secs(240));
+    let count = || calls(&[("count", json!({"amount": 1}))]);
+    let gate = calls(&[("gate", json!({"amount": 1}))]);
+    w.script("boss", [gate, count(), count(), answer("too late")]);
+    let extras = Extras {
+        clock: Some(clock.clone()),
+        ..Extras::default()
+    };
+    let agents = w.agents_with(Arc::clone(&w.store), TREE, Limits::default(), extras);
+    let (parked, _) = run_with_events(&agents, request("boss", "slow")).await;
+    assert_eq!(parked.status, RunState::Parked, "{parked:?}");
+    clock.advance(Duration::from_secs(3600));
+    approve(w.store.as_ref(), parked.waiting[0]).await;
+    let resumed = w.store.resume_run(parked.run_id).await.unwrap();
+    assert_eq!(resumed, ResumeOutcome::Resumed);
+    let done = agents.continue_resumed(parked.run_id).await.unwrap();
+    assert_eq!(done.status, RunState::Failed, "{done:?}");
+    let reason = done.error.as_deref().unwrap_or_default();
+    assert!(reason.contains("wall-clock budget of 600 s"), "{reason}");
+    // Turns 1 (before the park), 2 and 3 (12 minutes in all); never the fourth.
+    assert_eq!(w.asked("boss"), 3);
 }

@@ -90,6 +90,7 @@ async fn a_supplied_connection_is_used_for_the_run_and_never_stored() {
         connections: BTreeMap::from([("erp_main".to_owned(), configured)]),
         credentials: Credentials::from_pairs([("erp.token".to_owned(), "toml-secret".to_owned())]),
         boss_tools: vec![erp_tool()],
+        clock: None,
     };
     let agents = w.agents_with(Arc::clone(&w.store), TREE, Limits::default(), extras);
     w.script("boss", [calls(&[("erp_total", json!({}))]), answer("42")]);
