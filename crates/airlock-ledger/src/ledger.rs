@@ -5,6 +5,7 @@
 
 use std::pin::pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -103,6 +104,7 @@ pub struct Ledger {
     clock: Arc<dyn Clock>,
     sweep_limit: i64,
     pub(crate) listener: Option<AbortOnDrop>,
+    commits: Arc<AtomicU64>,
 }
 
 impl std::fmt::Debug for Ledger {
@@ -181,6 +183,7 @@ impl Ledger {
         announce: Announce,
     ) -> Self {
         let notifier = Arc::new(Notifier::default());
+        let commits = Arc::new(AtomicU64::new(0));
         let ctx = Arc::new(LaneContext {
             pool: write,
             clock: Arc::clone(&config.clock),
@@ -191,6 +194,7 @@ impl Ledger {
             routes: config.outbox.clone().into(),
             #[cfg(unix)]
             wake: announce.wake,
+            commits: Arc::clone(&commits),
         });
         Self {
             writer: Writer::start(&ctx, lanes),
@@ -199,7 +203,16 @@ impl Ledger {
             clock: Arc::clone(&config.clock),
             sweep_limit: config.sweep_limit,
             listener: None,
+            commits,
         }
+    }
+
+    /// How many write transactions this store's writer lanes have committed since it opened:
+    /// each one durable commit (one fsync on SQLite, one commit flush on PostgreSQL), however
+    /// many callers' writes it carried. What the benchmarks count a step's commits with.
+    #[must_use]
+    pub fn commits(&self) -> u64 {
+        self.commits.load(Ordering::Relaxed)
     }
 
     pub(crate) fn notifier(&self) -> Arc<Notifier> {
@@ -517,10 +530,14 @@ impl Store for Ledger {
         }))
     }
 
-    fn save_run_step(&self, run: RunId, step: RunStep) -> LedgerFuture<'_, ()> {
+    fn save_run_step(&self, step: RunStep, detail: RunDetail) -> LedgerFuture<'_, ()> {
+        let run = detail.run_id;
         Box::pin(self.writer.submit(run.0, Prefetch::Nothing, move |tx, b| {
-            let step = step.clone();
-            Box::pin(async move { agent_runs::save_step(tx, b, run, &step).await })
+            let (step, detail) = (step.clone(), detail.clone());
+            Box::pin(async move {
+                agent_runs::save_step(tx, b, run, &step).await?;
+                agent_runs::save_detail(tx, b, &detail).await
+            })
         }))
     }
 

@@ -183,9 +183,10 @@ pub trait Store: Send + Sync + 'static {
         let _ = id;
         no_agent_runs()
     }
-    /// Stores (or replaces) step `step.step` of agent run `run` (docs/rules.md AGENT-5).
-    fn save_run_step(&self, run: RunId, step: RunStep) -> LedgerFuture<'_, ()> {
-        let _ = (run, step);
+    /// Stores (or replaces) step `step.step` of agent run `detail.run_id` and the run's details
+    /// in one commit (docs/rules.md AGENT-5, AGENT-8): a step's record costs one durable commit.
+    fn save_run_step(&self, step: RunStep, detail: RunDetail) -> LedgerFuture<'_, ()> {
+        let _ = (step, detail);
         no_agent_runs()
     }
     /// The stored steps of agent run `run`, in order.

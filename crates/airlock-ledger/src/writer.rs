@@ -18,6 +18,7 @@
 //! `ledger` builds the jobs). A reader of the state machine can leave this module for last.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -140,6 +141,8 @@ pub(crate) struct LaneContext {
     /// SQLite: tells the database's listening stores in other processes (see `wake`).
     #[cfg(unix)]
     pub(crate) wake: Option<Announcer>,
+    /// Transactions the lanes committed (see `Ledger::commits`).
+    pub(crate) commits: Arc<AtomicU64>,
 }
 
 /// What a committed transaction changed, for the wake-ups.
@@ -411,6 +414,7 @@ async fn attempt(
     let result = match fill(ctx, lane, &mut tx, jobs, head, queued).await {
         Ok((writes, batch)) => match tx.inner.commit_writes(writes).await {
             Ok(true) => {
+                ctx.commits.fetch_add(1, Ordering::Relaxed);
                 ctx.recent.keep(batch.rows.values());
                 let approved = batch
                     .changed

@@ -127,12 +127,28 @@ impl<'e> RunCtx<'e> {
 
     /// Stores the details, with the time spent so far folded in.
     pub(super) async fn save(&mut self, agents: &Agents) -> Result<(), AgentError> {
-        let spent = u64::try_from(self.since_taken().as_millis()).unwrap_or(u64::MAX);
-        self.detail.elapsed_ms = self.detail.elapsed_ms.saturating_add(spent);
-        self.since = self.clock.now();
+        self.fold_elapsed();
         let parent = self.parent.clone();
         self.detail.save(agents.store(), self.run, parent).await?;
         Ok(())
+    }
+
+    /// Stores `step` and the details (time spent folded in) in one commit.
+    pub(super) async fn save_step(
+        &mut self,
+        agents: &Agents,
+        step: RunStep,
+    ) -> Result<(), AgentError> {
+        self.fold_elapsed();
+        let detail = self.detail.row(self.run, self.parent.clone())?;
+        agents.store().save_run_step(step, detail).await?;
+        Ok(())
+    }
+
+    fn fold_elapsed(&mut self) {
+        let spent = u64::try_from(self.since_taken().as_millis()).unwrap_or(u64::MAX);
+        self.detail.elapsed_ms = self.detail.elapsed_ms.saturating_add(spent);
+        self.since = self.clock.now();
     }
 
     /// Logs drift of the deployment since the run started (AGENT-15); never fatal.

@@ -157,9 +157,9 @@ async fn store_turn(agents: &Agents, ctx: &mut RunCtx<'_>, turn: Turn) -> Result
         turn: to_json(&turn)?,
         results: None,
     };
-    agents.store().save_run_step(ctx.run, step).await?;
     ctx.detail.usage += turn.usage;
-    ctx.save(agents).await?;
+    // The turn and the totals it moved: one durable commit.
+    ctx.save_step(agents, step).await?;
     ctx.steps.push(Step {
         turn,
         results: None,
@@ -173,7 +173,7 @@ async fn store_results(
     results: Vec<ToolResult>,
 ) -> Result<(), AgentError> {
     let number = u32::try_from(ctx.steps.len()).unwrap_or(u32::MAX);
-    let Some(last) = ctx.steps.last_mut() else {
+    let Some(last) = ctx.steps.last() else {
         return Ok(());
     };
     let step = RunStep {
@@ -181,9 +181,11 @@ async fn store_results(
         turn: to_json(&last.turn)?,
         results: Some(to_json(&results)?),
     };
-    agents.store().save_run_step(ctx.run, step).await?;
-    last.results = Some(results);
-    ctx.save(agents).await
+    ctx.save_step(agents, step).await?;
+    if let Some(last) = ctx.steps.last_mut() {
+        last.results = Some(results);
+    }
+    Ok(())
 }
 
 fn to_json<T: serde::Serialize>(value: &T) -> Result<serde_json::Value, AgentError> {

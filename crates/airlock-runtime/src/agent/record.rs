@@ -48,13 +48,21 @@ impl Detail {
         run: RunId,
         parent: Option<(RunId, String)>,
     ) -> Result<(), LedgerError> {
+        store.save_run_detail(self.row(run, parent)?).await
+    }
+
+    /// The details of `run` as the ledger stores them.
+    pub(super) fn row(
+        &self,
+        run: RunId,
+        parent: Option<(RunId, String)>,
+    ) -> Result<RunDetail, LedgerError> {
         let detail = serde_json::to_value(self).map_err(|e| LedgerError::Invalid(e.to_string()))?;
-        let row = RunDetail {
+        Ok(RunDetail {
             run_id: run,
             parent,
             detail,
-        };
-        store.save_run_detail(row).await
+        })
     }
 
     /// The stored details of `run`.

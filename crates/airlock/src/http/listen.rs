@@ -5,7 +5,7 @@
 //! one that does), once that one has had [`EVICTABLE_AFTER`] to send its request; when there is
 //! none it is answered `503` with `Retry-After` and closed. Accept errors (file descriptors exhausted) back off instead of spinning, and are
 //! logged once per episode. Shutdown stops accepting and lets each connection finish the
-//! request it is serving (OPS-9).
+//! request it is serving (OPS-9). Accepted sockets send without Nagle's delay (OPS-22).
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -60,7 +60,7 @@ pub async fn serve(
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => {
                     backoff.reset();
-                    stream
+                    without_delay(stream)
                 }
                 Err(error) => {
                     backoff.pause(&error).await;
@@ -85,6 +85,17 @@ pub async fn serve(
     let _ = stop.send(true);
     while connections.join_next().await.is_some() {}
     Ok(())
+}
+
+/// Turns Nagle's algorithm off on an accepted socket (OPS-22): a response written in pieces
+/// (an SSE event, then the chunked body's end) would otherwise hold its last piece until the
+/// client acknowledges the first — up to the client's delayed-ACK timer, ~40 ms on Linux.
+/// Failing to set it costs latency, never the connection.
+fn without_delay(stream: TcpStream) -> TcpStream {
+    if let Err(error) = stream.set_nodelay(true) {
+        tracing::debug!(%error, "TCP_NODELAY not set on an accepted connection");
+    }
+    stream
 }
 
 /// The open connections, oldest first, each with its count of requests in progress.
@@ -289,5 +300,24 @@ impl Backoff {
         if self.pause.take().is_some() {
             tracing::info!("accepting connections again");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::net::{TcpListener, TcpStream};
+
+    use super::without_delay;
+
+    /// OPS-22: an accepted socket (which starts with Nagle's algorithm on) leaves the accept
+    /// loop with it off.
+    #[tokio::test]
+    async fn an_accepted_socket_sends_without_nagle_delay() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let _client = TcpStream::connect(addr).await.unwrap();
+        let (accepted, _) = listener.accept().await.unwrap();
+        assert!(!accepted.nodelay().unwrap(), "the kernel's default changed");
+        assert!(without_delay(accepted).nodelay().unwrap());
     }
 }
