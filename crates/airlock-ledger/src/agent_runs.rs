@@ -5,15 +5,21 @@
 //!
 //! Only the process that holds a run (its starter, or the one caller `resume_run` let resume
 //! it) writes these rows, so each write is a plain upsert.
+//!
+//! A run's records share commits (docs/rules.md LEDGER-35): its start is the run row, its
+//! details and the person's answer to what the session held; a step's commit carries the
+//! results of the step before it; its ending carries its last steps and details.
 
 use serde_json::Value;
 use sqlx::AssertSqlSafe;
 
 use crate::batch::Batch;
 use crate::clock::to_micros;
+use crate::confirmations::{self, Answered};
 use crate::db::{DbPool, DbRow};
 use crate::error::LedgerError;
 use crate::ids::{RunId, SessionId};
+use crate::model::{NewRun, Run};
 use crate::runs;
 use crate::state::RunStatus;
 use crate::tx::LedgerTx;
@@ -48,7 +54,69 @@ fn json_value(text: &str) -> Result<Value, LedgerError> {
     serde_json::from_str(text).map_err(|e| LedgerError::Invalid(format!("stored run JSON: {e}")))
 }
 
-pub(crate) async fn save_step(
+/// Starts run `id` with its details; `consent` (a person's message started it) answers what
+/// its session held, in the same commit.
+pub(crate) async fn start(
+    tx: &mut LedgerTx,
+    batch: &mut Batch,
+    new: NewRun,
+    detail: &RunDetail,
+    consent: Option<bool>,
+) -> Result<(Run, Answered), LedgerError> {
+    let session = new.session_id;
+    let run = runs::create_run(tx, batch, detail.run_id, new).await?;
+    save_detail(tx, batch, detail).await?;
+    let answered = match consent {
+        Some(consent) => confirmations::answer(tx, session, run.id, consent).await?,
+        None => Answered::Nothing,
+    };
+    Ok((run, answered))
+}
+
+/// Stores `steps` and `detail`; returns the run's status as this commit sees it, so the loop
+/// learns of a cancel by another process without a read of its own.
+pub(crate) async fn save_steps(
+    tx: &mut LedgerTx,
+    batch: &Batch,
+    steps: &[RunStep],
+    detail: &RunDetail,
+) -> Result<RunStatus, LedgerError> {
+    let run = detail.run_id;
+    for step in steps {
+        save_step(tx, batch, run, step).await?;
+    }
+    save_detail(tx, batch, detail).await?;
+    let row = runs::load_run(tx, run).await?;
+    Ok(row.ok_or(LedgerError::RunNotFound(run))?.status)
+}
+
+/// Stores `steps` and `detail` and moves the run to `status`: parked, or ended (a cancel
+/// cancels its nested runs too).
+pub(crate) async fn finish(
+    tx: &mut LedgerTx,
+    batch: &mut Batch,
+    steps: &[RunStep],
+    detail: &RunDetail,
+    status: RunStatus,
+    reason: Option<String>,
+) -> Result<Run, LedgerError> {
+    let id = detail.run_id;
+    for step in steps {
+        save_step(tx, batch, id, step).await?;
+    }
+    save_detail(tx, batch, detail).await?;
+    match status {
+        RunStatus::Parked => runs::park_run(tx, batch, id).await,
+        RunStatus::Cancelled => {
+            let run = runs::cancel_run(tx, batch, id).await?;
+            cancel_nested(tx, batch, id).await?;
+            Ok(run)
+        }
+        _ => runs::end_run(tx, batch, id, status, reason).await,
+    }
+}
+
+async fn save_step(
     tx: &mut LedgerTx,
     batch: &Batch,
     run: RunId,

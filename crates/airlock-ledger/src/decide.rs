@@ -9,11 +9,11 @@ use std::time::Duration;
 use serde_json::json;
 
 use crate::batch::Batch;
-use crate::error::LedgerError;
+use crate::error::{LedgerError, ToolError, ToolErrorKind};
 use crate::expiry::load_current;
 use crate::ids::InvocationId;
 use crate::lease::{CLAIM_FROM, claimed, finished};
-use crate::model::{Decision, DecisionRecord, Invocation, ResolutionRecord};
+use crate::model::{CallerOutcome, Decision, DecisionRecord, Invocation, ResolutionRecord};
 use crate::runs::check_run_open;
 use crate::state::{DecisionKind, InvocationState as S, Resolution};
 use crate::tx::{LedgerTx, TxTool};
@@ -22,6 +22,7 @@ const APPROVE_FROM: &[S] = &[S::AwaitingApproval, S::Proposed];
 const DENY_FROM: &[S] = &[S::AwaitingApproval, S::AwaitingAnswer, S::Proposed];
 const ANSWER_FROM: &[S] = &[S::AwaitingAnswer];
 const RESOLVE_FROM: &[S] = &[S::InDoubt];
+const RECORD_FROM: &[S] = &[S::Proposed];
 
 fn expected_for(decision: &Decision) -> &'static [S] {
     match decision {
@@ -29,6 +30,7 @@ fn expected_for(decision: &Decision) -> &'static [S] {
         Decision::Deny { .. } => DENY_FROM,
         Decision::Answer { .. } => ANSWER_FROM,
         Decision::Resolve { .. } => RESOLVE_FROM,
+        Decision::Record { .. } => RECORD_FROM,
     }
 }
 
@@ -117,6 +119,26 @@ pub(crate) async fn decide(
                 note: note.clone(),
                 at: batch.now,
             });
+        }
+        // DECIDE-13: the caller's own outcome settles the proposal; airlock never runs it.
+        Decision::Record { outcome } => {
+            let reason = match outcome {
+                CallerOutcome::Completed { result } => {
+                    next.state = S::Succeeded;
+                    next.result = Some(result.clone());
+                    None
+                }
+                CallerOutcome::ToolError { message } => {
+                    next.state = S::Failed;
+                    next.error = Some(ToolError::new(ToolErrorKind::ToolFailed, message.clone()));
+                    None
+                }
+                CallerOutcome::Rejected { reason } => {
+                    next.state = S::Denied;
+                    Some(reason.clone())
+                }
+            };
+            next.decision = Some(record(DecisionKind::Recorded, reason));
         }
     }
     next.expires_at = None;

@@ -530,29 +530,50 @@ impl Store for Ledger {
         }))
     }
 
-    fn save_run_step(&self, step: RunStep, detail: RunDetail) -> LedgerFuture<'_, ()> {
+    fn start_run(
+        &self,
+        new: NewRun,
+        detail: RunDetail,
+        consent: Option<bool>,
+    ) -> LedgerFuture<'_, (Run, Answered)> {
+        // On its session's lane, as `create_run`.
+        let lane = new.session_id.0;
+        Box::pin(self.writer.submit(lane, Prefetch::Nothing, move |tx, b| {
+            let (new, detail) = (new.clone(), detail.clone());
+            Box::pin(async move { agent_runs::start(tx, b, new, &detail, consent).await })
+        }))
+    }
+
+    fn save_run_steps(
+        &self,
+        steps: Vec<RunStep>,
+        detail: RunDetail,
+    ) -> LedgerFuture<'_, RunStatus> {
         let run = detail.run_id;
         Box::pin(self.writer.submit(run.0, Prefetch::Nothing, move |tx, b| {
-            let (step, detail) = (step.clone(), detail.clone());
-            Box::pin(async move {
-                agent_runs::save_step(tx, b, run, &step).await?;
-                agent_runs::save_detail(tx, b, &detail).await
-            })
+            let (steps, detail) = (steps.clone(), detail.clone());
+            Box::pin(async move { agent_runs::save_steps(tx, b, &steps, &detail).await })
+        }))
+    }
+
+    fn finish_run(
+        &self,
+        steps: Vec<RunStep>,
+        detail: RunDetail,
+        status: RunStatus,
+        reason: Option<String>,
+    ) -> LedgerFuture<'_, Run> {
+        let run = detail.run_id;
+        Box::pin(self.writer.submit(run.0, Prefetch::Nothing, move |tx, b| {
+            let (steps, detail, reason) = (steps.clone(), detail.clone(), reason.clone());
+            Box::pin(
+                async move { agent_runs::finish(tx, b, &steps, &detail, status, reason).await },
+            )
         }))
     }
 
     fn run_steps(&self, run: RunId) -> LedgerFuture<'_, Vec<RunStep>> {
         Box::pin(agent_runs::steps(&self.pool, run))
-    }
-
-    fn save_run_detail(&self, detail: RunDetail) -> LedgerFuture<'_, ()> {
-        Box::pin(
-            self.writer
-                .submit(detail.run_id.0, Prefetch::Nothing, move |tx, b| {
-                    let detail = detail.clone();
-                    Box::pin(async move { agent_runs::save_detail(tx, b, &detail).await })
-                }),
-        )
     }
 
     fn run_detail(&self, run: RunId) -> LedgerFuture<'_, Option<RunDetail>> {

@@ -181,6 +181,32 @@ pub enum Decision {
         /// The operator's note (kept on the row); for `abandoned`, the required reason.
         note: String,
     },
+    /// Settle a `proposed` row the caller executed (or rejected) itself, instead of approving
+    /// it for airlock to execute (docs/rules.md DECIDE-13).
+    Record {
+        /// How it went.
+        outcome: CallerOutcome,
+    },
+}
+
+/// How a proposal the caller took into its own hands went (docs/rules.md DECIDE-13).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CallerOutcome {
+    /// The caller executed it; what it returned becomes the row's result (`succeeded`).
+    Completed {
+        /// The result.
+        result: Value,
+    },
+    /// The caller executed it and the tool reported an error (`failed`, `tool_failed`).
+    ToolError {
+        /// The tool's error message.
+        message: String,
+    },
+    /// The caller decided not to execute it (`denied`, with the reason).
+    Rejected {
+        /// Why.
+        reason: String,
+    },
 }
 
 impl Decision {
@@ -196,7 +222,14 @@ impl Decision {
             } if note.trim().is_empty() => {
                 Some("abandoning a call in doubt needs a reason (the note)")
             }
-            Self::Approve | Self::Deny { .. } | Self::Answer { .. } | Self::Resolve { .. } => None,
+            Self::Record {
+                outcome: CallerOutcome::Rejected { reason },
+            } if reason.trim().is_empty() => Some("rejecting a proposal needs a reason"),
+            Self::Approve
+            | Self::Deny { .. }
+            | Self::Answer { .. }
+            | Self::Resolve { .. }
+            | Self::Record { .. } => None,
         }
     }
 }

@@ -105,6 +105,9 @@ words! {
         Denied = "denied",
         /// A question answered; the answer is the result.
         Answered = "answered",
+        /// A proposal the caller executed or rejected itself; the row holds how it went
+        /// (docs/rules.md DECIDE-13).
+        Recorded = "recorded",
     }
 }
 
@@ -155,8 +158,9 @@ impl InvocationState {
         match self {
             S::Pending | S::Approved => matches!(next, S::Running),
             S::AwaitingApproval => matches!(next, S::Approved | S::Denied | S::Expired),
-            // AGENT-31: a proposal is decided like a parked call, but never expires.
-            S::Proposed => matches!(next, S::Approved | S::Denied),
+            // AGENT-31: a proposal is decided like a parked call, but never expires; the caller
+            // may settle it with its own outcome (DECIDE-13).
+            S::Proposed => matches!(next, S::Approved | S::Denied | S::Succeeded | S::Failed),
             S::AwaitingAnswer => matches!(next, S::Succeeded | S::Denied | S::Expired),
             // in_doubt: the original lease owner may still report the outcome.
             S::Running => matches!(
@@ -220,5 +224,6 @@ mod tests {
         assert!(!S::Pending.can_become(S::Succeeded));
         assert!(S::Proposed.can_become(S::Approved) && S::Proposed.can_become(S::Denied));
         assert!(!S::Proposed.can_become(S::Running) && !S::Proposed.can_become(S::Expired));
+        assert!(S::Proposed.can_become(S::Succeeded) && S::Proposed.can_become(S::Failed));
     }
 }

@@ -183,20 +183,47 @@ pub trait Store: Send + Sync + 'static {
         let _ = id;
         no_agent_runs()
     }
-    /// Stores (or replaces) step `step.step` of agent run `detail.run_id` and the run's details
-    /// in one commit (docs/rules.md AGENT-5, AGENT-8): a step's record costs one durable commit.
-    fn save_run_step(&self, step: RunStep, detail: RunDetail) -> LedgerFuture<'_, ()> {
-        let _ = (step, detail);
+    /// Starts agent run `detail.run_id` (status `running`) with its details in one commit;
+    /// `consent` — whether the person's message that started it consents — answers what its
+    /// session held in the same commit (`None`: no person's message, a sub-agent's run).
+    /// docs/rules.md LEDGER-35.
+    fn start_run(
+        &self,
+        new: NewRun,
+        detail: RunDetail,
+        consent: Option<bool>,
+    ) -> LedgerFuture<'_, (Run, Answered)> {
+        let _ = (new, detail, consent);
+        no_agent_runs()
+    }
+    /// Stores (or replaces) `steps` of agent run `detail.run_id` and the run's details in one
+    /// commit (docs/rules.md AGENT-5, AGENT-8, LEDGER-35); returns the run's status as that
+    /// commit saw it.
+    fn save_run_steps(
+        &self,
+        steps: Vec<RunStep>,
+        detail: RunDetail,
+    ) -> LedgerFuture<'_, RunStatus> {
+        let _ = (steps, detail);
+        no_agent_runs()
+    }
+    /// Stores `steps` and the details of agent run `detail.run_id` and moves it to `status`
+    /// (parked, or ended with `reason`; a cancel also cancels its nested runs), one commit
+    /// (docs/rules.md LEDGER-35). A run not in a state that allows it is refused as
+    /// `RunWrongState` and nothing is stored.
+    fn finish_run(
+        &self,
+        steps: Vec<RunStep>,
+        detail: RunDetail,
+        status: RunStatus,
+        reason: Option<String>,
+    ) -> LedgerFuture<'_, Run> {
+        let _ = (steps, detail, status, reason);
         no_agent_runs()
     }
     /// The stored steps of agent run `run`, in order.
     fn run_steps(&self, run: RunId) -> LedgerFuture<'_, Vec<RunStep>> {
         let _ = run;
-        no_agent_runs()
-    }
-    /// Stores (or replaces) an agent run's details; the parent link is written once.
-    fn save_run_detail(&self, detail: RunDetail) -> LedgerFuture<'_, ()> {
-        let _ = detail;
         no_agent_runs()
     }
     /// An agent run's details, if any were stored.

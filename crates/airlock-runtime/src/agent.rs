@@ -45,8 +45,8 @@ use record::{Detail, Snapshot};
 
 pub use confirm::{ConfirmationNotice, DEFAULT_YES_WORDS, YesWords};
 pub use types::{
-    AgentError, Drift, HowToApprove, Proposal, RunConnection, RunEvent, RunInvocation, RunReport,
-    RunRequest, RunState,
+    AgentError, Drift, HowToApprove, Proposal, ProposalDecision, RunConnection, RunEvent,
+    RunInvocation, RunReport, RunRequest, RunState,
 };
 
 /// Builds the model an agent runs against (the binary passes `airlock_model::connect` over the
@@ -221,15 +221,7 @@ impl Agents {
             .ok_or_else(|| AgentError::UnknownAgent(request.agent.clone()))?;
         check_request(&request)?;
         let session = self.claim_session(&request, &scope).await?;
-        let started = self.start_run(&request, &scope, session).await;
-        // The person's message answers what the session held before the run goes on (POLICY-33).
-        let started = match started {
-            Ok(run) => confirm::answer(self, session, run, &request.input)
-                .await
-                .map(|()| run),
-            Err(e) => Err(e),
-        };
-        let run = match started {
+        let run = match self.start_run(&request, &scope, session).await {
             Ok(run) => run,
             Err(e) => {
                 self.live().sessions.remove(&session);
@@ -398,7 +390,8 @@ impl Agents {
         Ok(id)
     }
 
-    /// Records the run (status `running`), its snapshot and its details.
+    /// Records the run (status `running`), its snapshot and its details, and answers with the
+    /// person's message what the session held (POLICY-33) — one commit (LEDGER-35).
     async fn start_run(
         &self,
         request: &RunRequest,
@@ -412,29 +405,32 @@ impl Agents {
             definitions_digest: scope.digest(),
             definitions_snapshot: snapshot.to_value(),
         };
-        let run = match self.store().create_run(new).await {
-            Ok(run) => run,
-            // AGENT-32: another process started a run in this session first.
-            Err(airlock_ledger::LedgerError::SessionBusy { session, run }) => {
-                return Err(busy(session, run));
-            }
-            Err(e) => return Err(e.into()),
-        };
+        let id = RunId::new();
         let detail = Detail {
             input: request.input.clone(),
             context: request.context.clone(),
             principal: request.principal.clone(),
             proposals_enabled: request.proposals_enabled,
-            root: run.id,
+            root: id,
             via: None,
             usage: airlock_model::Usage::default(),
             elapsed_ms: 0,
             answer: None,
             error: None,
         };
-        detail.save(self.store(), run.id, None).await?;
-        tracing::info!(target: crate::EVENTS, run = %run.id, agent = %request.agent, "run started");
-        Ok(run.id)
+        let consent = self.inner.yes_words.consents(&request.input);
+        let row = detail.row(id, None)?;
+        let answered = match self.store().start_run(new, row, Some(consent)).await {
+            Ok((_, answered)) => answered,
+            // AGENT-32: another process started a run in this session first.
+            Err(airlock_ledger::LedgerError::SessionBusy { session, run }) => {
+                return Err(busy(session, run));
+            }
+            Err(e) => return Err(e.into()),
+        };
+        tracing::info!(target: crate::EVENTS, run = %id, agent = %request.agent, "run started");
+        confirm::answered(id, &answered);
+        Ok(id)
     }
 }
 

@@ -55,6 +55,7 @@ pub async fn record(
         Decision::Deny { .. } => ("deny", None),
         Decision::Answer { .. } => ("answer", None),
         Decision::Resolve { resolution, .. } => ("resolve", Some(resolution.as_str())),
+        Decision::Record { .. } => ("record", None),
     };
     let row = store.decide(id, decider, decision).await?;
     tracing::info!(

@@ -9,7 +9,7 @@
 //! ([`answer`], called when a run starts). A sub-agent's input comes from a model, so it never
 //! grants; a sub-agent's call belongs to its root run and uses the root's consent.
 
-use airlock_ledger::{Answered, Confirmation, RunId, SessionId};
+use airlock_ledger::{Answered, Confirmation, RunId};
 use airlock_model::ToolCall;
 use airlock_spec::{canonical_json, sha256_hex};
 use serde::Serialize;
@@ -90,19 +90,9 @@ impl ConfirmationNotice {
     }
 }
 
-/// A person's message started root run `run` in `session`: it grants the held call if it is a
-/// yes-word, and cancels it otherwise (POLICY-33).
-pub(super) async fn answer(
-    agents: &Agents,
-    session: SessionId,
-    run: RunId,
-    message: &str,
-) -> Result<(), AgentError> {
-    let consent = agents.inner.yes_words.consents(message);
-    let answered = agents
-        .store()
-        .answer_confirmation(session, run, consent)
-        .await?;
+/// Logs what the person's message that started run `run` did to the session's held call
+/// (POLICY-33; the ledger answered it in the run's first commit).
+pub(super) fn answered(run: RunId, answered: &Answered) {
     match answered {
         Answered::Nothing => {}
         Answered::Granted(held) => {
@@ -112,7 +102,6 @@ pub(super) async fn answer(
             tracing::info!(target: crate::EVENTS, run = %run, tool = %held.tool, "a held call was cancelled by the person's message");
         }
     }
-    Ok(())
 }
 
 /// Whether `tool` of the run's scope asks for the person's consent.

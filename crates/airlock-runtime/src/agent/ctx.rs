@@ -44,6 +44,9 @@ pub(super) struct RunCtx<'e> {
     pub(super) parent: Option<(RunId, String)>,
     pub(super) snapshot: Snapshot,
     pub(super) steps: Vec<Step>,
+    /// Steps changed here and not yet stored: they go with the run's next commit
+    /// (docs/rules.md AGENT-53).
+    unsaved: Vec<RunStep>,
     pub(super) status: RunStatus,
     pub(super) events: Option<&'e Sender<RunEvent>>,
     /// A sub-agent's run: its tokens, status and `done` are not the caller's events.
@@ -89,6 +92,7 @@ impl<'e> RunCtx<'e> {
             parent,
             snapshot,
             steps,
+            unsaved: Vec::new(),
             status: row.status,
             events,
             cancel: cancel.clone(),
@@ -125,24 +129,26 @@ impl<'e> RunCtx<'e> {
             .unwrap_or_default()
     }
 
-    /// Stores the details, with the time spent so far folded in.
-    pub(super) async fn save(&mut self, agents: &Agents) -> Result<(), AgentError> {
-        self.fold_elapsed();
-        let parent = self.parent.clone();
-        self.detail.save(agents.store(), self.run, parent).await?;
-        Ok(())
-    }
-
-    /// Stores `step` and the details (time spent folded in) in one commit.
+    /// Stores `step`, the steps not yet stored and the details (time spent folded in) in one
+    /// commit; returns the run's status as that commit saw it (AGENT-53).
     pub(super) async fn save_step(
         &mut self,
         agents: &Agents,
         step: RunStep,
-    ) -> Result<(), AgentError> {
+    ) -> Result<RunStatus, AgentError> {
         self.fold_elapsed();
+        self.unsaved.push(step);
         let detail = self.detail.row(self.run, self.parent.clone())?;
-        agents.store().save_run_step(step, detail).await?;
-        Ok(())
+        let steps = std::mem::take(&mut self.unsaved);
+        let status = agents.store().save_run_steps(steps, detail).await?;
+        self.status = status;
+        Ok(status)
+    }
+
+    /// Keeps `step` for the run's next commit: what it records can be found again without it
+    /// (its calls' rows, or a model turn that may be asked again) (AGENT-53).
+    pub(super) fn defer_step(&mut self, step: RunStep) {
+        self.unsaved.push(step);
     }
 
     fn fold_elapsed(&mut self) {
@@ -216,16 +222,20 @@ pub(super) async fn finish(
         Ending::Cancelled => (RunStatus::Cancelled, Some("cancelled".to_owned())),
         Ending::Parked => (RunStatus::Parked, None),
     };
-    ctx.save(agents).await?;
-    let written = match status {
-        RunStatus::Parked => store.park_run(ctx.run).await,
-        RunStatus::Cancelled => store.cancel_run(ctx.run).await,
-        _ => store.end_run(ctx.run, status, reason).await,
-    };
-    match written {
+    // The steps not yet stored, the details and the status: one commit (AGENT-53).
+    ctx.fold_elapsed();
+    let detail = ctx.detail.row(ctx.run, ctx.parent.clone())?;
+    let steps = std::mem::take(&mut ctx.unsaved);
+    match store
+        .finish_run(steps.clone(), detail.clone(), status, reason)
+        .await
+    {
         Ok(run) => ctx.status = run.status,
-        // Ended meanwhile by someone else (a cancel, an expired approval): that stands.
-        Err(LedgerError::RunWrongState { actual, .. }) => ctx.status = actual,
+        // Ended meanwhile by someone else (a cancel, an expired approval): that stands, and
+        // what this run did up to there is still stored.
+        Err(LedgerError::RunWrongState { .. }) => {
+            ctx.status = store.save_run_steps(steps, detail).await?;
+        }
         Err(e) => return Err(e.into()),
     }
     let (run, status) = (ctx.run, ctx.status.as_str());

@@ -100,7 +100,7 @@ async fn drive_steps(agents: &Agents, ctx: &mut RunCtx<'_>) -> Result<Ending, Ag
         let pending = ctx.steps.last().is_some_and(|s| s.results.is_none());
         if pending {
             match step(agents, ctx).await? {
-                StepEnd::Settled(results) => store_results(agents, ctx, results).await?,
+                StepEnd::Settled(results) => store_results(ctx, results)?,
                 StepEnd::Parked => return Ok(Ending::Parked),
                 StepEnd::Cancelled => return Ok(Ending::Cancelled),
             }
@@ -109,7 +109,7 @@ async fn drive_steps(agents: &Agents, ctx: &mut RunCtx<'_>) -> Result<Ending, Ag
         if let Some(last) = ctx.steps.last().filter(|s| s.turn.tool_calls.is_empty()) {
             return Ok(Ending::Completed(last.turn.text.clone()));
         }
-        if let Some(ending) = over_bounds(agents, ctx, limits).await? {
+        if let Some(ending) = over_bounds(ctx, limits) {
             return Ok(ending);
         }
         let model = match &model {
@@ -125,32 +125,34 @@ async fn drive_steps(agents: &Agents, ctx: &mut RunCtx<'_>) -> Result<Ending, Ag
             Asked::Failed(reason) => return Ok(Ending::Failed(reason)),
             Asked::Cancelled => return Ok(Ending::Cancelled),
         };
-        store_turn(agents, ctx, turn).await?;
+        if !store_turn(agents, ctx, turn).await? {
+            // Cancelled or ended by another process meanwhile: its calls are not sent.
+            return Ok(Ending::Cancelled);
+        }
     }
 }
 
 /// The ending a bound imposes before another model turn, if any (AGENT-10); also stops a run
-/// another process cancelled or failed meanwhile.
-async fn over_bounds(
-    agents: &Agents,
-    ctx: &RunCtx<'_>,
-    limits: super::Limits,
-) -> Result<Option<Ending>, AgentError> {
+/// another process cancelled or failed, as the run's last commit saw it (AGENT-53).
+fn over_bounds(ctx: &RunCtx<'_>, limits: super::Limits) -> Option<Ending> {
     let steps = u32::try_from(ctx.steps.len()).unwrap_or(u32::MAX);
     if steps >= limits.max_steps {
         let max = limits.max_steps;
-        return Ok(Some(Ending::Failed(format!(
+        return Some(Ending::Failed(format!(
             "the run took {max} steps without an answer (max_steps {max})"
-        ))));
+        )));
     }
     if ctx.elapsed() >= limits.budget {
-        return Ok(Some(Ending::Failed(budget_spent(limits.budget))));
+        return Some(Ending::Failed(budget_spent(limits.budget)));
     }
-    let status = agents.store().get_run(ctx.run).await?.status;
-    Ok((!is_open(status)).then_some(Ending::Cancelled))
+    (!is_open(ctx.status)).then_some(Ending::Cancelled)
 }
 
-async fn store_turn(agents: &Agents, ctx: &mut RunCtx<'_>, turn: Turn) -> Result<(), AgentError> {
+/// Stores the model's turn. A turn with calls commits (with the results of the step before it
+/// and the details) before any of its calls is sent, so a replay sends the same calls under
+/// the same ids; an answer waits for the run's ending commit (AGENT-53). Returns whether the
+/// run is still open.
+async fn store_turn(agents: &Agents, ctx: &mut RunCtx<'_>, turn: Turn) -> Result<bool, AgentError> {
     let number = u32::try_from(ctx.steps.len() + 1).unwrap_or(u32::MAX);
     let step = RunStep {
         step: number,
@@ -158,22 +160,24 @@ async fn store_turn(agents: &Agents, ctx: &mut RunCtx<'_>, turn: Turn) -> Result
         results: None,
     };
     ctx.detail.usage += turn.usage;
-    // The turn and the totals it moved: one durable commit.
-    ctx.save_step(agents, step).await?;
+    let open = if turn.tool_calls.is_empty() {
+        ctx.defer_step(step);
+        true
+    } else {
+        is_open(ctx.save_step(agents, step).await?)
+    };
     ctx.steps.push(Step {
         turn,
         results: None,
     });
-    Ok(())
+    Ok(open)
 }
 
-async fn store_results(
-    agents: &Agents,
-    ctx: &mut RunCtx<'_>,
-    results: Vec<ToolResult>,
-) -> Result<(), AgentError> {
+/// Keeps a settled step's results for the run's next commit: until then, a replay finds them
+/// again in its calls' rows (AGENT-53).
+fn store_results(ctx: &mut RunCtx<'_>, results: Vec<ToolResult>) -> Result<(), AgentError> {
     let number = u32::try_from(ctx.steps.len()).unwrap_or(u32::MAX);
-    let Some(last) = ctx.steps.last() else {
+    let Some(last) = ctx.steps.last_mut() else {
         return Ok(());
     };
     let step = RunStep {
@@ -181,10 +185,8 @@ async fn store_results(
         turn: to_json(&last.turn)?,
         results: Some(to_json(&results)?),
     };
-    ctx.save_step(agents, step).await?;
-    if let Some(last) = ctx.steps.last_mut() {
-        last.results = Some(results);
-    }
+    last.results = Some(results);
+    ctx.defer_step(step);
     Ok(())
 }
 
@@ -349,7 +351,7 @@ async fn start_child(
         definitions_digest: scope.digest(),
         definitions_snapshot: Snapshot::of(&scope).to_value(),
     };
-    let run = agents.store().create_run(new).await?;
+    let id = RunId::new();
     let detail = Detail {
         input: input.to_owned(),
         context: None,
@@ -363,8 +365,8 @@ async fn start_child(
         answer: None,
         error: None,
     };
-    detail
-        .save(agents.store(), run.id, Some((ctx.run, call_id.to_owned())))
-        .await?;
-    Ok(Some(run.id))
+    let row = detail.row(id, Some((ctx.run, call_id.to_owned())))?;
+    // A model's words never answer what the session held (POLICY-35): no consent at all.
+    agents.store().start_run(new, row, None).await?;
+    Ok(Some(id))
 }

@@ -13,7 +13,7 @@ use airlock_spec::{Scope, ToolSource, ToolSpec};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::types::{Drift, Proposal, RunInvocation, RunReport, RunState};
+use super::types::{Drift, Proposal, ProposalDecision, RunInvocation, RunReport, RunState};
 
 /// What a run keeps besides its status (the `detail` JSON of its ledger row).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -41,16 +41,6 @@ pub(super) struct Detail {
 }
 
 impl Detail {
-    /// Stores the details of `run` (with its parent link, for a sub-agent's run).
-    pub(super) async fn save(
-        &self,
-        store: &dyn Store,
-        run: RunId,
-        parent: Option<(RunId, String)>,
-    ) -> Result<(), LedgerError> {
-        store.save_run_detail(self.row(run, parent)?).await
-    }
-
     /// The details of `run` as the ledger stores them.
     pub(super) fn row(
         &self,
@@ -330,5 +320,11 @@ fn proposal(
         operation,
         arguments: row.arguments.clone(),
         via,
+        state: row.state.as_str(),
+        decision: row.decision.as_ref().map(|d| ProposalDecision {
+            by: d.by.clone(),
+            decision: d.decision.as_str(),
+            reason: d.reason.clone(),
+        }),
     }
 }

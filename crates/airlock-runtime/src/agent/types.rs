@@ -92,6 +92,25 @@ pub struct Proposal {
     /// The sub-agent it came through, for a proposal made below the run (AGENT-22).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub via: Option<String>,
+    /// How it stands now (docs/rules.md DECIDE-14): `proposed`; `approved`, `running`,
+    /// `succeeded`, `failed` when approved and executed by airlock; `denied`; or, settled by
+    /// the caller's own record, `succeeded`, `failed` or `denied` with `decision` `recorded`.
+    pub state: &'static str,
+    /// Who decided it and how (`approved`, `denied`, `recorded`), once someone did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decision: Option<ProposalDecision>,
+}
+
+/// Who decided a proposal and how (docs/rules.md DECIDE-14).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ProposalDecision {
+    /// The decider (the person, or the caller that recorded its own outcome).
+    pub by: String,
+    /// `approved`, `denied` or `recorded`.
+    pub decision: &'static str,
+    /// The reason given with a denial or a rejection.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// One call the run made, as its row stands.

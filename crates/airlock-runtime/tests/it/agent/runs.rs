@@ -160,7 +160,10 @@ async fn one_open_run_per_session_across_processes(backend: Backend) {
     other.create_run(new_run()).await.unwrap();
 }
 
-on_both_backends!(one_open_run_per_session_across_processes);
+on_both_backends!(
+    one_open_run_per_session_across_processes,
+    a_step_costs_three_durable_commits
+);
 
 /// AGENT-10, AGENT-35: the wall-clock budget, on an injected clock (each model turn takes four
 /// minutes of a ten-minute budget): the hour spent parked does not count, the time before the
@@ -190,4 +193,80 @@ async fn the_wall_clock_budget_excludes_parked_time_and_spans_resumes() {
     assert!(reason.contains("wall-clock budget of 600 s"), "{reason}");
     // Turns 1 (before the park), 2 and 3 (12 minutes in all); never the fourth.
     assert_eq!(w.asked("boss"), 3);
+}
+
+/// AGENT-53, LEDGER-35: a run's records share commits. A 10-step run (nine steps of one
+/// ungated call, then the answer) makes 30 durable commits: its session, its start (run,
+/// details, the answer to what the session held), three a step (the turn with the results of
+/// the step before it, and the call's record-and-claim and finish) and its ending with the
+/// answer. Before the records shared them it made 43.
+async fn a_step_costs_three_durable_commits(backend: Backend) {
+    let Some(w) = World::new(backend).await else {
+        return;
+    };
+    let ledger = match &w.location {
+        crate::gateway::Location::Sqlite(path) => {
+            airlock_runtime::ledger::SqliteStore::open(path, Default::default())
+                .await
+                .unwrap()
+        }
+        crate::gateway::Location::Postgres(options) => {
+            airlock_runtime::ledger::PgStore::connect((**options).clone(), Default::default())
+                .await
+                .unwrap()
+        }
+    };
+    let ledger = Arc::new(ledger);
+    let step = || calls(&[("count", json!({"amount": 1}))]);
+    w.script("boss", (0..9).map(|_| step()).chain([answer("done")]));
+    let agents = w.agents_on(ledger.clone(), TREE, Limits::default());
+    let before = ledger.commits();
+    let report = agents
+        .run(
+            request("boss", "count nine times"),
+            None,
+            tokio_util::sync::CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!((report.status, report.steps), (RunState::Completed, 10));
+    assert_eq!(report.answer.as_deref(), Some("done"));
+    assert_eq!((w.asked("boss"), w.ran("count")), (10, 9));
+    assert_eq!(ledger.commits() - before, 30);
+}
+
+
+/// AGENT-53: a run cancelled by another process while its step's call runs sends no call of
+/// its next step: the next turn's commit reads the cancel, and the run stops cancelled.
+#[tokio::test]
+async fn a_cancel_by_another_process_stops_the_run_before_its_next_calls() {
+    let w = World::new(Backend::Sqlite).await.unwrap();
+    let step = || calls(&[("count", json!({"amount": 1}))]);
+    w.script("boss", [step(), step(), answer("never")]);
+    let agents = w.agents(TREE);
+    // Room for one event: the run waits on its second until the test reads the first.
+    let (tx, mut rx) = tokio::sync::mpsc::channel(1);
+    let running = tokio::spawn({
+        let agents = agents.clone();
+        async move {
+            let cancel = tokio_util::sync::CancellationToken::new();
+            agents.run(request("boss", "count"), Some(tx), cancel).await
+        }
+    });
+    let Some(RunEvent::Status { run_id, .. }) = rx.recv().await else {
+        panic!("the first event is the run's status");
+    };
+    for _ in 0..500 {
+        if w.ran("count") == 1 {
+            break;
+        }
+        tokio::task::yield_now().await;
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(w.ran("count"), 1, "the first step's call ran");
+    w.other_process().await.cancel_run(run_id).await.unwrap();
+    while rx.recv().await.is_some() {}
+    let report = running.await.unwrap().unwrap();
+    assert_eq!(report.status, RunState::Cancelled, "{report:?}");
+    assert_eq!(w.ran("count"), 1, "no call of the next step was sent");
 }
