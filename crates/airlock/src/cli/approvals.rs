@@ -1,5 +1,5 @@
 //! Decisions from the command line: `airlock approvals list`, `airlock approve|deny|answer|
-//! resolve ID`, `airlock invocations show ID`.
+//! resolve|record ID`, `airlock invocations show ID`.
 //!
 //! The CLI opens the deployment's ledger directly (SQLite file or PostgreSQL, so it works from
 //! any machine that reaches the database) and makes the same single compare-and-swap the HTTP
@@ -13,7 +13,10 @@
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use airlock_ledger::{Decision, Invocation, InvocationId, InvocationState, Resolution, Store};
+use airlock_ledger::{
+    CallerOutcome, Decision, DecisionKind, Invocation, InvocationId, InvocationState, Resolution,
+    Store,
+};
 use anyhow::Context as _;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
@@ -38,6 +41,8 @@ pub(crate) enum Command {
     Answer(AnswerArgs),
     /// Settle a call in doubt: did it run upstream or not, or give up on it?
     Resolve(ResolveArgs),
+    /// Record how a proposal you executed (or rejected) yourself went; airlock never runs it.
+    Record(RecordArgs),
     /// Read invocations.
     #[command(subcommand)]
     Invocations(InvocationsCommand),
@@ -156,6 +161,40 @@ pub(crate) struct ResolveArgs {
     note: String,
 }
 
+/// Arguments of `airlock record`: exactly one outcome.
+#[derive(Debug, clap::Args)]
+#[command(group(clap::ArgGroup::new("outcome").required(true).args(["result", "tool_error", "rejected"])))]
+pub(crate) struct RecordArgs {
+    #[command(flatten)]
+    target: Target,
+    /// It ran; what it returned (JSON; anything else is kept as a string).
+    #[arg(long)]
+    result: Option<String>,
+    /// It ran and the tool reported this error.
+    #[arg(long)]
+    tool_error: Option<String>,
+    /// You did not execute it, and why.
+    #[arg(long)]
+    rejected: Option<String>,
+}
+
+impl RecordArgs {
+    fn outcome(&self) -> Option<CallerOutcome> {
+        if let Some(result) = &self.result {
+            let result = serde_json::from_str(result)
+                .unwrap_or_else(|_| serde_json::Value::String(result.clone()));
+            return Some(CallerOutcome::Completed { result });
+        }
+        if let Some(message) = &self.tool_error {
+            return Some(CallerOutcome::ToolError {
+                message: message.clone(),
+            });
+        }
+        let reason = self.rejected.clone()?;
+        Some(CallerOutcome::Rejected { reason })
+    }
+}
+
 pub(crate) fn run(cmd: Command) -> anyhow::Result<ExitCode> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -196,6 +235,13 @@ async fn dispatch(cmd: Command) -> anyhow::Result<()> {
             };
             decide(&target, Decision::Resolve { resolution, note }).await
         }
+        Command::Record(args) => {
+            // clap requires exactly one of the three.
+            let outcome = args
+                .outcome()
+                .context("one of --result, --tool-error, --rejected")?;
+            decide(&args.target, Decision::Record { outcome }).await
+        }
     }
 }
 
@@ -224,6 +270,15 @@ async fn decide(target: &Target, decision: Decision) -> anyhow::Result<()> {
             "the serving gateway's worker runs it (`airlock invocations show` to follow)"
         }
         InvocationState::Denied => "the caller sees the refusal",
+        InvocationState::Failed if row.decision.is_some() => "recorded as the caller's outcome",
+        InvocationState::Succeeded
+            if row
+                .decision
+                .as_ref()
+                .is_some_and(|d| d.decision == DecisionKind::Recorded) =>
+        {
+            "recorded as the caller's outcome"
+        }
         InvocationState::Succeeded => "the answer is the call's result",
         InvocationState::Resolved => "settled as run",
         InvocationState::Abandoned => "given up: it never runs",

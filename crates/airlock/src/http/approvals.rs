@@ -3,11 +3,14 @@
 //! the gateway's claim (here, a background task; the `serve` worker otherwise), never inline
 //! in the request.
 //!
+//! A caller that executed a proposal itself records how it went (`/record`, DECIDE-13): the
+//! same one compare-and-swap, so it and an approval cannot both win.
+//!
 //! Statuses: 404 unknown id, 409 already decided (naming who) or wrong state, 410 expired,
 //! 422 a body that is not the decision's shape (or a decision that cannot be taken as written,
 //! such as abandoning without a reason), 400 a malformed id or query.
 
-use airlock_ledger::{Decision, InvocationId, Resolution};
+use airlock_ledger::{CallerOutcome, Decision, InvocationId, Resolution};
 use axum::body::Bytes;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
@@ -36,6 +39,7 @@ pub(super) fn router() -> Router<AppState> {
             "/invocations/{id}/resolve",
             post(decide_verb::<ResolveBody>),
         )
+        .route("/invocations/{id}/record", post(decide_verb::<RecordBody>))
 }
 
 /// Filters and paging of `GET /v1/approvals`.
@@ -106,6 +110,30 @@ struct ResolveBody {
     outcome: Outcome,
     #[serde(alias = "reason")]
     note: String,
+}
+
+/// Body of `/record` (docs/rules.md DECIDE-13): how a proposal the caller executed (or
+/// rejected) itself went.
+#[derive(Debug, Deserialize)]
+#[serde(tag = "outcome", rename_all = "snake_case", deny_unknown_fields)]
+enum RecordBody {
+    /// It ran; `result` is what it returned.
+    Completed { result: Value },
+    /// It ran and the tool reported an error.
+    ToolError { message: String },
+    /// The caller did not execute it.
+    Rejected { reason: String },
+}
+
+impl From<RecordBody> for Decision {
+    fn from(body: RecordBody) -> Self {
+        let outcome = match body {
+            RecordBody::Completed { result } => CallerOutcome::Completed { result },
+            RecordBody::ToolError { message } => CallerOutcome::ToolError { message },
+            RecordBody::Rejected { reason } => CallerOutcome::Rejected { reason },
+        };
+        Self::Record { outcome }
+    }
 }
 
 #[derive(Debug, Clone, Copy, Deserialize)]

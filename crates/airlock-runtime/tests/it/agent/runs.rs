@@ -235,7 +235,6 @@ async fn a_step_costs_three_durable_commits(backend: Backend) {
     assert_eq!(ledger.commits() - before, 30);
 }
 
-
 /// AGENT-53: a run cancelled by another process while its step's call runs sends no call of
 /// its next step: the next turn's commit reads the cancel, and the run stops cancelled.
 #[tokio::test]

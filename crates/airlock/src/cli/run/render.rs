@@ -323,6 +323,8 @@ mod tests {
             operation: "crear".into(),
             arguments: json!({"n": 1}),
             via: Some("orders".into()),
+            state: "proposed",
+            decision: None,
         };
         let id = proposal.id;
         let out = render(&[done("Drafted.", session, vec![proposal])]);

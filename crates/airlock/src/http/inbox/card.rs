@@ -248,6 +248,8 @@ async fn apply(
         Decision::Deny { .. } => "Denied. The caller sees your reason.",
         Decision::Answer { .. } => "Answered. The caller has your answer.",
         Decision::Resolve { .. } => "Resolved.",
+        // The inbox offers no such form (a caller records its own outcome over the API).
+        Decision::Record { .. } => "Recorded.",
     };
     let gateway = &inbox.app.gateway;
     match decisions::decide(gateway, id, &signed.principal, decision, "inbox").await {
