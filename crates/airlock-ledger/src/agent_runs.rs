@@ -16,7 +16,7 @@ use sqlx::AssertSqlSafe;
 use crate::batch::Batch;
 use crate::clock::to_micros;
 use crate::confirmations::{self, Answered};
-use crate::db::{DbPool, DbRow};
+use crate::db::{DbPool, DbRow, SqlValue};
 use crate::error::LedgerError;
 use crate::ids::{RunId, SessionId};
 use crate::model::{NewRun, Run};
@@ -82,9 +82,7 @@ pub(crate) async fn save_steps(
     detail: &RunDetail,
 ) -> Result<RunStatus, LedgerError> {
     let run = detail.run_id;
-    for step in steps {
-        save_step(tx, batch, run, step).await?;
-    }
+    upsert_steps(tx, batch, run, steps).await?;
     save_detail(tx, batch, detail).await?;
     let row = runs::load_run(tx, run).await?;
     Ok(row.ok_or(LedgerError::RunNotFound(run))?.status)
@@ -101,9 +99,7 @@ pub(crate) async fn finish(
     reason: Option<String>,
 ) -> Result<Run, LedgerError> {
     let id = detail.run_id;
-    for step in steps {
-        save_step(tx, batch, id, step).await?;
-    }
+    upsert_steps(tx, batch, id, steps).await?;
     save_detail(tx, batch, detail).await?;
     match status {
         RunStatus::Parked => runs::park_run(tx, batch, id).await,
@@ -116,27 +112,45 @@ pub(crate) async fn finish(
     }
 }
 
-async fn save_step(
+/// Upserts `steps` of `run` in one statement (one round trip on PostgreSQL, however many steps
+/// a commit carries).
+async fn upsert_steps(
     tx: &mut LedgerTx,
     batch: &Batch,
     run: RunId,
-    step: &RunStep,
+    steps: &[RunStep],
 ) -> Result<(), LedgerError> {
-    let results = step.results.as_ref().map(json_text).transpose()?;
-    tx.inner
-        .execute(
-            "INSERT INTO run_steps (run_id, step, turn, results, created_at) \
-             VALUES ($1, $2, $3, $4, $5) \
-             ON CONFLICT (run_id, step) DO UPDATE SET turn = $3, results = $4",
-            &[
-                run.to_string().into(),
-                i64::from(step.step).into(),
-                json_text(&step.turn)?.into(),
-                results.into(),
-                to_micros(batch.now).into(),
-            ],
-        )
-        .await?;
+    if steps.is_empty() {
+        return Ok(());
+    }
+    let mut rows = Vec::with_capacity(steps.len());
+    let mut binds: Vec<SqlValue> = Vec::with_capacity(steps.len() * 5);
+    for (i, step) in steps.iter().enumerate() {
+        let n = i * 5;
+        rows.push(format!(
+            "(${}, ${}, ${}, ${}, ${})",
+            n + 1,
+            n + 2,
+            n + 3,
+            n + 4,
+            n + 5
+        ));
+        let results = step.results.as_ref().map(json_text).transpose()?;
+        binds.extend([
+            run.to_string().into(),
+            i64::from(step.step).into(),
+            json_text(&step.turn)?.into(),
+            results.into(),
+            to_micros(batch.now).into(),
+        ]);
+    }
+    // Only numbered placeholders are formatted in; every value is bound.
+    let sql = format!(
+        "INSERT INTO run_steps (run_id, step, turn, results, created_at) VALUES {} \
+         ON CONFLICT (run_id, step) DO UPDATE SET turn = excluded.turn, results = excluded.results",
+        rows.join(", ")
+    );
+    tx.inner.execute(AssertSqlSafe(sql), &binds).await?;
     Ok(())
 }
 

@@ -137,7 +137,7 @@ impl<'e> RunCtx<'e> {
         step: RunStep,
     ) -> Result<RunStatus, AgentError> {
         self.fold_elapsed();
-        self.unsaved.push(step);
+        self.defer_step(step);
         let detail = self.detail.row(self.run, self.parent.clone())?;
         let steps = std::mem::take(&mut self.unsaved);
         let status = agents.store().save_run_steps(steps, detail).await?;
@@ -148,6 +148,8 @@ impl<'e> RunCtx<'e> {
     /// Keeps `step` for the run's next commit: what it records can be found again without it
     /// (its calls' rows, or a model turn that may be asked again) (AGENT-53).
     pub(super) fn defer_step(&mut self, step: RunStep) {
+        // A step stored twice in one commit would be one upsert hitting its row twice.
+        self.unsaved.retain(|s| s.step != step.step);
         self.unsaved.push(step);
     }
 
