@@ -35,6 +35,7 @@ mod no_oauth;
 mod param_headers;
 mod request;
 mod tasks;
+mod trace;
 
 use std::sync::Arc;
 
