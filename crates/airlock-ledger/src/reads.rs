@@ -64,20 +64,23 @@ const OPEN_COUNTS: &str = concat!(
     " GROUP BY state"
 );
 
-/// How many rows are open in each state (docs/rules.md OPS-30); states with none are absent.
+/// How many rows are open in each open state, zero included (docs/rules.md OPS-30), in the
+/// states' declaration order.
 pub(crate) async fn open_counts(pool: &DbPool) -> Result<Vec<(InvocationState, u64)>, LedgerError> {
     let rows = pool.fetch_all(OPEN_COUNTS, &[]).await?;
-    rows.iter()
-        .map(|r| {
-            let state = r.text("state")?.unwrap_or_default();
-            let state = state.parse().map_err(|reason| LedgerError::Corrupt {
-                entity: "invocation",
-                id: String::new(),
-                reason,
-            })?;
-            Ok((state, u64::try_from(r.int("n")?.unwrap_or(0)).unwrap_or(0)))
-        })
-        .collect()
+    let mut counts: Vec<(InvocationState, u64)> = InvocationState::ALL
+        .iter()
+        .filter(|s| !s.is_terminal())
+        .map(|s| (*s, 0))
+        .collect();
+    for r in &rows {
+        let state = r.text("state")?.unwrap_or_default();
+        let n = u64::try_from(r.int("n")?.unwrap_or(0)).unwrap_or(0);
+        if let Some(slot) = counts.iter_mut().find(|(s, _)| s.as_str() == state) {
+            slot.1 = n;
+        }
+    }
+    Ok(counts)
 }
 
 /// A text bind that is null when absent.
