@@ -361,3 +361,81 @@ async fn metrics_serve_latency_histograms_parks_decisions_and_ledger_gauges() {
         Some(0.0)
     );
 }
+
+/// Sends SIGTERM to `server` and waits (at most 20 s) for it to exit; returns whether it exited
+/// cleanly.
+fn stop(server: &mut Server) -> bool {
+    crate::support::sigterm(server.child.id());
+    for _ in 0..200 {
+        if let Some(status) = server.child.try_wait().unwrap() {
+            return status.success();
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("serve did not exit within 20 s of SIGTERM");
+}
+
+/// OPS-26: spans still queued when `serve` stops are exported before it exits (the batch
+/// exporter's own period, 5 s, has not come yet).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spans_queued_at_shutdown_are_exported() {
+    let collector = Collector::start().await;
+    let upstream = Upstream::start(Script::default()).await;
+    upstream.set_tools(vec![json!({"name": "echo", "description": "Echo."})]);
+    let telemetry = format!("[telemetry]\nendpoint = \"{}\"\n", collector.endpoint());
+    let dir = deployment(&upstream.loopback_url(), &telemetry);
+    let mut server = Server::start(dir.path(), &[]);
+    let trace = "55555555555555555555555555555555";
+    let header = format!("00-{trace}-6666666666666666-01");
+    call(&server, 1, "crm__echo", Some(&header), None).await;
+    assert!(stop(&mut server));
+    let exported = collector.spans();
+    assert!(
+        exported
+            .iter()
+            .any(|s| s.trace_id == trace && s.kind == span_kind::SERVER),
+        "{exported:#?}"
+    );
+}
+
+/// EGRESS-35: the exporter's requests go through the egress guard: a `deny` naming the
+/// collector wins over its implicit allowance, and nothing reaches it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_exporter_obeys_the_egress_deny_list() {
+    let collector = Collector::start().await;
+    let upstream = Upstream::start(Script::default()).await;
+    upstream.set_tools(vec![json!({"name": "echo", "description": "Echo."})]);
+    let telemetry = format!(
+        "[telemetry]\nendpoint = \"http://localhost:{}\"\n",
+        collector.port
+    );
+    let dir = deployment(&upstream.loopback_url(), &telemetry);
+    let toml = std::fs::read_to_string(dir.path().join("airlock.toml")).unwrap();
+    let toml = toml.replace("[egress]\n", "[egress]\ndeny = [\"localhost\"]\n");
+    std::fs::write(dir.path().join("airlock.toml"), toml).unwrap();
+    let mut server = Server::start(dir.path(), &[]);
+    let header = "00-77777777777777777777777777777777-8888888888888888-01";
+    call(&server, 1, "crm__echo", Some(header), None).await;
+    assert!(stop(&mut server));
+    assert!(collector.spans().is_empty(), "{:#?}", collector.spans());
+    assert!(collector.headers().is_empty());
+}
+
+/// DECL-62: a header whose credential does not resolve stops the boot, naming the header.
+#[test]
+fn a_missing_header_credential_stops_the_boot() {
+    let telemetry = "[telemetry]\nendpoint = \"http://127.0.0.1:4318\"\n[telemetry.headers]\nx-api-key = \"otel.missing\"\n";
+    let dir = deployment("http://127.0.0.1:9/mcp", telemetry);
+    // Discovery would fail first on a closed upstream: the connection file goes.
+    std::fs::remove_dir_all(dir.path().join("connections")).unwrap();
+    let out = crate::airlock()
+        .arg("serve")
+        .arg(dir.path())
+        .args(["--listen", "127.0.0.1:0"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let text = crate::text(&out);
+    assert!(text.contains("[telemetry.headers] x-api-key"), "{text}");
+    assert!(text.contains("otel.missing"), "{text}");
+}
