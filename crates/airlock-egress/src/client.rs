@@ -23,6 +23,7 @@ use crate::pin::{self, Deadline, Pinned};
 use crate::request::{Request, Response};
 use crate::resolve::{Resolve, SystemResolver};
 use crate::streaming::StreamingResponse;
+use crate::trace::{HttpSpan, TRACEPARENT};
 use crate::transport::{self, Pins};
 use crate::url_check::{self, Target, TargetHost};
 use crate::{EgressError, EgressPolicy};
@@ -337,8 +338,34 @@ impl Call {
         span: &tracing::Span,
     ) -> Result<Opened, EgressError> {
         request.check()?;
+        let target = url_check::parse_target(self.client.policy(), &request.url)?;
+        // EGRESS-35: a traced call's request gets its own client span, refusals included.
+        let traced = HttpSpan::start_current(&request.method, &target.url);
+        let opened = self
+            .open_target(request, target, expect_body, span, traced.as_ref())
+            .await;
+        if let Some(traced) = traced {
+            traced.finish(
+                opened
+                    .as_ref()
+                    .map(|o| o.response.status().as_u16())
+                    .map_err(EgressError::kind),
+            );
+        }
+        opened
+    }
+
+    /// [`Call::open`] once the URL is parsed: pins, sends (with `traceparent` when traced,
+    /// EGRESS-36) and checks the head.
+    async fn open_target(
+        &self,
+        request: Request,
+        target: Target,
+        expect_body: bool,
+        span: &tracing::Span,
+        traced: Option<&HttpSpan>,
+    ) -> Result<Opened, EgressError> {
         let policy = self.client.policy();
-        let target = url_check::parse_target(policy, &request.url)?;
         let host = target.host_label();
         span.record("host", host.as_str());
         let addrs = self
@@ -349,6 +376,9 @@ impl Call {
         let mut builder = client
             .request(request.method, target.url)
             .headers(request.headers);
+        if let Some(value) = traced.and_then(HttpSpan::header) {
+            builder = builder.header(TRACEPARENT, value);
+        }
         if let Some(body) = request.body {
             builder = builder.body(body);
         }

@@ -31,6 +31,7 @@ mod policy;
 mod request;
 mod resolve;
 mod streaming;
+pub mod trace;
 mod transport;
 mod url_check;
 

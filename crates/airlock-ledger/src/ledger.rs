@@ -30,7 +30,7 @@ use crate::notice::OutboxRoute;
 use crate::notify::Notifier;
 use crate::rate::{self, RateBudget, RateRefusal};
 use crate::reads::{self, text};
-use crate::state::RunStatus;
+use crate::state::{InvocationState, RunStatus};
 use crate::store::{LedgerFuture, Outbox, Store};
 use crate::tx::{LedgerTx, TxTool};
 use crate::writer::{Job, LaneContext, Prefetch, Writer};
@@ -499,6 +499,10 @@ impl Store for Ledger {
 
     fn in_doubt(&self) -> LedgerFuture<'_, Vec<Invocation>> {
         Box::pin(self.parked(reads::IN_DOUBT, &[]))
+    }
+
+    fn open_counts(&self) -> LedgerFuture<'_, Vec<(InvocationState, u64)>> {
+        Box::pin(reads::open_counts(&self.pool))
     }
 
     fn approved_unclaimed(&self, limit: u32) -> LedgerFuture<'_, Vec<Invocation>> {

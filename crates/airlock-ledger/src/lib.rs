@@ -53,6 +53,7 @@ mod runs;
 mod sweep;
 
 // Group commit: runs the transitions as jobs in shared transactions; no transition sees it.
+mod telemetry;
 mod writer;
 
 // The store: one `Ledger` type behind the `Store` trait, opened on either backend.

@@ -11,6 +11,7 @@ use crate::model::{Invocation, Run, Session};
 use crate::row::{
     INVOCATION_COLUMNS, InvocationRow, RUN_COLUMNS, RunRow, SESSION_COLUMNS, SessionRow, open_rows,
 };
+use crate::state::InvocationState;
 
 /// Parked rows waiting for a person, filtered by tool (`$1`), principal (`$2`) and recorded
 /// before (`$3`), each when not null; ordered by the given `ORDER BY`, at most `$4`.
@@ -55,6 +56,32 @@ pub(crate) const IN_DOUBT: &str = concat!(
     open_rows!(),
     " ORDER BY created_at, id"
 );
+
+/// Open rows counted by state; the partial index of open rows answers it without the table.
+const OPEN_COUNTS: &str = concat!(
+    "SELECT state, COUNT(*) AS n FROM invocations WHERE ",
+    open_rows!(),
+    " GROUP BY state"
+);
+
+/// How many rows are open in each open state, zero included (docs/rules.md OPS-30), in the
+/// states' declaration order.
+pub(crate) async fn open_counts(pool: &DbPool) -> Result<Vec<(InvocationState, u64)>, LedgerError> {
+    let rows = pool.fetch_all(OPEN_COUNTS, &[]).await?;
+    let mut counts: Vec<(InvocationState, u64)> = InvocationState::ALL
+        .iter()
+        .filter(|s| !s.is_terminal())
+        .map(|s| (*s, 0))
+        .collect();
+    for r in &rows {
+        let state = r.text("state")?.unwrap_or_default();
+        let n = u64::try_from(r.int("n")?.unwrap_or(0)).unwrap_or(0);
+        if let Some(slot) = counts.iter_mut().find(|(s, _)| s.as_str() == state) {
+            slot.1 = n;
+        }
+    }
+    Ok(counts)
+}
 
 /// A text bind that is null when absent.
 pub(crate) fn text(v: Option<&str>) -> SqlValue {

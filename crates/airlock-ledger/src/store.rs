@@ -165,6 +165,9 @@ pub trait Store: Send + Sync + 'static {
     fn pending_approvals(&self, filter: ApprovalFilter) -> LedgerFuture<'_, Vec<Invocation>>;
     /// Rows in doubt, oldest first.
     fn in_doubt(&self) -> LedgerFuture<'_, Vec<Invocation>>;
+    /// How many rows are open (not settled) in each open state, zero included. One grouped
+    /// count over the open rows' index, cheap enough for every metrics scrape.
+    fn open_counts(&self) -> LedgerFuture<'_, Vec<(InvocationState, u64)>>;
     /// Up to `limit` rows a person approved (or resolved as "did not run") that nobody has
     /// claimed yet and that belong to no agent run (a run claims its own when it resumes),
     /// oldest first — what a background worker picks up. Reading guarantees

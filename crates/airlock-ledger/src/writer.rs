@@ -36,6 +36,7 @@ use crate::ids::InvocationId;
 use crate::notice::Routes;
 use crate::notify::{self, Notifier};
 use crate::state::InvocationState;
+use crate::telemetry::{self, CommitSpan};
 use crate::tx::LedgerTx;
 #[cfg(unix)]
 use crate::wake::Announcer;
@@ -173,10 +174,13 @@ impl Writer {
     }
 
     fn lane_for(&self, key: Uuid) -> &mpsc::UnboundedSender<Box<dyn Job>> {
+        &self.lanes[self.lane_index(key)]
+    }
+
+    fn lane_index(&self, key: Uuid) -> usize {
         let n = self.lanes.len() as u128;
         // UUIDv7's low bits are random: an even spread, and one row always maps to one lane.
-        let i = usize::try_from(key.as_u128() % n).unwrap_or(0);
-        &self.lanes[i]
+        usize::try_from(key.as_u128() % n).unwrap_or(0)
     }
 
     /// Queues `f` on the lane of `key` and waits for the commit that contains it. `hint` names
@@ -200,8 +204,16 @@ impl Writer {
             out: None,
             reply,
         };
-        self.submit_job(key, Box::new(job))?;
-        rx.await.map_err(|_| LedgerError::Closed)?
+        // LEDGER-38: a traced call's write is a span, queueing included.
+        let traced = CommitSpan::start(self.lane_index(key));
+        let result = match self.submit_job(key, Box::new(job)) {
+            Ok(()) => rx.await.unwrap_or(Err(LedgerError::Closed)),
+            Err(e) => Err(e),
+        };
+        if let Some(traced) = traced {
+            traced.finish(&result);
+        }
+        result
     }
 
     /// Queues a prepared job on the lane of `key`.
@@ -409,12 +421,14 @@ async fn attempt(
     head: Option<(i64, String)>,
     queued: bool,
 ) -> Result<(Committed, (i64, String)), sqlx::Error> {
+    let begun = std::time::Instant::now();
     let inner = ctx.pool.begin_write(lane).await?;
     let mut tx = LedgerTx { inner };
     let result = match fill(ctx, lane, &mut tx, jobs, head, queued).await {
         Ok((writes, batch)) => match tx.inner.commit_writes(writes).await {
             Ok(true) => {
                 ctx.commits.fetch_add(1, Ordering::Relaxed);
+                telemetry::committed(begun, jobs.len());
                 ctx.recent.keep(batch.rows.values());
                 let approved = batch
                     .changed

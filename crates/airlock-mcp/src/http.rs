@@ -28,6 +28,8 @@ use serde_json::Value;
 use sse_stream::{Sse, SseStream};
 
 use crate::error::{CallErrorKind, McpCallError};
+use airlock_egress::trace::{HttpSpan, RequestTracer, TRACEPARENT};
+use opentelemetry::Context;
 
 const SESSION_HEADER: &str = "mcp-session-id";
 
@@ -64,6 +66,9 @@ struct Shared {
     /// The `tools/call` request may have left the machine: it was handed to a connection (or
     /// to a connection attempt whose outcome is not known yet).
     call_sent: AtomicBool,
+    /// The trace of the call this session serves, and the URL its spans name (EGRESS-35):
+    /// the transport runs in rmcp's own task, where the caller's context is not current.
+    traced: Option<(Context, url::Url)>,
 }
 
 /// What kind of body a reply carries.
@@ -93,6 +98,9 @@ impl GuardedHttp {
                 failure: Mutex::new(None),
                 swallowed: Mutex::new(None),
                 call_sent: AtomicBool::new(false),
+                traced: Context::map_current(|cx| {
+                    cx.get::<RequestTracer>().map(|_| (cx.clone(), url.clone()))
+                }),
             }),
         }
     }
@@ -147,6 +155,34 @@ impl GuardedHttp {
             request = request.header(SESSION_HEADER, id);
         }
         request
+    }
+
+    /// Sends `request`, in a client span with `traceparent` when the session's call is traced
+    /// (EGRESS-35, EGRESS-36).
+    async fn send_traced(
+        &self,
+        request: reqwest::RequestBuilder,
+    ) -> Result<reqwest::Response, reqwest::Error> {
+        let traced = self
+            .inner
+            .traced
+            .as_ref()
+            .and_then(|(cx, url)| HttpSpan::start(cx, &http::Method::POST, url));
+        let Some(traced) = traced else {
+            return request.send().await;
+        };
+        let request = match traced.header() {
+            Some(value) => request.header(TRACEPARENT, value),
+            None => request,
+        };
+        let sent = request.send().await;
+        traced.finish(match &sent {
+            Ok(response) => Ok(response.status().as_u16()),
+            Err(e) if e.is_timeout() => Err("timeout"),
+            Err(e) if e.is_connect() => Err("connect"),
+            Err(_) => Err("connection_lost"),
+        });
+        sent
     }
 
     /// Only a failed connection proves nothing was sent; a break after that may follow a
@@ -257,12 +293,11 @@ impl GuardedHttp {
         if is_call {
             self.inner.call_sent.store(true, Ordering::SeqCst);
         }
-        let sent = self
+        let request = self
             .request(http::Method::POST, session_id.as_deref(), custom_headers)
             .header(CONTENT_TYPE, "application/json")
-            .body(body)
-            .send()
-            .await;
+            .body(body);
+        let sent = self.send_traced(request).await;
         let response = match sent {
             Ok(response) => response,
             Err(e) => {

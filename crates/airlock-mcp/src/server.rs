@@ -35,6 +35,7 @@ mod no_oauth;
 mod param_headers;
 mod request;
 mod tasks;
+mod trace;
 
 use std::sync::Arc;
 
@@ -48,6 +49,7 @@ use secrecy::SecretString;
 
 use crate::host::ToolHost;
 use admit::Gate;
+use airlock_egress::trace::RequestTracer;
 use handler::Endpoint;
 use legacy_tasks::Legacy;
 use request::AdmittedRequest;
@@ -79,6 +81,9 @@ pub struct EndpointConfig {
     /// Host names (`example.com`, any port) or authorities (`example.com:8443`) the `Host` and
     /// `Origin` headers may name. Empty: loopback only (`localhost`, `127.0.0.1`, `::1`).
     pub allowed_hosts: Vec<String>,
+    /// `[telemetry]`'s tracer: each `tools/call` gets a server span (OPS-23). `None`: no
+    /// request is traced.
+    pub tracer: Option<RequestTracer>,
 }
 
 /// The axum router of the endpoint: `POST /mcp` and `POST /agents/{name}/mcp`, stateless,
@@ -103,6 +108,7 @@ pub fn router(host: Arc<dyn ToolHost>, config: EndpointConfig) -> Router {
         Arc::new(NeverSessionManager::default()),
         rmcp_config,
     );
+    let tracer = config.tracer.clone();
     let pipeline = Arc::new(Pipeline {
         gate: Gate::new(config),
         host,
@@ -113,7 +119,13 @@ pub fn router(host: Arc<dyn ToolHost>, config: EndpointConfig) -> Router {
     let agents = Router::new()
         .route_service("/agents/{name}/mcp", service)
         .route_layer(from_fn_with_state(pipeline, agent));
-    gateway.merge(agents).merge(no_oauth::router())
+    let endpoint = gateway.merge(agents);
+    // The tracer rides in each request's extensions to the handler, which starts the span.
+    let endpoint = match tracer {
+        Some(tracer) => endpoint.layer(axum::Extension(tracer)),
+        None => endpoint,
+    };
+    endpoint.merge(no_oauth::router())
 }
 
 /// What the steps before rmcp need.

@@ -69,5 +69,8 @@ pub async fn record(
         surface,
         "decided"
     );
+    // OPS-29: counted by the process that took it (a CLI decision: the CLI's own process).
+    metrics::counter!("airlock_decisions_total", "surface" => surface, "decision" => what)
+        .increment(1);
     Ok(row)
 }

@@ -13,6 +13,7 @@
 mod builder;
 mod events;
 mod proposals;
+mod telemetry;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -227,9 +228,11 @@ impl Gateway {
         arguments: Value,
     ) -> Result<Outcome, GatewayError> {
         events::received(ctx, tool);
+        let began = std::time::Instant::now();
         let outcome = self.record_and_run(ctx, run, tool, arguments).await;
         if let Ok(outcome) = &outcome {
-            count(outcome);
+            let what = count(outcome);
+            telemetry::answered(ctx.channel, outcome, what, began);
         }
         outcome
     }
@@ -271,6 +274,7 @@ impl Gateway {
         }
         if recorded.created {
             events::recorded(&recorded.invocation, self.how_to_decide.as_ref());
+            telemetry::recorded(&recorded.invocation);
         }
         if recorded.created && recorded.invocation.state == InvocationState::Running {
             return self.run_claimed(tool, recorded.invocation).await;
@@ -493,7 +497,8 @@ impl Gateway {
 /// (`airlock_tool_calls_total`, served at `/metrics`; a retry of a call id is answered, and
 /// counted, again), and a failed one also by its kind (`airlock_tool_failures_total`, the
 /// stored word). Executions, however they were started, are `airlock_tool_runs_total`.
-fn count(outcome: &Outcome) {
+/// Returns the outcome word it counted.
+fn count(outcome: &Outcome) -> &'static str {
     let row = outcome.invocation();
     let what = match outcome.kind() {
         OutcomeKind::Completed if row.state == InvocationState::Failed => "failed",
@@ -510,6 +515,7 @@ fn count(outcome: &Outcome) {
         metrics::counter!("airlock_tool_failures_total", "tool" => row.tool.clone(), "kind" => error.kind.as_str())
             .increment(1);
     }
+    what
 }
 
 /// Why `arguments` cannot be recorded for `tool` as a runnable call, if they cannot.

@@ -15,6 +15,7 @@ use crate::notify::{NotifySettings, read_notify};
 use crate::policy::{Approval, Effect};
 use crate::refs::Referenced;
 use crate::scope::ScopeId;
+use crate::telemetry::{TelemetrySettings, read_telemetry};
 use crate::tool::{Builtin, Policy};
 use crate::tree::{Node, Pos};
 use crate::urls::check_credential_url;
@@ -69,6 +70,8 @@ pub struct Config {
     /// `[confirm] yes_words`: the messages that consent to a held call (empty: the runtime's
     /// defaults, `yes`, `y`, `confirm`).
     pub yes_words: Vec<String>,
+    /// `[telemetry]`: where traces are exported (`None`: tracing export is off).
+    pub telemetry: Option<TelemetrySettings>,
 }
 
 /// `[server]`: bounds on what clients may hold of the HTTP server. Every bound is at least 1.
@@ -157,7 +160,7 @@ pub struct CredentialsSettings {
     pub master_key_file: PathBuf,
 }
 
-const TOP_KEYS: [&str; 12] = [
+const TOP_KEYS: [&str; 13] = [
     "listen",
     "database_url",
     "approval_ttl",
@@ -170,6 +173,7 @@ const TOP_KEYS: [&str; 12] = [
     "server",
     "notify",
     "confirm",
+    "telemetry",
 ];
 
 /// Reads `airlock.toml` (its tree) into a [`Config`]; `root` is the deployment directory.
@@ -219,6 +223,7 @@ pub(crate) fn read_config(node: Option<&Node>, root: &Path, d: &mut Diag) -> Opt
     let public_url = public_url(f.get("server"), d);
     let notify = read_notify(f.get("notify"), d);
     let yes_words = yes_words(f.get("confirm"), d);
+    let telemetry = read_telemetry(f.get("telemetry"), d);
     Some(Config {
         listen: listen.ok()?,
         database_url,
@@ -233,6 +238,7 @@ pub(crate) fn read_config(node: Option<&Node>, root: &Path, d: &mut Diag) -> Opt
         public_url,
         notify,
         yes_words,
+        telemetry,
     })
 }
 

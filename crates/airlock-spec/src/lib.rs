@@ -24,6 +24,7 @@ mod policy;
 mod refs;
 mod schema;
 mod scope;
+mod telemetry;
 mod tool;
 mod tool_api;
 mod tool_mcp;
@@ -52,6 +53,7 @@ pub use policy::{Approval, Effect, Mode, NotifyEvent, SourceKind, UnknownWord};
 pub use refs::{Reference, Referenced};
 pub use schema::{MAX_SCHEMA_BYTES, MAX_SCHEMA_DEPTH, compile_input_schema};
 pub use scope::{NameCollision, ParseScopeError, Scope, ScopeId, definitions_digest};
+pub use telemetry::{DEFAULT_SERVICE_NAME, TelemetrySettings};
 pub use tool::{
     ApiAuth, ApiOperation, Builtin, ConnectionTool, IntegrationAction, McpAuth, McpInlineTool,
     McpProtocol, Method, Pagination, Policy, RateLimit, ToolDefinition, ToolSource, ToolSpec,

@@ -7,12 +7,14 @@
 //! [`FakeModel`] is a model provider (OpenAI-compatible or Anthropic) streaming scripted
 //! [`ModelReply`]s and counting the requests it gets. [`Receiver`] records webhook deliveries
 //! and answers queued statuses; [`FakeSlack`] is Slack's Web API (`chat.postMessage`,
-//! `chat.update`) checking the bot token. Fixtures panic on setup failure (a port that cannot
+//! `chat.update`) checking the bot token. [`Collector`] is an OTLP/HTTP trace collector
+//! decoding the protobuf spans an exporter sends. Fixtures panic on setup failure (a port that cannot
 //! be bound): that is a broken test machine, and a loud panic is the clearest report a test
 //! can give.
 
 mod listen;
 mod model;
+mod otlp;
 mod raw;
 mod receiver;
 mod slack;
@@ -22,6 +24,7 @@ pub use listen::free_port;
 pub use model::{
     FAKE_INPUT_TOKENS, FAKE_OUTPUT_TOKENS, FakeCall, FakeModel, Flavor, ModelReply, Received,
 };
+pub use otlp::{Collector, ExportedSpan, kind as span_kind};
 pub use raw::{Cue, RawServer};
 pub use receiver::{Delivery, Receiver};
 pub use slack::{FakeSlack, SlackCall};

@@ -17,6 +17,8 @@ use airlock_spec::{AgentSpec, Credentials, Deployment, EndpointAuth, Scope, Scop
 use anyhow::Context as _;
 use secrecy::SecretString;
 
+use crate::telemetry::Telemetry;
+
 /// Everything `serve` needs.
 pub struct Booted {
     /// The validated deployment.
@@ -35,6 +37,8 @@ pub struct Booted {
     pub slack: Option<Arc<SlackInteractions>>,
     /// The egress guard every outgoing request goes through (notifications too).
     pub egress: GuardedClient,
+    /// `[telemetry]`'s tracer and exporter; `None` when traces are off.
+    pub telemetry: Option<Telemetry>,
 }
 
 /// Bearer tokens resolved from their credential paths, each with its principal.
@@ -121,9 +125,11 @@ async fn assemble(
             .context("[notify]")?;
     let slack =
         notify::slack_interactions(&config.notify, &credentials).context("[notify.slack]")?;
+    let telemetry = Telemetry::start(config, &credentials)?;
     let mcp = EndpointConfig {
         tokens: mcp_tokens(&deployment, &credentials).context("MCP tokens")?,
         allowed_hosts: config.mcp.allowed_hosts.clone(),
+        tracer: telemetry.as_ref().map(|t| t.tracer.clone()),
     };
     let gateway = Arc::new(builder.build());
     let models = models(egress.clone(), credentials);
@@ -149,6 +155,7 @@ async fn assemble(
         notifications: (!notifications.is_empty()).then(|| Arc::new(notifications)),
         slack: slack.map(Arc::new),
         egress,
+        telemetry,
     })
 }
 

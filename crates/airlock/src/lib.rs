@@ -11,3 +11,4 @@ pub mod boot;
 pub mod cli;
 pub mod http;
 pub mod result;
+pub mod telemetry;

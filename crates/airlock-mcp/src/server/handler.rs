@@ -10,6 +10,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use opentelemetry::context::FutureExt;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
     GetTaskParams, GetTaskResult, Implementation, ListToolsResult, PaginatedRequestParams,
@@ -24,7 +25,7 @@ use super::convert::{
     AWAIT_TOOL, await_tool, awaited, from_host_error, to_call_result, to_error_data, to_tool,
 };
 use super::request::Admitted;
-use super::tasks;
+use super::{tasks, trace};
 use crate::host::{CALL_KEY_META, CallKey, ToolHost};
 
 /// The handler rmcp builds per request (a clone of one `Arc`).
@@ -36,6 +37,43 @@ pub(super) struct Endpoint {
 impl Endpoint {
     pub(super) fn new(host: Arc<dyn ToolHost>) -> Self {
         Self { host }
+    }
+
+    /// `tools/call`: the await tool, or one call through the host.
+    async fn call(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let admitted = admitted(&context)?;
+        let wants_task = context
+            .client_capabilities()
+            .is_some_and(|caps| caps.supports_tasks());
+        let key = call_key(&request, &context)?;
+        let arguments = request.arguments.unwrap_or_default();
+        if request.name == AWAIT_TOOL {
+            return self
+                .await_decision(&admitted, &arguments)
+                .await
+                .map(Into::into);
+        }
+        let outcome = self
+            .host
+            .call_tool_keyed(
+                &admitted.scope,
+                &admitted.caller,
+                &request.name,
+                Value::Object(arguments),
+                key.as_ref(),
+            )
+            .await;
+        match outcome {
+            Ok(call) if wants_task && call.is_parked() => {
+                Ok(CallToolResponse::Task(tasks::created(&call)))
+            }
+            Ok(call) => Ok(to_call_result(call.outcome).into()),
+            Err(err) => from_host_error(err).map(Into::into),
+        }
     }
 
     async fn await_decision(
@@ -97,35 +135,13 @@ impl ServerHandler for Endpoint {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let admitted = admitted(&context)?;
-        let wants_task = context
-            .client_capabilities()
-            .is_some_and(|caps| caps.supports_tasks());
-        let key = call_key(&request, &context)?;
-        let arguments = request.arguments.unwrap_or_default();
-        if request.name == AWAIT_TOOL {
-            return self
-                .await_decision(&admitted, &arguments)
-                .await
-                .map(Into::into);
-        }
-        let outcome = self
-            .host
-            .call_tool_keyed(
-                &admitted.scope,
-                &admitted.caller,
-                &request.name,
-                Value::Object(arguments),
-                key.as_ref(),
-            )
-            .await;
-        match outcome {
-            Ok(call) if wants_task && call.is_parked() => {
-                Ok(CallToolResponse::Task(tasks::created(&call)))
-            }
-            Ok(call) => Ok(to_call_result(call.outcome).into()),
-            Err(err) => from_host_error(err).map(Into::into),
-        }
+        let Some(cx) = trace::start(&request, &context) else {
+            return self.call(request, context).await;
+        };
+        let tool = request.name.clone();
+        let result = self.call(request, context).with_context(cx.clone()).await;
+        trace::finish(&cx, &tool, &result);
+        result
     }
 
     async fn get_task(
@@ -146,7 +162,6 @@ impl ServerHandler for Endpoint {
             .map_err(to_error_data)?;
         Ok(tasks::detailed(call))
     }
-
     /// Withdraws a waiting call; a settled one is acknowledged unchanged (SEP-2663: cancel is
     /// idempotent, -32602 is only for an unknown task).
     async fn cancel_task(

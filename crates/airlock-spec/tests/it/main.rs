@@ -12,3 +12,4 @@ mod notify;
 mod rules;
 mod schemas;
 mod support;
+mod telemetry;

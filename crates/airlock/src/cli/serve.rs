@@ -83,6 +83,7 @@ async fn serve_dir(args: &Args, dir: &Path) -> anyhow::Result<ExitCode> {
     println!("  runs: /v1/agents/{{name}}/run|ws  /v1/runs/{{id}}[/cancel]");
     println!("  MCP: {}", scope_paths(&booted).join(" "));
     let gateway = booted.gateway.clone();
+    let telemetry = booted.telemetry.clone();
     let sweeper = tokio::spawn(sweep(gateway.store().clone()));
     let (stop_worker, worker_stop) = tokio::sync::oneshot::channel::<()>();
     let worker = tokio::spawn(airlock_runtime::decisions::worker::work(
@@ -140,16 +141,21 @@ async fn serve_dir(args: &Args, dir: &Path) -> anyhow::Result<ExitCode> {
         let (served, _, _) = tokio::join!(server, worker, resumer);
         served
     };
-    tokio::select! {
+    let exit = tokio::select! {
         served = tokio::time::timeout(grace, drained) => match served {
             Ok(served) => {
                 served.context("server task")?.context("serving")?;
-                Ok(ExitCode::SUCCESS)
+                ExitCode::SUCCESS
             }
-            Err(_) => Ok(cut_off(&format!("running calls did not finish within {} s", grace.as_secs()))),
+            Err(_) => cut_off(&format!("running calls did not finish within {} s", grace.as_secs())),
         },
-        () = signals.next() => Ok(cut_off("second signal")),
+        () = signals.next() => cut_off("second signal"),
+    };
+    // OPS-26: the spans of the last calls are exported before the process ends.
+    if let Some(telemetry) = telemetry {
+        telemetry.shutdown().await;
     }
+    Ok(exit)
 }
 
 /// Exits without waiting for running calls: their rows keep their leases, and the next start's

@@ -28,6 +28,7 @@ mod runs;
 mod serve;
 mod shutdown;
 mod support;
+mod telemetry;
 mod words;
 
 use std::path::PathBuf;

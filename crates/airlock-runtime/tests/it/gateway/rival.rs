@@ -4,9 +4,9 @@
 use std::time::Duration;
 
 use airlock_runtime::ledger::{
-    ApprovalFilter, AuditReport, Decision, Invocation, InvocationId, LedgerFuture, NewInvocation,
-    NewRun, NewSession, RateBudget, RateRefusal, Recorded, ResumeOutcome, Run, RunId, RunStatus,
-    Session, SessionId, SweepReport, ToolError as StoredError, TxTool,
+    ApprovalFilter, AuditReport, Decision, Invocation, InvocationId, InvocationState, LedgerFuture,
+    NewInvocation, NewRun, NewSession, RateBudget, RateRefusal, Recorded, ResumeOutcome, Run,
+    RunId, RunStatus, Session, SessionId, SweepReport, ToolError as StoredError, TxTool,
 };
 use time::OffsetDateTime;
 use tokio::time::Instant;
@@ -118,6 +118,10 @@ impl Store for RivalClaims {
     }
     fn in_doubt(&self) -> LedgerFuture<'_, Vec<Invocation>> {
         self.inner.in_doubt()
+    }
+
+    fn open_counts(&self) -> LedgerFuture<'_, Vec<(InvocationState, u64)>> {
+        self.inner.open_counts()
     }
     fn approved_unclaimed(&self, limit: u32) -> LedgerFuture<'_, Vec<Invocation>> {
         self.inner.approved_unclaimed(limit)
