@@ -37,6 +37,11 @@ pub struct Script {
     pub instructions_bytes: usize,
     /// `tools/list` never ends: every page (one tool described in 1,000 bytes) names a next.
     pub endless_pages: bool,
+    /// Speak 2026-07-28 too: answer `server/discover` (by default it is an unknown method).
+    pub modern: bool,
+    /// Issue this `Mcp-Session-Id` on the `initialize` reply (by default the server keeps no
+    /// sessions and issues none).
+    pub session_id: Option<String>,
 }
 
 /// One request the upstream saw.
@@ -202,6 +207,16 @@ async fn handle(
             }
             ok(&id, result)
         }
+        "server/discover" if up.script.modern => ok(
+            &id,
+            json!({
+                "resultType": "complete",
+                "supportedVersions": ["2026-07-28"],
+                "capabilities": {"tools": {}},
+                "ttlMs": 0,
+                "cacheScope": "private"
+            }),
+        ),
         "tools/list" => {
             let set = lock(&up.tools).clone();
             let cursor = body["params"]["cursor"].as_str();
@@ -224,6 +239,9 @@ async fn handle(
             json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": "method not found"}})
         }
     };
+    if let (Some(session), "initialize") = (&up.script.session_id, method.as_str()) {
+        return ([("mcp-session-id", session.as_str())], axum::Json(reply)).into_response();
+    }
     if up.script.sse {
         let text = format!("event: message\ndata: {reply}\n\n");
         ([(header::CONTENT_TYPE, "text/event-stream")], text).into_response()
