@@ -94,8 +94,9 @@ impl Server {
     ///
     /// By default `tools/list` answers two pages: `search` (described, with a schema) and then
     /// `create_note` (neither). `tools/call` knows `echo` (text + structured echo of the
-    /// arguments), `fail` (isError), `reject` (JSON-RPC error), `chart` (an image), `silent`
-    /// (never answers) and `huge` (a ~100 KiB SSE stream).
+    /// arguments), `count` (the size of the arguments as JSON, a short reply), `fail`
+    /// (isError), `reject` (JSON-RPC error), `chart` (an image), `silent` (never answers) and
+    /// `huge` (a ~100 KiB SSE stream).
     ///
     /// # Panics
     /// When no port on 127.0.0.1 can be bound.
@@ -269,6 +270,9 @@ fn call(params: &Value) -> Call {
         "fail" => Call::Reply(json!({
             "content": [{"type": "text", "text": "ticket 42 does not exist"}],
             "isError": true
+        })),
+        "count" => Call::Reply(json!({
+            "content": [{"type": "text", "text": format!("{} bytes", args.to_string().len())}]
         })),
         "reject" => Call::Error("unknown ticket number".into()),
         "chart" => Call::Reply(json!({"content": [

@@ -124,11 +124,11 @@ struct Stats {
     p99: Duration,
 }
 
-fn stats(mut samples: Vec<Duration>, over: Duration, calls: usize) -> Stats {
+fn stats(mut samples: Vec<Duration>, over: Duration) -> Stats {
     samples.sort();
     let at = |q: f64| samples[((samples.len() as f64 - 1.0) * q).round() as usize];
     Stats {
-        calls,
+        calls: samples.len(),
         per_second: samples.len() as f64 / over.as_secs_f64(),
         p50: at(0.50),
         p99: at(0.99),
@@ -168,7 +168,10 @@ async fn run(endpoint: &Arc<Endpoint>, tool: &'static str, clients: usize) -> St
         all.extend(samples);
         calls += made;
     }
-    stats(all, RUN, calls)
+    Stats {
+        calls,
+        ..stats(all, RUN)
+    }
 }
 
 /// Group commit at work: `clients` callers through airlock on the durable `store`, and the
