@@ -162,11 +162,24 @@ pub(crate) struct Writer {
 
 impl Writer {
     pub(crate) fn start(ctx: &Arc<LaneContext>, lanes: usize) -> Self {
+        let notices = match &ctx.pool {
+            DbPool::Postgres(pool) => {
+                let (tx, rx) = mpsc::unbounded_channel();
+                tokio::spawn(pg_announcer(pool.clone(), rx));
+                Some(tx)
+            }
+            DbPool::Sqlite(_) => None,
+        };
         let lanes = (0..lanes.max(1))
             .map(|lane| {
                 let (tx, rx) = mpsc::unbounded_channel();
-                let lane = i64::try_from(lane).unwrap_or(0);
-                tokio::spawn(lane_loop(Arc::clone(ctx), lane, rx));
+                let lane = Lane {
+                    ctx: Arc::clone(ctx),
+                    lane: i64::try_from(lane).unwrap_or(0),
+                    head: None,
+                    notices: notices.clone(),
+                };
+                tokio::spawn(lane_loop(lane, rx));
                 tx
             })
             .collect();
@@ -234,18 +247,11 @@ struct Lane {
     ctx: Arc<LaneContext>,
     lane: i64,
     head: Option<(i64, String)>,
+    /// PostgreSQL: the store's announcer, which sends the NOTIFYs (see [`pg_announcer`]).
+    notices: Option<mpsc::UnboundedSender<String>>,
 }
 
-async fn lane_loop(
-    ctx: Arc<LaneContext>,
-    lane: i64,
-    mut rx: mpsc::UnboundedReceiver<Box<dyn Job>>,
-) {
-    let mut lane = Lane {
-        ctx,
-        lane,
-        head: None,
-    };
+async fn lane_loop(mut lane: Lane, mut rx: mpsc::UnboundedReceiver<Box<dyn Job>>) {
     while let Some(first) = rx.recv().await {
         let queued = gather(first, &mut rx).await;
         let mut group = Vec::with_capacity(queued.len());
@@ -293,7 +299,7 @@ impl Lane {
         }
         match self.attempt(&mut jobs).await {
             Ok(committed) => {
-                announce(&self.ctx, &committed).await;
+                self.announce(&committed);
                 jobs.into_iter().for_each(Job::reply);
             }
             Err(e) if jobs.len() == 1 => {
@@ -308,7 +314,7 @@ impl Lane {
                     let mut one = vec![job];
                     match self.attempt(&mut one).await {
                         Ok(committed) => {
-                            announce(&self.ctx, &committed).await;
+                            self.announce(&committed);
                             one.into_iter().for_each(Job::reply);
                         }
                         Err(e) => one.into_iter().for_each(|j| j.fail(clone_error(&e))),
@@ -362,34 +368,54 @@ fn is_unique_violation(e: &sqlx::Error) -> bool {
     matches!(e, sqlx::Error::Database(db) if db.is_unique_violation())
 }
 
-/// Wakes this process's waiters on the committed rows (and its worker, if a row became
-/// approved) and other processes': on SQLite through the wake sockets (`wake`), on PostgreSQL
-/// through `NOTIFY`, sent after the commit in a transaction of its own. Both before the jobs
-/// are answered, so a short-lived process (a CLI decision) never exits with them unsent.
-///
 /// Not inside the write transaction: a transaction that notifies holds PostgreSQL's
 /// database-wide notify lock from before its commit record until after the commit is flushed,
 /// so every lane's commits (and their fsyncs) would queue one behind another. The notification
 /// is only a hint — a waiter re-reads the row, and one that misses it still wakes at its
-/// deadline — so its own transaction skips the flush wait and holds the lock for microseconds.
-async fn announce(ctx: &LaneContext, committed: &Committed) {
-    ctx.notifier.notify_many(&committed.changed);
-    if committed.approved {
-        ctx.notifier.approved();
+/// deadline — so it goes in a transaction of its own that skips the flush wait, and not on the
+/// lane's path either: the lane hands it to the store's announcer and goes on with its next
+/// batch, instead of waiting a pool connection and a round trip per batch (docs/rules.md
+/// OPS-43).
+impl Lane {
+    fn announce(&self, committed: &Committed) {
+        let ctx = &self.ctx;
+        ctx.notifier.notify_many(&committed.changed);
+        if committed.approved {
+            ctx.notifier.approved();
+        }
+        if committed.noticed {
+            ctx.notifier.noticed();
+        }
+        let messages = notify::messages(&committed.changed, committed.approved);
+        #[cfg(unix)]
+        if let Some(wake) = &ctx.wake {
+            wake.send(&messages);
+        }
+        if let Some(notices) = &self.notices {
+            for message in messages {
+                // The announcer ends only with the lanes: a failed send has no one to tell.
+                let _ = notices.send(message);
+            }
+        }
     }
-    if committed.noticed {
-        ctx.notifier.noticed();
-    }
-    let messages = notify::messages(&committed.changed, committed.approved);
-    #[cfg(unix)]
-    if let Some(wake) = &ctx.wake {
-        wake.send(&messages);
-    }
-    let DbPool::Postgres(pool) = &ctx.pool else {
-        return;
-    };
-    for message in messages {
-        if let Err(error) = notify(pool, message).await {
+}
+
+/// Most announcements one NOTIFY statement carries.
+const NOTICES_PER_STATEMENT: usize = 64;
+
+/// Sends the lanes' announcements, whatever queued meanwhile in one statement (so one round
+/// trip however many batches committed while the last one was out), in commit order. Ends
+/// when every lane has ended.
+async fn pg_announcer(pool: sqlx::PgPool, mut rx: mpsc::UnboundedReceiver<String>) {
+    while let Some(first) = rx.recv().await {
+        let mut messages = vec![first];
+        while messages.len() < NOTICES_PER_STATEMENT {
+            match rx.try_recv() {
+                Ok(message) => messages.push(message),
+                Err(_) => break,
+            }
+        }
+        if let Err(error) = notify(&pool, messages).await {
             tracing::warn!(%error, "ledger NOTIFY failed; other processes' waiters wake at their deadline");
         }
     }
@@ -397,11 +423,12 @@ async fn announce(ctx: &LaneContext, committed: &Committed) {
 
 /// One statement, so one round trip: its implicit transaction commits with the local
 /// `synchronous_commit = off` the same statement set.
-async fn notify(pool: &sqlx::PgPool, message: String) -> Result<(), sqlx::Error> {
+async fn notify(pool: &sqlx::PgPool, messages: Vec<String>) -> Result<(), sqlx::Error> {
     sqlx::query(
-        "SELECT set_config('synchronous_commit', 'off', true), pg_notify('airlock_ledger', $1)",
+        "SELECT set_config('synchronous_commit', 'off', true), pg_notify('airlock_ledger', m) \
+         FROM unnest($1::text[]) AS m",
     )
-    .bind(message)
+    .bind(messages)
     .execute(pool)
     .await
     .map(|_| ())

@@ -3,9 +3,12 @@
 //!
 //! Guarantees: [`McpClient::call_tool`] sends exactly initialize → notifications/initialized →
 //! tools/call (with the remote name and the arguments as given) → close, and never panics:
-//! every failure is an [`McpCallError`]. [`McpClient::discover`] lists every page of
-//! `tools/list` in one session. What an `auto` upstream speaks is remembered per endpoint URL
-//! for the life of the client, so only the first session pays for the probe.
+//! every failure is an [`McpCallError`]. Two kinds of upstream get the `tools/call` alone, as
+//! one request: one this client has seen speak 2026-07-28, which has no handshake (MCP-27), and
+//! a connection file's server whose handshake issued no session (MCP-28).
+//! [`McpClient::discover`] lists every page of `tools/list` in one session. What an upstream
+//! speaks is remembered per endpoint URL for the life of the client, so only the first session
+//! pays for the probe.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -16,8 +19,9 @@ use rmcp::model::{CallToolRequestParams, JsonObject, MetaObject, RequestMetaObje
 use serde_json::Value;
 
 use crate::content::to_tool_result;
+use crate::direct::{self, Framing};
 use crate::error::{CallErrorKind, McpCallError};
-use crate::session::{self, Speaks};
+use crate::session::{self, Opened, Speaks};
 use crate::target::{IDEMPOTENCY_META_KEY, McpTarget, RemoteTool, ToolCall, ToolResult};
 
 /// Upstreams remembered at most; past it the memory starts over (a probe is only slower).
@@ -28,7 +32,7 @@ const MAX_REMEMBERED: usize = 1024;
 #[derive(Debug, Clone)]
 pub struct McpClient {
     guard: GuardedClient,
-    speaks: Arc<Mutex<HashMap<String, Speaks>>>,
+    speaks: Arc<Mutex<HashMap<String, Opened>>>,
 }
 
 impl McpClient {
@@ -51,7 +55,7 @@ impl McpClient {
     /// when it has not been reached yet.
     #[must_use]
     pub fn remembered_protocol(&self, url: &str) -> Option<McpProtocol> {
-        self.memory().get(url).map(|s| match s {
+        self.memory().get(url).map(|o| match o.speaks {
             Speaks::Legacy => McpProtocol::Legacy,
             Speaks::Modern => McpProtocol::Rev20260728,
         })
@@ -68,6 +72,18 @@ impl McpClient {
         target: &McpTarget,
         call: &ToolCall,
     ) -> Result<ToolResult, McpCallError> {
+        let known = self.memory().get(&target.url).cloned();
+        if let Some(framing) = known.as_ref().and_then(|o| handshake_free(target, o)) {
+            let result = direct::call(&self.guard, target, framing, call).await;
+            if let (Framing::Kept(_), Err(e)) = (framing, &result)
+                && matches!(e.kind, CallErrorKind::HttpStatus | CallErrorKind::JsonRpc)
+            {
+                // The server may have started keeping sessions: the next call shakes hands
+                // again (this one is not re-sent: it may have been received).
+                self.memory().remove(&target.url);
+            }
+            return result;
+        }
         let params = call_params(call)?;
         let outcome = self
             .session(target, |peer| async move { peer.call_tool(params).await })
@@ -113,47 +129,64 @@ impl McpClient {
         F: FnOnce(rmcp::Peer<rmcp::RoleClient>) -> Fut,
         Fut: Future<Output = Result<T, rmcp::ServiceError>>,
     {
-        let known = self.memory().get(&target.url).copied();
-        let (speaks, result) = session::run(&self.guard, target, known, work).await;
-        if let Some(speaks) = speaks {
+        let known = self.memory().get(&target.url).map(|o| o.speaks);
+        let (opened, result) = session::run(&self.guard, target, known, work).await;
+        if let Some(opened) = opened {
             let mut memory = self.memory();
             if memory.len() >= MAX_REMEMBERED && !memory.contains_key(&target.url) {
                 memory.clear();
             }
-            memory.insert(target.url.clone(), speaks);
+            memory.insert(target.url.clone(), opened);
         }
         result
     }
 
-    fn memory(&self) -> std::sync::MutexGuard<'_, HashMap<String, Speaks>> {
+    fn memory(&self) -> std::sync::MutexGuard<'_, HashMap<String, Opened>> {
         self.speaks.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// How `target` can be called without a handshake, given what its last session showed: a
+/// 2026-07-28 upstream always (MCP-27), a session-era one only when the target lets its
+/// handshake be kept and the server issued no session (MCP-28).
+fn handshake_free<'a>(target: &McpTarget, seen: &'a Opened) -> Option<Framing<'a>> {
+    match (seen.speaks, target.protocol) {
+        (Speaks::Modern, McpProtocol::Rev20260728 | McpProtocol::Auto) => Some(Framing::Modern),
+        (Speaks::Legacy, McpProtocol::Legacy | McpProtocol::Auto)
+            if target.keep_handshake && seen.stateless =>
+        {
+            Some(Framing::Kept(seen.version.as_str()))
+        }
+        _ => None,
     }
 }
 
 /// The `tools/call` parameters: the remote name and the arguments exactly as given.
 fn call_params(call: &ToolCall) -> Result<CallToolRequestParams, McpCallError> {
-    let arguments: JsonObject = match &call.arguments {
-        Value::Object(map) => map.clone(),
-        // MCP arguments are an object; a model that sent something else gets told so, and no
-        // request is made.
-        other => {
-            return Err(McpCallError::new(
-                CallErrorKind::Config,
-                format!(
-                    "tool arguments must be a JSON object, not {}",
-                    json_type(other)
-                ),
-            ));
-        }
-    };
     let mut params = CallToolRequestParams::new(call.remote_name.clone());
-    params.arguments = Some(arguments);
+    params.arguments = Some(object_arguments(call)?.clone());
     if let Some(key) = &call.idempotency_key {
         let mut meta = JsonObject::new();
         meta.insert(IDEMPOTENCY_META_KEY.to_owned(), Value::String(key.clone()));
         params.meta = Some(RequestMetaObject(MetaObject(meta)));
     }
     Ok(params)
+}
+
+/// The call's arguments as the object MCP requires.
+pub(crate) fn object_arguments(call: &ToolCall) -> Result<&JsonObject, McpCallError> {
+    match &call.arguments {
+        Value::Object(map) => Ok(map),
+        // MCP arguments are an object; a model that sent something else gets told so, and no
+        // request is made.
+        other => Err(McpCallError::new(
+            CallErrorKind::Config,
+            format!(
+                "tool arguments must be a JSON object, not {}",
+                json_type(other)
+            ),
+        )),
+    }
 }
 
 fn json_type(value: &Value) -> &'static str {

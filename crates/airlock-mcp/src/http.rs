@@ -69,6 +69,28 @@ struct Shared {
     /// The trace of the call this session serves, and the URL its spans name (EGRESS-35):
     /// the transport runs in rmcp's own task, where the caller's context is not current.
     traced: Option<(Context, url::Url)>,
+    /// The server issued an `Mcp-Session-Id` on some reply: it keeps state per session.
+    issued_session: AtomicBool,
+}
+
+/// One serialized JSON-RPC message to send.
+pub(crate) struct Sent {
+    /// The message's bytes.
+    pub(crate) body: Vec<u8>,
+    /// A request (an answer is due), not a notification.
+    pub(crate) awaits_reply: bool,
+    /// The session's `tools/call` (MCP-23 counts from when it is handed to a connection).
+    pub(crate) is_call: bool,
+}
+
+/// A reply whose head passed the transport rules, its body not yet read as JSON-RPC.
+pub(crate) enum Reply {
+    /// 202/204, or a body a notification needs no reading of.
+    Accepted,
+    /// A JSON body, read whole within the cap, and the session id the server issued.
+    Json(Vec<u8>, Option<String>),
+    /// An event stream whose bytes count against the cap, and the session id.
+    Sse(BoxStream<'static, Result<Sse, SseError>>, Option<String>),
 }
 
 /// What kind of body a reply carries.
@@ -101,6 +123,7 @@ impl GuardedHttp {
                 traced: Context::map_current(|cx| {
                     cx.get::<RequestTracer>().map(|_| (cx.clone(), url.clone()))
                 }),
+                issued_session: AtomicBool::new(false),
             }),
         }
     }
@@ -114,6 +137,11 @@ impl GuardedHttp {
     /// Whether the session's `tools/call` may have reached the server (MCP-23).
     pub(crate) fn call_sent(&self) -> bool {
         self.inner.call_sent.load(Ordering::SeqCst)
+    }
+
+    /// Whether the server issued a session id on any reply so far.
+    pub(crate) fn issued_session(&self) -> bool {
+        self.inner.issued_session.load(Ordering::SeqCst)
     }
 
     /// Remembers `err` as the session's failure (the first one wins) and hands it to rmcp.
@@ -290,11 +318,43 @@ impl GuardedHttp {
         let is_call = matches!(&message, ClientJsonRpcMessage::Request(r)
             if matches!(r.request, ClientRequest::CallToolRequest(_)));
         let body = serde_json::to_vec(&message)?;
+        let sent = Sent {
+            body,
+            awaits_reply,
+            is_call,
+        };
+        match self
+            .exchange(sent, session_id.as_deref(), custom_headers)
+            .await?
+        {
+            Reply::Accepted => Ok(StreamableHttpPostResponse::Accepted),
+            Reply::Sse(events, session) => Ok(StreamableHttpPostResponse::Sse(events, session)),
+            Reply::Json(body, session) => match parse_message(&body) {
+                Some(message) => Ok(StreamableHttpPostResponse::Json(message, session)),
+                None if !awaits_reply => Ok(StreamableHttpPostResponse::Accepted),
+                None => Err(self.fail(not_json_rpc())),
+            },
+        }
+    }
+
+    /// Sends one serialized JSON-RPC message and reads the head of its reply: a JSON body is
+    /// read whole (counted against the cap), an event stream is handed back counted.
+    pub(crate) async fn exchange(
+        &self,
+        sent: Sent,
+        session_id: Option<&str>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<Reply, HttpError> {
+        let Sent {
+            body,
+            awaits_reply,
+            is_call,
+        } = sent;
         if is_call {
             self.inner.call_sent.store(true, Ordering::SeqCst);
         }
         let request = self
-            .request(http::Method::POST, session_id.as_deref(), custom_headers)
+            .request(http::Method::POST, session_id, custom_headers)
             .header(CONTENT_TYPE, "application/json")
             .body(body);
         let sent = self.send_traced(request).await;
@@ -314,33 +374,26 @@ impl GuardedHttp {
             .get(SESSION_HEADER)
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
+        if session.is_some() {
+            self.inner.issued_session.store(true, Ordering::SeqCst);
+        }
         if let Err(err) = check_head(status, response.headers()) {
             if !awaits_reply && err.kind != CallErrorKind::BadReply {
                 // A notification needs no answer: go on, as MCP SDKs do, but remember it in
                 // case nothing better explains a later failure.
                 tracing::debug!(error = %err, "MCP notification answered with a failure");
                 lock(&self.inner.swallowed).get_or_insert(err);
-                return Ok(StreamableHttpPostResponse::Accepted);
+                return Ok(Reply::Accepted);
             }
             return self.rejected(response, err).await;
         }
         if matches!(status, StatusCode::ACCEPTED | StatusCode::NO_CONTENT) {
-            return Ok(StreamableHttpPostResponse::Accepted);
+            return Ok(Reply::Accepted);
         }
         match body_kind(response.headers()) {
-            Body::Sse => Ok(StreamableHttpPostResponse::Sse(
-                self.counted_sse(response),
-                session,
-            )),
-            Body::Json => {
-                let body = self.read_body(response).await?;
-                match parse_message(&body) {
-                    Some(message) => Ok(StreamableHttpPostResponse::Json(message, session)),
-                    None if !awaits_reply => Ok(StreamableHttpPostResponse::Accepted),
-                    None => Err(self.fail(not_json_rpc())),
-                }
-            }
-            Body::Other(_) if !awaits_reply => Ok(StreamableHttpPostResponse::Accepted),
+            Body::Sse => Ok(Reply::Sse(self.counted_sse(response), session)),
+            Body::Json => Ok(Reply::Json(self.read_body(response).await?, session)),
+            Body::Other(_) if !awaits_reply => Ok(Reply::Accepted),
             Body::Other(ct) => Err(self.fail(McpCallError::new(
                 CallErrorKind::BadReply,
                 format!("the MCP server answered with content type {ct:?}, not JSON or SSE"),
@@ -354,13 +407,13 @@ impl GuardedHttp {
         &self,
         response: reqwest::Response,
         err: McpCallError,
-    ) -> Result<StreamableHttpPostResponse, HttpError> {
+    ) -> Result<Reply, HttpError> {
         if err.kind == CallErrorKind::HttpStatus
             && matches!(body_kind(response.headers()), Body::Json)
             && let Ok(body) = self.read_body(response).await
-            && let Some(message @ ServerJsonRpcMessage::Error(_)) = parse_message(&body)
+            && let Some(ServerJsonRpcMessage::Error(_)) = parse_message(&body)
         {
-            return Ok(StreamableHttpPostResponse::Json(message, None));
+            return Ok(Reply::Json(body, None));
         }
         Err(self.fail(err))
     }
@@ -370,7 +423,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-fn not_json_rpc() -> McpCallError {
+pub(crate) fn not_json_rpc() -> McpCallError {
     McpCallError::new(
         CallErrorKind::BadReply,
         "the MCP server's reply is not a JSON-RPC message",

@@ -25,6 +25,7 @@
 
 mod client;
 mod content;
+mod direct;
 mod error;
 mod host;
 mod http;

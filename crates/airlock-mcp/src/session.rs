@@ -31,45 +31,79 @@ pub(crate) enum Speaks {
     Modern,
 }
 
+/// What a session that opened learnt about its upstream.
+#[derive(Debug, Clone)]
+pub(crate) struct Opened {
+    /// The lifecycle it spoke.
+    pub(crate) speaks: Speaks,
+    /// The revision the handshake settled on.
+    pub(crate) version: ProtocolVersion,
+    /// It issued no `Mcp-Session-Id`: it keeps no state between requests.
+    pub(crate) stateless: bool,
+}
+
 /// Where a session failed, before it is classified.
 enum Failure {
     Open(Box<ClientInitializeError>),
     Work(ServiceError),
 }
 
-/// Runs `work` in one short session with `target`.
-///
-/// `known` is what the upstream was last seen to speak (for `protocol: auto`); the returned
-/// [`Speaks`] is what it spoke this time, when the session opened.
-pub(crate) async fn run<T, F, Fut>(
+/// A checked, pinned destination: the session's HTTP client, the checked URL and the call's
+/// deadline.
+pub(crate) struct Prepared {
+    pub(crate) http: GuardedHttp,
+    pub(crate) url: url::Url,
+    pub(crate) deadline: tokio::time::Instant,
+}
+
+/// Checks and pins `target` through the guard (nothing is sent yet).
+pub(crate) async fn prepare(
     guard: &GuardedClient,
     target: &McpTarget,
-    known: Option<Speaks>,
-    work: F,
-) -> (Option<Speaks>, Result<T, McpCallError>)
-where
-    F: FnOnce(Peer<RoleClient>) -> Fut,
-    Fut: Future<Output = Result<T, ServiceError>>,
-{
-    let budget = guard.policy().deadline;
-    let credential = match target.credential.header() {
-        Ok(c) => c,
-        Err(e) => return (None, Err(e)),
-    };
-    let call = guard.call();
-    let prepared = match call.prepare(&target.url, target.credential.is_some()).await {
-        Ok(p) => p,
-        Err(e) => return (None, Err(e.into())),
-    };
-    let deadline = prepared.deadline;
+) -> Result<Prepared, McpCallError> {
+    let credential = target.credential.header()?;
+    let prepared = guard
+        .call()
+        .prepare(&target.url, target.credential.is_some())
+        .await?;
     let http = GuardedHttp::new(
         prepared.client,
         &prepared.url,
         credential,
         prepared.max_body_bytes,
-        budget,
+        guard.policy().deadline,
     );
-    let mut config = StreamableHttpClientTransportConfig::with_uri(prepared.url.as_str());
+    Ok(Prepared {
+        http,
+        url: prepared.url,
+        deadline: prepared.deadline,
+    })
+}
+
+/// Runs `work` in one short session with `target`.
+///
+/// `known` is what the upstream was last seen to speak (for `protocol: auto`); the returned
+/// [`Opened`] is what it spoke this time, when the session opened.
+pub(crate) async fn run<T, F, Fut>(
+    guard: &GuardedClient,
+    target: &McpTarget,
+    known: Option<Speaks>,
+    work: F,
+) -> (Option<Opened>, Result<T, McpCallError>)
+where
+    F: FnOnce(Peer<RoleClient>) -> Fut,
+    Fut: Future<Output = Result<T, ServiceError>>,
+{
+    let budget = guard.policy().deadline;
+    let Prepared {
+        http,
+        url,
+        deadline,
+    } = match prepare(guard, target).await {
+        Ok(p) => p,
+        Err(e) => return (None, Err(e)),
+    };
+    let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
     // A short session never recovers an expired session: that would replay the handshake and
     // possibly the call.
     config.reinit_on_expired_session = false;
@@ -91,12 +125,14 @@ where
         }
         Ok(Ok(done)) => done,
     };
-    let speaks = running.peer_info().map(|info| {
-        if info.protocol_version >= ProtocolVersion::V_2026_07_28 {
+    let opened = running.peer_info().map(|info| Opened {
+        speaks: if info.protocol_version >= ProtocolVersion::V_2026_07_28 {
             Speaks::Modern
         } else {
             Speaks::Legacy
-        }
+        },
+        version: info.protocol_version.clone(),
+        stateless: !http.issued_session(),
     });
     // Close within what is left of the deadline; the outcome is already decided.
     let left = deadline.saturating_duration_since(tokio::time::Instant::now());
@@ -105,14 +141,14 @@ where
         .await;
     let result =
         result.map_err(|e| delivered(classify(&Failure::Work(e), &http, target.protocol), &http));
-    (speaks, result)
+    (opened, result)
 }
 
 /// `err` with how far the call's request got (MCP-23): nothing of the call was sent while the
 /// session opened; after the `tools/call` was sent, the server's own answer (a JSON-RPC error,
 /// an HTTP status, a reply airlock refuses) is an answer, and anything else — the deadline, a
 /// broken connection, a stream that ended without a response — leaves the outcome unknown.
-fn delivered(mut err: McpCallError, http: &GuardedHttp) -> McpCallError {
+pub(crate) fn delivered(mut err: McpCallError, http: &GuardedHttp) -> McpCallError {
     err.delivery = if !http.call_sent() {
         Delivery::NotSent
     } else {
@@ -134,7 +170,7 @@ fn delivered(mut err: McpCallError, http: &GuardedHttp) -> McpCallError {
     err
 }
 
-fn client_info() -> ClientConfig {
+pub(crate) fn client_info() -> ClientConfig {
     ClientConfig::new(
         ClientCapabilities::default(),
         Implementation::new("airlock", env!("CARGO_PKG_VERSION")),

@@ -92,6 +92,10 @@ pub struct McpTarget {
     pub credential: McpCredential,
     /// The lifecycle to use (default `legacy`).
     pub protocol: McpProtocol,
+    /// A session-era server that issued no session may be called without a new handshake
+    /// once one succeeded (docs/rules.md MCP-28): set for connection files, whose server is
+    /// airlock's own long-lived connection; never for a tenant's inline tool (MCP-17).
+    pub keep_handshake: bool,
 }
 
 impl McpTarget {
@@ -102,6 +106,7 @@ impl McpTarget {
             url: url.into(),
             credential: McpCredential::None,
             protocol: McpProtocol::Legacy,
+            keep_handshake: false,
         }
     }
 
@@ -109,6 +114,13 @@ impl McpTarget {
     #[must_use]
     pub fn with_credential(mut self, credential: McpCredential) -> Self {
         self.credential = credential;
+        self
+    }
+
+    /// Lets a session-less server's handshake be kept between calls (MCP-28).
+    #[must_use]
+    pub fn keeping_handshake(mut self) -> Self {
+        self.keep_handshake = true;
         self
     }
 

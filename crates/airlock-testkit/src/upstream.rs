@@ -37,6 +37,11 @@ pub struct Script {
     pub instructions_bytes: usize,
     /// `tools/list` never ends: every page (one tool described in 1,000 bytes) names a next.
     pub endless_pages: bool,
+    /// Speak 2026-07-28 too: answer `server/discover` (by default it is an unknown method).
+    pub modern: bool,
+    /// Issue this `Mcp-Session-Id` on the `initialize` reply (by default the server keeps no
+    /// sessions and issues none).
+    pub session_id: Option<String>,
 }
 
 /// One request the upstream saw.
@@ -89,8 +94,9 @@ impl Server {
     ///
     /// By default `tools/list` answers two pages: `search` (described, with a schema) and then
     /// `create_note` (neither). `tools/call` knows `echo` (text + structured echo of the
-    /// arguments), `fail` (isError), `reject` (JSON-RPC error), `chart` (an image), `silent`
-    /// (never answers) and `huge` (a ~100 KiB SSE stream).
+    /// arguments), `count` (the size of the arguments as JSON, a short reply), `fail`
+    /// (isError), `reject` (JSON-RPC error), `chart` (an image), `silent` (never answers) and
+    /// `huge` (a ~100 KiB SSE stream).
     ///
     /// # Panics
     /// When no port on 127.0.0.1 can be bound.
@@ -202,6 +208,16 @@ async fn handle(
             }
             ok(&id, result)
         }
+        "server/discover" if up.script.modern => ok(
+            &id,
+            json!({
+                "resultType": "complete",
+                "supportedVersions": ["2026-07-28"],
+                "capabilities": {"tools": {}},
+                "ttlMs": 0,
+                "cacheScope": "private"
+            }),
+        ),
         "tools/list" => {
             let set = lock(&up.tools).clone();
             let cursor = body["params"]["cursor"].as_str();
@@ -224,6 +240,9 @@ async fn handle(
             json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": "method not found"}})
         }
     };
+    if let (Some(session), "initialize") = (&up.script.session_id, method.as_str()) {
+        return ([("mcp-session-id", session.as_str())], axum::Json(reply)).into_response();
+    }
     if up.script.sse {
         let text = format!("event: message\ndata: {reply}\n\n");
         ([(header::CONTENT_TYPE, "text/event-stream")], text).into_response()
@@ -251,6 +270,9 @@ fn call(params: &Value) -> Call {
         "fail" => Call::Reply(json!({
             "content": [{"type": "text", "text": "ticket 42 does not exist"}],
             "isError": true
+        })),
+        "count" => Call::Reply(json!({
+            "content": [{"type": "text", "text": format!("{} bytes", args.to_string().len())}]
         })),
         "reject" => Call::Error("unknown ticket number".into()),
         "chart" => Call::Reply(json!({"content": [

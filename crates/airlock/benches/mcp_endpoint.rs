@@ -13,11 +13,16 @@
 //! - **relaxed**: the same with `synchronous = NORMAL` (`SqliteStore::open_relaxed`), which
 //!   takes the fsyncs out and leaves airlock's CPU cost.
 //!
-//! Through airlock each call is: auth, a session row (a commit), record + claim (a commit), a
-//! short MCP session to the upstream (a new connection; initialize, notifications/initialized,
-//! tools/call: three round trips), finish (a commit), the JSON-RPC reply. The two legs are also
-//! timed alone, one caller: the three ledger writes straight on the store, and the short
-//! session through airlock's `McpClient`.
+//! Through airlock each call is: auth, a session row (a commit), record + claim (a commit), one
+//! `tools/call` to the upstream over a pooled connection (the upstream issues no session, so
+//! the handshake boot's discovery made is kept: docs/rules.md MCP-28), finish (a commit), the
+//! JSON-RPC reply. The two legs are also timed alone, one caller: the three ledger writes
+//! straight on the store, and a short session (initialize, notifications/initialized,
+//! tools/call) through airlock's `McpClient`, what a tenant's inline tool still pays (MCP-17).
+//!
+//! Group commit: on the durable ledger the bench also runs 8, 32 and 128 clients through
+//! airlock and prints how many calls each durable commit (one fsync) carried, from the store's
+//! own commit count.
 //!
 //! It also measures, in the same run, the machine's single-thread durable commit rate (the
 //! ledger benchmark's baseline, shared code) and decision → awaiting client woken: a gated call
@@ -46,6 +51,8 @@ use serde_json::{Value, json};
 use tokio::net::TcpListener;
 
 const CLIENTS: [usize; 3] = [1, 8, 32];
+/// Client counts of the group-commit run: calls per durable commit (fsync) at each.
+const FSYNC_CLIENTS: [usize; 3] = [8, 32, 128];
 /// Calls before this are not counted (connections opened, caches warm).
 const WARMUP: Duration = Duration::from_millis(500);
 /// How long each measured run lasts.
@@ -110,6 +117,8 @@ impl Client {
 /// Throughput and latency of one run.
 #[derive(Clone, Copy)]
 struct Stats {
+    /// Every call made, warm-up included.
+    calls: usize,
     per_second: f64,
     p50: Duration,
     p99: Duration,
@@ -119,6 +128,7 @@ fn stats(mut samples: Vec<Duration>, over: Duration) -> Stats {
     samples.sort();
     let at = |q: f64| samples[((samples.len() as f64 - 1.0) * q).round() as usize];
     Stats {
+        calls: samples.len(),
         per_second: samples.len() as f64 / over.as_secs_f64(),
         p50: at(0.50),
         p99: at(0.99),
@@ -136,13 +146,15 @@ async fn run(endpoint: &Arc<Endpoint>, tool: &'static str, clients: usize) -> St
             tokio::spawn(async move {
                 let mut client = Client::new();
                 let mut samples = Vec::new();
+                let mut calls = 0;
                 let arguments = json!({"q": "acme", "client": c});
                 loop {
                     let start = Instant::now();
                     if start >= until {
-                        return samples;
+                        return (samples, calls);
                     }
                     client.call(&endpoint, tool, arguments.clone()).await;
+                    calls += 1;
                     if start >= measure_from {
                         samples.push(start.elapsed());
                     }
@@ -150,11 +162,25 @@ async fn run(endpoint: &Arc<Endpoint>, tool: &'static str, clients: usize) -> St
             })
         })
         .collect();
-    let mut all = Vec::new();
+    let (mut all, mut calls) = (Vec::new(), 0);
     for task in tasks {
-        all.extend(task.await.unwrap());
+        let (samples, made) = task.await.unwrap();
+        all.extend(samples);
+        calls += made;
     }
-    stats(all, RUN)
+    Stats {
+        calls,
+        ..stats(all, RUN)
+    }
+}
+
+/// Group commit at work: `clients` callers through airlock on the durable `store`, and the
+/// calls each durable commit (one fsync) carried — it must grow with the callers.
+async fn calls_per_fsync(through: &Arc<Endpoint>, store: &SqliteStore, clients: usize) -> f64 {
+    let before = store.commits();
+    let stats = run(through, "echo__echo", clients).await;
+    let commits = store.commits() - before;
+    stats.calls as f64 / commits.max(1) as f64
 }
 
 /// airlock's egress leg alone: one short MCP session per call, as the runtime's MCP executor
@@ -328,7 +354,7 @@ impl Ledger {
         }
     }
 
-    async fn open(self, path: &Path) -> Arc<dyn Store> {
+    async fn open(self, path: &Path) -> Arc<SqliteStore> {
         let config = StoreConfig::default();
         Arc::new(match self {
             Self::Durable => SqliteStore::open(path, config).await.unwrap(),
@@ -404,11 +430,12 @@ fn main() {
         });
         let mut rows = Rows::new();
         let mut wake = None;
+        let mut fsyncs = Vec::new();
         let mut legs = Vec::new();
         for ledger in [Ledger::Durable, Ledger::Relaxed] {
             let path = dir.path().join(format!("{}.sqlite", ledger.label()));
             let store = ledger.open(&path).await;
-            let base = serve_airlock(dir.path(), Arc::clone(&store)).await;
+            let base = serve_airlock(dir.path(), Arc::clone(&store) as Arc<dyn Store>).await;
             let through = Arc::new(Endpoint {
                 url: format!("{base}/mcp"),
                 token: Some(MCP_TOKEN),
@@ -422,6 +449,9 @@ fn main() {
             legs.push((ledger, ledger_leg(&*store).await, upstream_leg(&upstream).await));
             if matches!(ledger, Ledger::Durable) {
                 wake = Some(wakeups(&base).await);
+                for clients in FSYNC_CLIENTS {
+                    fsyncs.push((clients, calls_per_fsync(&through, &store, clients).await));
+                }
             }
         }
         println!();
@@ -437,6 +467,12 @@ fn main() {
                 us(writes.p99),
                 us(upstream_leg.p50),
                 us(upstream_leg.p99)
+            );
+        }
+        for (clients, per_fsync) in &fsyncs {
+            println!(
+                "durable, {clients} clients: {per_fsync:.2} calls per durable commit (fsync), \
+                 warm-up included"
             );
         }
         let (wake_p50, wake_p99) = wake.unwrap();

@@ -98,18 +98,15 @@ async fn assemble(
     let config = &deployment.config;
     let egress =
         GuardedClient::new(egress_policy(&config.egress)).context("building the egress client")?;
-    let discovered = discover(
-        &McpClient::new(egress.clone()),
-        &deployment.connections,
-        &credentials,
-    )
-    .await?;
+    let mcp_client = McpClient::new(egress.clone());
+    let discovered = discover(&mcp_client, &deployment.connections, &credentials).await?;
     let mut gateway_scope = deployment.gateway_scope();
     add_discovered(&mut gateway_scope, discovered)?;
     let mut builder = Gateway::builder(store, egress.clone(), Arc::clone(&credentials))
         .how_to_decide(how_to_decide(&deployment.root))
         .connections(config.connections.clone())
         .mcp_connections(deployment.connections.clone())
+        .mcp_client(mcp_client)
         .scope(gateway_scope)?;
     if let Some(lease) = lease {
         builder = builder.lease(lease);

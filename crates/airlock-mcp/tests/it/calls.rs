@@ -10,7 +10,7 @@ use serde_json::json;
 
 use airlock_testkit::{Script, Server};
 
-fn client_with(deadline: Duration, cap: u64) -> McpClient {
+pub(crate) fn client_with(deadline: Duration, cap: u64) -> McpClient {
     let policy = EgressPolicy {
         allow_cidrs: vec!["127.0.0.1/32".parse().unwrap()],
         deadline,
@@ -27,7 +27,7 @@ fn client_with(deadline: Duration, cap: u64) -> McpClient {
     McpClient::new(guard)
 }
 
-fn client() -> McpClient {
+pub(crate) fn client() -> McpClient {
     client_with(Duration::from_secs(30), 5 * 1024 * 1024)
 }
 
@@ -46,7 +46,8 @@ async fn call(
     (server, out)
 }
 
-const SHORT_SESSION: [&str; 3] = ["initialize", "notifications/initialized", "tools/call"];
+pub(crate) const SHORT_SESSION: [&str; 3] =
+    ["initialize", "notifications/initialized", "tools/call"];
 
 #[tokio::test]
 async fn a_call_is_a_short_session_with_name_and_arguments_as_given_json() {

@@ -101,9 +101,12 @@ pub(crate) fn connection_target(
             format!("connection `{}`: {}", connection.namespace, e.message),
         )
     })?;
+    // A connection file's server is the deployment's own; its session-less handshake may be
+    // kept between calls (docs/rules.md MCP-28).
     Ok(McpTarget::new(connection.url.clone())
         .with_credential(credential)
-        .with_protocol(connection.protocol))
+        .with_protocol(connection.protocol)
+        .keeping_handshake())
 }
 
 /// The target of an inline tool: the connection's base URL joined with the declared path.

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use airlock_egress::GuardedClient;
 use airlock_ledger::Store;
+use airlock_mcp::McpClient;
 use airlock_spec::{ApiConnection, ConnectionSpec, Credentials, Scope, ScopeId, ToolSpec};
 
 use super::{Gateway, HowToDecide, PreparedScope, PreparedTool};
@@ -81,6 +82,15 @@ impl GatewayBuilder {
     #[must_use]
     pub fn connections(mut self, connections: BTreeMap<String, ApiConnection>) -> Self {
         self.gateway.executors.connections = connections;
+        self
+    }
+
+    /// The MCP client that discovered the connection files at boot: what it learnt of each
+    /// upstream (its protocol revision, whether it keeps sessions) saves the first call a
+    /// handshake (docs/rules.md MCP-27, MCP-28). It must send through this gateway's guard.
+    #[must_use]
+    pub fn mcp_client(mut self, client: McpClient) -> Self {
+        self.gateway.executors.mcp = client;
         self
     }
 

@@ -105,6 +105,25 @@ async fn a_call_to_a_connection_tool_reaches_the_upstream_with_the_bearer_creden
     );
 }
 
+/// MCP-28: boot's discovery shook hands with the session-less upstream, so every call through
+/// the gateway is one `tools/call`, with the credential and the negotiated revision.
+#[tokio::test]
+async fn calls_to_a_session_less_connection_are_one_request_each() {
+    let (upstream, first) = call_echo("never").await;
+    assert_eq!(first.kind(), OutcomeKind::Completed, "{first:?}");
+    let methods = upstream.methods();
+    let boot = ["initialize", "notifications/initialized", "tools/list"];
+    assert_eq!(methods[..3], boot, "discovery at boot");
+    assert_eq!(methods[3..], ["tools/call"], "{methods:?}");
+    let seen = upstream.seen();
+    let version = seen[0].body["params"]["protocolVersion"].as_str().unwrap();
+    assert_eq!(seen[3].headers["mcp-protocol-version"], version);
+    assert_eq!(
+        seen[3].headers["authorization"],
+        format!("Bearer {SECRET}").as_str()
+    );
+}
+
 #[tokio::test]
 async fn an_unreachable_connection_fails_boot_naming_it() {
     let dir = deployment(&closed_url().await, "never");

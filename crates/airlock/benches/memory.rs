@@ -1,0 +1,246 @@
+//! Bench binary: bounded resources of a real `airlock serve` (issue #20 item 0).
+//! Run with `cargo bench -p airlock --bench memory`.
+//!
+//! It starts the `airlock` binary on a fresh deployment (durable SQLite ledger, a connection
+//! file to the `airlock-testkit` upstream on 127.0.0.1, `approval: never`) and measures:
+//!
+//! 1. **idle connections**: the p50/p99 of 200 sequential authorized `tools/call`s, first alone,
+//!    then while 2,000 TCP connections that never send a byte (no token) are held open — they
+//!    must not delay the call (docs/rules.md OPS-12);
+//! 2. **big calls**: three rounds of 64 concurrent `tools/call`s, each carrying ≈ 3.9 MB of
+//!    arguments (the endpoint's body cap is 4 MiB) to the upstream's `count` tool (a short
+//!    reply), with the serve process's resident memory sampled every 10 ms (its peak, and
+//!    `VmHWM`), then read again 2 s after each round: memory must stay under the documented
+//!    peak and come back.
+//!
+//! Memory is the serve process's own (`/proc/<pid>/status`), not this process's.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use airlock_testkit::{Script, Server};
+use serde_json::{Value, json};
+use tokio::net::TcpStream;
+
+const TOKEN: &str = "mcp-memory-bench-0c2f6a1d9e8b4b7a";
+const IDLE_CONNECTIONS: usize = 2000;
+const PROBE_CALLS: usize = 200;
+const BIG_CALLS: usize = 64;
+const ROUNDS: usize = 3;
+/// The text argument of a big call: with the JSON-RPC envelope it stays under the 4 MiB cap.
+const BIG_TEXT_BYTES: usize = 3_900_000;
+
+/// A resident-memory reading of the serve process, in MiB.
+fn status_mib(pid: u32, field: &str) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|kb| kb.parse::<f64>().ok())
+        .map_or(0.0, |kb| kb / 1024.0)
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn deployment(dir: &Path, upstream: &str, port: u16) {
+    std::fs::create_dir_all(dir.join("connections")).unwrap();
+    std::fs::write(
+        dir.join("connections/up.yml"),
+        format!("url: {upstream}\napproval: never\n"),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("credentials.yml"),
+        format!("airlock:\n  mcp_token: {TOKEN}\n"),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("airlock.toml"),
+        format!(
+            "listen = \"127.0.0.1:{port}\"\n\
+             [mcp]\nallowed_hosts = [\"localhost\", \"127.0.0.1\"]\n\
+             [[mcp.tokens]]\ncredential = \"airlock.mcp_token\"\nprincipal = \"bench\"\n\
+             [egress]\nallow = [\"127.0.0.1/32\"]\n\
+             [credentials]\nfile = \"credentials.yml\"\n"
+        ),
+    )
+    .unwrap();
+}
+
+/// The serve process; killed when dropped.
+struct Serve(Child);
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+async fn start_serve(dir: &Path, port: u16) -> Serve {
+    let child = Command::new(env!("CARGO_BIN_EXE_airlock"))
+        .arg("serve")
+        .arg(dir)
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let serve = Serve(child);
+    let health = format!("http://127.0.0.1:{port}/healthz");
+    for _ in 0..600 {
+        if reqwest::get(&health)
+            .await
+            .is_ok_and(|r| r.status().is_success())
+        {
+            return serve;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("airlock serve did not become healthy within 60 s");
+}
+
+async fn call(http: &reqwest::Client, url: &str, arguments: Value) -> Duration {
+    let start = Instant::now();
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "up__count", "arguments": arguments}});
+    let response = http
+        .post(url)
+        .bearer_auth(TOKEN)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2025-11-25")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert!(response.status().is_success(), "{}", response.status());
+    let reply: Value = response.json().await.unwrap();
+    assert!(
+        reply["result"].is_object() && reply["result"]["isError"] != true,
+        "{reply}"
+    );
+    start.elapsed()
+}
+
+/// p50 and p99, in ms, of `PROBE_CALLS` sequential small calls over one connection.
+async fn probe(url: &str) -> (f64, f64) {
+    let http = reqwest::Client::new();
+    let mut samples = Vec::with_capacity(PROBE_CALLS);
+    for i in 0..PROBE_CALLS {
+        samples.push(call(&http, url, json!({"text": format!("probe {i}")})).await);
+    }
+    samples.sort();
+    let at = |q: f64| samples[((samples.len() - 1) as f64 * q) as usize].as_secs_f64() * 1e3;
+    (at(0.5), at(0.99))
+}
+
+/// One round of big calls: the peak resident memory sampled while they ran, in MiB, and the
+/// round's wall time.
+async fn big_round(url: &str, pid: u32) -> (f64, Duration) {
+    let text = Arc::new("a".repeat(BIG_TEXT_BYTES));
+    let done = Arc::new(AtomicBool::new(false));
+    let peak = Arc::new(AtomicU64::new(0));
+    let sampler = {
+        let (done, peak) = (Arc::clone(&done), Arc::clone(&peak));
+        tokio::spawn(async move {
+            while !done.load(Ordering::Relaxed) {
+                let kib = (status_mib(pid, "VmRSS:") * 1024.0) as u64;
+                peak.fetch_max(kib, Ordering::Relaxed);
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+    };
+    let start = Instant::now();
+    let calls: Vec<_> = (0..BIG_CALLS)
+        .map(|_| {
+            let (url, text) = (url.to_owned(), Arc::clone(&text));
+            tokio::spawn(async move {
+                let http = reqwest::Client::new();
+                call(&http, &url, json!({"text": text.as_str()})).await
+            })
+        })
+        .collect();
+    for c in calls {
+        c.await.unwrap();
+    }
+    let took = start.elapsed();
+    done.store(true, Ordering::Relaxed);
+    sampler.await.unwrap();
+    (peak.load(Ordering::Relaxed) as f64 / 1024.0, took)
+}
+
+fn main() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let upstream = Server::start(Script {
+            unrecorded: true,
+            ..Script::default()
+        })
+        .await;
+        let dir = tempfile::tempdir().unwrap();
+        let port = free_port();
+        deployment(dir.path(), &upstream.loopback_url(), port);
+        let serve = start_serve(dir.path(), port).await;
+        let pid = serve.0.id();
+        let url = format!("http://127.0.0.1:{port}/mcp");
+        probe(&url).await; // warm-up: discovery done, connections and caches warm
+        println!(
+            "serve RSS after warm-up: {:.1} MiB",
+            status_mib(pid, "VmRSS:")
+        );
+
+        let (alone50, alone99) = probe(&url).await;
+        let mut idle = Vec::with_capacity(IDLE_CONNECTIONS);
+        for _ in 0..IDLE_CONNECTIONS {
+            if let Ok(s) = TcpStream::connect(("127.0.0.1", port)).await {
+                idle.push(s);
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let (held50, held99) = probe(&url).await;
+        println!(
+            "authorized call, 200 sequential: alone p50 {alone50:.2} ms, p99 {alone99:.2} ms; \
+             with {} idle connections without a token held open: p50 {held50:.2} ms, \
+             p99 {held99:.2} ms",
+            idle.len()
+        );
+        drop(idle);
+        tokio::time::sleep(Duration::from_secs(1)).await;
+
+        println!(
+            "{BIG_CALLS} concurrent calls of {:.1} MB each, {ROUNDS} rounds:",
+            BIG_TEXT_BYTES as f64 / 1e6
+        );
+        let before = status_mib(pid, "VmRSS:");
+        println!("  RSS before: {before:.1} MiB");
+        for round in 1..=ROUNDS {
+            let (peak, took) = big_round(&url, pid).await;
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            println!(
+                "  round {round}: {:.2} s, peak RSS {peak:.1} MiB (sampled every 10 ms), \
+                 RSS 2 s after {:.1} MiB",
+                took.as_secs_f64(),
+                status_mib(pid, "VmRSS:")
+            );
+        }
+        println!(
+            "  VmHWM (the process's peak over the whole bench): {:.1} MiB",
+            status_mib(pid, "VmHWM:")
+        );
+    });
+}
