@@ -211,6 +211,10 @@ async fn run(backend: &str, config: &Config) -> Report {
             _ => {
                 fleet.kill_and_restart(i).await;
                 report.kills += 1;
+                if report.kills % 100 == 0 {
+                    let secs = started.elapsed().as_secs();
+                    println!("{backend}: {} kills, {secs} s", report.kills);
+                }
             }
         }
     }

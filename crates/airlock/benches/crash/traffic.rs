@@ -53,7 +53,11 @@ impl Traffic {
     }
 
     /// Starts `clients` clients seeded from `seed`.
-    pub(crate) fn spawn(self: &Arc<Self>, clients: usize, seed: u64) -> Vec<tokio::task::JoinHandle<()>> {
+    pub(crate) fn spawn(
+        self: &Arc<Self>,
+        clients: usize,
+        seed: u64,
+    ) -> Vec<tokio::task::JoinHandle<()>> {
         (0..clients as u64)
             .map(|i| {
                 let traffic = Arc::clone(self);

@@ -102,7 +102,11 @@ impl Verdict {
 
 /// Compares the ledger's `rows` with the upstream's `seen` requests and the clients' `acked`
 /// calls (every tool of the harness is at most once).
-pub(crate) fn check(rows: &[Row], seen: &[airlock_testkit::Seen], acked: &BTreeMap<u64, bool>) -> Verdict {
+pub(crate) fn check(
+    rows: &[Row],
+    seen: &[airlock_testkit::Seen],
+    acked: &BTreeMap<u64, bool>,
+) -> Verdict {
     let mut by_n: HashMap<u64, usize> = HashMap::new();
     let mut by_key: HashMap<String, usize> = HashMap::new();
     let calls = seen.iter().filter(|s| s.method == "tools/call");
