@@ -84,6 +84,13 @@ pub(crate) async fn claim(
 ) -> Result<Invocation, LedgerError> {
     let inv = load_current(tx, batch, id).await?;
     let next = claimed(&inv, owner, lease, batch.now)?;
+    #[cfg(feature = "fault-skip-running")]
+    {
+        // The deliberate fault (docs/crash.md): the claimer is told it holds the call, but
+        // no `running` mark is committed.
+        return Ok(next);
+    }
+    #[cfg(not(feature = "fault-skip-running"))]
     batch.save_or(tx, &inv, next, taken).await
 }
 

@@ -67,6 +67,8 @@ struct Upstream {
     script: Script,
     seen: Arc<Mutex<Vec<Seen>>>,
     tools: Tools,
+    /// The idempotency keys `hold_first` has held once.
+    held: Arc<Mutex<std::collections::HashSet<String>>>,
 }
 
 impl Upstream {
@@ -95,8 +97,10 @@ impl Server {
     /// By default `tools/list` answers two pages: `search` (described, with a schema) and then
     /// `create_note` (neither). `tools/call` knows `echo` (text + structured echo of the
     /// arguments), `count` (the size of the arguments as JSON, a short reply), `fail`
-    /// (isError), `reject` (JSON-RPC error), `chart` (an image), `silent` (never answers) and
-    /// `huge` (a ~100 KiB SSE stream).
+    /// (isError), `reject` (JSON-RPC error), `chart` (an image), `silent` (never answers),
+    /// `hold_first` (never answers the first call carrying an idempotency key,
+    /// `_meta["airlock/idempotency_key"]`, and echoes every later call with that key: a request
+    /// held while its caller dies, then a re-run) and `huge` (a ~100 KiB SSE stream).
     ///
     /// # Panics
     /// When no port on 127.0.0.1 can be bound.
@@ -107,6 +111,7 @@ impl Server {
             script,
             seen: seen.clone(),
             tools: tools.clone(),
+            held: Arc::default(),
         };
         let app = Router::new()
             .route("/mcp", post(handle).delete(|| async { StatusCode::OK }))
@@ -228,7 +233,7 @@ async fn handle(
             };
             ok(&id, page)
         }
-        "tools/call" => match call(&body["params"]) {
+        "tools/call" => match call(&body["params"], &up.held) {
             Call::Reply(result) => ok(&id, result),
             Call::Error(message) => {
                 json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32602, "message": message}})
@@ -260,10 +265,12 @@ enum Call {
     Huge,
 }
 
-fn call(params: &Value) -> Call {
+fn call(params: &Value, held: &Mutex<std::collections::HashSet<String>>) -> Call {
     let args = params["arguments"].clone();
+    let key = params["_meta"]["airlock/idempotency_key"].as_str();
     match params["name"].as_str().unwrap_or_default() {
-        "echo" => Call::Reply(json!({
+        "hold_first" if key.is_some_and(|k| lock(held).insert(k.to_owned())) => Call::Silent,
+        "echo" | "hold_first" => Call::Reply(json!({
             "content": [{"type": "text", "text": args.to_string()}],
             "structuredContent": {"received": args}
         })),

@@ -45,6 +45,10 @@ pub(crate) struct Args {
     /// Lease of a running call in seconds (default 60); for crash tests.
     #[arg(long, hide = true, value_name = "SECS")]
     lease: Option<u64>,
+    /// Seconds between sweeps of expired leases (default 5); for crash and replica tests.
+    #[arg(long, hide = true, value_name = "SECS", default_value_t = SWEEP_EVERY.as_secs(),
+          value_parser = clap::value_parser!(u64).range(1..))]
+    sweep_every: u64,
 }
 
 pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
@@ -84,7 +88,10 @@ async fn serve_dir(args: &Args, dir: &Path) -> anyhow::Result<ExitCode> {
     println!("  MCP: {}", scope_paths(&booted).join(" "));
     let gateway = booted.gateway.clone();
     let telemetry = booted.telemetry.clone();
-    let sweeper = tokio::spawn(sweep(gateway.store().clone()));
+    let sweeper = tokio::spawn(sweep(
+        gateway.store().clone(),
+        Duration::from_secs(args.sweep_every),
+    ));
     let (stop_worker, worker_stop) = tokio::sync::oneshot::channel::<()>();
     let worker = tokio::spawn(airlock_runtime::decisions::worker::work(
         gateway.clone(),
@@ -166,8 +173,8 @@ fn cut_off(why: &str) -> ExitCode {
 }
 
 /// Turns expired leases into in-doubt rows or re-runs, and overdue approvals into expired rows.
-async fn sweep(store: std::sync::Arc<dyn Store>) {
-    let mut tick = tokio::time::interval(SWEEP_EVERY);
+async fn sweep(store: std::sync::Arc<dyn Store>, every: Duration) {
+    let mut tick = tokio::time::interval(every);
     loop {
         tick.tick().await;
         match store.sweep(time::OffsetDateTime::now_utc()).await {

@@ -24,6 +24,7 @@ mod mcp_tasks;
 mod notify;
 mod python_sdk;
 mod quickstart;
+mod replicas;
 mod runs;
 mod serve;
 mod shutdown;
