@@ -105,9 +105,12 @@ impl Fleet {
             }
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
+        let log = std::fs::read_to_string(self.logs.join(format!("replica-{i}.log")));
+        let log = log.unwrap_or_default();
+        let tail: Vec<&str> = log.lines().rev().take(20).collect();
         panic!(
-            "replica {i} did not start {START_ATTEMPTS} times; see {}",
-            self.logs.display()
+            "replica {i} did not start {START_ATTEMPTS} times; its log ends:\n{}",
+            tail.into_iter().rev().collect::<Vec<_>>().join("\n")
         );
     }
 

@@ -120,6 +120,9 @@ async fn main() -> ExitCode {
         for n in v.lost.iter().take(10) {
             println!("{}: acknowledged without a row: n={n}", report.backend);
         }
+        for id in v.lost_runs.iter().take(10) {
+            println!("{}: acknowledged run without a row: {id}", report.backend);
+        }
         passed &= v.passed();
     }
     if passed {
@@ -137,9 +140,12 @@ fn deployment(dir: &Path, database_url: &str, upstream: u16) {
         "database_url = \"{database_url}\"\n\
          [[admin.tokens]]\ncredential = \"airlock.admin\"\nprincipal = \"alice\"\n\
          [[mcp.tokens]]\ncredential = \"airlock.client\"\nprincipal = \"client\"\n\
-         [egress]\nallow = [\"127.0.0.1/32\"]\n[credentials]\nfile = \"creds.yml\"\n"
+         [egress]\nallow = [\"127.0.0.1/32\"]\n[credentials]\nfile = \"creds.yml\"\n\
+         [connections.tenant]\nbase_url = \"http://127.0.0.1:{upstream}\"\ncredential = \"tenant.token\"\n"
     );
-    let creds = format!("airlock:\n  admin: {ADMIN}\n  client: {CLIENT}\n");
+    let creds = format!(
+        "airlock:\n  admin: {ADMIN}\n  client: {CLIENT}\ntenant:\n  token: tenant-crash-token\n"
+    );
     std::fs::write(dir.join("airlock.toml"), toml).unwrap();
     std::fs::write(dir.join("creds.yml"), creds).unwrap();
     let connections = dir.join("connections");
@@ -148,7 +154,25 @@ fn deployment(dir: &Path, database_url: &str, upstream: u16) {
     std::fs::write(connections.join("free.yml"), format!("url: {url}\n")).unwrap();
     let gated = format!("url: {url}\napproval: always\n");
     std::fs::write(connections.join("gated.yml"), gated).unwrap();
+    for sub in ["agents", "scripts"] {
+        std::fs::create_dir(dir.join(sub)).unwrap();
+    }
+    std::fs::write(dir.join("agents/runner.yml"), RUNNER).unwrap();
+    let script = "- call:\n    - tool: tenant_record\n- answer: done\n";
+    std::fs::write(dir.join("scripts/runner.yml"), script).unwrap();
 }
+
+/// Agent `runner`: a scripted model calling `tenant_record` (gated; a `POST`, so it carries its
+/// idempotency key) on the upstream, then answering.
+const RUNNER: &str = concat!(
+    "apiVersion: airlock/v1\nkind: Agent\nmetadata:\n  name: runner\n  description: Records once.\n",
+    "spec:\n  model:\n    provider: scripted\n    script: scripts/runner.yml\n",
+    "  prompts:\n    system: Record.\n  tools:\n",
+    "    - name: tenant\n      type: api\n      connection: tenant\n      auth: { scheme: bearer }\n",
+    "      approval: always\n      operations:\n",
+    "        - name: record\n          description: Record.\n          writes: false\n",
+    "          request: { method: POST, path: /runs }\n",
+);
 
 async fn run(backend: &str, config: &Config) -> Report {
     let started = Instant::now();
@@ -211,7 +235,7 @@ async fn run(backend: &str, config: &Config) -> Report {
             _ => {
                 fleet.kill_and_restart(i).await;
                 report.kills += 1;
-                if report.kills % 100 == 0 {
+                if report.kills.is_multiple_of(100) {
                     let secs = started.elapsed().as_secs();
                     println!("{backend}: {} kills, {secs} s", report.kills);
                 }
@@ -223,8 +247,10 @@ async fn run(backend: &str, config: &Config) -> Report {
         client.await.unwrap();
     }
     let db = Db::open(&database_url).await;
-    let rows = db.settled(SETTLE_WITHIN).await;
-    report.verdict = verdict::check(&rows, &upstream.seen(), &traffic.acked.lock().unwrap());
+    let ledger = db.settled(SETTLE_WITHIN).await;
+    let acked = traffic.acked.lock().unwrap().clone();
+    let runs = traffic.runs.lock().unwrap().clone();
+    report.verdict = verdict::check(&ledger, &upstream.seen(), &acked, &runs);
     fleet.kill_all().await;
     report.calls = traffic.started();
     report.acked = traffic.acked.lock().unwrap().len();
@@ -240,30 +266,42 @@ async fn run(backend: &str, config: &Config) -> Report {
 
 fn table(reports: &[Report]) {
     println!(
-        "\n| backend | replicas' kills | SIGSTOPs | PostgreSQL restarts | calls | acknowledged | approved | executions | rows | in doubt | waiting | duplicates | lost | approvals used twice | stuck | time |"
+        "\n| backend | replicas' kills | SIGSTOPs | PostgreSQL restarts | calls | acknowledged | runs (completed) | approved | executions | rows | in doubt | waiting | duplicates | lost | approvals used twice | stuck | time |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for r in reports {
         let v = &r.verdict;
         println!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.0} s |",
+            "| {} | {} | {} | {} | {} | {} | {} ({}) | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.0} s |",
             r.backend,
             r.kills,
             r.pauses,
             r.pg_restarts,
             r.calls,
             r.acked,
+            v.runs,
+            v.runs_completed,
             r.approved,
             v.executions,
             v.rows,
             v.in_doubt,
             v.waiting,
             v.duplicates.len(),
-            v.lost.len(),
+            v.lost.len() + v.lost_runs.len(),
             v.approvals_twice.len(),
             v.stuck.len(),
             r.took.as_secs_f64()
         );
+    }
+    for r in reports {
+        let v = &r.verdict;
+        if !v.runs_orphaned.is_empty() {
+            println!(
+                "({}: {} runs left `running` by a killed replica; nothing takes them over yet)",
+                r.backend,
+                v.runs_orphaned.len()
+            );
+        }
         if r.abandoned > 0 {
             println!(
                 "({}: {} calls never answered within 2 min, not counted as acknowledged)",

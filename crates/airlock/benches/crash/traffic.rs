@@ -5,6 +5,11 @@
 //! (again until a replica answers 200 or "already decided") and awaited on a random replica,
 //! so the await, both workers and every restart race to run it. Every answer is an
 //! acknowledgement: the ledger must hold that call afterwards.
+//!
+//! One more client starts agent runs of `runner` (a scripted model: one gated call of
+//! `tenant_record`, a `POST` carrying the invocation's idempotency key, then the answer),
+//! approves what a parked run waits for, and follows the run until it ends. A run start is
+//! never sent twice (it has no key): an answered start is an acknowledged run.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -19,6 +24,8 @@ use super::{ADMIN, CLIENT};
 
 /// How long one client keeps sending a call again before it gives up on it.
 const GIVE_UP_AFTER: Duration = Duration::from_secs(120);
+/// How long the run client follows one run (a run its dead replica left `running` never ends).
+const FOLLOW_FOR: Duration = Duration::from_secs(15);
 /// One request's deadline (a stopped replica holds it until it continues).
 const REQUEST_DEADLINE: Duration = Duration::from_secs(10);
 
@@ -34,6 +41,8 @@ pub(crate) struct Traffic {
     pub(crate) abandoned: AtomicU64,
     /// Approvals that landed (answered 200).
     pub(crate) approved: AtomicU64,
+    /// Acknowledged runs: run id → the status last read (`None`: never read after the start).
+    pub(crate) runs: std::sync::Mutex<BTreeMap<String, Option<String>>>,
 }
 
 impl Traffic {
@@ -49,6 +58,7 @@ impl Traffic {
             acked: std::sync::Mutex::default(),
             abandoned: AtomicU64::new(0),
             approved: AtomicU64::new(0),
+            runs: std::sync::Mutex::default(),
         })
     }
 
@@ -58,13 +68,17 @@ impl Traffic {
         clients: usize,
         seed: u64,
     ) -> Vec<tokio::task::JoinHandle<()>> {
-        (0..clients as u64)
+        let mut tasks: Vec<_> = (0..clients as u64)
             .map(|i| {
                 let traffic = Arc::clone(self);
                 let rng = StdRng::seed_from_u64(seed.wrapping_add(i + 1));
                 tokio::spawn(async move { traffic.client(rng).await })
             })
-            .collect()
+            .collect();
+        let traffic = Arc::clone(self);
+        let rng = StdRng::seed_from_u64(seed.wrapping_sub(1));
+        tasks.push(tokio::spawn(async move { traffic.runner(rng).await }));
+        tasks
     }
 
     /// Clients finish the call in hand and start no other.
@@ -105,6 +119,78 @@ impl Traffic {
                 let _ = self.rpc(&addr, &wait).await;
             }
         }
+    }
+
+    async fn runner(&self, mut rng: StdRng) {
+        while !self.stop.load(Ordering::SeqCst) {
+            let addr = self.pick(&mut rng);
+            let Some(run) = self
+                .post_json(
+                    &addr,
+                    "/v1/agents/runner/run",
+                    CLIENT,
+                    json!({"input": "go"}),
+                )
+                .await
+            else {
+                tokio::time::sleep(Duration::from_millis(rng.random_range(20..120))).await;
+                continue;
+            };
+            let Some(id) = run["run_id"].as_str().map(str::to_owned) else {
+                continue;
+            };
+            self.runs.lock().unwrap().insert(id.clone(), None);
+            for waiting in run["waiting"].as_array().into_iter().flatten() {
+                if let Some(waiting) = waiting.as_str() {
+                    self.approve(&mut rng, waiting).await;
+                }
+            }
+            self.follow(&mut rng, &id).await;
+        }
+    }
+
+    /// Reads run `id` on random replicas until it ended (bounded); records its status.
+    async fn follow(&self, rng: &mut StdRng, id: &str) {
+        let deadline = tokio::time::Instant::now() + FOLLOW_FOR;
+        while tokio::time::Instant::now() < deadline {
+            let addr = self.pick(rng);
+            let read = self
+                .http
+                .get(format!("http://{addr}/v1/runs/{id}"))
+                .bearer_auth(CLIENT)
+                .send()
+                .await;
+            if let Ok(response) = read
+                && let Ok(run) = response.json::<Value>().await
+                && let Some(status) = run["status"].as_str()
+            {
+                self.runs
+                    .lock()
+                    .unwrap()
+                    .insert(id.to_owned(), Some(status.to_owned()));
+                if !matches!(status, "running" | "parked") {
+                    return;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(rng.random_range(50..200))).await;
+        }
+    }
+
+    /// A JSON `POST` with bearer `token`; the body when answered 200.
+    async fn post_json(&self, addr: &str, path: &str, token: &str, body: Value) -> Option<Value> {
+        let response = self
+            .http
+            .post(format!("http://{addr}{path}"))
+            .bearer_auth(token)
+            .header("content-type", "application/json")
+            .body(body.to_string())
+            .send()
+            .await
+            .ok()?;
+        if response.status().as_u16() != 200 {
+            return None;
+        }
+        response.json().await.ok()
     }
 
     fn pick(&self, rng: &mut StdRng) -> String {

@@ -1,7 +1,8 @@
 //! The checks, from the ledger's rows (read straight from its database) and the upstream's
 //! record of every `tools/call` it was sent: no at-most-once call executed twice, no
 //! acknowledged call without a row, no approval used twice, no row left open once leases have
-//! run out and the sweepers had their turn. Calls in doubt are fine, and counted.
+//! run out and the sweepers had their turn — nor an agent run left `running` or `parked`, nor
+//! an acknowledged run without its row. Calls in doubt are fine, and counted.
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
@@ -15,6 +16,8 @@ pub(crate) struct Row {
     state: String,
     attempts: i64,
     decision: Option<String>,
+    /// The agent run it belongs to, if any.
+    run: Option<String>,
 }
 
 /// A ledger's database, read directly.
@@ -23,10 +26,40 @@ pub(crate) enum Db {
     Postgres(sqlx::PgPool),
 }
 
-type Tuple = (String, String, String, i64, Option<String>);
-const ROWS: &str = "SELECT id, arguments, state, attempts, decision FROM invocations";
+type Tuple = (String, String, String, i64, Option<String>, Option<String>);
+const ROWS: &str = "SELECT id, arguments, state, attempts, decision, run_id FROM invocations";
 /// States a row must have left once its lease ran out and the sweepers ran.
 const OPEN: &[&str] = &["pending", "approved", "running"];
+const RUNS: &str = "SELECT id, status FROM runs";
+
+/// The ledger's rows: invocations, and runs (id, status).
+pub(crate) struct Ledger {
+    pub(crate) rows: Vec<Row>,
+    pub(crate) runs: Vec<(String, String)>,
+}
+
+impl Ledger {
+    /// Whether a row or a run may still move on its own: a row `pending`, `approved` or
+    /// `running`, or a parked run none of whose calls waits for a person. (A run left
+    /// `running` by a dead replica never moves, so it is not waited for.)
+    fn open(&self) -> bool {
+        let waits = self.waiting_runs();
+        self.rows.iter().any(|r| OPEN.contains(&r.state.as_str()))
+            || self
+                .runs
+                .iter()
+                .any(|(id, s)| s == "parked" && !waits.contains(id.as_str()))
+    }
+
+    /// Runs with a call in doubt or undecided: they wait for a person, as the call does.
+    fn waiting_runs(&self) -> std::collections::HashSet<&str> {
+        self.rows
+            .iter()
+            .filter(|r| matches!(r.state.as_str(), "in_doubt" | "awaiting_approval"))
+            .filter_map(|r| r.run.as_deref())
+            .collect()
+    }
+}
 
 impl Db {
     pub(crate) async fn open(database_url: &str) -> Self {
@@ -40,34 +73,39 @@ impl Db {
         }
     }
 
-    /// Every invocation row, or `None` while the database does not answer.
-    pub(crate) async fn rows(&self) -> Option<Vec<Row>> {
-        let tuples: Vec<Tuple> = match self {
-            Self::Sqlite(pool) => sqlx::query_as(ROWS).fetch_all(pool).await.ok()?,
-            Self::Postgres(pool) => sqlx::query_as(ROWS).fetch_all(pool).await.ok()?,
+    /// Every invocation row and run, or `None` while the database does not answer.
+    async fn read(&self) -> Option<Ledger> {
+        let (tuples, runs): (Vec<Tuple>, Vec<(String, String)>) = match self {
+            Self::Sqlite(pool) => (
+                sqlx::query_as(ROWS).fetch_all(pool).await.ok()?,
+                sqlx::query_as(RUNS).fetch_all(pool).await.ok()?,
+            ),
+            Self::Postgres(pool) => (
+                sqlx::query_as(ROWS).fetch_all(pool).await.ok()?,
+                sqlx::query_as(RUNS).fetch_all(pool).await.ok()?,
+            ),
         };
-        Some(tuples.into_iter().map(row).collect())
+        let rows = tuples.into_iter().map(row).collect();
+        Some(Ledger { rows, runs })
     }
 
-    /// Waits (bounded by `within`) until no row is open; the rows as read last.
-    pub(crate) async fn settled(&self, within: Duration) -> Vec<Row> {
+    /// Waits (bounded by `within`) until no row or run is open; the ledger as read last.
+    pub(crate) async fn settled(&self, within: Duration) -> Ledger {
         let deadline = tokio::time::Instant::now() + within;
         loop {
-            let rows = self.rows().await;
-            let open = rows
-                .as_ref()
-                .is_none_or(|rows| rows.iter().any(|r| OPEN.contains(&r.state.as_str())));
-            if !open || tokio::time::Instant::now() >= deadline {
-                if let Some(rows) = rows {
-                    return rows;
-                }
+            let ledger = self.read().await;
+            let open = ledger.as_ref().is_none_or(Ledger::open);
+            if (!open || tokio::time::Instant::now() >= deadline)
+                && let Some(ledger) = ledger
+            {
+                return ledger;
             }
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
     }
 }
 
-fn row((id, arguments, state, attempts, decision): Tuple) -> Row {
+fn row((id, arguments, state, attempts, decision, run): Tuple) -> Row {
     let arguments: Value = serde_json::from_str(&arguments).unwrap_or(Value::Null);
     Row {
         id,
@@ -75,6 +113,7 @@ fn row((id, arguments, state, attempts, decision): Tuple) -> Row {
         state,
         attempts,
         decision,
+        run,
     }
 }
 
@@ -89,41 +128,82 @@ pub(crate) struct Verdict {
     pub(crate) lost: Vec<u64>,
     pub(crate) approvals_twice: Vec<String>,
     pub(crate) stuck: Vec<String>,
+    pub(crate) runs: usize,
+    pub(crate) runs_completed: usize,
+    /// Runs left `running` after settling: the replica serving them died mid-step, and
+    /// nothing takes a run over yet (a known gap, docs/crash.md). Counted, not failed.
+    pub(crate) runs_orphaned: Vec<String>,
+    pub(crate) lost_runs: Vec<String>,
 }
 
 impl Verdict {
     pub(crate) fn passed(&self) -> bool {
         self.duplicates.is_empty()
             && self.lost.is_empty()
+            && self.lost_runs.is_empty()
             && self.approvals_twice.is_empty()
             && self.stuck.is_empty()
     }
 }
 
-/// Compares the ledger's `rows` with the upstream's `seen` requests and the clients' `acked`
-/// calls (every tool of the harness is at most once).
+/// Compares the ledger's rows with the upstream's `seen` requests and the clients' `acked`
+/// calls and `runs` (every tool of the harness is at most once).
 pub(crate) fn check(
-    rows: &[Row],
+    ledger: &Ledger,
     seen: &[airlock_testkit::Seen],
     acked: &BTreeMap<u64, bool>,
+    runs: &BTreeMap<String, Option<String>>,
 ) -> Verdict {
+    let rows = &ledger.rows;
     let mut by_n: HashMap<u64, usize> = HashMap::new();
     let mut by_key: HashMap<String, usize> = HashMap::new();
-    let calls = seen.iter().filter(|s| s.method == "tools/call");
-    for call in calls {
-        let params = &call.body["params"];
-        if let Some(n) = params["arguments"]["n"].as_u64() {
-            *by_n.entry(n).or_default() += 1;
-        }
-        if let Some(key) = params["_meta"]["airlock/idempotency_key"].as_str() {
-            *by_key.entry(key.to_owned()).or_default() += 1;
+    for request in seen {
+        let params = &request.body["params"];
+        let key = if request.method == "tools/call" {
+            if let Some(n) = params["arguments"]["n"].as_u64() {
+                *by_n.entry(n).or_default() += 1;
+            }
+            params["_meta"]["airlock/idempotency_key"]
+                .as_str()
+                .map(str::to_owned)
+        } else {
+            // A run's api call: the key is its `Idempotency-Key` header, a quoted string.
+            request
+                .headers
+                .get("idempotency-key")
+                .and_then(|v| v.to_str().ok())
+                .map(|v| v.trim_matches('"').to_owned())
+        };
+        if let Some(key) = key {
+            *by_key.entry(key).or_default() += 1;
         }
     }
     let mut verdict = Verdict {
         rows: rows.len(),
-        executions: by_n.values().sum(),
+        executions: by_key.values().sum(),
+        runs: ledger.runs.len(),
         ..Verdict::default()
     };
+    let run_ids: std::collections::HashSet<&str> =
+        ledger.runs.iter().map(|(id, _)| id.as_str()).collect();
+    verdict.lost_runs = runs
+        .keys()
+        .filter(|id| !run_ids.contains(id.as_str()))
+        .cloned()
+        .collect();
+    let waits = ledger.waiting_runs();
+    for (id, status) in &ledger.runs {
+        match status.as_str() {
+            "succeeded" => verdict.runs_completed += 1,
+            "running" => verdict.runs_orphaned.push(id.clone()),
+            "parked" if !waits.contains(id.as_str()) => {
+                verdict
+                    .stuck
+                    .push(format!("run {id} parked with nothing left to decide"));
+            }
+            _ => {}
+        }
+    }
     let mut duplicates: Vec<_> = by_n.iter().filter(|(_, c)| **c > 1).collect();
     duplicates.sort();
     verdict.duplicates = duplicates
@@ -138,6 +218,11 @@ pub(crate) fn check(
         .collect();
     for row in rows {
         let ran = by_key.get(&row.id).copied().unwrap_or(0);
+        if ran > 1 && row.n.is_none() {
+            verdict
+                .duplicates
+                .push(format!("{} (a run's call) ran {ran} times", row.id));
+        }
         if row.decision.as_deref() == Some("approved") && (ran > 1 || row.attempts > 1) {
             let (id, attempts) = (&row.id, row.attempts);
             verdict
