@@ -36,9 +36,11 @@ pub fn parse_traceparent(value: &str) -> Option<SpanContext> {
     if !hex(version, 2) || version == "ff" || (version == "00" && parts.next().is_some()) {
         return None;
     }
-    if !(hex(trace, 32) && hex(span, 16) && hex(flags, 2))
-        || ![trace, span, flags].iter().all(|s| lower(s))
-    {
+    let well_formed = hex(trace, 32)
+        && hex(span, 16)
+        && hex(flags, 2)
+        && [trace, span, flags].iter().all(|s| lower(s));
+    if !well_formed {
         return None;
     }
     let trace_id = TraceId::from_hex(trace).ok()?;
@@ -119,7 +121,7 @@ impl HttpSpan {
     /// The `traceparent` header naming this span, for the upstream.
     #[must_use]
     pub fn header(&self) -> Option<HeaderValue> {
-        HeaderValue::from_str(&traceparent(&self.cx.span().span_context())).ok()
+        HeaderValue::from_str(&traceparent(self.cx.span().span_context())).ok()
     }
 
     /// Ends the span with the response's status, or the failure's kind as `error.type`.

@@ -174,8 +174,10 @@ mod tests {
 
     #[test]
     fn the_collector_is_allowed_by_name_address_and_port() {
-        let mut base = EgressPolicy::default();
-        base.ports = Some(vec![443]);
+        let base = EgressPolicy {
+            ports: Some(vec![443]),
+            ..EgressPolicy::default()
+        };
         let named = collector_policy(
             base.clone(),
             &Url::parse("http://Otel.internal:4318").unwrap(),
