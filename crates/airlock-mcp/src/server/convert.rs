@@ -25,12 +25,16 @@ pub(super) fn to_tool(descriptor: ToolDescriptor) -> Tool {
         .read_only(descriptor.read_only)
         .destructive(descriptor.destructive)
         .idempotent(descriptor.idempotent);
-    Tool::new(
+    let tool = Tool::new(
         descriptor.name,
         descriptor.description,
         Arc::new(descriptor.input_schema),
     )
-    .with_annotations(annotations)
+    .with_annotations(annotations);
+    match descriptor.output_schema {
+        Some(schema) => tool.with_raw_output_schema(Arc::new(schema)),
+        None => tool,
+    }
 }
 
 /// The built-in await tool.
@@ -77,12 +81,18 @@ pub(super) fn to_call_result(outcome: HostOutcome) -> CallToolResult {
         HostOutcome::Completed {
             text,
             structured,
+            content,
             is_error,
         } => {
-            let mut result = if is_error {
-                CallToolResult::error(vec![ContentBlock::text(text)])
+            let blocks = if content.is_empty() {
+                vec![ContentBlock::text(text)]
             } else {
-                CallToolResult::success(vec![ContentBlock::text(text)])
+                content.iter().map(to_block).collect()
+            };
+            let mut result = if is_error {
+                CallToolResult::error(blocks)
+            } else {
+                CallToolResult::success(blocks)
             };
             result.structured_content = structured;
             result
@@ -111,6 +121,13 @@ pub(super) fn to_call_result(outcome: HostOutcome) -> CallToolResult {
     }
 }
 
+/// One upstream block as the client gets it: unchanged (MCP-33); a block of a type this
+/// revision does not know becomes its text placeholder rather than failing the whole result.
+fn to_block(block: &Value) -> ContentBlock {
+    serde_json::from_value(block.clone())
+        .unwrap_or_else(|_| ContentBlock::text(crate::content::block_text(block)))
+}
+
 /// What the await tool returns for a settled call: `{status, decided_by, result}` as both its
 /// text and its structured content — `completed` or `failed` with the tool's result (its
 /// structured content, else its text); `denied` with the reason, which also stays at the top
@@ -126,6 +143,7 @@ pub(super) fn awaited(call: HostCall) -> CallToolResult {
             text,
             structured,
             is_error,
+            ..
         } => {
             let settled = json!({
                 "status": if is_error { "failed" } else { "completed" },

@@ -1,0 +1,58 @@
+//! docs/rules.md MCP-33, MCP-34: a result's content blocks reach the client as the host holds
+//! them, and a tool's `outputSchema` is listed.
+
+use serde_json::{Value, json};
+
+use super::{Endpoint, output_schema};
+use crate::sdk_upstream::every_block;
+
+const V2025: &str = "MCP-Protocol-Version: 2025-11-25";
+
+async fn result(server: &Endpoint, path: &str, method: &str, params: Value) -> Value {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+    let reply = server.post(path, &[V2025], &body.to_string()).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    reply.json()["result"].clone()
+}
+
+#[tokio::test]
+async fn every_block_is_served_unchanged_in_order() {
+    let server = Endpoint::start().await;
+    let blocks = every_block();
+    let params = json!({"name": "blocks", "arguments": {"content": blocks}});
+    let out = result(&server, "/mcp", "tools/call", params).await;
+    // Equal JSON: every string (base64 payloads included) byte for byte, in order; the order
+    // of an object's keys carries no meaning in JSON.
+    assert_eq!(out["content"], blocks);
+    assert_eq!(out["structuredContent"], json!({"n": 1}));
+    assert_eq!(out.get("isError"), Some(&json!(false)));
+}
+
+/// A block of a type this revision does not define reaches the client as its placeholder text,
+/// and the blocks around it unchanged.
+#[tokio::test]
+async fn an_unknown_block_type_becomes_its_placeholder() {
+    let server = Endpoint::start().await;
+    let blocks = json!([{"type": "hologram", "data": "x"}, {"type": "text", "text": "after"}]);
+    let params = json!({"name": "blocks", "arguments": {"content": blocks}});
+    let out = result(&server, "/mcp", "tools/call", params).await;
+    assert_eq!(
+        out["content"],
+        json!([{"type": "text", "text": "[hologram content]"}, {"type": "text", "text": "after"}])
+    );
+}
+
+#[tokio::test]
+async fn a_tools_output_schema_is_listed() {
+    let server = Endpoint::start().await;
+    let list = result(&server, "/agents/rich/mcp", "tools/list", json!({})).await;
+    let blocks = list["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "blocks")
+        .unwrap();
+    assert_eq!(blocks["outputSchema"], Value::Object(output_schema()));
+    let echo = result(&server, "/mcp", "tools/list", json!({})).await;
+    assert!(echo["tools"][0].get("outputSchema").is_none(), "{echo}");
+}
