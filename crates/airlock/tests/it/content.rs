@@ -6,11 +6,14 @@
 
 use serde_json::{Value, json};
 
-use crate::support::{deployment_with, mcp_request, sdk_fixture, serve_in_process};
+use airlock_testkit::{FakeCall, FakeModel, ModelReply};
+
+use crate::support::{deployment_with, http, mcp_request, sdk_fixture, serve_in_process};
 
 const TOKEN: &str = "mcp-0b9d2f6e4c8a4e1f9a7d3c5b2e8f1a6d";
 
-const RICH: &str = "apiVersion: airlock/v1\nkind: Agent\nmetadata:\n  name: rich\nspec:\n  model: { provider: openai, model: unused }\n  prompts: { system: Unused. }\n  tools:\n    - name: rich\n      type: mcp\n      connection: fixture\n      path: /mcp\n      tools:\n        - name: echo_blocks\n          description: Returns the blocks it is given.\n          writes: false\n          input_schema: { type: object }\n";
+/// Agent `rich` on the fake provider at `{model}`, with a tenant `type: mcp` tool on the fixture.
+const RICH: &str = "apiVersion: airlock/v1\nkind: Agent\nmetadata:\n  name: rich\nspec:\n  model: { provider: openai, model: gpt-test, endpoint: \"{model}\", credential: openai.key }\n  prompts: { system: Help. }\n  tools:\n    - name: rich\n      type: mcp\n      connection: fixture\n      path: /mcp\n      tools:\n        - name: echo_blocks\n          description: Returns the blocks it is given.\n          writes: false\n          input_schema: { type: object }\n";
 
 /// One block of every type, with the optional fields that must survive as well.
 fn every_block() -> Value {
@@ -24,18 +27,24 @@ fn every_block() -> Value {
     ])
 }
 
-/// A deployment with connection `media` and agent `rich` on the fixture at `port`.
-fn deployment(port: u16) -> tempfile::TempDir {
+/// A deployment with connection `media` and agent `rich` on the fixture at `port`, the agent's
+/// model at `model`.
+fn deployment(port: u16, model: &str) -> tempfile::TempDir {
     let toml = format!(
         "[[mcp.tokens]]\ncredential = \"airlock.mcp\"\nprincipal = \"claude\"\n[egress]\nallow = [\"127.0.0.1/32\"]\n[connections.fixture]\nbase_url = \"http://127.0.0.1:{port}\"\n[credentials]\nfile = \"creds.yml\"\n"
     );
-    let dir = deployment_with(&toml, &format!("airlock:\n  mcp: {TOKEN}\n"));
+    let creds = format!(
+        "airlock:\n  mcp: {TOKEN}\nopenai:\n  key: {}\n",
+        FakeModel::KEY
+    );
+    let dir = deployment_with(&toml, &creds);
     let path = dir.path();
     std::fs::create_dir(path.join("connections")).unwrap();
     let media = format!("url: http://127.0.0.1:{port}/mcp\n");
     std::fs::write(path.join("connections/media.yml"), media).unwrap();
     std::fs::create_dir(path.join("agents")).unwrap();
-    std::fs::write(path.join("agents/rich.yml"), RICH).unwrap();
+    let rich = RICH.replace("{model}", model);
+    std::fs::write(path.join("agents/rich.yml"), rich).unwrap();
     dir
 }
 
@@ -58,7 +67,7 @@ async fn every_block_reaches_the_client_unchanged_also_from_the_ledger() {
     let Some((mut upstream, port)) = sdk_fixture().await else {
         return;
     };
-    let dir = deployment(port);
+    let dir = deployment(port, "http://127.0.0.1:9/v1");
     let (addr, _) = serve_in_process(dir.path()).await;
     let base = format!("http://{addr}");
     let blocks = every_block();
@@ -85,7 +94,7 @@ async fn a_discovered_output_schema_is_listed_and_its_structured_content_served(
     let Some((_upstream, port)) = sdk_fixture().await else {
         return;
     };
-    let dir = deployment(port);
+    let dir = deployment(port, "http://127.0.0.1:9/v1");
     let (addr, _) = serve_in_process(dir.path()).await;
     let base = format!("http://{addr}");
     let list = rpc(&base, "", "tools/list", json!({})).await;
@@ -109,4 +118,46 @@ async fn a_discovered_output_schema_is_listed_and_its_structured_content_served(
         out["structuredContent"],
         json!({"city": "Oslo", "celsius": 21.5})
     );
+}
+
+/// MCP-33: an agent's model reads an upstream's media as placeholders next to the text and the
+/// structured content — never the bytes — while the blocks stay in the ledger.
+#[tokio::test]
+async fn a_model_reads_placeholders_not_the_bytes() {
+    let Some((_upstream, port)) = sdk_fixture().await else {
+        return;
+    };
+    let blocks = every_block();
+    let call = FakeCall::new("call_1", "rich_echo_blocks", &json!({"content": blocks}));
+    let model = FakeModel::openai(vec![
+        ModelReply::calls(vec![call]),
+        ModelReply::text(&["done"]),
+    ])
+    .await;
+    let dir = deployment(port, &model.endpoint());
+    let (addr, _) = serve_in_process(dir.path()).await;
+    let input = json!({"input": "show me"});
+    let (status, run, _) = http(
+        addr,
+        "POST",
+        "/v1/agents/rich/run",
+        Some(TOKEN),
+        Some(input),
+    )
+    .await;
+    assert_eq!(status, 200, "{run}");
+    assert_eq!(run["status"], "completed", "{run}");
+    // What the model was told the tool returned (its own arguments carry the bytes it sent).
+    let bodies = model.bodies();
+    let told = bodies[1]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "tool")
+        .and_then(|m| m["content"].as_str())
+        .unwrap()
+        .to_owned();
+    let text = "héllo ✓\n\"quoted\"\n[image: image/png, 69 bytes]\n[audio: audio/wav, 52 bytes]\n[resource link: file:///reports/q3.pdf]\n[resource: test://notes/1]\n[resource: test://blob/1]";
+    let told: Value = serde_json::from_str(&told).unwrap();
+    assert_eq!(told, json!({"text": text, "structured": null}));
 }
