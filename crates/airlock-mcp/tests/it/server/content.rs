@@ -3,6 +3,7 @@
 
 use serde_json::{Value, json};
 
+use super::tasks::v2026;
 use super::{Endpoint, output_schema};
 use crate::sdk_upstream::every_block;
 
@@ -16,16 +17,19 @@ async fn result(server: &Endpoint, path: &str, method: &str, params: Value) -> V
 }
 
 #[tokio::test]
-async fn every_block_is_served_unchanged_in_order() {
+async fn every_block_is_served_unchanged_in_order_on_both_revisions() {
     let server = Endpoint::start().await;
     let blocks = every_block();
     let params = json!({"name": "blocks", "arguments": {"content": blocks}});
-    let out = result(&server, "/mcp", "tools/call", params).await;
-    // Equal JSON: every string (base64 payloads included) byte for byte, in order; the order
-    // of an object's keys carries no meaning in JSON.
-    assert_eq!(out["content"], blocks);
-    assert_eq!(out["structuredContent"], json!({"n": 1}));
-    assert_eq!(out.get("isError"), Some(&json!(false)));
+    let v2025 = result(&server, "/mcp", "tools/call", params.clone()).await;
+    let v2026 = v2026(&server, "tools/call", params, false).await["result"].clone();
+    for out in [v2025, v2026] {
+        // Equal JSON: every string (base64 payloads included) byte for byte, in order; the
+        // order of an object's keys carries no meaning in JSON.
+        assert_eq!(out["content"], blocks, "{out}");
+        assert_eq!(out["structuredContent"], json!({"n": 1}));
+        assert_eq!(out.get("isError"), Some(&json!(false)));
+    }
 }
 
 /// A block of a type this revision does not define reaches the client as its placeholder text,
