@@ -134,23 +134,27 @@ fn to_block(block: &Value) -> ContentBlock {
 /// level as `{"denied": reason}` (the shape a declined call has everywhere else); `expired`
 /// with the same `denied` shape (nobody decided); `abandoned` with `{"abandoned": reason}`
 /// (a person gave up on it in doubt). A call still waiting, refused or withdrawn reads as
-/// [`to_call_result`] shows it. (Tasks return the call's own result instead, exactly as
-/// `tools/call` would have.)
+/// [`to_call_result`] shows it. An upstream MCP tool's content blocks follow the payload's
+/// text block, unchanged. (Tasks return the call's own result instead, exactly as `tools/call`
+/// would have.)
 pub(super) fn awaited(call: HostCall) -> CallToolResult {
     let decided_by = call.decided_by;
     let (settled, is_error) = match call.outcome {
         HostOutcome::Completed {
             text,
             structured,
+            content,
             is_error,
-            ..
         } => {
             let settled = json!({
                 "status": if is_error { "failed" } else { "completed" },
                 "decided_by": decided_by,
                 "result": structured.unwrap_or(Value::String(text)),
             });
-            (settled, is_error)
+            // The upstream's own blocks follow the payload's JSON text, unchanged (MCP-33).
+            let mut result = json_result(settled, is_error);
+            result.content.extend(content.iter().map(to_block));
+            return result;
         }
         HostOutcome::Denied { reason } => (
             not_run("denied", "denied", decided_by.as_deref(), &reason),

@@ -187,6 +187,15 @@ impl ToolHost for FakeHost {
                 content: Vec::new(),
                 is_error: false,
             }),
+            "inv-blocks" => Ok(HostOutcome::Completed {
+                text: "[image: image/png, 69 bytes]".into(),
+                structured: None,
+                content: crate::sdk_upstream::every_block()
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default(),
+                is_error: false,
+            }),
             "inv-waiting" => Ok(parked("inv-waiting")),
             "inv-denied" => Ok(HostOutcome::Denied {
                 reason: "bob said no".into(),

@@ -60,3 +60,19 @@ async fn a_tools_output_schema_is_listed() {
     let echo = result(&server, "/mcp", "tools/list", json!({})).await;
     assert!(echo["tools"][0].get("outputSchema").is_none(), "{echo}");
 }
+
+/// The await tool's settled payload keeps its shape (MCP-10) and the upstream's blocks follow
+/// its JSON text block, unchanged.
+#[tokio::test]
+async fn the_await_tool_hands_on_the_blocks_after_its_payload() {
+    let server = Endpoint::start().await;
+    let params =
+        json!({"name": "airlock_await_decision", "arguments": {"invocation_id": "inv-blocks"}});
+    let out = result(&server, "/mcp", "tools/call", params).await;
+    let content = out["content"].as_array().unwrap();
+    let payload: Value = serde_json::from_str(content[0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(payload["status"], "completed");
+    assert_eq!(payload["result"], "[image: image/png, 69 bytes]");
+    assert_eq!(out["structuredContent"], payload);
+    assert_eq!(Value::Array(content[1..].to_vec()), every_block());
+}
