@@ -120,6 +120,9 @@ impl McpClient {
                 description: tool.description.map(|d| d.to_string()).unwrap_or_default(),
                 input_schema: Value::Object(tool.input_schema.as_ref().clone()),
                 read_only_hint: tool.annotations.as_ref().and_then(|a| a.read_only_hint),
+                output_schema: tool
+                    .output_schema
+                    .map(|schema| Value::Object(schema.as_ref().clone())),
             })
             .collect())
     }

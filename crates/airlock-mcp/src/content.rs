@@ -1,9 +1,11 @@
 //! Turns a `tools/call` result into airlock's [`ToolResult`] or a tool error.
 //!
-//! Guarantees: text blocks are joined in order with newlines; image and audio blocks become
-//! `[image: image/png, 1234 bytes]` placeholders (the bytes are never handed to the model);
-//! resources become `[resource: uri]` placeholders; `structuredContent` is kept as sent. Works on
-//! the result's JSON form, so a new rmcp content type cannot break a call.
+//! Guarantees: every content block is kept as the server sent it, in order (what an MCP client
+//! of airlock is served back, docs/rules.md MCP-33); the model's text joins the text blocks in
+//! order with newlines, image and audio blocks becoming `[image: image/png, 1234 bytes]`
+//! placeholders (the bytes are never handed to a model) and resources `[resource: uri]`
+//! placeholders; `structuredContent` is kept as sent. Works on the result's JSON form, so a new
+//! rmcp content type cannot break a call.
 
 use serde_json::Value;
 
@@ -12,11 +14,16 @@ use crate::target::ToolResult;
 
 /// Converts a result (as JSON) into a tool result, or a tool error when `isError` is true.
 pub(crate) fn to_tool_result(result: &Value) -> Result<ToolResult, McpCallError> {
-    let text = result
+    let content = result
         .get("content")
         .and_then(Value::as_array)
-        .map(|blocks| blocks.iter().map(block_text).collect::<Vec<_>>().join("\n"))
+        .cloned()
         .unwrap_or_default();
+    let text = content
+        .iter()
+        .map(block_text)
+        .collect::<Vec<_>>()
+        .join("\n");
     if result.get("isError").and_then(Value::as_bool) == Some(true) {
         let message = if text.is_empty() {
             "the tool reported an error without a message".to_owned()
@@ -28,10 +35,12 @@ pub(crate) fn to_tool_result(result: &Value) -> Result<ToolResult, McpCallError>
     Ok(ToolResult {
         text,
         structured: result.get("structuredContent").cloned(),
+        content,
     })
 }
 
-fn block_text(block: &Value) -> String {
+/// What a model reads of one block: its text, or a placeholder naming what it is.
+pub(crate) fn block_text(block: &Value) -> String {
     let str_of = |key: &str| block.get(key).and_then(Value::as_str);
     match str_of("type").unwrap_or_default() {
         "text" => str_of("text").unwrap_or_default().to_owned(),
@@ -69,7 +78,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn text_is_joined_and_media_become_placeholders() {
+    fn text_is_joined_and_media_become_placeholders_and_blocks_are_kept() {
         let result = json!({"content": [
             {"type": "text", "text": "a"},
             {"type": "image", "mimeType": "image/png", "data": "AAAA"},
@@ -84,6 +93,7 @@ mod tests {
             "a\n[image: image/png, 3 bytes]\n[audio: audio/wav, 2 bytes]\n[resource: file:///x]\n[resource link: file:///y]\nb"
         );
         assert_eq!(out.structured, Some(json!({"n": 1})));
+        assert_eq!(Some(&Value::Array(out.content)), result.get("content"));
     }
 
     #[test]

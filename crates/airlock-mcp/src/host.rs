@@ -183,6 +183,8 @@ pub struct ToolDescriptor {
     pub destructive: bool,
     /// Calling it again with the same arguments changes nothing more (`idempotentHint`).
     pub idempotent: bool,
+    /// The JSON Schema of its `structuredContent` (`outputSchema`), when it declares one.
+    pub output_schema: Option<Map<String, Value>>,
 }
 
 /// Why a call has not run (yet): the state of its parked invocation.
@@ -226,6 +228,9 @@ pub enum HostOutcome {
         text: String,
         /// The structured result, when the tool has one.
         structured: Option<Value>,
+        /// The content blocks as the upstream returned them (MCP content JSON), served to the
+        /// client unchanged; empty: the result is `text` alone.
+        content: Vec<Value>,
         /// The tool failed.
         is_error: bool,
     },

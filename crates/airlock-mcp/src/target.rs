@@ -169,11 +169,15 @@ pub const IDEMPOTENCY_META_KEY: &str = "airlock/idempotency_key";
 /// A successful tool result.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolResult {
-    /// Text blocks joined with newlines; image, audio and resource blocks appear as placeholders
-    /// such as `[image: image/png, 1234 bytes]`.
+    /// What a model reads: text blocks joined with newlines; image, audio and resource blocks
+    /// appear as placeholders such as `[image: image/png, 1234 bytes]` (a model is never handed
+    /// the bytes).
     pub text: String,
     /// `structuredContent`, kept as sent.
     pub structured: Option<Value>,
+    /// Every content block as the server returned it (text, image, audio, `resource_link`,
+    /// embedded `resource`), in order: what an MCP client of airlock is served back unchanged.
+    pub content: Vec<Value>,
 }
 
 /// One tool as a server lists it.
@@ -188,4 +192,6 @@ pub struct RemoteTool {
     /// `annotations.readOnlyHint` as the server gives it (`None` when absent). A hint, not a
     /// guarantee: only `Some(true)` lets `airlock discover` declare the tool a read.
     pub read_only_hint: Option<bool>,
+    /// Its `outputSchema`, when the server declares one: the shape of its `structuredContent`.
+    pub output_schema: Option<Value>,
 }

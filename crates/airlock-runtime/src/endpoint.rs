@@ -17,7 +17,7 @@ use airlock_ledger::{
 use airlock_mcp::{
     CallKey, Caller, HostCall, HostError, HostOutcome, ParkedStatus, ToolDescriptor, ToolHost,
 };
-use airlock_spec::{Builtin, Effect, ScopeId, ToolSource, ToolSpec};
+use airlock_spec::{Approval, Builtin, Effect, Mode, ScopeId, ToolSource, ToolSpec};
 use futures::future::BoxFuture;
 use serde_json::{Map, Value, json};
 use time::format_description::well_known::Rfc3339;
@@ -64,6 +64,22 @@ fn descriptor(spec: &ToolSpec) -> ToolDescriptor {
         read_only,
         destructive,
         idempotent: read_only || spec.policy.effect == Effect::Idempotent,
+        output_schema: output_schema(spec),
+    }
+}
+
+/// A connection tool's discovered `outputSchema`, listed only when its calls answer with the
+/// tool's own result (MCP-34): a client holds a non-error result to the schema, and the parked
+/// payload of a gated or proposing tool is not shaped like it.
+fn output_schema(spec: &ToolSpec) -> Option<Map<String, Value>> {
+    let ToolSource::Connection(tool) = &spec.source else {
+        return None;
+    };
+    let answers_itself =
+        spec.policy.approval == Approval::Never && spec.policy.mode == Mode::Execute;
+    match &tool.output_schema {
+        Some(Value::Object(schema)) if answers_itself => Some(schema.clone()),
+        _ => None,
     }
 }
 
@@ -146,16 +162,23 @@ fn completed(row: &Invocation) -> HostOutcome {
     let failed = |text: String| HostOutcome::Completed {
         text,
         structured: None,
+        content: Vec::new(),
         is_error: true,
     };
     match row.settlement() {
         Some(Settlement::Failed(e)) => failed(format!("{} ({})", e.message, e.kind)),
         None if row.state == InvocationState::Failed => failed("the call failed".to_owned()),
-        // MCP results keep the upstream's text and structured content as they were.
+        // MCP results keep the upstream's text, structured content and content blocks as they
+        // were (MCP-33); a row recorded before blocks were kept has its text alone.
         Some(Settlement::Succeeded(result)) if row.source_kind == SourceKind::Mcp => {
             HostOutcome::Completed {
                 text: result["text"].as_str().unwrap_or_default().to_owned(),
                 structured: result.get("structured").filter(|s| !s.is_null()).cloned(),
+                content: result
+                    .get("content")
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default(),
                 is_error: false,
             }
         }
@@ -173,6 +196,7 @@ fn completed(row: &Invocation) -> HostOutcome {
         | None => HostOutcome::Completed {
             text: String::new(),
             structured: None,
+            content: Vec::new(),
             is_error: false,
         },
     }
@@ -185,6 +209,7 @@ fn value_result(result: &Value) -> HostOutcome {
             .as_str()
             .map_or_else(|| result.to_string(), str::to_owned),
         structured: result.is_object().then(|| result.clone()),
+        content: Vec::new(),
         is_error: false,
     }
 }

@@ -317,4 +317,7 @@ pub struct ConnectionTool {
     pub namespace: String,
     /// The tool's name on the server.
     pub remote_name: String,
+    /// The `outputSchema` the server declares for it, listed to MCP clients as discovered
+    /// (docs/rules.md MCP-33).
+    pub output_schema: Option<Value>,
 }

@@ -25,12 +25,16 @@ pub(super) fn to_tool(descriptor: ToolDescriptor) -> Tool {
         .read_only(descriptor.read_only)
         .destructive(descriptor.destructive)
         .idempotent(descriptor.idempotent);
-    Tool::new(
+    let tool = Tool::new(
         descriptor.name,
         descriptor.description,
         Arc::new(descriptor.input_schema),
     )
-    .with_annotations(annotations)
+    .with_annotations(annotations);
+    match descriptor.output_schema {
+        Some(schema) => tool.with_raw_output_schema(Arc::new(schema)),
+        None => tool,
+    }
 }
 
 /// The built-in await tool.
@@ -77,12 +81,18 @@ pub(super) fn to_call_result(outcome: HostOutcome) -> CallToolResult {
         HostOutcome::Completed {
             text,
             structured,
+            content,
             is_error,
         } => {
-            let mut result = if is_error {
-                CallToolResult::error(vec![ContentBlock::text(text)])
+            let blocks = if content.is_empty() {
+                vec![ContentBlock::text(text)]
             } else {
-                CallToolResult::success(vec![ContentBlock::text(text)])
+                content.iter().map(to_block).collect()
+            };
+            let mut result = if is_error {
+                CallToolResult::error(blocks)
+            } else {
+                CallToolResult::success(blocks)
             };
             result.structured_content = structured;
             result
@@ -111,20 +121,29 @@ pub(super) fn to_call_result(outcome: HostOutcome) -> CallToolResult {
     }
 }
 
+/// One upstream block as the client gets it: unchanged (MCP-33); a block of a type this
+/// revision does not know becomes its text placeholder rather than failing the whole result.
+fn to_block(block: &Value) -> ContentBlock {
+    serde_json::from_value(block.clone())
+        .unwrap_or_else(|_| ContentBlock::text(crate::content::block_text(block)))
+}
+
 /// What the await tool returns for a settled call: `{status, decided_by, result}` as both its
 /// text and its structured content — `completed` or `failed` with the tool's result (its
 /// structured content, else its text); `denied` with the reason, which also stays at the top
 /// level as `{"denied": reason}` (the shape a declined call has everywhere else); `expired`
 /// with the same `denied` shape (nobody decided); `abandoned` with `{"abandoned": reason}`
 /// (a person gave up on it in doubt). A call still waiting, refused or withdrawn reads as
-/// [`to_call_result`] shows it. (Tasks return the call's own result instead, exactly as
-/// `tools/call` would have.)
+/// [`to_call_result`] shows it. An upstream MCP tool's content blocks follow the payload's
+/// text block, unchanged. (Tasks return the call's own result instead, exactly as `tools/call`
+/// would have.)
 pub(super) fn awaited(call: HostCall) -> CallToolResult {
     let decided_by = call.decided_by;
     let (settled, is_error) = match call.outcome {
         HostOutcome::Completed {
             text,
             structured,
+            content,
             is_error,
         } => {
             let settled = json!({
@@ -132,7 +151,10 @@ pub(super) fn awaited(call: HostCall) -> CallToolResult {
                 "decided_by": decided_by,
                 "result": structured.unwrap_or(Value::String(text)),
             });
-            (settled, is_error)
+            // The upstream's own blocks follow the payload's JSON text, unchanged (MCP-33).
+            let mut result = json_result(settled, is_error);
+            result.content.extend(content.iter().map(to_block));
+            return result;
         }
         HostOutcome::Denied { reason } => (
             not_run("denied", "denied", decided_by.as_deref(), &reason),

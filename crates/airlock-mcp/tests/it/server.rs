@@ -1,7 +1,8 @@
 //! airlock's MCP endpoint on 127.0.0.1 in front of a scripted `ToolHost`: raw HTTP with literal
 //! JSON-RPC bodies (`wire`, and `tasks` for both MCP Tasks shapes), and the official TypeScript
-//! SDK as a real client (`sdk`).
+//! SDK as a real client (`sdk`); content blocks and output schemas (`content`).
 
+mod content;
 mod sdk;
 mod tasks;
 mod wire;
@@ -77,6 +78,15 @@ fn schema() -> Map<String, Value> {
     map
 }
 
+/// The `outputSchema` of the `blocks` tool of agent `rich`.
+pub(crate) fn output_schema() -> Map<String, Value> {
+    let Value::Object(map) = json!({"type": "object", "properties": {"n": {"type": "integer"}}})
+    else {
+        unreachable!()
+    };
+    map
+}
+
 impl ToolHost for FakeHost {
     fn list_tools(&self, scope: &ScopeId) -> Result<Vec<ToolDescriptor>, HostError> {
         if *scope == ScopeId::Agent("nope".into()) {
@@ -89,10 +99,16 @@ impl ToolHost for FakeHost {
             read_only,
             destructive,
             idempotent,
+            output_schema: None,
         };
         let mut echo = tool("echo", true, false, true);
         // `msg` is mirrored into the `Mcp-Param-Msg` header by 2026-07-28 clients.
         echo.input_schema["properties"]["msg"]["x-mcp-header"] = json!("Msg");
+        if *scope == ScopeId::Agent("rich".into()) {
+            let mut blocks = tool("blocks", true, false, true);
+            blocks.output_schema = Some(output_schema());
+            return Ok(vec![blocks]);
+        }
         let mut tools = vec![echo, tool("deploy", false, true, false)];
         if let ScopeId::Agent(name) = scope {
             tools.retain(|t| t.name == "echo");
@@ -118,11 +134,20 @@ impl ToolHost for FakeHost {
             "echo" => Ok(HostOutcome::Completed {
                 text: arguments.to_string(),
                 structured: Some(json!({ "echo": arguments })),
+                content: Vec::new(),
+                is_error: false,
+            }),
+            // The blocks given, as an upstream's content (MCP-33).
+            "blocks" => Ok(HostOutcome::Completed {
+                text: "[the blocks as placeholders]".into(),
+                structured: Some(json!({"n": 1})),
+                content: arguments["content"].as_array().cloned().unwrap_or_default(),
                 is_error: false,
             }),
             "fail" => Ok(HostOutcome::Completed {
                 text: "upstream said 500".into(),
                 structured: None,
+                content: Vec::new(),
                 is_error: true,
             }),
             "deploy" => Ok(HostOutcome::Parked {
@@ -159,6 +184,16 @@ impl ToolHost for FakeHost {
             "inv-1" => Ok(HostOutcome::Completed {
                 text: "deployed".into(),
                 structured: Some(json!({"deployed": "prod"})),
+                content: Vec::new(),
+                is_error: false,
+            }),
+            "inv-blocks" => Ok(HostOutcome::Completed {
+                text: "[image: image/png, 69 bytes]".into(),
+                structured: None,
+                content: crate::sdk_upstream::every_block()
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default(),
                 is_error: false,
             }),
             "inv-waiting" => Ok(parked("inv-waiting")),

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use airlock_ledger::{Invocation, InvocationState, Settlement};
+use airlock_ledger::{Invocation, InvocationState, Settlement, SourceKind};
 use airlock_model::ToolCall;
 use airlock_spec::Mode;
 use serde_json::Value;
@@ -173,6 +173,15 @@ fn settlement_text(row: &Invocation) -> Settled {
     };
     match row.settlement() {
         Some(Settlement::Succeeded(Value::String(text))) => ok(text.clone()),
+        // An MCP result's blocks are for MCP clients; the model reads its text (with
+        // placeholders for media) and structured content, never the bytes (MCP-33).
+        Some(Settlement::Succeeded(Value::Object(result)))
+            if row.source_kind == SourceKind::Mcp =>
+        {
+            let mut result = result.clone();
+            result.remove("content");
+            ok(Value::Object(result).to_string())
+        }
         Some(Settlement::Succeeded(value)) => ok(value.to_string()),
         Some(Settlement::Failed(e)) => error(format!("{}: {}", e.kind.as_str(), e.message)),
         Some(Settlement::Denied { reason }) => error(format!(

@@ -63,6 +63,7 @@ pub async fn discover(
                 source: ToolSource::Connection(ConnectionTool {
                     namespace: connection.namespace.clone(),
                     remote_name: tool.name,
+                    output_schema: tool.output_schema,
                 }),
                 policy: Policy {
                     approval: connection.approval,
@@ -139,7 +140,8 @@ pub(crate) fn inline_target(
         .with_protocol(tool.protocol))
 }
 
-/// Calls a remote tool; the result keeps the text and the structured content.
+/// Calls a remote tool; the result keeps the model's text, the structured content and every
+/// content block as the upstream returned it (docs/rules.md MCP-33).
 pub(crate) async fn call(
     client: &McpClient,
     target: &McpTarget,
@@ -152,5 +154,9 @@ pub(crate) async fn call(
         call = call.with_idempotency_key(key);
     }
     let result = client.call_tool(target, &call).await.map_err(mcp_error)?;
-    Ok(json!({ "text": result.text, "structured": result.structured }))
+    Ok(json!({
+        "text": result.text,
+        "structured": result.structured,
+        "content": result.content,
+    }))
 }

@@ -977,6 +977,7 @@ async fn an_in_doubt_mcp_call_resolved_as_ran_shows_the_resolver_and_note() {
         text,
         structured,
         is_error,
+        ..
     } = settled.outcome
     else {
         panic!("{settled:?}")

@@ -18,12 +18,9 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::time::Duration;
 
-use axum::Router;
-use axum::http::StatusCode;
-use axum::routing::get;
 use serde_json::Value;
 
-use crate::support::{Server, bearer_proxy, deployment_with, installed};
+use crate::support::{Server, bearer_proxy, deployment_with, installed, sdk_fixture};
 
 const TOKEN: &str = "mcp-3f0c2a8e9d7b41c6a5e4f3d2c1b0a998";
 const REVISIONS: [&str; 2] = ["2025-11-25", "2026-07-28"];
@@ -32,25 +29,6 @@ const RUN_LIMIT: Duration = Duration::from_secs(600);
 
 fn suite_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/conformance")
-}
-
-/// An upstream for the fixture's api tool: `/text` answers text, `/error` an HTTP 500.
-async fn fixture_upstream() -> u16 {
-    let app = Router::new()
-        .route("/text", get(|| async { "hello from the fixture upstream" }))
-        .route(
-            "/error",
-            get(|| async {
-                (
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "the fixture always fails",
-                )
-            }),
-        );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    port
 }
 
 /// A deployment whose `conformance` agent holds the fixture tools, on an upstream at `port`.
@@ -204,7 +182,10 @@ async fn the_official_conformance_suite_passes_except_the_baselined_checks() {
     if !installed(&node, "the MCP conformance suite", install) {
         return;
     }
-    let deployment = deployment(fixture_upstream().await);
+    let Some((_upstream, port)) = sdk_fixture().await else {
+        return;
+    };
+    let deployment = deployment(port);
     let server = Server::start(deployment.path(), &[]);
     let proxy = bearer_proxy::start(server.addr.parse().unwrap(), TOKEN).await;
     let url = format!("http://127.0.0.1:{}/agents/conformance/mcp", proxy.port());

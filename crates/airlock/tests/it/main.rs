@@ -10,6 +10,7 @@ mod check;
 mod cli;
 mod clients;
 mod conformance;
+mod content;
 mod crash;
 mod credentials;
 mod decisions;

@@ -9,7 +9,7 @@ pub(crate) mod inbox_client;
 
 use std::io::{BufRead as _, BufReader};
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Output, Stdio};
 use std::sync::{Arc, mpsc};
 use std::time::Duration;
@@ -20,7 +20,7 @@ use airlock_ledger::Invocation;
 use airlock_runtime::{CallContext, Gateway};
 use airlock_spec::ScopeId;
 use serde_json::Value;
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpListener;
 
 use crate::airlock;
@@ -331,4 +331,34 @@ pub(crate) fn installed(installed: &Path, what: &str, install: &str) -> bool {
     );
     eprintln!("skipped: {what} is not installed; run `{install}`");
     false
+}
+
+/// Starts `crates/airlock-mcp/tests/sdk/fixture.mjs`, an MCP upstream built with the official
+/// TypeScript SDK that returns every content block type; its port, or `None` when the SDK is not
+/// installed (outside CI). The upstream lives as long as the child handle.
+pub(crate) async fn sdk_fixture() -> Option<(tokio::process::Child, u16)> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../airlock-mcp/tests/sdk");
+    let install = "npm ci --prefix crates/airlock-mcp/tests/sdk";
+    let sdk = dir.join("node_modules/@modelcontextprotocol/sdk");
+    if !installed(&sdk, "the MCP TypeScript SDK", install) {
+        return None;
+    }
+    let mut child = tokio::process::Command::new("node")
+        .arg(dir.join("fixture.mjs"))
+        .current_dir(&dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("node must be on PATH");
+    let stdout = child.stdout.take().unwrap();
+    let port = tokio::io::BufReader::new(stdout)
+        .lines()
+        .next_line()
+        .await
+        .unwrap();
+    Some((
+        child,
+        port.expect("fixture.mjs printed no port").parse().unwrap(),
+    ))
 }

@@ -23,7 +23,12 @@ fn meta(tasks: bool) -> Value {
 }
 
 /// Sends a 2026-07-28 request and returns the JSON-RPC reply.
-async fn v2026(server: &Endpoint, method: &str, mut params: Value, tasks: bool) -> Value {
+pub(super) async fn v2026(
+    server: &Endpoint,
+    method: &str,
+    mut params: Value,
+    tasks: bool,
+) -> Value {
     params["_meta"] = meta(tasks);
     let body = json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params});
     let method_header = format!("Mcp-Method: {method}");

@@ -127,6 +127,7 @@ fn gateway(store: Arc<dyn Store>, port: u16, mcp: Option<&Server>) -> Gateway {
         source: ToolSource::Connection(ConnectionTool {
             namespace: "crm".into(),
             remote_name: "echo".into(),
+            output_schema: None,
         }),
         policy: Policy::default(),
     };

@@ -1,0 +1,121 @@
+// A rich MCP upstream built with the official TypeScript SDK: Streamable HTTP, stateless (a
+// fresh server and transport per request), on 127.0.0.1 with a port from the OS. It returns every
+// content block type, so tests can check that airlock hands each one on unchanged:
+//   echo_blocks      returns the blocks (and structuredContent) given in its arguments as its
+//                    result, so a test chooses the exact bytes it expects back
+//   weather          declares an outputSchema and returns matching structuredContent
+//   simple_text, error_handling, image_content, audio_content, embedded_resource,
+//   multiple_content_types
+//                    the fixed results the MCP conformance suite expects of its test_* tools
+// Usage: node fixture.mjs. Prints the port on the first line of stdout; stops when stdin closes.
+import http from "node:http";
+import { Server } from "@modelcontextprotocol/sdk/server/index.js";
+import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
+import { CallToolRequestSchema, ListToolsRequestSchema } from "@modelcontextprotocol/sdk/types.js";
+
+// A 1x1 PNG and an 8-sample WAV.
+const PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4z8AAAAMBAQDJ/pLvAAAAAElFTkSuQmCC";
+const WAV = "UklGRiwAAABXQVZFZm10IBAAAAABAAEAQB8AAEAfAAABAAgAZGF0YQgAAACAgICAgICAgA==";
+
+const NO_ARGS = { type: "object", properties: {} };
+const WEATHER_OUTPUT = {
+  type: "object",
+  properties: { city: { type: "string" }, celsius: { type: "number" } },
+  required: ["city", "celsius"],
+};
+
+const TOOLS = [
+  {
+    name: "echo_blocks",
+    description: "Returns the content blocks and structured content it is given.",
+    inputSchema: {
+      type: "object",
+      properties: { content: { type: "array" }, structuredContent: { type: "object" } },
+      required: ["content"],
+    },
+  },
+  {
+    name: "weather",
+    description: "The weather in a city, as structured content.",
+    inputSchema: { type: "object", properties: { city: { type: "string" } }, required: ["city"] },
+    outputSchema: WEATHER_OUTPUT,
+  },
+  { name: "simple_text", description: "Returns a short text.", inputSchema: NO_ARGS },
+  { name: "error_handling", description: "Always fails with a tool error.", inputSchema: NO_ARGS },
+  { name: "image_content", description: "Returns a PNG image.", inputSchema: NO_ARGS },
+  { name: "audio_content", description: "Returns a WAV audio clip.", inputSchema: NO_ARGS },
+  { name: "embedded_resource", description: "Returns an embedded text resource.", inputSchema: NO_ARGS },
+  { name: "multiple_content_types", description: "Returns text, an image and a resource.", inputSchema: NO_ARGS },
+];
+
+function call(name, args) {
+  switch (name) {
+    case "echo_blocks": {
+      const result = { content: args.content };
+      if (args.structuredContent !== undefined) result.structuredContent = args.structuredContent;
+      return result;
+    }
+    case "weather": {
+      const structuredContent = { city: args.city, celsius: 21.5 };
+      return { content: [{ type: "text", text: JSON.stringify(structuredContent) }], structuredContent };
+    }
+    case "simple_text":
+      return { content: [{ type: "text", text: "This is a simple text response for testing." }] };
+    case "error_handling":
+      return { content: [{ type: "text", text: "This tool intentionally returns an error for testing" }], isError: true };
+    case "image_content":
+      return { content: [{ type: "image", data: PNG, mimeType: "image/png" }] };
+    case "audio_content":
+      return { content: [{ type: "audio", data: WAV, mimeType: "audio/wav" }] };
+    case "embedded_resource":
+      return {
+        content: [{
+          type: "resource",
+          resource: { uri: "test://embedded-resource", mimeType: "text/plain", text: "This is an embedded resource content." },
+        }],
+      };
+    case "multiple_content_types":
+      return {
+        content: [
+          { type: "text", text: "Multiple content types test:" },
+          { type: "image", data: PNG, mimeType: "image/png" },
+          {
+            type: "resource",
+            resource: { uri: "test://mixed-content-resource", mimeType: "application/json", text: '{"test":"data","value":123}' },
+          },
+        ],
+      };
+    default:
+      return { content: [{ type: "text", text: `no tool ${name}` }], isError: true };
+  }
+}
+
+function mcpServer() {
+  const server = new Server({ name: "sdk-fixture", version: "1.0.0" }, { capabilities: { tools: {} } });
+  server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: TOOLS }));
+  server.setRequestHandler(CallToolRequestSchema, async (request) =>
+    call(request.params.name, request.params.arguments ?? {}),
+  );
+  return server;
+}
+
+const httpServer = http.createServer(async (req, res) => {
+  if (req.method !== "POST") {
+    res.writeHead(405).end();
+    return;
+  }
+  const server = mcpServer();
+  const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined });
+  res.on("close", () => {
+    transport.close();
+    server.close();
+  });
+  await server.connect(transport);
+  await transport.handleRequest(req, res);
+});
+
+httpServer.listen(0, "127.0.0.1", () => {
+  process.stdout.write(`${httpServer.address().port}\n`);
+});
+process.stdin.on("end", () => process.exit(0));
+process.stdin.resume();
