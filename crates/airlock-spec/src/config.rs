@@ -576,6 +576,13 @@ fn builtins(node: &Node, d: &mut Diag) -> Vec<(Builtin, Policy)> {
             .ok()
             .flatten()
             .unwrap_or_default();
+        let approval = match builtin {
+            Builtin::AskHuman => {
+                let why = crate::builtin::ASK_HUMAN_ASKS_ITSELF;
+                crate::declared::no_caller_approval(&b, approval, why, d).unwrap_or_default()
+            }
+            Builtin::Fetch => approval,
+        };
         out.push((
             builtin,
             Policy {
