@@ -30,6 +30,7 @@ mod tool_mcp;
 mod tree;
 mod urls;
 mod values;
+mod visible;
 
 pub use agent::{API_VERSION, AgentSpec, ModelSpec, PROVIDERS};
 pub use builtin::definition as builtin_definition;
@@ -58,3 +59,4 @@ pub use tool::{
 };
 pub use tool_mcp::{MAX_MCP_SLUG, MAX_REMOTE_TOOL_NAME};
 pub use tree::Pos;
+pub use visible::{disguises, visible_text};

@@ -269,6 +269,7 @@ mod tests {
                 scopes: None,
             }],
             allowed_hosts: hosts.iter().map(|h| (*h).to_owned()).collect(),
+            request_states: None,
         })
     }
 

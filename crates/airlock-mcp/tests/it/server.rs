@@ -233,6 +233,7 @@ impl Endpoint {
                     })
                     .collect(),
                 allowed_hosts,
+                request_states: None,
             },
         );
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
