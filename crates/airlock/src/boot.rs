@@ -176,7 +176,10 @@ pub const REQUEST_STATE_KEY_FILE: &str = "request_state.key";
 /// How the MCP endpoint seals input requests' states: the key from `[mcp] request_state_key`,
 /// else from [`REQUEST_STATE_KEY_FILE`], generated on first boot (mode 0600). The key is never
 /// logged, and an error names where it was read, never its content.
-fn request_states(deployment: &Deployment, credentials: &Credentials) -> anyhow::Result<RequestStates> {
+fn request_states(
+    deployment: &Deployment,
+    credentials: &Credentials,
+) -> anyhow::Result<RequestStates> {
     let key = match &deployment.config.mcp.request_state_key {
         Some(path) => {
             let text = credentials.get(path).context("[mcp] request_state_key")?;
@@ -214,7 +217,8 @@ fn key_file(path: &Path) -> anyhow::Result<RequestStateKey> {
         Ok(mut file) => {
             std::io::Write::write_all(&mut file, key.to_hex().as_bytes())
                 .with_context(|| format!("writing {}", path.display()))?;
-            file.sync_all().with_context(|| format!("writing {}", path.display()))?;
+            file.sync_all()
+                .with_context(|| format!("writing {}", path.display()))?;
             tracing::info!(file = %path.display(), "generated the MCP request-state key");
             Ok(key)
         }

@@ -57,7 +57,9 @@ impl Gateway {
         let row = self.mcp_row(scope, caller, &used.invocation_id).await?;
         if row.tool != used.tool {
             let id = &used.invocation_id;
-            return Err(HostError::NotFound(format!("invocation {id} is a call of another tool")).into());
+            return Err(
+                HostError::NotFound(format!("invocation {id} is a call of another tool")).into(),
+            );
         }
         let (what, decision) = match used.decision {
             CallerDecision::Approve => ("approve", Decision::Approve),
