@@ -54,6 +54,13 @@ pub enum LedgerError {
         /// The first decision (`approved`, `denied`, `answered`, `resolved: ran`, …).
         decision: String,
     },
+    /// A sealed request state was used before (docs/rules.md LEDGER-46): the decision it
+    /// carried is recorded once, and this use is a replay.
+    #[error("the request state for invocation {id} was already used")]
+    RequestStateUsed {
+        /// The row the state was sealed for.
+        id: InvocationId,
+    },
     /// The row passed its `expires_at` before anyone decided; it is now `expired`.
     #[error("invocation {id} expired at {expires_at}; it can no longer be decided")]
     Expired {

@@ -30,6 +30,7 @@ use crate::notice::OutboxRoute;
 use crate::notify::Notifier;
 use crate::rate::{self, RateBudget, RateRefusal};
 use crate::reads::{self, text};
+use crate::request_states::{self, StateUse};
 use crate::state::{InvocationState, RunStatus};
 use crate::store::{LedgerFuture, Outbox, Store};
 use crate::tx::{LedgerTx, TxTool};
@@ -413,6 +414,21 @@ impl Store for Ledger {
         Box::pin(self.writer.submit(id.0, Prefetch::Fresh(id), move |tx, b| {
             let (by, decision) = (by.clone(), decision.clone());
             Box::pin(async move { decide::decide(tx, b, id, &by, &decision).await })
+        }))
+    }
+
+    fn decide_once(
+        &self,
+        used: StateUse,
+        claim_for: Option<(String, Duration)>,
+    ) -> LedgerFuture<'_, Invocation> {
+        let id = used.invocation;
+        Box::pin(self.writer.submit(id.0, Prefetch::Fresh(id), move |tx, b| {
+            let (used, claim_for) = (used.clone(), claim_for.clone());
+            Box::pin(async move {
+                let claim_for = claim_for.as_ref().map(|(o, l)| (o.as_str(), *l));
+                request_states::decide_once(tx, b, &used, claim_for).await
+            })
         }))
     }
 

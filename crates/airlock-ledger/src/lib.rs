@@ -49,6 +49,7 @@ mod expiry;
 mod lease;
 mod rate;
 mod record;
+mod request_states;
 mod runs;
 mod sweep;
 
@@ -80,6 +81,7 @@ pub use model::{
 pub use notice::{Notice, NoticeRecord, OutboxRoute};
 pub use postgres::PgStore;
 pub use rate::{RateBudget, RateRefusal};
+pub use request_states::StateUse;
 pub use sqlite::SqliteStore;
 pub use state::{CallKind, DecisionKind, InvocationState, Resolution, RunStatus};
 pub use store::{LedgerFuture, Outbox, Store};

@@ -177,7 +177,8 @@ async fn initial_state(
     }
     match new.approval {
         Approval::Never => Ok((S::Pending, None)),
-        Approval::Always => Ok((S::AwaitingApproval, None)),
+        // `caller` parks like `always`; who may decide is the endpoint's concern (POLICY-38).
+        Approval::Always | Approval::Caller => Ok((S::AwaitingApproval, None)),
         Approval::Once => {
             // Only calls a person approved count; bound to tool, canonical arguments and the
             // definitions digest, in the same session or for the same principal.

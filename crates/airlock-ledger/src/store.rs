@@ -24,6 +24,7 @@ use crate::model::{
 };
 use crate::notice::{Notice, NoticeRecord};
 use crate::rate::{RateBudget, RateRefusal};
+use crate::request_states::StateUse;
 use crate::state::{InvocationState, RunStatus};
 use crate::tx::TxTool;
 
@@ -125,6 +126,26 @@ pub trait Store: Send + Sync + 'static {
         by: &str,
         decision: Decision,
     ) -> LedgerFuture<'_, Invocation>;
+    /// A decision taken through a request state the MCP endpoint sealed (docs/rules.md
+    /// LEDGER-46): [`Store::decide`] by `used.by`, then — for an approval, when `claim_for`
+    /// names an owner and a lease — [`Store::claim`], and the state's nonce recorded as used,
+    /// in one commit. A nonce used before is [`LedgerError::RequestStateUsed`], whatever the
+    /// row's state; of concurrent uses exactly one decides.
+    ///
+    /// The default refuses: a store that keeps no used nonces could not refuse a replay.
+    fn decide_once(
+        &self,
+        used: StateUse,
+        claim_for: Option<(String, Duration)>,
+    ) -> LedgerFuture<'_, Invocation> {
+        let _ = claim_for;
+        Box::pin(async move {
+            Err(LedgerError::Invalid(format!(
+                "this store keeps no request states; invocation {} was not decided",
+                used.invocation
+            )))
+        })
+    }
     /// Expired leases → `in_doubt` (at-most-once) or `approved` (idempotent, re-run); parked
     /// rows past `expires_at` → `expired`.
     fn sweep(&self, now: OffsetDateTime) -> LedgerFuture<'_, SweepReport>;

@@ -82,6 +82,39 @@ pub trait ToolHost: Send + Sync + 'static {
         invocation_id: &'a str,
     ) -> BoxFuture<'a, Result<HostCall, HostError>>;
 
+    /// What to ask the person at the client about the caller's call of `tool`, parked with
+    /// `status`, if that person may settle it (docs/rules.md MCP-46, MCP-47): to confirm the
+    /// exact call (a tool declared `approval: caller`), or to answer its question
+    /// (`ask_human`). `None` (the default): only an approver decides, and the client gets the
+    /// parked payload.
+    fn caller_prompt(
+        &self,
+        scope: &ScopeId,
+        tool: &str,
+        status: ParkedStatus,
+        arguments: &Value,
+    ) -> Option<CallerPrompt> {
+        let _ = (scope, tool, status, arguments);
+        None
+    }
+
+    /// Settles the caller's own parked call `used.invocation_id` (a call of `used.tool`) with
+    /// its person's answer, given through a sealed request state the endpoint has opened and
+    /// checked; the state's one-time id is recorded in the same commit that decides and
+    /// claims the call (MCP-49). A state used before is [`CallerRefusal::Replayed`]; a call
+    /// somebody else decided first is answered as it stands. Visibility as for
+    /// [`ToolHost::await_decision`].
+    fn decide_as_caller<'a>(
+        &'a self,
+        scope: &'a ScopeId,
+        caller: &'a Caller,
+        used: CallerUse,
+    ) -> BoxFuture<'a, Result<HostCall, CallerRefusal>> {
+        let _ = (scope, caller);
+        let refused = HostError::NotFound(format!("invocation {}", used.invocation_id));
+        Box::pin(async move { Err(CallerRefusal::Host(refused)) })
+    }
+
     /// Whether the host is shutting down: [`ToolHost::await_decision`] then answers at once, so
     /// a request that would await again and again (a 2025 `tasks/result`) stops and tells its
     /// client to ask again. A host that never shuts down keeps the default.
@@ -289,4 +322,57 @@ pub enum HostError {
     /// The host is broken; the detail is logged, never sent to the client.
     #[error("internal error: {0}")]
     Internal(String),
+}
+
+/// What the person at the client is asked about a parked call (MCP-46, MCP-47).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CallerPrompt {
+    /// Confirm the exact call: run it, or not.
+    Confirm,
+    /// Answer a question.
+    Answer {
+        /// The question, as the caller wrote it.
+        question: String,
+    },
+}
+
+/// The person's answer to a [`CallerPrompt`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CallerDecision {
+    /// Run the call.
+    Approve,
+    /// Do not run it (or not answer); the reason is recorded.
+    Decline {
+        /// Why, in the endpoint's words.
+        reason: String,
+    },
+    /// The answer to the question.
+    Answer {
+        /// The person's text.
+        text: String,
+    },
+}
+
+/// One use of a sealed request state, opened and checked by the endpoint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallerUse {
+    /// The state's one-time id (never the state itself).
+    pub state_id: String,
+    /// The call the state was sealed for.
+    pub invocation_id: String,
+    /// That call's tool.
+    pub tool: String,
+    /// What the person decided.
+    pub decision: CallerDecision,
+}
+
+/// Why [`ToolHost::decide_as_caller`] decided nothing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CallerRefusal {
+    /// The state was used before.
+    #[error("the request state was already used")]
+    Replayed,
+    /// The host could not serve the request.
+    #[error(transparent)]
+    Host(#[from] HostError),
 }

@@ -36,14 +36,16 @@ mod target;
 pub use client::McpClient;
 pub use error::{CallErrorKind, McpCallError};
 pub use host::{
-    CALL_KEY_META, CallKey, Caller, HostCall, HostError, HostOutcome, MAX_CALL_KEY_CHARS,
-    ParkedStatus, ToolDescriptor, ToolHost,
+    CALL_KEY_META, CallKey, Caller, CallerDecision, CallerPrompt, CallerRefusal, CallerUse,
+    HostCall, HostError, HostOutcome, MAX_CALL_KEY_CHARS, ParkedStatus, ToolDescriptor, ToolHost,
 };
 /// Fuzzing entry points (cargo feature `fuzzing`): not an API, no stability.
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub use server::fuzzing;
-pub use server::{AWAIT_TOOL, EndpointConfig, EndpointToken, MAX_AWAIT, router};
+pub use server::{
+    AWAIT_TOOL, EndpointConfig, EndpointToken, MAX_AWAIT, RequestStateKey, RequestStates, router,
+};
 pub use target::{
     IDEMPOTENCY_META_KEY, McpCredential, McpTarget, RemoteTool, ToolCall, ToolResult,
 };

@@ -18,6 +18,10 @@
 //!   same parsed [`AdmittedRequest`]; only rmcp gets the body bytes.
 //! - A parked call is a normal result that no model can read as success, with the
 //!   `airlock_await_decision` tool to wait for it; a failed call is always `isError: true`.
+//! - A 2026-07-28 client that declares elicitation is asked, through an input request, what
+//!   its own person may settle (`ask_human`'s question, a tool declared `approval: caller`)
+//!   instead of getting the parked payload; the retry carries a sealed `requestState`
+//!   (`mrtr`, `request_state`).
 //! - Clients that opt into MCP Tasks get the parked call as a task instead (the ledger row is
 //!   the task): the 2026-07-28 extension through rmcp (`handler`), the 2025-11-25 experimental
 //!   shape through `legacy_tasks`.
@@ -31,9 +35,11 @@ mod convert;
 pub mod fuzzing;
 mod handler;
 mod legacy_tasks;
+mod mrtr;
 mod no_oauth;
 mod param_headers;
 mod request;
+mod request_state;
 mod tasks;
 mod trace;
 
@@ -55,6 +61,7 @@ use legacy_tasks::Legacy;
 use request::AdmittedRequest;
 
 pub use convert::AWAIT_TOOL;
+pub use request_state::{RequestStateKey, RequestStates};
 
 use airlock_spec::ScopeId;
 
@@ -84,6 +91,9 @@ pub struct EndpointConfig {
     /// `[telemetry]`'s tracer: each `tools/call` gets a server span (OPS-23). `None`: no
     /// request is traced.
     pub tracer: Option<RequestTracer>,
+    /// How input requests' `requestState`s are sealed (docs/rules.md MCP-48). `None`: the
+    /// endpoint sends no input requests, and every call that needs a person parks.
+    pub request_states: Option<RequestStates>,
 }
 
 /// The axum router of the endpoint: `POST /mcp` and `POST /agents/{name}/mcp`, stateless,
@@ -102,7 +112,7 @@ pub fn router(host: Arc<dyn ToolHost>, config: EndpointConfig) -> Router {
         .with_sse_retry(None)
         .with_max_request_body_bytes(admit::MAX_BODY_BYTES)
         .disable_allowed_hosts();
-    let endpoint = Endpoint::new(host.clone());
+    let endpoint = Endpoint::new(host.clone(), config.request_states.clone());
     let service = StreamableHttpService::new(
         move || Ok(endpoint.clone()),
         Arc::new(NeverSessionManager::default()),

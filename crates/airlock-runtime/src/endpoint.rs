@@ -8,6 +8,8 @@
 //! Withdrawing (a cancelled task) is a denial recorded under the caller's own name with a
 //! fixed reason, so a withdrawn call reads back as withdrawn after any restart.
 
+mod caller;
+
 use std::time::Duration;
 
 use airlock_ledger::{APPROVAL_EXPIRED, Decision, NewSession, SessionId};
@@ -15,7 +17,8 @@ use airlock_ledger::{
     Invocation, InvocationId, InvocationState, LedgerError, Settlement, SourceKind,
 };
 use airlock_mcp::{
-    CallKey, Caller, HostCall, HostError, HostOutcome, ParkedStatus, ToolDescriptor, ToolHost,
+    CallKey, Caller, CallerPrompt, CallerRefusal, CallerUse, HostCall, HostError, HostOutcome,
+    ParkedStatus, ToolDescriptor, ToolHost,
 };
 use airlock_spec::{Approval, Builtin, Effect, Mode, ScopeId, ToolSource, ToolSpec};
 use futures::future::BoxFuture;
@@ -500,6 +503,25 @@ impl ToolHost for Gateway {
         invocation_id: &'a str,
     ) -> BoxFuture<'a, Result<HostCall, HostError>> {
         Box::pin(self.mcp_withdraw(scope, caller, invocation_id))
+    }
+
+    fn caller_prompt(
+        &self,
+        scope: &ScopeId,
+        tool: &str,
+        status: ParkedStatus,
+        arguments: &Value,
+    ) -> Option<CallerPrompt> {
+        self.mcp_caller_prompt(scope, tool, status, arguments)
+    }
+
+    fn decide_as_caller<'a>(
+        &'a self,
+        scope: &'a ScopeId,
+        caller: &'a Caller,
+        used: CallerUse,
+    ) -> BoxFuture<'a, Result<HostCall, CallerRefusal>> {
+        Box::pin(self.mcp_decide_as_caller(scope, caller, used))
     }
 
     fn long_polls_ended(&self) -> bool {

@@ -329,6 +329,37 @@ impl Gateway {
         }
     }
 
+    /// The owner and lease under which a decision claims its call in its own commit (docs/rules.md
+    /// MCP-49): `None` when it must not, because the tool is gone or is transactional (its
+    /// claim is the ledger transaction that runs it).
+    pub(crate) fn claim_in_decision(
+        &self,
+        scope: &ScopeId,
+        tool: &str,
+    ) -> Option<(String, Duration)> {
+        let (_, tool) = self.resolve(scope, tool).ok()?;
+        let transactional = tool.spec.policy.effect == airlock_spec::Effect::Transactional;
+        (!transactional).then(|| (self.owner.clone(), self.lease))
+    }
+
+    /// Runs a row a decision claimed for this gateway in its own commit (see
+    /// [`Gateway::claim_in_decision`]) under the definition it was recorded for; a row whose
+    /// tool changed or is gone since fails, as a stale approval does.
+    pub(crate) async fn run_claimed_row(&self, row: Invocation) -> Result<Outcome, GatewayError> {
+        let opened = self.store.get_session(row.session_id).await?;
+        let current = session::scope(&opened)
+            .and_then(|s| self.resolve(&s, &row.tool).ok())
+            .filter(|(prepared, tool)| tool.recorded_under(&row.definitions_digest, prepared));
+        if let Some((_, tool)) = current {
+            return self.run_claimed(tool, row).await;
+        }
+        let error = ToolError::new(
+            ToolErrorKind::BadDeclaration,
+            "the tool's declaration changed after this call was recorded; call it again",
+        );
+        Ok(Outcome::from_row(self.finish(row.id, Err(error)).await?))
+    }
+
     /// The policy by state, then the claim: a pending or approved row is refused or claimed
     /// and executed; any other state is returned as it is.
     ///

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use serde_json::json;
 
-use crate::declared::{Declared, approval, declare};
+use crate::declared::{Declared, approval, declare, no_caller_approval};
 use crate::diag::Diag;
 use crate::fields::Fields;
 use crate::model_script::{ModelScript, script_path};
@@ -361,6 +361,10 @@ fn agent_schema() -> serde_json::Value {
     })
 }
 
+/// Why a sub-agent cannot take `approval: caller` (docs/rules.md POLICY-39).
+const SUB_AGENT_HAS_NO_CALLER: &str =
+    "a sub-agent is called only inside an agent run, where no MCP client is";
+
 fn agent_tool(f: &Fields<'_>, d: &mut Diag) -> Option<Declared> {
     let agent = f.req_str("agent", d).filter(|a| {
         check_slug(a, 64)
@@ -369,6 +373,7 @@ fn agent_tool(f: &Fields<'_>, d: &mut Diag) -> Option<Declared> {
     });
     let description = f.opt_str("description", d);
     let approval = approval(f, d)?;
+    let approval = no_caller_approval(f, approval, SUB_AGENT_HAS_NO_CALLER, d)?;
     let agent = agent?;
     let description =
         description.unwrap_or_else(|| format!("Ask the `{agent}` agent and get its answer."));
@@ -404,6 +409,9 @@ fn builtin_tool(f: &Fields<'_>, d: &mut Diag) -> Option<Declared> {
         );
         return None;
     };
+    if builtin == Builtin::AskHuman {
+        no_caller_approval(f, approval, crate::builtin::ASK_HUMAN_ASKS_ITSELF, d)?;
+    }
     let def = crate::builtin::definition(builtin);
     let policy = Policy {
         approval,

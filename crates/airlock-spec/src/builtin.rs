@@ -5,6 +5,11 @@ use serde_json::json;
 use crate::names::ToolName;
 use crate::tool::{Builtin, ToolDefinition};
 
+/// Why `ask_human` cannot take `approval: caller` (docs/rules.md POLICY-40): a question already
+/// waits for a person's answer, and through the MCP endpoint it is already put to the person at
+/// the client (MCP-47), so there is nothing left to confirm.
+pub(crate) const ASK_HUMAN_ASKS_ITSELF: &str = "`ask_human` already waits for a person's answer (put to the person at the client where it can be)";
+
 /// The model-visible definition of a builtin.
 #[must_use]
 pub fn definition(builtin: Builtin) -> ToolDefinition {

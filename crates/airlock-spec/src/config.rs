@@ -106,6 +106,9 @@ pub struct EndpointAuth {
     pub tokens: Vec<TokenSpec>,
     /// `allowed_hosts`: `Host`/`Origin` names accepted (default loopback names only).
     pub allowed_hosts: Vec<String>,
+    /// `[mcp] request_state_key`: the credential holding the key input requests' states are
+    /// sealed with (64 hex characters); `None`: a key file beside the ledger (MCP-48).
+    pub request_state_key: Option<CredentialPath>,
 }
 
 /// One accepted bearer token.
@@ -346,9 +349,24 @@ fn database_url(url: &str, root: &Path, at: Pos, d: &mut Diag) -> String {
 
 /// `[mcp]` or `[admin]`; only MCP tokens may name `scopes`.
 fn endpoint_auth(node: &Node, path: &str, d: &mut Diag) -> EndpointAuth {
-    let Some(f) = Fields::open(node, path, &["tokens", "allowed_hosts"], d) else {
+    let keys: &[&str] = if path == "mcp" {
+        &["tokens", "allowed_hosts", "request_state_key"]
+    } else {
+        &["tokens", "allowed_hosts"]
+    };
+    let Some(f) = Fields::open(node, path, keys, d) else {
         return EndpointAuth::default();
     };
+    let request_state_key = f
+        .get("request_state_key")
+        .and_then(|n| credential_path(n, &f.key("request_state_key"), d));
+    if let Some(key) = &request_state_key {
+        d.refer(
+            f.key_at("request_state_key"),
+            &f.key("request_state_key"),
+            Referenced::Credential(key.clone()),
+        );
+    }
     let token_keys: &[&str] = if path == "mcp" {
         &["credential", "principal", "scopes"]
     } else {
@@ -406,6 +424,7 @@ fn endpoint_auth(node: &Node, path: &str, d: &mut Diag) -> EndpointAuth {
     EndpointAuth {
         tokens,
         allowed_hosts,
+        request_state_key,
     }
 }
 
@@ -582,6 +601,13 @@ fn builtins(node: &Node, d: &mut Diag) -> Vec<(Builtin, Policy)> {
             .ok()
             .flatten()
             .unwrap_or_default();
+        let approval = match builtin {
+            Builtin::AskHuman => {
+                let why = crate::builtin::ASK_HUMAN_ASKS_ITSELF;
+                crate::declared::no_caller_approval(&b, approval, why, d).unwrap_or_default()
+            }
+            Builtin::Fetch => approval,
+        };
         out.push((
             builtin,
             Policy {

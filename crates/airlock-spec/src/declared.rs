@@ -151,6 +151,26 @@ pub(crate) fn approval(f: &Fields<'_>, d: &mut Diag) -> Option<Approval> {
         .map(Option::unwrap_or_default)
 }
 
+/// Refuses `approval: caller` where no person at an MCP client can ever be asked: `why` names
+/// the tool and says why (docs/rules.md POLICY-39, POLICY-40). The error is at the `approval`
+/// key; `None` when refused.
+pub(crate) fn no_caller_approval(
+    f: &Fields<'_>,
+    approval: Approval,
+    why: &str,
+    d: &mut Diag,
+) -> Option<Approval> {
+    if approval != Approval::Caller {
+        return Some(approval);
+    }
+    d.push(
+        f.key_at("approval"),
+        &f.key("approval"),
+        format!("`approval: caller` asks the person at the MCP client that made the call, and {why}: use `always` or `once`"),
+    );
+    None
+}
+
 /// Builds a declared tool after checking its final name (`^[a-zA-Z0-9_-]{1,64}$`).
 pub(crate) fn declare(
     name: &str,

@@ -31,6 +31,7 @@ mod tool_mcp;
 mod tree;
 mod urls;
 mod values;
+mod visible;
 
 pub use agent::{API_VERSION, AgentSpec, ModelSpec, PROVIDERS};
 pub use builtin::definition as builtin_definition;
@@ -60,3 +61,4 @@ pub use tool::{
 };
 pub use tool_mcp::{MAX_MCP_SLUG, MAX_REMOTE_TOOL_NAME};
 pub use tree::Pos;
+pub use visible::{disguises, visible_text};

@@ -74,6 +74,10 @@ words! {
         Once = "once",
         /// Every call parks for a person.
         Always = "always",
+        /// Every call parks for a person like `always`; through the MCP endpoint, a client that
+        /// declares elicitation asks its own person to confirm the exact call instead of
+        /// waiting for an approver (docs/rules.md POLICY-38).
+        Caller = "caller",
     }
 }
 

@@ -10,6 +10,7 @@ mod execution;
 mod fused;
 mod outbox;
 mod rate;
+mod request_states;
 mod worker;
 
 pub(crate) use ambiguity::*;
@@ -20,4 +21,5 @@ pub(crate) use execution::*;
 pub(crate) use fused::*;
 pub(crate) use outbox::*;
 pub(crate) use rate::*;
+pub(crate) use request_states::*;
 pub(crate) use worker::*;

@@ -270,6 +270,7 @@ mod tests {
             }],
             allowed_hosts: hosts.iter().map(|h| (*h).to_owned()).collect(),
             tracer: None,
+            request_states: None,
         })
     }
 

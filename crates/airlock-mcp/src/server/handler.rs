@@ -14,7 +14,7 @@ use opentelemetry::context::FutureExt;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
     GetTaskParams, GetTaskResult, Implementation, ListToolsResult, PaginatedRequestParams,
-    ServerCapabilities, ServerConfig,
+    ProtocolVersion, ServerCapabilities, ServerConfig,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -24,7 +24,9 @@ use super::MAX_AWAIT;
 use super::convert::{
     AWAIT_TOOL, await_tool, awaited, from_host_error, to_call_result, to_error_data, to_tool,
 };
+use super::mrtr;
 use super::request::Admitted;
+use super::request_state::RequestStates;
 use super::{tasks, trace};
 use crate::host::{CALL_KEY_META, CallKey, ToolHost};
 
@@ -32,11 +34,16 @@ use crate::host::{CALL_KEY_META, CallKey, ToolHost};
 #[derive(Clone)]
 pub(super) struct Endpoint {
     host: Arc<dyn ToolHost>,
+    /// `None`: no input requests are sent (and no state is accepted).
+    request_states: Option<RequestStates>,
 }
 
 impl Endpoint {
-    pub(super) fn new(host: Arc<dyn ToolHost>) -> Self {
-        Self { host }
+    pub(super) fn new(host: Arc<dyn ToolHost>, request_states: Option<RequestStates>) -> Self {
+        Self {
+            host,
+            request_states,
+        }
     }
 
     /// `tools/call`: the await tool, or one call through the host.
@@ -57,6 +64,22 @@ impl Endpoint {
                 .await
                 .map(Into::into);
         }
+        if let Some(state) = request.request_state.as_deref() {
+            let retry = mrtr::Retry {
+                tool: &request.name,
+                arguments: &arguments,
+                state,
+                responses: request.input_responses.as_ref(),
+            };
+            let states = self.request_states.as_ref();
+            return mrtr::resume(self.host.as_ref(), states, &admitted, retry).await;
+        }
+        // Kept only when the person at the client could be asked (MCP-46).
+        let asks = self
+            .request_states
+            .as_ref()
+            .filter(|_| asks_person(&context));
+        let asked_about = asks.map(|_| arguments.clone());
         let outcome = self
             .host
             .call_tool_keyed(
@@ -67,6 +90,12 @@ impl Endpoint {
                 key.as_ref(),
             )
             .await;
+        if let (Ok(call), Some(states), Some(arguments)) = (&outcome, asks, &asked_about) {
+            let host = self.host.as_ref();
+            if let Some(asked) = mrtr::ask(host, states, &admitted, call, arguments) {
+                return Ok(asked.into());
+            }
+        }
         match outcome {
             Ok(call) if wants_task && call.is_parked() => {
                 Ok(CallToolResponse::Task(tasks::created(&call)))
@@ -176,6 +205,18 @@ impl ServerHandler for Endpoint {
             .map_err(to_error_data)?;
         Ok(())
     }
+}
+
+/// Whether the person at the client can be asked through an input request: a 2026-07-28
+/// request that declares elicitation (MCP-46).
+fn asks_person(context: &RequestContext<RoleServer>) -> bool {
+    let modern = context
+        .protocol_version()
+        .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28);
+    modern
+        && context
+            .client_capabilities()
+            .is_some_and(|caps| caps.elicitation.is_some())
 }
 
 /// What admission established for this request.

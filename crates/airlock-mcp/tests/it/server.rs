@@ -3,6 +3,7 @@
 //! SDK as a real client (`sdk`); content blocks and output schemas (`content`).
 
 mod content;
+mod mrtr;
 mod sdk;
 mod tasks;
 mod wire;
@@ -11,8 +12,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use airlock_mcp::{
-    Caller, EndpointConfig, HostCall, HostError, HostOutcome, ParkedStatus, ToolDescriptor,
-    ToolHost,
+    Caller, CallerPrompt, CallerRefusal, CallerUse, EndpointConfig, HostCall, HostError,
+    HostOutcome, ParkedStatus, RequestStates, ToolDescriptor, ToolHost,
 };
 use airlock_spec::ScopeId;
 use futures::future::BoxFuture;
@@ -42,6 +43,8 @@ pub(crate) enum Asked {
         principal: String,
         invocation_id: String,
     },
+    /// The person at the client decided, through a request state.
+    Decide { principal: String, used: CallerUse },
 }
 
 /// A host with fixed tools and scripted outcomes, recording every call.
@@ -115,6 +118,36 @@ impl ToolHost for FakeHost {
             tools[0].description = format!("echo for {name}");
         }
         Ok(tools)
+    }
+
+    /// `deploy`, waiting for approval, may be confirmed by the person at the client.
+    fn caller_prompt(
+        &self,
+        _scope: &ScopeId,
+        tool: &str,
+        status: ParkedStatus,
+        _arguments: &Value,
+    ) -> Option<CallerPrompt> {
+        (tool == "deploy" && status == ParkedStatus::AwaitingApproval)
+            .then_some(CallerPrompt::Confirm)
+    }
+
+    fn decide_as_caller<'a>(
+        &'a self,
+        _scope: &'a ScopeId,
+        caller: &'a Caller,
+        used: CallerUse,
+    ) -> BoxFuture<'a, Result<HostCall, CallerRefusal>> {
+        self.asked.lock().unwrap().push(Asked::Decide {
+            principal: caller.principal.clone(),
+            used,
+        });
+        let done = HostOutcome::Completed {
+            text: "deployed".into(),
+            structured: None,
+            is_error: false,
+        };
+        Box::pin(async move { Ok(tracked("inv-1", done)) })
     }
 
     fn call_tool<'a>(
@@ -255,6 +288,20 @@ impl Endpoint {
         tokens: Vec<(SecretString, String)>,
         allowed_hosts: Vec<String>,
     ) -> Self {
+        Self::start_on(tokens, allowed_hosts, None).await
+    }
+
+    /// [`Endpoint::start`] that sends input requests, sealing their states with `states`.
+    pub(crate) async fn start_asking(states: RequestStates) -> Self {
+        let tokens = vec![(SecretString::from(TOKEN), "alice".to_owned())];
+        Self::start_on(tokens, vec![], Some(states)).await
+    }
+
+    async fn start_on(
+        tokens: Vec<(SecretString, String)>,
+        allowed_hosts: Vec<String>,
+        request_states: Option<RequestStates>,
+    ) -> Self {
         let host = Arc::new(FakeHost::default());
         let app = airlock_mcp::router(
             host.clone(),
@@ -269,6 +316,7 @@ impl Endpoint {
                     .collect(),
                 allowed_hosts,
                 tracer: None,
+                request_states,
             },
         );
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, missing_docs)]
 
 mod apis;
+mod caller_approval;
 mod catalog;
 mod digest;
 mod examples;

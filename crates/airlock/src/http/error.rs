@@ -115,6 +115,9 @@ impl From<LedgerError> for ApiError {
             LedgerError::AlreadyDecided { .. } => {
                 Self::new(StatusCode::CONFLICT, "already_decided", message)
             }
+            LedgerError::RequestStateUsed { .. } => {
+                Self::new(StatusCode::CONFLICT, "request_state_used", message)
+            }
             LedgerError::Expired { .. } => Self::new(StatusCode::GONE, "expired", message),
             LedgerError::RunClosed { .. } => Self::new(StatusCode::CONFLICT, "run_closed", message),
             LedgerError::SessionBusy { .. } => {

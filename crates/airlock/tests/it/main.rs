@@ -21,6 +21,7 @@ mod inbox_browser;
 mod limits;
 mod logs;
 mod mcp;
+mod mcp_mrtr;
 mod mcp_tasks;
 mod notify;
 mod python_sdk;

@@ -97,19 +97,7 @@ pub(super) fn page(
     }
 }
 
-/// Whether `c` is shown as an escape: a control character (but newline and tab, which lay out
-/// pretty-printed JSON), a bidirectional formatting character (which can reorder what a reader
-/// sees, e.g. U+202E) or an invisible one (zero-width, word joiners, the BOM, soft hyphen).
-fn disguises(c: char) -> bool {
-    (c.is_control() && c != '\n' && c != '\t')
-        || matches!(c,
-            '\u{00AD}' | '\u{061C}' | '\u{115F}' | '\u{1160}' | '\u{180E}'
-            | '\u{200B}'..='\u{200F}' | '\u{2028}'..='\u{202E}' | '\u{2060}'..='\u{206F}'
-            | '\u{3164}' | '\u{FE00}'..='\u{FE0F}' | '\u{FEFF}' | '\u{FFF9}'..='\u{FFFB}'
-            | '\u{E0000}'..='\u{E007F}')
-}
-
-/// `text`, HTML-escaped, with every character that [`disguises`] shown as a visible `\u{…}`.
+/// `text`, HTML-escaped, with every character that [`airlock_spec::disguises`] shown as a visible `\u{…}`.
 pub(super) fn visible(text: &str) -> Markup {
     html! {
         @for part in split_disguised(text) {
@@ -130,7 +118,7 @@ fn split_disguised(text: &str) -> Vec<Part<'_>> {
     let mut parts = Vec::new();
     let mut start = 0;
     for (at, c) in text.char_indices() {
-        if disguises(c) {
+        if airlock_spec::disguises(c) {
             if start < at {
                 parts.push(Part::Plain(&text[start..at]));
             }

@@ -1,0 +1,108 @@
+//! The person at the MCP client settles the caller's own call (docs/rules.md MCP-46..MCP-49):
+//! what they may be asked, and their answer recorded as the decision.
+//!
+//! Guarantees: only a call of a tool declared `approval: caller` waiting for approval, or an
+//! `ask_human` question waiting for its answer, is offered to the person at the client. Their
+//! answer is recorded under the caller's principal through [`Store::decide_once`], which
+//! records the request state's use in the same commit that decides the call and, for an
+//! approval, claims it — so of any number of uses of one state exactly one decides, and the
+//! call then runs once, here, under the definition it was recorded for. A state used before is
+//! a replay; a call someone else decided first is reported as it stands.
+//!
+//! [`Store::decide_once`]: airlock_ledger::Store::decide_once
+
+use std::time::Duration;
+
+use airlock_ledger::{Decision, InvocationState, LedgerError, StateUse};
+use airlock_mcp::{
+    Caller, CallerDecision, CallerPrompt, CallerRefusal, CallerUse, HostCall, HostError,
+    ParkedStatus,
+};
+use airlock_spec::{Approval, Builtin, ScopeId, ToolSource};
+use serde_json::Value;
+
+use super::{host_call, internal};
+use crate::gateway::{EVENTS, Gateway};
+use crate::outcome::Outcome;
+
+impl Gateway {
+    pub(super) fn mcp_caller_prompt(
+        &self,
+        scope: &ScopeId,
+        tool: &str,
+        status: ParkedStatus,
+        arguments: &Value,
+    ) -> Option<CallerPrompt> {
+        let spec = self.scope(scope)?.get(tool)?;
+        match (status, &spec.source) {
+            (ParkedStatus::AwaitingAnswer, ToolSource::Builtin(Builtin::AskHuman)) => {
+                let question = arguments["question"].as_str()?;
+                Some(CallerPrompt::Answer {
+                    question: question.to_owned(),
+                })
+            }
+            (ParkedStatus::AwaitingApproval, _) if spec.policy.approval == Approval::Caller => {
+                Some(CallerPrompt::Confirm)
+            }
+            _ => None,
+        }
+    }
+
+    pub(super) async fn mcp_decide_as_caller(
+        &self,
+        scope: &ScopeId,
+        caller: &Caller,
+        used: CallerUse,
+    ) -> Result<HostCall, CallerRefusal> {
+        let row = self.mcp_row(scope, caller, &used.invocation_id).await?;
+        if row.tool != used.tool {
+            let id = &used.invocation_id;
+            return Err(
+                HostError::NotFound(format!("invocation {id} is a call of another tool")).into(),
+            );
+        }
+        let (what, decision) = match used.decision {
+            CallerDecision::Approve => ("approve", Decision::Approve),
+            CallerDecision::Decline { reason } => ("deny", Decision::Deny { reason }),
+            CallerDecision::Answer { text } => ("answer", Decision::Answer { text }),
+        };
+        let state = StateUse {
+            nonce: used.state_id,
+            invocation: row.id,
+            by: caller.principal.clone(),
+            decision,
+        };
+        let claim = self.claim_in_decision(scope, &row.tool);
+        let decided = match self.store().decide_once(state, claim).await {
+            Ok(decided) => decided,
+            Err(LedgerError::RequestStateUsed { .. }) => return Err(CallerRefusal::Replayed),
+            // Decided, expired or moved on by someone else first: report what stands.
+            Err(
+                LedgerError::AlreadyDecided { .. }
+                | LedgerError::WrongState { .. }
+                | LedgerError::Expired { .. },
+            ) => {
+                let id = &used.invocation_id;
+                return Ok(self.mcp_await(scope, caller, id, Duration::ZERO).await?);
+            }
+            Err(e) => return Err(internal(&e.into()).into()),
+        };
+        // The `decided` event every surface logs (OPS-11): who, what, never the answer's text.
+        tracing::info!(
+            target: EVENTS,
+            id = %decided.id,
+            tool = decided.tool,
+            by = caller.principal,
+            decision = what,
+            state = decided.state.as_str(),
+            surface = "mcp_input",
+            "decided"
+        );
+        let outcome = match decided.state {
+            InvocationState::Running => self.run_claimed_row(decided).await,
+            InvocationState::Approved => self.continue_approved(decided.id).await,
+            _ => Ok(Outcome::from_row(decided)),
+        };
+        Ok(host_call(&outcome.map_err(|e| internal(&e))?))
+    }
+}
