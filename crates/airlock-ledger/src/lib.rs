@@ -72,7 +72,7 @@ pub use error::{LedgerError, ToolError, ToolErrorKind};
 pub use ids::{InvocationId, RunId, SessionId};
 pub use ledger::{Ledger, StoreConfig};
 pub use model::{
-    APPROVAL_EXPIRED, ApprovalFilter, AuditReport, ChainBreak, Decision, DecisionRecord,
+    ACCESS_POLICY, APPROVAL_EXPIRED, ApprovalFilter, AuditReport, ChainBreak, Decision, DecisionRecord,
     Invocation, Lease, NewInvocation, NewRun, NewSession, Recorded, ResolutionRecord,
     ResumeOutcome, Run, Session, Settlement, SweepReport,
 };

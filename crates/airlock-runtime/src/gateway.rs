@@ -10,6 +10,7 @@
 //! failure: that is stored on the row and returned as a tool error. Only an unknown tool or a
 //! lost database is an `Err`. Every [`Outcome`] is read from the row it reports.
 
+mod access;
 mod builder;
 mod events;
 mod proposals;
@@ -49,6 +50,9 @@ pub struct CallContext {
     pub call_id: String,
     /// The authenticated principal, if any.
     pub principal: Option<String>,
+    /// The groups of a caller authenticated by a token, held to `[[access]]`; `None`: the
+    /// operator's own CLI, which the access policy does not bind (docs/rules.md POLICY-47).
+    pub groups: Option<Vec<String>>,
     /// Where the call came from (`mcp`, `cli`, …), as its session was opened; logged.
     pub channel: &'static str,
 }
@@ -113,6 +117,8 @@ pub struct Gateway {
     polls_ended: tokio::sync::watch::Sender<bool>,
     /// What a park's log line says to do; the binary knows its commands and routes.
     how_to_decide: Option<HowToDecide>,
+    /// `[[access]]`: who may see and call what (empty: no filtering).
+    access: airlock_spec::AccessPolicy,
 }
 
 impl Gateway {
@@ -248,11 +254,19 @@ impl Gateway {
         let invalid = validate(tool, &arguments)
             .or_else(|| proposal_refusal(spec, room))
             .or_else(|| confirm_refusal(spec, run));
+        let verdict = self.verdict(ctx, spec.definition.name.as_str());
         let mut new = new_invocation(ctx, spec, arguments, &tool.digest, invalid.is_some());
         new.run_id = run.map(|r| r.run);
+        if verdict == airlock_spec::Verdict::Refused {
+            // Recorded as the policy's denial, never as a runnable call (POLICY-45).
+            new.refusal = Some(access::refusal(ctx, spec.definition.name.as_str()));
+        } else if invalid.is_none() {
+            new.approval = access::approval(verdict, new.approval);
+        }
         // An ungated call is recorded and claimed in one durable commit; rate-limited and
         // transactional calls take the general path (limit first; the transaction claims).
         let fast = invalid.is_none()
+            && new.refusal.is_none()
             && !rate_limit::is_limited(spec)
             && spec.policy.effect != airlock_spec::Effect::Transactional;
         let recorded = if fast {
@@ -275,7 +289,8 @@ impl Gateway {
         if recorded.created && recorded.invocation.state == InvocationState::Running {
             return self.run_claimed(tool, recorded.invocation).await;
         }
-        if let (Some(error), true) = (invalid, recorded.created) {
+        let refused = recorded.invocation.state == InvocationState::Denied;
+        if let (Some(error), true, false) = (invalid, recorded.created, refused) {
             // Bad arguments are stored on their own row and never run, whatever the policy.
             let row = self.fail_unclaimed(recorded.invocation, error).await?;
             return Ok(Outcome::from_row(row));

@@ -5,6 +5,7 @@
 //! each with file, line:column, key path and reason. Declaration shapes stay private; only
 //! validated types leave the crate.
 
+mod access;
 mod agent;
 mod api_file;
 mod builtin;
@@ -31,6 +32,7 @@ mod tree;
 mod urls;
 mod values;
 
+pub use access::{AccessPolicy, AccessRule, EVERYONE, Principal, Verdict, glob};
 pub use agent::{API_VERSION, AgentSpec, ModelSpec, PROVIDERS};
 pub use builtin::definition as builtin_definition;
 pub use canonical::{canonical_json, sha256_hex};

@@ -106,6 +106,7 @@ async fn assemble(
         .how_to_decide(how_to_decide(&deployment.root))
         .connections(config.connections.clone())
         .mcp_connections(deployment.connections.clone())
+        .access(config.access.clone())
         .scope(gateway_scope)?;
     if let Some(lease) = lease {
         builder = builder.lease(lease);
@@ -266,6 +267,7 @@ fn mcp_tokens(
         out.push(EndpointToken {
             token: token.clone(),
             principal: principal.clone(),
+            groups: spec.groups.clone(),
             scopes,
         });
     }

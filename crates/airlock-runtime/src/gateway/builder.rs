@@ -39,6 +39,7 @@ impl GatewayBuilder {
                 lease: LEASE,
                 polls_ended: tokio::sync::watch::Sender::new(false),
                 how_to_decide: None,
+                access: airlock_spec::AccessPolicy::default(),
             },
         }
     }
@@ -109,6 +110,14 @@ impl GatewayBuilder {
     #[must_use]
     pub fn how_to_decide(mut self, how: HowToDecide) -> Self {
         self.gateway.how_to_decide = Some(how);
+        self
+    }
+
+    /// `[[access]]` of `airlock.toml` (docs/rules.md POLICY-43); without it nothing is
+    /// filtered.
+    #[must_use]
+    pub fn access(mut self, access: airlock_spec::AccessPolicy) -> Self {
+        self.gateway.access = access;
         self
     }
 
