@@ -72,9 +72,9 @@ pub use error::{LedgerError, ToolError, ToolErrorKind};
 pub use ids::{InvocationId, RunId, SessionId};
 pub use ledger::{Ledger, StoreConfig};
 pub use model::{
-    ACCESS_POLICY, APPROVAL_EXPIRED, ApprovalFilter, AuditReport, ChainBreak, Decision, DecisionRecord,
-    Invocation, Lease, NewInvocation, NewRun, NewSession, Recorded, ResolutionRecord,
-    ResumeOutcome, Run, Session, Settlement, SweepReport,
+    ACCESS_POLICY, APPROVAL_EXPIRED, ApprovalFilter, AuditReport, ChainBreak, Decision,
+    DecisionRecord, Invocation, Lease, NewInvocation, NewRun, NewSession, Recorded,
+    ResolutionRecord, ResumeOutcome, Run, Session, Settlement, SweepReport,
 };
 pub use notice::{Notice, NoticeRecord, OutboxRoute};
 pub use postgres::PgStore;

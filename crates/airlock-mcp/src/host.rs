@@ -20,8 +20,11 @@ use serde_json::{Map, Value};
 pub trait ToolHost: Send + Sync + 'static {
     /// The tools of `scope` that `caller` may see, in the order `tools/list` shows them. The
     /// hints are airlock's own declarations, never copied from an upstream server.
-    fn list_tools(&self, scope: &ScopeId, caller: &Caller)
-    -> Result<Vec<ToolDescriptor>, HostError>;
+    fn list_tools(
+        &self,
+        scope: &ScopeId,
+        caller: &Caller,
+    ) -> Result<Vec<ToolDescriptor>, HostError>;
 
     /// The input schema of the tool `name` of `scope`, if both exist: what the endpoint checks
     /// a request against before the call. The default scans [`ToolHost::list_tools`] as

@@ -299,7 +299,12 @@ mod tests {
         assert!(!glob("fetch", "fetcher"));
     }
 
-    fn rule(principals: &[&str], groups: &[&str], tools: &[&str], approval: Option<Approval>) -> AccessRule {
+    fn rule(
+        principals: &[&str],
+        groups: &[&str],
+        tools: &[&str],
+        approval: Option<Approval>,
+    ) -> AccessRule {
         AccessRule {
             principals: principals.iter().map(|s| (*s).to_owned()).collect(),
             groups: groups.iter().map(|s| (*s).to_owned()).collect(),
@@ -320,18 +325,31 @@ mod tests {
             ],
         };
         let ops = ["ops".to_owned()];
-        let ada = Principal { name: "ada", groups: &[] };
-        let bob = Principal { name: "bob", groups: &ops };
+        let ada = Principal {
+            name: "ada",
+            groups: &[],
+        };
+        let bob = Principal {
+            name: "bob",
+            groups: &ops,
+        };
         let scope = ScopeId::Gateway;
         assert_eq!(
             policy.verdict(&scope, ada, "crm__delete_contact"),
-            Verdict::Granted { approval: Some(Approval::Always) }
+            Verdict::Granted {
+                approval: Some(Approval::Always)
+            }
         );
         assert_eq!(
             policy.verdict(&scope, bob, "crm__delete_contact"),
-            Verdict::Granted { approval: Some(Approval::Never) }
+            Verdict::Granted {
+                approval: Some(Approval::Never)
+            }
         );
-        assert_eq!(policy.verdict(&scope, ada, "crm__search"), Verdict::Granted { approval: None });
+        assert_eq!(
+            policy.verdict(&scope, ada, "crm__search"),
+            Verdict::Granted { approval: None }
+        );
         assert_eq!(policy.verdict(&scope, ada, "fetch"), Verdict::Refused);
         assert_eq!(
             AccessPolicy::default().verdict(&scope, ada, "fetch"),

@@ -354,7 +354,7 @@ fn endpoint_auth(node: &Node, path: &str, d: &mut Diag) -> EndpointAuth {
     let token_keys: &[&str] = if path == "mcp" {
         &["credential", "principal", "scopes", "groups"]
     } else {
-        &["credential", "principal", "groups"]
+        &["credential", "principal"]
     };
     let mut tokens = Vec::new();
     for (item_path, item) in f.opt_list("tokens", d).unwrap_or_default() {

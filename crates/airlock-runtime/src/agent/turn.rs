@@ -30,9 +30,16 @@ pub(super) async fn ask(
     model: &dyn Model,
     remaining: Duration,
 ) -> Asked {
-    let (principal, groups) = (ctx.detail.principal.as_deref(), ctx.detail.groups.as_deref());
+    let (principal, groups) = (
+        ctx.detail.principal.as_deref(),
+        ctx.detail.groups.as_deref(),
+    );
     let mut tools = ctx.snapshot.tool_defs();
-    tools.retain(|t| agents.gateway().may_see(&ctx.scope, principal, groups, &t.name));
+    tools.retain(|t| {
+        agents
+            .gateway()
+            .may_see(&ctx.scope, principal, groups, &t.name)
+    });
     let request = ChatRequest {
         model: ctx.agent.model.model.clone(),
         system: ctx.agent.system_prompt.clone(),

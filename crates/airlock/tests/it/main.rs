@@ -2,6 +2,7 @@
 
 #![allow(clippy::unwrap_used, missing_docs)]
 
+mod access;
 mod apis;
 mod approvals_cli;
 mod call;
