@@ -47,6 +47,7 @@ mod confirmations;
 mod decide;
 mod expiry;
 mod lease;
+mod pins;
 mod rate;
 mod record;
 mod runs;
@@ -77,6 +78,7 @@ pub use model::{
     ResolutionRecord, ResumeOutcome, Run, Session, Settlement, SweepReport,
 };
 pub use notice::{Notice, NoticeRecord, OutboxRoute};
+pub use pins::ToolPin;
 pub use postgres::PgStore;
 pub use rate::{RateBudget, RateRefusal};
 pub use sqlite::SqliteStore;

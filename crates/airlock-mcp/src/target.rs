@@ -176,4 +176,7 @@ pub struct RemoteTool {
     /// `annotations.readOnlyHint` as the server gives it (`None` when absent). A hint, not a
     /// guarantee: only `Some(true)` lets `airlock discover` declare the tool a read.
     pub read_only_hint: Option<bool>,
+    /// What is pinned of it (docs/rules.md LEDGER-49): `name`, `description`, `inputSchema`,
+    /// `outputSchema` and `annotations` as the server sent them (absent ones left out).
+    pub definition: Value,
 }

@@ -445,7 +445,8 @@ impl ToolHost for Gateway {
         let callable = tools
             .tools()
             .iter()
-            .filter(|t| !only_in_a_run(t) && self.caller_sees(scope, caller, t));
+            .filter(|t| !only_in_a_run(t) && self.caller_sees(scope, caller, t))
+            .filter(|t| !self.is_removed(t.definition.name.as_str()));
         Ok(callable.map(descriptor).collect())
     }
 

@@ -119,6 +119,9 @@ pub struct Gateway {
     how_to_decide: Option<HowToDecide>,
     /// `[[access]]`: who may see and call what (empty: no filtering).
     access: airlock_spec::AccessPolicy,
+    /// Connection tools their server no longer lists though they are pinned: kept in the
+    /// scope so their calls fail naming them, never listed (docs/rules.md OPS-51).
+    removed: std::collections::HashSet<String>,
 }
 
 impl Gateway {
@@ -251,7 +254,9 @@ impl Gateway {
         let (prepared, tool) = self.resolve(&ctx.scope, tool)?;
         let spec = &tool.spec;
         let room = run.map_or(ProposalRoom::NoReceiver, |r| r.proposals);
-        let invalid = validate(tool, &arguments)
+        let invalid = self
+            .removed_refusal(spec)
+            .or_else(|| validate(tool, &arguments))
             .or_else(|| proposal_refusal(spec, room))
             .or_else(|| confirm_refusal(spec, run));
         let verdict = self.verdict(ctx, spec.definition.name.as_str());
@@ -296,6 +301,25 @@ impl Gateway {
             return Ok(Outcome::from_row(row));
         }
         self.advance(prepared, tool, recorded.invocation).await
+    }
+
+    /// Whether `name` is a pinned connection tool its server no longer lists.
+    #[must_use]
+    pub fn is_removed(&self, name: &str) -> bool {
+        self.removed.contains(name)
+    }
+
+    /// A call of a removed tool, as the tool error its caller reads; nothing is sent.
+    fn removed_refusal(&self, spec: &ToolSpec) -> Option<ToolError> {
+        let name = spec.definition.name.as_str();
+        self.is_removed(name).then(|| {
+            ToolError::new(
+                ToolErrorKind::Unavailable,
+                format!(
+                    "tool `{name}` was removed by its connection server since its definition was pinned; nothing was called (an operator sees it in `airlock tools diff`)"
+                ),
+            )
+        })
     }
 
     /// The prepared scope and the tool `name` in it.

@@ -40,6 +40,7 @@ impl GatewayBuilder {
                 polls_ended: tokio::sync::watch::Sender::new(false),
                 how_to_decide: None,
                 access: airlock_spec::AccessPolicy::default(),
+                removed: std::collections::HashSet::new(),
             },
         }
     }
@@ -118,6 +119,14 @@ impl GatewayBuilder {
     #[must_use]
     pub fn access(mut self, access: airlock_spec::AccessPolicy) -> Self {
         self.gateway.access = access;
+        self
+    }
+
+    /// The pinned connection tools their server no longer lists (docs/rules.md OPS-51): in a
+    /// scope (see [`crate::pins::removed_spec`]) but never listed, and every call of one fails.
+    #[must_use]
+    pub fn removed(mut self, names: impl IntoIterator<Item = String>) -> Self {
+        self.gateway.removed.extend(names);
         self
     }
 
