@@ -23,6 +23,7 @@ mod logs;
 mod mcp;
 mod mcp_tasks;
 mod notify;
+mod pins;
 mod python_sdk;
 mod quickstart;
 mod runs;
