@@ -28,6 +28,7 @@ use crate::model::{
 };
 use crate::notice::OutboxRoute;
 use crate::notify::Notifier;
+use crate::pins::{self, ToolPin};
 use crate::rate::{self, RateBudget, RateRefusal};
 use crate::reads::{self, text};
 use crate::request_states::{self, StateUse};
@@ -658,5 +659,30 @@ impl Store for Ledger {
 
     fn held_confirmation(&self, session: SessionId) -> LedgerFuture<'_, Option<Confirmation>> {
         Box::pin(confirmations::held(&self.pool, session))
+    }
+
+    fn tool_pins(&self) -> LedgerFuture<'_, Vec<ToolPin>> {
+        Box::pin(pins::all(&self.pool))
+    }
+
+    fn pin_tool(&self, pin: ToolPin) -> LedgerFuture<'_, ()> {
+        // Pins are rare (a boot, an operator's accept): one fixed lane serializes them.
+        Box::pin(
+            self.writer
+                .submit(uuid::Uuid::nil(), Prefetch::Nothing, move |tx, b| {
+                    let pin = pin.clone();
+                    Box::pin(async move { pins::pin(tx, b, &pin).await })
+                }),
+        )
+    }
+
+    fn unpin_tool(&self, connection: String, tool: String) -> LedgerFuture<'_, ()> {
+        Box::pin(
+            self.writer
+                .submit(uuid::Uuid::nil(), Prefetch::Nothing, move |tx, _| {
+                    let (connection, tool) = (connection.clone(), tool.clone());
+                    Box::pin(async move { pins::unpin(tx, &connection, &tool).await })
+                }),
+        )
     }
 }

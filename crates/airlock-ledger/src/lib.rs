@@ -47,6 +47,7 @@ mod confirmations;
 mod decide;
 mod expiry;
 mod lease;
+mod pins;
 mod rate;
 mod record;
 mod request_states;
@@ -74,11 +75,13 @@ pub use error::{LedgerError, ToolError, ToolErrorKind};
 pub use ids::{InvocationId, RunId, SessionId};
 pub use ledger::{Ledger, StoreConfig};
 pub use model::{
-    APPROVAL_EXPIRED, ApprovalFilter, AuditReport, CallerOutcome, ChainBreak, Decision,
+    ACCESS_POLICY, APPROVAL_EXPIRED, ApprovalFilter, AuditReport, CallerOutcome, ChainBreak,
+    Decision,
     DecisionRecord, Invocation, Lease, NewInvocation, NewRun, NewSession, Recorded,
     ResolutionRecord, ResumeOutcome, Run, Session, Settlement, SweepReport,
 };
 pub use notice::{Notice, NoticeRecord, OutboxRoute};
+pub use pins::ToolPin;
 pub use postgres::PgStore;
 pub use rate::{RateBudget, RateRefusal};
 pub use request_states::StateUse;

@@ -120,6 +120,10 @@ pub struct NewInvocation {
     pub definitions_digest: String,
     /// How long a parked row waits; default: the store's approval TTL.
     pub approval_ttl: Option<Duration>,
+    /// Why the access policy refuses the call, when it does: the row is then born `denied`,
+    /// decided by [`ACCESS_POLICY`] with this reason, and never runs (docs/rules.md
+    /// LEDGER-48).
+    pub refusal: Option<String>,
 }
 
 impl NewInvocation {
@@ -146,6 +150,7 @@ impl NewInvocation {
             principal: None,
             definitions_digest: definitions_digest.into(),
             approval_ttl: None,
+            refusal: None,
         }
     }
 }
@@ -328,6 +333,10 @@ pub struct Invocation {
     /// When last changed.
     pub updated_at: OffsetDateTime,
 }
+
+/// Who decided a call the access policy refused (docs/rules.md LEDGER-48): never a person's
+/// name, since principals and deciders are configured names without spaces.
+pub const ACCESS_POLICY: &str = "access policy";
 
 /// The reason an expired call is shown with, where a declined call shows the person's
 /// (docs/rules.md POLICY-15).

@@ -15,10 +15,10 @@ use crate::error::LedgerError;
 use crate::expiry::settle_expiry;
 use crate::ids::InvocationId;
 use crate::lease::{arguments_hash, claimed};
-use crate::model::{Invocation, NewInvocation, Recorded};
+use crate::model::{ACCESS_POLICY, DecisionRecord, Invocation, NewInvocation, Recorded};
 use crate::row::{INVOCATION_COLUMNS, InvocationRow, content_hash};
 use crate::runs;
-use crate::state::{CallKind, InvocationState as S};
+use crate::state::{CallKind, DecisionKind, InvocationState as S};
 use crate::tx::LedgerTx;
 
 async fn load_by_call(
@@ -151,7 +151,12 @@ fn new_row(
         principal,
         definitions_digest: new.definitions_digest.clone(),
         approval_ref,
-        decision: None,
+        decision: new.refusal.as_ref().map(|reason| DecisionRecord {
+            by: ACCESS_POLICY.to_owned(),
+            decision: DecisionKind::Denied,
+            reason: Some(reason.clone()),
+            at: batch.now,
+        }),
         resolution: None,
         expires_at: state.is_parked().then(|| batch.now + ttl),
         lease: None,
@@ -169,6 +174,9 @@ async fn initial_state(
     args_hash: &str,
     principal: Option<&str>,
 ) -> Result<(S, Option<InvocationId>), LedgerError> {
+    if new.refusal.is_some() {
+        return Ok((S::Denied, None));
+    }
     if new.mode == Mode::Propose {
         return Ok((S::Proposed, None));
     }

@@ -23,6 +23,7 @@ use crate::model::{
     ResumeOutcome, Run, Session, SweepReport,
 };
 use crate::notice::{Notice, NoticeRecord};
+use crate::pins::ToolPin;
 use crate::rate::{RateBudget, RateRefusal};
 use crate::request_states::StateUse;
 use crate::state::{InvocationState, RunStatus};
@@ -311,9 +312,27 @@ pub trait Store: Send + Sync + 'static {
         let _ = session;
         no_agent_runs()
     }
+    /// Every pinned tool definition, by connection then tool (docs/rules.md LEDGER-49).
+    fn tool_pins(&self) -> LedgerFuture<'_, Vec<ToolPin>> {
+        no_pins()
+    }
+    /// Pins `pin`'s definition (replacing the one pinned before); its time is the ledger's.
+    fn pin_tool(&self, pin: ToolPin) -> LedgerFuture<'_, ()> {
+        let _ = pin;
+        no_pins()
+    }
+    /// Removes the pin of `tool` of `connection` (a removed tool the operator accepted).
+    fn unpin_tool(&self, connection: String, tool: String) -> LedgerFuture<'_, ()> {
+        let _ = (connection, tool);
+        no_pins()
+    }
 }
 
 /// The answer of a store that keeps no agent runs.
+fn no_pins<'a, T: Send + 'a>() -> LedgerFuture<'a, T> {
+    Box::pin(async { Err(LedgerError::Invalid("this store keeps no tool pins".into())) })
+}
+
 fn no_agent_runs<'a, T: Send + 'a>() -> LedgerFuture<'a, T> {
     Box::pin(async {
         Err(LedgerError::Invalid(

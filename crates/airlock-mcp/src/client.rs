@@ -116,6 +116,7 @@ impl McpClient {
         Ok(tools
             .into_iter()
             .map(|tool| RemoteTool {
+                definition: pinnable(&tool),
                 name: tool.name.to_string(),
                 description: tool.description.map(|d| d.to_string()).unwrap_or_default(),
                 input_schema: Value::Object(tool.input_schema.as_ref().clone()),
@@ -201,4 +202,24 @@ fn json_type(value: &Value) -> &'static str {
         Value::Array(_) => "an array",
         Value::Object(_) => "an object",
     }
+}
+
+/// The fields of `tool` a pin covers, as the server sent them.
+fn pinnable(tool: &rmcp::model::Tool) -> Value {
+    const PINNED: [&str; 5] = [
+        "name",
+        "description",
+        "inputSchema",
+        "outputSchema",
+        "annotations",
+    ];
+    let mut out = serde_json::Map::new();
+    if let Ok(Value::Object(all)) = serde_json::to_value(tool) {
+        for (key, value) in all {
+            if PINNED.contains(&key.as_str()) && !value.is_null() {
+                out.insert(key, value);
+            }
+        }
+    }
+    Value::Object(out)
 }

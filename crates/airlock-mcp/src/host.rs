@@ -18,15 +18,25 @@ use serde_json::{Map, Value};
 /// authenticated [`Caller`]; the host records the principal on every invocation and must refuse
 /// an await for an invocation that belongs to another principal or another channel.
 pub trait ToolHost: Send + Sync + 'static {
-    /// The tools of `scope`, in the order `tools/list` shows them. The hints are airlock's own
-    /// declarations, never copied from an upstream server.
-    fn list_tools(&self, scope: &ScopeId) -> Result<Vec<ToolDescriptor>, HostError>;
+    /// The tools of `scope` that `caller` may see, in the order `tools/list` shows them. The
+    /// hints are airlock's own declarations, never copied from an upstream server.
+    fn list_tools(
+        &self,
+        scope: &ScopeId,
+        caller: &Caller,
+    ) -> Result<Vec<ToolDescriptor>, HostError>;
 
     /// The input schema of the tool `name` of `scope`, if both exist: what the endpoint checks
-    /// a request against before the call. The default scans [`ToolHost::list_tools`]; a host
-    /// with a direct lookup should override it (it runs on every 2026-07-28 `tools/call`).
-    fn input_schema(&self, scope: &ScopeId, name: &str) -> Option<Map<String, Value>> {
-        self.list_tools(scope)
+    /// a request against before the call. The default scans [`ToolHost::list_tools`] as
+    /// `caller` sees it; a host with a direct lookup should override it (it runs on every
+    /// 2026-07-28 `tools/call`).
+    fn input_schema(
+        &self,
+        scope: &ScopeId,
+        caller: &Caller,
+        name: &str,
+    ) -> Option<Map<String, Value>> {
+        self.list_tools(scope, caller)
             .ok()?
             .into_iter()
             .find(|t| t.name == name)
@@ -152,6 +162,8 @@ impl HostCall {
 pub struct Caller {
     /// The principal named in the endpoint's configuration for the token presented.
     pub principal: String,
+    /// Groups the principal belongs to: from the token's configuration or its groups claim
+    pub groups: Vec<String>,
 }
 
 /// Where a client puts its own call key: `params._meta["io.airlock/call_key"]` of a

@@ -25,6 +25,7 @@
 //! - Clients that opt into MCP Tasks get the parked call as a task instead (the ledger row is
 //!   the task): the 2026-07-28 extension through rmcp (`handler`), the 2025-11-25 experimental
 //!   shape through `legacy_tasks`.
+//! - A `tools/list` answer is `Cache-Control: private`: it is filtered for its caller.
 //! - A 2026-07-28 `tools/call` whose `Mcp-Param-*` headers disagree with the arguments they
 //!   mirror is refused before anything is recorded (`param_headers`).
 
@@ -76,6 +77,8 @@ pub struct EndpointToken {
     pub token: SecretString,
     /// The principal recorded on every call made with it.
     pub principal: String,
+    /// The groups its principal belongs to (`[[access]]` rules match them).
+    pub groups: Vec<String>,
     /// The scopes it may call; `None`: every scope.
     pub scopes: Option<Vec<ScopeId>>,
 }
@@ -178,11 +181,21 @@ impl Pipeline {
             Legacy::Answered(response) => return response,
             Legacy::ToRmcp(edit) => edit,
         };
+        let lists_tools = request.method() == "tools/list";
         let response = rmcp.run(request.into_rmcp()).await;
-        match edit {
+        let mut response = match edit {
             Some(edit) => legacy_tasks::decorate(response, edit).await,
             None => response,
+        };
+        if lists_tools {
+            // The list depends on who asks (their token's scopes, `[[access]]`): no shared
+            // cache may answer another caller with it (docs/rules.md POLICY-46).
+            response.headers_mut().insert(
+                axum::http::header::CACHE_CONTROL,
+                axum::http::HeaderValue::from_static("private"),
+            );
         }
+        response
     }
 }
 

@@ -194,4 +194,7 @@ pub struct RemoteTool {
     pub read_only_hint: Option<bool>,
     /// Its `outputSchema`, when the server declares one: the shape of its `structuredContent`.
     pub output_schema: Option<Value>,
+    /// What is pinned of it (docs/rules.md LEDGER-49): `name`, `description`, `inputSchema`,
+    /// `outputSchema` and `annotations` as the server sent them (absent ones left out).
+    pub definition: Value,
 }

@@ -76,6 +76,7 @@ async fn run(label: &str, gateway: &Arc<Gateway>, callers: usize) {
                         session,
                         call_id: i.to_string(),
                         principal: Some("bench".into()),
+                        groups: None,
                         channel: "bench",
                     };
                     let t = Instant::now();

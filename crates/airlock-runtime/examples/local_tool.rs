@@ -78,6 +78,7 @@ async fn main() {
         session,
         call_id: "refund-1".into(),
         principal: Some("support-bot".into()),
+        groups: None,
         channel: "example",
     };
     let parked = gateway

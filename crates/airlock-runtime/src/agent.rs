@@ -410,6 +410,7 @@ impl Agents {
             input: request.input.clone(),
             context: request.context.clone(),
             principal: request.principal.clone(),
+            groups: request.groups.clone(),
             proposals_enabled: request.proposals_enabled,
             root: id,
             via: None,

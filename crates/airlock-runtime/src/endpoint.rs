@@ -245,6 +245,7 @@ impl Gateway {
             session: SessionId::new(),
             call_id: "mcp".to_owned(),
             principal,
+            groups: Some(caller.groups.clone()),
             channel: "mcp",
         };
         let called = match key {
@@ -446,6 +447,14 @@ impl Gateway {
     }
 }
 
+impl Gateway {
+    /// Whether the MCP `caller` may see `spec` of `scope` under `[[access]]`.
+    fn caller_sees(&self, scope: &ScopeId, caller: &Caller, spec: &ToolSpec) -> bool {
+        let name = spec.definition.name.as_str();
+        self.may_see(scope, Some(&caller.principal), Some(&caller.groups), name)
+    }
+}
+
 /// A tool only an agent run can call: a sub-agent (AGENT-30), or an action that needs a
 /// person's consent in the run's conversation (POLICY-35). Neither is listed here.
 fn only_in_a_run(spec: &airlock_spec::ToolSpec) -> bool {
@@ -453,15 +462,32 @@ fn only_in_a_run(spec: &airlock_spec::ToolSpec) -> bool {
 }
 
 impl ToolHost for Gateway {
-    fn list_tools(&self, scope: &ScopeId) -> Result<Vec<ToolDescriptor>, HostError> {
+    fn list_tools(
+        &self,
+        scope: &ScopeId,
+        caller: &Caller,
+    ) -> Result<Vec<ToolDescriptor>, HostError> {
         let tools = self.scope(scope).ok_or_else(|| unknown_scope(scope))?;
-        // A sub-agent runs only inside an agent run: not a tool here (docs/rules.md AGENT-30).
-        let callable = tools.tools().iter().filter(|t| !only_in_a_run(t));
+        // A sub-agent runs only inside an agent run: not a tool here (docs/rules.md AGENT-30);
+        // a tool no `[[access]]` rule grants the caller is not shown (POLICY-46).
+        let callable = tools
+            .tools()
+            .iter()
+            .filter(|t| !only_in_a_run(t) && self.caller_sees(scope, caller, t))
+            .filter(|t| !self.is_removed(t.definition.name.as_str()));
         Ok(callable.map(descriptor).collect())
     }
 
-    fn input_schema(&self, scope: &ScopeId, name: &str) -> Option<Map<String, Value>> {
+    fn input_schema(
+        &self,
+        scope: &ScopeId,
+        caller: &Caller,
+        name: &str,
+    ) -> Option<Map<String, Value>> {
         let spec = self.scope(scope)?.get(name).filter(|t| !only_in_a_run(t))?;
+        if !self.caller_sees(scope, caller, spec) {
+            return None;
+        }
         spec.definition.input_schema.as_object().cloned()
     }
 

@@ -10,6 +10,7 @@
 //! failure: that is stored on the row and returned as a tool error. Only an unknown tool or a
 //! lost database is an `Err`. Every [`Outcome`] is read from the row it reports.
 
+mod access;
 mod builder;
 mod events;
 mod proposals;
@@ -50,6 +51,9 @@ pub struct CallContext {
     pub call_id: String,
     /// The authenticated principal, if any.
     pub principal: Option<String>,
+    /// The groups of a caller authenticated by a token, held to `[[access]]`; `None`: the
+    /// operator's own CLI, which the access policy does not bind (docs/rules.md POLICY-47).
+    pub groups: Option<Vec<String>>,
     /// Where the call came from (`mcp`, `cli`, …), as its session was opened; logged.
     pub channel: &'static str,
 }
@@ -114,6 +118,11 @@ pub struct Gateway {
     polls_ended: tokio::sync::watch::Sender<bool>,
     /// What a park's log line says to do; the binary knows its commands and routes.
     how_to_decide: Option<HowToDecide>,
+    /// `[[access]]`: who may see and call what (empty: no filtering).
+    access: airlock_spec::AccessPolicy,
+    /// Connection tools their server no longer lists though they are pinned: kept in the
+    /// scope so their calls fail naming them, never listed (docs/rules.md OPS-51).
+    removed: std::collections::HashSet<String>,
 }
 
 impl Gateway {
@@ -248,14 +257,24 @@ impl Gateway {
         let (prepared, tool) = self.resolve(&ctx.scope, tool)?;
         let spec = &tool.spec;
         let room = run.map_or(ProposalRoom::NoReceiver, |r| r.proposals);
-        let invalid = validate(tool, &arguments)
+        let invalid = self
+            .removed_refusal(spec)
+            .or_else(|| validate(tool, &arguments))
             .or_else(|| proposal_refusal(spec, room))
             .or_else(|| confirm_refusal(spec, run));
+        let verdict = self.verdict(ctx, spec.definition.name.as_str());
         let mut new = new_invocation(ctx, spec, arguments, &tool.digest, invalid.is_some());
         new.run_id = run.map(|r| r.run);
+        if verdict == airlock_spec::Verdict::Refused {
+            // Recorded as the policy's denial, never as a runnable call (POLICY-45).
+            new.refusal = Some(access::refusal(ctx, spec.definition.name.as_str()));
+        } else if invalid.is_none() {
+            new.approval = access::approval(verdict, new.approval);
+        }
         // An ungated call is recorded and claimed in one durable commit; rate-limited and
         // transactional calls take the general path (limit first; the transaction claims).
         let fast = invalid.is_none()
+            && new.refusal.is_none()
             && !rate_limit::is_limited(spec)
             && spec.policy.effect != airlock_spec::Effect::Transactional;
         let recorded = if fast {
@@ -279,12 +298,32 @@ impl Gateway {
         if recorded.created && recorded.invocation.state == InvocationState::Running {
             return self.run_claimed(tool, recorded.invocation).await;
         }
-        if let (Some(error), true) = (invalid, recorded.created) {
+        let refused = recorded.invocation.state == InvocationState::Denied;
+        if let (Some(error), true, false) = (invalid, recorded.created, refused) {
             // Bad arguments are stored on their own row and never run, whatever the policy.
             let row = self.fail_unclaimed(recorded.invocation, error).await?;
             return Ok(Outcome::from_row(row));
         }
         self.advance(prepared, tool, recorded.invocation).await
+    }
+
+    /// Whether `name` is a pinned connection tool its server no longer lists.
+    #[must_use]
+    pub fn is_removed(&self, name: &str) -> bool {
+        self.removed.contains(name)
+    }
+
+    /// A call of a removed tool, as the tool error its caller reads; nothing is sent.
+    fn removed_refusal(&self, spec: &ToolSpec) -> Option<ToolError> {
+        let name = spec.definition.name.as_str();
+        self.is_removed(name).then(|| {
+            ToolError::new(
+                ToolErrorKind::Unavailable,
+                format!(
+                    "tool `{name}` was removed by its connection server since its definition was pinned; nothing was called (an operator sees it in `airlock tools diff`)"
+                ),
+            )
+        })
     }
 
     /// The prepared scope and the tool `name` in it.

@@ -27,6 +27,7 @@ mod execute;
 mod gateway;
 pub mod notify;
 mod outcome;
+pub mod pins;
 mod rate_limit;
 mod session;
 
@@ -36,7 +37,7 @@ pub use egress::egress_policy;
 pub use error::{ToolError, ToolErrorKind};
 pub use execute::api;
 pub use execute::local::{LocalBody, LocalTool};
-pub use execute::mcp::{DiscoveryError, discover};
+pub use execute::mcp::{Discovered, DiscoveryError, discover};
 pub use gateway::{
     CallContext, EVENTS, Gateway, GatewayBuilder, GatewayError, HowToDecide, InvalidSchema,
     MAX_PROPOSALS_PER_RUN, ProposalRoom, RunCall,

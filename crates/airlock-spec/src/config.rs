@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use ipnet::IpNet;
 
+use crate::access::{AccessPolicy, read_access};
 use crate::diag::Diag;
 use crate::fields::Fields;
 use crate::names::{CredentialPath, check_identifier};
@@ -72,6 +73,8 @@ pub struct Config {
     pub yes_words: Vec<String>,
     /// `[telemetry]`: where traces are exported (`None`: tracing export is off).
     pub telemetry: Option<TelemetrySettings>,
+    /// `[[access]]`: who may see and call which tools (POLICY-43); empty: no filtering.
+    pub access: AccessPolicy,
 }
 
 /// `[server]`: bounds on what clients may hold of the HTTP server. Every bound is at least 1.
@@ -121,6 +124,8 @@ pub struct TokenSpec {
     /// `scopes` (MCP tokens only): the endpoints it may call, `"gateway"` (`POST /mcp`) or
     /// `"agent:<name>"` (`POST /agents/<name>/mcp`). `None` (the key absent): every scope.
     pub scopes: Option<Vec<ScopeId>>,
+    /// `groups`: the groups its principal belongs to, for `[[access]]` rules (POLICY-44).
+    pub groups: Vec<String>,
 }
 
 /// The operator's egress policy. Allow lists are empty by default: nothing private is reachable.
@@ -163,7 +168,8 @@ pub struct CredentialsSettings {
     pub master_key_file: PathBuf,
 }
 
-const TOP_KEYS: [&str; 13] = [
+const TOP_KEYS: [&str; 14] = [
+    "access",
     "listen",
     "database_url",
     "approval_ttl",
@@ -227,6 +233,7 @@ pub(crate) fn read_config(node: Option<&Node>, root: &Path, d: &mut Diag) -> Opt
     let notify = read_notify(f.get("notify"), d);
     let yes_words = yes_words(f.get("confirm"), d);
     let telemetry = read_telemetry(f.get("telemetry"), d);
+    let access = read_access(f.get("access"), d);
     Some(Config {
         listen: listen.ok()?,
         database_url,
@@ -242,6 +249,7 @@ pub(crate) fn read_config(node: Option<&Node>, root: &Path, d: &mut Diag) -> Opt
         notify,
         yes_words,
         telemetry,
+        access,
     })
 }
 
@@ -368,7 +376,7 @@ fn endpoint_auth(node: &Node, path: &str, d: &mut Diag) -> EndpointAuth {
         );
     }
     let token_keys: &[&str] = if path == "mcp" {
-        &["credential", "principal", "scopes"]
+        &["credential", "principal", "scopes", "groups"]
     } else {
         &["credential", "principal"]
     };
@@ -398,11 +406,14 @@ fn endpoint_auth(node: &Node, path: &str, d: &mut Diag) -> EndpointAuth {
             .and_then(|n| credential_path(n, &t.key("credential"), d));
         refer_credential(&t, credential.as_ref(), d);
         let principal = t.req_str("principal", d);
+        let groups = t.opt_str_list("groups", d).unwrap_or_default();
+        let groups = groups.into_iter().map(|(g, _)| g).collect();
         if let (Some(credential), Some(principal)) = (credential, principal) {
             tokens.push(TokenSpec {
                 credential,
                 principal,
                 scopes,
+                groups,
             });
         }
     }

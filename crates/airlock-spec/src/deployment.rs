@@ -66,6 +66,11 @@ impl Deployment {
             &mut references,
         );
         let apis = load_apis(root, config.as_ref(), &mut issues, &mut warnings);
+        if let Some(config) = &config {
+            let mut d = Diag::new(Path::new("airlock.toml"));
+            crate::access::check_scopes(&config.access, &agents, &mut d);
+            issues.extend(d.into_issues());
+        }
         let by_place = |a: &SpecIssue, b: &SpecIssue| {
             (&a.file, a.line, a.column).cmp(&(&b.file, b.line, b.column))
         };

@@ -5,6 +5,7 @@
 //! each with file, line:column, key path and reason. Declaration shapes stay private; only
 //! validated types leave the crate.
 
+mod access;
 mod agent;
 mod api_file;
 mod builtin;
@@ -33,6 +34,7 @@ mod urls;
 mod values;
 mod visible;
 
+pub use access::{AccessPolicy, AccessRule, EVERYONE, Principal, Verdict, glob};
 pub use agent::{API_VERSION, AgentSpec, ModelSpec, PROVIDERS};
 pub use builtin::definition as builtin_definition;
 pub use canonical::{canonical_json, sha256_hex};

@@ -159,6 +159,7 @@ fn request() -> RunRequest {
         agent: AGENT.into(),
         input: "go".into(),
         principal: Some("bench".into()),
+        groups: None,
         proposals_enabled: true,
         ..RunRequest::default()
     }

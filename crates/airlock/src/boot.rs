@@ -12,7 +12,7 @@ use airlock_mcp::{EndpointConfig, EndpointToken, McpClient, RequestStateKey, Req
 use airlock_model::{ModelError, ModelErrorKind};
 use airlock_runtime::agent::{Agents, Limits, ModelFactory, YesWords};
 use airlock_runtime::notify::{self, Notifications, SlackInteractions};
-use airlock_runtime::{Gateway, HowToDecide, discover, egress_policy};
+use airlock_runtime::{Gateway, HowToDecide, discover, egress_policy, pins};
 use airlock_spec::{AgentSpec, Credentials, Deployment, EndpointAuth, Scope, ScopeId, ToolSpec};
 use anyhow::Context as _;
 use secrecy::{ExposeSecret as _, SecretString};
@@ -100,13 +100,35 @@ async fn assemble(
         GuardedClient::new(egress_policy(&config.egress)).context("building the egress client")?;
     let mcp_client = McpClient::new(egress.clone());
     let discovered = discover(&mcp_client, &deployment.connections, &credentials).await?;
+    let checked = pins::check(store.as_ref(), discovered, true)
+        .await
+        .context("pinned tool definitions")?;
+    let removed: Vec<ToolSpec> = checked
+        .pending
+        .iter()
+        .filter_map(pins::removed_spec)
+        .collect();
+    for pending in &checked.pending {
+        tracing::warn!(
+            "{}: withheld until an operator accepts it (`airlock tools diff`, `airlock tools accept {}`)",
+            pending.describe(),
+            pending.connection
+        );
+    }
+    let removed_names = removed
+        .iter()
+        .map(|t| t.definition.name.to_string())
+        .collect::<Vec<_>>();
     let mut gateway_scope = deployment.gateway_scope();
-    add_discovered(&mut gateway_scope, discovered)?;
+    add_discovered(&mut gateway_scope, checked.served)?;
+    add_discovered(&mut gateway_scope, removed)?;
     let mut builder = Gateway::builder(store, egress.clone(), Arc::clone(&credentials))
+        .removed(removed_names)
         .how_to_decide(how_to_decide(&deployment.root))
         .connections(config.connections.clone())
         .mcp_connections(deployment.connections.clone())
         .mcp_client(mcp_client)
+        .access(config.access.clone())
         .scope(gateway_scope)?;
     if let Some(lease) = lease {
         builder = builder.lease(lease);
@@ -329,6 +351,7 @@ fn mcp_tokens(
         out.push(EndpointToken {
             token: token.clone(),
             principal: principal.clone(),
+            groups: spec.groups.clone(),
             scopes,
         });
     }

@@ -18,6 +18,7 @@ mod logs;
 mod operator;
 mod run;
 mod serve;
+mod tools;
 
 use std::process::ExitCode;
 
@@ -52,6 +53,9 @@ enum Command {
     /// Operator tools for the egress guard.
     #[command(subcommand)]
     Egress(egress::Command),
+    /// Pinned tool definitions of connection files: what changed, and accepting it.
+    #[command(subcommand)]
+    Tools(tools::Command),
     /// Check the ledger's audit chain.
     #[command(subcommand)]
     Audit(audit::Command),
@@ -83,6 +87,7 @@ pub fn run() -> ExitCode {
         Command::Discover(args) => discover::run(&args),
         Command::Egress(cmd) => egress::run(cmd),
         Command::Audit(cmd) => audit::run(cmd),
+        Command::Tools(cmd) => tools::run(cmd),
         Command::Decisions(cmd) => approvals::run(cmd),
         Command::Completions { shell } => {
             clap_complete::generate(

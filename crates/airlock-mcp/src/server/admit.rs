@@ -55,6 +55,7 @@ pub(super) struct Gate {
 struct Token {
     digest: [u8; 32],
     principal: String,
+    groups: Vec<String>,
     /// `None`: every scope.
     scopes: Option<Vec<ScopeId>>,
 }
@@ -73,6 +74,7 @@ impl Gate {
             .map(|t| Token {
                 digest: digest(t.token.expose_secret()),
                 principal: t.principal,
+                groups: t.groups,
                 scopes: t.scopes,
             })
             .collect();
@@ -152,6 +154,7 @@ fn authorize(gate: &Gate, scope: &ScopeId, request: &Request) -> Result<Caller, 
     }
     Ok(Caller {
         principal: token.principal.clone(),
+        groups: token.groups.clone(),
     })
 }
 
@@ -266,6 +269,7 @@ mod tests {
             tokens: vec![crate::EndpointToken {
                 token: SecretString::from("s3cret"),
                 principal: "alice".to_owned(),
+                groups: Vec::new(),
                 scopes: None,
             }],
             allowed_hosts: hosts.iter().map(|h| (*h).to_owned()).collect(),

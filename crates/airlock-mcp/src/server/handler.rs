@@ -152,7 +152,7 @@ impl ServerHandler for Endpoint {
         let admitted = admitted(&context)?;
         let descriptors = self
             .host
-            .list_tools(&admitted.scope)
+            .list_tools(&admitted.scope, &admitted.caller)
             .map_err(to_error_data)?;
         let mut tools: Vec<_> = descriptors.into_iter().map(to_tool).collect();
         tools.push(await_tool());

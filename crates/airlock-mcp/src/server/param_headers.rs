@@ -53,7 +53,7 @@ fn check_tool(
     headers: &HeaderMap,
 ) -> Result<(), String> {
     // An unknown tool or scope is reported by the call itself, with its own error.
-    let Some(schema) = host.input_schema(&admitted.scope, name) else {
+    let Some(schema) = host.input_schema(&admitted.scope, &admitted.caller, name) else {
         return Ok(());
     };
     let Some(properties) = schema.get("properties").and_then(Value::as_object) else {

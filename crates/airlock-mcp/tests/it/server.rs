@@ -91,7 +91,11 @@ pub(crate) fn output_schema() -> Map<String, Value> {
 }
 
 impl ToolHost for FakeHost {
-    fn list_tools(&self, scope: &ScopeId) -> Result<Vec<ToolDescriptor>, HostError> {
+    fn list_tools(
+        &self,
+        scope: &ScopeId,
+        _caller: &Caller,
+    ) -> Result<Vec<ToolDescriptor>, HostError> {
         if *scope == ScopeId::Agent("nope".into()) {
             return Err(HostError::UnknownScope("nope".into()));
         }
@@ -311,6 +315,7 @@ impl Endpoint {
                     .map(|(token, principal)| airlock_mcp::EndpointToken {
                         token,
                         principal,
+                        groups: Vec::new(),
                         scopes: None,
                     })
                     .collect(),

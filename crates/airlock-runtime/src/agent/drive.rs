@@ -120,7 +120,7 @@ async fn drive_steps(agents: &Agents, ctx: &mut RunCtx<'_>) -> Result<Ending, Ag
             },
         };
         let remaining = limits.budget.saturating_sub(ctx.elapsed());
-        let turn = match turn::ask(ctx, model.as_ref(), remaining).await {
+        let turn = match turn::ask(agents, ctx, model.as_ref(), remaining).await {
             Asked::Turn(turn) => turn,
             Asked::Failed(reason) => return Ok(Ending::Failed(reason)),
             Asked::Cancelled => return Ok(Ending::Cancelled),
@@ -356,6 +356,7 @@ async fn start_child(
         input: input.to_owned(),
         context: None,
         principal,
+        groups: ctx.detail.groups.clone(),
         proposals_enabled: ctx.detail.proposals_enabled,
         root: ctx.detail.root,
         // The root's direct sub-agent names every proposal below it (AGENT-22).

@@ -24,6 +24,10 @@ pub(super) struct Detail {
     pub(super) context: Option<Value>,
     /// The caller.
     pub(super) principal: Option<String>,
+    /// The groups of a caller authenticated by a token (`None`: the operator's CLI, or a run
+    /// stored before groups were): what `[[access]]` holds the run's calls to (POLICY-47).
+    #[serde(default)]
+    pub(super) groups: Option<Vec<String>>,
     /// Whether the caller receives proposals.
     pub(super) proposals_enabled: bool,
     /// The run at the top of the tree: its calls carry this id.

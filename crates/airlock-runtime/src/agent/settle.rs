@@ -45,6 +45,7 @@ pub(super) async fn through_gateway(
         session: ctx.session,
         call_id: call_id.to_owned(),
         principal: ctx.detail.principal.clone(),
+        groups: ctx.detail.groups.clone(),
         channel: CHANNEL,
     };
     let run = RunCall {

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use airlock_model::{ChatRequest, Message, Model, Turn};
 
+use super::Agents;
 use super::ctx::{RunCtx, budget_spent};
 use super::record::Detail;
 use super::types::RunEvent;
@@ -22,12 +23,28 @@ pub(super) enum Asked {
 
 /// Asks the model for the next turn of the conversation the stored steps make, streaming its
 /// text to the caller, within the run's remaining budget.
-pub(super) async fn ask(ctx: &RunCtx<'_>, model: &dyn Model, remaining: Duration) -> Asked {
+/// The model is offered only the tools of the snapshot the run's caller may see (POLICY-47).
+pub(super) async fn ask(
+    agents: &Agents,
+    ctx: &RunCtx<'_>,
+    model: &dyn Model,
+    remaining: Duration,
+) -> Asked {
+    let (principal, groups) = (
+        ctx.detail.principal.as_deref(),
+        ctx.detail.groups.as_deref(),
+    );
+    let mut tools = ctx.snapshot.tool_defs();
+    tools.retain(|t| {
+        agents
+            .gateway()
+            .may_see(&ctx.scope, principal, groups, &t.name)
+    });
     let request = ChatRequest {
         model: ctx.agent.model.model.clone(),
         system: ctx.agent.system_prompt.clone(),
         messages: conversation(ctx),
-        tools: ctx.snapshot.tool_defs(),
+        tools,
         max_tokens: None,
     };
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();

@@ -29,6 +29,9 @@ pub struct RunRequest {
     pub connections: BTreeMap<String, RunConnection>,
     /// The authenticated caller, if any.
     pub principal: Option<String>,
+    /// The groups of a caller authenticated by a token, which `[[access]]` holds the run to;
+    /// `None`: the operator's own CLI, which it does not (docs/rules.md POLICY-47).
+    pub groups: Option<Vec<String>>,
     /// Whether the caller receives proposals (an HTTP or WebSocket caller does); when not, a
     /// proposing tool refuses (docs/rules.md POLICY-12).
     pub proposals_enabled: bool,

@@ -26,6 +26,15 @@ pub struct DiscoveryError {
     pub reason: String,
 }
 
+/// One discovered connection tool: its spec, and its definition as a pin holds it.
+#[derive(Debug, Clone)]
+pub struct Discovered {
+    /// The tool as the gateway scope serves it.
+    pub spec: ToolSpec,
+    /// What is pinned of it (docs/rules.md LEDGER-49).
+    pub definition: Value,
+}
+
 /// Discovers the tools of every connection file: one `tools/list` (all pages) each.
 ///
 /// # Errors
@@ -34,7 +43,7 @@ pub async fn discover(
     client: &McpClient,
     connections: &[ConnectionSpec],
     credentials: &Credentials,
-) -> Result<Vec<ToolSpec>, DiscoveryError> {
+) -> Result<Vec<Discovered>, DiscoveryError> {
     let mut tools = Vec::new();
     for connection in connections {
         let fail = |reason: String| DiscoveryError {
@@ -54,7 +63,8 @@ pub async fn discover(
             // unchecked: the boot stops, as for any bad connection (docs/rules.md DECL-37).
             compile_input_schema(&tool.input_schema)
                 .map_err(|reason| fail(format!("tool `{}`: {reason}", tool.name)))?;
-            tools.push(ToolSpec {
+            let definition = tool.definition;
+            let spec = ToolSpec {
                 definition: ToolDefinition {
                     name,
                     description: tool.description,
@@ -71,7 +81,8 @@ pub async fn discover(
                     approval_ttl: connection.approval_ttl,
                     ..Policy::default()
                 },
-            });
+            };
+            tools.push(Discovered { spec, definition });
         }
     }
     Ok(tools)

@@ -40,6 +40,8 @@ impl GatewayBuilder {
                 lease: LEASE,
                 polls_ended: tokio::sync::watch::Sender::new(false),
                 how_to_decide: None,
+                access: airlock_spec::AccessPolicy::default(),
+                removed: std::collections::HashSet::new(),
             },
         }
     }
@@ -119,6 +121,22 @@ impl GatewayBuilder {
     #[must_use]
     pub fn how_to_decide(mut self, how: HowToDecide) -> Self {
         self.gateway.how_to_decide = Some(how);
+        self
+    }
+
+    /// `[[access]]` of `airlock.toml` (docs/rules.md POLICY-43); without it nothing is
+    /// filtered.
+    #[must_use]
+    pub fn access(mut self, access: airlock_spec::AccessPolicy) -> Self {
+        self.gateway.access = access;
+        self
+    }
+
+    /// The pinned connection tools their server no longer lists (docs/rules.md OPS-51): in a
+    /// scope (see [`crate::pins::removed_spec`]) but never listed, and every call of one fails.
+    #[must_use]
+    pub fn removed(mut self, names: impl IntoIterator<Item = String>) -> Self {
+        self.gateway.removed.extend(names);
         self
     }
 

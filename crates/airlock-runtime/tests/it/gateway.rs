@@ -283,6 +283,7 @@ pub(crate) async fn ctx_on(gateway: &Gateway, principal: &str, call_id: &str) ->
         session,
         call_id: call_id.into(),
         principal,
+        groups: None,
         channel: "test",
     }
 }
@@ -816,6 +817,7 @@ async fn parked_through_mcp() -> Option<(Fixture, airlock_mcp::Caller, String)> 
     let f = fixture(Backend::Sqlite, policy(Approval::Always), "").await?;
     let ada = Caller {
         principal: "ada".into(),
+        groups: Vec::new(),
     };
     let parked = f
         .gateway
@@ -841,7 +843,11 @@ async fn mcp_hints_of_a_local_tool_assume_it_writes() {
         let Some(f) = fixture(Backend::Sqlite, declared, "").await else {
             return;
         };
-        let tools = f.gateway.list_tools(&ScopeId::Gateway).unwrap();
+        let caller = airlock_mcp::Caller {
+            principal: "ada".into(),
+            groups: Vec::new(),
+        };
+        let tools = f.gateway.list_tools(&ScopeId::Gateway, &caller).unwrap();
         let count = tools.iter().find(|t| t.name == "count").unwrap();
         assert_eq!(
             (count.read_only, count.destructive, count.idempotent),
@@ -862,6 +868,7 @@ async fn an_unknown_mcp_tool_writes_nothing() {
     let before = f.gateway.store().verify().await.unwrap().rows;
     let caller = Caller {
         principal: "ada".into(),
+        groups: Vec::new(),
     };
     let refused = f
         .gateway
@@ -892,6 +899,7 @@ async fn await_refuses_calls_from_other_channels_principals_and_scopes() {
     );
     let eve = Caller {
         principal: "eve".into(),
+        groups: Vec::new(),
     };
     assert_eq!(
         f.gateway
@@ -966,6 +974,7 @@ async fn an_in_doubt_mcp_call_resolved_as_ran_shows_the_resolver_and_note() {
         .unwrap();
     let ada = Caller {
         principal: "ada".into(),
+        groups: Vec::new(),
     };
     let settled = f
         .gateway
@@ -1102,6 +1111,7 @@ async fn a_running_call_keeps_its_lease(backend: Backend) {
         session,
         call_id: "slow-1".into(),
         principal: None,
+        groups: None,
         channel: "test",
     };
     let sweeper = async {

@@ -144,6 +144,7 @@ async fn call(gateway: &Gateway, tool: &str, arguments: Value) -> Value {
         session,
         call_id: "c1".into(),
         principal: None,
+        groups: None,
         channel: "cli",
     };
     let row = gateway

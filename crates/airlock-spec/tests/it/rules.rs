@@ -457,3 +457,33 @@ fn bad_rate_limits_are_refused_at_their_key() {
         );
     }
 }
+
+/// docs/rules.md POLICY-43, POLICY-44: `[[access]]` rules and token groups are read, and every
+/// mistake in them is reported with its line and key.
+#[test]
+fn access_rules_are_read_and_their_mistakes_all_reported() {
+    let good = "[[mcp.tokens]]\ncredential = \"a.b\"\nprincipal = \"p\"\ngroups = [\"ops\"]\n\
+                [[access]]\ngroups = [\"ops\"]\ntools = [\"crm__delete_*\"]\napproval = \"never\"\n";
+    let loaded = Dir::new().file("airlock.toml", good).load().unwrap();
+    assert_eq!(loaded.config.mcp.tokens[0].groups, ["ops"]);
+    let rule = &loaded.config.access.rules[0];
+    assert_eq!(rule.tools, ["crm__delete_*"]);
+    assert_eq!(rule.approval, Some(airlock_spec::Approval::Never));
+    let bad = "[[access]]\ntools = [\"crm/*\"]\n\
+               [[access]]\nprincipals = [\"*\"]\nscopes = [\"agent:ghost\"]\ntools = []\nwho = 1\n\
+               [[access]]\nprincipals = [\"*\"]\napproval = \"sometimes\"\n";
+    let errors = Dir::new().file("airlock.toml", bad).errors();
+    let expected = [
+        "airlock.toml:1:1: access[0]: a rule must name `principals`",
+        "airlock.toml:2:10: access[0].tools[0]: `crm/*` is not a tool name pattern",
+        "airlock.toml:5:11: access[1].scopes: scope \"agent:ghost\" names no deployed agent",
+        "airlock.toml:6:1: access[1].tools: an empty list grants nothing",
+        "airlock.toml:7:1: access[1].who: unknown key",
+        "airlock.toml:8:1: access[2].tools: `tools` is required",
+        "airlock.toml:10:",
+    ];
+    assert_eq!(errors.len(), expected.len(), "{errors:#?}");
+    for (error, start) in errors.iter().zip(expected) {
+        assert!(error.starts_with(start), "{error} / {start}\n{errors:#?}");
+    }
+}

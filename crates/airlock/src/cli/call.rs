@@ -71,6 +71,8 @@ async fn call(
         session,
         call_id: InvocationId::new().to_string(),
         principal: Some(principal),
+        // The operator at the deployment: `[[access]]` binds token callers (POLICY-47).
+        groups: None,
         channel: "cli",
     };
     let outcome = booted.gateway.call(&ctx, &args.tool, arguments).await?;

@@ -270,5 +270,5 @@ pub(crate) fn connection_tools(
         &deployment.connections,
         &credentials,
     ))?;
-    Ok(tools)
+    Ok(tools.into_iter().map(|t| t.spec).collect())
 }

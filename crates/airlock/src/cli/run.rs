@@ -66,6 +66,8 @@ async fn run_agent(args: &Args, dir: &Path, principal: String) -> anyhow::Result
         context: None,
         connections: Default::default(),
         principal: Some(principal),
+        // The operator at the deployment: `[[access]]` binds token callers (POLICY-47).
+        groups: None,
         proposals_enabled: true,
     };
     let (events_tx, events) = mpsc::channel(EVENTS_BUFFER);

@@ -3,6 +3,7 @@
 //! the request body says) and callers of an agent (a token from `[[mcp.tokens]]` granted the
 //! agent's scope; the run's principal is the token's).
 
+use airlock_mcp::Caller;
 use airlock_spec::ScopeId;
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
@@ -69,14 +70,15 @@ fn matching<'a, T>(
     found
 }
 
-/// The principal of a caller of agent `agent` (the run API and its WebSocket, docs/rules.md
-/// AGENT-40): a token of `[[mcp.tokens]]` whose `scopes` include `agent:<name>` (or that has
-/// no `scopes`). 401 without such a token, 403 for a token not granted the agent.
+/// The caller of agent `agent` (the run API and its WebSocket, docs/rules.md AGENT-40): a
+/// token of `[[mcp.tokens]]` whose `scopes` include `agent:<name>` (or that has no `scopes`),
+/// with its principal and groups. 401 without such a token, 403 for a token not granted the
+/// agent.
 pub(super) fn agent_caller(
     state: &AppState,
     headers: &HeaderMap,
     agent: &str,
-) -> Result<String, ApiError> {
+) -> Result<Caller, ApiError> {
     let header = headers
         .get(axum::http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok());
@@ -96,7 +98,10 @@ pub(super) fn agent_caller(
             ),
         ));
     }
-    Ok(token.principal.clone())
+    Ok(Caller {
+        principal: token.principal.clone(),
+        groups: token.groups.clone(),
+    })
 }
 
 /// The token of an `Authorization: Bearer …` header.
@@ -129,7 +134,7 @@ pub(super) fn run_reader(
         .and_then(|v| v.to_str().ok());
     match principal(&state.admin, header) {
         Some(admin) => Ok(admin),
-        None => agent_caller(state, headers, agent),
+        None => agent_caller(state, headers, agent).map(|caller| caller.principal),
     }
 }
 

@@ -13,6 +13,7 @@ pub(crate) mod body;
 mod ws;
 
 use airlock_ledger::RunId;
+use airlock_mcp::Caller;
 use airlock_runtime::agent::{RunConnection, RunReport, RunRequest};
 use axum::Json;
 use axum::Router;
@@ -47,10 +48,10 @@ async fn start(
     headers: HeaderMap,
     bytes: Result<Bytes, BytesRejection>,
 ) -> Result<Json<RunReport>, ApiError> {
-    let principal = agent_caller(&state, &headers, &agent)?;
+    let caller = agent_caller(&state, &headers, &agent)?;
     let bytes = bytes.map_err(|r| too_large_or_bad(&r))?;
     let body = body::parse_http(&headers, &bytes)?;
-    let request = run_request(agent, principal, body);
+    let request = run_request(agent, caller, body);
     // The run goes on in its own task: a client that hangs up does not cut a step in half,
     // and the finished run is read back with GET /v1/runs/{id}.
     let agents = state.agents.clone();
@@ -101,8 +102,9 @@ async fn readable_run(
     Ok(report)
 }
 
-/// A run request of `principal` from a parsed body: the run's connections live in memory only.
-pub(super) fn run_request(agent: String, principal: String, body: RunBody) -> RunRequest {
+/// A run request of `caller` from a parsed body: the run's connections live in memory only;
+/// the caller's groups go with it, so `[[access]]` holds the run's calls (POLICY-47).
+pub(super) fn run_request(agent: String, caller: Caller, body: RunBody) -> RunRequest {
     RunRequest {
         agent,
         input: body.input,
@@ -119,7 +121,8 @@ pub(super) fn run_request(agent: String, principal: String, body: RunBody) -> Ru
                 (name, connection)
             })
             .collect(),
-        principal: Some(principal),
+        principal: Some(caller.principal),
+        groups: Some(caller.groups),
         proposals_enabled: true,
     }
 }

@@ -2,6 +2,7 @@
 
 #![allow(clippy::unwrap_used, missing_docs)]
 
+mod access;
 mod apis;
 mod approvals_cli;
 mod call;
@@ -24,6 +25,7 @@ mod mcp;
 mod mcp_mrtr;
 mod mcp_tasks;
 mod notify;
+mod pins;
 mod python_sdk;
 mod quickstart;
 mod replicas;

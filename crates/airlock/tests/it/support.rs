@@ -72,6 +72,7 @@ pub(crate) async fn call_context(
         session,
         call_id: call_id.into(),
         principal: principal.map(Into::into),
+        groups: None,
         channel: "test",
     }
 }

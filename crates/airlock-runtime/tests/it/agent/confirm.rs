@@ -211,6 +211,7 @@ async fn outside_a_run_a_confirm_action_is_refused() {
         session,
         call_id: "c1".into(),
         principal: None,
+        groups: None,
         channel: "mcp",
     };
     let outcome = gateway

@@ -23,6 +23,7 @@ async fn parked_for(f: &Fixture, ada: &Caller) -> String {
 fn ada() -> Caller {
     Caller {
         principal: "ada".into(),
+        groups: Vec::new(),
     }
 }
 
@@ -114,6 +115,7 @@ pub(super) async fn an_abandoned_call_never_runs(backend: Backend) {
         session,
         call_id: "c1".into(),
         principal: Some("ada".into()),
+        groups: None,
         channel: "mcp",
     };
     let again = f

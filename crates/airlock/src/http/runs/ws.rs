@@ -15,6 +15,7 @@
 
 use std::time::Duration;
 
+use airlock_mcp::Caller;
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
 use axum::extract::{Path, State};
@@ -43,22 +44,22 @@ pub(super) async fn upgrade(
     headers: HeaderMap,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Result<Response, ApiError> {
-    let principal = agent_caller(&state, &headers, &agent)?;
+    let caller = agent_caller(&state, &headers, &agent)?;
     let upgrade =
         upgrade.map_err(|r| ApiError::new(r.status(), "not_a_websocket", r.body_text()))?;
     Ok(upgrade
         .max_message_size(MAX_BODY_BYTES)
-        .on_upgrade(move |socket| session(socket, state, agent, principal)))
+        .on_upgrade(move |socket| session(socket, state, agent, caller)))
 }
 
 /// One WebSocket: its request, its run, its events.
-async fn session(mut socket: WebSocket, state: AppState, agent: String, principal: String) {
+async fn session(mut socket: WebSocket, state: AppState, agent: String, caller: Caller) {
     let body = match request(&mut socket).await {
         Ok(Some(body)) => body,
         Ok(None) => return,
         Err(error) => return refuse(socket, &error).await,
     };
-    let request = run_request(agent, principal, body);
+    let request = run_request(agent, caller, body);
     let (events_tx, mut events) = mpsc::channel(EVENTS_BUFFER);
     let cancel = CancellationToken::new();
     let agents = state.agents.clone();
