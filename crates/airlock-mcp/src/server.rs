@@ -6,8 +6,9 @@
 //!   endpoint is stateless and keeps no session, for every protocol era).
 //! - Before anything is parsed, the `Host` and any `Origin` must name an allowed host (403
 //!   otherwise, a DNS-rebinding guard), and a bearer token must match one configured token in
-//!   constant time (401 with `WWW-Authenticate: Bearer` and a JSON-RPC body otherwise). With
-//!   no tokens configured every request is refused.
+//!   constant time, or be an OAuth access token accepted by the [`ResourceServer`] (401 with
+//!   `WWW-Authenticate: Bearer` and a JSON-RPC body otherwise; with OAuth, the challenge names
+//!   the RFC 9728 metadata). With neither configured every request is refused.
 //! - A body that is not JSON is a 400 with a JSON-RPC parse error; replies are plain JSON.
 //! - Session-era clients (`initialize`, 2025-06-18 / 2025-11-25) and 2026-07-28 clients
 //!   (`server/discover`, per-request `_meta`, `resultType`) are both served; rmcp's stateless
@@ -32,8 +33,10 @@ pub mod fuzzing;
 mod handler;
 mod legacy_tasks;
 mod no_oauth;
+mod oauth_admit;
 mod param_headers;
 mod request;
+mod resource_metadata;
 mod tasks;
 
 use std::sync::Arc;
@@ -47,6 +50,7 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use secrecy::SecretString;
 
 use crate::host::ToolHost;
+use crate::oauth::ResourceServer;
 use admit::Gate;
 use handler::Endpoint;
 use legacy_tasks::Legacy;
@@ -79,13 +83,17 @@ pub struct EndpointConfig {
     /// Host names (`example.com`, any port) or authorities (`example.com:8443`) the `Host` and
     /// `Origin` headers may name. Empty: loopback only (`localhost`, `127.0.0.1`, `::1`).
     pub allowed_hosts: Vec<String>,
+    /// `[mcp.oauth]`: OAuth access tokens accepted beside `tokens`, and the RFC 9728 metadata
+    /// served. `None`: configured tokens only.
+    pub oauth: Option<ResourceServer>,
 }
 
 /// The axum router of the endpoint: `POST /mcp` and `POST /agents/{name}/mcp`, stateless,
-/// plain JSON, and the OAuth discovery paths answered with the header to send instead. Merge
-/// it into the server's app; it needs no state of its own.
+/// plain JSON, and the OAuth discovery paths: the protected resource metadata when
+/// `config.oauth` is set, otherwise answered with the header to send instead. Merge it into
+/// the server's app; it needs no state of its own.
 pub fn router(host: Arc<dyn ToolHost>, config: EndpointConfig) -> Router {
-    if config.tokens.is_empty() {
+    if config.tokens.is_empty() && config.oauth.is_none() {
         tracing::warn!("the MCP endpoint has no tokens configured: every request is refused");
     }
     // Host and Origin are checked by `admit`, once, before auth; rmcp's own check would only
@@ -103,6 +111,11 @@ pub fn router(host: Arc<dyn ToolHost>, config: EndpointConfig) -> Router {
         Arc::new(NeverSessionManager::default()),
         rmcp_config,
     );
+    let discovery = match &config.oauth {
+        Some(oauth) => resource_metadata::router(oauth.clone(), host.clone())
+            .merge(no_oauth::router(Some(oauth.issuer()))),
+        None => no_oauth::router(None),
+    };
     let pipeline = Arc::new(Pipeline {
         gate: Gate::new(config),
         host,
@@ -113,7 +126,7 @@ pub fn router(host: Arc<dyn ToolHost>, config: EndpointConfig) -> Router {
     let agents = Router::new()
         .route_service("/agents/{name}/mcp", service)
         .route_layer(from_fn_with_state(pipeline, agent));
-    gateway.merge(agents).merge(no_oauth::router())
+    gateway.merge(agents).merge(discovery)
 }
 
 /// What the steps before rmcp need.

@@ -7,10 +7,14 @@
 //! [`FakeModel`] is a model provider (OpenAI-compatible or Anthropic) streaming scripted
 //! [`ModelReply`]s and counting the requests it gets. [`Receiver`] records webhook deliveries
 //! and answers queued statuses; [`FakeSlack`] is Slack's Web API (`chat.postMessage`,
-//! `chat.update`) checking the bot token. Fixtures panic on setup failure (a port that cannot
+//! `chat.update`) checking the bot token. [`Issuer`] is an OAuth token issuer and authorization
+//! server: signing keys, a JWKS endpoint, RFC 8414 metadata, PKCE authorization and forged
+//! tokens for the negative cases. Fixtures panic on setup failure (a port that cannot
 //! be bound): that is a broken test machine, and a loud panic is the clearest report a test
 //! can give.
 
+mod authorize;
+mod issuer;
 mod listen;
 mod model;
 mod raw;
@@ -18,6 +22,7 @@ mod receiver;
 mod slack;
 mod upstream;
 
+pub use issuer::{Issuer, KeyKind};
 pub use listen::free_port;
 pub use model::{
     FAKE_INPUT_TOKENS, FAKE_OUTPUT_TOKENS, FakeCall, FakeModel, Flavor, ModelReply, Received,

@@ -124,6 +124,7 @@ async fn assemble(
     let mcp = EndpointConfig {
         tokens: mcp_tokens(&deployment, &credentials).context("MCP tokens")?,
         allowed_hosts: config.mcp.allowed_hosts.clone(),
+        oauth: None,
     };
     let gateway = Arc::new(builder.build());
     let models = models(egress.clone(), credentials);

@@ -46,6 +46,7 @@ pub fn parse_request(content_type: &[u8], body: &[u8]) -> Answer {
         scope: ScopeId::Gateway,
         caller: Caller {
             principal: "fuzz".to_owned(),
+            groups: Vec::new(),
         },
     };
     match AdmittedRequest::parse(parts, admitted, Bytes::copy_from_slice(body)) {

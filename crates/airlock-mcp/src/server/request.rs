@@ -181,6 +181,7 @@ mod tests {
             scope: ScopeId::Gateway,
             caller: Caller {
                 principal: "alice".to_owned(),
+                groups: Vec::new(),
             },
         }
     }

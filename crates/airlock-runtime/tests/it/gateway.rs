@@ -816,6 +816,7 @@ async fn parked_through_mcp() -> Option<(Fixture, airlock_mcp::Caller, String)> 
     let f = fixture(Backend::Sqlite, policy(Approval::Always), "").await?;
     let ada = Caller {
         principal: "ada".into(),
+        groups: Vec::new(),
     };
     let parked = f
         .gateway
@@ -862,6 +863,7 @@ async fn an_unknown_mcp_tool_writes_nothing() {
     let before = f.gateway.store().verify().await.unwrap().rows;
     let caller = Caller {
         principal: "ada".into(),
+        groups: Vec::new(),
     };
     let refused = f
         .gateway
@@ -892,6 +894,7 @@ async fn await_refuses_calls_from_other_channels_principals_and_scopes() {
     );
     let eve = Caller {
         principal: "eve".into(),
+        groups: Vec::new(),
     };
     assert_eq!(
         f.gateway
@@ -966,6 +969,7 @@ async fn an_in_doubt_mcp_call_resolved_as_ran_shows_the_resolver_and_note() {
         .unwrap();
     let ada = Caller {
         principal: "ada".into(),
+        groups: Vec::new(),
     };
     let settled = f
         .gateway

@@ -73,6 +73,7 @@ fn api_gateway(store: Arc<dyn Store>, port: u16, deadline: Duration, lease: Dura
 fn ada() -> Caller {
     Caller {
         principal: "ada".into(),
+        groups: Vec::new(),
     }
 }
 

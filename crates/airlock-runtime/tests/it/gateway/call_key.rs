@@ -15,6 +15,7 @@ on_both_backends!(
 fn caller(principal: &str) -> Caller {
     Caller {
         principal: principal.into(),
+        groups: Vec::new(),
     }
 }
 

@@ -23,6 +23,7 @@ async fn parked_for(f: &Fixture, ada: &Caller) -> String {
 fn ada() -> Caller {
     Caller {
         principal: "ada".into(),
+        groups: Vec::new(),
     }
 }
 
