@@ -12,6 +12,7 @@ use crate::diag::Diag;
 use crate::fields::Fields;
 use crate::names::{CredentialPath, check_identifier};
 use crate::notify::{NotifySettings, read_notify};
+use crate::oauth::{OAuthSpec, oauth_resource, read_oauth};
 use crate::policy::{Approval, Effect};
 use crate::refs::Referenced;
 use crate::scope::ScopeId;
@@ -103,6 +104,8 @@ pub struct EndpointAuth {
     pub tokens: Vec<TokenSpec>,
     /// `allowed_hosts`: `Host`/`Origin` names accepted (default loopback names only).
     pub allowed_hosts: Vec<String>,
+    /// `[mcp.oauth]`: OAuth access tokens accepted beside `tokens` (MCP only).
+    pub oauth: Option<OAuthSpec>,
 }
 
 /// One accepted bearer token.
@@ -197,7 +200,7 @@ pub(crate) fn read_config(node: Option<&Node>, root: &Path, d: &mut Diag) -> Opt
         .get("approval_ttl")
         .and_then(|n| duration(n, "approval_ttl", d))
         .unwrap_or(DEFAULT_APPROVAL_TTL);
-    let mcp = f
+    let mut mcp = f
         .get("mcp")
         .map(|n| endpoint_auth(n, "mcp", d))
         .unwrap_or_default();
@@ -217,6 +220,8 @@ pub(crate) fn read_config(node: Option<&Node>, root: &Path, d: &mut Diag) -> Opt
         .unwrap_or_default();
     let server = server(f.get("server"), d);
     let public_url = public_url(f.get("server"), d);
+    let at = f.key_at("mcp");
+    oauth_resource(mcp.oauth.as_mut(), public_url.as_deref(), at, d);
     let notify = read_notify(f.get("notify"), d);
     let yes_words = yes_words(f.get("confirm"), d);
     Some(Config {
@@ -338,9 +343,11 @@ fn database_url(url: &str, root: &Path, at: Pos, d: &mut Diag) -> String {
     url.to_owned()
 }
 
-/// `[mcp]` or `[admin]`; only MCP tokens may name `scopes`.
+/// `[mcp]` or `[admin]`; only MCP tokens may name `scopes`, only `[mcp]` may have `oauth`.
 fn endpoint_auth(node: &Node, path: &str, d: &mut Diag) -> EndpointAuth {
-    let Some(f) = Fields::open(node, path, &["tokens", "allowed_hosts"], d) else {
+    let keys = ["tokens", "allowed_hosts", "oauth"];
+    let keys = if path == "mcp" { &keys[..] } else { &keys[..2] };
+    let Some(f) = Fields::open(node, path, keys, d) else {
         return EndpointAuth::default();
     };
     let token_keys: &[&str] = if path == "mcp" {
@@ -400,6 +407,10 @@ fn endpoint_auth(node: &Node, path: &str, d: &mut Diag) -> EndpointAuth {
     EndpointAuth {
         tokens,
         allowed_hosts,
+        oauth: f
+            .get("oauth")
+            .filter(|_| path == "mcp")
+            .and_then(|n| read_oauth(n, d)),
     }
 }
 
