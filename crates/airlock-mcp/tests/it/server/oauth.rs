@@ -39,7 +39,7 @@ fn guard(allow_loopback: bool) -> GuardedClient {
     .unwrap()
 }
 
-fn settings(issuer: &Issuer, resource: String) -> OAuthSettings {
+pub(super) fn settings(issuer: &Issuer, resource: String) -> OAuthSettings {
     OAuthSettings {
         issuer: issuer.url(),
         jwks_uri: None,
