@@ -22,6 +22,7 @@ mod logs;
 mod mcp;
 mod mcp_tasks;
 mod notify;
+mod oauth;
 mod python_sdk;
 mod quickstart;
 mod runs;
