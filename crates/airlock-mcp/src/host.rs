@@ -157,12 +157,14 @@ impl HostCall {
     }
 }
 
-/// Who is calling: the principal the request's bearer token maps to.
+/// Who is calling: the principal the request's bearer token maps to (a configured token, or
+/// an OAuth access token's claims).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Caller {
-    /// The principal named in the endpoint's configuration for the token presented.
+    /// The principal named in the endpoint's configuration for the token presented, or the
+    /// configured claim (default `sub`) of an OAuth access token.
     pub principal: String,
-    /// Groups the principal belongs to: from the token's configuration or its groups claim
+    /// Groups the principal belongs to: from the token's configuration or its groups claim.
     pub groups: Vec<String>,
 }
 

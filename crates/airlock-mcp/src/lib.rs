@@ -1,6 +1,7 @@
 //! MCP for airlock, both directions. The client: every remote tool call is a short, guarded
 //! session. The endpoint ([`router`]): any MCP client calls the tools of a [`ToolHost`] (the
-//! runtime implements it), with deny-by-default auth, and a gated call parks instead of running.
+//! runtime implements it), with deny-by-default auth (configured bearer tokens, or OAuth access tokens checked by
+//! [`ResourceServer`]), and a gated call parks instead of running.
 //!
 //! A call is initialize → notifications/initialized → tools/call → close, through the egress
 //! guard's pinned client, under one deadline and one byte cap for the whole session, and it
@@ -29,6 +30,7 @@ mod direct;
 mod error;
 mod host;
 mod http;
+mod oauth;
 mod server;
 mod session;
 mod target;
@@ -39,6 +41,7 @@ pub use host::{
     CALL_KEY_META, CallKey, Caller, CallerDecision, CallerPrompt, CallerRefusal, CallerUse,
     HostCall, HostError, HostOutcome, MAX_CALL_KEY_CHARS, ParkedStatus, ToolDescriptor, ToolHost,
 };
+pub use oauth::{Clock, OAuthConfigError, OAuthSettings, ResourceServer, TokenError};
 /// Fuzzing entry points (cargo feature `fuzzing`): not an API, no stability.
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]

@@ -6,8 +6,9 @@
 //!   endpoint is stateless and keeps no session, for every protocol era).
 //! - Before anything is parsed, the `Host` and any `Origin` must name an allowed host (403
 //!   otherwise, a DNS-rebinding guard), and a bearer token must match one configured token in
-//!   constant time (401 with `WWW-Authenticate: Bearer` and a JSON-RPC body otherwise). With
-//!   no tokens configured every request is refused.
+//!   constant time, or be an OAuth access token accepted by the [`ResourceServer`] (401 with
+//!   `WWW-Authenticate: Bearer` and a JSON-RPC body otherwise; with OAuth, the challenge names
+//!   the RFC 9728 metadata). With neither configured every request is refused.
 //! - A body that is not JSON is a 400 with a JSON-RPC parse error; replies are plain JSON.
 //! - Session-era clients (`initialize`, 2025-06-18 / 2025-11-25) and 2026-07-28 clients
 //!   (`server/discover`, per-request `_meta`, `resultType`) are both served; rmcp's stateless
@@ -38,9 +39,11 @@ mod handler;
 mod legacy_tasks;
 mod mrtr;
 mod no_oauth;
+mod oauth_admit;
 mod param_headers;
 mod request;
 mod request_state;
+mod resource_metadata;
 mod tasks;
 mod trace;
 
@@ -55,6 +58,7 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use secrecy::SecretString;
 
 use crate::host::ToolHost;
+use crate::oauth::ResourceServer;
 use admit::Gate;
 use airlock_egress::trace::RequestTracer;
 use handler::Endpoint;
@@ -97,13 +101,17 @@ pub struct EndpointConfig {
     /// How input requests' `requestState`s are sealed (docs/rules.md MCP-48). `None`: the
     /// endpoint sends no input requests, and every call that needs a person parks.
     pub request_states: Option<RequestStates>,
+    /// `[mcp.oauth]`: OAuth access tokens accepted beside `tokens`, and the RFC 9728 metadata
+    /// served. `None`: configured tokens only.
+    pub oauth: Option<ResourceServer>,
 }
 
 /// The axum router of the endpoint: `POST /mcp` and `POST /agents/{name}/mcp`, stateless,
-/// plain JSON, and the OAuth discovery paths answered with the header to send instead. Merge
-/// it into the server's app; it needs no state of its own.
+/// plain JSON, and the OAuth discovery paths: the protected resource metadata when
+/// `config.oauth` is set, otherwise answered with the header to send instead. Merge it into
+/// the server's app; it needs no state of its own.
 pub fn router(host: Arc<dyn ToolHost>, config: EndpointConfig) -> Router {
-    if config.tokens.is_empty() {
+    if config.tokens.is_empty() && config.oauth.is_none() {
         tracing::warn!("the MCP endpoint has no tokens configured: every request is refused");
     }
     // Host and Origin are checked by `admit`, once, before auth; rmcp's own check would only
@@ -122,6 +130,11 @@ pub fn router(host: Arc<dyn ToolHost>, config: EndpointConfig) -> Router {
         rmcp_config,
     );
     let tracer = config.tracer.clone();
+    let discovery = match &config.oauth {
+        Some(oauth) => resource_metadata::router(oauth.clone(), host.clone())
+            .merge(no_oauth::router(Some(oauth.issuer()))),
+        None => no_oauth::router(None),
+    };
     let pipeline = Arc::new(Pipeline {
         gate: Gate::new(config),
         host,
@@ -138,7 +151,7 @@ pub fn router(host: Arc<dyn ToolHost>, config: EndpointConfig) -> Router {
         Some(tracer) => endpoint.layer(axum::Extension(tracer)),
         None => endpoint,
     };
-    endpoint.merge(no_oauth::router())
+    endpoint.merge(discovery)
 }
 
 /// What the steps before rmcp need.

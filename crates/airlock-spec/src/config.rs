@@ -13,6 +13,7 @@ use crate::diag::Diag;
 use crate::fields::Fields;
 use crate::names::{CredentialPath, check_identifier};
 use crate::notify::{NotifySettings, read_notify};
+use crate::oauth::{OAuthSpec, oauth_resource, read_oauth};
 use crate::policy::{Approval, Effect};
 use crate::refs::Referenced;
 use crate::scope::ScopeId;
@@ -112,6 +113,8 @@ pub struct EndpointAuth {
     /// `[mcp] request_state_key`: the credential holding the key input requests' states are
     /// sealed with (64 hex characters); `None`: a key file beside the ledger (MCP-48).
     pub request_state_key: Option<CredentialPath>,
+    /// `[mcp.oauth]`: OAuth access tokens accepted beside `tokens` (MCP only).
+    pub oauth: Option<OAuthSpec>,
 }
 
 /// One accepted bearer token.
@@ -210,7 +213,7 @@ pub(crate) fn read_config(node: Option<&Node>, root: &Path, d: &mut Diag) -> Opt
         .get("approval_ttl")
         .and_then(|n| duration(n, "approval_ttl", d))
         .unwrap_or(DEFAULT_APPROVAL_TTL);
-    let mcp = f
+    let mut mcp = f
         .get("mcp")
         .map(|n| endpoint_auth(n, "mcp", d))
         .unwrap_or_default();
@@ -230,6 +233,8 @@ pub(crate) fn read_config(node: Option<&Node>, root: &Path, d: &mut Diag) -> Opt
         .unwrap_or_default();
     let server = server(f.get("server"), d);
     let public_url = public_url(f.get("server"), d);
+    let at = f.key_at("mcp");
+    oauth_resource(mcp.oauth.as_mut(), public_url.as_deref(), at, d);
     let notify = read_notify(f.get("notify"), d);
     let yes_words = yes_words(f.get("confirm"), d);
     let telemetry = read_telemetry(f.get("telemetry"), d);
@@ -355,13 +360,10 @@ fn database_url(url: &str, root: &Path, at: Pos, d: &mut Diag) -> String {
     url.to_owned()
 }
 
-/// `[mcp]` or `[admin]`; only MCP tokens may name `scopes`.
+/// `[mcp]` or `[admin]`; only MCP tokens may name `scopes`, only `[mcp]` may have `oauth`.
 fn endpoint_auth(node: &Node, path: &str, d: &mut Diag) -> EndpointAuth {
-    let keys: &[&str] = if path == "mcp" {
-        &["tokens", "allowed_hosts", "request_state_key"]
-    } else {
-        &["tokens", "allowed_hosts"]
-    };
+    let keys = ["tokens", "allowed_hosts", "oauth", "request_state_key"];
+    let keys = if path == "mcp" { &keys[..] } else { &keys[..2] };
     let Some(f) = Fields::open(node, path, keys, d) else {
         return EndpointAuth::default();
     };
@@ -436,6 +438,10 @@ fn endpoint_auth(node: &Node, path: &str, d: &mut Diag) -> EndpointAuth {
         tokens,
         allowed_hosts,
         request_state_key,
+        oauth: f
+            .get("oauth")
+            .filter(|_| path == "mcp")
+            .and_then(|n| read_oauth(n, d)),
     }
 }
 

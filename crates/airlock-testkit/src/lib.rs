@@ -8,10 +8,14 @@
 //! [`ModelReply`]s and counting the requests it gets. [`Receiver`] records webhook deliveries
 //! and answers queued statuses; [`FakeSlack`] is Slack's Web API (`chat.postMessage`,
 //! `chat.update`) checking the bot token. [`Collector`] is an OTLP/HTTP trace collector
-//! decoding the protobuf spans an exporter sends. Fixtures panic on setup failure (a port that cannot
+//! decoding the protobuf spans an exporter sends. [`Issuer`] is an OAuth token issuer and
+//! authorization server: signing keys, a JWKS endpoint, RFC 8414 metadata, PKCE authorization
+//! and forged tokens for the negative cases. Fixtures panic on setup failure (a port that cannot
 //! be bound): that is a broken test machine, and a loud panic is the clearest report a test
 //! can give.
 
+mod authorize;
+mod issuer;
 mod listen;
 mod model;
 mod otlp;
@@ -20,6 +24,7 @@ mod receiver;
 mod slack;
 mod upstream;
 
+pub use issuer::{Issuer, KeyKind};
 pub use listen::free_port;
 pub use model::{
     FAKE_INPUT_TOKENS, FAKE_OUTPUT_TOKENS, FakeCall, FakeModel, Flavor, ModelReply, Received,

@@ -8,7 +8,10 @@ use std::sync::Arc;
 
 use airlock_egress::GuardedClient;
 use airlock_ledger::{Invocation, InvocationState, PgStore, SqliteStore, Store, StoreConfig};
-use airlock_mcp::{EndpointConfig, EndpointToken, McpClient, RequestStateKey, RequestStates};
+use airlock_mcp::{
+    EndpointConfig, EndpointToken, McpClient, OAuthSettings, RequestStateKey, RequestStates,
+    ResourceServer,
+};
 use airlock_model::{ModelError, ModelErrorKind};
 use airlock_runtime::agent::{Agents, Limits, ModelFactory, YesWords};
 use airlock_runtime::notify::{self, Notifications, SlackInteractions};
@@ -150,6 +153,7 @@ async fn assemble(
         allowed_hosts: config.mcp.allowed_hosts.clone(),
         tracer: telemetry.as_ref().map(|t| t.tracer.clone()),
         request_states: Some(request_states(&deployment, &credentials)?),
+        oauth: resource_server(&deployment, &egress).context("[mcp.oauth]")?,
     };
     let gateway = Arc::new(builder.build());
     let models = models(egress.clone(), credentials);
@@ -344,7 +348,7 @@ fn mcp_tokens(
             Some(scopes) => Some(
                 scopes
                     .iter()
-                    .map(|s| host_scope(deployment, s, principal))
+                    .map(|s| host_scope(deployment, s, &format!("of principal {principal}")))
                     .collect::<anyhow::Result<Vec<_>>>()?,
             ),
         };
@@ -358,14 +362,43 @@ fn mcp_tokens(
     Ok(out)
 }
 
-fn host_scope(
+/// `[mcp.oauth]` as the endpoint's resource server, its keys fetched through `egress`; a scope
+/// naming an agent that is not deployed is an error, as for tokens.
+fn resource_server(
     deployment: &Deployment,
-    scope: &ScopeId,
-    principal: &str,
-) -> anyhow::Result<ScopeId> {
+    egress: &GuardedClient,
+) -> anyhow::Result<Option<ResourceServer>> {
+    let Some(spec) = &deployment.config.mcp.oauth else {
+        return Ok(None);
+    };
+    let mut scopes = Vec::with_capacity(spec.scopes.len());
+    for (name, grants) in &spec.scopes {
+        let label = format!("of the token scope `{name}`");
+        let grants = grants
+            .iter()
+            .map(|s| host_scope(deployment, s, &label))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        scopes.push((name.clone(), grants));
+    }
+    let settings = OAuthSettings {
+        issuer: spec.issuer.clone(),
+        jwks_uri: spec.jwks_uri.clone(),
+        // Set by the loader: `resource`, or else `[server] public_url` (DECL-74).
+        resource: spec.resource.clone().unwrap_or_default(),
+        audiences: spec.audience.clone(),
+        principal_claim: spec.principal_claim.clone(),
+        groups_claim: spec.groups_claim.clone(),
+        scopes,
+        algorithms: spec.algorithms.clone(),
+        leeway: spec.leeway,
+    };
+    Ok(Some(ResourceServer::new(settings, egress.clone())?))
+}
+
+fn host_scope(deployment: &Deployment, scope: &ScopeId, whose: &str) -> anyhow::Result<ScopeId> {
     match scope {
         ScopeId::Agent(name) if !deployment.agents.contains_key(name.as_str()) => anyhow::bail!(
-            "the token of principal {principal} names scope \"{scope}\", but no agent `{name}` is deployed"
+            "the token {whose} names scope \"{scope}\", but no agent `{name}` is deployed"
         ),
         ScopeId::Gateway | ScopeId::Agent(_) => Ok(scope.clone()),
     }

@@ -2,8 +2,9 @@
 //!
 //! Guarantees, in this order: only POST (405 otherwise, with `Allow: POST`); the `Host` and any
 //! `Origin` name an allowed host (403); a bearer token matches a configured one, compared in
-//! constant time over digests so neither length nor content leaks through timing (401 with
-//! `WWW-Authenticate: Bearer`); the token may call this scope (403 otherwise); the body is at
+//! constant time over digests so neither length nor content leaks through timing, or, with
+//! `[mcp.oauth]`, is an access token the [`ResourceServer`] accepts (`oauth_admit`; 401 with
+//! `WWW-Authenticate: Bearer` otherwise); the token may call this scope (403 otherwise); the body is at
 //! most [`MAX_BODY_BYTES`] (413); a JSON body is a JSON-RPC message (400 with a JSON-RPC
 //! error otherwise, see [`AdmittedRequest::parse`]). What passes is an [`AdmittedRequest`]:
 //! scope, caller and the parsed body, the only form in which the later steps get a request.
@@ -14,6 +15,7 @@
 
 use axum::body::to_bytes;
 use axum::extract::Request;
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use secrecy::ExposeSecret;
@@ -22,10 +24,12 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use super::EndpointConfig;
+use super::oauth_admit;
 use super::request::{Admitted, AdmittedRequest, rpc_refusal};
 use airlock_spec::ScopeId;
 
 use crate::host::Caller;
+use crate::oauth::ResourceServer;
 
 /// The largest request body read; bigger is a 413. Tool arguments are small, and this caps the
 /// memory one request can pin before it is authenticated.
@@ -39,9 +43,9 @@ pub(super) const SEND_BEARER: &str =
     "send the header `Authorization: Bearer <token>` (a token from [[mcp.tokens]] in airlock.toml)";
 
 /// The JSON-RPC error code of a 401: no usable bearer token (MCP-24).
-const UNAUTHORIZED: i64 = -32001;
+pub(super) const UNAUTHORIZED: i64 = -32001;
 /// The JSON-RPC error code of a 403: a host, origin or scope this request may not use (MCP-24).
-const FORBIDDEN: i64 = -32003;
+pub(super) const FORBIDDEN: i64 = -32003;
 
 /// The admission rules, built once from the [`EndpointConfig`].
 pub(super) struct Gate {
@@ -50,6 +54,8 @@ pub(super) struct Gate {
     tokens: Vec<Token>,
     /// Lower-case host names, or `host:port` authorities.
     allowed_hosts: Vec<String>,
+    /// Accepts OAuth access tokens beside the configured ones, when set.
+    oauth: Option<ResourceServer>,
 }
 
 struct Token {
@@ -90,13 +96,13 @@ impl Gate {
         Self {
             tokens,
             allowed_hosts,
+            oauth: config.oauth,
         }
     }
 
     /// The presented bearer token, checking every configured token so the time taken does
     /// not say which one matched.
-    fn token(&self, headers: &HeaderMap) -> Option<&Token> {
-        let presented = bearer(headers)?;
+    fn token(&self, presented: &str) -> Option<&Token> {
         let presented = digest(presented);
         let mut found = None;
         for token in &self.tokens {
@@ -122,8 +128,8 @@ pub(super) async fn admit(
     scope: ScopeId,
     request: Request,
 ) -> Result<AdmittedRequest, Box<Response>> {
-    let caller = authorize(gate, &scope, &request)?;
     let (parts, body) = request.into_parts();
+    let caller = authorize(gate, &scope, &parts).await?;
     let Ok(bytes) = to_bytes(body, MAX_BODY_BYTES).await else {
         return Err(refuse((StatusCode::PAYLOAD_TOO_LARGE, "Payload Too Large")));
     };
@@ -131,8 +137,31 @@ pub(super) async fn admit(
 }
 
 /// Who is calling, if the request may call `scope` at all; nothing of the body is read.
-fn authorize(gate: &Gate, scope: &ScopeId, request: &Request) -> Result<Caller, Box<Response>> {
-    if request.method() != Method::POST {
+async fn authorize(gate: &Gate, scope: &ScopeId, request: &Parts) -> Result<Caller, Box<Response>> {
+    let headers = check_request(gate, request)?;
+    let Some(presented) = bearer(headers) else {
+        return Err(unauthorized(gate, scope, headers));
+    };
+    let Some(token) = gate.token(presented) else {
+        return match &gate.oauth {
+            // Not one of the configured tokens: an OAuth access token, or nothing (AUTH-1).
+            Some(oauth) => oauth_admit::admit(oauth, presented, scope).await,
+            None => Err(unauthorized(gate, scope, headers)),
+        };
+    };
+    if !token.may_call(scope) {
+        tracing::warn!(principal = %token.principal, %scope, "MCP request refused: scope not granted to the token");
+        return Err(forbidden(&forbidden_scope(scope)));
+    }
+    Ok(Caller {
+        principal: token.principal.clone(),
+        groups: token.groups.clone(),
+    })
+}
+
+/// The method and the `Host`/`Origin` checks; the request's headers when they pass.
+fn check_request<'r>(gate: &Gate, request: &'r Parts) -> Result<&'r HeaderMap, Box<Response>> {
+    if request.method != Method::POST {
         let mut response = (StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed").into_response();
         response
             .headers_mut()
@@ -145,17 +174,7 @@ fn authorize(gate: &Gate, scope: &ScopeId, request: &Request) -> Result<Caller, 
             "Forbidden: {reason} (see [mcp] allowed_hosts in airlock.toml)"
         )));
     }
-    let Some(token) = gate.token(request.headers()) else {
-        return Err(unauthorized(request.headers()));
-    };
-    if !token.may_call(scope) {
-        tracing::warn!(principal = %token.principal, %scope, "MCP request refused: scope not granted to the token");
-        return Err(forbidden(&forbidden_scope(scope)));
-    }
-    Ok(Caller {
-        principal: token.principal.clone(),
-        groups: token.groups.clone(),
-    })
+    Ok(&request.headers)
 }
 
 fn refuse(response: impl IntoResponse) -> Box<Response> {
@@ -164,10 +183,7 @@ fn refuse(response: impl IntoResponse) -> Box<Response> {
 
 /// Names the endpoint and the `scopes` entry that would grant it.
 fn forbidden_scope(scope: &ScopeId) -> String {
-    let path = match scope {
-        ScopeId::Gateway => "/mcp".to_owned(),
-        ScopeId::Agent(name) => format!("/agents/{name}/mcp"),
-    };
+    let path = crate::oauth::endpoint_path(scope);
     format!(
         "Forbidden: this token may not call POST {path} (its scopes lack \"{scope}\"; \
          add \"{scope}\" to the token's scopes in [[mcp.tokens]] in airlock.toml)"
@@ -180,8 +196,15 @@ fn forbidden(message: &str) -> Box<Response> {
 
 /// The 401: a challenge with `invalid_token` only when a bearer token was presented (RFC 6750
 /// gives an unsupported scheme no error code), and a body saying which header is expected and
-/// where its tokens come from.
-fn unauthorized(headers: &HeaderMap) -> Box<Response> {
+/// where its tokens come from. With OAuth, the challenge is `oauth_admit`'s (AUTH-2).
+fn unauthorized(gate: &Gate, scope: &ScopeId, headers: &HeaderMap) -> Box<Response> {
+    if let Some(oauth) = &gate.oauth {
+        let error = headers
+            .get(header::AUTHORIZATION)
+            .is_some()
+            .then_some("the Authorization header must be `Bearer <token>` with an access token");
+        return oauth_admit::unauthorized(oauth, scope, error);
+    }
     let (challenge, message) = match headers.get(header::AUTHORIZATION) {
         None => (
             r#"Bearer realm="airlock""#,
@@ -213,18 +236,18 @@ fn unauthorized(headers: &HeaderMap) -> Box<Response> {
     response
 }
 
-fn check_host_and_origin(gate: &Gate, request: &Request) -> Result<(), &'static str> {
+fn check_host_and_origin(gate: &Gate, request: &Parts) -> Result<(), &'static str> {
     // HTTP/2 carries the host in `:authority`, which hyper leaves in the URI.
-    let host = match request.headers().get(header::HOST) {
+    let host = match request.headers.get(header::HOST) {
         Some(value) => value.to_str().ok().map(str::to_owned),
-        None => request.uri().authority().map(|a| a.as_str().to_owned()),
+        None => request.uri.authority().map(|a| a.as_str().to_owned()),
     };
     let host = host.ok_or("missing Host header")?;
     let authority: http::uri::Authority = host.parse().map_err(|_| "malformed Host header")?;
     if !gate.allows(authority.host(), authority.port_u16()) {
         return Err("Host header is not allowed");
     }
-    let Some(origin) = request.headers().get(header::ORIGIN) else {
+    let Some(origin) = request.headers.get(header::ORIGIN) else {
         // Not a browser (or a same-origin GET, which we do not serve): nothing to check.
         return Ok(());
     };
@@ -275,6 +298,7 @@ mod tests {
             allowed_hosts: hosts.iter().map(|h| (*h).to_owned()).collect(),
             tracer: None,
             request_states: None,
+            oauth: None,
         })
     }
 
@@ -300,18 +324,30 @@ mod tests {
             HeaderValue::from_static("bearer s3cret"),
         );
         assert_eq!(
-            g.token(&headers).map(|t| t.principal.as_str()),
+            bearer(&headers)
+                .and_then(|t| g.token(t))
+                .map(|t| t.principal.as_str()),
             Some("alice")
         );
         headers.insert(
             header::AUTHORIZATION,
             HeaderValue::from_static("Bearer s3cre"),
         );
-        assert_eq!(g.token(&headers).map(|t| t.principal.as_str()), None);
+        assert_eq!(
+            bearer(&headers)
+                .and_then(|t| g.token(t))
+                .map(|t| t.principal.as_str()),
+            None
+        );
         headers.insert(
             header::AUTHORIZATION,
             HeaderValue::from_static("Basic s3cret"),
         );
-        assert_eq!(g.token(&headers).map(|t| t.principal.as_str()), None);
+        assert_eq!(
+            bearer(&headers)
+                .and_then(|t| g.token(t))
+                .map(|t| t.principal.as_str()),
+            None
+        );
     }
 }

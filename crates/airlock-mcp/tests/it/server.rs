@@ -4,6 +4,7 @@
 
 mod content;
 mod mrtr;
+mod oauth;
 mod sdk;
 mod tasks;
 mod wire;
@@ -51,6 +52,8 @@ pub(crate) enum Asked {
 #[derive(Default)]
 pub(crate) struct FakeHost {
     pub(crate) asked: Mutex<Vec<Asked>>,
+    /// The caller of every `tools/call`, groups included.
+    pub(crate) callers: Mutex<Vec<Caller>>,
 }
 
 /// `outcome` as the ledger row `id` would carry it.
@@ -167,6 +170,7 @@ impl ToolHost for FakeHost {
             name: name.into(),
             arguments: arguments.clone(),
         });
+        self.callers.lock().unwrap().push(caller.clone());
         let outcome = match name {
             "echo" => Ok(HostOutcome::Completed {
                 text: arguments.to_string(),
@@ -322,10 +326,35 @@ impl Endpoint {
                 allowed_hosts,
                 tracer: None,
                 request_states,
+                oauth: None,
             },
         );
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        Self { port, host }
+    }
+
+    /// The endpoint with the token of `start` and OAuth access tokens checked by the resource
+    /// server `oauth` makes from the endpoint's base URL (`http://127.0.0.1:PORT`).
+    pub(crate) async fn start_oauth(
+        oauth: impl FnOnce(String) -> airlock_mcp::ResourceServer,
+    ) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let host = Arc::new(FakeHost::default());
+        let app = airlock_mcp::router(
+            host.clone(),
+            EndpointConfig {
+                tokens: vec![airlock_mcp::EndpointToken {
+                    token: SecretString::from(TOKEN),
+                    principal: "alice".to_owned(),
+                    scopes: None,
+                }],
+                allowed_hosts: vec![],
+                oauth: Some(oauth(format!("http://127.0.0.1:{port}"))),
+            },
+        );
         tokio::spawn(async move { axum::serve(listener, app).await });
         Self { port, host }
     }

@@ -10,6 +10,7 @@ mod digest;
 mod examples;
 mod model_script;
 mod notify;
+mod oauth;
 mod rules;
 mod schemas;
 mod support;

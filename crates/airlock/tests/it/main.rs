@@ -25,6 +25,7 @@ mod mcp;
 mod mcp_mrtr;
 mod mcp_tasks;
 mod notify;
+mod oauth;
 mod pins;
 mod python_sdk;
 mod quickstart;

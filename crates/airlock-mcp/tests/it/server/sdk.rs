@@ -5,6 +5,9 @@
 
 use std::path::PathBuf;
 
+use airlock_egress::{EgressPolicy, GuardedClient};
+use airlock_mcp::ResourceServer;
+use airlock_testkit::{Issuer, KeyKind};
 use serde_json::{Value, json};
 
 use super::{Endpoint, TOKEN};
@@ -104,4 +107,54 @@ async fn typescript_sdk_lists_calls_parks_and_awaits() {
             .any(|a| matches!(a, super::Asked::Withdraw { invocation_id, .. } if invocation_id == "inv-waiting")),
         "the SDK's cancel withdrew the call"
     );
+}
+
+/// docs/rules.md AUTH-16: the SDK's own OAuth flow (401 → protected resource metadata →
+/// authorization server metadata → registration → authorization with PKCE → token) against the
+/// endpoint and the testkit's authorization server, then calls with the access token.
+#[tokio::test]
+async fn typescript_sdk_completes_the_oauth_flow() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/sdk");
+    if !dir.join("node_modules/@modelcontextprotocol/sdk").is_dir() {
+        let help = "the TypeScript SDK is not installed: run `npm ci --prefix crates/airlock-mcp/tests/sdk`";
+        assert!(std::env::var_os("CI").is_none(), "{help}");
+        eprintln!("SKIPPED typescript_sdk_completes_the_oauth_flow: {help}");
+        return;
+    }
+    let issuer = Issuer::start(KeyKind::Rs256).await;
+    issuer.set_subject("ada");
+    let for_endpoint = issuer.clone();
+    let server = Endpoint::start_oauth(move |base| {
+        let guard = GuardedClient::new(EgressPolicy {
+            allow_cidrs: vec!["127.0.0.1/32".parse().unwrap()],
+            ..EgressPolicy::default()
+        })
+        .unwrap();
+        ResourceServer::new(super::oauth::settings(&for_endpoint, base), guard).unwrap()
+    })
+    .await;
+    let output = tokio::process::Command::new("node")
+        .arg(dir.join("oauth_client.mjs"))
+        .arg(server.url("/mcp"))
+        .current_dir(&dir)
+        .output()
+        .await
+        .expect("node must be on PATH");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "node failed:\n{stdout}\n{stderr}");
+    let out: Value = serde_json::from_str(stdout.trim())
+        .unwrap_or_else(|e| panic!("not JSON ({e}):\n{stdout}\n{stderr}"));
+    assert_eq!(out["firstConnect"], "unauthorized");
+    // The SDK asked for this endpoint as the resource (RFC 8707), with the scope the 401 named.
+    assert_eq!(out["authorization"]["resource"], server.url("/mcp"));
+    assert_eq!(out["authorization"]["scope"], "mcp:tools");
+    assert_eq!(out["authorization"]["code_challenge_method"], "S256");
+    assert_eq!(out["clientId"], "client-1");
+    assert_eq!(out["tokenType"], "Bearer");
+    assert!(out["tools"].as_array().unwrap().contains(&json!("echo")));
+    assert_eq!(out["echo"]["isError"], false);
+    let callers = server.host.callers.lock().unwrap().clone();
+    assert_eq!(callers.len(), 1);
+    assert_eq!(callers[0].principal, "ada");
 }

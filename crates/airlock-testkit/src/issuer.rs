@@ -1,0 +1,299 @@
+//! A token issuer on 127.0.0.1: signing keys (RS256, ES256, EdDSA), their JWKS, the RFC 8414
+//! metadata document, and a signing helper that also forges the tokens an attacker would send
+//! (`alg: none`, HS256 keyed with the RSA public key). [`crate::Issuer::start`] also serves a
+//! small authorization server (`authorize`, `token` with PKCE, `register`) for SDK clients.
+//!
+//! Tests control what the JWKS endpoint serves: rotate keys, take it down, count its fetches.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use aws_lc_rs::rand::SystemRandom;
+use aws_lc_rs::rsa::KeySize;
+use aws_lc_rs::signature::{
+    ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair, Ed25519KeyPair, KeyPair, RSA_PKCS1_SHA256,
+    RsaKeyPair,
+};
+use axum::Router;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use serde_json::{Value, json};
+
+use crate::authorize;
+use crate::listen::serve;
+
+/// The kinds of signing key the issuer holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyKind {
+    /// RSA 2048, RS256.
+    Rs256,
+    /// P-256, ES256.
+    Es256,
+    /// Ed25519, EdDSA.
+    EdDsa,
+}
+
+enum Pair {
+    Rsa(RsaKeyPair),
+    Ec(EcdsaKeyPair),
+    Ed(Ed25519KeyPair),
+}
+
+struct SigningKey {
+    kid: String,
+    kind: KeyKind,
+    pair: Pair,
+}
+
+impl SigningKey {
+    fn generate(kind: KeyKind, kid: String) -> Self {
+        let pair = match kind {
+            KeyKind::Rs256 => Pair::Rsa(RsaKeyPair::generate(KeySize::Rsa2048).expect("RSA key")),
+            KeyKind::Es256 => Pair::Ec(
+                EcdsaKeyPair::generate(&ECDSA_P256_SHA256_FIXED_SIGNING).expect("P-256 key"),
+            ),
+            KeyKind::EdDsa => Pair::Ed(Ed25519KeyPair::generate().expect("Ed25519 key")),
+        };
+        Self { kid, kind, pair }
+    }
+
+    fn alg(&self) -> &'static str {
+        match self.kind {
+            KeyKind::Rs256 => "RS256",
+            KeyKind::Es256 => "ES256",
+            KeyKind::EdDsa => "EdDSA",
+        }
+    }
+
+    /// The public half as a JWK.
+    fn jwk(&self) -> Value {
+        let (kid, alg) = (&self.kid, self.alg());
+        match &self.pair {
+            Pair::Rsa(pair) => {
+                let public = pair.public_key();
+                json!({"kty": "RSA", "kid": kid, "use": "sig", "alg": alg,
+                    "n": b64(public.modulus().big_endian_without_leading_zero()),
+                    "e": b64(public.exponent().big_endian_without_leading_zero())})
+            }
+            Pair::Ec(pair) => {
+                // An uncompressed point: 0x04, then x and y, 32 bytes each.
+                let point = pair.public_key().as_ref();
+                json!({"kty": "EC", "kid": kid, "use": "sig", "alg": alg, "crv": "P-256",
+                    "x": b64(&point[1..33]), "y": b64(&point[33..65])})
+            }
+            Pair::Ed(pair) => json!({"kty": "OKP", "kid": kid, "use": "sig", "alg": alg,
+                "crv": "Ed25519", "x": b64(pair.public_key().as_ref())}),
+        }
+    }
+
+    fn sign(&self, message: &[u8]) -> Vec<u8> {
+        match &self.pair {
+            Pair::Rsa(pair) => {
+                let mut signature = vec![0; pair.public_modulus_len()];
+                pair.sign(
+                    &RSA_PKCS1_SHA256,
+                    &SystemRandom::new(),
+                    message,
+                    &mut signature,
+                )
+                .expect("RSA signature");
+                signature
+            }
+            Pair::Ec(pair) => pair
+                .sign(&SystemRandom::new(), message)
+                .expect("ECDSA signature")
+                .as_ref()
+                .to_vec(),
+            Pair::Ed(pair) => pair.sign(message).as_ref().to_vec(),
+        }
+    }
+
+    /// The bytes an attacker would find public: the RSA key's PKCS#1 DER (any key's public
+    /// bytes for the others).
+    fn public_bytes(&self) -> Vec<u8> {
+        match &self.pair {
+            Pair::Rsa(pair) => pair.public_key().as_ref().to_vec(),
+            Pair::Ec(pair) => pair.public_key().as_ref().to_vec(),
+            Pair::Ed(pair) => pair.public_key().as_ref().to_vec(),
+        }
+    }
+}
+
+pub(crate) struct IssuerState {
+    keys: Vec<SigningKey>,
+    next_kid: usize,
+    jwks_up: bool,
+    pub(crate) jwks_fetches: usize,
+    pub(crate) origin: String,
+    /// What `token` puts in the tokens it issues.
+    pub(crate) subject: String,
+    pub(crate) authorize: authorize::Grants,
+}
+
+/// A token issuer and authorization server on 127.0.0.1 (see the module docs).
+#[derive(Clone)]
+pub struct Issuer {
+    port: u16,
+    state: Arc<Mutex<IssuerState>>,
+}
+
+impl Issuer {
+    /// An issuer holding one key of `kind` (kid `key-1`), its JWKS up.
+    pub async fn start(kind: KeyKind) -> Self {
+        let state = Arc::new(Mutex::new(IssuerState {
+            keys: vec![SigningKey::generate(kind, "key-1".to_owned())],
+            next_kid: 2,
+            jwks_up: true,
+            jwks_fetches: 0,
+            origin: String::new(),
+            subject: "alice".to_owned(),
+            authorize: authorize::Grants::default(),
+        }));
+        let app = Router::new()
+            .route("/jwks.json", get(jwks))
+            .route("/.well-known/oauth-authorization-server", get(metadata))
+            .merge(authorize::router())
+            .with_state(state.clone());
+        let port = serve(app, 0).await;
+        lock(&state).origin = format!("http://127.0.0.1:{port}");
+        Self { port, state }
+    }
+
+    /// The issuer identifier (`iss`), also its base URL: `http://127.0.0.1:PORT`.
+    #[must_use]
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// Where its JWKS is served.
+    #[must_use]
+    pub fn jwks_uri(&self) -> String {
+        format!("{}/jwks.json", self.url())
+    }
+
+    /// The kid of the key [`Issuer::sign`] uses (the newest).
+    #[must_use]
+    pub fn kid(&self) -> String {
+        lock(&self.state)
+            .keys
+            .last()
+            .map(|k| k.kid.clone())
+            .expect("the issuer holds a key")
+    }
+
+    /// `claims` signed with the newest key, its kid in the header.
+    #[must_use]
+    pub fn sign(&self, claims: &Value) -> String {
+        Self::sign_in(&lock(&self.state), claims)
+    }
+
+    /// `claims` signed with a fresh key the JWKS never shows, under `kid`.
+    pub fn sign_with_unpublished_key(&self, kid: &str, kind: KeyKind) -> impl Fn(&Value) -> String {
+        let key = SigningKey::generate(kind, kid.to_owned());
+        move |claims| {
+            let header = json!({"alg": key.alg(), "typ": "at+jwt", "kid": key.kid});
+            signed(&header, claims, |m| key.sign(m))
+        }
+    }
+
+    /// An unsigned token: `alg: none`, an empty signature, the newest key's kid.
+    #[must_use]
+    pub fn unsigned(&self, claims: &Value) -> String {
+        let header = json!({"alg": "none", "typ": "at+jwt", "kid": self.kid()});
+        signed(&header, claims, |_| Vec::new())
+    }
+
+    /// The key-confusion forgery: HS256 with the newest key's public bytes as the HMAC secret,
+    /// under that key's kid.
+    #[must_use]
+    pub fn hs256_with_public_key(&self, claims: &Value) -> String {
+        let state = lock(&self.state);
+        let key = state.keys.last().expect("the issuer holds a key");
+        let secret = aws_lc_rs::hmac::Key::new(aws_lc_rs::hmac::HMAC_SHA256, &key.public_bytes());
+        let header = json!({"alg": "HS256", "typ": "JWT", "kid": key.kid});
+        signed(&header, claims, |m| {
+            aws_lc_rs::hmac::sign(&secret, m).as_ref().to_vec()
+        })
+    }
+
+    /// Replaces every key with one new key of `kind`; returns its kid.
+    pub fn rotate(&self, kind: KeyKind) -> String {
+        let mut state = lock(&self.state);
+        let kid = format!("key-{}", state.next_kid);
+        state.next_kid += 1;
+        state.keys = vec![SigningKey::generate(kind, kid.clone())];
+        kid
+    }
+
+    /// Takes the JWKS endpoint down (503) or brings it back.
+    pub fn set_jwks_up(&self, up: bool) {
+        lock(&self.state).jwks_up = up;
+    }
+
+    /// How many times the JWKS was asked for (down or up).
+    #[must_use]
+    pub fn jwks_fetches(&self) -> usize {
+        lock(&self.state).jwks_fetches
+    }
+
+    /// The `sub` the token endpoint writes into the tokens it issues (default `alice`).
+    pub fn set_subject(&self, subject: &str) {
+        subject.clone_into(&mut lock(&self.state).subject);
+    }
+
+    /// Signs `claims` with the newest key (the token endpoint's helper).
+    pub(crate) fn sign_in(state: &IssuerState, claims: &Value) -> String {
+        let key = state.keys.last().expect("the issuer holds a key");
+        let header = json!({"alg": key.alg(), "typ": "at+jwt", "kid": key.kid});
+        signed(&header, claims, |m| key.sign(m))
+    }
+}
+
+pub(crate) fn lock(state: &Mutex<IssuerState>) -> MutexGuard<'_, IssuerState> {
+    state
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+pub(crate) fn b64(bytes: &[u8]) -> String {
+    URL_SAFE_NO_PAD.encode(bytes)
+}
+
+fn signed(header: &Value, claims: &Value, sign: impl Fn(&[u8]) -> Vec<u8>) -> String {
+    let message = format!(
+        "{}.{}",
+        b64(header.to_string().as_bytes()),
+        b64(claims.to_string().as_bytes())
+    );
+    let signature = sign(message.as_bytes());
+    format!("{message}.{}", b64(&signature))
+}
+
+async fn jwks(State(state): State<Arc<Mutex<IssuerState>>>) -> Response {
+    let mut state = lock(&state);
+    state.jwks_fetches += 1;
+    if !state.jwks_up {
+        return (StatusCode::SERVICE_UNAVAILABLE, "down").into_response();
+    }
+    let keys: Vec<Value> = state.keys.iter().map(SigningKey::jwk).collect();
+    axum::Json(json!({"keys": keys})).into_response()
+}
+
+async fn metadata(State(state): State<Arc<Mutex<IssuerState>>>) -> Response {
+    let origin = lock(&state).origin.clone();
+    axum::Json(json!({
+        "issuer": origin,
+        "authorization_endpoint": format!("{origin}/authorize"),
+        "token_endpoint": format!("{origin}/token"),
+        "registration_endpoint": format!("{origin}/register"),
+        "jwks_uri": format!("{origin}/jwks.json"),
+        "response_types_supported": ["code"],
+        "grant_types_supported": ["authorization_code"],
+        "code_challenge_methods_supported": ["S256"],
+        "token_endpoint_auth_methods_supported": ["none"],
+    }))
+    .into_response()
+}
