@@ -76,8 +76,7 @@ pub use ids::{InvocationId, RunId, SessionId};
 pub use ledger::{Ledger, StoreConfig};
 pub use model::{
     ACCESS_POLICY, APPROVAL_EXPIRED, ApprovalFilter, AuditReport, CallerOutcome, ChainBreak,
-    Decision,
-    DecisionRecord, Invocation, Lease, NewInvocation, NewRun, NewSession, Recorded,
+    Decision, DecisionRecord, Invocation, Lease, NewInvocation, NewRun, NewSession, Recorded,
     ResolutionRecord, ResumeOutcome, Run, Session, Settlement, SweepReport,
 };
 pub use notice::{Notice, NoticeRecord, OutboxRoute};

@@ -70,6 +70,7 @@ fn error_type(e: &LedgerError) -> &'static str {
         LedgerError::RunClosed { .. } => "run_closed",
         LedgerError::SessionBusy { .. } => "session_busy",
         LedgerError::RunWrongState { .. } => "run_wrong_state",
+        LedgerError::RequestStateUsed { .. } => "request_state_used",
         LedgerError::Invalid(_) => "invalid",
         LedgerError::Corrupt { .. } => "corrupt",
         LedgerError::Closed => "closed",

@@ -284,6 +284,7 @@ pub fn removed_spec(pending: &Pending) -> Option<ToolSpec> {
         source: airlock_spec::ToolSource::Connection(airlock_spec::ConnectionTool {
             namespace: pending.connection.clone(),
             remote_name: pending.tool.clone(),
+            output_schema: pinned.get("outputSchema").cloned(),
         }),
         policy: airlock_spec::Policy::default(),
     })

@@ -152,6 +152,7 @@ impl ToolHost for FakeHost {
         let done = HostOutcome::Completed {
             text: "deployed".into(),
             structured: None,
+            content: Vec::new(),
             is_error: false,
         };
         Box::pin(async move { Ok(tracked("inv-1", done)) })
@@ -349,9 +350,12 @@ impl Endpoint {
                 tokens: vec![airlock_mcp::EndpointToken {
                     token: SecretString::from(TOKEN),
                     principal: "alice".to_owned(),
+                    groups: Vec::new(),
                     scopes: None,
                 }],
                 allowed_hosts: vec![],
+                tracer: None,
+                request_states: None,
                 oauth: Some(oauth(format!("http://127.0.0.1:{port}"))),
             },
         );
