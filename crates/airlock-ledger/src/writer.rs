@@ -248,7 +248,7 @@ struct Lane {
     lane: i64,
     head: Option<(i64, String)>,
     /// PostgreSQL: the store's announcer, which sends the NOTIFYs (see [`pg_announcer`]).
-    notices: Option<mpsc::UnboundedSender<String>>,
+    notices: Option<mpsc::UnboundedSender<Notice>>,
 }
 
 async fn lane_loop(mut lane: Lane, mut rx: mpsc::UnboundedReceiver<Box<dyn Job>>) {
@@ -299,8 +299,7 @@ impl Lane {
         }
         match self.attempt(&mut jobs).await {
             Ok(committed) => {
-                self.announce(&committed);
-                jobs.into_iter().for_each(Job::reply);
+                self.settle(&committed, jobs);
             }
             Err(e) if jobs.len() == 1 => {
                 tracing::warn!(error = %e, "ledger write failed");
@@ -314,8 +313,7 @@ impl Lane {
                     let mut one = vec![job];
                     match self.attempt(&mut one).await {
                         Ok(committed) => {
-                            self.announce(&committed);
-                            one.into_iter().for_each(Job::reply);
+                            self.settle(&committed, one);
                         }
                         Err(e) => one.into_iter().for_each(|j| j.fail(clone_error(&e))),
                     }
@@ -372,12 +370,13 @@ fn is_unique_violation(e: &sqlx::Error) -> bool {
 /// database-wide notify lock from before its commit record until after the commit is flushed,
 /// so every lane's commits (and their fsyncs) would queue one behind another. The notification
 /// is only a hint — a waiter re-reads the row, and one that misses it still wakes at its
-/// deadline — so it goes in a transaction of its own that skips the flush wait, and not on the
-/// lane's path either: the lane hands it to the store's announcer and goes on with its next
-/// batch, instead of waiting a pool connection and a round trip per batch (docs/rules.md
-/// OPS-43).
+/// deadline — so it goes in a transaction of its own that skips the flush wait. Nor is it on
+/// the lane's path: the lane hands it, with the batch's jobs, to the store's announcer and
+/// starts its next batch at once; the announcer acknowledges the jobs once the notification is
+/// sent, so a caller that exits as soon as its write is acknowledged (a CLI decision) has still
+/// told every other process (docs/rules.md OPS-43).
 impl Lane {
-    fn announce(&self, committed: &Committed) {
+    fn settle(&self, committed: &Committed, jobs: Vec<Box<dyn Job>>) {
         let ctx = &self.ctx;
         ctx.notifier.notify_many(&committed.changed);
         if committed.approved {
@@ -391,32 +390,50 @@ impl Lane {
         if let Some(wake) = &ctx.wake {
             wake.send(&messages);
         }
-        if let Some(notices) = &self.notices {
-            for message in messages {
-                // The announcer ends only with the lanes: a failed send has no one to tell.
-                let _ = notices.send(message);
-            }
-        }
+        let unsent = match &self.notices {
+            Some(notices) => match notices.send(Notice { messages, jobs }) {
+                Ok(()) => return,
+                // The announcer ends only after the lanes; acknowledge here all the same.
+                Err(mpsc::error::SendError(notice)) => notice.jobs,
+            },
+            None => jobs,
+        };
+        unsent.into_iter().for_each(Job::reply);
     }
 }
 
-/// Most announcements one NOTIFY statement carries.
+/// A committed batch's announcements and the jobs to acknowledge once they are sent.
+struct Notice {
+    messages: Vec<String>,
+    jobs: Vec<Box<dyn Job>>,
+}
+
+/// Most batches one NOTIFY statement announces.
 const NOTICES_PER_STATEMENT: usize = 64;
 
-/// Sends the lanes' announcements, whatever queued meanwhile in one statement (so one round
-/// trip however many batches committed while the last one was out), in commit order. Ends
-/// when every lane has ended.
-async fn pg_announcer(pool: sqlx::PgPool, mut rx: mpsc::UnboundedReceiver<String>) {
+/// Sends the lanes' announcements — whatever queued meanwhile in one statement, so one round
+/// trip however many batches committed while the last one was out, in commit order — then
+/// acknowledges their jobs. Ends when every lane has ended.
+async fn pg_announcer(pool: sqlx::PgPool, mut rx: mpsc::UnboundedReceiver<Notice>) {
     while let Some(first) = rx.recv().await {
-        let mut messages = vec![first];
-        while messages.len() < NOTICES_PER_STATEMENT {
+        let mut notices = vec![first];
+        while notices.len() < NOTICES_PER_STATEMENT {
             match rx.try_recv() {
-                Ok(message) => messages.push(message),
+                Ok(notice) => notices.push(notice),
                 Err(_) => break,
             }
         }
-        if let Err(error) = notify(&pool, messages).await {
+        let messages: Vec<String> = notices
+            .iter_mut()
+            .flat_map(|n| std::mem::take(&mut n.messages))
+            .collect();
+        if !messages.is_empty()
+            && let Err(error) = notify(&pool, messages).await
+        {
             tracing::warn!(%error, "ledger NOTIFY failed; other processes' waiters wake at their deadline");
+        }
+        for notice in notices {
+            notice.jobs.into_iter().for_each(Job::reply);
         }
     }
 }

@@ -168,40 +168,13 @@ fn handshake_free<'a>(target: &McpTarget, seen: &'a Opened) -> Option<Framing<'a
 /// The `tools/call` parameters: the remote name and the arguments exactly as given.
 fn call_params(call: &ToolCall) -> Result<CallToolRequestParams, McpCallError> {
     let mut params = CallToolRequestParams::new(call.remote_name.clone());
-    params.arguments = Some(object_arguments(call)?.clone());
+    params.arguments = Some(call.arguments_object()?.clone());
     if let Some(key) = &call.idempotency_key {
         let mut meta = JsonObject::new();
         meta.insert(IDEMPOTENCY_META_KEY.to_owned(), Value::String(key.clone()));
         params.meta = Some(RequestMetaObject(MetaObject(meta)));
     }
     Ok(params)
-}
-
-/// The call's arguments as the object MCP requires.
-pub(crate) fn object_arguments(call: &ToolCall) -> Result<&JsonObject, McpCallError> {
-    match &call.arguments {
-        Value::Object(map) => Ok(map),
-        // MCP arguments are an object; a model that sent something else gets told so, and no
-        // request is made.
-        other => Err(McpCallError::new(
-            CallErrorKind::Config,
-            format!(
-                "tool arguments must be a JSON object, not {}",
-                json_type(other)
-            ),
-        )),
-    }
-}
-
-fn json_type(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
 }
 
 /// The fields of `tool` a pin covers, as the server sent them.

@@ -16,7 +16,6 @@ use rmcp::model::{ProtocolVersion, RequestMetaObject};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use crate::client::object_arguments;
 use crate::content::to_tool_result;
 use crate::error::{CallErrorKind, McpCallError};
 use crate::http::{GuardedHttp, Reply, Sent, not_json_rpc};
@@ -58,7 +57,7 @@ pub(crate) async fn call(
     framing: Framing<'_>,
     call: &ToolCall,
 ) -> Result<ToolResult, McpCallError> {
-    let arguments = object_arguments(call)?;
+    let arguments = call.arguments_object()?;
     let Prepared { http, deadline, .. } = session::prepare(guard, target).await?;
     let (version, meta) = match framing {
         Framing::Modern => (ProtocolVersion::V_2026_07_28.to_string(), modern_meta()),

@@ -161,6 +161,32 @@ impl ToolCall {
         self.idempotency_key = Some(key.into());
         self
     }
+
+    /// The arguments as the object MCP requires; a model that sent something else gets told
+    /// so, and no request is made.
+    pub(crate) fn arguments_object(&self) -> Result<&serde_json::Map<String, Value>, McpCallError> {
+        match &self.arguments {
+            Value::Object(map) => Ok(map),
+            other => Err(McpCallError::new(
+                CallErrorKind::Config,
+                format!(
+                    "tool arguments must be a JSON object, not {}",
+                    json_type(other)
+                ),
+            )),
+        }
+    }
+}
+
+fn json_type(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
 }
 
 /// The meta key carrying the idempotency key in a `tools/call` request.

@@ -113,6 +113,11 @@ async fn start_serve(dir: &Path, port: u16) -> Serve {
 }
 
 async fn call(http: &reqwest::Client, url: &str, arguments: Value) -> Duration {
+    try_call(http, url, arguments).await.unwrap()
+}
+
+/// One `tools/call`; what went wrong, if the call did not complete.
+async fn try_call(http: &reqwest::Client, url: &str, arguments: Value) -> Result<Duration, String> {
     let start = Instant::now();
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
         "params": {"name": "up__count", "arguments": arguments}});
@@ -124,14 +129,17 @@ async fn call(http: &reqwest::Client, url: &str, arguments: Value) -> Duration {
         .json(&body)
         .send()
         .await
-        .unwrap();
-    assert!(response.status().is_success(), "{}", response.status());
-    let reply: Value = response.json().await.unwrap();
-    assert!(
-        reply["result"].is_object() && reply["result"]["isError"] != true,
-        "{reply}"
-    );
-    start.elapsed()
+        .map_err(|e| format!("{e:?}"))?;
+    let status = response.status();
+    let reply: Value = response
+        .json()
+        .await
+        .map_err(|e| format!("{status}: {e}"))?;
+    if status.is_success() && reply["result"].is_object() && reply["result"]["isError"] != true {
+        Ok(start.elapsed())
+    } else {
+        Err(format!("{status}: {reply}"))
+    }
 }
 
 /// p50 and p99, in ms, of `PROBE_CALLS` sequential small calls over one connection.
@@ -146,9 +154,9 @@ async fn probe(url: &str) -> (f64, f64) {
     (at(0.5), at(0.99))
 }
 
-/// One round of big calls: the peak resident memory sampled while they ran, in MiB, and the
-/// round's wall time.
-async fn big_round(url: &str, pid: u32) -> (f64, Duration) {
+/// One round of big calls: the peak resident memory sampled while they ran, in MiB, the
+/// round's wall time, and the first failure with how many calls failed.
+async fn big_round(url: &str, pid: u32) -> (f64, Duration, Option<(usize, String)>) {
     let text = Arc::new("a".repeat(BIG_TEXT_BYTES));
     let done = Arc::new(AtomicBool::new(false));
     let peak = Arc::new(AtomicU64::new(0));
@@ -168,17 +176,21 @@ async fn big_round(url: &str, pid: u32) -> (f64, Duration) {
             let (url, text) = (url.to_owned(), Arc::clone(&text));
             tokio::spawn(async move {
                 let http = reqwest::Client::new();
-                call(&http, &url, json!({"text": text.as_str()})).await
+                try_call(&http, &url, json!({"text": text.as_str()})).await
             })
         })
         .collect();
+    let mut failed: Option<(usize, String)> = None;
     for c in calls {
-        c.await.unwrap();
+        if let Err(e) = c.await.unwrap() {
+            let entry = failed.get_or_insert((0, e));
+            entry.0 += 1;
+        }
     }
     let took = start.elapsed();
     done.store(true, Ordering::Relaxed);
     sampler.await.unwrap();
-    (peak.load(Ordering::Relaxed) as f64 / 1024.0, took)
+    (peak.load(Ordering::Relaxed) as f64 / 1024.0, took, failed)
 }
 
 fn main() {
@@ -192,6 +204,11 @@ fn main() {
             ..Script::default()
         })
         .await;
+        upstream.set_tools(vec![json!({
+            "name": "count",
+            "description": "Counts the bytes of its arguments.",
+            "inputSchema": {"type": "object"}
+        })]);
         let dir = tempfile::tempdir().unwrap();
         let port = free_port();
         deployment(dir.path(), &upstream.loopback_url(), port);
@@ -229,7 +246,10 @@ fn main() {
         let before = status_mib(pid, "VmRSS:");
         println!("  RSS before: {before:.1} MiB");
         for round in 1..=ROUNDS {
-            let (peak, took) = big_round(&url, pid).await;
+            let (peak, took, failed) = big_round(&url, pid).await;
+            if let Some((n, first)) = failed {
+                println!("  round {round}: {n} of {BIG_CALLS} calls failed; the first: {first}");
+            }
             tokio::time::sleep(Duration::from_secs(2)).await;
             println!(
                 "  round {round}: {:.2} s, peak RSS {peak:.1} MiB (sampled every 10 ms), \
