@@ -199,7 +199,7 @@ async fn the_wall_clock_budget_excludes_parked_time_and_spans_resumes() {
 /// ungated call, then the answer) makes 30 durable commits: its session, its start (run,
 /// details, the answer to what the session held), three a step (the turn with the results of
 /// the step before it, and the call's record-and-claim and finish) and its ending with the
-/// answer. Before the records shared them it made 43.
+/// answer. Before the records shared them it made 4.4 a step.
 async fn a_step_costs_three_durable_commits(backend: Backend) {
     let Some(w) = World::new(backend).await else {
         return;
