@@ -151,7 +151,7 @@ mod tests {
         let err = "sometimes".parse::<Approval>().unwrap_err();
         assert_eq!(
             err.to_string(),
-            r#""sometimes" is not one of never | once | always"#
+            r#""sometimes" is not one of never | once | always | caller"#
         );
     }
 
