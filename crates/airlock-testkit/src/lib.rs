@@ -15,6 +15,7 @@
 
 mod authorize;
 mod issuer;
+mod keys;
 mod listen;
 mod model;
 mod raw;
@@ -22,7 +23,8 @@ mod receiver;
 mod slack;
 mod upstream;
 
-pub use issuer::{Issuer, KeyKind};
+pub use issuer::Issuer;
+pub use keys::KeyKind;
 pub use listen::free_port;
 pub use model::{
     FAKE_INPUT_TOKENS, FAKE_OUTPUT_TOKENS, FakeCall, FakeModel, Flavor, ModelReply, Received,
