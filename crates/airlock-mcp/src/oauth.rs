@@ -280,3 +280,35 @@ fn accepted_algorithms(names: &[String]) -> Result<Vec<Algorithm>, OAuthConfigEr
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// AUTH-3: the resource server itself refuses HMAC, `none` and unknown names, whatever
+    /// the configuration loader let through.
+    #[test]
+    fn only_asymmetric_algorithms_are_accepted() {
+        let names = |list: &[&str]| list.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        assert_eq!(
+            accepted_algorithms(&names(&["RS256", "EdDSA"])),
+            Ok(vec![Algorithm::RS256, Algorithm::EdDSA])
+        );
+        for bad in ["HS256", "none", "XX1"] {
+            assert_eq!(
+                accepted_algorithms(&names(&["ES256", bad])),
+                Err(OAuthConfigError::Algorithm(bad.to_owned()))
+            );
+        }
+        assert_eq!(accepted_algorithms(&[]), Err(OAuthConfigError::NoAlgorithm));
+    }
+
+    #[test]
+    fn an_agents_name_is_one_path_segment() {
+        assert_eq!(endpoint_path(&ScopeId::Gateway), "/mcp");
+        assert_eq!(
+            endpoint_path(&ScopeId::Agent("a/b c".into())),
+            "/agents/a%2Fb+c/mcp"
+        );
+    }
+}

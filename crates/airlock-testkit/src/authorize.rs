@@ -15,24 +15,9 @@ use axum::{Json, Router};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::issuer::{Issuer, IssuerState, b64, lock};
+use crate::keys::{IssuerState, Pending, b64, lock, sign_newest};
 
 type Params = HashMap<String, String>;
-
-/// Codes handed out and not yet redeemed, and clients registered.
-#[derive(Default)]
-pub(crate) struct Grants {
-    codes: HashMap<String, Pending>,
-    clients: usize,
-}
-
-/// What an authorization code stands for.
-struct Pending {
-    challenge: String,
-    redirect_uri: String,
-    resource: Option<String>,
-    scope: Option<String>,
-}
 
 pub(crate) fn router() -> Router<Arc<Mutex<IssuerState>>> {
     Router::new()
@@ -123,7 +108,7 @@ async fn token(State(state): State<Arc<Mutex<IssuerState>>>, Form(f): Form<Param
         "iss": state.origin, "sub": state.subject, "aud": resource,
         "scope": scope, "iat": now, "exp": now + 3600,
     });
-    let access_token = Issuer::sign_in(&state, &claims);
+    let access_token = sign_newest(&state, &claims);
     Json(json!({
         "access_token": access_token, "token_type": "Bearer", "expires_in": 3600, "scope": scope,
     }))

@@ -5,133 +5,18 @@
 //!
 //! Tests control what the JWKS endpoint serves: rotate keys, take it down, count its fetches.
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
-use aws_lc_rs::rand::SystemRandom;
-use aws_lc_rs::rsa::KeySize;
-use aws_lc_rs::signature::{
-    ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair, Ed25519KeyPair, KeyPair, RSA_PKCS1_SHA256,
-    RsaKeyPair,
-};
 use axum::Router;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use base64::Engine as _;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde_json::{Value, json};
 
 use crate::authorize;
+use crate::keys::{IssuerState, KeyKind, SigningKey, lock, sign_newest, signed};
 use crate::listen::serve;
-
-/// The kinds of signing key the issuer holds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum KeyKind {
-    /// RSA 2048, RS256.
-    Rs256,
-    /// P-256, ES256.
-    Es256,
-    /// Ed25519, EdDSA.
-    EdDsa,
-}
-
-enum Pair {
-    Rsa(RsaKeyPair),
-    Ec(EcdsaKeyPair),
-    Ed(Ed25519KeyPair),
-}
-
-struct SigningKey {
-    kid: String,
-    kind: KeyKind,
-    pair: Pair,
-}
-
-impl SigningKey {
-    fn generate(kind: KeyKind, kid: String) -> Self {
-        let pair = match kind {
-            KeyKind::Rs256 => Pair::Rsa(RsaKeyPair::generate(KeySize::Rsa2048).expect("RSA key")),
-            KeyKind::Es256 => Pair::Ec(
-                EcdsaKeyPair::generate(&ECDSA_P256_SHA256_FIXED_SIGNING).expect("P-256 key"),
-            ),
-            KeyKind::EdDsa => Pair::Ed(Ed25519KeyPair::generate().expect("Ed25519 key")),
-        };
-        Self { kid, kind, pair }
-    }
-
-    fn alg(&self) -> &'static str {
-        match self.kind {
-            KeyKind::Rs256 => "RS256",
-            KeyKind::Es256 => "ES256",
-            KeyKind::EdDsa => "EdDSA",
-        }
-    }
-
-    /// The public half as a JWK.
-    fn jwk(&self) -> Value {
-        let (kid, alg) = (&self.kid, self.alg());
-        match &self.pair {
-            Pair::Rsa(pair) => {
-                let public = pair.public_key();
-                json!({"kty": "RSA", "kid": kid, "use": "sig", "alg": alg,
-                    "n": b64(public.modulus().big_endian_without_leading_zero()),
-                    "e": b64(public.exponent().big_endian_without_leading_zero())})
-            }
-            Pair::Ec(pair) => {
-                // An uncompressed point: 0x04, then x and y, 32 bytes each.
-                let point = pair.public_key().as_ref();
-                json!({"kty": "EC", "kid": kid, "use": "sig", "alg": alg, "crv": "P-256",
-                    "x": b64(&point[1..33]), "y": b64(&point[33..65])})
-            }
-            Pair::Ed(pair) => json!({"kty": "OKP", "kid": kid, "use": "sig", "alg": alg,
-                "crv": "Ed25519", "x": b64(pair.public_key().as_ref())}),
-        }
-    }
-
-    fn sign(&self, message: &[u8]) -> Vec<u8> {
-        match &self.pair {
-            Pair::Rsa(pair) => {
-                let mut signature = vec![0; pair.public_modulus_len()];
-                pair.sign(
-                    &RSA_PKCS1_SHA256,
-                    &SystemRandom::new(),
-                    message,
-                    &mut signature,
-                )
-                .expect("RSA signature");
-                signature
-            }
-            Pair::Ec(pair) => pair
-                .sign(&SystemRandom::new(), message)
-                .expect("ECDSA signature")
-                .as_ref()
-                .to_vec(),
-            Pair::Ed(pair) => pair.sign(message).as_ref().to_vec(),
-        }
-    }
-
-    /// The bytes an attacker would find public: the RSA key's PKCS#1 DER (any key's public
-    /// bytes for the others).
-    fn public_bytes(&self) -> Vec<u8> {
-        match &self.pair {
-            Pair::Rsa(pair) => pair.public_key().as_ref().to_vec(),
-            Pair::Ec(pair) => pair.public_key().as_ref().to_vec(),
-            Pair::Ed(pair) => pair.public_key().as_ref().to_vec(),
-        }
-    }
-}
-
-pub(crate) struct IssuerState {
-    keys: Vec<SigningKey>,
-    next_kid: usize,
-    jwks_up: bool,
-    pub(crate) jwks_fetches: usize,
-    pub(crate) origin: String,
-    /// What `token` puts in the tokens it issues.
-    pub(crate) subject: String,
-    pub(crate) authorize: authorize::Grants,
-}
 
 /// A token issuer and authorization server on 127.0.0.1 (see the module docs).
 #[derive(Clone)]
@@ -150,7 +35,7 @@ impl Issuer {
             jwks_fetches: 0,
             origin: String::new(),
             subject: "alice".to_owned(),
-            authorize: authorize::Grants::default(),
+            authorize: crate::keys::Grants::default(),
         }));
         let app = Router::new()
             .route("/jwks.json", get(jwks))
@@ -187,7 +72,7 @@ impl Issuer {
     /// `claims` signed with the newest key, its kid in the header.
     #[must_use]
     pub fn sign(&self, claims: &Value) -> String {
-        Self::sign_in(&lock(&self.state), claims)
+        sign_newest(&lock(&self.state), claims)
     }
 
     /// `claims` signed with a fresh key the JWKS never shows, under `kid`.
@@ -243,33 +128,6 @@ impl Issuer {
     pub fn set_subject(&self, subject: &str) {
         subject.clone_into(&mut lock(&self.state).subject);
     }
-
-    /// Signs `claims` with the newest key (the token endpoint's helper).
-    pub(crate) fn sign_in(state: &IssuerState, claims: &Value) -> String {
-        let key = state.keys.last().expect("the issuer holds a key");
-        let header = json!({"alg": key.alg(), "typ": "at+jwt", "kid": key.kid});
-        signed(&header, claims, |m| key.sign(m))
-    }
-}
-
-pub(crate) fn lock(state: &Mutex<IssuerState>) -> MutexGuard<'_, IssuerState> {
-    state
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-pub(crate) fn b64(bytes: &[u8]) -> String {
-    URL_SAFE_NO_PAD.encode(bytes)
-}
-
-fn signed(header: &Value, claims: &Value, sign: impl Fn(&[u8]) -> Vec<u8>) -> String {
-    let message = format!(
-        "{}.{}",
-        b64(header.to_string().as_bytes()),
-        b64(claims.to_string().as_bytes())
-    );
-    let signature = sign(message.as_bytes());
-    format!("{message}.{}", b64(&signature))
 }
 
 async fn jwks(State(state): State<Arc<Mutex<IssuerState>>>) -> Response {

@@ -16,6 +16,7 @@
 
 mod authorize;
 mod issuer;
+mod keys;
 mod listen;
 mod model;
 mod otlp;
@@ -24,7 +25,8 @@ mod receiver;
 mod slack;
 mod upstream;
 
-pub use issuer::{Issuer, KeyKind};
+pub use issuer::Issuer;
+pub use keys::KeyKind;
 pub use listen::free_port;
 pub use model::{
     FAKE_INPUT_TOKENS, FAKE_OUTPUT_TOKENS, FakeCall, FakeModel, Flavor, ModelReply, Received,

@@ -25,7 +25,7 @@ use subtle::ConstantTimeEq;
 
 use super::EndpointConfig;
 use super::oauth_admit;
-use super::request::{Admitted, AdmittedRequest, rpc_refusal};
+use super::request::{Admitted, AdmittedRequest, FORBIDDEN, UNAUTHORIZED, rpc_refusal};
 use airlock_spec::ScopeId;
 
 use crate::host::Caller;
@@ -41,11 +41,6 @@ const LOOPBACK: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
 /// What a request without a usable token is told to do.
 pub(super) const SEND_BEARER: &str =
     "send the header `Authorization: Bearer <token>` (a token from [[mcp.tokens]] in airlock.toml)";
-
-/// The JSON-RPC error code of a 401: no usable bearer token (MCP-24).
-pub(super) const UNAUTHORIZED: i64 = -32001;
-/// The JSON-RPC error code of a 403: a host, origin or scope this request may not use (MCP-24).
-pub(super) const FORBIDDEN: i64 = -32003;
 
 /// The admission rules, built once from the [`EndpointConfig`].
 pub(super) struct Gate {

@@ -13,8 +13,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::Response;
 use serde_json::Value;
 
-use super::admit::{FORBIDDEN, UNAUTHORIZED};
-use super::request::rpc_refusal;
+use super::request::{FORBIDDEN, UNAUTHORIZED, rpc_refusal};
 use crate::host::Caller;
 use crate::oauth::{ResourceServer, TokenError};
 use airlock_spec::ScopeId;

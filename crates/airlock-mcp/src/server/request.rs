@@ -152,6 +152,11 @@ fn rpc_error(id: &Value, code: i64, message: &str) -> Box<Response> {
     rpc_refusal(StatusCode::BAD_REQUEST, id, code, message)
 }
 
+/// The JSON-RPC error code of a 401: no usable bearer token (MCP-24).
+pub(super) const UNAUTHORIZED: i64 = -32001;
+/// The JSON-RPC error code of a 403: a host, origin or scope this request may not use (MCP-24).
+pub(super) const FORBIDDEN: i64 = -32003;
+
 /// A refusal as both HTTP status and JSON-RPC error body (`application/json`), so a client
 /// that shows either tells its user why.
 pub(super) fn rpc_refusal(
