@@ -297,9 +297,10 @@ fn table(reports: &[Report]) {
         let v = &r.verdict;
         if !v.runs_orphaned.is_empty() {
             println!(
-                "({}: {} runs left `running` by a killed replica; nothing takes them over yet)",
+                "({}: {} runs left `running` by a killed replica, {} of their calls left open; nothing takes them over yet)",
                 r.backend,
-                v.runs_orphaned.len()
+                v.runs_orphaned.len(),
+                v.orphan_calls
             );
         }
         if r.abandoned > 0 {
