@@ -1,7 +1,7 @@
 //! Bench binary: the crash harness (docs/crash.md; docs/rules.md TEST-8, TEST-9, TEST-10).
 //!
 //! Per backend — SQLite with one `airlock serve`, PostgreSQL (a cluster of its own) with two
-//! replicas — it runs concurrent MCP clients against the real binary while a nemesis SIGKILLs
+//! replicas — it runs concurrent MCP clients and agent runs against the real binary while a nemesis SIGKILLs
 //! a replica at random moments (and starts it again), SIGSTOPs one for up to 1.5 s (longer
 //! than its 1 s lease, so the other replica's sweeper may take its calls over), and restarts
 //! PostgreSQL under them. Then it lets the leases run out and checks the ledger against a
@@ -297,9 +297,10 @@ fn table(reports: &[Report]) {
         let v = &r.verdict;
         if !v.runs_orphaned.is_empty() {
             println!(
-                "({}: {} runs left `running` by a killed replica; nothing takes them over yet)",
+                "({}: {} runs left `running` by a killed replica, {} of their calls left open; nothing takes them over yet)",
                 r.backend,
-                v.runs_orphaned.len()
+                v.runs_orphaned.len(),
+                v.orphan_calls
             );
         }
         if r.abandoned > 0 {

@@ -133,6 +133,8 @@ pub(crate) struct Verdict {
     /// Runs left `running` after settling: the replica serving them died mid-step, and
     /// nothing takes a run over yet (a known gap, docs/crash.md). Counted, not failed.
     pub(crate) runs_orphaned: Vec<String>,
+    /// Calls of those runs still open (approved, waiting for their run to resume).
+    pub(crate) orphan_calls: usize,
     pub(crate) lost_runs: Vec<String>,
 }
 
@@ -216,6 +218,8 @@ pub(crate) fn check(
         .filter(|n| !with_row.contains(n))
         .copied()
         .collect();
+    let orphaned: std::collections::HashSet<&str> =
+        verdict.runs_orphaned.iter().map(String::as_str).collect();
     for row in rows {
         let ran = by_key.get(&row.id).copied().unwrap_or(0);
         if ran > 1 && row.n.is_none() {
@@ -232,7 +236,20 @@ pub(crate) fn check(
         match row.state.as_str() {
             "in_doubt" => verdict.in_doubt += 1,
             "awaiting_approval" => verdict.waiting += 1,
-            state if OPEN.contains(&state) => verdict.stuck.push(format!("{} {state}", row.id)),
+            // The approved call of a run left `running`: the run would claim it when it
+            // resumes (AGENT-7), and nothing resumes such a run yet — the known gap, counted.
+            state
+                if OPEN.contains(&state)
+                    && row
+                        .run
+                        .as_ref()
+                        .is_some_and(|r| orphaned.contains(r.as_str())) =>
+            {
+                verdict.orphan_calls += 1;
+            }
+            state if OPEN.contains(&state) => verdict
+                .stuck
+                .push(format!("{} {state} (run {:?})", row.id, row.run)),
             _ => {}
         }
     }
