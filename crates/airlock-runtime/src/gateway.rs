@@ -13,6 +13,7 @@
 mod access;
 mod builder;
 mod events;
+mod pinned;
 mod proposals;
 
 use std::collections::HashMap;
@@ -122,6 +123,8 @@ pub struct Gateway {
     /// Connection tools their server no longer lists though they are pinned: kept in the
     /// scope so their calls fail naming them, never listed (docs/rules.md OPS-51).
     removed: std::collections::HashSet<String>,
+    /// Connection tools withheld until an operator accepts them (docs/rules.md OPS-49).
+    pending: std::sync::Mutex<Vec<crate::pins::Pending>>,
 }
 
 impl Gateway {
