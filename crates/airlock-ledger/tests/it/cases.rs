@@ -9,6 +9,7 @@ mod decisions;
 mod execution;
 mod fused;
 mod outbox;
+mod pins;
 mod rate;
 mod worker;
 
@@ -19,5 +20,6 @@ pub(crate) use decisions::*;
 pub(crate) use execution::*;
 pub(crate) use fused::*;
 pub(crate) use outbox::*;
+pub(crate) use pins::*;
 pub(crate) use rate::*;
 pub(crate) use worker::*;
