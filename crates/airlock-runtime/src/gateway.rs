@@ -306,25 +306,6 @@ impl Gateway {
         self.advance(prepared, tool, recorded.invocation).await
     }
 
-    /// Whether `name` is a pinned connection tool its server no longer lists.
-    #[must_use]
-    pub fn is_removed(&self, name: &str) -> bool {
-        self.removed.contains(name)
-    }
-
-    /// A call of a removed tool, as the tool error its caller reads; nothing is sent.
-    fn removed_refusal(&self, spec: &ToolSpec) -> Option<ToolError> {
-        let name = spec.definition.name.as_str();
-        self.is_removed(name).then(|| {
-            ToolError::new(
-                ToolErrorKind::Unavailable,
-                format!(
-                    "tool `{name}` was removed by its connection server since its definition was pinned; nothing was called (an operator sees it in `airlock tools diff`)"
-                ),
-            )
-        })
-    }
-
     /// The prepared scope and the tool `name` in it.
     fn resolve(
         &self,
