@@ -13,6 +13,7 @@
 mod access;
 mod builder;
 mod events;
+mod pinned;
 mod proposals;
 mod telemetry;
 
@@ -123,6 +124,8 @@ pub struct Gateway {
     /// Connection tools their server no longer lists though they are pinned: kept in the
     /// scope so their calls fail naming them, never listed (docs/rules.md OPS-51).
     removed: std::collections::HashSet<String>,
+    /// Connection tools withheld until an operator accepts them (docs/rules.md OPS-49).
+    pending: std::sync::Mutex<Vec<crate::pins::Pending>>,
 }
 
 impl Gateway {
@@ -305,25 +308,6 @@ impl Gateway {
             return Ok(Outcome::from_row(row));
         }
         self.advance(prepared, tool, recorded.invocation).await
-    }
-
-    /// Whether `name` is a pinned connection tool its server no longer lists.
-    #[must_use]
-    pub fn is_removed(&self, name: &str) -> bool {
-        self.removed.contains(name)
-    }
-
-    /// A call of a removed tool, as the tool error its caller reads; nothing is sent.
-    fn removed_refusal(&self, spec: &ToolSpec) -> Option<ToolError> {
-        let name = spec.definition.name.as_str();
-        self.is_removed(name).then(|| {
-            ToolError::new(
-                ToolErrorKind::Unavailable,
-                format!(
-                    "tool `{name}` was removed by its connection server since its definition was pinned; nothing was called (an operator sees it in `airlock tools diff`)"
-                ),
-            )
-        })
     }
 
     /// The prepared scope and the tool `name` in it.

@@ -127,6 +127,7 @@ async fn assemble(
     add_discovered(&mut gateway_scope, removed)?;
     let mut builder = Gateway::builder(store, egress.clone(), Arc::clone(&credentials))
         .removed(removed_names)
+        .pending_definitions(checked.pending)
         .how_to_decide(how_to_decide(&deployment.root))
         .connections(config.connections.clone())
         .mcp_connections(deployment.connections.clone())

@@ -56,6 +56,8 @@ harness::both_backends!(
     finish_after_another_process_swept_the_call,
     verify_beside_live_writes_reports_no_break,
     policy_16_budget_refills_by_the_store_clock,
+    ledger_48_a_refused_call_is_born_denied,
+    ledger_49_tool_pins_are_replaced_and_removed,
     policy_16_a_call_takes_from_every_budget_or_none,
     policy_16_stores_on_one_database_share_the_budget,
     ledger_19_unanswered_at_most_once_parks_in_doubt,

@@ -42,6 +42,7 @@ impl GatewayBuilder {
                 how_to_decide: None,
                 access: airlock_spec::AccessPolicy::default(),
                 removed: std::collections::HashSet::new(),
+                pending: std::sync::Mutex::default(),
             },
         }
     }
@@ -137,6 +138,15 @@ impl GatewayBuilder {
     #[must_use]
     pub fn removed(mut self, names: impl IntoIterator<Item = String>) -> Self {
         self.gateway.removed.extend(names);
+        self
+    }
+
+    /// The connection tools withheld at boot (docs/rules.md OPS-49), for the inbox to show.
+    #[must_use]
+    pub fn pending_definitions(self, pending: Vec<crate::pins::Pending>) -> Self {
+        if let Ok(mut held) = self.gateway.pending.lock() {
+            *held = pending;
+        }
         self
     }
 

@@ -8,6 +8,8 @@
 //! - A GET never decides anything; every POST carries the session's CSRF token, checked in
 //!   constant time before anything else is read (INBOX-3).
 //! - Text a caller sent is escaped and its hidden characters shown (INBOX-4).
+//! - Connection tools withheld for a changed definition are listed at `/inbox/tools` and
+//!   accepted there, under the admin's name (INBOX-10 … INBOX-12).
 //! - Every answer carries a strict CSP, `nosniff`, `no-referrer` and `no-store` (INBOX-8);
 //!   no page holds a script, and every action is a plain form.
 
@@ -16,6 +18,7 @@ mod list;
 mod sessions;
 mod sign_in;
 mod story;
+mod tools;
 mod view;
 
 use std::sync::Arc;
@@ -60,6 +63,8 @@ pub(super) fn router(app: AppState) -> Router {
         .route("/inbox/invocations/{id}/{verb}", post(card::decide))
         .route("/inbox/sessions/{id}", get(story::session))
         .route("/inbox/runs/{id}", get(story::run))
+        .route("/inbox/tools", get(tools::list))
+        .route("/inbox/tools/accept", post(tools::accept))
         .with_state(inbox)
         .layer(middleware::from_fn(security_headers))
 }

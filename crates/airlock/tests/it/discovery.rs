@@ -148,7 +148,8 @@ async fn an_unreachable_connection_fails_boot_naming_it() {
     );
 }
 
-#[tokio::test]
+/// The upstream's changes are accepted between boots (they are withheld until then, OPS-49).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_scope_digest_is_stable_across_boots_and_follows_the_upstreams_tools() {
     let upstream = Server::start(Script::default()).await;
     let dir = deployment(&upstream.loopback_url(), "never");
@@ -161,9 +162,12 @@ async fn the_scope_digest_is_stable_across_boots_and_follows_the_upstreams_tools
                "inputSchema": {"type": "object", "properties": {"q": {"type": "integer"}}}}),
         json!({"name": "create_note"}),
     ]);
+    let accept = |dir: &Path| crate::support::cli(dir, &["tools", "accept", "crm"]);
+    assert!(accept(dir.path()).status.success());
     let changed = gateway_digest(dir.path()).await;
     assert_ne!(first, changed);
     upstream.set_tools(vec![json!({"name": "search"})]);
+    assert!(accept(dir.path()).status.success());
     assert_ne!(changed, gateway_digest(dir.path()).await);
 }
 
