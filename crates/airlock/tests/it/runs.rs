@@ -2,6 +2,7 @@
 //! AGENT-52, OPS-20): a fake OpenAI-compatible provider and a loopback tenant API that count
 //! what they are asked, `airlock serve` as a child process where a restart or the logs matter.
 
+mod access;
 mod confirm;
 mod outcome;
 mod ws;
