@@ -46,7 +46,8 @@ pub(crate) struct Args {
     /// `auth` (a `--credential` alone is sent as bearer for listing only).
     #[arg(long, value_enum)]
     auth: Option<AuthScheme>,
-    /// The printed block's `approval` (never | once | always | caller), for every tool of the server.
+    /// The printed block's `approval` (never | once | always | caller), for every tool of the
+    /// server.
     #[arg(long)]
     approval: Option<Approval>,
     /// The header name with `--auth header`.
