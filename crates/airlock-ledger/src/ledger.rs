@@ -17,7 +17,7 @@ use tokio::time::Instant;
 use crate::agent_runs::{self, RunDetail, RunStep};
 use crate::batch::Batch;
 use crate::cache::RecentRows;
-use crate::clock::{Clock, SystemClock, to_micros, truncate};
+use crate::clock::{Clock, to_micros, truncate};
 use crate::confirmations::{self, Answered, Confirmation};
 use crate::db::{DbPool, SqlValue};
 use crate::error::{LedgerError, ToolError};
@@ -26,7 +26,6 @@ use crate::model::{
     ApprovalFilter, AuditReport, Decision, Invocation, NewInvocation, NewRun, NewSession, Recorded,
     ResumeOutcome, Run, Session, SweepReport,
 };
-use crate::notice::OutboxRoute;
 use crate::notify::Notifier;
 use crate::pins::{self, ToolPin};
 use crate::rate::{self, RateBudget, RateRefusal};
@@ -34,58 +33,10 @@ use crate::reads::{self, text};
 use crate::request_states::{self, StateUse};
 use crate::state::{InvocationState, RunStatus};
 use crate::store::{LedgerFuture, Outbox, Store};
+use crate::store_config::StoreConfig;
 use crate::tx::{LedgerTx, TxTool};
 use crate::writer::{Job, LaneContext, Prefetch, Writer};
 use crate::{chain, decide, expiry, lease, record, runs, sweep};
-
-/// Settings shared by both backends.
-#[derive(Clone)]
-pub struct StoreConfig {
-    /// How long a parked row waits for a person (default 7 days; a call may override it).
-    pub approval_ttl: Duration,
-    /// Writer lanes (PostgreSQL only; SQLite always has one). Default 2: fewer lanes make
-    /// bigger batches (fewer commits, fewer fsyncs); on the benchmark machine 2 lanes beat 4
-    /// and 8 at 16 callers (see the ledger README).
-    pub lanes: usize,
-    /// Most rows one sweep changes per kind (default 500).
-    pub sweep_limit: i64,
-    /// The clock (default: the system clock).
-    pub clock: Arc<dyn Clock>,
-    /// SQLite: hear other processes' commits on a wake socket beside the database file
-    /// (default off). The serving process turns it on; a CLI process that only decides or
-    /// reads does not need it. PostgreSQL always listens (`LISTEN` takes nothing from others).
-    pub listen: bool,
-    /// The outbox's destinations and their events (LEDGER-30; default none: no outbox rows,
-    /// and the write path costs what it did without). Every process that writes to a ledger
-    /// whose server notifies should be given the same routes, so a decision taken by the CLI
-    /// is told too.
-    pub outbox: Vec<OutboxRoute>,
-}
-
-impl Default for StoreConfig {
-    fn default() -> Self {
-        Self {
-            approval_ttl: Duration::from_secs(7 * 24 * 3600),
-            lanes: 2,
-            sweep_limit: 500,
-            clock: Arc::new(SystemClock),
-            listen: false,
-            outbox: Vec::new(),
-        }
-    }
-}
-
-impl std::fmt::Debug for StoreConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StoreConfig")
-            .field("approval_ttl", &self.approval_ttl)
-            .field("lanes", &self.lanes)
-            .field("sweep_limit", &self.sweep_limit)
-            .field("listen", &self.listen)
-            .field("outbox", &self.outbox)
-            .finish_non_exhaustive()
-    }
-}
 
 /// Aborts a background task when the store goes away.
 pub(crate) struct AbortOnDrop(pub(crate) tokio::task::JoinHandle<()>);

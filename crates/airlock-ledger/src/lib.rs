@@ -65,6 +65,7 @@ mod postgres;
 mod reads;
 mod sqlite;
 mod store;
+mod store_config;
 
 pub use agent_runs::{RunDetail, RunStep};
 pub use airlock_spec::{Approval, Effect, Mode, NotifyEvent, SourceKind};
@@ -73,7 +74,7 @@ pub use confirmations::{Answered, Confirmation};
 pub use db::SqlValue;
 pub use error::{LedgerError, ToolError, ToolErrorKind};
 pub use ids::{InvocationId, RunId, SessionId};
-pub use ledger::{Ledger, StoreConfig};
+pub use ledger::Ledger;
 pub use model::{
     ACCESS_POLICY, APPROVAL_EXPIRED, ApprovalFilter, AuditReport, CallerOutcome, ChainBreak,
     Decision, DecisionRecord, Invocation, Lease, NewInvocation, NewRun, NewSession, Recorded,
@@ -87,4 +88,5 @@ pub use request_states::StateUse;
 pub use sqlite::SqliteStore;
 pub use state::{CallKind, DecisionKind, InvocationState, Resolution, RunStatus};
 pub use store::{LedgerFuture, Outbox, Store};
+pub use store_config::StoreConfig;
 pub use tx::{LedgerTx, TxTool, tx_tool};

@@ -16,8 +16,9 @@ use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
 
 use crate::db::DbPool;
 use crate::error::LedgerError;
-use crate::ledger::{AbortOnDrop, Announce, Ledger, StoreConfig};
+use crate::ledger::{AbortOnDrop, Announce, Ledger};
 use crate::notify::Notifier;
+use crate::store_config::StoreConfig;
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
 

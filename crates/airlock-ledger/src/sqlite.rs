@@ -20,7 +20,8 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 
 use crate::db::{DbPool, SQLITE_GUARD_TABLE};
 use crate::error::LedgerError;
-use crate::ledger::{AbortOnDrop, Announce, Ledger, StoreConfig};
+use crate::ledger::{AbortOnDrop, Announce, Ledger};
+use crate::store_config::StoreConfig;
 #[cfg(unix)]
 use crate::wake::{self, Announcer, Bound};
 

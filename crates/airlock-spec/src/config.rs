@@ -6,10 +6,9 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use ipnet::IpNet;
-
 use crate::access::{AccessPolicy, read_access};
 use crate::diag::Diag;
+use crate::egress_settings::{EgressSettings, read_egress};
 use crate::fields::Fields;
 use crate::names::{CredentialPath, check_identifier};
 use crate::notify::{NotifySettings, read_notify};
@@ -131,25 +130,6 @@ pub struct TokenSpec {
     pub groups: Vec<String>,
 }
 
-/// The operator's egress policy. Allow lists are empty by default: nothing private is reachable.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EgressSettings {
-    /// CIDRs allowed although not public (from `allow`).
-    pub allow_cidrs: Vec<IpNet>,
-    /// Host names allowed although not public (from `allow`).
-    pub allow_hosts: Vec<String>,
-    /// CIDRs always blocked (from `deny`).
-    pub deny_cidrs: Vec<IpNet>,
-    /// Host names always blocked (from `deny`).
-    pub deny_hosts: Vec<String>,
-    /// `ports`: when set, the only ports allowed.
-    pub ports: Option<Vec<u16>>,
-    /// `deadline`: one deadline for every request of a call (default `30s`).
-    pub deadline: Duration,
-    /// `body_cap`: decoded body cap in bytes (default 5 MiB).
-    pub body_cap: u64,
-}
-
 /// `[connections.<name>]`: where a tenant API or MCP server lives, and its credential.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApiConnection {
@@ -221,7 +201,7 @@ pub(crate) fn read_config(node: Option<&Node>, root: &Path, d: &mut Diag) -> Opt
         .get("admin")
         .map(|n| endpoint_auth(n, "admin", d))
         .unwrap_or_default();
-    let egress = egress(f.get("egress"), d);
+    let egress = read_egress(f.get("egress"), d);
     let connections = f
         .get("connections")
         .map(|n| connections(n, d))
@@ -443,86 +423,6 @@ fn endpoint_auth(node: &Node, path: &str, d: &mut Diag) -> EndpointAuth {
             .filter(|_| path == "mcp")
             .and_then(|n| read_oauth(n, d)),
     }
-}
-
-fn egress(node: Option<&Node>, d: &mut Diag) -> EgressSettings {
-    let mut settings = EgressSettings {
-        allow_cidrs: Vec::new(),
-        allow_hosts: Vec::new(),
-        deny_cidrs: Vec::new(),
-        deny_hosts: Vec::new(),
-        ports: None,
-        deadline: DEFAULT_EGRESS_DEADLINE,
-        body_cap: DEFAULT_BODY_CAP,
-    };
-    let Some(f) = node.and_then(|n| {
-        Fields::open(
-            n,
-            "egress",
-            &["allow", "deny", "ports", "deadline", "body_cap"],
-            d,
-        )
-    }) else {
-        return settings;
-    };
-    (settings.allow_cidrs, settings.allow_hosts) = cidrs_and_hosts(&f, "allow", d);
-    (settings.deny_cidrs, settings.deny_hosts) = cidrs_and_hosts(&f, "deny", d);
-    if let Some(ports) = f.opt_list("ports", d) {
-        let mut list = Vec::new();
-        for (path, port) in ports {
-            match port
-                .to_json()
-                .as_u64()
-                .and_then(|p| u16::try_from(p).ok())
-                .filter(|p| *p != 0)
-            {
-                Some(p) => list.push(p),
-                None => d.push(port.at, &path, "expected a port number between 1 and 65535"),
-            }
-        }
-        settings.ports = Some(list);
-    }
-    if let Some(deadline) = f
-        .get("deadline")
-        .and_then(|n| duration(n, "egress.deadline", d))
-    {
-        settings.deadline = deadline;
-    }
-    if let Some(cap) = f.opt_u64("body_cap", d) {
-        settings.body_cap = cap;
-    }
-    settings
-}
-
-fn cidrs_and_hosts(f: &Fields<'_>, key: &str, d: &mut Diag) -> (Vec<IpNet>, Vec<String>) {
-    let (mut cidrs, mut hosts) = (Vec::new(), Vec::new());
-    for (i, (entry, at)) in f
-        .opt_str_list(key, d)
-        .unwrap_or_default()
-        .into_iter()
-        .enumerate()
-    {
-        if let Ok(net) = entry.parse::<IpNet>() {
-            cidrs.push(net.trunc());
-        } else if let Ok(ip) = entry.parse::<std::net::IpAddr>() {
-            cidrs.push(IpNet::from(ip));
-        } else if !entry.is_empty()
-            && entry
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-')
-        {
-            hosts.push(entry.to_ascii_lowercase().trim_end_matches('.').to_owned());
-        } else {
-            d.push(
-                at,
-                &format!("egress.{key}[{i}]"),
-                format!(
-                    "`{entry}` is neither a CIDR (`10.0.0.0/8`), an IP address nor a host name"
-                ),
-            );
-        }
-    }
-    (cidrs, hosts)
 }
 
 fn connections(node: &Node, d: &mut Diag) -> BTreeMap<String, ApiConnection> {
