@@ -128,7 +128,25 @@ pub(super) async fn limit(
         },
         None => None,
     };
+    let _counted = Counted::new();
     next.run(request).await
+}
+
+/// `airlock_requests_in_flight` (OPS-60): one more while a request is admitted, one less when
+/// its answer is sent or it is dropped — a long poll shows here while it waits.
+struct Counted;
+
+impl Counted {
+    fn new() -> Self {
+        metrics::gauge!("airlock_requests_in_flight").increment(1.0);
+        Self
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        metrics::gauge!("airlock_requests_in_flight").decrement(1.0);
+    }
 }
 
 /// `503` with `Retry-After: 1` and [`BUSY_BODY`].

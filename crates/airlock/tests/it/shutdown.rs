@@ -12,14 +12,34 @@ use tokio::io::AsyncReadExt as _;
 use tokio::net::TcpListener;
 
 use crate::airlock;
-use crate::support::{deployment_with, listening_addr, mcp_request, sigterm};
+use crate::support::{deployment_with, listening_addr, mcp_request, metrics, sigterm};
 
 const TOKEN: &str = "mcp-1b7c0e5d2f3a48c6a9e1d2c3b4a5f607";
+const ADMIN: &str = "admin-2f9c41d7e08b4a6c95d3e1f0a7b8c6d5";
 
-/// A deployment with an MCP token, `ask_human` (parks) and `fetch` (runs at once).
+/// A deployment with an MCP token, an admin token (for `/metrics`), `ask_human` (parks) and
+/// `fetch` (runs at once).
 fn deployment() -> tempfile::TempDir {
-    let toml = "listen = \"127.0.0.1:0\"\n[[mcp.tokens]]\ncredential = \"airlock.mcp\"\nprincipal = \"claude\"\n[egress]\nallow = [\"127.0.0.1/32\"]\n[credentials]\nfile = \"creds.yml\"\n[builtins.ask_human]\n[builtins.fetch]\n";
-    deployment_with(toml, &format!("airlock:\n  mcp: {TOKEN}\n"))
+    let toml = "listen = \"127.0.0.1:0\"\n[[mcp.tokens]]\ncredential = \"airlock.mcp\"\nprincipal = \"claude\"\n[[admin.tokens]]\ncredential = \"airlock.admin\"\nprincipal = \"ops\"\n[egress]\nallow = [\"127.0.0.1/32\"]\n[credentials]\nfile = \"creds.yml\"\n[builtins.ask_human]\n[builtins.fetch]\n";
+    deployment_with(
+        toml,
+        &format!("airlock:\n  mcp: {TOKEN}\n  admin: {ADMIN}\n"),
+    )
+}
+
+/// Waits (bounded) until the server holds `n` admitted requests (OPS-60's gauge).
+async fn in_flight_reaches(base: &str, n: u32) {
+    let want = format!("airlock_requests_in_flight {n}");
+    for _ in 0..400 {
+        if metrics(base, ADMIN).await.lines().any(|l| l == want) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!(
+        "the server never held {n} requests:\n{}",
+        metrics(base, ADMIN).await
+    );
 }
 
 /// `airlock serve --dir DIR EXTRA…` on a free port; its address and the rest of its stdout.
@@ -89,9 +109,8 @@ async fn a_signal_answers_a_waiting_await_at_once_and_keeps_the_row_parked() {
             .await
         })
     };
-    // The await must be inside the server (not in the accept queue) when the signal comes;
-    // nothing outside shows that moment, so it gets one. Only the answer is asserted.
-    tokio::time::sleep(Duration::from_millis(700)).await;
+    // The await must be inside the server (not in the accept queue) when the signal comes.
+    in_flight_reaches(&base, 1).await;
     sigterm(child.id());
     let answer = tokio::time::timeout(Duration::from_secs(10), waiting)
         .await
