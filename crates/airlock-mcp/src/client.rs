@@ -128,7 +128,11 @@ impl McpClient {
             .collect())
     }
 
-    async fn session<T, F, Fut>(&self, target: &McpTarget, work: F) -> Result<T, McpCallError>
+    pub(crate) async fn session<T, F, Fut>(
+        &self,
+        target: &McpTarget,
+        work: F,
+    ) -> Result<T, McpCallError>
     where
         F: FnOnce(rmcp::Peer<rmcp::RoleClient>) -> Fut,
         Fut: Future<Output = Result<T, rmcp::ServiceError>>,
