@@ -112,7 +112,13 @@ pub(super) async fn read(
         return Err(not_declared("resources/read"));
     }
     let read = host.read_resource(&admitted.scope, &admitted.caller, &request.uri);
-    from_value(Value::Object(read.await.map_err(to_error_data)?))
+    let mut read = read.await.map_err(to_error_data)?;
+    // The upstream's caching hints were not written for a list filtered per caller: the
+    // endpoint sets its own (MCP-58).
+    for hint in ["ttlMs", "cacheScope", "resultType"] {
+        read.remove(hint);
+    }
+    from_value(Value::Object(read))
 }
 
 pub(super) async fn prompt(
