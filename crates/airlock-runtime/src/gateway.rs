@@ -176,11 +176,6 @@ impl Gateway {
         self.how_to_decide.as_ref().and_then(|how| how(row))
     }
 
-    /// What the scopes' upstreams offer beside tools.
-    pub(crate) fn offered(&self) -> &crate::offered::Offered {
-        &self.offered
-    }
-
     /// The tools of a scope.
     #[must_use]
     pub fn scope(&self, id: &ScopeId) -> Option<&Scope> {

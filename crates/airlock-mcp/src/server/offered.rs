@@ -66,7 +66,7 @@ fn listed(host: &dyn ToolHost, admitted: &Admitted, list: Listed) -> Result<Valu
         key.to_owned(),
         Value::Array(entries.into_iter().map(Value::Object).collect()),
     );
-    Ok(Value::Object(result))
+    Ok(complete_result(result))
 }
 
 /// A method of a capability the scope does not declare: as if it did not exist.
@@ -115,10 +115,10 @@ pub(super) async fn read(
     let mut read = read.await.map_err(to_error_data)?;
     // The upstream's caching hints were not written for a list filtered per caller: the
     // endpoint sets its own (MCP-58).
-    for hint in ["ttlMs", "cacheScope", "resultType"] {
+    for hint in ["ttlMs", "cacheScope"] {
         read.remove(hint);
     }
-    from_value(Value::Object(read))
+    from_value(complete_result(read))
 }
 
 pub(super) async fn prompt(
@@ -131,7 +131,7 @@ pub(super) async fn prompt(
     }
     let params = to_map(&request)?;
     let got = host.get_prompt(&admitted.scope, &admitted.caller, params);
-    from_value(Value::Object(got.await.map_err(to_error_data)?))
+    from_value(complete_result(got.await.map_err(to_error_data)?))
 }
 
 pub(super) async fn complete(
@@ -144,7 +144,15 @@ pub(super) async fn complete(
     }
     let params = to_map(&request)?;
     let done = host.complete(&admitted.scope, &admitted.caller, params);
-    from_value(Value::Object(done.await.map_err(to_error_data)?))
+    from_value(complete_result(done.await.map_err(to_error_data)?))
+}
+
+/// `result` as a final answer: `resultType: "complete"`, which 2026-07-28 requires and rmcp
+/// strips for older revisions. An upstream's own `resultType` is not handed on: airlock relays
+/// no input request (MCP-61).
+fn complete_result(mut result: Map<String, Value>) -> Value {
+    result.insert("resultType".into(), Value::String("complete".into()));
+    Value::Object(result)
 }
 
 /// The request's params in their wire form, without the client's `_meta` (never forwarded).

@@ -30,6 +30,11 @@ pub(crate) struct Read<'a> {
 }
 
 impl Gateway {
+    /// What the scopes' upstreams offer beside tools.
+    pub(crate) fn offered(&self) -> &crate::offered::Offered {
+        &self.offered
+    }
+
     /// Records `read`, runs `work`, and stores `summary` of its answer (or its error).
     pub(crate) async fn record_read<T, W>(
         &self,
