@@ -47,7 +47,8 @@ impl RemoteCatalog {
 
 impl McpClient {
     /// Lists the resources, resource templates and prompts the upstream declares, in one
-    /// session; a capability it does not declare is not asked for.
+    /// session; a capability it does not declare is not asked for, and an upstream this client
+    /// saw declare none of them is not asked at all.
     ///
     /// # Errors
     /// As [`McpClient::call_tool`]; boot code prefixes the message with the server's name.
@@ -55,6 +56,10 @@ impl McpClient {
         &self,
         target: &McpTarget,
     ) -> Result<RemoteCatalog, McpCallError> {
+        if self.offers_nothing(&target.url) {
+            // Its handshake at boot's tools/list declared nothing more: no second session.
+            return Ok(RemoteCatalog::default());
+        }
         let listed = self
             .session(target, |peer| async move {
                 let caps = peer.peer_info().map(|i| i.capabilities.clone());

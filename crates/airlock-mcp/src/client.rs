@@ -149,6 +149,12 @@ impl McpClient {
         result
     }
 
+    /// Whether the upstream at `url` was last seen to declare nothing beside tools (`false` when
+    /// it has not been reached yet).
+    pub(crate) fn offers_nothing(&self, url: &str) -> bool {
+        self.memory().get(url).is_some_and(|o| !o.offers)
+    }
+
     fn memory(&self) -> std::sync::MutexGuard<'_, HashMap<String, Opened>> {
         self.speaks.lock().unwrap_or_else(PoisonError::into_inner)
     }

@@ -150,7 +150,10 @@ fn decl_77_offers_is_false_unless_declared_true() {
     assert_eq!(offers("      offers: true\n"), [true, true]);
     let errors = Dir::new()
         .file("airlock.toml", toml)
-        .file("agents/s.yml", &agent("s", &tools("      offers: \"true\"\n")))
+        .file(
+            "agents/s.yml",
+            &agent("s", &tools("      offers: \"true\"\n")),
+        )
         .errors();
     assert_eq!(errors.len(), 1, "{errors:?}");
     assert!(
