@@ -76,7 +76,9 @@ impl OfferHost for Gateway {
                 arguments: json!({ "uri": uri }),
             };
             let answer = self.record_read(read, work, read_summary).await;
-            answer.map_err(|e| internal(&e))?.map_err(upstream_failure)
+            answer
+                .map_err(|e| internal(&e))?
+                .map_err(|e| upstream_failure(&e))
         })
     }
 
@@ -107,7 +109,9 @@ impl OfferHost for Gateway {
                 arguments: json!({ "name": name, "arguments": arguments }),
             };
             let answer = self.record_read(read, work, prompt_summary).await;
-            answer.map_err(|e| internal(&e))?.map_err(upstream_failure)
+            answer
+                .map_err(|e| internal(&e))?
+                .map_err(|e| upstream_failure(&e))
         })
     }
 
@@ -146,7 +150,7 @@ impl OfferHost for Gateway {
             params.insert("ref".into(), Value::Object(reference));
             let client = self.offer_client()?;
             let done = client.complete(&source.target, params).await;
-            done.map_err(|e| upstream_failure(mcp_error(e)))
+            done.map_err(|e| upstream_failure(&mcp_error(e)))
         })
     }
 }
@@ -162,7 +166,7 @@ fn no_suggestion() -> Entry {
 }
 
 /// The upstream's failure as the client reads it: the message and its kind, never a secret.
-fn upstream_failure(error: ToolError) -> HostError {
+fn upstream_failure(error: &ToolError) -> HostError {
     HostError::Upstream(format!("{} ({})", error.message, error.kind))
 }
 
