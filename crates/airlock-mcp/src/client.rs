@@ -128,7 +128,11 @@ impl McpClient {
             .collect())
     }
 
-    async fn session<T, F, Fut>(&self, target: &McpTarget, work: F) -> Result<T, McpCallError>
+    pub(crate) async fn session<T, F, Fut>(
+        &self,
+        target: &McpTarget,
+        work: F,
+    ) -> Result<T, McpCallError>
     where
         F: FnOnce(rmcp::Peer<rmcp::RoleClient>) -> Fut,
         Fut: Future<Output = Result<T, rmcp::ServiceError>>,
@@ -143,6 +147,12 @@ impl McpClient {
             memory.insert(target.url.clone(), opened);
         }
         result
+    }
+
+    /// Whether the upstream at `url` was last seen to declare nothing beside tools (`false` when
+    /// it has not been reached yet).
+    pub(crate) fn offers_nothing(&self, url: &str) -> bool {
+        self.memory().get(url).is_some_and(|o| !o.offers)
     }
 
     fn memory(&self) -> std::sync::MutexGuard<'_, HashMap<String, Opened>> {

@@ -12,12 +12,14 @@ use airlock_spec::ScopeId;
 use futures::future::BoxFuture;
 use serde_json::{Map, Value};
 
+use crate::offer::OfferHost;
+
 /// The tools behind one endpoint URL, and what runs them. Implemented by the runtime.
 ///
 /// Every method is called with the scope of the URL the request came in on and, for calls, the
 /// authenticated [`Caller`]; the host records the principal on every invocation and must refuse
 /// an await for an invocation that belongs to another principal or another channel.
-pub trait ToolHost: Send + Sync + 'static {
+pub trait ToolHost: OfferHost + Send + Sync + 'static {
     /// The tools of `scope` that `caller` may see, in the order `tools/list` shows them. The
     /// hints are airlock's own declarations, never copied from an upstream server.
     fn list_tools(
@@ -333,6 +335,14 @@ pub enum HostError {
     /// No invocation the caller may see with that id (a tool error the model reads).
     #[error("not found: {0}")]
     NotFound(String),
+    /// No resource the caller may read at that URI (a JSON-RPC invalid-params error naming the
+    /// URI in its data, MCP-57).
+    #[error("resource not found: {0}")]
+    ResourceNotFound(String),
+    /// The upstream server failed or refused the request; the message is the client's own
+    /// error's (never a secret), sent as a JSON-RPC internal error.
+    #[error("upstream: {0}")]
+    Upstream(String),
     /// The host is broken; the detail is logged, never sent to the client.
     #[error("internal error: {0}")]
     Internal(String),

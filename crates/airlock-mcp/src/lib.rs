@@ -24,6 +24,7 @@
 //! # }
 //! ```
 
+mod catalog;
 mod client;
 mod content;
 mod direct;
@@ -31,10 +32,12 @@ mod error;
 mod host;
 mod http;
 mod oauth;
+mod offer;
 mod server;
 mod session;
 mod target;
 
+pub use catalog::{Entry, RemoteCatalog};
 pub use client::McpClient;
 pub use error::{CallErrorKind, McpCallError};
 pub use host::{
@@ -42,6 +45,7 @@ pub use host::{
     HostCall, HostError, HostOutcome, MAX_CALL_KEY_CHARS, ParkedStatus, ToolDescriptor, ToolHost,
 };
 pub use oauth::{Clock, OAuthConfigError, OAuthSettings, ResourceServer, TokenError};
+pub use offer::{Listed, OfferHost, Offers};
 /// Fuzzing entry points (cargo feature `fuzzing`): not an API, no stability.
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]

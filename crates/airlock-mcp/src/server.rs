@@ -26,7 +26,8 @@
 //! - Clients that opt into MCP Tasks get the parked call as a task instead (the ledger row is
 //!   the task): the 2026-07-28 extension through rmcp (`handler`), the 2025-11-25 experimental
 //!   shape through `legacy_tasks`.
-//! - A `tools/list` answer is `Cache-Control: private`: it is filtered for its caller.
+//! - A `tools/list` answer is `Cache-Control: private`: it is filtered for its caller; so are
+//!   the lists of resources, templates and prompts, and a resource read (`offered`).
 //! - A 2026-07-28 `tools/call` whose `Mcp-Param-*` headers disagree with the arguments they
 //!   mirror is refused before anything is recorded (`param_headers`).
 
@@ -40,6 +41,7 @@ mod legacy_tasks;
 mod mrtr;
 mod no_oauth;
 mod oauth_admit;
+mod offered;
 mod param_headers;
 mod request;
 mod request_state;
@@ -194,7 +196,15 @@ impl Pipeline {
             Legacy::Answered(response) => return response,
             Legacy::ToRmcp(edit) => edit,
         };
-        let lists_tools = request.method() == "tools/list";
+        // Every list, and a read, is filtered for its caller (MCP-58).
+        let lists_tools = matches!(
+            request.method(),
+            "tools/list"
+                | "resources/list"
+                | "resources/templates/list"
+                | "resources/read"
+                | "prompts/list"
+        );
         let response = rmcp.run(request.into_rmcp()).await;
         let mut response = match edit {
             Some(edit) => legacy_tasks::decorate(response, edit).await,

@@ -40,6 +40,8 @@ pub(crate) struct Opened {
     pub(crate) version: ProtocolVersion,
     /// It issued no `Mcp-Session-Id`: it keeps no state between requests.
     pub(crate) stateless: bool,
+    /// It declared resources, prompts or completions: something to list beside its tools.
+    pub(crate) offers: bool,
 }
 
 /// Where a session failed, before it is classified.
@@ -133,6 +135,10 @@ where
         },
         version: info.protocol_version.clone(),
         stateless: !http.issued_session(),
+        offers: {
+            let caps = &info.capabilities;
+            caps.resources.is_some() || caps.prompts.is_some() || caps.completions.is_some()
+        },
     });
     // Close within what is left of the deadline; the outcome is already decided.
     let left = deadline.saturating_duration_since(tokio::time::Instant::now());

@@ -9,6 +9,7 @@
 //! fixed reason, so a withdrawn call reads back as withdrawn after any restart.
 
 mod caller;
+mod offers;
 
 use std::time::Duration;
 

@@ -15,6 +15,7 @@ mod builder;
 mod events;
 mod pinned;
 mod proposals;
+mod reads;
 mod telemetry;
 
 use std::collections::HashMap;
@@ -33,6 +34,7 @@ pub use builder::{GatewayBuilder, InvalidSchema};
 pub use events::{HowToDecide, TARGET as EVENTS};
 pub use proposals::{MAX_PROPOSALS_PER_RUN, ProposalRoom, RunCall};
 use proposals::{oversized_proposal, proposal_refusal};
+pub(crate) use reads::Read;
 
 use crate::error::{ToolError, ToolErrorKind};
 use crate::execute::Executors;
@@ -126,6 +128,8 @@ pub struct Gateway {
     removed: std::collections::HashSet<String>,
     /// Connection tools withheld until an operator accepts them (docs/rules.md OPS-49).
     pending: std::sync::Mutex<Vec<crate::pins::Pending>>,
+    /// What the scopes' upstreams offer beside tools (docs/rules.md MCP-54).
+    offered: crate::offered::Offered,
 }
 
 impl Gateway {

@@ -26,6 +26,7 @@ mod error;
 mod execute;
 mod gateway;
 pub mod notify;
+mod offered;
 mod outcome;
 pub mod pins;
 mod rate_limit;
@@ -42,4 +43,5 @@ pub use gateway::{
     CallContext, EVENTS, Gateway, GatewayBuilder, GatewayError, HowToDecide, InvalidSchema,
     MAX_PROPOSALS_PER_RUN, ProposalRoom, RunCall,
 };
+pub use offered::Offered;
 pub use outcome::{Outcome, OutcomeKind};

@@ -308,6 +308,9 @@ pub struct McpInlineTool {
     pub auth: McpAuth,
     /// Protocol revision spoken by the server.
     pub protocol: McpProtocol,
+    /// `offers: true`: the server's resources, prompts and completions are served beside its
+    /// tools (docs/rules.md DECL-77).
+    pub offers: bool,
 }
 
 /// One tool of a connection file's server.

@@ -18,7 +18,7 @@ pub const MAX_MCP_SLUG: usize = 30;
 /// Longest remote tool name.
 pub const MAX_REMOTE_TOOL_NAME: usize = 128;
 
-pub(crate) const KEYS: [&str; 12] = [
+pub(crate) const KEYS: [&str; 13] = [
     "name",
     "type",
     "connection",
@@ -31,6 +31,7 @@ pub(crate) const KEYS: [&str; 12] = [
     "effect",
     "protocol",
     "confirm",
+    "offers",
 ];
 const TOOL_KEYS: [&str; 6] = [
     "name",
@@ -64,6 +65,9 @@ pub(crate) fn read_mcp(f: &Fields<'_>, d: &mut Diag) -> Vec<Declared> {
         ..shared_policy(f, d)
     };
     let protocol = protocol(f, d);
+    // The server's resources, prompts and completions are served only when asked for: the
+    // declaration lists what the tenant offers, nothing more (DECL-77).
+    let offers = f.opt_bool("offers", d).ok().flatten().unwrap_or(false);
     let entries: Vec<Entry> = non_empty_list(f, "tools", "tool", d)
         .into_iter()
         .filter_map(|(path, node)| entry(node, &path, d))
@@ -84,6 +88,7 @@ pub(crate) fn read_mcp(f: &Fields<'_>, d: &mut Diag) -> Vec<Declared> {
                 path: path.clone(),
                 auth: auth.clone(),
                 protocol,
+                offers,
             });
             let policy = Policy {
                 writes: e.writes,

@@ -15,7 +15,7 @@ use airlock_mcp::{
 use airlock_model::{ModelError, ModelErrorKind};
 use airlock_runtime::agent::{Agents, Limits, ModelFactory, YesWords};
 use airlock_runtime::notify::{self, Notifications, SlackInteractions};
-use airlock_runtime::{Gateway, HowToDecide, discover, egress_policy, pins};
+use airlock_runtime::{Gateway, HowToDecide, Offered, discover, egress_policy, pins};
 use airlock_spec::{AgentSpec, Credentials, Deployment, EndpointAuth, Scope, ScopeId, ToolSpec};
 use anyhow::Context as _;
 use secrecy::{ExposeSecret as _, SecretString};
@@ -125,6 +125,22 @@ async fn assemble(
     let mut gateway_scope = deployment.gateway_scope();
     add_discovered(&mut gateway_scope, checked.served)?;
     add_discovered(&mut gateway_scope, removed)?;
+    let agent_scopes: Vec<_> = deployment
+        .agents
+        .keys()
+        .filter_map(|name| deployment.agent_scope(name))
+        .collect();
+    let scopes: Vec<_> = std::iter::once(&gateway_scope)
+        .chain(&agent_scopes)
+        .collect();
+    let offered = Offered::discover(
+        &mcp_client,
+        &scopes,
+        &deployment.connections,
+        &config.connections,
+        &credentials,
+    )
+    .await?;
     let mut builder = Gateway::builder(store, egress.clone(), Arc::clone(&credentials))
         .removed(removed_names)
         .pending_definitions(checked.pending)
@@ -133,14 +149,13 @@ async fn assemble(
         .mcp_connections(deployment.connections.clone())
         .mcp_client(mcp_client)
         .access(config.access.clone())
+        .offered(offered)
         .scope(gateway_scope)?;
     if let Some(lease) = lease {
         builder = builder.lease(lease);
     }
-    for name in deployment.agents.keys() {
-        if let Some(scope) = deployment.agent_scope(name) {
-            builder = builder.scope(scope)?;
-        }
+    for scope in agent_scopes {
+        builder = builder.scope(scope)?;
     }
     let admin = tokens(&config.admin, &credentials).context("admin tokens")?;
     let notifications =

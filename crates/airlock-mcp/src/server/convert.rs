@@ -258,6 +258,12 @@ pub(super) fn to_error_data(err: HostError) -> ErrorData {
         }
         HostError::NotFound(what) => ErrorData::invalid_params(format!("not found: {what}"), None),
         HostError::InvalidParams(why) => ErrorData::invalid_params(why, None),
+        // SEP-2164: -32602 with the URI in the data, in every revision (MCP-57).
+        HostError::ResourceNotFound(uri) => ErrorData::invalid_params(
+            format!("resource not found: {uri}"),
+            Some(json!({ "uri": uri })),
+        ),
+        HostError::Upstream(message) => ErrorData::internal_error(message, None),
         HostError::Internal(detail) => {
             tracing::error!(detail, "MCP endpoint: the tool host failed");
             ErrorData::internal_error("internal error", None)

@@ -1,4 +1,5 @@
-//! The one rmcp `ServerHandler` of airlock: tools only, each request answered from the host.
+//! The one rmcp `ServerHandler` of airlock: tools, and what the scope offers beside them
+//! (`offered`), each request answered from the host.
 //!
 //! Guarantees: the scope and caller come only from admission ([`Admitted`] in the request's
 //! extensions) — a request without them is an internal error, never served anonymously; the
@@ -16,6 +17,12 @@ use rmcp::model::{
     GetTaskParams, GetTaskResult, Implementation, ListToolsResult, PaginatedRequestParams,
     ProtocolVersion, ServerCapabilities, ServerConfig,
 };
+use rmcp::model::{
+    CompleteRequestParams, CompleteResult, DiscoverResult, GetPromptRequestParams,
+    GetPromptResponse, InitializeRequestParams, InitializeResult, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ReadResourceRequestParams,
+    ReadResourceResponse,
+};
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Map, Value};
@@ -27,7 +34,7 @@ use super::convert::{
 use super::mrtr;
 use super::request::Admitted;
 use super::request_state::RequestStates;
-use super::{tasks, trace};
+use super::{offered, tasks, trace};
 use crate::host::{CALL_KEY_META, CallKey, ToolHost};
 
 /// The handler rmcp builds per request (a clone of one `Arc`).
@@ -142,6 +149,89 @@ impl ServerHandler for Endpoint {
                  status awaiting_approval instead of a result: it has NOT run. Call \
                  airlock_await_decision with its invocation_id to get the real result.",
             )
+    }
+
+    /// The static info, plus what the request's scope offers beside tools (MCP-54).
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, ErrorData> {
+        context.peer.set_peer_info(request.clone());
+        let mut info = self.negotiate_initialize(&request)?;
+        offered::declare(
+            self.host.as_ref(),
+            &admitted(&context)?,
+            &mut info.capabilities,
+        );
+        Ok(info)
+    }
+
+    async fn discover(
+        &self,
+        context: RequestContext<RoleServer>,
+    ) -> Result<DiscoverResult, ErrorData> {
+        let mut info = self.get_info();
+        offered::declare(
+            self.host.as_ref(),
+            &admitted(&context)?,
+            &mut info.capabilities,
+        );
+        let versions = self.supported_protocol_versions().into_owned();
+        Ok(DiscoverResult::from_server_info(versions, info))
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        offered::resources(self.host.as_ref(), &admitted(&context)?)
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        offered::templates(self.host.as_ref(), &admitted(&context)?)
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let admitted = admitted(&context)?;
+        let read = offered::read(self.host.as_ref(), &admitted, request).await;
+        read.map(Into::into)
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        offered::prompts(self.host.as_ref(), &admitted(&context)?)
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        let admitted = admitted(&context)?;
+        let got = offered::prompt(self.host.as_ref(), &admitted, request).await;
+        got.map(Into::into)
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
+        let admitted = admitted(&context)?;
+        offered::complete(self.host.as_ref(), &admitted, request).await
     }
 
     async fn list_tools(

@@ -107,6 +107,10 @@ fn host_error(err: HostError) -> Value {
             tracing::error!(detail, "MCP endpoint: the tool host failed");
             rpc(-32603, "internal error")
         }
+        // Not answers of a task's host calls; mapped as everywhere else should one appear.
+        other @ (HostError::ResourceNotFound(_) | HostError::Upstream(_)) => {
+            serde_json::to_value(super::convert::to_error_data(other)).unwrap_or_default()
+        }
     }
 }
 

@@ -93,6 +93,8 @@ pub(crate) fn output_schema() -> Map<String, Value> {
     map
 }
 
+impl airlock_mcp::OfferHost for FakeHost {}
+
 impl ToolHost for FakeHost {
     fn list_tools(
         &self,

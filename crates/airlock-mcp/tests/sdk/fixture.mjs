@@ -7,11 +7,25 @@
 //   simple_text, error_handling, image_content, audio_content, embedded_resource,
 //   multiple_content_types
 //                    the fixed results the MCP conformance suite expects of its test_* tools
+// and the resources, template and prompts (with completion of their arguments) that suite reads
+// under fixed names: test://static-text, test://static-binary (the bytes 0..255),
+// test://template/{id}/data, simple_prompt, prompt_with_arguments,
+// prompt_with_embedded_resource, prompt_with_image.
 // Usage: node fixture.mjs. Prints the port on the first line of stdout; stops when stdin closes.
 import http from "node:http";
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
-import { CallToolRequestSchema, ListToolsRequestSchema } from "@modelcontextprotocol/sdk/types.js";
+import {
+  CallToolRequestSchema,
+  CompleteRequestSchema,
+  GetPromptRequestSchema,
+  ListPromptsRequestSchema,
+  ListResourceTemplatesRequestSchema,
+  ListResourcesRequestSchema,
+  ListToolsRequestSchema,
+  McpError,
+  ReadResourceRequestSchema,
+} from "@modelcontextprotocol/sdk/types.js";
 
 // A 1x1 PNG and an 8-sample WAV.
 const PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4z8AAAAMBAQDJ/pLvAAAAAElFTkSuQmCC";
@@ -94,12 +108,92 @@ function call(name, args) {
   }
 }
 
+// Every byte value once, so a test can check a blob byte for byte.
+const BINARY = Buffer.from(Array.from({ length: 256 }, (_, i) => i)).toString("base64");
+
+const RESOURCES = [
+  { uri: "test://static-text", name: "static_text", description: "A static text resource.", mimeType: "text/plain" },
+  { uri: "test://static-binary", name: "static_binary", description: "Every byte value once.", mimeType: "application/octet-stream" },
+];
+const TEMPLATES = [
+  { uriTemplate: "test://template/{id}/data", name: "template_data", description: "Data for an id.", mimeType: "application/json" },
+];
+const PROMPTS = [
+  { name: "simple_prompt", description: "A prompt without arguments." },
+  {
+    name: "prompt_with_arguments",
+    description: "A prompt with two arguments.",
+    arguments: [
+      { name: "arg1", description: "First argument", required: true },
+      { name: "arg2", description: "Second argument", required: true },
+    ],
+  },
+  {
+    name: "prompt_with_embedded_resource",
+    description: "A prompt with an embedded resource.",
+    arguments: [{ name: "resourceUri", description: "The resource to embed", required: true }],
+  },
+  { name: "prompt_with_image", description: "A prompt with an image." },
+];
+// What completion offers for prompt_with_arguments' arg1 and the template's id.
+const SUGGESTIONS = ["test-alpha", "test-beta", "other"];
+
+function read(uri) {
+  switch (uri) {
+    case "test://static-text":
+      return { contents: [{ uri, mimeType: "text/plain", text: "This is the content of the static text resource." }] };
+    case "test://static-binary":
+      return { contents: [{ uri, mimeType: "application/octet-stream", blob: BINARY }] };
+  }
+  const templated = /^test:\/\/template\/([^/]+)\/data$/.exec(uri);
+  if (templated) {
+    return { contents: [{ uri, mimeType: "application/json", text: JSON.stringify({ id: templated[1] }) }] };
+  }
+  throw new McpError(-32602, `Resource ${uri} not found`, { uri });
+}
+
+function prompt(name, args) {
+  const user = (content) => ({ role: "user", content });
+  switch (name) {
+    case "simple_prompt":
+      return { messages: [user({ type: "text", text: "This is a simple prompt for testing." })] };
+    case "prompt_with_arguments":
+      return { messages: [user({ type: "text", text: `Prompt with arguments: arg1='${args.arg1}', arg2='${args.arg2}'` })] };
+    case "prompt_with_embedded_resource":
+      return {
+        messages: [
+          user({ type: "resource", resource: { uri: args.resourceUri, mimeType: "text/plain", text: "Embedded resource content for testing." } }),
+          user({ type: "text", text: "Please process the embedded resource above." }),
+        ],
+      };
+    case "prompt_with_image":
+      return { messages: [user({ type: "image", data: PNG, mimeType: "image/png" }), user({ type: "text", text: "Please analyze the image above." })] };
+  }
+  throw new McpError(-32602, `Prompt ${name} not found`);
+}
+
 function mcpServer() {
-  const server = new Server({ name: "sdk-fixture", version: "1.0.0" }, { capabilities: { tools: {} } });
+  const capabilities = { tools: {}, resources: {}, prompts: {}, completions: {} };
+  const server = new Server({ name: "sdk-fixture", version: "1.0.0" }, { capabilities });
   server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: TOOLS }));
   server.setRequestHandler(CallToolRequestSchema, async (request) =>
     call(request.params.name, request.params.arguments ?? {}),
   );
+  server.setRequestHandler(ListResourcesRequestSchema, async () => ({ resources: RESOURCES }));
+  server.setRequestHandler(ListResourceTemplatesRequestSchema, async () => ({ resourceTemplates: TEMPLATES }));
+  server.setRequestHandler(ReadResourceRequestSchema, async (request) => read(request.params.uri));
+  server.setRequestHandler(ListPromptsRequestSchema, async () => ({ prompts: PROMPTS }));
+  server.setRequestHandler(GetPromptRequestSchema, async (request) =>
+    prompt(request.params.name, request.params.arguments ?? {}),
+  );
+  server.setRequestHandler(CompleteRequestSchema, async (request) => {
+    const { ref, argument } = request.params;
+    const known =
+      (ref.type === "ref/prompt" && ref.name === "prompt_with_arguments" && argument.name === "arg1") ||
+      (ref.type === "ref/resource" && ref.uri === "test://template/{id}/data" && argument.name === "id");
+    const values = known ? SUGGESTIONS.filter((s) => s.startsWith(argument.value)) : [];
+    return { completion: { values, total: values.length, hasMore: false } };
+  });
   return server;
 }
 

@@ -43,6 +43,7 @@ impl GatewayBuilder {
                 access: airlock_spec::AccessPolicy::default(),
                 removed: std::collections::HashSet::new(),
                 pending: std::sync::Mutex::default(),
+                offered: crate::offered::Offered::default(),
             },
         }
     }
@@ -138,6 +139,14 @@ impl GatewayBuilder {
     #[must_use]
     pub fn removed(mut self, names: impl IntoIterator<Item = String>) -> Self {
         self.gateway.removed.extend(names);
+        self
+    }
+
+    /// What the scopes' upstream servers offer beside tools, discovered at boot
+    /// ([`crate::Offered::discover`]); without it the endpoint serves tools only.
+    #[must_use]
+    pub fn offered(mut self, offered: crate::Offered) -> Self {
+        self.gateway.offered = offered;
         self
     }
 

@@ -106,6 +106,7 @@ async fn gateway(address: Option<IpAddr>, port: u16, dir: &tempfile::TempDir) ->
         path: "/mcp".into(),
         auth: McpAuth::None,
         protocol: McpProtocol::Legacy,
+        offers: false,
     };
     let mut scope = Scope::new(ScopeId::Gateway);
     scope.add(tool("up_api", ToolSource::Api(api))).unwrap();

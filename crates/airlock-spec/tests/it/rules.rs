@@ -121,6 +121,47 @@ fn loading_inline_mcp_tools_is_offline() {
     assert_eq!(deployment.agent_scope("s").unwrap().tools().len(), 1);
 }
 
+/// DECL-77: `offers` is a strict boolean, `false` unless written, on every tool of the server.
+#[test]
+fn decl_77_offers_is_false_unless_declared_true() {
+    let toml = "[connections.soporte_mcp]\nbase_url = \"https://tenant.airlock-test.invalid\"\n";
+    let tools = |offers: &str| {
+        format!(
+            "    - name: s\n      type: mcp\n      connection: soporte_mcp\n      path: /mcp\n{offers}      tools:\n        - name: t\n          description: T.\n          writes: false\n          input_schema: {{ type: object }}\n        - name: u\n          description: U.\n          writes: false\n          input_schema: {{ type: object }}\n"
+        )
+    };
+    let offers = |written: &str| {
+        let dir = Dir::new()
+            .file("airlock.toml", toml)
+            .file("agents/s.yml", &agent("s", &tools(written)));
+        let deployment = dir.load().unwrap();
+        let scope = deployment.agent_scope("s").unwrap();
+        let flags: Vec<bool> = scope
+            .tools()
+            .iter()
+            .map(|t| match &t.source {
+                airlock_spec::ToolSource::McpInline(tool) => tool.offers,
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        flags
+    };
+    assert_eq!(offers(""), [false, false]);
+    assert_eq!(offers("      offers: true\n"), [true, true]);
+    let errors = Dir::new()
+        .file("airlock.toml", toml)
+        .file(
+            "agents/s.yml",
+            &agent("s", &tools("      offers: \"true\"\n")),
+        )
+        .errors();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(
+        errors[0].contains("offers: expected `true` or `false`"),
+        "{errors:?}"
+    );
+}
+
 #[test]
 fn airlock_toml_problems_are_all_reported() {
     let toml = "listen = \"nowhere\"\napproval_ttl = \"1 week\"\nsurprise = 1\n[egress]\nallow = [\"10.0.0.0/8\", \"bad host!\"]\nports = [0]\n";

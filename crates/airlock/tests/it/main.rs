@@ -26,6 +26,7 @@ mod mcp_mrtr;
 mod mcp_tasks;
 mod notify;
 mod oauth;
+mod offers;
 mod pins;
 mod python_sdk;
 mod quickstart;

@@ -1,0 +1,173 @@
+//! What an upstream MCP server offers beside its tools — resources, resource templates, prompts
+//! and completion — and the client requests that reach them.
+//!
+//! Guarantees: every request is one short session through the egress guard, exactly as a
+//! `tools/call` ([`McpClient::call_tool`]): the same pin, deadline and byte cap, never a panic,
+//! every failure an [`McpCallError`]. Discovery lists only what the server declares a
+//! capability for (every page of each list); the entries are kept as the server sent them, in
+//! their wire form, so the endpoint can serve them without an SDK type crossing the crate.
+//! Requests and results cross as JSON objects for the same reason.
+
+use rmcp::model::{CompleteRequestParams, GetPromptRequestParams, ReadResourceRequestParams};
+use rmcp::model::{GetPromptResponse, ReadResourceResponse};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value};
+
+use crate::client::McpClient;
+use crate::error::{CallErrorKind, McpCallError};
+use crate::target::McpTarget;
+
+/// One listed entry (a resource, a resource template or a prompt) in its wire form.
+pub type Entry = Map<String, Value>;
+
+/// What an upstream listed beside its tools at discovery.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RemoteCatalog {
+    /// `resources/list`, every page (empty when the server declares no `resources`).
+    pub resources: Vec<Entry>,
+    /// `resources/templates/list`, every page.
+    pub templates: Vec<Entry>,
+    /// `prompts/list`, every page (empty when the server declares no `prompts`).
+    pub prompts: Vec<Entry>,
+    /// The server declares `completions`.
+    pub completions: bool,
+}
+
+impl RemoteCatalog {
+    /// Whether the server offers nothing beside its tools.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.resources.is_empty()
+            && self.templates.is_empty()
+            && self.prompts.is_empty()
+            && !self.completions
+    }
+}
+
+impl McpClient {
+    /// Lists the resources, resource templates and prompts the upstream declares, in one
+    /// session; a capability it does not declare is not asked for, and an upstream this client
+    /// saw declare none of them is not asked at all.
+    ///
+    /// # Errors
+    /// As [`McpClient::call_tool`]; boot code prefixes the message with the server's name.
+    pub async fn discover_catalog(
+        &self,
+        target: &McpTarget,
+    ) -> Result<RemoteCatalog, McpCallError> {
+        if self.offers_nothing(&target.url) {
+            // Its handshake at boot's tools/list declared nothing more: no second session.
+            return Ok(RemoteCatalog::default());
+        }
+        let listed = self
+            .session(target, |peer| async move {
+                let caps = peer.peer_info().map(|i| i.capabilities.clone());
+                let caps = caps.unwrap_or_default();
+                let (mut resources, mut templates, mut prompts) = (None, None, None);
+                if caps.resources.is_some() {
+                    resources = Some(peer.list_all_resources().await?);
+                    templates = Some(peer.list_all_resource_templates().await?);
+                }
+                if caps.prompts.is_some() {
+                    prompts = Some(peer.list_all_prompts().await?);
+                }
+                Ok((resources, templates, prompts, caps.completions.is_some()))
+            })
+            .await?;
+        let (resources, templates, prompts, completions) = listed;
+        Ok(RemoteCatalog {
+            resources: wire_entries(resources)?,
+            templates: wire_entries(templates)?,
+            prompts: wire_entries(prompts)?,
+            completions,
+        })
+    }
+
+    /// `resources/read` of `params` (`{"uri": …}`); the result as the server sent it.
+    ///
+    /// # Errors
+    /// As [`McpClient::call_tool`]; a server that asks for input instead is a protocol error.
+    pub async fn read_resource(
+        &self,
+        target: &McpTarget,
+        params: Entry,
+    ) -> Result<Entry, McpCallError> {
+        let params: ReadResourceRequestParams = from_wire(params)?;
+        let read = self
+            .session(target, |peer| async move {
+                peer.read_resource_once(params).await
+            })
+            .await?;
+        match read {
+            ReadResourceResponse::Complete(result) => to_wire(&result),
+            _ => Err(asks_input()),
+        }
+    }
+
+    /// `prompts/get` of `params` (`{"name": …, "arguments": …}`).
+    ///
+    /// # Errors
+    /// As [`McpClient::read_resource`].
+    pub async fn get_prompt(
+        &self,
+        target: &McpTarget,
+        params: Entry,
+    ) -> Result<Entry, McpCallError> {
+        let params: GetPromptRequestParams = from_wire(params)?;
+        let got = self
+            .session(
+                target,
+                |peer| async move { peer.get_prompt_once(params).await },
+            )
+            .await?;
+        match got {
+            GetPromptResponse::Complete(result) => to_wire(&result),
+            _ => Err(asks_input()),
+        }
+    }
+
+    /// `completion/complete` of `params` (`{"ref": …, "argument": …}`).
+    ///
+    /// # Errors
+    /// As [`McpClient::call_tool`].
+    pub async fn complete(&self, target: &McpTarget, params: Entry) -> Result<Entry, McpCallError> {
+        let params: CompleteRequestParams = from_wire(params)?;
+        let done = self
+            .session(target, |peer| async move { peer.complete(params).await })
+            .await?;
+        to_wire(&done)
+    }
+}
+
+fn asks_input() -> McpCallError {
+    McpCallError::new(
+        CallErrorKind::Protocol,
+        "the MCP server asked for input, which airlock does not relay for this request",
+    )
+}
+
+fn wire_entries<T: Serialize>(listed: Option<Vec<T>>) -> Result<Vec<Entry>, McpCallError> {
+    listed.unwrap_or_default().iter().map(to_wire).collect()
+}
+
+/// `value`'s wire form: what the server sent, as airlock reads it.
+fn to_wire<T: Serialize>(value: &T) -> Result<Entry, McpCallError> {
+    match serde_json::to_value(value) {
+        Ok(Value::Object(map)) => Ok(map),
+        _ => Err(McpCallError::new(
+            CallErrorKind::BadReply,
+            "the MCP server's answer cannot be read",
+        )),
+    }
+}
+
+/// A request's params from their wire form.
+fn from_wire<T: DeserializeOwned>(params: Entry) -> Result<T, McpCallError> {
+    serde_json::from_value(Value::Object(params)).map_err(|e| {
+        McpCallError::new(
+            CallErrorKind::Config,
+            format!("the request cannot be sent: {e}"),
+        )
+    })
+}

@@ -1,0 +1,174 @@
+//! The endpoint's methods beside tools: `resources/list`, `resources/templates/list`,
+//! `resources/read`, `prompts/list`, `prompts/get` and `completion/complete`, each answered
+//! from the host's [`OfferHost`] side (docs/rules.md MCP-54..MCP-62).
+//!
+//! Guarantees: a scope declares `resources`, `prompts` and `completions` only when it has
+//! something for them, in `initialize` and `server/discover` alike, and a method of a
+//! capability the scope does not declare is -32601 as before; never `subscribe` or
+//! `listChanged` (the endpoint is stateless and sends no notification). Lists are served whole
+//! (one page), filtered for their caller. An entry the host hands over that the SDK cannot
+//! read is an internal error, never a partly served list.
+
+use rmcp::ErrorData;
+use rmcp::model::ErrorCode;
+use rmcp::model::{
+    CompleteRequestParams, CompleteResult, GetPromptRequestParams, GetPromptResult,
+    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, PromptsCapability,
+    ReadResourceRequestParams, ReadResourceResult, ResourcesCapability, ServerCapabilities,
+};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value};
+
+use super::convert::to_error_data;
+use super::request::Admitted;
+use crate::host::ToolHost;
+use crate::offer::{Listed, Offers};
+
+/// Adds the capabilities the scope of `admitted` has entries for.
+pub(super) fn declare(host: &dyn ToolHost, admitted: &Admitted, caps: &mut ServerCapabilities) {
+    let Offers {
+        resources,
+        prompts,
+        completions,
+    } = host.offers(&admitted.scope);
+    if resources {
+        caps.resources = Some(ResourcesCapability::default());
+    }
+    if prompts {
+        caps.prompts = Some(PromptsCapability::default());
+    }
+    if completions {
+        caps.completions = Some(Map::new());
+    }
+}
+
+/// `list` for the caller, or -32601 when the scope does not declare its capability.
+fn listed(host: &dyn ToolHost, admitted: &Admitted, list: Listed) -> Result<Value, ErrorData> {
+    let offers = host.offers(&admitted.scope);
+    let declared = match list {
+        Listed::Resources | Listed::Templates => offers.resources,
+        Listed::Prompts => offers.prompts,
+    };
+    if !declared {
+        return Err(not_declared(method(list)));
+    }
+    let entries = host
+        .list_offered(&admitted.scope, &admitted.caller, list)
+        .map_err(to_error_data)?;
+    let key = match list {
+        Listed::Resources => "resources",
+        Listed::Templates => "resourceTemplates",
+        Listed::Prompts => "prompts",
+    };
+    let mut result = Map::new();
+    result.insert(
+        key.to_owned(),
+        Value::Array(entries.into_iter().map(Value::Object).collect()),
+    );
+    Ok(complete_result(result))
+}
+
+/// A method of a capability the scope does not declare: as if it did not exist.
+fn not_declared(method: &'static str) -> ErrorData {
+    ErrorData::new(ErrorCode::METHOD_NOT_FOUND, method, None)
+}
+
+fn method(list: Listed) -> &'static str {
+    match list {
+        Listed::Resources => "resources/list",
+        Listed::Templates => "resources/templates/list",
+        Listed::Prompts => "prompts/list",
+    }
+}
+
+pub(super) fn resources(
+    host: &dyn ToolHost,
+    admitted: &Admitted,
+) -> Result<ListResourcesResult, ErrorData> {
+    from_value(listed(host, admitted, Listed::Resources)?)
+}
+
+pub(super) fn templates(
+    host: &dyn ToolHost,
+    admitted: &Admitted,
+) -> Result<ListResourceTemplatesResult, ErrorData> {
+    from_value(listed(host, admitted, Listed::Templates)?)
+}
+
+pub(super) fn prompts(
+    host: &dyn ToolHost,
+    admitted: &Admitted,
+) -> Result<ListPromptsResult, ErrorData> {
+    from_value(listed(host, admitted, Listed::Prompts)?)
+}
+
+pub(super) async fn read(
+    host: &dyn ToolHost,
+    admitted: &Admitted,
+    request: ReadResourceRequestParams,
+) -> Result<ReadResourceResult, ErrorData> {
+    if !host.offers(&admitted.scope).resources {
+        return Err(not_declared("resources/read"));
+    }
+    let read = host.read_resource(&admitted.scope, &admitted.caller, &request.uri);
+    let mut read = read.await.map_err(to_error_data)?;
+    // The upstream's caching hints were not written for a list filtered per caller: the
+    // endpoint sets its own (MCP-58).
+    for hint in ["ttlMs", "cacheScope"] {
+        read.remove(hint);
+    }
+    from_value(complete_result(read))
+}
+
+pub(super) async fn prompt(
+    host: &dyn ToolHost,
+    admitted: &Admitted,
+    request: GetPromptRequestParams,
+) -> Result<GetPromptResult, ErrorData> {
+    if !host.offers(&admitted.scope).prompts {
+        return Err(not_declared("prompts/get"));
+    }
+    let params = to_map(&request)?;
+    let got = host.get_prompt(&admitted.scope, &admitted.caller, params);
+    from_value(complete_result(got.await.map_err(to_error_data)?))
+}
+
+pub(super) async fn complete(
+    host: &dyn ToolHost,
+    admitted: &Admitted,
+    request: CompleteRequestParams,
+) -> Result<CompleteResult, ErrorData> {
+    if !host.offers(&admitted.scope).completions {
+        return Err(not_declared("completion/complete"));
+    }
+    let params = to_map(&request)?;
+    let done = host.complete(&admitted.scope, &admitted.caller, params);
+    from_value(complete_result(done.await.map_err(to_error_data)?))
+}
+
+/// `result` as a final answer: `resultType: "complete"`, which 2026-07-28 requires and rmcp
+/// strips for older revisions. An upstream's own `resultType` is not handed on: airlock relays
+/// no input request (MCP-61).
+fn complete_result(mut result: Map<String, Value>) -> Value {
+    result.insert("resultType".into(), Value::String("complete".into()));
+    Value::Object(result)
+}
+
+/// The request's params in their wire form, without the client's `_meta` (never forwarded).
+fn to_map<T: Serialize>(request: &T) -> Result<Map<String, Value>, ErrorData> {
+    match serde_json::to_value(request) {
+        Ok(Value::Object(mut map)) => {
+            map.remove("_meta");
+            Ok(map)
+        }
+        _ => Err(ErrorData::internal_error("internal error", None)),
+    }
+}
+
+fn from_value<T: DeserializeOwned>(value: Value) -> Result<T, ErrorData> {
+    serde_json::from_value(value).map_err(|e| {
+        tracing::error!(%e, "MCP endpoint: an upstream's entry cannot be served");
+        ErrorData::internal_error("internal error", None)
+    })
+}

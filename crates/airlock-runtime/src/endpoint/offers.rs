@@ -1,0 +1,225 @@
+//! The gateway as the endpoint's [`OfferHost`]: what the scope's upstream servers offer beside
+//! tools, filtered by `[[access]]`, each read through the egress guard and into the ledger
+//! (docs/rules.md MCP-54..MCP-61, LEDGER-59, LEDGER-60).
+//!
+//! Guarantees: `[[access]]` matches an entry's served name as it matches a tool's (a resource
+//! or template by its served `name`, a prompt by its served name), so `crm__*` grants a
+//! connection's tools, resources and prompts alike; an entry the caller may not see is listed
+//! to nobody but callers who may, and reading, getting or completing it is answered exactly as
+//! for an entry that does not exist. A resource read and a prompt got are ledger rows
+//! ([`Read`]); a completion is not (it reads nothing the caller keeps). The URIs in what an
+//! upstream answers are served mapped, as its lists are.
+
+use airlock_mcp::{Caller, Entry, HostError, Listed, OfferHost, Offers};
+use airlock_spec::ScopeId;
+use futures::future::BoxFuture;
+use serde_json::{Map, Value, json};
+
+use super::{internal, unknown_scope};
+use crate::error::{ToolError, mcp_error};
+use crate::gateway::{Gateway, Read};
+use crate::offered::Source;
+
+impl Gateway {
+    /// Whether `caller` may see the entry served as `name` in `scope`.
+    fn sees(&self, scope: &ScopeId, caller: &Caller, name: &str) -> bool {
+        self.may_see(scope, Some(&caller.principal), Some(&caller.groups), name)
+    }
+
+    /// The client reads go through; there is one whenever an entry was found.
+    fn offer_client(&self) -> Result<&airlock_mcp::McpClient, HostError> {
+        let client = self.offered().client();
+        client.ok_or_else(|| HostError::Internal("offered entries without a client".into()))
+    }
+}
+
+impl OfferHost for Gateway {
+    fn offers(&self, scope: &ScopeId) -> Offers {
+        self.offered().offers(scope)
+    }
+
+    fn list_offered(
+        &self,
+        scope: &ScopeId,
+        caller: &Caller,
+        list: Listed,
+    ) -> Result<Vec<Entry>, HostError> {
+        if self.scope(scope).is_none() {
+            return Err(unknown_scope(scope));
+        }
+        let visible = |name: &str| self.sees(scope, caller, name);
+        Ok(self.offered().list(scope, list, &visible))
+    }
+
+    fn read_resource<'a>(
+        &'a self,
+        scope: &'a ScopeId,
+        caller: &'a Caller,
+        uri: &'a str,
+    ) -> BoxFuture<'a, Result<Entry, HostError>> {
+        Box::pin(async move {
+            let visible = |name: &str| self.sees(scope, caller, name);
+            let Some((source, upstream)) = self.offered().resource(scope, uri, &visible) else {
+                return Err(HostError::ResourceNotFound(uri.to_owned()));
+            };
+            let client = self.offer_client()?;
+            let mut params = Map::new();
+            params.insert("uri".into(), Value::String(upstream));
+            let work = async {
+                let read = client.read_resource(&source.target, params).await;
+                read.map(|r| served_contents(source, r)).map_err(mcp_error)
+            };
+            let read = Read {
+                scope,
+                principal: &caller.principal,
+                method: "resources/read",
+                arguments: json!({ "uri": uri }),
+            };
+            let answer = self.record_read(read, work, read_summary).await;
+            answer
+                .map_err(|e| internal(&e))?
+                .map_err(|e| upstream_failure(&e))
+        })
+    }
+
+    fn get_prompt<'a>(
+        &'a self,
+        scope: &'a ScopeId,
+        caller: &'a Caller,
+        mut params: Entry,
+    ) -> BoxFuture<'a, Result<Entry, HostError>> {
+        Box::pin(async move {
+            let name = text(&params, "name").to_owned();
+            let visible = |name: &str| self.sees(scope, caller, name);
+            let Some((source, upstream_name)) = self.offered().prompt(scope, &name, &visible)
+            else {
+                return Err(HostError::InvalidParams(format!("unknown prompt: {name}")));
+            };
+            let client = self.offer_client()?;
+            let arguments = params.get("arguments").cloned().unwrap_or(Value::Null);
+            params.insert("name".into(), Value::String(upstream_name));
+            let work = async {
+                let got = client.get_prompt(&source.target, params).await;
+                got.map(|r| served_messages(source, r)).map_err(mcp_error)
+            };
+            let read = Read {
+                scope,
+                principal: &caller.principal,
+                method: "prompts/get",
+                arguments: json!({ "name": name, "arguments": arguments }),
+            };
+            let answer = self.record_read(read, work, prompt_summary).await;
+            answer
+                .map_err(|e| internal(&e))?
+                .map_err(|e| upstream_failure(&e))
+        })
+    }
+
+    fn complete<'a>(
+        &'a self,
+        scope: &'a ScopeId,
+        caller: &'a Caller,
+        mut params: Entry,
+    ) -> BoxFuture<'a, Result<Entry, HostError>> {
+        Box::pin(async move {
+            let visible = |name: &str| self.sees(scope, caller, name);
+            let mut reference = match params.get("ref") {
+                Some(Value::Object(reference)) => reference.clone(),
+                _ => return Err(HostError::InvalidParams("`ref` must be an object".into())),
+            };
+            let offered = self.offered();
+            let (source, key, upstream_ref) = match text(&reference, "type") {
+                "ref/prompt" => {
+                    let found = offered.prompt(scope, text(&reference, "name"), &visible);
+                    found.map(|(s, name)| (s, "name", name))
+                }
+                "ref/resource" => {
+                    let found = offered.template(scope, text(&reference, "uri"), &visible);
+                    found.map(|(s, uri)| (s, "uri", uri))
+                }
+                _ => None,
+            }
+            .ok_or_else(|| {
+                HostError::InvalidParams("`ref` names no prompt or resource template here".into())
+            })?;
+            if !source.completes() {
+                // The upstream completes nothing: no suggestion is an honest answer.
+                return Ok(no_suggestion());
+            }
+            reference.insert(key.into(), Value::String(upstream_ref));
+            params.insert("ref".into(), Value::Object(reference));
+            let client = self.offer_client()?;
+            let done = client.complete(&source.target, params).await;
+            done.map_err(|e| upstream_failure(&mcp_error(e)))
+        })
+    }
+}
+
+fn text<'a>(entry: &'a Entry, key: &str) -> &'a str {
+    entry.get(key).and_then(Value::as_str).unwrap_or_default()
+}
+
+fn no_suggestion() -> Entry {
+    let mut done = Map::new();
+    done.insert("completion".into(), json!({ "values": [] }));
+    done
+}
+
+/// The upstream's failure as the client reads it: the message and its kind, never a secret.
+fn upstream_failure(error: &ToolError) -> HostError {
+    HostError::Upstream(format!("{} ({})", error.message, error.kind))
+}
+
+/// `result` with each content's URI served mapped.
+fn served_contents(source: &Source, mut result: Entry) -> Entry {
+    if let Some(Value::Array(contents)) = result.get_mut("contents") {
+        contents.iter_mut().for_each(|c| map_uri(source, c));
+    }
+    result
+}
+
+/// `result` with the URI of each embedded resource and resource link served mapped.
+fn served_messages(source: &Source, mut result: Entry) -> Entry {
+    if let Some(Value::Array(messages)) = result.get_mut("messages") {
+        for content in messages.iter_mut().filter_map(|m| m.get_mut("content")) {
+            match content.get_mut("resource") {
+                Some(resource) => map_uri(source, resource),
+                None => map_uri(source, content),
+            }
+        }
+    }
+    result
+}
+
+fn map_uri(source: &Source, holder: &mut Value) {
+    if let Some(Value::String(uri)) = holder.get_mut("uri") {
+        *uri = source.served_uri(uri);
+    }
+}
+
+/// What the row of a resource read keeps: each content's URI, type and size, not its bytes.
+fn read_summary(result: &Entry) -> Value {
+    let contents = result.get("contents").and_then(Value::as_array);
+    let summary: Vec<Value> = contents
+        .into_iter()
+        .flatten()
+        .map(|c| {
+            let (kind, body) = match (c.get("text"), c.get("blob")) {
+                (Some(Value::String(t)), _) => ("text", t.len()),
+                (_, Some(Value::String(b))) => ("blob", b.len()),
+                _ => ("empty", 0),
+            };
+            json!({ "uri": c.get("uri"), "mimeType": c.get("mimeType"), "kind": kind, "chars": body })
+        })
+        .collect();
+    json!({ "contents": summary })
+}
+
+/// What the row of a prompt got keeps: how many messages came back.
+fn prompt_summary(result: &Entry) -> Value {
+    let messages = result
+        .get("messages")
+        .and_then(Value::as_array)
+        .map_or(0, Vec::len);
+    json!({ "messages": messages })
+}

@@ -1,0 +1,299 @@
+//! What the upstream MCP servers of each scope offer beside tools — resources, resource
+//! templates, prompts, completion — discovered once at boot, and how each entry is served
+//! (docs/rules.md MCP-54..MCP-58, DECL-77).
+//!
+//! Guarantees: a connection file's server is asked for what it declares, at boot, and a
+//! failure stops the boot as its `tools/list` would; a `type: mcp` declaration's server only
+//! with `offers: true`, and a failure there is logged and its server offers nothing (a
+//! tenant's server being down never stops the deployment). Entries are served namespaced like
+//! the server's tools: names get the tools' prefix (`<slug with _>_`, `<namespace>__`) and URIs
+//! the reversible mapping of [`uri`]. A served name or URI resolves back to exactly one
+//! server's entry, or to none; nothing is resolved that was not listed (or, for a URI, matched
+//! by a listed template).
+
+mod uri;
+
+use std::collections::{BTreeMap, HashMap};
+
+use airlock_mcp::{Entry, Listed, McpClient, McpTarget, Offers, RemoteCatalog};
+use airlock_spec::{ApiConnection, ConnectionSpec, Credentials, Scope, ScopeId, ToolSource};
+use serde_json::Value;
+
+use crate::execute::mcp::{DiscoveryError, connection_target, inline_target};
+
+/// Every scope's upstream catalogs, and the client that reaches them.
+#[derive(Default)]
+pub struct Offered {
+    client: Option<McpClient>,
+    scopes: HashMap<ScopeId, Vec<Source>>,
+}
+
+/// One upstream server of a scope and what it listed.
+pub(crate) struct Source {
+    /// The URI namespace: the declaration's slug, or the connection file's namespace.
+    namespace: String,
+    /// What its entries' names start with, as its tools' do.
+    prefix: String,
+    pub(crate) target: McpTarget,
+    catalog: RemoteCatalog,
+}
+
+/// One server to ask at boot.
+struct Asked {
+    scope: ScopeId,
+    source: Source,
+    /// A connection file's: a failure stops the boot.
+    required: bool,
+}
+
+impl Offered {
+    /// Asks every connection file's server (the gateway scope) and every `offers: true`
+    /// declaration's server of `scopes`, each once.
+    ///
+    /// # Errors
+    /// The first connection file whose server cannot be listed, named.
+    pub async fn discover(
+        client: &McpClient,
+        scopes: &[&Scope],
+        connections: &[ConnectionSpec],
+        api: &BTreeMap<String, ApiConnection>,
+        credentials: &Credentials,
+    ) -> Result<Self, DiscoveryError> {
+        let mut offered = Self {
+            client: Some(client.clone()),
+            scopes: HashMap::new(),
+        };
+        for mut asked in servers(scopes, connections, api, credentials)? {
+            match client.discover_catalog(&asked.source.target).await {
+                Ok(catalog) => asked.source.catalog = catalog,
+                Err(e) if asked.required => {
+                    return Err(DiscoveryError {
+                        namespace: asked.source.namespace,
+                        reason: format!("resources and prompts: {}", e.message),
+                    });
+                }
+                Err(e) => {
+                    tracing::warn!(server = %asked.source.namespace, scope = %asked.scope, error = %e.message, "offers: true, but the server's resources and prompts could not be listed; it offers none");
+                    continue;
+                }
+            }
+            if !asked.source.catalog.is_empty() {
+                offered
+                    .scopes
+                    .entry(asked.scope)
+                    .or_default()
+                    .push(asked.source);
+            }
+        }
+        Ok(offered)
+    }
+
+    /// The client reads go through (`None`: nothing was discovered).
+    pub(crate) fn client(&self) -> Option<&McpClient> {
+        self.client.as_ref()
+    }
+
+    fn sources(&self, scope: &ScopeId) -> &[Source] {
+        self.scopes.get(scope).map_or(&[], Vec::as_slice)
+    }
+
+    /// The capabilities `scope` has entries for.
+    pub(crate) fn offers(&self, scope: &ScopeId) -> Offers {
+        let sources = self.sources(scope);
+        let any = |f: fn(&RemoteCatalog) -> bool| sources.iter().any(|s| f(&s.catalog));
+        Offers {
+            resources: any(|c| !c.resources.is_empty() || !c.templates.is_empty()),
+            prompts: any(|c| !c.prompts.is_empty()),
+            completions: any(|c| {
+                c.completions && !(c.prompts.is_empty() && c.templates.is_empty())
+            }),
+        }
+    }
+
+    /// The entries of `list` in `scope` whose served name `visible` accepts, as served.
+    pub(crate) fn list(
+        &self,
+        scope: &ScopeId,
+        list: Listed,
+        visible: &dyn Fn(&str) -> bool,
+    ) -> Vec<Entry> {
+        self.sources(scope)
+            .iter()
+            .flat_map(|source| {
+                let entries = match list {
+                    Listed::Resources => &source.catalog.resources,
+                    Listed::Templates => &source.catalog.templates,
+                    Listed::Prompts => &source.catalog.prompts,
+                };
+                entries.iter().map(move |e| source.serve(list, e))
+            })
+            .filter(|e| visible(e.get("name").and_then(Value::as_str).unwrap_or_default()))
+            .collect()
+    }
+
+    /// The server and upstream URI of the served `uri`: a listed resource's, or one a listed
+    /// template covers, whose served name `visible` accepts.
+    pub(crate) fn resource(
+        &self,
+        scope: &ScopeId,
+        served: &str,
+        visible: &dyn Fn(&str) -> bool,
+    ) -> Option<(&Source, String)> {
+        self.sources(scope).iter().find_map(|source| {
+            let upstream = uri::upstream(&source.namespace, served)?;
+            let listed = source
+                .catalog
+                .resources
+                .iter()
+                .find(|r| field(r, "uri") == upstream);
+            let covered = || {
+                let templates = source.catalog.templates.iter();
+                templates
+                    .filter(|t| uri::matches(field(t, "uriTemplate"), upstream))
+                    .find(|t| visible(&source.name(t)))
+            };
+            let seen = match listed {
+                Some(resource) => visible(&source.name(resource)),
+                None => covered().is_some(),
+            };
+            seen.then(|| (source, upstream.to_owned()))
+        })
+    }
+
+    /// The server and upstream name of the served prompt `name`, if listed and visible.
+    pub(crate) fn prompt(
+        &self,
+        scope: &ScopeId,
+        name: &str,
+        visible: &dyn Fn(&str) -> bool,
+    ) -> Option<(&Source, String)> {
+        let found = self.sources(scope).iter().find_map(|source| {
+            let upstream = name.strip_prefix(&source.prefix)?;
+            let listed = source
+                .catalog
+                .prompts
+                .iter()
+                .any(|p| field(p, "name") == upstream);
+            listed.then(|| (source, upstream.to_owned()))
+        });
+        found.filter(|_| visible(name))
+    }
+
+    /// The server and upstream template of the served template `uri_template`, if listed and
+    /// visible.
+    pub(crate) fn template(
+        &self,
+        scope: &ScopeId,
+        served: &str,
+        visible: &dyn Fn(&str) -> bool,
+    ) -> Option<(&Source, String)> {
+        self.sources(scope).iter().find_map(|source| {
+            let upstream = uri::upstream(&source.namespace, served)?;
+            let listed = source
+                .catalog
+                .templates
+                .iter()
+                .find(|t| field(t, "uriTemplate") == upstream)?;
+            visible(&source.name(listed)).then(|| (source, upstream.to_owned()))
+        })
+    }
+}
+
+impl Source {
+    /// Whether the server completes arguments.
+    pub(crate) fn completes(&self) -> bool {
+        self.catalog.completions
+    }
+
+    /// `entry`'s served name.
+    fn name(&self, entry: &Entry) -> String {
+        format!("{}{}", self.prefix, field(entry, "name"))
+    }
+
+    /// `entry` of `list` as served: its name prefixed, its URI (or template) mapped.
+    fn serve(&self, list: Listed, entry: &Entry) -> Entry {
+        let mut served = entry.clone();
+        served.insert("name".into(), Value::String(self.name(entry)));
+        let key = match list {
+            Listed::Resources => "uri",
+            Listed::Templates => "uriTemplate",
+            Listed::Prompts => return served,
+        };
+        served.insert(
+            key.into(),
+            Value::String(self.served_uri(field(entry, key))),
+        );
+        served
+    }
+
+    /// The served form of the server's URI `upstream`.
+    pub(crate) fn served_uri(&self, upstream: &str) -> String {
+        uri::served(&self.namespace, upstream)
+    }
+}
+
+fn field<'a>(entry: &'a Entry, key: &str) -> &'a str {
+    entry.get(key).and_then(Value::as_str).unwrap_or_default()
+}
+
+/// The servers to ask: connection files' for the gateway scope, then each scope's
+/// `offers: true` declarations (one server per slug).
+fn servers(
+    scopes: &[&Scope],
+    connections: &[ConnectionSpec],
+    api: &BTreeMap<String, ApiConnection>,
+    credentials: &Credentials,
+) -> Result<Vec<Asked>, DiscoveryError> {
+    let mut asked = Vec::new();
+    for connection in connections {
+        let target = connection_target(connection, credentials).map_err(|e| DiscoveryError {
+            namespace: connection.namespace.clone(),
+            reason: e.message,
+        })?;
+        let source = Source {
+            namespace: connection.namespace.clone(),
+            prefix: format!("{}__", connection.namespace),
+            target,
+            catalog: RemoteCatalog::default(),
+        };
+        asked.push(Asked {
+            scope: ScopeId::Gateway,
+            source,
+            required: true,
+        });
+    }
+    for scope in scopes {
+        let mut slugs = std::collections::HashSet::new();
+        for spec in scope.tools() {
+            let ToolSource::McpInline(tool) = &spec.source else {
+                continue;
+            };
+            if !tool.offers || !slugs.insert(tool.slug.clone()) {
+                continue;
+            }
+            let target = api
+                .get(&tool.connection)
+                .ok_or_else(|| format!("connection `{}` is not configured", tool.connection))
+                .and_then(|c| inline_target(tool, c, credentials).map_err(|e| e.message));
+            let target = match target {
+                Ok(target) => target,
+                Err(reason) => {
+                    tracing::warn!(server = %tool.slug, scope = %scope.id, reason, "offers: true, but the server cannot be reached; it offers none");
+                    continue;
+                }
+            };
+            let source = Source {
+                namespace: tool.slug.clone(),
+                prefix: format!("{}_", tool.slug.replace('-', "_")),
+                target,
+                catalog: RemoteCatalog::default(),
+            };
+            asked.push(Asked {
+                scope: scope.id.clone(),
+                source,
+                required: false,
+            });
+        }
+    }
+    Ok(asked)
+}
