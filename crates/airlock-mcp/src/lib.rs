@@ -31,6 +31,7 @@ mod error;
 mod host;
 mod http;
 mod oauth;
+mod relay;
 mod server;
 mod session;
 mod target;

@@ -39,6 +39,7 @@ mod handler;
 mod legacy_tasks;
 mod mrtr;
 mod no_oauth;
+mod notices;
 mod oauth_admit;
 mod param_headers;
 mod request;

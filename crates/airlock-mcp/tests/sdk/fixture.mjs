@@ -7,6 +7,12 @@
 //   simple_text, error_handling, image_content, audio_content, embedded_resource,
 //   multiple_content_types
 //                    the fixed results the MCP conformance suite expects of its test_* tools
+//   tool_with_progress, tool_with_logging, logging_tool
+//                    progress 0/50/100 for the request's progress token, and three info log
+//                    messages, ~50 ms apart, as the suite's test_* tools of those names send them
+//   notices          progress 1/2 and 2/2 (with messages), then one log message at each of debug,
+//                    info, warning and error, then an error-level message quoting the bearer
+//                    token it was called with, in that order, all on the call's own stream
 // Usage: node fixture.mjs. Prints the port on the first line of stdout; stops when stdin closes.
 import http from "node:http";
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
@@ -94,11 +100,55 @@ function call(name, args) {
   }
 }
 
+const pause = () => new Promise((resolve) => setTimeout(resolve, 50));
+
+// The tools that send messages on the call's stream before their result; `null` for the others.
+async function withNotices(request, extra) {
+  const token = request.params._meta?.progressToken;
+  const progress = async (progress, total, message) => {
+    if (token === undefined) return;
+    const params = { progressToken: token, progress, total };
+    if (message !== undefined) params.message = message;
+    await extra.sendNotification({ method: "notifications/progress", params });
+  };
+  const log = (level, data) =>
+    extra.sendNotification({ method: "notifications/message", params: { level, logger: "fixture", data } });
+  switch (request.params.name) {
+    case "tool_with_progress":
+      for (const step of [0, 50, 100]) {
+        if (step > 0) await pause();
+        await progress(step, 100);
+      }
+      return { content: [{ type: "text", text: "Progress tool completed." }] };
+    case "tool_with_logging":
+    case "logging_tool":
+      await log("info", "Tool execution started");
+      await pause();
+      await log("info", "Tool processing data");
+      await pause();
+      await log("info", "Tool execution completed");
+      return { content: [{ type: "text", text: "Logging tool completed." }] };
+    case "notices": {
+      await progress(1, 2, "half way");
+      await progress(2, 2, "done");
+      for (const level of ["debug", "info", "warning", "error"]) await log(level, { level });
+      const bearer = (extra.requestInfo?.headers?.authorization ?? "").replace(/^Bearer /, "");
+      await log("error", `the token is ${bearer}`);
+      return { content: [{ type: "text", text: "notices sent" }] };
+    }
+    default:
+      return null;
+  }
+}
+
 function mcpServer() {
-  const server = new Server({ name: "sdk-fixture", version: "1.0.0" }, { capabilities: { tools: {} } });
+  const server = new Server(
+    { name: "sdk-fixture", version: "1.0.0" },
+    { capabilities: { tools: {}, logging: {} } },
+  );
   server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: TOOLS }));
-  server.setRequestHandler(CallToolRequestSchema, async (request) =>
-    call(request.params.name, request.params.arguments ?? {}),
+  server.setRequestHandler(CallToolRequestSchema, async (request, extra) =>
+    (await withNotices(request, extra)) ?? call(request.params.name, request.params.arguments ?? {}),
   );
   return server;
 }
