@@ -1,6 +1,6 @@
 //! Progress and log messages an upstream sends while it runs a call, read off the call's own
 //! reply stream and handed to the endpoint request that made the call (docs/rules.md MCP-63,
-//! MCP-65, MCP-66).
+//! MCP-65 to MCP-67).
 //!
 //! Guarantees:
 //! - Only calls made inside [`relaying`] are tapped: the endpoint wraps the one host call of a
@@ -12,8 +12,8 @@
 //!   puts in a message reaches the client, and the text is handed on as data, never read.
 //! - A message larger than [`MAX_NOTICE_BYTES`], or whose text contains the call's own
 //!   credential, is dropped.
-//! - Relaying never slows or fails the call: at most [`QUEUE`] messages wait for the client,
-//!   later ones are dropped until it catches up.
+//! - Relaying never slows or fails the call (MCP-67): at most [`QUEUE`] messages wait for the
+//!   client, later ones are dropped until it catches up.
 
 use secrecy::{ExposeSecret, SecretString};
 use serde::{Deserialize, Serialize};

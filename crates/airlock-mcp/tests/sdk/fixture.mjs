@@ -52,6 +52,7 @@ const TOOLS = [
   { name: "audio_content", description: "Returns a WAV audio clip.", inputSchema: NO_ARGS },
   { name: "embedded_resource", description: "Returns an embedded text resource.", inputSchema: NO_ARGS },
   { name: "multiple_content_types", description: "Returns text, an image and a resource.", inputSchema: NO_ARGS },
+  { name: "notices", description: "Sends progress and log messages, then returns.", inputSchema: NO_ARGS },
 ];
 
 function call(name, args) {
