@@ -329,6 +329,10 @@ impl GuardedHttp {
         let is_call = matches!(&message, ClientJsonRpcMessage::Request(r)
             if matches!(r.request, ClientRequest::CallToolRequest(_)));
         let body = serde_json::to_vec(&message)?;
+        if let Some(tap) = self.inner.tap.as_ref().filter(|_| is_call) {
+            // rmcp puts a progress token of its own on every request it sends.
+            tap.sent_call(&body);
+        }
         let sent = Sent {
             body,
             awaits_reply,

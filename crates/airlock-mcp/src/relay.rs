@@ -15,6 +15,8 @@
 //! - Relaying never slows or fails the call (MCP-67): at most [`QUEUE`] messages wait for the
 //!   client, later ones are dropped until it catches up.
 
+use std::sync::{Arc, Mutex, PoisonError};
+
 use secrecy::{ExposeSecret, SecretString};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -115,15 +117,29 @@ pub(crate) fn ask_upstream(meta: &mut Map<String, Value>) {
 pub(crate) struct Tap {
     relay: Relay,
     secret: Option<SecretString>,
+    /// The progress token of the session's `tools/call`: [`UPSTREAM_TOKEN`] unless the call
+    /// went out with another one.
+    token: Arc<Mutex<Value>>,
 }
 
 impl Tap {
     /// The tap for a session opened now with `secret`: `None` outside [`relaying`].
     pub(crate) fn current(secret: Option<SecretString>) -> Option<Self> {
-        RELAY
-            .try_with(Relay::clone)
+        RELAY.try_with(Relay::clone).ok().map(|relay| Self {
+            relay,
+            secret,
+            token: Arc::new(Mutex::new(Value::from(UPSTREAM_TOKEN))),
+        })
+    }
+
+    /// Notes the progress token of the `tools/call` in `body`, as it is sent.
+    pub(crate) fn sent_call(&self, body: &[u8]) {
+        let sent: Option<Value> = serde_json::from_slice::<Value>(body)
             .ok()
-            .map(|relay| Self { relay, secret })
+            .and_then(|m| m.pointer("/params/_meta/progressToken").cloned());
+        if let Some(token) = sent {
+            *self.token.lock().unwrap_or_else(PoisonError::into_inner) = token;
+        }
     }
 
     /// Hands on the message `event` carries, if it is one the client asked for.
@@ -179,7 +195,8 @@ impl Tap {
         match message.method.as_str() {
             "notifications/progress" if self.relay.progress => {
                 let p: Progress = serde_json::from_value(message.params).ok()?;
-                (p.progress_token == UPSTREAM_TOKEN).then_some(Notice::Progress {
+                let ours = self.token.lock().unwrap_or_else(PoisonError::into_inner);
+                (p.progress_token == *ours).then_some(Notice::Progress {
                     progress: p.progress,
                     total: p.total,
                     message: p.message,
@@ -206,16 +223,22 @@ mod tests {
         Sse::default().data(data)
     }
 
-    fn tap(progress: bool, level: Option<Level>) -> (Tap, mpsc::Receiver<Notice>) {
+    fn tapped(progress: bool, level: Option<Level>) -> (Tap, mpsc::Receiver<Notice>) {
         let (relay, messages) = Relay::new(progress, level);
         let secret = Some(SecretString::from("s3cret-token"));
-        (Tap { relay, secret }, messages)
+        let token = Arc::new(Mutex::new(Value::from(UPSTREAM_TOKEN)));
+        let tap = Tap {
+            relay,
+            secret,
+            token,
+        };
+        (tap, messages)
     }
 
     /// MCP-63: progress for airlock's own token is relayed with its numbers and message only.
     #[test]
     fn mcp_63_progress_for_the_token_sent_is_reduced_to_its_fields() {
-        let (tap, mut got) = tap(true, None);
+        let (tap, mut got) = tapped(true, None);
         tap.observe(&event(
             r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"airlock","progress":1,"total":2,"message":"half","extra":"x"}}"#,
         ));
@@ -233,6 +256,18 @@ mod tests {
             got.try_recv().is_err(),
             "another token's progress is dropped"
         );
+        // A call that went out with another token (rmcp numbers its own) is followed by it.
+        tap.sent_call(br#"{"method":"tools/call","params":{"_meta":{"progressToken":3}}}"#);
+        let progress = |token: &str| {
+            event(&format!(
+                r#"{{"jsonrpc":"2.0","method":"notifications/progress","params":{{"progressToken":{token},"progress":5}}}}"#
+            ))
+        };
+        tap.observe(&progress("\"airlock\""));
+        tap.observe(&progress("3"));
+        let only = got.try_recv().unwrap();
+        assert!(matches!(only, Notice::Progress { progress, .. } if progress == 5.0));
+        assert!(got.try_recv().is_err());
     }
 
     /// MCP-65: only messages at or above the level asked are relayed; none without a level.
@@ -243,7 +278,7 @@ mod tests {
                 r#"{{"jsonrpc":"2.0","method":"notifications/message","params":{{"level":"{level}","data":"d"}}}}"#
             ))
         };
-        let (tap, mut got) = tap(false, Some(Level::Warning));
+        let (tap, mut got) = tapped(false, Some(Level::Warning));
         for level in ["debug", "info", "warning", "error", "bogus"] {
             tap.observe(&log(level));
         }
@@ -254,7 +289,7 @@ mod tests {
             })
             .collect();
         assert_eq!(levels, [Level::Warning, Level::Error]);
-        let (tap, mut got) = tap(true, None);
+        let (tap, mut got) = tapped(true, None);
         tap.observe(&log("emergency"));
         assert!(got.try_recv().is_err());
     }
@@ -263,7 +298,7 @@ mod tests {
     /// is never relayed.
     #[test]
     fn mcp_66_credentials_requests_and_oversized_messages_are_dropped() {
-        let (tap, mut got) = tap(true, Some(Level::Debug));
+        let (tap, mut got) = tapped(true, Some(Level::Debug));
         tap.observe(&event(
             r#"{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"error","data":{"token":"s3cret-token"}}}"#,
         ));

@@ -1,4 +1,5 @@
-//! The one rmcp `ServerHandler` of airlock: tools only, each request answered from the host.
+//! The one rmcp `ServerHandler` of airlock: tools (and the logging level their calls relay at),
+//! each request answered from the host.
 //!
 //! Guarantees: the scope and caller come only from admission ([`Admitted`] in the request's
 //! extensions) — a request without them is an internal error, never served anonymously; the

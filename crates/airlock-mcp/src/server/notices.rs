@@ -21,6 +21,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use rmcp::model::{ProgressNotificationParam, ProgressToken, ProtocolVersion};
 use rmcp::service::RequestContext;
 use rmcp::{Peer, RoleServer};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 
 use super::request::Admitted;
 use crate::relay::{self, LOG_LEVEL_META, Level, Notice, Relay};
@@ -35,12 +37,9 @@ pub(super) const MAX_LEVELS: usize = 4096;
 pub(super) struct Levels(Arc<Mutex<HashMap<(ScopeId, String), Level>>>);
 
 impl Levels {
-    /// Remembers `level` (an rmcp `LoggingLevel`, through its wire form) for the caller.
-    pub(super) fn set(&self, admitted: &Admitted, level: impl serde::Serialize) {
-        let Some(level) = serde_json::to_value(level)
-            .ok()
-            .and_then(|l| serde_json::from_value::<Level>(l).ok())
-        else {
+    /// Remembers `level` (rmcp's `LoggingLevel`) for the caller.
+    pub(super) fn set(&self, admitted: &Admitted, level: impl Serialize) {
+        let Some(level) = rewire::<Level>(level) else {
             return;
         };
         let mut levels = self.0.lock().unwrap_or_else(PoisonError::into_inner);
@@ -72,11 +71,7 @@ pub(super) fn wanted(
 ) -> Option<Wanted> {
     let token = context.meta.get_progress_token();
     let level = if is_modern(context) {
-        context
-            .meta
-            .0
-            .get(LOG_LEVEL_META)
-            .and_then(|l| serde_json::from_value(l.clone()).ok())
+        context.meta.0.get(LOG_LEVEL_META).and_then(rewire)
     } else {
         levels.get(admitted)
     };
@@ -139,10 +134,7 @@ async fn send(wanted: &Wanted, peer: &Peer<RoleServer>, notice: Notice) {
             logger,
             data,
         } => {
-            let Some(level) = serde_json::to_value(level)
-                .ok()
-                .and_then(|l| serde_json::from_value::<LoggingLevel>(l).ok())
-            else {
+            let Some(level) = rewire::<LoggingLevel>(level) else {
                 return;
             };
             let mut param = LoggingMessageNotificationParam::new(level, data);
@@ -153,4 +145,12 @@ async fn send(wanted: &Wanted, peer: &Peer<RoleServer>, notice: Notice) {
     if let Err(error) = sent {
         tracing::debug!(%error, "a relayed MCP message could not be sent");
     }
+}
+
+/// `value` as a `T` of the same wire form: a level between rmcp's type, airlock's own and JSON
+/// (`None` when the wire forms differ, e.g. a level no revision defines).
+fn rewire<T: DeserializeOwned>(value: impl Serialize) -> Option<T> {
+    serde_json::to_value(value)
+        .ok()
+        .and_then(|v| serde_json::from_value(v).ok())
 }

@@ -171,7 +171,10 @@ async fn mcp_64_a_2026_request_carries_its_own_level() {
     };
     let send = |method: &'static str, name: Option<&'static str>, params: Value| {
         let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
-        let mut request = mcp_request(&format!("http://{addr}/agents/watch"))
+        let mut request = reqwest::Client::new()
+            .post(format!("http://{addr}/agents/watch/mcp"))
+            .header("accept", "application/json, text/event-stream")
+            .header("content-type", "application/json")
             .bearer_auth(TOKEN)
             .header("mcp-protocol-version", "2026-07-28")
             .header("mcp-method", method);
@@ -187,8 +190,9 @@ async fn mcp_64_a_2026_request_carries_its_own_level() {
     )
     .await
     .unwrap();
-    assert_eq!(reply.status(), 404);
+    let status = reply.status();
     let (_, refused) = read(reply).await;
+    assert_eq!(status, 404, "{refused:?}");
     assert_eq!(refused[0]["error"]["code"], -32601, "{refused:?}");
 
     let call = |level| json!({"name": "watch_notices", "arguments": {}, "_meta": meta(level)});
