@@ -154,3 +154,40 @@ fn rewire<T: DeserializeOwned>(value: impl Serialize) -> Option<T> {
         .ok()
         .and_then(|v| serde_json::from_value(v).ok())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::host::Caller;
+
+    fn admitted(scope: ScopeId, principal: &str) -> Admitted {
+        let caller = Caller {
+            principal: principal.to_owned(),
+            groups: Vec::new(),
+        };
+        Admitted { scope, caller }
+    }
+
+    /// MCP-64: a session-era level holds for its principal on its scope only, and the memory
+    /// is bounded.
+    #[test]
+    fn mcp_64_a_level_is_kept_per_principal_and_scope_within_a_bound() {
+        let levels = Levels::default();
+        let alice = admitted(ScopeId::Gateway, "alice");
+        levels.set(&alice, Level::Warning);
+        assert_eq!(levels.get(&alice), Some(Level::Warning));
+        assert_eq!(levels.get(&admitted(ScopeId::Gateway, "bob")), None);
+        let elsewhere = admitted(ScopeId::Agent("a".into()), "alice");
+        assert_eq!(levels.get(&elsewhere), None);
+        for n in 0..MAX_LEVELS {
+            levels.set(&admitted(ScopeId::Gateway, &format!("p{n}")), Level::Info);
+        }
+        let held = levels.0.lock().unwrap().len();
+        assert!(held <= MAX_LEVELS, "{held}");
+        assert_eq!(
+            levels.get(&alice),
+            None,
+            "past the bound the memory starts over"
+        );
+    }
+}
