@@ -3,8 +3,8 @@
 //!
 //! Guarantees: the scope and caller come only from admission ([`Admitted`] in the request's
 //! extensions) — a request without them is an internal error, never served anonymously; the
-//! await tool never waits longer than [`MAX_AWAIT`]; nothing is kept between requests. A parked
-//! call becomes a 2026 task (`resultType: "task"`) only for a request that declares the tasks
+//! await tool never waits longer than [`MAX_AWAIT`]; nothing is kept between requests but the
+//! log level a session-era client set (MCP-64). A parked call becomes a 2026 task (`resultType: "task"`) only for a request that declares the tasks
 //! extension; `tasks/get` and `tasks/cancel` see only the caller's own calls from this scope
 //! (rmcp refuses them with -32021 to a request that did not declare the extension).
 
