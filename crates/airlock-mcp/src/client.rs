@@ -21,6 +21,7 @@ use serde_json::Value;
 use crate::content::to_tool_result;
 use crate::direct::{self, Framing};
 use crate::error::{CallErrorKind, McpCallError};
+use crate::relay;
 use crate::session::{self, Opened, Speaks};
 use crate::target::{IDEMPOTENCY_META_KEY, McpTarget, RemoteTool, ToolCall, ToolResult};
 
@@ -179,9 +180,12 @@ fn handshake_free<'a>(target: &McpTarget, seen: &'a Opened) -> Option<Framing<'a
 fn call_params(call: &ToolCall) -> Result<CallToolRequestParams, McpCallError> {
     let mut params = CallToolRequestParams::new(call.remote_name.clone());
     params.arguments = Some(call.arguments_object()?.clone());
+    let mut meta = JsonObject::new();
     if let Some(key) = &call.idempotency_key {
-        let mut meta = JsonObject::new();
         meta.insert(IDEMPOTENCY_META_KEY.to_owned(), Value::String(key.clone()));
+    }
+    relay::ask_upstream(&mut meta);
+    if !meta.is_empty() {
         params.meta = Some(RequestMetaObject(MetaObject(meta)));
     }
     Ok(params)

@@ -19,6 +19,7 @@ use serde_json::{Map, Value};
 use crate::content::to_tool_result;
 use crate::error::{CallErrorKind, McpCallError};
 use crate::http::{GuardedHttp, Reply, Sent, not_json_rpc};
+use crate::relay;
 use crate::session::{self, Prepared, client_info, delivered};
 use crate::target::{IDEMPOTENCY_META_KEY, McpTarget, ToolCall, ToolResult};
 
@@ -67,6 +68,7 @@ pub(crate) async fn call(
     if let Some(key) = &call.idempotency_key {
         meta.insert(IDEMPOTENCY_META_KEY.to_owned(), Value::String(key.clone()));
     }
+    relay::ask_upstream(&mut meta);
     let request = Request {
         jsonrpc: "2.0",
         id: 1,

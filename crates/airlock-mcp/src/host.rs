@@ -3,7 +3,8 @@
 //! Guarantees: these types are airlock's own vocabulary — no rmcp type appears here, so the
 //! runtime implements [`ToolHost`] without naming the MCP SDK, and an SDK upgrade touches only
 //! `server/`. The endpoint calls the host once per `tools/list`, `tools/call`, await or task
-//! request; it keeps no state of its own between requests (a task is its ledger row).
+//! request; it keeps no state of its own between requests (a task is its ledger row) but the
+//! log level a session-era client set (docs/rules.md MCP-64).
 
 use std::fmt;
 use std::time::Duration;

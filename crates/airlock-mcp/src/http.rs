@@ -28,6 +28,7 @@ use serde_json::Value;
 use sse_stream::{Sse, SseStream};
 
 use crate::error::{CallErrorKind, McpCallError};
+use crate::relay::Tap;
 use airlock_egress::trace::{HttpSpan, RequestTracer, TRACEPARENT};
 use opentelemetry::Context;
 
@@ -71,6 +72,8 @@ struct Shared {
     traced: Option<(Context, url::Url)>,
     /// The server issued an `Mcp-Session-Id` on some reply: it keeps state per session.
     issued_session: AtomicBool,
+    /// Where the progress and log messages on the replies' event streams go (MCP-63).
+    tap: Option<Tap>,
 }
 
 /// One serialized JSON-RPC message to send.
@@ -107,6 +110,7 @@ impl GuardedHttp {
         credential: Option<(HeaderName, HeaderValue)>,
         cap: u64,
         budget: Duration,
+        tap: Option<Tap>,
     ) -> Self {
         Self {
             inner: Arc::new(Shared {
@@ -124,6 +128,7 @@ impl GuardedHttp {
                     cx.get::<RequestTracer>().map(|_| (cx.clone(), url.clone()))
                 }),
                 issued_session: AtomicBool::new(false),
+                tap,
             }),
         }
     }
@@ -301,7 +306,13 @@ impl GuardedHttp {
                 *failed = item.is_err();
                 std::future::ready((!stop).then_some(item))
             });
+        let tap = self.inner.tap.clone();
         SseStream::from_bytes_stream(bytes)
+            .inspect(move |event| {
+                if let (Some(tap), Ok(event)) = (&tap, event) {
+                    tap.observe(event);
+                }
+            })
             .map(|event| event.map(patch_event))
             .boxed()
     }
@@ -318,6 +329,10 @@ impl GuardedHttp {
         let is_call = matches!(&message, ClientJsonRpcMessage::Request(r)
             if matches!(r.request, ClientRequest::CallToolRequest(_)));
         let body = serde_json::to_vec(&message)?;
+        if let Some(tap) = self.inner.tap.as_ref().filter(|_| is_call) {
+            // rmcp puts a progress token of its own on every request it sends.
+            tap.sent_call(&body);
+        }
         let sent = Sent {
             body,
             awaits_reply,

@@ -33,6 +33,7 @@ mod host;
 mod http;
 mod oauth;
 mod offer;
+mod relay;
 mod server;
 mod session;
 mod target;

@@ -9,7 +9,9 @@
 //!   constant time, or be an OAuth access token accepted by the [`ResourceServer`] (401 with
 //!   `WWW-Authenticate: Bearer` and a JSON-RPC body otherwise; with OAuth, the challenge names
 //!   the RFC 9728 metadata). With neither configured every request is refused.
-//! - A body that is not JSON is a 400 with a JSON-RPC parse error; replies are plain JSON.
+//! - A body that is not JSON is a 400 with a JSON-RPC parse error; replies are plain JSON,
+//!   except a `tools/call` whose upstream's progress or log messages are relayed to it: an
+//!   event stream of those messages, then the result (`notices`, docs/rules.md MCP-63).
 //! - Session-era clients (`initialize`, 2025-06-18 / 2025-11-25) and 2026-07-28 clients
 //!   (`server/discover`, per-request `_meta`, `resultType`) are both served; rmcp's stateless
 //!   Streamable HTTP service does the protocol checks, `handler` does the translation.
@@ -40,6 +42,7 @@ mod handler;
 mod legacy_tasks;
 mod mrtr;
 mod no_oauth;
+mod notices;
 mod oauth_admit;
 mod offered;
 mod param_headers;

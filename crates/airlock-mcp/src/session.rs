@@ -20,6 +20,7 @@ use rmcp::{Peer, RoleClient, ServiceError};
 
 use crate::error::{CallErrorKind, McpCallError};
 use crate::http::GuardedHttp;
+use crate::relay::Tap;
 use crate::target::McpTarget;
 
 /// Which lifecycle an upstream speaks, as far as we know.
@@ -74,6 +75,7 @@ pub(crate) async fn prepare(
         credential,
         prepared.max_body_bytes,
         guard.policy().deadline,
+        Tap::current(target.credential.secret()),
     );
     Ok(Prepared {
         http,

@@ -54,6 +54,14 @@ impl McpCredential {
         !matches!(self, Self::None)
     }
 
+    /// The secret itself, if there is one (no relayed upstream message may contain it).
+    pub(crate) fn secret(&self) -> Option<SecretString> {
+        match self {
+            Self::None => None,
+            Self::Bearer(secret) | Self::Header { value: secret, .. } => Some(secret.clone()),
+        }
+    }
+
     /// The header this credential sends, marked sensitive.
     pub(crate) fn header(&self) -> Result<Option<(HeaderName, http::HeaderValue)>, McpCallError> {
         let (name, value) = match self {

@@ -1,10 +1,10 @@
-//! The one rmcp `ServerHandler` of airlock: tools, and what the scope offers beside them
-//! (`offered`), each request answered from the host.
+//! The one rmcp `ServerHandler` of airlock: tools (and the logging level their calls relay at),
+//! and what the scope offers beside them (`offered`), each request answered from the host.
 //!
 //! Guarantees: the scope and caller come only from admission ([`Admitted`] in the request's
 //! extensions) — a request without them is an internal error, never served anonymously; the
-//! await tool never waits longer than [`MAX_AWAIT`]; nothing is kept between requests. A parked
-//! call becomes a 2026 task (`resultType: "task"`) only for a request that declares the tasks
+//! await tool never waits longer than [`MAX_AWAIT`]; nothing is kept between requests but the
+//! log level a session-era client set (MCP-64). A parked call becomes a 2026 task (`resultType: "task"`) only for a request that declares the tasks
 //! extension; `tasks/get` and `tasks/cancel` see only the caller's own calls from this scope
 //! (rmcp refuses them with -32021 to a request that did not declare the extension).
 
@@ -32,6 +32,7 @@ use super::convert::{
     AWAIT_TOOL, await_tool, awaited, from_host_error, to_call_result, to_error_data, to_tool,
 };
 use super::mrtr;
+use super::notices::{self, Levels};
 use super::request::Admitted;
 use super::request_state::RequestStates;
 use super::{offered, tasks, trace};
@@ -43,6 +44,8 @@ pub(super) struct Endpoint {
     host: Arc<dyn ToolHost>,
     /// `None`: no input requests are sent (and no state is accepted).
     request_states: Option<RequestStates>,
+    /// The log levels session-era clients set (MCP-64).
+    levels: Levels,
 }
 
 impl Endpoint {
@@ -50,6 +53,7 @@ impl Endpoint {
         Self {
             host,
             request_states,
+            levels: Levels::default(),
         }
     }
 
@@ -87,16 +91,17 @@ impl Endpoint {
             .as_ref()
             .filter(|_| asks_person(&context));
         let asked_about = asks.map(|_| arguments.clone());
-        let outcome = self
-            .host
-            .call_tool_keyed(
-                &admitted.scope,
-                &admitted.caller,
-                &request.name,
-                Value::Object(arguments),
-                key.as_ref(),
-            )
-            .await;
+        let call = self.host.call_tool_keyed(
+            &admitted.scope,
+            &admitted.caller,
+            &request.name,
+            Value::Object(arguments),
+            key.as_ref(),
+        );
+        let outcome = match notices::wanted(&context, &self.levels, &admitted) {
+            Some(wanted) => notices::relayed(wanted, &context.peer, call).await,
+            None => call.await,
+        };
         if let (Ok(call), Some(states), Some(arguments)) = (&outcome, asks, &asked_about) {
             let host = self.host.as_ref();
             if let Some(asked) = mrtr::ask(host, states, &admitted, call, arguments) {
@@ -137,10 +142,15 @@ impl Endpoint {
 }
 
 impl ServerHandler for Endpoint {
+    #[allow(
+        deprecated,
+        reason = "MCP logging is deprecated (SEP-2577) yet part of 2025-11-25"
+    )]
     fn get_info(&self) -> ServerConfig {
         let capabilities = ServerCapabilities::builder()
             .enable_tools()
             .enable_tasks()
+            .enable_logging()
             .build();
         ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("airlock", env!("CARGO_PKG_VERSION")))
@@ -261,6 +271,27 @@ impl ServerHandler for Endpoint {
         let result = self.call(request, context).with_context(cx.clone()).await;
         trace::finish(&cx, &tool, &result);
         result
+    }
+
+    /// Session-era clients set their level once; it is kept for their principal (MCP-64).
+    /// 2026-07-28 removed the method: the level comes with each request.
+    #[allow(
+        deprecated,
+        reason = "MCP logging is deprecated (SEP-2577) yet part of 2025-11-25"
+    )]
+    async fn set_level(
+        &self,
+        request: rmcp::model::SetLevelRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        if notices::is_modern(&context) {
+            return Err(ErrorData::method_not_found::<
+                rmcp::model::SetLevelRequestMethod,
+            >());
+        }
+        let admitted = admitted(&context)?;
+        self.levels.set(&admitted, request.level);
+        Ok(())
     }
 
     async fn get_task(

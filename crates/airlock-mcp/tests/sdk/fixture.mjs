@@ -11,6 +11,12 @@
 // under fixed names: test://static-text, test://static-binary (the bytes 0..255),
 // test://template/{id}/data, simple_prompt, prompt_with_arguments,
 // prompt_with_embedded_resource, prompt_with_image.
+//   tool_with_progress, tool_with_logging, logging_tool
+//                    progress 0/50/100 for the request's progress token, and three info log
+//                    messages, ~50 ms apart, as the suite's test_* tools of those names send them
+//   notices          progress 1/2 and 2/2 (with messages), then one log message at each of debug,
+//                    info, warning and error, then an error-level message quoting the bearer
+//                    token it was called with, in that order, all on the call's own stream
 // Usage: node fixture.mjs. Prints the port on the first line of stdout; stops when stdin closes.
 import http from "node:http";
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
@@ -60,6 +66,7 @@ const TOOLS = [
   { name: "audio_content", description: "Returns a WAV audio clip.", inputSchema: NO_ARGS },
   { name: "embedded_resource", description: "Returns an embedded text resource.", inputSchema: NO_ARGS },
   { name: "multiple_content_types", description: "Returns text, an image and a resource.", inputSchema: NO_ARGS },
+  { name: "notices", description: "Sends progress and log messages, then returns.", inputSchema: NO_ARGS },
 ];
 
 function call(name, args) {
@@ -172,12 +179,55 @@ function prompt(name, args) {
   throw new McpError(-32602, `Prompt ${name} not found`);
 }
 
+const pause = () => new Promise((resolve) => setTimeout(resolve, 50));
+
+// The tools that send messages on the call's stream before their result; `null` for the others.
+async function withNotices(request, extra) {
+  const token = request.params._meta?.progressToken;
+  const progress = async (progress, total, message) => {
+    if (token === undefined) return;
+    const params = { progressToken: token, progress, total };
+    if (message !== undefined) params.message = message;
+    await extra.sendNotification({ method: "notifications/progress", params });
+  };
+  const log = (level, data) =>
+    extra.sendNotification({ method: "notifications/message", params: { level, logger: "fixture", data } });
+  switch (request.params.name) {
+    case "tool_with_progress":
+      for (const step of [0, 50, 100]) {
+        if (step > 0) await pause();
+        await progress(step, 100);
+      }
+      return { content: [{ type: "text", text: "Progress tool completed." }] };
+    case "tool_with_logging":
+    case "logging_tool":
+      await log("info", "Tool execution started");
+      await pause();
+      await log("info", "Tool processing data");
+      await pause();
+      await log("info", "Tool execution completed");
+      return { content: [{ type: "text", text: "Logging tool completed." }] };
+    case "notices": {
+      await progress(1, 2, "half way");
+      await progress(2, 2, "done");
+      for (const level of ["debug", "info", "warning", "error"]) await log(level, { level });
+      const bearer = (extra.requestInfo?.headers?.authorization ?? "").replace(/^Bearer /, "");
+      await log("error", `the token is ${bearer}`);
+      return { content: [{ type: "text", text: "notices sent" }] };
+    }
+    default:
+      return null;
+  }
+}
+
 function mcpServer() {
-  const capabilities = { tools: {}, resources: {}, prompts: {}, completions: {} };
-  const server = new Server({ name: "sdk-fixture", version: "1.0.0" }, { capabilities });
+  const server = new Server(
+    { name: "sdk-fixture", version: "1.0.0" },
+    { capabilities: { tools: {}, resources: {}, prompts: {}, completions: {}, logging: {} } },
+  );
   server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: TOOLS }));
-  server.setRequestHandler(CallToolRequestSchema, async (request) =>
-    call(request.params.name, request.params.arguments ?? {}),
+  server.setRequestHandler(CallToolRequestSchema, async (request, extra) =>
+    (await withNotices(request, extra)) ?? call(request.params.name, request.params.arguments ?? {}),
   );
   server.setRequestHandler(ListResourcesRequestSchema, async () => ({ resources: RESOURCES }));
   server.setRequestHandler(ListResourceTemplatesRequestSchema, async () => ({ resourceTemplates: TEMPLATES }));

@@ -23,6 +23,7 @@ mod limits;
 mod logs;
 mod mcp;
 mod mcp_mrtr;
+mod mcp_notices;
 mod mcp_tasks;
 mod notify;
 mod oauth;

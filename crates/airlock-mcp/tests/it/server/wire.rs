@@ -271,7 +271,7 @@ async fn initialize_then_initialized_keeps_no_session() {
     assert_eq!(result["protocolVersion"], "2025-06-18");
     assert_eq!(
         result["capabilities"],
-        json!({"tools": {}, "extensions": {"io.modelcontextprotocol/tasks": {}}})
+        json!({"tools": {}, "logging": {}, "extensions": {"io.modelcontextprotocol/tasks": {}}})
     );
     assert_eq!(result["serverInfo"]["name"], "airlock");
 

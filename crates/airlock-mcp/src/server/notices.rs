@@ -1,0 +1,193 @@
+//! Progress and logging on the endpoint: what a `tools/call` asks to see of its upstream, and
+//! the messages relayed on the call's own response stream (docs/rules.md MCP-63..MCP-67).
+//!
+//! Guarantees:
+//! - A call that carries `_meta.progressToken` gets its upstream's progress with the client's
+//!   own token; a call with a log level gets the upstream's log messages at or above it. Those
+//!   messages go out, in the order the upstream sent them, before the result on the same
+//!   stream (rmcp answers with an event stream once a message precedes the result, and every
+//!   client reaching rmcp accepts one); a call that asks for neither, or whose upstream sends
+//!   nothing, is answered with plain JSON as before.
+//! - The log level is per request on 2026-07-28 (`_meta["io.modelcontextprotocol/logLevel"]`,
+//!   and `logging/setLevel` does not exist there); on the session-era revisions, whose clients
+//!   set it with `logging/setLevel` once, it is remembered in this process for the principal on
+//!   the scope (the endpoint keeps no session to hang it on), for at most [`MAX_LEVELS`]
+//!   principals. No level, no log message.
+//! - The endpoint never waits on a slow client: the relay drops what it cannot queue (`relay`).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use rmcp::model::{ProgressNotificationParam, ProgressToken, ProtocolVersion};
+use rmcp::service::RequestContext;
+use rmcp::{Peer, RoleServer};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use super::request::Admitted;
+use crate::relay::{self, LOG_LEVEL_META, Level, Notice, Relay};
+use airlock_spec::ScopeId;
+
+/// Principals whose session-era log level is remembered at most; past it the memory starts
+/// over (a client that set one sees no logs until it sets it again).
+pub(super) const MAX_LEVELS: usize = 4096;
+
+/// The log levels session-era clients set, per scope and principal.
+#[derive(Clone, Default)]
+pub(super) struct Levels(Arc<Mutex<HashMap<(ScopeId, String), Level>>>);
+
+impl Levels {
+    /// Remembers `level` (rmcp's `LoggingLevel`) for the caller.
+    pub(super) fn set(&self, admitted: &Admitted, level: impl Serialize) {
+        let Some(level) = rewire::<Level>(level) else {
+            return;
+        };
+        let mut levels = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let key = (admitted.scope.clone(), admitted.caller.principal.clone());
+        if levels.len() >= MAX_LEVELS && !levels.contains_key(&key) {
+            levels.clear();
+        }
+        levels.insert(key, level);
+    }
+
+    fn get(&self, admitted: &Admitted) -> Option<Level> {
+        let levels = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let key = (admitted.scope.clone(), admitted.caller.principal.clone());
+        levels.get(&key).copied()
+    }
+}
+
+/// What one `tools/call` asked to see.
+pub(super) struct Wanted {
+    token: Option<ProgressToken>,
+    level: Option<Level>,
+}
+
+/// What the request in `context` asks to see of its call; `None`: nothing, plain JSON.
+pub(super) fn wanted(
+    context: &RequestContext<RoleServer>,
+    levels: &Levels,
+    admitted: &Admitted,
+) -> Option<Wanted> {
+    let token = context.meta.get_progress_token();
+    let level = if is_modern(context) {
+        context.meta.0.get(LOG_LEVEL_META).and_then(rewire)
+    } else {
+        levels.get(admitted)
+    };
+    (token.is_some() || level.is_some()).then_some(Wanted { token, level })
+}
+
+/// Whether the request speaks 2026-07-28 or later (per-request log level, no `setLevel`).
+pub(super) fn is_modern(context: &RequestContext<RoleServer>) -> bool {
+    context
+        .protocol_version()
+        .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28)
+}
+
+/// Runs `call` while relaying what its upstream sends to `peer`, and returns its outcome once
+/// every message that preceded it has been sent.
+pub(super) async fn relayed<F: Future>(
+    wanted: Wanted,
+    peer: &Peer<RoleServer>,
+    call: F,
+) -> F::Output {
+    let (relay, mut messages) = Relay::new(wanted.token.is_some(), wanted.level);
+    let call = relay::relaying(relay, call);
+    tokio::pin!(call);
+    let outcome = loop {
+        tokio::select! {
+            biased;
+            outcome = &mut call => break outcome,
+            Some(notice) = messages.recv() => send(&wanted, peer, notice).await,
+        }
+    };
+    while let Ok(notice) = messages.try_recv() {
+        send(&wanted, peer, notice).await;
+    }
+    outcome
+}
+
+/// Sends one message; a client gone away loses it, and the call's outcome stands.
+#[allow(
+    deprecated,
+    reason = "MCP logging is deprecated (SEP-2577) yet still part of 2025-11-25"
+)]
+async fn send(wanted: &Wanted, peer: &Peer<RoleServer>, notice: Notice) {
+    use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam};
+    let sent = match notice {
+        Notice::Progress {
+            progress,
+            total,
+            message,
+        } => {
+            let Some(token) = wanted.token.clone() else {
+                return;
+            };
+            let mut param = ProgressNotificationParam::new(token, progress);
+            param.total = total;
+            param.message = message;
+            peer.notify_progress(param).await
+        }
+        Notice::Log {
+            level,
+            logger,
+            data,
+        } => {
+            let Some(level) = rewire::<LoggingLevel>(level) else {
+                return;
+            };
+            let mut param = LoggingMessageNotificationParam::new(level, data);
+            param.logger = logger;
+            peer.notify_logging_message(param).await
+        }
+    };
+    if let Err(error) = sent {
+        tracing::debug!(%error, "a relayed MCP message could not be sent");
+    }
+}
+
+/// `value` as a `T` of the same wire form: a level between rmcp's type, airlock's own and JSON
+/// (`None` when the wire forms differ, e.g. a level no revision defines).
+fn rewire<T: DeserializeOwned>(value: impl Serialize) -> Option<T> {
+    serde_json::to_value(value)
+        .ok()
+        .and_then(|v| serde_json::from_value(v).ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::host::Caller;
+
+    fn admitted(scope: ScopeId, principal: &str) -> Admitted {
+        let caller = Caller {
+            principal: principal.to_owned(),
+            groups: Vec::new(),
+        };
+        Admitted { scope, caller }
+    }
+
+    /// MCP-64: a session-era level holds for its principal on its scope only, and the memory
+    /// is bounded.
+    #[test]
+    fn mcp_64_a_level_is_kept_per_principal_and_scope_within_a_bound() {
+        let levels = Levels::default();
+        let alice = admitted(ScopeId::Gateway, "alice");
+        levels.set(&alice, Level::Warning);
+        assert_eq!(levels.get(&alice), Some(Level::Warning));
+        assert_eq!(levels.get(&admitted(ScopeId::Gateway, "bob")), None);
+        let elsewhere = admitted(ScopeId::Agent("a".into()), "alice");
+        assert_eq!(levels.get(&elsewhere), None);
+        for n in 0..MAX_LEVELS {
+            levels.set(&admitted(ScopeId::Gateway, &format!("p{n}")), Level::Info);
+        }
+        let held = levels.0.lock().unwrap().len();
+        assert!(held <= MAX_LEVELS, "{held}");
+        assert_eq!(
+            levels.get(&alice),
+            None,
+            "past the bound the memory starts over"
+        );
+    }
+}
