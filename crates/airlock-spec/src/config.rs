@@ -26,10 +26,6 @@ use crate::values::{credential_path, duration, refer_credential};
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
 /// Default approval TTL: 7 days.
 pub const DEFAULT_APPROVAL_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
-/// Default whole-call egress deadline: 30 s.
-pub const DEFAULT_EGRESS_DEADLINE: Duration = Duration::from_secs(30);
-/// Default egress body cap: 5 MiB.
-pub const DEFAULT_BODY_CAP: u64 = 5 * 1024 * 1024;
 /// Default `[server] header_timeout`: 10 s.
 pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// Default `[server] max_connections`.

@@ -6,11 +6,15 @@ use std::time::Duration;
 
 use ipnet::IpNet;
 
-use crate::config::{DEFAULT_BODY_CAP, DEFAULT_EGRESS_DEADLINE};
 use crate::diag::Diag;
 use crate::fields::Fields;
 use crate::tree::Node;
 use crate::values::duration;
+
+/// Default whole-call egress deadline: 30 s.
+pub const DEFAULT_EGRESS_DEADLINE: Duration = Duration::from_secs(30);
+/// Default egress body cap: 5 MiB.
+pub const DEFAULT_BODY_CAP: u64 = 5 * 1024 * 1024;
 
 /// The operator's egress policy. Allow lists are empty by default: nothing private is reachable.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -42,16 +42,15 @@ pub use builtin::definition as builtin_definition;
 pub use canonical::{canonical_json, sha256_hex};
 pub use catalog::{INTEGRATION_FILE, MAX_PAGES};
 pub use config::{
-    ApiConnection, Config, CredentialsSettings, DEFAULT_APPROVAL_TTL, DEFAULT_BODY_CAP,
-    DEFAULT_EGRESS_DEADLINE, DEFAULT_HEADER_TIMEOUT, DEFAULT_LISTEN, DEFAULT_MAX_CONNECTIONS,
-    DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_IN_FLIGHT_PER_PRINCIPAL, EndpointAuth, ServerLimits,
-    TokenSpec,
+    ApiConnection, Config, CredentialsSettings, DEFAULT_APPROVAL_TTL, DEFAULT_HEADER_TIMEOUT,
+    DEFAULT_LISTEN, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_IN_FLIGHT,
+    DEFAULT_MAX_IN_FLIGHT_PER_PRINCIPAL, EndpointAuth, ServerLimits, TokenSpec,
 };
 pub use connection::ConnectionSpec;
 pub use credentials::{CredentialError, Credentials, ENV_PREFIX, MASTER_KEY_ENV, MasterKey};
 pub use deployment::{Deployment, MAX_FILE_BYTES};
 pub use diag::{SpecErrors, SpecIssue};
-pub use egress_settings::EgressSettings;
+pub use egress_settings::{DEFAULT_BODY_CAP, DEFAULT_EGRESS_DEADLINE, EgressSettings};
 pub use model_script::{ModelScript, ScriptedCall, ScriptedConversation, ScriptedTurn};
 pub use names::{AWAIT_TOOL, CredentialPath, MAX_TOOL_NAME, ToolName};
 pub use notify::{NotifySettings, SLACK_API, SlackSettings, WebhookSettings};
