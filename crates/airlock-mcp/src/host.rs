@@ -5,6 +5,13 @@
 //! `server/`. The endpoint calls the host once per `tools/list`, `tools/call`, await or task
 //! request; it keeps no state of its own between requests (a task is its ledger row) but the
 //! log level a session-era client set (docs/rules.md MCP-64).
+//!
+//! [`OfferHost`] is the part of the port for what a scope offers beside tools: the resources,
+//! resource templates, prompts and completion of the upstream servers behind it (MCP-54 to
+//! MCP-62). Entries and results cross as JSON objects in their MCP wire form; every method has
+//! a default that offers nothing, so a tools-only host implements it with an empty `impl`.
+//! What a caller is shown and may read is the host's decision: the endpoint serves exactly
+//! what it answers.
 
 use std::fmt;
 use std::time::Duration;
@@ -13,7 +20,7 @@ use airlock_spec::ScopeId;
 use futures::future::BoxFuture;
 use serde_json::{Map, Value};
 
-use crate::offer::OfferHost;
+use crate::catalog::Entry;
 
 /// The tools behind one endpoint URL, and what runs them. Implemented by the runtime.
 ///
@@ -400,4 +407,90 @@ pub enum CallerRefusal {
     /// The host could not serve the request.
     #[error(transparent)]
     Host(#[from] HostError),
+}
+
+/// Which of the capabilities beside tools a scope declares: only those it has something for.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Offers {
+    /// Some resource or resource template.
+    pub resources: bool,
+    /// Some prompt.
+    pub prompts: bool,
+    /// Some upstream that completes its prompts' or templates' arguments.
+    pub completions: bool,
+}
+
+/// One of the lists a scope serves beside `tools/list`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Listed {
+    /// `resources/list`.
+    Resources,
+    /// `resources/templates/list`.
+    Templates,
+    /// `prompts/list`.
+    Prompts,
+}
+
+/// What a scope offers beside tools, and what reaches it. Implemented by the runtime.
+pub trait OfferHost {
+    /// The capabilities `scope` has entries for (declared to every caller alike, as `tools`).
+    fn offers(&self, scope: &ScopeId) -> Offers {
+        let _ = scope;
+        Offers::default()
+    }
+
+    /// The entries of `list` that `caller` may see in `scope`, as served (names and URIs
+    /// already namespaced).
+    ///
+    /// # Errors
+    /// An unknown scope.
+    fn list_offered(
+        &self,
+        scope: &ScopeId,
+        caller: &Caller,
+        list: Listed,
+    ) -> Result<Vec<Entry>, HostError> {
+        let _ = (scope, caller, list);
+        Ok(Vec::new())
+    }
+
+    /// Reads the resource `uri` (a served URI) for `caller`: a listed resource, or a URI one
+    /// of the listed templates matches. Anything else is [`HostError::ResourceNotFound`].
+    fn read_resource<'a>(
+        &'a self,
+        scope: &'a ScopeId,
+        caller: &'a Caller,
+        uri: &'a str,
+    ) -> BoxFuture<'a, Result<Entry, HostError>> {
+        let _ = (scope, caller);
+        Box::pin(async move { Err(HostError::ResourceNotFound(uri.to_owned())) })
+    }
+
+    /// `prompts/get` with `params` as the client sent them (the served prompt name).
+    fn get_prompt<'a>(
+        &'a self,
+        scope: &'a ScopeId,
+        caller: &'a Caller,
+        params: Entry,
+    ) -> BoxFuture<'a, Result<Entry, HostError>> {
+        let _ = (scope, caller);
+        let name = params
+            .get("name")
+            .and_then(|n| n.as_str())
+            .unwrap_or_default();
+        let unknown = HostError::InvalidParams(format!("unknown prompt: {name}"));
+        Box::pin(async move { Err(unknown) })
+    }
+
+    /// `completion/complete` with `params` as the client sent them (a served prompt name or
+    /// template URI in `ref`).
+    fn complete<'a>(
+        &'a self,
+        scope: &'a ScopeId,
+        caller: &'a Caller,
+        params: Entry,
+    ) -> BoxFuture<'a, Result<Entry, HostError>> {
+        let _ = (scope, caller, params);
+        Box::pin(async move { Err(HostError::InvalidParams("nothing to complete".into())) })
+    }
 }

@@ -32,7 +32,6 @@ mod error;
 mod host;
 mod http;
 mod oauth;
-mod offer;
 mod relay;
 mod server;
 mod session;
@@ -45,8 +44,8 @@ pub use host::{
     CALL_KEY_META, CallKey, Caller, CallerDecision, CallerPrompt, CallerRefusal, CallerUse,
     HostCall, HostError, HostOutcome, MAX_CALL_KEY_CHARS, ParkedStatus, ToolDescriptor, ToolHost,
 };
+pub use host::{Listed, OfferHost, Offers};
 pub use oauth::{Clock, OAuthConfigError, OAuthSettings, ResourceServer, TokenError};
-pub use offer::{Listed, OfferHost, Offers};
 /// Fuzzing entry points (cargo feature `fuzzing`): not an API, no stability.
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]

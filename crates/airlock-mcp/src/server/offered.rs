@@ -23,7 +23,7 @@ use serde_json::{Map, Value};
 use super::convert::to_error_data;
 use super::request::Admitted;
 use crate::host::ToolHost;
-use crate::offer::{Listed, Offers};
+use crate::host::{Listed, Offers};
 
 /// Adds the capabilities the scope of `admitted` has entries for.
 pub(super) fn declare(host: &dyn ToolHost, admitted: &Admitted, caps: &mut ServerCapabilities) {
