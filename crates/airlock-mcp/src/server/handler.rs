@@ -83,7 +83,9 @@ impl Endpoint {
                 responses: request.input_responses.as_ref(),
             };
             let states = self.request_states.as_ref();
-            return mrtr::resume(self.host.as_ref(), states, &admitted, retry).await;
+            // An approving retry runs the call in this request (MCP-49): its messages too.
+            let resume = mrtr::resume(self.host.as_ref(), states, &admitted, retry);
+            return notices::relayed_if_wanted(&context, &self.levels, &admitted, resume).await;
         }
         // Kept only when the person at the client could be asked (MCP-46).
         let asks = self
@@ -98,10 +100,7 @@ impl Endpoint {
             Value::Object(arguments),
             key.as_ref(),
         );
-        let outcome = match notices::wanted(&context, &self.levels, &admitted) {
-            Some(wanted) => notices::relayed(wanted, &context.peer, call).await,
-            None => call.await,
-        };
+        let outcome = notices::relayed_if_wanted(&context, &self.levels, &admitted, call).await;
         if let (Ok(call), Some(states), Some(arguments)) = (&outcome, asks, &asked_about) {
             let host = self.host.as_ref();
             if let Some(asked) = mrtr::ask(host, states, &admitted, call, arguments) {

@@ -58,13 +58,26 @@ impl Levels {
 }
 
 /// What one `tools/call` asked to see.
-pub(super) struct Wanted {
+struct Wanted {
     token: Option<ProgressToken>,
     level: Option<Level>,
 }
 
+/// Runs `call`, relaying what its upstream sends when the request in `context` asked for it.
+pub(super) async fn relayed_if_wanted<F: Future>(
+    context: &RequestContext<RoleServer>,
+    levels: &Levels,
+    admitted: &Admitted,
+    call: F,
+) -> F::Output {
+    match wanted(context, levels, admitted) {
+        Some(wanted) => relayed(wanted, &context.peer, call).await,
+        None => call.await,
+    }
+}
+
 /// What the request in `context` asks to see of its call; `None`: nothing, plain JSON.
-pub(super) fn wanted(
+fn wanted(
     context: &RequestContext<RoleServer>,
     levels: &Levels,
     admitted: &Admitted,
@@ -87,11 +100,7 @@ pub(super) fn is_modern(context: &RequestContext<RoleServer>) -> bool {
 
 /// Runs `call` while relaying what its upstream sends to `peer`, and returns its outcome once
 /// every message that preceded it has been sent.
-pub(super) async fn relayed<F: Future>(
-    wanted: Wanted,
-    peer: &Peer<RoleServer>,
-    call: F,
-) -> F::Output {
+async fn relayed<F: Future>(wanted: Wanted, peer: &Peer<RoleServer>, call: F) -> F::Output {
     let (relay, mut messages) = Relay::new(wanted.token.is_some(), wanted.level);
     let call = relay::relaying(relay, call);
     tokio::pin!(call);

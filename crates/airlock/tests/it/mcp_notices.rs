@@ -12,8 +12,8 @@ const TOKEN: &str = "mcp-7c1e9a4b2d8f4a6e9b3c5d7e1f2a4b6c";
 const OTHER: &str = "mcp-2e4f6a8c0b1d3e5f7a9c1e3b5d7f9a1c";
 const FIXTURE_TOKEN: &str = "fixture-9d3b7e1a5c2f4e8a";
 
-/// Connection `media` and agent `watch` (tool `watch_notices`, with the fixture's bearer token)
-/// on the fixture at `port`.
+/// Connection `media` and agent `watch` (tool `watch_notices`, with the fixture's bearer token,
+/// and `confirmed_notices`, confirmed by the caller) on the fixture at `port`.
 fn deployment(port: u16) -> tempfile::TempDir {
     let toml = format!(
         "[[mcp.tokens]]\ncredential = \"airlock.mcp\"\nprincipal = \"claude\"\n[[mcp.tokens]]\ncredential = \"airlock.other\"\nprincipal = \"other\"\n[egress]\nallow = [\"127.0.0.1/32\"]\n[connections.fixture]\nbase_url = \"http://127.0.0.1:{port}\"\ncredential = \"fixture.token\"\n[credentials]\nfile = \"creds.yml\"\n"
@@ -26,7 +26,7 @@ fn deployment(port: u16) -> tempfile::TempDir {
     let media = format!("url: http://127.0.0.1:{port}/mcp\n");
     std::fs::write(path.join("connections/media.yml"), media).unwrap();
     std::fs::create_dir(path.join("agents")).unwrap();
-    let watch = "apiVersion: airlock/v1\nkind: Agent\nmetadata:\n  name: watch\nspec:\n  model: { provider: openai, model: unused }\n  prompts: { system: Unused. }\n  tools:\n    - name: watch\n      type: mcp\n      connection: fixture\n      path: /mcp\n      auth: { scheme: bearer }\n      tools:\n        - name: notices\n          description: Sends progress and log messages.\n          writes: false\n          input_schema: { type: object }\n";
+    let watch = "apiVersion: airlock/v1\nkind: Agent\nmetadata:\n  name: watch\nspec:\n  model: { provider: openai, model: unused }\n  prompts: { system: Unused. }\n  tools:\n    - name: watch\n      type: mcp\n      connection: fixture\n      path: /mcp\n      auth: { scheme: bearer }\n      tools:\n        - name: notices\n          description: Sends progress and log messages.\n          writes: false\n          input_schema: { type: object }\n    - name: confirmed\n      type: mcp\n      connection: fixture\n      path: /mcp\n      auth: { scheme: bearer }\n      approval: caller\n      tools:\n        - name: notices\n          description: Sends progress and log messages once confirmed.\n          writes: false\n          input_schema: { type: object }\n";
     std::fs::write(path.join("agents/watch.yml"), watch).unwrap();
     dir
 }
@@ -207,4 +207,62 @@ async fn mcp_64_a_2026_request_carries_its_own_level() {
     let reply = send("tools/call", Some("watch_notices"), call(None));
     let (kind, _) = read(reply.await.unwrap()).await;
     assert!(kind.starts_with("application/json"), "{kind}");
+}
+
+/// MCP-63 with MCP-49: a call confirmed by the person at the client runs in the retry, and the
+/// retry that asks for progress gets it before the result.
+#[tokio::test]
+async fn mcp_63_a_confirming_retry_relays_the_progress_of_the_call_it_runs() {
+    let Some((_upstream, port)) = sdk_fixture().await else {
+        return;
+    };
+    let dir = deployment(port);
+    let (addr, _) = serve_in_process(dir.path()).await;
+    let send = |mut params: Value| {
+        params["name"] = json!("confirmed_notices");
+        params["arguments"] = json!({});
+        params["_meta"] = json!({
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
+            "progressToken": 42,
+        });
+        let body = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": params});
+        reqwest::Client::new()
+            .post(format!("http://{addr}/agents/watch/mcp"))
+            .header("accept", "application/json, text/event-stream")
+            .header("content-type", "application/json")
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", "tools/call")
+            .header("mcp-name", "confirmed_notices")
+            .bearer_auth(TOKEN)
+            .body(body.to_string())
+            .send()
+    };
+    let (kind, asked) = read(send(json!({})).await.unwrap()).await;
+    assert!(
+        kind.starts_with("application/json"),
+        "nothing ran yet: {asked:?}"
+    );
+    let result = &asked[0]["result"];
+    assert_eq!(result["resultType"], "input_required", "{asked:?}");
+    let state = result["requestState"].clone();
+    let confirm = json!({
+        "requestState": state,
+        "inputResponses": {"airlock_person": {"action": "accept", "content": {"approve": true}}},
+    });
+    let (kind, messages) = read(send(confirm).await.unwrap()).await;
+    assert!(
+        kind.starts_with("text/event-stream"),
+        "{kind}: {messages:?}"
+    );
+    let tokens: Vec<_> = of(&messages, "notifications/progress")
+        .into_iter()
+        .map(|p| (p["progressToken"].clone(), p["progress"].clone()))
+        .collect();
+    assert_eq!(tokens, [(json!(42), json!(1.0)), (json!(42), json!(2.0))]);
+    let last = messages.last().unwrap();
+    assert_eq!(
+        last["result"]["content"][0]["text"], "notices sent",
+        "{messages:?}"
+    );
 }
