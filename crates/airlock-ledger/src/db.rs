@@ -66,11 +66,34 @@ impl From<Option<String>> for SqlValue {
 /// A write whose affected-row count is known in advance: a batch's multi-row statements.
 pub(crate) struct CountedWrite {
     pub(crate) sql: String,
+    /// The rows' values, row after row, `width` each.
     pub(crate) binds: Vec<SqlValue>,
+    pub(crate) width: usize,
     /// Rows the statement must affect; fewer means a row it expected was not as expected.
     pub(crate) rows: u64,
     /// Must see the rows the writes before it wrote (an update of a row inserted earlier).
     pub(crate) sees_earlier: bool,
+}
+
+impl CountedWrite {
+    /// A write of the rows in `binds` (`width` values each), every one of which it must
+    /// affect; `sql` gets the statement's row source (see [`DbTx::row_source`]).
+    pub(crate) fn rows(
+        tx: &DbTx,
+        width: usize,
+        binds: Vec<SqlValue>,
+        sees_earlier: bool,
+        sql: impl FnOnce(&str) -> String,
+    ) -> Self {
+        let rows = binds.len() / width.max(1);
+        Self {
+            sql: sql(&tx.row_source(&binds, width)),
+            binds,
+            width,
+            rows: u64::try_from(rows).unwrap_or(u64::MAX),
+            sees_earlier,
+        }
+    }
 }
 
 /// A connection pool of either backend.
@@ -297,9 +320,14 @@ impl DbPool {
             })),
             Self::Postgres(p) => {
                 // BEGIN and the lock in one simple-query message: one round trip, not two.
-                // `lane` is an integer we own, so formatting it into the SQL is safe.
+                // `lane` is an integer we own, so formatting it into the SQL is safe. The
+                // batch's statements are prepared once per connection whatever their row
+                // count (LEDGER-52), so a cached generic plan would be made for whatever count
+                // came first and a table size long gone (a sequential scan where the index
+                // is right); planned for the arrays they carry, each finds its rows by key.
                 let sql = format!(
-                    "BEGIN; SELECT pg_advisory_xact_lock(hashtext(current_schema()), {lane}::int)"
+                    "BEGIN; SET LOCAL plan_cache_mode = force_custom_plan; \
+                     SELECT pg_advisory_xact_lock(hashtext(current_schema()), {lane}::int)"
                 );
                 Ok(DbTx::Postgres(p.begin_with(AssertSqlSafe(sql)).await?))
             }
@@ -350,6 +378,41 @@ impl DbTx {
         sql
     }
 
+    /// The rows of `binds` (`width` values each) as a statement's row source, with columns
+    /// named `column1, column2, …` where a name is needed. SQLite: `VALUES (?, …), …`.
+    /// PostgreSQL: one array per column through `unnest` (LEDGER-52), so the statement's text
+    /// is the same however many rows it carries: each connection prepares it once, where a
+    /// `VALUES` list made a new statement for every batch size (a parse, a plan and an extra
+    /// round trip per batch once sqlx's statement cache overflowed, which more concurrent
+    /// callers made ever more likely). A column's type is its first row's value's.
+    pub(crate) fn row_source(&self, binds: &[SqlValue], width: usize) -> String {
+        match self {
+            Self::Sqlite(_) => format!("VALUES {}", self.tuples(binds.len() / width.max(1), width)),
+            Self::Postgres(_) => pg_row_source(binds, width),
+        }
+    }
+}
+
+/// PostgreSQL's row source (see [`DbTx::row_source`]): `$1 … $width` as typed arrays.
+fn pg_row_source(binds: &[SqlValue], width: usize) -> String {
+    let arrays: Vec<String> = binds
+        .iter()
+        .take(width)
+        .enumerate()
+        .map(|(k, v)| {
+            let ty = if is_int(v) { "bigint" } else { "text" };
+            format!("${}::{ty}[]", k + 1)
+        })
+        .collect();
+    let names: Vec<String> = (1..=arrays.len()).map(|k| format!("column{k}")).collect();
+    format!(
+        "SELECT * FROM unnest({}) AS u({})",
+        arrays.join(", "),
+        names.join(", ")
+    )
+}
+
+impl DbTx {
     /// Runs `writes` in order; `false` if any affected fewer rows than it expected (none can
     /// affect more: each is an insert that skips conflicts or an update keyed by primary key,
     /// so a sum of counts is short exactly when one of them is).
@@ -387,11 +450,17 @@ impl DbTx {
                         Err(e) => return Err(e),
                     }
                 }
-                Self::Postgres(_) => {
-                    let (sql, binds) = as_ctes(group);
-                    let row = self.fetch_optional(AssertSqlSafe(sql), &binds).await?;
-                    row.map_or(Ok(0), |r| r.req_int("n"))
-                        .map(|n| u64::try_from(n).unwrap_or(0))?
+                Self::Postgres(tx) => {
+                    let (sql, columns) = as_ctes(group)?;
+                    let mut q = sqlx::query(AssertSqlSafe(sql));
+                    for column in columns {
+                        q = match column {
+                            Column::Text(v) => q.bind(v),
+                            Column::Int(v) => q.bind(v),
+                        };
+                    }
+                    let n: Option<i64> = q.fetch_one(&mut **tx).await?.try_get("n")?;
+                    n.map_or(0, |n| u64::try_from(n).unwrap_or(0))
                 }
             };
             if done != expected {
@@ -516,9 +585,55 @@ fn pg_groups(writes: Vec<CountedWrite>) -> Vec<Vec<CountedWrite>> {
     groups.into_iter().map(|(_, group)| group).collect()
 }
 
+/// PostgreSQL: one column of a multi-row write, bound as one array (see [`DbTx::row_source`]).
+#[derive(Debug, PartialEq)]
+enum Column {
+    Text(Vec<Option<String>>),
+    Int(Vec<Option<i64>>),
+}
+
+fn is_int(v: &SqlValue) -> bool {
+    matches!(v, SqlValue::Int(_) | SqlValue::NullInt)
+}
+
+/// The rows of `binds` (`width` values each) as columns, each typed as its first row's value
+/// (as [`DbTx::row_source`] typed the statement's arrays). A value of the other type is a bug in
+/// the statement's builder, refused rather than bound as something else.
+fn columns(binds: Vec<SqlValue>, width: usize) -> Result<Vec<Column>, sqlx::Error> {
+    let width = width.max(1);
+    let rows = binds.len() / width;
+    let mut columns: Vec<Column> = binds
+        .iter()
+        .take(width)
+        .map(|v| {
+            if is_int(v) {
+                Column::Int(Vec::with_capacity(rows))
+            } else {
+                Column::Text(Vec::with_capacity(rows))
+            }
+        })
+        .collect();
+    for (i, v) in binds.into_iter().enumerate() {
+        match (&mut columns[i % width], v) {
+            (Column::Text(c), SqlValue::Text(t)) => c.push(Some(t)),
+            (Column::Int(c), SqlValue::Int(n)) => c.push(Some(n)),
+            (Column::Text(c), SqlValue::Null | SqlValue::NullInt) => c.push(None),
+            (Column::Int(c), SqlValue::Null | SqlValue::NullInt) => c.push(None),
+            // Names the column, never the value (it may be a call's arguments).
+            _ => {
+                return Err(sqlx::Error::Protocol(format!(
+                    "column {} of a batched write mixes text and integers",
+                    i % width + 1
+                )));
+            }
+        }
+    }
+    Ok(columns)
+}
+
 /// PostgreSQL: `WITH w0 AS (… RETURNING 1), w1 AS (…) SELECT` the sum of their counts as `n`,
-/// each statement's `$n` moved past the binds of those before it.
-fn as_ctes(writes: Vec<CountedWrite>) -> (String, Vec<SqlValue>) {
+/// each statement's `$n` moved past the columns of those before it.
+fn as_ctes(writes: Vec<CountedWrite>) -> Result<(String, Vec<Column>), sqlx::Error> {
     let mut sql = String::from("WITH ");
     let mut counts = Vec::with_capacity(writes.len());
     let mut binds = Vec::new();
@@ -530,12 +645,12 @@ fn as_ctes(writes: Vec<CountedWrite>) -> (String, Vec<SqlValue>) {
         shift_placeholders(&w.sql, binds.len(), &mut sql);
         sql.push_str(" RETURNING 1)");
         counts.push(format!("(SELECT count(*) FROM w{i})"));
-        binds.extend(w.binds);
+        binds.extend(columns(w.binds, w.width)?);
     }
     sql.push_str(" SELECT (");
     sql.push_str(&counts.join(" + "));
     sql.push_str(")::bigint AS n");
-    (sql, binds)
+    Ok((sql, binds))
 }
 
 /// Copies `sql` to `out` with every `$n` as `$(n + by)`. Only for the ledger's own statements,
@@ -606,6 +721,7 @@ mod tests {
         CountedWrite {
             sql: String::new(),
             binds: vec![SqlValue::Int(0); binds],
+            width: binds,
             rows: 1,
             sees_earlier,
         }
@@ -635,21 +751,77 @@ mod tests {
 
     #[test]
     fn writes_become_ctes_summing_their_counts() {
-        let w = |sql: &str, n: usize| CountedWrite {
+        let w = |sql: &str, width: usize, rows: usize| CountedWrite {
             sql: sql.to_owned(),
-            binds: (0..n).map(|i| SqlValue::Int(i as i64)).collect(),
-            rows: 1,
+            binds: (0..width * rows).map(|i| SqlValue::Int(i as i64)).collect(),
+            width,
+            rows: rows as u64,
             sees_earlier: false,
         };
-        let (sql, binds) = as_ctes(vec![
-            w("INSERT INTO a VALUES ($1, $2)", 2),
-            w("UPDATE b SET x = $1", 1),
-        ]);
+        let (sql, columns) = as_ctes(vec![
+            w(
+                "INSERT INTO a SELECT * FROM unnest($1::bigint[], $2::bigint[])",
+                2,
+                3,
+            ),
+            w("UPDATE b SET x = $1", 1, 1),
+        ])
+        .unwrap();
         assert_eq!(
             sql,
-            "WITH w0 AS (INSERT INTO a VALUES ($1, $2) RETURNING 1), w1 AS (UPDATE b SET x = $3 \
-             RETURNING 1) SELECT ((SELECT count(*) FROM w0) + (SELECT count(*) FROM w1))::bigint AS n"
+            "WITH w0 AS (INSERT INTO a SELECT * FROM unnest($1::bigint[], $2::bigint[]) \
+             RETURNING 1), w1 AS (UPDATE b SET x = $3 RETURNING 1) SELECT ((SELECT count(*) FROM \
+             w0) + (SELECT count(*) FROM w1))::bigint AS n"
         );
-        assert_eq!(binds.len(), 3);
+        assert_eq!(
+            columns,
+            vec![
+                Column::Int(vec![Some(0), Some(2), Some(4)]),
+                Column::Int(vec![Some(1), Some(3), Some(5)]),
+                Column::Int(vec![Some(0)]),
+            ]
+        );
+    }
+
+    /// LEDGER-52: a batch's multi-row statement reads the same on PostgreSQL whatever its row
+    /// count, so each connection prepares it once.
+    #[test]
+    fn a_pg_row_source_does_not_depend_on_the_row_count() {
+        let row = [
+            SqlValue::Text("a".into()),
+            SqlValue::NullInt,
+            SqlValue::Null,
+        ];
+        let one = pg_row_source(&row, 3);
+        let rows: Vec<SqlValue> = (0..17).flat_map(|_| row.clone()).collect();
+        let many = pg_row_source(&rows, 3);
+        assert_eq!(one, many);
+        assert_eq!(
+            one,
+            "SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[]) \
+             AS u(column1, column2, column3)"
+        );
+    }
+
+    /// The arrays keep each row's values in row order, NULLs included; a column whose rows
+    /// disagree on its type is refused, not bound as something else.
+    #[test]
+    fn rows_become_typed_columns() {
+        let binds = vec![
+            SqlValue::Text("a".into()),
+            SqlValue::Int(1),
+            SqlValue::Null,
+            SqlValue::NullInt,
+        ];
+        assert_eq!(
+            columns(binds, 2).unwrap(),
+            vec![
+                Column::Text(vec![Some("a".into()), None]),
+                Column::Int(vec![Some(1), None]),
+            ]
+        );
+        let mixed = vec![SqlValue::Int(1), SqlValue::Text("secret".into())];
+        let e = columns(mixed, 1).unwrap_err().to_string();
+        assert!(e.contains("column 1") && !e.contains("secret"), "{e}");
     }
 }
