@@ -20,6 +20,7 @@ use crate::db::{CountedWrite, DbPool, DbRow, SqlValue};
 use crate::error::LedgerError;
 use crate::ids::{RunId, SessionId};
 use crate::model::{NewRun, Run};
+use crate::row::{RUN_COLUMNS, RunRow};
 use crate::runs;
 use crate::state::RunStatus;
 use crate::tx::LedgerTx;
@@ -82,9 +83,17 @@ pub(crate) async fn save_steps(
     detail: &RunDetail,
 ) -> Result<RunStatus, LedgerError> {
     let run = detail.run_id;
-    write_steps_and_detail(tx, batch, steps, detail).await?;
-    let row = runs::load_run(tx, run).await?;
-    Ok(row.ok_or(LedgerError::RunNotFound(run))?.status)
+    let writes = steps_and_detail(tx, batch, steps, detail)?;
+    let query = format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = $1");
+    let (stored, row) = tx
+        .inner
+        .execute_counted_then(writes, &query, &[run.to_string().into()])
+        .await?;
+    if !stored {
+        return Err(not_stored());
+    }
+    let row = row.ok_or(LedgerError::RunNotFound(run))?;
+    Ok(Run::try_from(RunRow::read(&row)?)?.status)
 }
 
 /// Stores `steps` and `detail` and moves the run to `status`: parked, or ended (a cancel
@@ -118,15 +127,35 @@ pub(crate) async fn save_detail(
     write_steps_and_detail(tx, batch, &[], detail).await
 }
 
-/// Upserts `steps` and `detail` as one statement on PostgreSQL and one hand-off on SQLite
-/// (AGENT-55), however many steps a commit carries: a step's commit was a round trip per
-/// table.
+/// Upserts `steps` and `detail` (see [`steps_and_detail`]).
 async fn write_steps_and_detail(
     tx: &mut LedgerTx,
     batch: &Batch,
     steps: &[RunStep],
     detail: &RunDetail,
 ) -> Result<(), LedgerError> {
+    let writes = steps_and_detail(tx, batch, steps, detail)?;
+    if tx.inner.execute_counted(writes).await? {
+        Ok(())
+    } else {
+        Err(not_stored())
+    }
+}
+
+/// Every row is inserted or updated: a short count would be a bug, reported as one.
+fn not_stored() -> LedgerError {
+    LedgerError::Invalid("an agent run's steps or details were not all stored".into())
+}
+
+/// The upserts of `steps` and `detail`: one statement on PostgreSQL and one hand-off on SQLite
+/// (AGENT-55), however many steps a commit carries — a step's commit was a round trip per
+/// table.
+fn steps_and_detail(
+    tx: &LedgerTx,
+    batch: &Batch,
+    steps: &[RunStep],
+    detail: &RunDetail,
+) -> Result<Vec<CountedWrite>, LedgerError> {
     let mut writes = Vec::with_capacity(2);
     if !steps.is_empty() {
         let mut binds: Vec<SqlValue> = Vec::with_capacity(steps.len() * 5);
@@ -167,14 +196,7 @@ async fn write_steps_and_detail(
              updated_at = excluded.updated_at"
         )
     }));
-    // Every row is inserted or updated: a short count would be a bug, reported as one.
-    if tx.inner.execute_counted(writes).await? {
-        Ok(())
-    } else {
-        Err(LedgerError::Invalid(
-            "an agent run's steps or details were not all stored".into(),
-        ))
-    }
+    Ok(writes)
 }
 
 pub(crate) async fn steps(pool: &DbPool, run: RunId) -> Result<Vec<RunStep>, LedgerError> {

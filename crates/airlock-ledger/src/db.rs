@@ -451,7 +451,7 @@ impl DbTx {
                     }
                 }
                 Self::Postgres(tx) => {
-                    let (sql, columns) = as_ctes(group)?;
+                    let (sql, columns) = as_ctes(group, None)?;
                     let mut q = sqlx::query(AssertSqlSafe(sql));
                     for column in columns {
                         q = match column {
@@ -468,6 +468,46 @@ impl DbTx {
             }
         }
         Ok(true)
+    }
+
+    /// Runs `writes` as [`DbTx::execute_counted`] does, then `query` (at most one row, of a
+    /// table the writes do not touch: on PostgreSQL it reads the snapshot from before them).
+    /// On PostgreSQL writes that fit one statement and the query are that one statement, so
+    /// one round trip (AGENT-55). `false` (and no row) if a write was short.
+    pub(crate) async fn execute_counted_then(
+        &mut self,
+        writes: Vec<CountedWrite>,
+        query: &str,
+        binds: &[SqlValue],
+    ) -> Result<(bool, Option<DbRow>), sqlx::Error> {
+        let tx = match self {
+            Self::Postgres(tx) if fits_one_statement(&writes) => tx,
+            _ => {
+                if !self.execute_counted(writes).await? {
+                    return Ok((false, None));
+                }
+                let row = self
+                    .fetch_optional(AssertSqlSafe(query.to_owned()), binds)
+                    .await?;
+                return Ok((true, row));
+            }
+        };
+        let expected: u64 = writes.iter().map(|w| w.rows).sum();
+        let (sql, columns) = as_ctes(writes, Some(query))?;
+        let mut q = sqlx::query(AssertSqlSafe(sql));
+        for column in columns {
+            q = match column {
+                Column::Text(v) => q.bind(v),
+                Column::Int(v) => q.bind(v),
+            };
+        }
+        let row = bound!(q, binds).fetch_one(&mut **tx).await?;
+        let n: Option<i64> = row.try_get("n")?;
+        if n.map_or(0, |n| u64::try_from(n).unwrap_or(0)) != expected {
+            return Ok((false, None));
+        }
+        let found: Option<bool> = row.try_get("found_")?;
+        Ok((true, found.map(|_| DbRow::Postgres(row))))
     }
 
     pub(crate) async fn execute(
@@ -567,6 +607,14 @@ impl DbTx {
 /// Binds one PostgreSQL statement may carry (the protocol allows 65,535), with room to spare.
 const PG_BINDS_PER_STATEMENT: usize = 30_000;
 
+/// PostgreSQL: whether `writes` are one statement (see [`pg_groups`]).
+fn fits_one_statement(writes: &[CountedWrite]) -> bool {
+    let binds: usize = writes.iter().map(|w| w.binds.len()).sum();
+    !writes.is_empty()
+        && writes.iter().skip(1).all(|w| !w.sees_earlier)
+        && binds <= PG_BINDS_PER_STATEMENT
+}
+
 /// PostgreSQL: consecutive writes share a statement unless one must see an earlier one's rows
 /// or the statement would pass [`PG_BINDS_PER_STATEMENT`].
 fn pg_groups(writes: Vec<CountedWrite>) -> Vec<Vec<CountedWrite>> {
@@ -633,7 +681,12 @@ fn columns(binds: Vec<SqlValue>, width: usize) -> Result<Vec<Column>, sqlx::Erro
 
 /// PostgreSQL: `WITH w0 AS (… RETURNING 1), w1 AS (…) SELECT` the sum of their counts as `n`,
 /// each statement's `$n` moved past the columns of those before it.
-fn as_ctes(writes: Vec<CountedWrite>) -> Result<(String, Vec<Column>), sqlx::Error> {
+/// With `then`, the statement also returns `then`'s row (its placeholders moved past the
+/// columns too), marked by a non-null `found_`.
+fn as_ctes(
+    writes: Vec<CountedWrite>,
+    then: Option<&str>,
+) -> Result<(String, Vec<Column>), sqlx::Error> {
     let mut sql = String::from("WITH ");
     let mut counts = Vec::with_capacity(writes.len());
     let mut binds = Vec::new();
@@ -647,9 +700,18 @@ fn as_ctes(writes: Vec<CountedWrite>) -> Result<(String, Vec<Column>), sqlx::Err
         counts.push(format!("(SELECT count(*) FROM w{i})"));
         binds.extend(columns(w.binds, w.width)?);
     }
-    sql.push_str(" SELECT (");
-    sql.push_str(&counts.join(" + "));
-    sql.push_str(")::bigint AS n");
+    let n = format!("({})::bigint AS n", counts.join(" + "));
+    match then {
+        None => sql.push_str(&format!(" SELECT {n}")),
+        Some(query) => {
+            sql.push_str(&format!(
+                " SELECT c.n, r.* FROM (SELECT {n}) AS c LEFT JOIN (SELECT true AS found_, q.* \
+                 FROM ("
+            ));
+            shift_placeholders(query, binds.len(), &mut sql);
+            sql.push_str(") AS q) AS r ON true");
+        }
+    }
     Ok((sql, binds))
 }
 
@@ -758,14 +820,17 @@ mod tests {
             rows: rows as u64,
             sees_earlier: false,
         };
-        let (sql, columns) = as_ctes(vec![
-            w(
-                "INSERT INTO a SELECT * FROM unnest($1::bigint[], $2::bigint[])",
-                2,
-                3,
-            ),
-            w("UPDATE b SET x = $1", 1, 1),
-        ])
+        let (sql, columns) = as_ctes(
+            vec![
+                w(
+                    "INSERT INTO a SELECT * FROM unnest($1::bigint[], $2::bigint[])",
+                    2,
+                    3,
+                ),
+                w("UPDATE b SET x = $1", 1, 1),
+            ],
+            None,
+        )
         .unwrap();
         assert_eq!(
             sql,
@@ -781,6 +846,28 @@ mod tests {
                 Column::Int(vec![Some(0)]),
             ]
         );
+    }
+
+    /// AGENT-55: the writes and a read of another table in one statement, the read's
+    /// placeholders after the writes' columns, its row marked as found.
+    #[test]
+    fn a_read_rides_on_the_writes_statement() {
+        let write = CountedWrite {
+            sql: "INSERT INTO a SELECT * FROM unnest($1::text[]) AS u(column1)".to_owned(),
+            binds: vec![SqlValue::Text("x".into())],
+            width: 1,
+            rows: 1,
+            sees_earlier: false,
+        };
+        let (sql, columns) = as_ctes(vec![write], Some("SELECT s FROM b WHERE id = $1")).unwrap();
+        assert_eq!(
+            sql,
+            "WITH w0 AS (INSERT INTO a SELECT * FROM unnest($1::text[]) AS u(column1) RETURNING \
+             1) SELECT c.n, r.* FROM (SELECT ((SELECT count(*) FROM w0))::bigint AS n) AS c \
+             LEFT JOIN (SELECT true AS found_, q.* FROM (SELECT s FROM b WHERE id = $2) AS q) \
+             AS r ON true"
+        );
+        assert_eq!(columns.len(), 1);
     }
 
     /// LEDGER-52: a batch's multi-row statement reads the same on PostgreSQL whatever its row
