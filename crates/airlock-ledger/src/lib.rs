@@ -28,6 +28,7 @@ mod state;
 
 // SQL mapping.
 mod db;
+mod pg_statement;
 mod row;
 mod tx;
 
