@@ -7,9 +7,12 @@
 use sqlx::pool::PoolConnection;
 use sqlx::postgres::{PgPool, PgRow};
 use sqlx::sqlite::{SqlitePool, SqliteRow};
-use sqlx::{AssertSqlSafe, Postgres, Row, SqlSafeStr, SqlStr, Sqlite, Transaction};
+use sqlx::{AssertSqlSafe, Row, SqlSafeStr, SqlStr, Sqlite};
 
-use crate::pg_statement::{as_ctes, bind_columns, fits_one_statement, pg_groups, pg_row_source};
+use crate::pg_statement::{
+    Finish, as_ctes, bind_columns, fits_one_statement, lone_write, pg_groups, pg_row_source,
+};
+use crate::pg_tx::PgTx;
 
 macro_rules! bound {
     ($q:expr, $binds:expr) => {{
@@ -109,7 +112,7 @@ pub(crate) enum DbPool {
 #[derive(Debug)]
 pub(crate) enum DbTx {
     Sqlite(SqliteTx),
-    Postgres(Transaction<'static, Postgres>),
+    Postgres(PgTx),
 }
 
 /// A SQLite write transaction whose `BEGIN IMMEDIATE` rides on its first statement and whose
@@ -321,17 +324,13 @@ impl DbPool {
                 open: false,
             })),
             Self::Postgres(p) => {
-                // BEGIN and the lock in one simple-query message: one round trip, not two.
-                // `lane` is an integer we own, so formatting it into the SQL is safe. The
-                // batch's statements are prepared once per connection whatever their row
-                // count (LEDGER-52), so a cached generic plan would be made for whatever count
-                // came first and a table size long gone (a sequential scan where the index
-                // is right); planned for the arrays they carry, each finds its rows by key.
+                // BEGIN and the lock in one simple-query message: one round trip, not two,
+                // and sent only if the batch reads (LEDGER-53). `lane` is an integer we own,
+                // so formatting it into the SQL is safe.
                 let sql = format!(
-                    "BEGIN; SET LOCAL plan_cache_mode = force_custom_plan; \
-                     SELECT pg_advisory_xact_lock(hashtext(current_schema()), {lane}::int)"
+                    "BEGIN; SELECT pg_advisory_xact_lock(hashtext(current_schema()), {lane}::int)"
                 );
-                Ok(DbTx::Postgres(p.begin_with(AssertSqlSafe(sql)).await?))
+                Ok(DbTx::Postgres(PgTx::new(p.acquire().await?, sql)))
             }
         }
     }
@@ -345,10 +344,10 @@ impl DbPool {
                 begin: "BEGIN",
                 open: false,
             })),
-            Self::Postgres(p) => Ok(DbTx::Postgres(
-                p.begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-                    .await?,
-            )),
+            Self::Postgres(p) => Ok(DbTx::Postgres(PgTx::new(
+                p.acquire().await?,
+                "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY".to_owned(),
+            ))),
         }
     }
 }
@@ -434,9 +433,9 @@ impl DbTx {
                     }
                 }
                 Self::Postgres(tx) => {
-                    let (sql, columns) = as_ctes(group, None)?;
+                    let (sql, columns) = as_ctes(group, Finish::Count)?;
                     let q = bind_columns(sqlx::query(AssertSqlSafe(sql)), columns);
-                    let n: Option<i64> = q.fetch_one(&mut **tx).await?.try_get("n")?;
+                    let n: Option<i64> = q.fetch_one(tx.conn().await?).await?.try_get("n")?;
                     n.map_or(0, |n| u64::try_from(n).unwrap_or(0))
                 }
             };
@@ -470,9 +469,9 @@ impl DbTx {
             }
         };
         let expected: u64 = writes.iter().map(|w| w.rows).sum();
-        let (sql, columns) = as_ctes(writes, Some(query))?;
+        let (sql, columns) = as_ctes(writes, Finish::Then(query))?;
         let q = bind_columns(sqlx::query(AssertSqlSafe(sql)), columns);
-        let row = bound!(q, binds).fetch_one(&mut **tx).await?;
+        let row = bound!(q, binds).fetch_one(tx.conn().await?).await?;
         let n: Option<i64> = row.try_get("n")?;
         if n.map_or(0, |n| u64::try_from(n).unwrap_or(0)) != expected {
             return Ok((false, None));
@@ -499,7 +498,7 @@ impl DbTx {
                     .rows_affected()
             }
             Self::Postgres(tx) => bound!(sqlx::query(sql), binds)
-                .execute(&mut **tx)
+                .execute(tx.conn().await?)
                 .await?
                 .rows_affected(),
         })
@@ -516,7 +515,7 @@ impl DbTx {
                 .await?
                 .map(DbRow::Sqlite),
             Self::Postgres(tx) => bound!(sqlx::query(sql), binds)
-                .fetch_optional(&mut **tx)
+                .fetch_optional(tx.conn().await?)
                 .await?
                 .map(DbRow::Postgres),
         })
@@ -535,7 +534,7 @@ impl DbTx {
                 .map(DbRow::Sqlite)
                 .collect(),
             Self::Postgres(tx) => bound!(sqlx::query(sql), binds)
-                .fetch_all(&mut **tx)
+                .fetch_all(tx.conn().await?)
                 .await?
                 .into_iter()
                 .map(DbRow::Postgres)
@@ -552,7 +551,15 @@ impl DbTx {
     ) -> Result<bool, sqlx::Error> {
         let mut pg = match self {
             Self::Sqlite(tx) => return tx.commit_writes(writes).await,
-            pg @ Self::Postgres(_) => pg,
+            Self::Postgres(mut tx) => {
+                // LEDGER-53: a batch that read nothing commits as its one statement.
+                if fits_one_statement(&writes)
+                    && let Some(conn) = tx.unopened()
+                {
+                    return lone_write(conn, writes).await;
+                }
+                Self::Postgres(tx)
+            }
         };
         let outcome = pg.execute_counted(writes).await;
         match (outcome, pg) {

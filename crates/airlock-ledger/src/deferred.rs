@@ -186,15 +186,17 @@ impl Deferred {
                 |rows| format!("INSERT INTO sessions ({SESSION_COLUMNS}) {rows}"),
             ));
         }
-        // An invocation's session must exist when its row is checked against the foreign key.
-        let after_sessions = !self.sessions.is_empty();
+        // An invocation's session must exist when its row is checked against the foreign key:
+        // SQLite runs the statements in order; PostgreSQL checks the key when the statement
+        // ends, after all of its writes, so a session written beside the call in the same
+        // statement counts (and a batch of new sessions and their calls stays one statement).
         for chunk in self.inserts.chunks(ROWS_PER_UPDATE) {
             let binds = chunk.iter().flat_map(InvocationRow::binds).collect();
             writes.push(CountedWrite::rows(
                 tx,
                 ROW_COLUMNS,
                 binds,
-                after_sessions,
+                false,
                 insert_sql,
             ));
         }

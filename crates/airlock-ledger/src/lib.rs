@@ -29,6 +29,7 @@ mod state;
 // SQL mapping.
 mod db;
 mod pg_statement;
+mod pg_tx;
 mod row;
 mod tx;
 

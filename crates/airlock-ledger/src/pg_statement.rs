@@ -107,13 +107,22 @@ fn columns(binds: Vec<SqlValue>, width: usize) -> Result<Vec<Column>, sqlx::Erro
     Ok(columns)
 }
 
+/// How the statement of [`as_ctes`] ends.
+pub(crate) enum Finish<'a> {
+    /// Returns the sum of the writes' counts as `n`.
+    Count,
+    /// Also returns this query's row (its placeholders moved past the columns too), marked by
+    /// a non-null `found_`.
+    Then(&'a str),
+    /// Fails unless the sum equals the one bind after the columns (see [`lone_write`]).
+    Check,
+}
+
 /// PostgreSQL: `WITH w0 AS (… RETURNING 1), w1 AS (…) SELECT` the sum of their counts as `n`,
 /// each statement's `$n` moved past the columns of those before it.
-/// With `then`, the statement also returns `then`'s row (its placeholders moved past the
-/// columns too), marked by a non-null `found_`.
 pub(crate) fn as_ctes(
     writes: Vec<CountedWrite>,
-    then: Option<&str>,
+    finish: Finish<'_>,
 ) -> Result<(String, Vec<Column>), sqlx::Error> {
     let mut sql = String::from("WITH ");
     let mut counts = Vec::with_capacity(writes.len());
@@ -129,9 +138,9 @@ pub(crate) fn as_ctes(
         binds.extend(columns(w.binds, w.width)?);
     }
     let n = format!("({})::bigint AS n", counts.join(" + "));
-    match then {
-        None => sql.push_str(&format!(" SELECT {n}")),
-        Some(query) => {
+    match finish {
+        Finish::Count => sql.push_str(&format!(" SELECT {n}")),
+        Finish::Then(query) => {
             sql.push_str(&format!(
                 " SELECT c.n, r.* FROM (SELECT {n}) AS c LEFT JOIN (SELECT true AS found_, q.* \
                  FROM ("
@@ -139,8 +148,37 @@ pub(crate) fn as_ctes(
             shift_placeholders(query, binds.len(), &mut sql);
             sql.push_str(") AS q) AS r ON true");
         }
+        // The failing cast runs only when the counts differ; it names the marker the caller
+        // recognises, never a value.
+        Finish::Check => sql.push_str(&format!(
+            " SELECT CASE WHEN c.n = ${}::bigint THEN c.n ELSE ('{SHORT_WRITE} ' || c.n)::bigint \
+             END AS n FROM (SELECT {n}) AS c",
+            binds.len() + 1
+        )),
     }
     Ok((sql, binds))
+}
+
+/// The marker of a lone write whose counts fell short.
+const SHORT_WRITE: &str = "airlock_short_write";
+
+/// LEDGER-53: `writes` (one statement's worth, see [`fits_one_statement`]) as a transaction of
+/// their own on `conn`, which has none open: committed when the statement ends, or, if any
+/// write's count fell short, failed inside it so that nothing commits (`false`).
+pub(crate) async fn lone_write(
+    conn: &mut sqlx::PgConnection,
+    writes: Vec<CountedWrite>,
+) -> Result<bool, sqlx::Error> {
+    let expected: u64 = writes.iter().map(|w| w.rows).sum();
+    let (sql, columns) = as_ctes(writes, Finish::Check)?;
+    let q = bind_columns(sqlx::query(sqlx::AssertSqlSafe(sql)), columns)
+        .bind(i64::try_from(expected).unwrap_or(i64::MAX));
+    // Read to its end: the reply is complete only once the statement's transaction committed.
+    match q.fetch_optional(conn).await {
+        Ok(_) => Ok(true),
+        Err(sqlx::Error::Database(e)) if e.message().contains(SHORT_WRITE) => Ok(false),
+        Err(e) => Err(e),
+    }
 }
 
 /// Copies `sql` to `out` with every `$n` as `$(n + by)`. Only for the ledger's own statements,
@@ -237,7 +275,7 @@ mod tests {
                 ),
                 w("UPDATE b SET x = $1", 1, 1),
             ],
-            None,
+            Finish::Count,
         )
         .unwrap();
         assert_eq!(
@@ -267,13 +305,36 @@ mod tests {
             rows: 1,
             sees_earlier: false,
         };
-        let (sql, columns) = as_ctes(vec![write], Some("SELECT s FROM b WHERE id = $1")).unwrap();
+        let (sql, columns) =
+            as_ctes(vec![write], Finish::Then("SELECT s FROM b WHERE id = $1")).unwrap();
         assert_eq!(
             sql,
             "WITH w0 AS (INSERT INTO a SELECT * FROM unnest($1::text[]) AS u(column1) RETURNING \
              1) SELECT c.n, r.* FROM (SELECT ((SELECT count(*) FROM w0))::bigint AS n) AS c \
              LEFT JOIN (SELECT true AS found_, q.* FROM (SELECT s FROM b WHERE id = $2) AS q) \
              AS r ON true"
+        );
+        assert_eq!(columns.len(), 1);
+    }
+
+    /// LEDGER-53: a lone write checks its own counts, the expected sum bound after the columns,
+    /// and fails naming the marker (never a value) when they fall short.
+    #[test]
+    fn a_lone_write_checks_its_counts_inside_the_statement() {
+        let write = CountedWrite {
+            sql: "INSERT INTO a SELECT * FROM unnest($1::text[]) AS u(column1)".to_owned(),
+            binds: vec![SqlValue::Text("x".into())],
+            width: 1,
+            rows: 1,
+            sees_earlier: false,
+        };
+        let (sql, columns) = as_ctes(vec![write], Finish::Check).unwrap();
+        assert!(
+            sql.ends_with(
+                " SELECT CASE WHEN c.n = $2::bigint THEN c.n ELSE ('airlock_short_write ' || \
+                 c.n)::bigint END AS n FROM (SELECT ((SELECT count(*) FROM w0))::bigint AS n) AS c"
+            ),
+            "{sql}"
         );
         assert_eq!(columns.len(), 1);
     }

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use airlock_ledger::{Approval, Decision, InvocationState as S, PgStore, Store};
 use serde_json::json;
+use sqlx::Connection as _;
 use tokio::time::Instant;
 
 use crate::harness::{Harness, config, pg_options, pg_url};
@@ -213,4 +214,54 @@ async fn ops_57_a_serving_store_answers_before_its_notify_is_sent() {
         waited < Duration::from_secs(5),
         "woken only after {waited:?}"
     );
+}
+
+/// LEDGER-53: a batch that reads nothing is one statement, its own transaction, without the
+/// lane's lock: with the lock held by another session, a finish (its row and the chain head
+/// already in hand) and a second call's record-and-claim still commit; a batch that must read
+/// the chain's head waits for the lock, as it must.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ledger_53_a_batch_that_reads_nothing_commits_without_the_lane_lock() {
+    let Some(h) = Harness::postgres().await else {
+        return;
+    };
+    let one_lane = airlock_ledger::StoreConfig {
+        lanes: 1,
+        ..config(&h.clock)
+    };
+    let store = h.reopen(one_lane).await;
+    let s = h.session().await;
+    let owner = "w";
+    let lease = Duration::from_secs(30);
+    let first = h.call(s, "noop", json!({"n": 1}));
+    let first = store.record_and_claim(first, owner, lease).await.unwrap();
+    let url = pg_url().unwrap();
+    let mut locker = sqlx::PgConnection::connect_with(&pg_options(&url, &h.location))
+        .await
+        .unwrap();
+    sqlx::query("SELECT pg_advisory_lock(hashtext(current_schema()), 0)")
+        .execute(&mut locker)
+        .await
+        .unwrap();
+    let bounded = Duration::from_secs(10);
+    let finished = tokio::time::timeout(
+        bounded,
+        store.finish(first.invocation.id, owner, Ok(json!("done"))),
+    )
+    .await
+    .expect("the finish waited for the lane's lock")
+    .unwrap();
+    assert_eq!(finished.state, S::Succeeded);
+    let second = h.call(s, "noop", json!({"n": 2}));
+    let second = tokio::time::timeout(bounded, store.record_and_claim(second, owner, lease))
+        .await
+        .expect("the record-and-claim waited for the lane's lock")
+        .unwrap();
+    assert_eq!(second.invocation.state, S::Running);
+    sqlx::query("SELECT pg_advisory_unlock(hashtext(current_schema()), 0)")
+        .execute(&mut locker)
+        .await
+        .unwrap();
+    let report = h.store.verify().await.unwrap();
+    assert!(report.first_break.is_none(), "{report:?}");
 }
