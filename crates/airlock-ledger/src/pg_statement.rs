@@ -11,7 +11,7 @@ use sqlx::Postgres;
 use sqlx::postgres::PgArguments;
 use sqlx::query::Query;
 
-use crate::db::{CountedWrite, SqlValue};
+use crate::write::{CountedWrite, SqlValue};
 
 /// PostgreSQL's row source (see [`crate::db::DbTx::row_source`]): `$1 … $width` as typed arrays.
 pub(crate) fn pg_row_source(binds: &[SqlValue], width: usize) -> String {
@@ -108,6 +108,7 @@ fn columns(binds: Vec<SqlValue>, width: usize) -> Result<Vec<Column>, sqlx::Erro
 }
 
 /// How the statement of [`as_ctes`] ends.
+#[derive(Clone, Copy)]
 pub(crate) enum Finish<'a> {
     /// Returns the sum of the writes' counts as `n`.
     Count,
