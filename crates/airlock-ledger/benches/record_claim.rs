@@ -15,7 +15,10 @@
 //!    itself as the decider, on a store opened as the CLI opens it, and the waiter's store
 //!    listens as `serve`'s does. Both sides read the shared system clock.
 //!
-//! `cargo bench -p airlock-ledger --bench record_claim -- wake` runs only the wake-ups.
+//! `cargo bench -p airlock-ledger --bench record_claim -- wake` runs only the wake-ups;
+//! `-- pg-scale` only the PostgreSQL fused path at 8, 32 and 128 callers, with calls per
+//! durable commit from the store's own count: group commit must carry more calls per commit as
+//! callers are added, and the rate must not fall.
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::Write as _;
@@ -39,6 +42,8 @@ mod commit_rate;
 use commit_rate::Baseline;
 
 const CALLERS: usize = 16;
+/// Callers of the `pg-scale` mode.
+const SCALE_CALLERS: [usize; 3] = [8, 32, 128];
 const CALLS_PER_CALLER: usize = 150;
 const WARMUP_CALLS_PER_CALLER: usize = 50;
 const WAKEUPS: usize = 200;
@@ -118,14 +123,24 @@ async fn all_callers(
 /// planner has no statistics for one yet and picks sequential scans until autovacuum's first
 /// ANALYZE).
 async fn calls_per_second(store: Arc<dyn Store>, path: Path) -> f64 {
-    let mut sessions = Vec::with_capacity(CALLERS);
-    for _ in 0..CALLERS {
+    calls_per_second_by(store, path, CALLERS, CALLS_PER_CALLER).await
+}
+
+/// [`calls_per_second`] with `callers` callers of `calls` timed calls each.
+async fn calls_per_second_by(
+    store: Arc<dyn Store>,
+    path: Path,
+    callers: usize,
+    calls: usize,
+) -> f64 {
+    let mut sessions = Vec::with_capacity(callers);
+    for _ in 0..callers {
         sessions.push(session(&store).await);
     }
     all_callers(&store, &sessions, WARMUP_CALLS_PER_CALLER, "warm-", path).await;
     let start = Instant::now();
-    all_callers(&store, &sessions, CALLS_PER_CALLER, "", path).await;
-    (CALLERS * CALLS_PER_CALLER) as f64 / start.elapsed().as_secs_f64()
+    all_callers(&store, &sessions, calls, "", path).await;
+    (callers * calls) as f64 / start.elapsed().as_secs_f64()
 }
 
 /// (p50, p99) of decision start → waiter woken, waiter on `waiting`, decider on `deciding`.
@@ -199,6 +214,42 @@ async fn postgres(url: &str, throughput: bool) {
         .execute(&admin)
         .await
         .unwrap();
+}
+
+/// The fused path at each of [`SCALE_CALLERS`] on a fresh schema: calls/s and calls per durable
+/// commit (warm-up included), the same number of calls at every concurrency.
+async fn pg_scale(url: &str) {
+    let admin = sqlx::PgPool::connect(url).await.unwrap();
+    for callers in SCALE_CALLERS {
+        let schema = format!("bench_{}", uuid::Uuid::new_v4().simple());
+        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
+            .execute(&admin)
+            .await
+            .unwrap();
+        let opts: sqlx::postgres::PgConnectOptions = url.parse().unwrap();
+        let store = Arc::new(
+            PgStore::connect(
+                opts.options([("search_path", schema.as_str())]),
+                StoreConfig::default(),
+            )
+            .await
+            .unwrap(),
+        );
+        let calls = CALLERS * CALLS_PER_CALLER * 2 / callers;
+        let dyn_store: Arc<dyn Store> = Arc::clone(&store) as Arc<dyn Store>;
+        let rate = calls_per_second_by(dyn_store, Path::Fused, callers, calls).await;
+        let all = callers * (calls + WARMUP_CALLS_PER_CALLER);
+        let per_commit = all as f64 * 2.0 / store.commits() as f64;
+        println!(
+            "postgres, {callers} callers: record_and_claim+finish {rate:.0} calls/s, \
+             {per_commit:.2} writes per durable commit"
+        );
+        drop(store);
+        sqlx::query(sqlx::AssertSqlSafe(format!("DROP SCHEMA {schema} CASCADE")))
+            .execute(&admin)
+            .await
+            .unwrap();
+    }
 }
 
 /// Microseconds since the Unix epoch on the system clock, which both processes share.
@@ -293,6 +344,12 @@ fn main() {
         return;
     }
     let only_wake = std::env::args().any(|a| a == "wake");
+    if std::env::args().any(|a| a == "pg-scale") {
+        let url = std::env::var("AIRLOCK_TEST_DATABASE_URL")
+            .expect("pg-scale needs AIRLOCK_TEST_DATABASE_URL");
+        rt.block_on(pg_scale(&url));
+        return;
+    }
     rt.block_on(async {
         if only_wake {
             wakeups().await;

@@ -16,10 +16,11 @@ use sqlx::AssertSqlSafe;
 use crate::batch::Batch;
 use crate::clock::to_micros;
 use crate::confirmations::{self, Answered};
-use crate::db::{DbPool, DbRow, SqlValue};
+use crate::db::{CountedWrite, DbPool, DbRow, SqlValue};
 use crate::error::LedgerError;
 use crate::ids::{RunId, SessionId};
 use crate::model::{NewRun, Run};
+use crate::row::{RUN_COLUMNS, RunRow};
 use crate::runs;
 use crate::state::RunStatus;
 use crate::tx::LedgerTx;
@@ -82,10 +83,17 @@ pub(crate) async fn save_steps(
     detail: &RunDetail,
 ) -> Result<RunStatus, LedgerError> {
     let run = detail.run_id;
-    upsert_steps(tx, batch, run, steps).await?;
-    save_detail(tx, batch, detail).await?;
-    let row = runs::load_run(tx, run).await?;
-    Ok(row.ok_or(LedgerError::RunNotFound(run))?.status)
+    let writes = steps_and_detail(tx, batch, steps, detail)?;
+    let query = format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = $1");
+    let (stored, row) = tx
+        .inner
+        .execute_counted_then(writes, &query, &[run.to_string().into()])
+        .await?;
+    if !stored {
+        return Err(not_stored());
+    }
+    let row = row.ok_or(LedgerError::RunNotFound(run))?;
+    Ok(Run::try_from(RunRow::read(&row)?)?.status)
 }
 
 /// Stores `steps` and `detail` and moves the run to `status`: parked, or ended (a cancel
@@ -99,8 +107,7 @@ pub(crate) async fn finish(
     reason: Option<String>,
 ) -> Result<Run, LedgerError> {
     let id = detail.run_id;
-    upsert_steps(tx, batch, id, steps).await?;
-    save_detail(tx, batch, detail).await?;
+    write_steps_and_detail(tx, batch, steps, detail).await?;
     match status {
         RunStatus::Parked => runs::park_run(tx, batch, id).await,
         RunStatus::Cancelled => {
@@ -112,72 +119,84 @@ pub(crate) async fn finish(
     }
 }
 
-/// Upserts `steps` of `run` in one statement (one round trip on PostgreSQL, however many steps
-/// a commit carries).
-async fn upsert_steps(
-    tx: &mut LedgerTx,
-    batch: &Batch,
-    run: RunId,
-    steps: &[RunStep],
-) -> Result<(), LedgerError> {
-    if steps.is_empty() {
-        return Ok(());
-    }
-    let mut rows = Vec::with_capacity(steps.len());
-    let mut binds: Vec<SqlValue> = Vec::with_capacity(steps.len() * 5);
-    for (i, step) in steps.iter().enumerate() {
-        let n = i * 5;
-        rows.push(format!(
-            "(${}, ${}, ${}, ${}, ${})",
-            n + 1,
-            n + 2,
-            n + 3,
-            n + 4,
-            n + 5
-        ));
-        let results = step.results.as_ref().map(json_text).transpose()?;
-        binds.extend([
-            run.to_string().into(),
-            i64::from(step.step).into(),
-            json_text(&step.turn)?.into(),
-            results.into(),
-            to_micros(batch.now).into(),
-        ]);
-    }
-    // Only numbered placeholders are formatted in; every value is bound.
-    let sql = format!(
-        "INSERT INTO run_steps (run_id, step, turn, results, created_at) VALUES {} \
-         ON CONFLICT (run_id, step) DO UPDATE SET turn = excluded.turn, results = excluded.results",
-        rows.join(", ")
-    );
-    tx.inner.execute(AssertSqlSafe(sql), &binds).await?;
-    Ok(())
-}
-
 pub(crate) async fn save_detail(
     tx: &mut LedgerTx,
     batch: &Batch,
     detail: &RunDetail,
 ) -> Result<(), LedgerError> {
+    write_steps_and_detail(tx, batch, &[], detail).await
+}
+
+/// Upserts `steps` and `detail` (see [`steps_and_detail`]).
+async fn write_steps_and_detail(
+    tx: &mut LedgerTx,
+    batch: &Batch,
+    steps: &[RunStep],
+    detail: &RunDetail,
+) -> Result<(), LedgerError> {
+    let writes = steps_and_detail(tx, batch, steps, detail)?;
+    if tx.inner.execute_counted(writes).await? {
+        Ok(())
+    } else {
+        Err(not_stored())
+    }
+}
+
+/// Every row is inserted or updated: a short count would be a bug, reported as one.
+fn not_stored() -> LedgerError {
+    LedgerError::Invalid("an agent run's steps or details were not all stored".into())
+}
+
+/// The upserts of `steps` and `detail`: one statement on PostgreSQL and one hand-off on SQLite
+/// (AGENT-55), however many steps a commit carries — a step's commit was a round trip per
+/// table.
+fn steps_and_detail(
+    tx: &LedgerTx,
+    batch: &Batch,
+    steps: &[RunStep],
+    detail: &RunDetail,
+) -> Result<Vec<CountedWrite>, LedgerError> {
+    let mut writes = Vec::with_capacity(2);
+    if !steps.is_empty() {
+        let mut binds: Vec<SqlValue> = Vec::with_capacity(steps.len() * 5);
+        for step in steps {
+            let results = step.results.as_ref().map(json_text).transpose()?;
+            binds.extend([
+                detail.run_id.to_string().into(),
+                i64::from(step.step).into(),
+                json_text(&step.turn)?.into(),
+                results.into(),
+                to_micros(batch.now).into(),
+            ]);
+        }
+        writes.push(CountedWrite::rows(&tx.inner, 5, binds, false, |rows| {
+            format!(
+                "INSERT INTO run_steps (run_id, step, turn, results, created_at) {rows} \
+                 ON CONFLICT (run_id, step) DO UPDATE SET turn = excluded.turn, \
+                 results = excluded.results"
+            )
+        }));
+    }
     let (parent, call) = match &detail.parent {
         Some((run, call)) => (Some(run.to_string()), Some(call.clone())),
         None => (None, None),
     };
-    tx.inner
-        .execute(
-            "INSERT INTO run_details (run_id, parent_run_id, parent_call_id, detail, updated_at) \
-             VALUES ($1, $2, $3, $4, $5) \
-             ON CONFLICT (run_id) DO UPDATE SET detail = $4, updated_at = $5",
-            &[
-                detail.run_id.to_string().into(),
-                parent.into(),
-                call.into(),
-                json_text(&detail.detail)?.into(),
-                to_micros(batch.now).into(),
-            ],
+    let binds = vec![
+        detail.run_id.to_string().into(),
+        parent.into(),
+        call.into(),
+        json_text(&detail.detail)?.into(),
+        to_micros(batch.now).into(),
+    ];
+    writes.push(CountedWrite::rows(&tx.inner, 5, binds, false, |rows| {
+        format!(
+            "INSERT INTO run_details (run_id, parent_run_id, parent_call_id, detail, \
+             updated_at) {rows} \
+             ON CONFLICT (run_id) DO UPDATE SET detail = excluded.detail, \
+             updated_at = excluded.updated_at"
         )
-        .await?;
-    Ok(())
+    }));
+    Ok(writes)
 }
 
 pub(crate) async fn steps(pool: &DbPool, run: RunId) -> Result<Vec<RunStep>, LedgerError> {

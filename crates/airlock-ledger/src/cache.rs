@@ -2,8 +2,10 @@
 //! SQLite each read is a hand-off to sqlx's thread of its own, on PostgreSQL a round trip —
 //! each about as long as the batch's useful work.
 //!
-//! [`SessionCache`]: sessions seen in the database. Sessions are never updated or deleted, so a
-//! cached one stays true.
+//! [`SessionCache`]: sessions seen in the database, and the ids of agent runs seen there.
+//! Sessions are never updated or deleted, so a cached one stays true; runs are never deleted,
+//! and only a run's existence is kept (its status moves), which is all recording a call in it
+//! checks — so a run's steps record their calls without reading the run (AGENT-54).
 //!
 //! [`RecentRows`]: the invocation rows the last commits left `running`. One is lent only to a
 //! job of the lease that holds it (a renewal or a finish), so a cached row always leads its job
@@ -14,24 +16,27 @@
 //! read in the transaction. A version never goes backwards here, so a slower lane cannot
 //! overwrite a newer row with an older one.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, PoisonError};
 
-use crate::ids::{InvocationId, SessionId};
+use crate::ids::{InvocationId, RunId, SessionId};
 use crate::model::Invocation;
 use crate::state::InvocationState;
 
 /// Entries kept before a cache starts over (a bound on memory, not a tuning knob).
 const CACHE_MAX: usize = 4096;
 
-/// Sessions seen in the database, with their principal; recording a call then needs no
-/// session read.
+/// Sessions seen in the database, with their principal, and runs seen there; recording a call
+/// then needs no session read, nor a run read.
 #[derive(Default)]
-pub(crate) struct SessionCache(Mutex<HashMap<SessionId, Option<String>>>);
+pub(crate) struct SessionCache {
+    sessions: Mutex<HashMap<SessionId, Option<String>>>,
+    runs: Mutex<HashSet<RunId>>,
+}
 
 impl SessionCache {
     pub(crate) fn get(&self, id: SessionId) -> Option<Option<String>> {
-        self.0
+        self.sessions
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .get(&id)
@@ -39,16 +44,36 @@ impl SessionCache {
     }
 
     pub(crate) fn put(&self, id: SessionId, principal: Option<String>) {
-        let mut map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut map = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
         if map.len() >= CACHE_MAX {
             map.clear();
         }
         map.insert(id, principal);
     }
 
-    /// Forgets everything (after a rolled-back batch, which may have created sessions).
+    /// Whether run `id` was seen in the database.
+    pub(crate) fn has_run(&self, id: RunId) -> bool {
+        self.runs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains(&id)
+    }
+
+    pub(crate) fn put_run(&self, id: RunId) {
+        let mut set = self.runs.lock().unwrap_or_else(PoisonError::into_inner);
+        if set.len() >= CACHE_MAX {
+            set.clear();
+        }
+        set.insert(id);
+    }
+
+    /// Forgets everything (after a rolled-back batch, which may have created sessions or runs).
     pub(crate) fn clear(&self) {
-        self.0
+        self.sessions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
+        self.runs
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clear();
@@ -108,5 +133,23 @@ impl RecentRows {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// AGENT-54: a run seen once is known without a read; a rolled-back batch forgets it with
+    /// the sessions it may have created.
+    #[test]
+    fn a_run_seen_is_known_until_the_cache_is_cleared() {
+        let cache = SessionCache::default();
+        let (seen, other) = (RunId::new(), RunId::new());
+        cache.put_run(seen);
+        assert!(cache.has_run(seen));
+        assert!(!cache.has_run(other));
+        cache.clear();
+        assert!(!cache.has_run(seen));
     }
 }

@@ -140,15 +140,14 @@ impl Chain {
         let writes = self
             .events
             .chunks(EVENTS_PER_INSERT)
-            .map(|chunk| CountedWrite {
-                sql: format!(
-                    "INSERT INTO ledger_events (lane, seq, entity, entity_id, version, state, \
-                     row_hash, prev_hash, hash, at) VALUES {}",
-                    tx.tuples(chunk.len(), 10)
-                ),
-                binds: chunk.iter().flat_map(Event::binds).collect(),
-                rows: u64::try_from(chunk.len()).unwrap_or(u64::MAX),
-                sees_earlier: false,
+            .map(|chunk| {
+                let binds = chunk.iter().flat_map(Event::binds).collect();
+                CountedWrite::rows(tx, 10, binds, false, |rows| {
+                    format!(
+                        "INSERT INTO ledger_events (lane, seq, entity, entity_id, version, \
+                         state, row_hash, prev_hash, hash, at) {rows}"
+                    )
+                })
             })
             .collect();
         self.events.clear();

@@ -7,7 +7,14 @@
 use sqlx::pool::PoolConnection;
 use sqlx::postgres::{PgPool, PgRow};
 use sqlx::sqlite::{SqlitePool, SqliteRow};
-use sqlx::{AssertSqlSafe, Postgres, Row, SqlSafeStr, SqlStr, Sqlite, Transaction};
+use sqlx::{AssertSqlSafe, Row, SqlSafeStr, SqlStr, Sqlite};
+
+use crate::pg_statement::{
+    Finish, as_ctes, bind_columns, fits_one_statement, lone_write, pg_groups, pg_row_source,
+};
+use crate::pg_tx::PgTx;
+pub(crate) use crate::write::CountedWrite;
+pub use crate::write::SqlValue;
 
 macro_rules! bound {
     ($q:expr, $binds:expr) => {{
@@ -24,53 +31,25 @@ macro_rules! bound {
     }};
 }
 
-/// A value bound to a `$n` placeholder (in the ledger's statements and a transactional tool's).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SqlValue {
-    /// SQL NULL, typed as text.
-    Null,
-    /// SQL NULL, typed as an integer (PostgreSQL types every parameter).
-    NullInt,
-    /// A 64-bit integer.
-    Int(i64),
-    /// Text.
-    Text(String),
-}
-
-impl From<i64> for SqlValue {
-    fn from(v: i64) -> Self {
-        Self::Int(v)
+impl CountedWrite {
+    /// A write of the rows in `binds` (`width` values each), every one of which it must
+    /// affect; `sql` gets the statement's row source (see [`DbTx::row_source`]).
+    pub(crate) fn rows(
+        tx: &DbTx,
+        width: usize,
+        binds: Vec<SqlValue>,
+        sees_earlier: bool,
+        sql: impl FnOnce(&str) -> String,
+    ) -> Self {
+        let rows = binds.len() / width.max(1);
+        Self {
+            sql: sql(&tx.row_source(&binds, width)),
+            binds,
+            width,
+            rows: u64::try_from(rows).unwrap_or(u64::MAX),
+            sees_earlier,
+        }
     }
-}
-impl From<String> for SqlValue {
-    fn from(v: String) -> Self {
-        Self::Text(v)
-    }
-}
-impl From<&str> for SqlValue {
-    fn from(v: &str) -> Self {
-        Self::Text(v.to_owned())
-    }
-}
-impl From<Option<i64>> for SqlValue {
-    fn from(v: Option<i64>) -> Self {
-        v.map_or(Self::NullInt, Self::Int)
-    }
-}
-impl From<Option<String>> for SqlValue {
-    fn from(v: Option<String>) -> Self {
-        v.map_or(Self::Null, Self::Text)
-    }
-}
-
-/// A write whose affected-row count is known in advance: a batch's multi-row statements.
-pub(crate) struct CountedWrite {
-    pub(crate) sql: String,
-    pub(crate) binds: Vec<SqlValue>,
-    /// Rows the statement must affect; fewer means a row it expected was not as expected.
-    pub(crate) rows: u64,
-    /// Must see the rows the writes before it wrote (an update of a row inserted earlier).
-    pub(crate) sees_earlier: bool,
 }
 
 /// A connection pool of either backend.
@@ -84,7 +63,7 @@ pub(crate) enum DbPool {
 #[derive(Debug)]
 pub(crate) enum DbTx {
     Sqlite(SqliteTx),
-    Postgres(Transaction<'static, Postgres>),
+    Postgres(PgTx),
 }
 
 /// A SQLite write transaction whose `BEGIN IMMEDIATE` rides on its first statement and whose
@@ -296,12 +275,13 @@ impl DbPool {
                 open: false,
             })),
             Self::Postgres(p) => {
-                // BEGIN and the lock in one simple-query message: one round trip, not two.
-                // `lane` is an integer we own, so formatting it into the SQL is safe.
+                // BEGIN and the lock in one simple-query message: one round trip, not two,
+                // and sent only if the batch reads (LEDGER-53). `lane` is an integer we own,
+                // so formatting it into the SQL is safe.
                 let sql = format!(
                     "BEGIN; SELECT pg_advisory_xact_lock(hashtext(current_schema()), {lane}::int)"
                 );
-                Ok(DbTx::Postgres(p.begin_with(AssertSqlSafe(sql)).await?))
+                Ok(DbTx::Postgres(PgTx::new(p.acquire().await?, sql)))
             }
         }
     }
@@ -315,10 +295,10 @@ impl DbPool {
                 begin: "BEGIN",
                 open: false,
             })),
-            Self::Postgres(p) => Ok(DbTx::Postgres(
-                p.begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-                    .await?,
-            )),
+            Self::Postgres(p) => Ok(DbTx::Postgres(PgTx::new(
+                p.acquire().await?,
+                "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY".to_owned(),
+            ))),
         }
     }
 }
@@ -350,6 +330,22 @@ impl DbTx {
         sql
     }
 
+    /// The rows of `binds` (`width` values each) as a statement's row source, with columns
+    /// named `column1, column2, …` where a name is needed. SQLite: `VALUES (?, …), …`.
+    /// PostgreSQL: one array per column through `unnest` (LEDGER-52), so the statement's text
+    /// is the same however many rows it carries: each connection prepares it once, where a
+    /// `VALUES` list made a new statement for every batch size (a parse, a plan and an extra
+    /// round trip per batch once sqlx's statement cache overflowed, which more concurrent
+    /// callers made ever more likely). A column's type is its first row's value's.
+    pub(crate) fn row_source(&self, binds: &[SqlValue], width: usize) -> String {
+        match self {
+            Self::Sqlite(_) => format!("VALUES {}", self.tuples(binds.len() / width.max(1), width)),
+            Self::Postgres(_) => pg_row_source(binds, width),
+        }
+    }
+}
+
+impl DbTx {
     /// Runs `writes` in order; `false` if any affected fewer rows than it expected (none can
     /// affect more: each is an insert that skips conflicts or an update keyed by primary key,
     /// so a sum of counts is short exactly when one of them is).
@@ -387,11 +383,11 @@ impl DbTx {
                         Err(e) => return Err(e),
                     }
                 }
-                Self::Postgres(_) => {
-                    let (sql, binds) = as_ctes(group);
-                    let row = self.fetch_optional(AssertSqlSafe(sql), &binds).await?;
-                    row.map_or(Ok(0), |r| r.req_int("n"))
-                        .map(|n| u64::try_from(n).unwrap_or(0))?
+                Self::Postgres(tx) => {
+                    let (sql, columns) = as_ctes(group, Finish::Count)?;
+                    let q = bind_columns(sqlx::query(AssertSqlSafe(sql)), columns);
+                    let n: Option<i64> = q.fetch_one(tx.conn().await?).await?.try_get("n")?;
+                    n.map_or(0, |n| u64::try_from(n).unwrap_or(0))
                 }
             };
             if done != expected {
@@ -399,6 +395,40 @@ impl DbTx {
             }
         }
         Ok(true)
+    }
+
+    /// Runs `writes` as [`DbTx::execute_counted`] does, then `query` (at most one row, of a
+    /// table the writes do not touch: on PostgreSQL it reads the snapshot from before them).
+    /// On PostgreSQL writes that fit one statement and the query are that one statement, so
+    /// one round trip (AGENT-55). `false` (and no row) if a write was short.
+    pub(crate) async fn execute_counted_then(
+        &mut self,
+        writes: Vec<CountedWrite>,
+        query: &str,
+        binds: &[SqlValue],
+    ) -> Result<(bool, Option<DbRow>), sqlx::Error> {
+        let tx = match self {
+            Self::Postgres(tx) if fits_one_statement(&writes) => tx,
+            _ => {
+                if !self.execute_counted(writes).await? {
+                    return Ok((false, None));
+                }
+                let row = self
+                    .fetch_optional(AssertSqlSafe(query.to_owned()), binds)
+                    .await?;
+                return Ok((true, row));
+            }
+        };
+        let expected: u64 = writes.iter().map(|w| w.rows).sum();
+        let (sql, columns) = as_ctes(writes, Finish::Then(query))?;
+        let q = bind_columns(sqlx::query(AssertSqlSafe(sql)), columns);
+        let row = bound!(q, binds).fetch_one(tx.conn().await?).await?;
+        let n: Option<i64> = row.try_get("n")?;
+        if n.map_or(0, |n| u64::try_from(n).unwrap_or(0)) != expected {
+            return Ok((false, None));
+        }
+        let found: Option<bool> = row.try_get("found_")?;
+        Ok((true, found.map(|_| DbRow::Postgres(row))))
     }
 
     pub(crate) async fn execute(
@@ -419,7 +449,7 @@ impl DbTx {
                     .rows_affected()
             }
             Self::Postgres(tx) => bound!(sqlx::query(sql), binds)
-                .execute(&mut **tx)
+                .execute(tx.conn().await?)
                 .await?
                 .rows_affected(),
         })
@@ -436,7 +466,7 @@ impl DbTx {
                 .await?
                 .map(DbRow::Sqlite),
             Self::Postgres(tx) => bound!(sqlx::query(sql), binds)
-                .fetch_optional(&mut **tx)
+                .fetch_optional(tx.conn().await?)
                 .await?
                 .map(DbRow::Postgres),
         })
@@ -455,7 +485,7 @@ impl DbTx {
                 .map(DbRow::Sqlite)
                 .collect(),
             Self::Postgres(tx) => bound!(sqlx::query(sql), binds)
-                .fetch_all(&mut **tx)
+                .fetch_all(tx.conn().await?)
                 .await?
                 .into_iter()
                 .map(DbRow::Postgres)
@@ -472,7 +502,15 @@ impl DbTx {
     ) -> Result<bool, sqlx::Error> {
         let mut pg = match self {
             Self::Sqlite(tx) => return tx.commit_writes(writes).await,
-            pg @ Self::Postgres(_) => pg,
+            Self::Postgres(mut tx) => {
+                // LEDGER-53: a batch that read nothing commits as its one statement.
+                if fits_one_statement(&writes)
+                    && let Some(conn) = tx.unopened()
+                {
+                    return lone_write(conn, writes).await;
+                }
+                Self::Postgres(tx)
+            }
         };
         let outcome = pg.execute_counted(writes).await;
         match (outcome, pg) {
@@ -493,68 +531,6 @@ impl DbTx {
             Self::Postgres(tx) => tx.rollback().await,
         }
     }
-}
-
-/// Binds one PostgreSQL statement may carry (the protocol allows 65,535), with room to spare.
-const PG_BINDS_PER_STATEMENT: usize = 30_000;
-
-/// PostgreSQL: consecutive writes share a statement unless one must see an earlier one's rows
-/// or the statement would pass [`PG_BINDS_PER_STATEMENT`].
-fn pg_groups(writes: Vec<CountedWrite>) -> Vec<Vec<CountedWrite>> {
-    let mut groups: Vec<(usize, Vec<CountedWrite>)> = Vec::new();
-    for w in writes {
-        match groups.last_mut() {
-            Some((binds, group))
-                if !w.sees_earlier && *binds + w.binds.len() <= PG_BINDS_PER_STATEMENT =>
-            {
-                *binds += w.binds.len();
-                group.push(w);
-            }
-            _ => groups.push((w.binds.len(), vec![w])),
-        }
-    }
-    groups.into_iter().map(|(_, group)| group).collect()
-}
-
-/// PostgreSQL: `WITH w0 AS (… RETURNING 1), w1 AS (…) SELECT` the sum of their counts as `n`,
-/// each statement's `$n` moved past the binds of those before it.
-fn as_ctes(writes: Vec<CountedWrite>) -> (String, Vec<SqlValue>) {
-    let mut sql = String::from("WITH ");
-    let mut counts = Vec::with_capacity(writes.len());
-    let mut binds = Vec::new();
-    for (i, w) in writes.into_iter().enumerate() {
-        if i > 0 {
-            sql.push_str(", ");
-        }
-        sql.push_str(&format!("w{i} AS ("));
-        shift_placeholders(&w.sql, binds.len(), &mut sql);
-        sql.push_str(" RETURNING 1)");
-        counts.push(format!("(SELECT count(*) FROM w{i})"));
-        binds.extend(w.binds);
-    }
-    sql.push_str(" SELECT (");
-    sql.push_str(&counts.join(" + "));
-    sql.push_str(")::bigint AS n");
-    (sql, binds)
-}
-
-/// Copies `sql` to `out` with every `$n` as `$(n + by)`. Only for the ledger's own statements,
-/// which hold no `$` but their placeholders (no literals, no dollar quoting).
-fn shift_placeholders(sql: &str, by: usize, out: &mut String) {
-    let mut rest = sql;
-    while let Some(at) = rest.find('$') {
-        out.push_str(&rest[..=at]);
-        rest = &rest[at + 1..];
-        let digits = rest
-            .find(|c: char| !c.is_ascii_digit())
-            .unwrap_or(rest.len());
-        match rest[..digits].parse::<usize>() {
-            Ok(n) => out.push_str(&(n + by).to_string()),
-            Err(_) => out.push_str(&rest[..digits]),
-        }
-        rest = &rest[digits..];
-    }
-    out.push_str(rest);
 }
 
 #[cfg(test)]
@@ -593,63 +569,5 @@ mod tests {
             assert_eq!(later, expected, "{sql} (not first)");
             tx.rollback().await.unwrap();
         }
-    }
-
-    #[test]
-    fn placeholders_shift_past_earlier_binds() {
-        let mut out = String::new();
-        shift_placeholders("INSERT INTO t VALUES ($1, $2), ($3, $10)", 7, &mut out);
-        assert_eq!(out, "INSERT INTO t VALUES ($8, $9), ($10, $17)");
-    }
-
-    fn write(binds: usize, sees_earlier: bool) -> CountedWrite {
-        CountedWrite {
-            sql: String::new(),
-            binds: vec![SqlValue::Int(0); binds],
-            rows: 1,
-            sees_earlier,
-        }
-    }
-
-    #[test]
-    fn pg_statements_split_on_dependencies_and_bind_budget() {
-        let sizes = |groups: Vec<Vec<CountedWrite>>| -> Vec<Vec<usize>> {
-            groups
-                .iter()
-                .map(|g| g.iter().map(|w| w.binds.len()).collect())
-                .collect()
-        };
-        let writes = vec![
-            write(10, false),
-            write(20, false),
-            write(5, true),
-            write(20_000, false),
-            write(10_000, false),
-            write(1, false),
-        ];
-        assert_eq!(
-            sizes(pg_groups(writes)),
-            vec![vec![10, 20], vec![5, 20_000], vec![10_000, 1]]
-        );
-    }
-
-    #[test]
-    fn writes_become_ctes_summing_their_counts() {
-        let w = |sql: &str, n: usize| CountedWrite {
-            sql: sql.to_owned(),
-            binds: (0..n).map(|i| SqlValue::Int(i as i64)).collect(),
-            rows: 1,
-            sees_earlier: false,
-        };
-        let (sql, binds) = as_ctes(vec![
-            w("INSERT INTO a VALUES ($1, $2)", 2),
-            w("UPDATE b SET x = $1", 1),
-        ]);
-        assert_eq!(
-            sql,
-            "WITH w0 AS (INSERT INTO a VALUES ($1, $2) RETURNING 1), w1 AS (UPDATE b SET x = $3 \
-             RETURNING 1) SELECT ((SELECT count(*) FROM w0) + (SELECT count(*) FROM w1))::bigint AS n"
-        );
-        assert_eq!(binds.len(), 3);
     }
 }

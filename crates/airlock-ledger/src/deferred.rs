@@ -4,8 +4,9 @@
 //! Why. One statement per write means one round trip per job (to sqlx's SQLite thread, or to
 //! the PostgreSQL server), which is most of a batch's time. In every batch but a transactional
 //! tool's, a save queues its update here instead (the batch's `rows` already show the new row to later jobs),
-//! and the batch writes them all with `UPDATE … FROM (VALUES …)` before its audit events; a
-//! record queues its row for one multi-row `INSERT … ON CONFLICT DO NOTHING` the same way.
+//! and the batch writes them all with `UPDATE … FROM (rows)` before its audit events; a
+//! record queues its row for one multi-row `INSERT … ON CONFLICT DO NOTHING` the same way (the
+//! rows: `VALUES` on SQLite, arrays through `unnest` on PostgreSQL, see `db`).
 //!
 //! A queued insert assumes its (session, call id) is new: the batch checks its own queue, and
 //! if the database already holds the call (recorded before, or by another process) the insert
@@ -174,37 +175,41 @@ impl Deferred {
     /// The queued rows as statements, new ones first (updates may be of them), and empties
     /// the queue.
     pub(crate) fn take(&mut self, tx: &DbTx) -> Vec<CountedWrite> {
-        let count = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
         let mut writes = Vec::new();
         for chunk in self.sessions.chunks(ROWS_PER_UPDATE) {
-            writes.push(CountedWrite {
-                sql: format!(
-                    "INSERT INTO sessions ({SESSION_COLUMNS}) VALUES {}",
-                    tx.tuples(chunk.len(), SESSION_COLUMN_COUNT)
-                ),
-                binds: chunk.iter().flat_map(SessionRow::binds).collect(),
-                rows: count(chunk.len()),
-                sees_earlier: false,
-            });
+            let binds = chunk.iter().flat_map(SessionRow::binds).collect();
+            writes.push(CountedWrite::rows(
+                tx,
+                SESSION_COLUMN_COUNT,
+                binds,
+                false,
+                |rows| format!("INSERT INTO sessions ({SESSION_COLUMNS}) {rows}"),
+            ));
         }
-        // An invocation's session must exist when its row is checked against the foreign key.
-        let after_sessions = !self.sessions.is_empty();
+        // An invocation's session must exist when its row is checked against the foreign key:
+        // SQLite runs the statements in order; PostgreSQL checks the key when the statement
+        // ends, after all of its writes, so a session written beside the call in the same
+        // statement counts (and a batch of new sessions and their calls stays one statement).
         for chunk in self.inserts.chunks(ROWS_PER_UPDATE) {
-            writes.push(CountedWrite {
-                sql: insert_sql(tx, chunk.len()),
-                binds: chunk.iter().flat_map(InvocationRow::binds).collect(),
-                rows: count(chunk.len()),
-                sees_earlier: after_sessions,
-            });
+            let binds = chunk.iter().flat_map(InvocationRow::binds).collect();
+            writes.push(CountedWrite::rows(
+                tx,
+                ROW_COLUMNS,
+                binds,
+                false,
+                insert_sql,
+            ));
         }
         let inserted: HashSet<&str> = self.inserts.iter().map(|r| r.id.as_str()).collect();
         for chunk in self.updates.chunks(ROWS_PER_UPDATE) {
-            writes.push(CountedWrite {
-                sql: update_sql(tx, chunk.len()),
-                binds: chunk_binds(chunk),
-                rows: count(chunk.len()),
-                sees_earlier: chunk.iter().any(|u| inserted.contains(u.row.id.as_str())),
-            });
+            let sees_earlier = chunk.iter().any(|u| inserted.contains(u.row.id.as_str()));
+            writes.push(CountedWrite::rows(
+                tx,
+                BINDS,
+                chunk_binds(chunk),
+                sees_earlier,
+                update_sql,
+            ));
         }
         self.sessions.clear();
         self.inserts.clear();
@@ -249,26 +254,24 @@ fn chunk_binds(chunk: &[Update]) -> Vec<SqlValue> {
     binds
 }
 
-fn insert_sql(tx: &DbTx, rows: usize) -> String {
+fn insert_sql(rows: &str) -> String {
     format!(
-        "INSERT INTO invocations ({INVOCATION_COLUMNS}) VALUES {} \
-         ON CONFLICT (session_id, call_id) DO NOTHING",
-        tx.tuples(rows, ROW_COLUMNS)
+        "INSERT INTO invocations ({INVOCATION_COLUMNS}) {rows} \
+         ON CONFLICT (session_id, call_id) DO NOTHING"
     )
 }
 
-/// `UPDATE … FROM (VALUES …)`: both backends name the VALUES columns `column1, column2, …`.
-fn update_sql(tx: &DbTx, rows: usize) -> String {
+/// `UPDATE … FROM (rows) AS v`, the rows' columns named `column1, column2, …`.
+fn update_sql(rows: &str) -> String {
     let set: Vec<String> = SET_COLUMNS
         .iter()
         .enumerate()
         .map(|(i, c)| format!("{c} = v.column{}", i + 4))
         .collect();
     format!(
-        "UPDATE invocations SET {} FROM (VALUES {}) AS v \
+        "UPDATE invocations SET {} FROM ({rows}) AS v \
          WHERE invocations.id = v.column1 AND invocations.state = v.column2 \
          AND invocations.version = v.column3",
         set.join(", "),
-        tx.tuples(rows, BINDS)
     )
 }

@@ -148,6 +148,7 @@ impl Ledger {
             #[cfg(unix)]
             wake: announce.wake,
             commits: Arc::clone(&commits),
+            ack_at_commit: config.listen,
         });
         Self {
             writer: Writer::start(&ctx, lanes),

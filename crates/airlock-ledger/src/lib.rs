@@ -28,8 +28,11 @@ mod state;
 
 // SQL mapping.
 mod db;
+mod pg_statement;
+mod pg_tx;
 mod row;
 mod tx;
+mod write;
 
 // Under the state machine: the audit chain, queued writes, caches and waiters.
 mod cache;

@@ -159,14 +159,11 @@ const NOTICES_PER_INSERT: usize = 200;
 pub(crate) fn inserts(notices: &[NewNotice], tx: &DbTx) -> Vec<CountedWrite> {
     notices
         .chunks(NOTICES_PER_INSERT)
-        .map(|chunk| CountedWrite {
-            sql: format!(
-                "INSERT INTO notifications ({INSERT_COLUMNS}) VALUES {}",
-                tx.tuples(chunk.len(), 8)
-            ),
-            binds: chunk.iter().flat_map(binds).collect(),
-            rows: u64::try_from(chunk.len()).unwrap_or(u64::MAX),
-            sees_earlier: false,
+        .map(|chunk| {
+            let binds = chunk.iter().flat_map(binds).collect();
+            CountedWrite::rows(tx, 8, binds, false, |rows| {
+                format!("INSERT INTO notifications ({INSERT_COLUMNS}) {rows}")
+            })
         })
         .collect()
 }

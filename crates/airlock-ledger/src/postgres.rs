@@ -37,6 +37,11 @@ impl Ledger {
         config: StoreConfig,
     ) -> Result<Self, LedgerError> {
         let lanes = config.lanes.max(1);
+        // LEDGER-52: the batch's statements are prepared once per connection whatever their
+        // row count, so a cached generic plan would be made for whatever count came first and
+        // a table size long gone (a sequential scan where the index is right); planned for the
+        // arrays they carry, each finds its rows by key.
+        let options = options.options([("plan_cache_mode", "force_custom_plan")]);
         let pool = PgPoolOptions::new()
             // One per writer lane, one for LISTEN, the rest for reads.
             .max_connections(u32::try_from(lanes + 6).unwrap_or(16))

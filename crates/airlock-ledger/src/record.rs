@@ -78,9 +78,7 @@ async fn record_with(
         .await?
         .ok_or(LedgerError::SessionNotFound(new.session_id))?;
     if let Some(run_id) = new.run_id {
-        runs::load_run(tx, run_id)
-            .await?
-            .ok_or(LedgerError::RunNotFound(run_id))?;
+        runs::require_run(tx, batch, run_id).await?;
     }
     let principal = new.principal.clone().or(session_principal);
     let args_hash = arguments_hash(&new.arguments);

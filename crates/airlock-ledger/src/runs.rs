@@ -53,6 +53,23 @@ pub(crate) async fn load_session(
         .transpose()
 }
 
+/// Refuses a call recorded in a run the database does not hold; a run seen before is not read
+/// again (AGENT-54: runs are never deleted, and existence is all this checks).
+pub(crate) async fn require_run(
+    tx: &mut LedgerTx,
+    batch: &Batch,
+    id: RunId,
+) -> Result<(), LedgerError> {
+    if batch.sessions.has_run(id) {
+        return Ok(());
+    }
+    load_run(tx, id)
+        .await?
+        .ok_or(LedgerError::RunNotFound(id))?;
+    batch.sessions.put_run(id);
+    Ok(())
+}
+
 pub(crate) async fn load_run(tx: &mut LedgerTx, id: RunId) -> Result<Option<Run>, LedgerError> {
     let row = tx
         .inner
@@ -139,6 +156,8 @@ pub(crate) async fn create_run(
     }
     let hash = content_hash(&row);
     batch.audit("run", &row.id, 1, &row.status, &hash);
+    // Forgotten with the other caches if this batch rolls back (see `writer`).
+    batch.sessions.put_run(id);
     Ok(run)
 }
 

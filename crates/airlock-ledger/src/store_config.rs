@@ -22,7 +22,10 @@ pub struct StoreConfig {
     pub clock: Arc<dyn Clock>,
     /// SQLite: hear other processes' commits on a wake socket beside the database file
     /// (default off). The serving process turns it on; a CLI process that only decides or
-    /// reads does not need it. PostgreSQL always listens (`LISTEN` takes nothing from others).
+    /// reads does not need it. PostgreSQL always listens (`LISTEN` takes nothing from others);
+    /// there this marks a process that serves on, whose writes are acknowledged at their
+    /// commit rather than once other processes were told (OPS-57: a process that may exit at
+    /// once keeps it off, OPS-43).
     pub listen: bool,
     /// The outbox's destinations and their events (LEDGER-30; default none: no outbox rows,
     /// and the write path costs what it did without). Every process that writes to a ledger

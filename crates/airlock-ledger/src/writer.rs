@@ -144,6 +144,9 @@ pub(crate) struct LaneContext {
     pub(crate) wake: Option<Announcer>,
     /// Transactions the lanes committed (see `Ledger::commits`).
     pub(crate) commits: Arc<AtomicU64>,
+    /// PostgreSQL: acknowledge a batch's callers at its commit, not once its `NOTIFY` is sent
+    /// (OPS-57): a process that listens serves on, so its announcements leave anyway.
+    pub(crate) ack_at_commit: bool,
 }
 
 /// What a committed transaction changed, for the wake-ups.
@@ -374,7 +377,9 @@ fn is_unique_violation(e: &sqlx::Error) -> bool {
 /// the lane's path: the lane hands it, with the batch's jobs, to the store's announcer and
 /// starts its next batch at once; the announcer acknowledges the jobs once the notification is
 /// sent, so a caller that exits as soon as its write is acknowledged (a CLI decision) has still
-/// told every other process (docs/rules.md OPS-43).
+/// told every other process (docs/rules.md OPS-43). A store that listens serves on (OPS-57):
+/// its callers are answered at the commit, two round trips sooner on a call's path, and the
+/// announcement still leaves, in commit order, right behind.
 impl Lane {
     fn settle(&self, committed: &Committed, jobs: Vec<Box<dyn Job>>) {
         let ctx = &self.ctx;
@@ -390,15 +395,24 @@ impl Lane {
         if let Some(wake) = &ctx.wake {
             wake.send(&messages);
         }
-        let unsent = match &self.notices {
-            Some(notices) => match notices.send(Notice { messages, jobs }) {
-                Ok(()) => return,
-                // The announcer ends only after the lanes; acknowledge here all the same.
-                Err(mpsc::error::SendError(notice)) => notice.jobs,
-            },
-            None => jobs,
+        let Some(notices) = &self.notices else {
+            jobs.into_iter().for_each(Job::reply);
+            return;
         };
-        unsent.into_iter().for_each(Job::reply);
+        // OPS-57: a serving process answers its callers now; only the announcement is left.
+        let (jobs, held) = if ctx.ack_at_commit {
+            (Vec::new(), jobs)
+        } else {
+            (jobs, Vec::new())
+        };
+        held.into_iter().for_each(Job::reply);
+        if messages.is_empty() && jobs.is_empty() {
+            return;
+        }
+        if let Err(mpsc::error::SendError(notice)) = notices.send(Notice { messages, jobs }) {
+            // The announcer ends only after the lanes; acknowledge here all the same.
+            notice.jobs.into_iter().for_each(Job::reply);
+        }
     }
 }
 

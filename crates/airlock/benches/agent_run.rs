@@ -282,11 +282,12 @@ async fn main() {
     bench("sqlite", sqlite).await;
     match std::env::var("AIRLOCK_TEST_DATABASE_URL") {
         Ok(url) => {
-            let pg = Arc::new(
-                PgStore::connect_url(&url, StoreConfig::default())
-                    .await
-                    .unwrap(),
-            );
+            // Opened as `airlock serve` opens it, where agent runs run (OPS-57).
+            let serving = StoreConfig {
+                listen: true,
+                ..StoreConfig::default()
+            };
+            let pg = Arc::new(PgStore::connect_url(&url, serving).await.unwrap());
             bench("postgres", pg).await;
         }
         Err(_) => println!("postgres: skipped (AIRLOCK_TEST_DATABASE_URL is not set)"),

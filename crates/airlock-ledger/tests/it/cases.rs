@@ -2,6 +2,7 @@
 //! one function per rule and case, named after its rule id (plus races and questions), each run against both
 //! backends by `both_backends!` in `main.rs`.
 
+mod agent_runs;
 mod ambiguity;
 mod approval;
 mod audit;
@@ -14,6 +15,7 @@ mod rate;
 mod request_states;
 mod worker;
 
+pub(crate) use agent_runs::*;
 pub(crate) use ambiguity::*;
 pub(crate) use approval::*;
 pub(crate) use audit::*;

@@ -66,4 +66,6 @@ harness::both_backends!(
     ledger_30_no_routes_no_rows,
     ledger_31_one_holder_one_delivery,
     ledger_32_retry_then_give_up,
+    agent_54_a_run_is_read_once_and_an_unknown_one_refused,
+    agent_55_steps_and_details_upsert_in_one_write,
 );

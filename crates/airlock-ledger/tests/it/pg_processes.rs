@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use airlock_ledger::{Approval, Decision, InvocationState as S, PgStore, Store};
 use serde_json::json;
+use sqlx::Connection as _;
 use tokio::time::Instant;
 
 use crate::harness::{Harness, config, pg_options, pg_url};
@@ -129,4 +130,138 @@ async fn a_decider_that_exits_at_once_still_wakes_the_other_process() {
         waited < Duration::from_secs(5),
         "woken only after {waited:?}"
     );
+}
+
+/// OPS-57: a store opened to serve (`listen` on) answers a write at its commit: a call is
+/// recorded while its `NOTIFY` cannot be sent (the schema's own `pg_notify`, found first on
+/// this store's search path, waits on an advisory lock the test holds), and the announcement
+/// still leaves once the lock is released.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ops_57_a_serving_store_answers_before_its_notify_is_sent() {
+    let Some(url) = pg_url() else {
+        return;
+    };
+    let schema = crate::harness::fresh_schema(&url).await;
+    let admin = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .connect(&url)
+        .await
+        .unwrap();
+    let mut held = admin.acquire().await.unwrap();
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "CREATE FUNCTION {schema}.pg_notify(channel text, payload text) RETURNS void \
+         LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_catalog.pg_advisory_xact_lock_shared(5757); \
+         PERFORM pg_catalog.pg_notify(channel, payload); END $$"
+    )))
+    .execute(&mut *held)
+    .await
+    .unwrap();
+    sqlx::query("SELECT pg_advisory_lock(5757)")
+        .execute(&mut *held)
+        .await
+        .unwrap();
+    let options: sqlx::postgres::PgConnectOptions = url.parse().unwrap();
+    let search_path = format!("{schema}, pg_catalog");
+    let clock = airlock_ledger::ManualClock::new(crate::harness::start_time());
+    let serving = airlock_ledger::StoreConfig {
+        listen: true,
+        ..config(&clock)
+    };
+    let store = PgStore::connect(
+        options.options([("search_path", search_path.as_str())]),
+        serving,
+    )
+    .await
+    .unwrap();
+    let listener = PgStore::connect(pg_options(&url, &schema), config(&clock))
+        .await
+        .unwrap();
+    let s = airlock_ledger::SessionId::new();
+    let session = airlock_ledger::NewSession {
+        channel: "test".into(),
+        principal: None,
+        metadata: json!({}),
+    };
+    store.create_session(s, session).await.unwrap();
+    let mut call = airlock_ledger::NewInvocation::new(s, "c1", "refund", json!({}), "d");
+    call.approval = Approval::Always;
+    let bounded = Duration::from_secs(10);
+    let row = tokio::time::timeout(bounded, store.record(call))
+        .await
+        .expect("the record waited for its NOTIFY")
+        .unwrap()
+        .invocation;
+    let started = Instant::now();
+    let waiter = tokio::spawn(async move {
+        listener
+            .wait_for_change(row.id, Some(row.version), started + bounded)
+            .await
+    });
+    tokio::task::yield_now().await;
+    tokio::time::timeout(bounded, store.decide(row.id, "bob", Decision::Approve))
+        .await
+        .expect("the decision waited for its NOTIFY")
+        .unwrap();
+    // The announcements were held back, not dropped: released, they wake the other process.
+    sqlx::query("SELECT pg_advisory_unlock(5757)")
+        .execute(&mut *held)
+        .await
+        .unwrap();
+    let seen = waiter.await.unwrap().unwrap();
+    assert_eq!(seen.state, S::Approved);
+    let waited = started.elapsed();
+    assert!(
+        waited < Duration::from_secs(5),
+        "woken only after {waited:?}"
+    );
+}
+
+/// LEDGER-53: a batch that reads nothing is one statement, its own transaction, without the
+/// lane's lock: with the lock held by another session, a finish (its row and the chain head
+/// already in hand) and a second call's record-and-claim still commit; a batch that must read
+/// the chain's head waits for the lock, as it must.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ledger_53_a_batch_that_reads_nothing_commits_without_the_lane_lock() {
+    let Some(h) = Harness::postgres().await else {
+        return;
+    };
+    let one_lane = airlock_ledger::StoreConfig {
+        lanes: 1,
+        ..config(&h.clock)
+    };
+    let store = h.reopen(one_lane).await;
+    let s = h.session().await;
+    let owner = "w";
+    let lease = Duration::from_secs(30);
+    let first = h.call(s, "noop", json!({"n": 1}));
+    let first = store.record_and_claim(first, owner, lease).await.unwrap();
+    let url = pg_url().unwrap();
+    let mut locker = sqlx::PgConnection::connect_with(&pg_options(&url, &h.location))
+        .await
+        .unwrap();
+    sqlx::query("SELECT pg_advisory_lock(hashtext(current_schema()), 0)")
+        .execute(&mut locker)
+        .await
+        .unwrap();
+    let bounded = Duration::from_secs(10);
+    let finished = tokio::time::timeout(
+        bounded,
+        store.finish(first.invocation.id, owner, Ok(json!("done"))),
+    )
+    .await
+    .expect("the finish waited for the lane's lock")
+    .unwrap();
+    assert_eq!(finished.state, S::Succeeded);
+    let second = h.call(s, "noop", json!({"n": 2}));
+    let second = tokio::time::timeout(bounded, store.record_and_claim(second, owner, lease))
+        .await
+        .expect("the record-and-claim waited for the lane's lock")
+        .unwrap();
+    assert_eq!(second.invocation.state, S::Running);
+    sqlx::query("SELECT pg_advisory_unlock(hashtext(current_schema()), 0)")
+        .execute(&mut locker)
+        .await
+        .unwrap();
+    let report = h.store.verify().await.unwrap();
+    assert!(report.first_break.is_none(), "{report:?}");
 }
