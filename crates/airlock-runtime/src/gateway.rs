@@ -450,10 +450,13 @@ impl Gateway {
     async fn run_claimed(
         &self,
         tool: &PreparedTool,
-        claimed: Invocation,
+        mut claimed: Invocation,
     ) -> Result<Outcome, GatewayError> {
         let started = std::time::Instant::now();
-        let result = match tool.check.prepare(&claimed.arguments) {
+        // The arguments move on to the request: the row is not read for them again, and a
+        // call's arguments are not copied to run it.
+        let arguments = std::mem::take(&mut claimed.arguments);
+        let result = match tool.check.prepare(arguments) {
             Err(e) => Err(e),
             Ok(map) => self.execute(&tool.spec, &claimed, Value::Object(map)).await,
         };
@@ -575,7 +578,7 @@ fn count(outcome: &Outcome) -> &'static str {
 /// Why `arguments` cannot be recorded for `tool` as a runnable call, if they cannot.
 fn validate(tool: &PreparedTool, arguments: &Value) -> Option<ToolError> {
     tool.check
-        .prepare(arguments)
+        .check(arguments)
         .err()
         .or_else(|| oversized_proposal(&tool.spec, arguments))
 }

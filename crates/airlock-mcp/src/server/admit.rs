@@ -24,6 +24,7 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use super::EndpointConfig;
+use super::budget::{BODY_BUDGET_BYTES, BodyBudget, BodyShare};
 use super::oauth_admit;
 use super::request::{Admitted, AdmittedRequest, FORBIDDEN, UNAUTHORIZED, rpc_refusal};
 use airlock_spec::ScopeId;
@@ -51,6 +52,8 @@ pub(super) struct Gate {
     allowed_hosts: Vec<String>,
     /// Accepts OAuth access tokens beside the configured ones, when set.
     oauth: Option<ResourceServer>,
+    /// What authorized requests' bodies may take at once (`budget`).
+    bodies: BodyBudget,
 }
 
 struct Token {
@@ -92,6 +95,7 @@ impl Gate {
             tokens,
             allowed_hosts,
             oauth: config.oauth,
+            bodies: BodyBudget::new(BODY_BUDGET_BYTES),
         }
     }
 
@@ -117,18 +121,22 @@ impl Gate {
     }
 }
 
-/// Admits `request` to `scope`, or answers it with the refusal.
+/// Admits `request` to `scope`, or answers it with the refusal. The request's share of the
+/// body budget is taken once it is authorized, before its body is read; the caller holds it
+/// until the answer is built.
 pub(super) async fn admit(
     gate: &Gate,
     scope: ScopeId,
     request: Request,
-) -> Result<AdmittedRequest, Box<Response>> {
+) -> Result<(AdmittedRequest, BodyShare), Box<Response>> {
     let (parts, body) = request.into_parts();
     let caller = authorize(gate, &scope, &parts).await?;
+    let share = gate.bodies.share(&parts.headers).await;
     let Ok(bytes) = to_bytes(body, MAX_BODY_BYTES).await else {
         return Err(refuse((StatusCode::PAYLOAD_TOO_LARGE, "Payload Too Large")));
     };
-    AdmittedRequest::parse(parts, Admitted { scope, caller }, bytes)
+    let admitted = AdmittedRequest::parse(parts, Admitted { scope, caller }, bytes)?;
+    Ok((admitted, share))
 }
 
 /// Who is calling, if the request may call `scope` at all; nothing of the body is read.
