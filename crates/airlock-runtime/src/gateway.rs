@@ -453,10 +453,8 @@ impl Gateway {
         mut claimed: Invocation,
     ) -> Result<Outcome, GatewayError> {
         let started = std::time::Instant::now();
-        // The arguments move on to the request: the row is not read for them again, and a
-        // call's arguments are not copied to run it.
-        let arguments = std::mem::take(&mut claimed.arguments);
-        let result = match tool.check.prepare(arguments) {
+        // Moved, not copied, to the request: a call's arguments may be megabytes.
+        let result = match tool.check.prepare(std::mem::take(&mut claimed.arguments)) {
             Err(e) => Err(e),
             Ok(map) => self.execute(&tool.spec, &claimed, Value::Object(map)).await,
         };
