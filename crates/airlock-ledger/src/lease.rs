@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use airlock_spec::{Effect, canonical_json, sha256_hex};
+use airlock_spec::{Effect, canonical_sha256};
 use serde_json::Value;
 use time::OffsetDateTime;
 
@@ -26,7 +26,7 @@ pub(crate) const FINISH_FROM: &[S] = &[S::Running];
 
 /// SHA-256 of the canonical JSON of `arguments`.
 pub(crate) fn arguments_hash(arguments: &Value) -> String {
-    sha256_hex(canonical_json(arguments).as_bytes())
+    canonical_sha256(arguments)
 }
 
 fn taken(inv: &Invocation) -> LedgerError {

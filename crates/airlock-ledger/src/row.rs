@@ -5,7 +5,7 @@
 
 use std::str::FromStr;
 
-use airlock_spec::sha256_hex;
+use airlock_spec::json_sha256;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -87,8 +87,8 @@ impl Hashed for RunRow {}
 /// each row type to `canonical_json`, so a field added out of order fails them rather than
 /// changing the chain's hashes.
 pub(crate) fn content_hash<T: Hashed>(row: &T) -> String {
-    // A struct of strings and integers always serializes; an empty hash input cannot occur.
-    sha256_hex(&serde_json::to_vec(row).unwrap_or_default())
+    // Fed to the hash as written: the row's arguments text may be megabytes.
+    json_sha256(row)
 }
 
 impl InvocationRow {
@@ -490,7 +490,7 @@ impl TryFrom<RunRow> for Run {
 
 #[cfg(test)]
 mod tests {
-    use airlock_spec::canonical_json;
+    use airlock_spec::{canonical_json, sha256_hex};
 
     use super::*;
 

@@ -16,7 +16,8 @@
 //!   (`server/discover`, per-request `_meta`, `resultType`) are both served; rmcp's stateless
 //!   Streamable HTTP service does the protocol checks, `handler` does the translation.
 //! - Every request goes through one pipeline of steps, in this order: admission (`admit`,
-//!   which parses the body, once), the `Mcp-Param-*` check (`param_headers`), the 2025 task
+//!   which waits for the body's share of the endpoint's body budget, `budget`, then reads and
+//!   parses the body, once), the `Mcp-Param-*` check (`param_headers`), the 2025 task
 //!   shape (`legacy_tasks`), then rmcp. Each step before rmcp either answers or hands on the
 //!   same parsed [`AdmittedRequest`]; only rmcp gets the body bytes.
 //! - A parked call is a normal result that no model can read as success, with the
@@ -34,6 +35,7 @@
 //!   mirror is refused before anything is recorded (`param_headers`).
 
 mod admit;
+mod budget;
 mod convert;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
@@ -182,10 +184,11 @@ async fn agent(
 
 impl Pipeline {
     async fn run(&self, scope: ScopeId, request: Request, rmcp: Next) -> Response {
-        let request = match admit::admit(&self.gate, scope, request).await {
-            Ok(request) => request,
+        let (request, _share) = match admit::admit(&self.gate, scope, request).await {
+            Ok(admitted) => admitted,
             Err(refusal) => return *refusal,
         };
+        // The body's share of the budget is held until the answer is built (OPS-54).
         self.serve(request, rmcp).await
     }
 

@@ -111,7 +111,7 @@ async fn main() {
         let bare_time = start.elapsed();
 
         let start = Instant::now();
-        let args = check.prepare(&arguments).unwrap();
+        let args = check.prepare(arguments.clone()).unwrap();
         let result = execute(&guard, &op, &connection, &creds, &args)
             .await
             .unwrap();

@@ -454,10 +454,11 @@ impl Gateway {
     async fn run_claimed(
         &self,
         tool: &PreparedTool,
-        claimed: Invocation,
+        mut claimed: Invocation,
     ) -> Result<Outcome, GatewayError> {
         let started = std::time::Instant::now();
-        let result = match tool.check.prepare(&claimed.arguments) {
+        // Moved, not copied, to the request: a call's arguments may be megabytes.
+        let result = match tool.check.prepare(std::mem::take(&mut claimed.arguments)) {
             Err(e) => Err(e),
             Ok(map) => self.execute(&tool.spec, &claimed, Value::Object(map)).await,
         };
@@ -579,7 +580,7 @@ fn count(outcome: &Outcome) -> &'static str {
 /// Why `arguments` cannot be recorded for `tool` as a runnable call, if they cannot.
 fn validate(tool: &PreparedTool, arguments: &Value) -> Option<ToolError> {
     tool.check
-        .prepare(arguments)
+        .check(arguments)
         .err()
         .or_else(|| oversized_proposal(&tool.spec, arguments))
 }

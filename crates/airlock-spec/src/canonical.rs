@@ -4,6 +4,9 @@
 //! strings as `serde_json` writes them. Two values that are equal as JSON (ignoring key order)
 //! always give the same bytes, so hashes over canonical JSON identify arguments and definitions.
 
+use std::io::Write;
+
+use serde::Serialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
@@ -22,42 +25,67 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 
-/// Into one buffer, with no string per key or scalar: arguments are hashed on every call.
-fn write_value(value: &Value, out: &mut Vec<u8>) {
+/// `sha256_hex(canonical_json(value))`, with the canonical JSON fed to the hash as it is
+/// written instead of built first: a call's arguments may be megabytes, hashed on every call.
+#[must_use]
+pub fn canonical_sha256(value: &Value) -> String {
+    let mut hasher = Sha256::new();
+    write_value(value, &mut hasher);
+    hex::encode(hasher.finalize())
+}
+
+/// `sha256_hex` of what `serde_json` writes for `value` (compact), fed to the hash as it is
+/// written: no buffer of the whole text.
+#[must_use]
+pub fn json_sha256<T: Serialize + ?Sized>(value: &T) -> String {
+    let mut hasher = Sha256::new();
+    // Writing into a hasher cannot fail; a value that cannot serialize hashes what was written.
+    let _ = serde_json::to_writer(&mut hasher, value);
+    hex::encode(hasher.finalize())
+}
+
+/// Into one writer (a buffer or a hasher), with no string per key or scalar: arguments are
+/// hashed on every call.
+fn write_value<W: Write>(value: &Value, out: &mut W) {
     match value {
         Value::Object(map) => {
             let mut entries: Vec<(&String, &Value)> = map.iter().collect();
             entries.sort_unstable_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
-            out.push(b'{');
+            put(out, b"{");
             for (i, (key, item)) in entries.into_iter().enumerate() {
                 if i > 0 {
-                    out.push(b',');
+                    put(out, b",");
                 }
                 write_scalar(key, out);
-                out.push(b':');
+                put(out, b":");
                 write_value(item, out);
             }
-            out.push(b'}');
+            put(out, b"}");
         }
         Value::Array(items) => {
-            out.push(b'[');
+            put(out, b"[");
             for (i, item) in items.iter().enumerate() {
                 if i > 0 {
-                    out.push(b',');
+                    put(out, b",");
                 }
                 write_value(item, out);
             }
-            out.push(b']');
+            put(out, b"]");
         }
         scalar => write_scalar(scalar, out),
     }
 }
 
-fn write_scalar<T: serde::Serialize + ?Sized>(value: &T, out: &mut Vec<u8>) {
-    // Writing a string, number, bool or null into a Vec cannot fail; null is the defensive
-    // fallback.
+/// Writing into a `Vec` or a hasher cannot fail.
+fn put<W: Write>(out: &mut W, bytes: &[u8]) {
+    let _ = out.write_all(bytes);
+}
+
+fn write_scalar<T: Serialize + ?Sized, W: Write>(value: &T, out: &mut W) {
+    // Writing a string, number, bool or null into a Vec or a hasher cannot fail; null is the
+    // defensive fallback.
     if serde_json::to_writer(&mut *out, value).is_err() {
-        out.extend_from_slice(b"null");
+        put(out, b"null");
     }
 }
 
@@ -72,6 +100,20 @@ mod tests {
         assert_eq!(
             canonical_json(&value),
             r#"{"a":1.5,"b":-3,"c":1e+21,"k\u0001":null,"é":"\"x\"\n"}"#
+        );
+    }
+
+    /// The streamed hashes are the hashes of the built text.
+    #[test]
+    fn streamed_hashes_match_the_text() {
+        let value = json!({"é": "\"x\"\n", "b": [1, {"z": null, "a": 2.5}], "a": "t"});
+        assert_eq!(
+            canonical_sha256(&value),
+            sha256_hex(canonical_json(&value).as_bytes())
+        );
+        assert_eq!(
+            json_sha256(&value),
+            sha256_hex(&serde_json::to_vec(&value).unwrap())
         );
     }
 

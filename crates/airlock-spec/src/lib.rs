@@ -39,7 +39,7 @@ mod visible;
 pub use access::{AccessPolicy, AccessRule, EVERYONE, Principal, Verdict, glob};
 pub use agent::{API_VERSION, AgentSpec, ModelSpec, PROVIDERS};
 pub use builtin::definition as builtin_definition;
-pub use canonical::{canonical_json, sha256_hex};
+pub use canonical::{canonical_json, canonical_sha256, json_sha256, sha256_hex};
 pub use catalog::{INTEGRATION_FILE, MAX_PAGES};
 pub use config::{
     ApiConnection, Config, CredentialsSettings, DEFAULT_APPROVAL_TTL, DEFAULT_HEADER_TIMEOUT,

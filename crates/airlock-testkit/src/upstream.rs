@@ -9,11 +9,15 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{ConnectInfo, State};
+use axum::extract::{ConnectInfo, DefaultBodyLimit, State};
 use axum::http::{HeaderMap, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use serde_json::{Value, json};
+
+/// The largest request body the upstream reads: above the endpoint's 4 MiB cap plus the
+/// envelope airlock adds when it forwards a call.
+const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
 
 /// How the upstream behaves.
 #[derive(Debug, Clone, Default)]
@@ -116,6 +120,9 @@ impl Server {
         let app = Router::new()
             .route("/mcp", post(handle).delete(|| async { StatusCode::OK }))
             .fallback(elsewhere)
+            // axum's own 2 MB default would answer a big call 413 before reading it, where a
+            // real MCP server takes what airlock's endpoint lets through (4 MiB) and more.
+            .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
             .with_state(state);
         let (listener, port) = crate::listen::loopback(0).await;
         let app = app.into_make_service_with_connect_info::<SocketAddr>();

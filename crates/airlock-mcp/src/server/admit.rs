@@ -13,19 +13,21 @@
 //! header, the token setting or the scope that is missing, because many clients show their
 //! user the body and nothing else (MCP-24). It never repeats the presented token.
 
-use axum::body::to_bytes;
+use axum::body::{Body, to_bytes};
 use axum::extract::Request;
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use futures::StreamExt as _;
 use secrecy::ExposeSecret;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use super::EndpointConfig;
+use super::budget::{BODY_BUDGET_BYTES, BodyBudget, BodyShare, MAX_WAIT};
 use super::oauth_admit;
-use super::request::{Admitted, AdmittedRequest, FORBIDDEN, UNAUTHORIZED, rpc_refusal};
+use super::request::{Admitted, AdmittedRequest, BUSY, FORBIDDEN, UNAUTHORIZED, rpc_refusal};
 use airlock_spec::ScopeId;
 
 use crate::host::Caller;
@@ -51,6 +53,8 @@ pub(super) struct Gate {
     allowed_hosts: Vec<String>,
     /// Accepts OAuth access tokens beside the configured ones, when set.
     oauth: Option<ResourceServer>,
+    /// What authorized requests' bodies may take at once (`budget`).
+    bodies: BodyBudget,
 }
 
 struct Token {
@@ -92,6 +96,7 @@ impl Gate {
             tokens,
             allowed_hosts,
             oauth: config.oauth,
+            bodies: BodyBudget::new(BODY_BUDGET_BYTES, MAX_WAIT),
         }
     }
 
@@ -117,18 +122,48 @@ impl Gate {
     }
 }
 
-/// Admits `request` to `scope`, or answers it with the refusal.
+/// Admits `request` to `scope`, or answers it with the refusal. The request's share of the
+/// body budget is taken once it is authorized, before its body is read; the caller holds it
+/// until the answer is built.
 pub(super) async fn admit(
     gate: &Gate,
     scope: ScopeId,
     request: Request,
-) -> Result<AdmittedRequest, Box<Response>> {
+) -> Result<(AdmittedRequest, BodyShare), Box<Response>> {
     let (parts, body) = request.into_parts();
     let caller = authorize(gate, &scope, &parts).await?;
+    let Some(share) = gate.bodies.share_within(&parts.headers).await else {
+        return Err(busy(body).await);
+    };
     let Ok(bytes) = to_bytes(body, MAX_BODY_BYTES).await else {
         return Err(refuse((StatusCode::PAYLOAD_TOO_LARGE, "Payload Too Large")));
     };
-    AdmittedRequest::parse(parts, Admitted { scope, caller }, bytes)
+    let admitted = AdmittedRequest::parse(parts, Admitted { scope, caller }, bytes)?;
+    Ok((admitted, share))
+}
+
+/// The answer to a request that found the body budget spent for too long (OPS-54): its body is
+/// read to the end, a frame at a time and kept nowhere, because a connection closed with unread
+/// bytes is reset and the client would see no answer at all; then `503` with `Retry-After`.
+async fn busy(body: Body) -> Box<Response> {
+    let mut frames = body.into_data_stream();
+    let mut read = 0_usize;
+    while let Some(Ok(frame)) = frames.next().await {
+        read = read.saturating_add(frame.len());
+        if read > MAX_BODY_BYTES {
+            break;
+        }
+    }
+    let mut response = rpc_refusal(
+        StatusCode::SERVICE_UNAVAILABLE,
+        &Value::Null,
+        BUSY,
+        "Busy: the server is processing as many large requests as it allows; retry after 1 s",
+    );
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    response
 }
 
 /// Who is calling, if the request may call `scope` at all; nothing of the body is read.

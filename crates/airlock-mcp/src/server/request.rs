@@ -156,6 +156,8 @@ fn rpc_error(id: &Value, code: i64, message: &str) -> Box<Response> {
 pub(super) const UNAUTHORIZED: i64 = -32001;
 /// The JSON-RPC error code of a 403: a host, origin or scope this request may not use (MCP-24).
 pub(super) const FORBIDDEN: i64 = -32003;
+/// The JSON-RPC error code of a 503: the body budget stayed spent too long (OPS-54).
+pub(super) const BUSY: i64 = -32005;
 
 /// A refusal as both HTTP status and JSON-RPC error body (`application/json`), so a client
 /// that shows either tells its user why.

@@ -5,6 +5,7 @@
 mod access;
 mod apis;
 mod approvals_cli;
+mod big_calls;
 mod call;
 mod call_key;
 mod check;

@@ -52,21 +52,18 @@ impl ArgumentCheck {
         })
     }
 
-    /// Fills defaults for absent (or `null`) arguments, then validates.
+    /// Fills defaults for absent (or `null`) arguments, then validates. The arguments are
+    /// taken, not copied: a call's arguments may be megabytes.
     ///
     /// `null` as the whole argument value means "no arguments" (`{}`).
     ///
     /// # Errors
     /// `bad_arguments` listing every violation, or saying the arguments are not an object.
-    pub fn prepare(&self, arguments: &Value) -> Result<Map<String, Value>, ToolError> {
+    pub fn prepare(&self, arguments: Value) -> Result<Map<String, Value>, ToolError> {
         let mut args = match arguments {
-            Value::Object(map) => map.clone(),
+            Value::Object(map) => map,
             Value::Null => Map::new(),
-            _ => {
-                return Err(ToolError::bad_arguments(
-                    "the arguments must be a JSON object",
-                ));
-            }
+            _ => return Err(not_an_object()),
         };
         // A `null` argument means "left out" (see `template`); drop it so the default applies
         // and the schema does not reject a type it never allowed.
@@ -77,35 +74,66 @@ impl ArgumentCheck {
             }
         }
         let instance = Value::Object(args);
+        self.validate(&instance)?;
+        match instance {
+            Value::Object(args) => Ok(args),
+            _ => Ok(Map::new()),
+        }
+    }
+
+    /// Whether [`Self::prepare`] would accept `arguments`, without keeping them: they are read
+    /// in place, and copied only when a `null` or a missing default must be filled first.
+    ///
+    /// # Errors
+    /// As [`Self::prepare`].
+    pub fn check(&self, arguments: &Value) -> Result<(), ToolError> {
+        let complete = match arguments {
+            Value::Object(map) => {
+                !map.values().any(Value::is_null)
+                    && self.defaults.iter().all(|(name, _)| map.contains_key(name))
+            }
+            Value::Null => false,
+            _ => return Err(not_an_object()),
+        };
+        if complete {
+            self.validate(arguments)
+        } else {
+            self.prepare(arguments.clone()).map(drop)
+        }
+    }
+
+    /// Every way `instance` violates the schema, as one `bad_arguments` error.
+    fn validate(&self, instance: &Value) -> Result<(), ToolError> {
         let problems: Vec<String> = self
             .validator
-            .iter_errors(&instance)
+            .iter_errors(instance)
             .map(|e| {
                 let at = e.instance_path().as_str();
                 let at = if at.is_empty() { "(arguments)" } else { at };
                 format!("- {at}: {e}")
             })
             .collect();
-        if !problems.is_empty() {
-            let mut message = format!(
-                "the arguments do not match the tool's input schema ({} problem{}):",
-                problems.len(),
-                if problems.len() == 1 { "" } else { "s" }
-            );
-            for line in problems.iter().take(MAX_LISTED) {
-                message.push('\n');
-                message.push_str(line);
-            }
-            if problems.len() > MAX_LISTED {
-                message.push_str(&format!("\n… and {} more", problems.len() - MAX_LISTED));
-            }
-            return Err(ToolError::bad_arguments(message));
+        if problems.is_empty() {
+            return Ok(());
         }
-        match instance {
-            Value::Object(args) => Ok(args),
-            _ => Ok(Map::new()),
+        let mut message = format!(
+            "the arguments do not match the tool's input schema ({} problem{}):",
+            problems.len(),
+            if problems.len() == 1 { "" } else { "s" }
+        );
+        for line in problems.iter().take(MAX_LISTED) {
+            message.push('\n');
+            message.push_str(line);
         }
+        if problems.len() > MAX_LISTED {
+            message.push_str(&format!("\n… and {} more", problems.len() - MAX_LISTED));
+        }
+        Err(ToolError::bad_arguments(message))
     }
+}
+
+fn not_an_object() -> ToolError {
+    ToolError::bad_arguments("the arguments must be a JSON object")
 }
 
 /// Compiles `input_schema` and prepares `arguments` in one step (tests, one-off calls).
@@ -116,7 +144,7 @@ pub fn prepare_arguments(
     input_schema: &Value,
     arguments: &Value,
 ) -> Result<Map<String, Value>, ToolError> {
-    ArgumentCheck::new(input_schema)?.prepare(arguments)
+    ArgumentCheck::new(input_schema)?.prepare(arguments.clone())
 }
 
 #[cfg(test)]
@@ -144,6 +172,30 @@ mod tests {
         assert_eq!(Value::Object(args), json!({"cuit": "1", "limit": 25}));
         let args = prepare_arguments(&schema(), &json!({"cuit": "1", "limit": 3})).unwrap();
         assert_eq!(args["limit"], json!(3));
+    }
+
+    /// `check` answers as `prepare` does, whether the arguments are read in place (complete) or
+    /// need a default filled first.
+    #[test]
+    fn check_agrees_with_prepare() {
+        let check = ArgumentCheck::new(&schema()).unwrap();
+        for arguments in [
+            json!({"cuit": "1", "limit": 3}),
+            json!({"cuit": "1"}),
+            json!({"cuit": "1", "limit": null}),
+            json!({"limit": 3}),
+            json!({"cuit": "1", "limit": "x"}),
+            json!({"cuit": 1, "limit": 3, "estado": "otro"}),
+            Value::Null,
+            json!("text"),
+        ] {
+            let checked = check.check(&arguments).map_err(|e| e.message);
+            let prepared = check
+                .prepare(arguments.clone())
+                .map(drop)
+                .map_err(|e| e.message);
+            assert_eq!(checked, prepared, "{arguments}");
+        }
     }
 
     #[test]
