@@ -66,4 +66,7 @@ harness::both_backends!(
     ledger_30_no_routes_no_rows,
     ledger_31_one_holder_one_delivery,
     ledger_32_retry_then_give_up,
+    ledger_56_a_run_holds_its_lease_while_running,
+    ledger_57_only_the_holder_renews,
+    ledger_58_one_taker_per_expired_run,
 );
