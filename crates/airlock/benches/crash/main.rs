@@ -295,7 +295,6 @@ fn table(reports: &[Report]) {
         );
     }
     for r in reports {
-        let v = &r.verdict;
         if r.abandoned > 0 {
             println!(
                 "({}: {} calls never answered within 2 min, not counted as acknowledged)",
