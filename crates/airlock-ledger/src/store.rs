@@ -262,8 +262,8 @@ pub trait Store: Send + Sync + 'static {
         let _ = (parent, call_id);
         no_agent_runs()
     }
-    /// Up to `limit` parked runs that no other run started, longest parked first: what a
-    /// resume worker tries (docs/rules.md AGENT-7).
+    /// Up to `limit` parked runs that no other run started and none of whose calls waits for a
+    /// person, longest parked first: what a resume worker tries (docs/rules.md AGENT-7).
     fn parked_root_runs(&self, limit: u32) -> LedgerFuture<'_, Vec<RunId>> {
         let _ = limit;
         no_agent_runs()

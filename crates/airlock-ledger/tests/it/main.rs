@@ -69,4 +69,5 @@ harness::both_backends!(
     ledger_56_a_run_holds_its_lease_while_running,
     ledger_57_only_the_holder_renews,
     ledger_58_one_taker_per_expired_run,
+    agent_7_parked_listing_skips_runs_still_waiting,
 );

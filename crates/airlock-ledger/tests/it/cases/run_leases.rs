@@ -147,3 +147,18 @@ pub(crate) async fn ledger_58_one_taker_per_expired_run(h: &Harness) {
         assert!(owner.starts_with('t'), "{owner}");
     }
 }
+
+/// AGENT-7: the resume worker's listing skips runs still waiting for a person, so any number of
+/// them, parked longer, never hide a run that may resume.
+pub(crate) async fn agent_7_parked_listing_skips_runs_still_waiting(h: &Harness) {
+    let s = h.session().await;
+    let waiting = run(h, s, None).await;
+    let mut call = h.call(s, "refund", json!({"amount": 1}));
+    call.approval = airlock_ledger::Approval::Always;
+    call.run_id = Some(waiting);
+    h.store.record(call).await.unwrap();
+    h.store.park_run(waiting).await.unwrap();
+    let resumable = run(h, h.session().await, None).await;
+    h.store.park_run(resumable).await.unwrap();
+    assert_eq!(h.store.parked_root_runs(1).await.unwrap(), vec![resumable]);
+}
