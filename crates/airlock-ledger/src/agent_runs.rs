@@ -256,11 +256,15 @@ pub(crate) async fn child(
 const ROOT_RUNS: &str =
     "id NOT IN (SELECT run_id FROM run_details WHERE parent_run_id IS NOT NULL)";
 
+/// Only runs none of whose calls still waits for a person are listed: runs parked on a call
+/// nobody decided (or in doubt) would otherwise fill every page and hide the resumable ones.
 pub(crate) async fn parked_roots(pool: &DbPool, limit: u32) -> Result<Vec<RunId>, LedgerError> {
+    let waiting = runs::WAITING_IN_RUN.replace("$1", "runs.id");
     let rows = pool
         .fetch_all(
             AssertSqlSafe(format!(
                 "SELECT id FROM runs WHERE status = 'parked' AND {ROOT_RUNS} \
+                 AND NOT EXISTS (SELECT 1 FROM invocations WHERE {waiting}) \
                  ORDER BY updated_at, id LIMIT $1"
             )),
             &[i64::from(limit).into()],

@@ -31,6 +31,7 @@ use crate::pins::{self, ToolPin};
 use crate::rate::{self, RateBudget, RateRefusal};
 use crate::reads::{self, text};
 use crate::request_states::{self, StateUse};
+use crate::run_lease::{self, RunLease};
 use crate::state::{InvocationState, RunStatus};
 use crate::store::{LedgerFuture, Outbox, Store};
 use crate::store_config::StoreConfig;
@@ -255,7 +256,7 @@ impl Store for Ledger {
 
     fn resume_run(&self, id: RunId) -> LedgerFuture<'_, ResumeOutcome> {
         Box::pin(self.writer.submit(id.0, Prefetch::Nothing, move |tx, b| {
-            Box::pin(runs::resume_run(tx, b, id))
+            Box::pin(runs::resume_run(tx, b, id, None))
         }))
     }
 
@@ -559,6 +560,31 @@ impl Store for Ledger {
 
     fn parked_root_runs(&self, limit: u32) -> LedgerFuture<'_, Vec<RunId>> {
         Box::pin(agent_runs::parked_roots(&self.pool, limit))
+    }
+
+    fn resume_run_leased(&self, id: RunId, lease: RunLease) -> LedgerFuture<'_, ResumeOutcome> {
+        Box::pin(self.writer.submit(id.0, Prefetch::Nothing, move |tx, b| {
+            let lease = lease.clone();
+            Box::pin(async move { runs::resume_run(tx, b, id, Some(&lease)).await })
+        }))
+    }
+
+    fn renew_run_lease(&self, id: RunId, owner: &str, ttl: Duration) -> LedgerFuture<'_, bool> {
+        let owner = owner.to_owned();
+        Box::pin(self.writer.submit(id.0, Prefetch::Nothing, move |tx, b| {
+            let owner = owner.clone();
+            Box::pin(async move { run_lease::renew(tx, b, id, &owner, ttl).await })
+        }))
+    }
+
+    fn take_over_runs(&self, lease: RunLease, limit: u32) -> LedgerFuture<'_, Vec<RunId>> {
+        Box::pin(
+            self.writer
+                .submit(uuid::Uuid::nil(), Prefetch::Nothing, move |tx, b| {
+                    let lease = lease.clone();
+                    Box::pin(async move { run_lease::take_over(tx, b, &lease, limit).await })
+                }),
+        )
     }
 
     fn open_run_in_session(&self, session: SessionId) -> LedgerFuture<'_, Option<RunId>> {

@@ -54,6 +54,7 @@ mod pins;
 mod rate;
 mod record;
 mod request_states;
+mod run_lease;
 mod runs;
 mod sweep;
 
@@ -88,6 +89,7 @@ pub use pins::ToolPin;
 pub use postgres::PgStore;
 pub use rate::{RateBudget, RateRefusal};
 pub use request_states::StateUse;
+pub use run_lease::RunLease;
 pub use sqlite::SqliteStore;
 pub use state::{CallKind, DecisionKind, InvocationState, Resolution, RunStatus};
 pub use store::{LedgerFuture, Outbox, Store};

@@ -11,6 +11,7 @@ use time::OffsetDateTime;
 
 use crate::error::ToolError;
 use crate::ids::{InvocationId, RunId, SessionId};
+use crate::run_lease::RunLease;
 use crate::state::{CallKind, DecisionKind, InvocationState, Resolution, RunStatus};
 
 /// A session to open: a conversation, a channel thread, or one MCP endpoint call.
@@ -50,6 +51,8 @@ pub struct NewRun {
     pub definitions_digest: String,
     /// The definitions themselves, so a parked run resumes against what the model saw.
     pub definitions_snapshot: Value,
+    /// The lease its starter drives it under (LEDGER-56); `None`: no lease, never taken over.
+    pub lease: Option<RunLease>,
 }
 
 /// A stored run.

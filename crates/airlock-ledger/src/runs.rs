@@ -13,6 +13,7 @@ use crate::error::LedgerError;
 use crate::ids::{RunId, SessionId};
 use crate::model::{Invocation, NewRun, NewSession, ResumeOutcome, Run, Session};
 use crate::row::{RUN_COLUMNS, RunRow, SESSION_COLUMNS, SessionRow, content_hash};
+use crate::run_lease::{self, RunLease};
 use crate::state::RunStatus;
 use crate::tx::LedgerTx;
 
@@ -138,6 +139,12 @@ pub(crate) async fn create_run(
         updated_at: batch.now,
     };
     let row = RunRow::from(&run);
+    let mut binds = row.binds();
+    binds.extend(run_lease::columns(
+        new.lease.as_ref(),
+        run.status,
+        batch.now,
+    ));
     // AGENT-32: the unique index on a session's open run decides between racing starters (two
     // processes); the loser inserts nothing and learns which run holds the session. `RETURNING`
     // names the outcome without reading an affected-row count (AGENT-33).
@@ -145,10 +152,11 @@ pub(crate) async fn create_run(
         .inner
         .fetch_optional(
             AssertSqlSafe(format!(
-                "INSERT INTO runs ({RUN_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) \
+                "INSERT INTO runs ({RUN_COLUMNS}, lease_owner, lease_deadline) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) \
                  ON CONFLICT DO NOTHING RETURNING id"
             )),
-            &row.binds(),
+            &binds,
         )
         .await?;
     if inserted.is_none() {
@@ -178,12 +186,14 @@ async fn session_busy(tx: &mut LedgerTx, session: SessionId) -> LedgerError {
     LedgerError::SessionBusy { session, run }
 }
 
-/// Compare-and-swap of a run's status; `None` when another writer changed it first.
+/// Compare-and-swap of a run's status; `None` when another writer changed it first. The run
+/// holds `lease` if it moves to `running`, and no lease otherwise (LEDGER-56).
 async fn save_run(
     tx: &mut LedgerTx,
     batch: &mut Batch,
     prev: &Run,
     status: RunStatus,
+    lease: Option<&RunLease>,
     reason: Option<String>,
 ) -> Result<Option<Run>, LedgerError> {
     let mut next = prev.clone();
@@ -192,11 +202,12 @@ async fn save_run(
     next.version = prev.version + 1;
     next.updated_at = batch.now;
     let row = RunRow::from(&next);
+    let [owner, deadline] = run_lease::columns(lease, status, batch.now);
     let n = tx
         .inner
         .execute(
-            "UPDATE runs SET status = $3, status_reason = $4, version = $5, updated_at = $6 \
-             WHERE id = $1 AND version = $2",
+            "UPDATE runs SET status = $3, status_reason = $4, version = $5, updated_at = $6, \
+             lease_owner = $7, lease_deadline = $8 WHERE id = $1 AND version = $2",
             &[
                 row.id.clone().into(),
                 prev.version.into(),
@@ -204,6 +215,8 @@ async fn save_run(
                 row.status_reason.clone().into(),
                 row.version.into(),
                 row.updated_at.into(),
+                owner,
+                deadline,
             ],
         )
         .await?;
@@ -244,7 +257,15 @@ pub(crate) async fn fail_open_run(
 ) -> Result<(), LedgerError> {
     let run = load_run_required(tx, id).await?;
     if !run.status.is_terminal() {
-        save_run(tx, batch, &run, RunStatus::Failed, Some(reason.to_owned())).await?;
+        save_run(
+            tx,
+            batch,
+            &run,
+            RunStatus::Failed,
+            None,
+            Some(reason.to_owned()),
+        )
+        .await?;
     }
     Ok(())
 }
@@ -264,7 +285,7 @@ pub(crate) async fn park_run(
     if run.status != RunStatus::Running {
         return Err(wrong(run.status));
     }
-    match save_run(tx, batch, &run, RunStatus::Parked, None).await? {
+    match save_run(tx, batch, &run, RunStatus::Parked, None, None).await? {
         Some(run) => Ok(run),
         None => Err(wrong(load_run_required(tx, id).await?.status)),
     }
@@ -274,11 +295,13 @@ pub(crate) async fn park_run(
 pub(crate) const WAITING_IN_RUN: &str =
     "run_id = $1 AND state IN ('awaiting_approval', 'awaiting_answer', 'in_doubt')";
 
-/// `parked → running`, only when none of the run's calls still waits for a person.
+/// `parked → running`, only when none of the run's calls still waits for a person; the run is
+/// then held under `lease`, if given, in the same swap (LEDGER-56).
 pub(crate) async fn resume_run(
     tx: &mut LedgerTx,
     batch: &mut Batch,
     id: RunId,
+    lease: Option<&RunLease>,
 ) -> Result<ResumeOutcome, LedgerError> {
     let run = load_run_required(tx, id).await?;
     if run.status != RunStatus::Parked {
@@ -300,7 +323,7 @@ pub(crate) async fn resume_run(
     if waiting > 0 {
         return Ok(ResumeOutcome::StillWaiting);
     }
-    match save_run(tx, batch, &run, RunStatus::Running, None).await? {
+    match save_run(tx, batch, &run, RunStatus::Running, lease, None).await? {
         Some(_) => Ok(ResumeOutcome::Resumed),
         None => Ok(ResumeOutcome::NotParked(
             load_run_required(tx, id).await?.status,
@@ -324,7 +347,7 @@ pub(crate) async fn end_run(
             actual: run.status,
         });
     }
-    match save_run(tx, batch, &run, status, reason).await? {
+    match save_run(tx, batch, &run, status, None, reason).await? {
         Some(run) => Ok(run),
         None => Err(LedgerError::RunWrongState {
             id,

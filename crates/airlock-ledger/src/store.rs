@@ -26,6 +26,7 @@ use crate::notice::{Notice, NoticeRecord};
 use crate::pins::ToolPin;
 use crate::rate::{RateBudget, RateRefusal};
 use crate::request_states::StateUse;
+use crate::run_lease::RunLease;
 use crate::state::{InvocationState, RunStatus};
 use crate::tx::TxTool;
 
@@ -261,10 +262,29 @@ pub trait Store: Send + Sync + 'static {
         let _ = (parent, call_id);
         no_agent_runs()
     }
-    /// Up to `limit` parked runs that no other run started, longest parked first: what a
-    /// resume worker tries (docs/rules.md AGENT-7).
+    /// Up to `limit` parked runs that no other run started and none of whose calls waits for a
+    /// person, longest parked first: what a resume worker tries (docs/rules.md AGENT-7).
     fn parked_root_runs(&self, limit: u32) -> LedgerFuture<'_, Vec<RunId>> {
         let _ = limit;
+        no_agent_runs()
+    }
+    /// [`Store::resume_run`], the run then held under `lease` in the same swap (docs/rules.md
+    /// LEDGER-56): the resumer drives it, renewing the lease, until it parks or ends.
+    fn resume_run_leased(&self, id: RunId, lease: RunLease) -> LedgerFuture<'_, ResumeOutcome> {
+        let _ = (id, lease);
+        no_agent_runs()
+    }
+    /// Extends `owner`'s lease on running run `id` by `ttl` (LEDGER-57); `false` when another
+    /// owner holds the run now, so the caller must stop driving it.
+    fn renew_run_lease(&self, id: RunId, owner: &str, ttl: Duration) -> LedgerFuture<'_, bool> {
+        let _ = (id, owner, ttl);
+        no_agent_runs()
+    }
+    /// Takes over up to `limit` running runs whose lease ran out (their driver died or
+    /// stalled), each now held under `lease`: the runs the caller is to drive. Of concurrent
+    /// takers, in any process, exactly one gets each run (LEDGER-58).
+    fn take_over_runs(&self, lease: RunLease, limit: u32) -> LedgerFuture<'_, Vec<RunId>> {
+        let _ = (lease, limit);
         no_agent_runs()
     }
     /// The run of session `session` that has not ended and no other run started, if any.

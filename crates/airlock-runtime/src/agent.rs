@@ -8,6 +8,9 @@
 //!   settled, so a resumed run rebuilds its conversation from the ledger: no completed model
 //!   turn and no recorded call is repeated (AGENT-5, AGENT-6);
 //! - a parked run resumes only through the ledger's `resume_run` compare-and-swap (AGENT-7);
+//! - a running root run is held by the process driving it under a lease it renews; a run whose
+//!   driver died is taken over by another process once the lease ran out, and replayed from
+//!   the ledger (AGENT-57..AGENT-60);
 //! - a run offers the model the definitions it started with (AGENT-14);
 //! - connections supplied with a run live in memory for it only (AGENT-12);
 //! - a sub-agent is a nested run whose calls belong to the root run, so a call parked anywhere
@@ -22,6 +25,7 @@ mod confirm;
 mod ctx;
 mod drive;
 mod gate;
+mod hold;
 mod record;
 pub mod resume;
 mod settle;
@@ -277,8 +281,8 @@ impl Agents {
         self.read(id).await
     }
 
-    /// Drives a parked root run this caller just resumed (`resume_run` said so): the resume
-    /// worker's entry. Connections supplied with the run are used if this process still holds
+    /// Drives a root run this caller just resumed (`resume_run` said so) or took over (its
+    /// lease ran out, AGENT-59): the resume worker's entry. Connections supplied with the run are used if this process still holds
     /// them; otherwise `airlock.toml`'s (AGENT-12).
     ///
     /// # Errors
@@ -308,12 +312,11 @@ impl Agents {
                 None => live.connections.get(&run).cloned().unwrap_or_default(),
             }
         };
-        let driven = crate::execute::RUN_CONNECTIONS
-            .scope(
-                connections,
-                drive::serve_root(self, run, events.as_ref(), &cancel),
-            )
-            .await;
+        let driving = crate::execute::RUN_CONNECTIONS.scope(
+            connections,
+            drive::serve_root(self, run, events.as_ref(), &cancel),
+        );
+        let driven = hold::while_held(self, run, driving).await;
         let report = self.read(run).await;
         self.release(run, report.as_ref().ok());
         driven?;
@@ -404,6 +407,7 @@ impl Agents {
             agent: request.agent.clone(),
             definitions_digest: scope.digest(),
             definitions_snapshot: snapshot.to_value(),
+            lease: Some(self.inner.gateway.run_lease()),
         };
         let id = RunId::new();
         let detail = Detail {

@@ -149,6 +149,15 @@ impl Gateway {
         &self.store
     }
 
+    /// The lease this process drives an agent run under: the same owner and length as its
+    /// calls' (docs/rules.md AGENT-57).
+    pub(crate) fn run_lease(&self) -> airlock_ledger::RunLease {
+        airlock_ledger::RunLease {
+            owner: self.owner.clone(),
+            ttl: self.lease,
+        }
+    }
+
     /// Shutdown has begun: every long poll (the MCP await tool, a task's result) answers now
     /// with the call's current state, and every later one at once, so clients call again
     /// instead of holding the server open. Nothing is decided or dropped (docs/rules.md OPS-9).

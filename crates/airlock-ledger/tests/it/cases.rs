@@ -13,6 +13,7 @@ mod outbox;
 mod pins;
 mod rate;
 mod request_states;
+mod run_leases;
 mod worker;
 
 pub(crate) use agent_runs::*;
@@ -26,4 +27,5 @@ pub(crate) use outbox::*;
 pub(crate) use pins::*;
 pub(crate) use rate::*;
 pub(crate) use request_states::*;
+pub(crate) use run_leases::*;
 pub(crate) use worker::*;

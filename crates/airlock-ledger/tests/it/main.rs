@@ -68,4 +68,8 @@ harness::both_backends!(
     ledger_32_retry_then_give_up,
     agent_54_a_run_is_read_once_and_an_unknown_one_refused,
     agent_55_steps_and_details_upsert_in_one_write,
+    ledger_56_a_run_holds_its_lease_while_running,
+    ledger_57_only_the_holder_renews,
+    ledger_58_one_taker_per_expired_run,
+    agent_7_parked_listing_skips_runs_still_waiting,
 );

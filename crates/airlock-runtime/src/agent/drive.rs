@@ -72,7 +72,8 @@ pub(super) async fn serve_root(
         })
         .await;
         // Decided between the calls' records and the park: nobody else would resume it.
-        match agents.store().resume_run(run).await? {
+        let lease = agents.gateway().run_lease();
+        match agents.store().resume_run_leased(run, lease).await? {
             ResumeOutcome::Resumed => ctx.status = RunStatus::Running,
             ResumeOutcome::StillWaiting | ResumeOutcome::NotParked(_) => return Ok(()),
         }
@@ -350,6 +351,7 @@ async fn start_child(
         agent: agent.to_owned(),
         definitions_digest: scope.digest(),
         definitions_snapshot: Snapshot::of(&scope).to_value(),
+        lease: None,
     };
     let id = RunId::new();
     let detail = Detail {

@@ -8,11 +8,15 @@
 //! ledger to resume each; exactly once comes from `resume_run`'s compare-and-swap: of every
 //! worker, in every process, one caller gets `Resumed` and drives the run. On stop it resumes
 //! nothing new and lets the runs it drives reach their next stop.
+//!
+//! It also takes over runs left `running` by a process that died (docs/rules.md AGENT-59):
+//! every half lease it asks the ledger for running runs whose lease ran out; the ledger hands
+//! each to exactly one taker, which drives it from its stored steps as a resumed run.
 
 use std::collections::HashSet;
 use std::time::Duration;
 
-use airlock_ledger::{ResumeOutcome, RunId};
+use airlock_ledger::{ResumeOutcome, RunId, RunLease};
 use tokio::sync::oneshot;
 use tokio::task::JoinSet;
 
@@ -20,6 +24,8 @@ use super::Agents;
 
 /// How often the worker looks without being signalled.
 pub const SAFETY_NET: Duration = Duration::from_secs(30);
+/// The shortest period between looks for runs to take over.
+const TAKEOVER_MIN: Duration = Duration::from_millis(100);
 /// The most parked runs looked at per wake.
 const BATCH: u32 = 64;
 
@@ -36,6 +42,9 @@ pub async fn work_polling_every(
 ) {
     let mut signal = agents.store().approvals();
     let mut tick = tokio::time::interval(safety_net);
+    let lease = agents.gateway().run_lease();
+    let mut takeover = tokio::time::interval((lease.ttl / 2).min(safety_net).max(TAKEOVER_MIN));
+    takeover.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut running: JoinSet<RunId> = JoinSet::new();
     let mut driving: HashSet<RunId> = HashSet::new();
     loop {
@@ -47,24 +56,56 @@ pub async fn work_polling_every(
                 }
                 continue;
             }
+            _ = takeover.tick() => {
+                let taken = taken_over(&agents, &lease).await;
+                drive_all(&agents, taken, &mut running, &mut driving);
+                continue;
+            }
             _ = tick.tick() => {}
             // A closed signal (its store gone) leaves the poll.
             Ok(()) = signal.changed() => {}
         }
         // Seen before the listing: a decision committed after this line signals again.
         signal.borrow_and_update();
-        for id in resumable(&agents, &driving).await {
-            driving.insert(id);
-            let agents = agents.clone();
-            running.spawn(async move {
-                if let Err(error) = agents.continue_resumed(id).await {
-                    tracing::error!(run = %id, %error, "a resumed run failed");
-                }
-                id
-            });
-        }
+        let resumed = resumable(&agents, &driving).await;
+        drive_all(&agents, resumed, &mut running, &mut driving);
     }
     while running.join_next().await.is_some() {}
+}
+
+/// Drives each of `ids` (resumed or taken over by this caller) in a task of its own.
+fn drive_all(
+    agents: &Agents,
+    ids: Vec<RunId>,
+    running: &mut JoinSet<RunId>,
+    driving: &mut HashSet<RunId>,
+) {
+    for id in ids {
+        driving.insert(id);
+        let agents = agents.clone();
+        running.spawn(async move {
+            if let Err(error) = agents.continue_resumed(id).await {
+                tracing::error!(run = %id, %error, "a resumed run failed");
+            }
+            id
+        });
+    }
+}
+
+/// The runs this caller just took over from a driver whose lease ran out (AGENT-59).
+async fn taken_over(agents: &Agents, lease: &RunLease) -> Vec<RunId> {
+    match agents.store().take_over_runs(lease.clone(), BATCH).await {
+        Ok(ids) => {
+            for id in &ids {
+                tracing::warn!(target: crate::EVENTS, run = %id, "run taken over: its driver's lease ran out (a crash or a stall); resuming it from its stored steps");
+            }
+            ids
+        }
+        Err(error) => {
+            tracing::error!(%error, "taking over runs failed");
+            Vec::new()
+        }
+    }
 }
 
 /// The parked runs this caller just resumed (and is to drive).
@@ -79,7 +120,10 @@ async fn resumable(agents: &Agents, driving: &HashSet<RunId>) -> Vec<RunId> {
     };
     let mut resumed = Vec::new();
     for id in parked.into_iter().filter(|id| !driving.contains(id)) {
-        match store.resume_run(id).await {
+        match store
+            .resume_run_leased(id, agents.gateway().run_lease())
+            .await
+        {
             Ok(ResumeOutcome::Resumed) => {
                 tracing::info!(target: crate::EVENTS, run = %id, "run resumed");
                 resumed.push(id);

@@ -487,6 +487,7 @@ async fn propose_records_and_calls_nobody(backend: Backend) {
         agent: "a".into(),
         definitions_digest: String::new(),
         definitions_snapshot: json!({}),
+        lease: None,
     };
     let run = f.gateway.store().create_run(new_run).await.unwrap().id;
     let open = RunCall {

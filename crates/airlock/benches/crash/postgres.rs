@@ -67,7 +67,8 @@ impl Cluster {
     pub(crate) async fn restart(&self) {
         let mut command = tokio::process::Command::from(self.program("pg_ctl"));
         command
-            .args(["-w", "-m", "immediate", "-l"])
+            // Recovery under a loaded machine can pass pg_ctl's default 60 s wait.
+            .args(["-w", "-t", "600", "-m", "immediate", "-l"])
             .arg(self.dir.path().join("server.log"))
             .arg("-D")
             .arg(self.data())

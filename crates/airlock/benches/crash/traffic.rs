@@ -24,7 +24,7 @@ use super::{ADMIN, CLIENT};
 
 /// How long one client keeps sending a call again before it gives up on it.
 const GIVE_UP_AFTER: Duration = Duration::from_secs(120);
-/// How long the run client follows one run (a run its dead replica left `running` never ends).
+/// How long the run client follows one run (a run its dead replica drove waits for a takeover).
 const FOLLOW_FOR: Duration = Duration::from_secs(15);
 /// One request's deadline (a stopped replica holds it until it continues).
 const REQUEST_DEADLINE: Duration = Duration::from_secs(10);

@@ -1,8 +1,9 @@
 //! The checks, from the ledger's rows (read straight from its database) and the upstream's
 //! record of every `tools/call` it was sent: no at-most-once call executed twice, no
 //! acknowledged call without a row, no approval used twice, no row left open once leases have
-//! run out and the sweepers had their turn — nor an agent run left `running` or `parked`, nor
-//! an acknowledged run without its row. Calls in doubt are fine, and counted.
+//! run out and the sweepers had their turn — nor an agent run left `running` (once its
+//! driver's lease ran out another replica takes it over, AGENT-59) or `parked` with nothing to
+//! decide, nor an acknowledged run without its row. Calls in doubt are fine, and counted.
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
@@ -40,15 +41,15 @@ pub(crate) struct Ledger {
 
 impl Ledger {
     /// Whether a row or a run may still move on its own: a row `pending`, `approved` or
-    /// `running`, or a parked run none of whose calls waits for a person. (A run left
-    /// `running` by a dead replica never moves, so it is not waited for.)
+    /// `running`, a run `running` (a run a dead replica drove is taken over once its lease ran
+    /// out, docs/rules.md AGENT-59), or a parked run none of whose calls waits for a person.
     fn open(&self) -> bool {
         let waits = self.waiting_runs();
         self.rows.iter().any(|r| OPEN.contains(&r.state.as_str()))
             || self
                 .runs
                 .iter()
-                .any(|(id, s)| s == "parked" && !waits.contains(id.as_str()))
+                .any(|(id, s)| s == "running" || (s == "parked" && !waits.contains(id.as_str())))
     }
 
     /// Runs with a call in doubt or undecided: they wait for a person, as the call does.
@@ -130,11 +131,6 @@ pub(crate) struct Verdict {
     pub(crate) stuck: Vec<String>,
     pub(crate) runs: usize,
     pub(crate) runs_completed: usize,
-    /// Runs left `running` after settling: the replica serving them died mid-step, and
-    /// nothing takes a run over yet (a known gap, docs/crash.md). Counted, not failed.
-    pub(crate) runs_orphaned: Vec<String>,
-    /// Calls of those runs still open (approved, waiting for their run to resume).
-    pub(crate) orphan_calls: usize,
     pub(crate) lost_runs: Vec<String>,
 }
 
@@ -197,7 +193,10 @@ pub(crate) fn check(
     for (id, status) in &ledger.runs {
         match status.as_str() {
             "succeeded" => verdict.runs_completed += 1,
-            "running" => verdict.runs_orphaned.push(id.clone()),
+            // Its driver's lease ran out long ago: some replica should have taken it over.
+            "running" => verdict
+                .stuck
+                .push(format!("run {id} left running after its lease ran out")),
             "parked" if !waits.contains(id.as_str()) => {
                 verdict
                     .stuck
@@ -218,8 +217,6 @@ pub(crate) fn check(
         .filter(|n| !with_row.contains(n))
         .copied()
         .collect();
-    let orphaned: std::collections::HashSet<&str> =
-        verdict.runs_orphaned.iter().map(String::as_str).collect();
     for row in rows {
         let ran = by_key.get(&row.id).copied().unwrap_or(0);
         if ran > 1 && row.n.is_none() {
@@ -236,17 +233,6 @@ pub(crate) fn check(
         match row.state.as_str() {
             "in_doubt" => verdict.in_doubt += 1,
             "awaiting_approval" => verdict.waiting += 1,
-            // The approved call of a run left `running`: the run would claim it when it
-            // resumes (AGENT-7), and nothing resumes such a run yet — the known gap, counted.
-            state
-                if OPEN.contains(&state)
-                    && row
-                        .run
-                        .as_ref()
-                        .is_some_and(|r| orphaned.contains(r.as_str())) =>
-            {
-                verdict.orphan_calls += 1;
-            }
             state if OPEN.contains(&state) => verdict
                 .stuck
                 .push(format!("{} {state} (run {:?})", row.id, row.run)),

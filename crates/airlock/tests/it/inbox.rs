@@ -559,6 +559,7 @@ async fn session_and_run_pages_tell_the_story_in_order() {
             agent: "helper".into(),
             definitions_digest: "d".into(),
             definitions_snapshot: json!([]),
+            lease: None,
         })
         .await
         .unwrap();

@@ -3,7 +3,8 @@
 //! and wakes its waiter on the first; an approved call runs once however many replicas race for
 //! it; a replica killed mid-call is settled by the other's sweeper (in doubt, or re-run when
 //! idempotent — never both); a parked agent run resumes once on whichever replica claims it;
-//! and a rate limit is one budget for both. Each test has a database of its own.
+//! a run whose replica is killed while it drives it is taken over and finished by the other,
+//! repeating no model call and no completed tool call; and a rate limit is one budget for both. Each test has a database of its own.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -51,15 +52,23 @@ fn uuid_like() -> String {
 
 /// A deployment on `database`: connection files on the MCP `upstream` (`gated`: approval
 /// always; `free`: never, at most once; `retry`: never, idempotent), api `tenant` on `api`
-/// (3 calls an hour, shared), and agent `helper` on `model` with a gated `fetch`.
-fn deployment(database: &str, upstream: u16, api: u16, model: &str) -> tempfile::TempDir {
+/// (3 calls an hour, shared), and agent `helper` on `model` with a gated `fetch` and, on the
+/// upstream, `up_echo` (no approval), and `slow_wait` on `slow` (idempotent, no approval).
+fn deployment(
+    database: &str,
+    upstream: u16,
+    (api, slow): (u16, u16),
+    model: &str,
+) -> tempfile::TempDir {
     let toml = format!(
         "database_url = \"{database}\"\n\
          [[admin.tokens]]\ncredential = \"airlock.admin\"\nprincipal = \"alice\"\n\
          [[mcp.tokens]]\ncredential = \"airlock.client\"\nprincipal = \"claude\"\n\
          [[mcp.tokens]]\ncredential = \"airlock.caller\"\nprincipal = \"carol\"\nscopes = [\"agent:helper\"]\n\
          [egress]\nallow = [\"127.0.0.1/32\"]\n[credentials]\nfile = \"creds.yml\"\n\
-         [connections.tenant]\nbase_url = \"http://127.0.0.1:{api}\"\ncredential = \"tenant.token\"\n"
+         [connections.tenant]\nbase_url = \"http://127.0.0.1:{api}\"\ncredential = \"tenant.token\"\n\
+         [connections.up]\nbase_url = \"http://127.0.0.1:{upstream}\"\n\
+         [connections.slow]\nbase_url = \"http://127.0.0.1:{slow}\"\n"
     );
     let creds = format!(
         "airlock:\n  admin: {ADMIN}\n  client: {CLIENT}\n  caller: {CALLER}\nopenai:\n  key: {}\ntenant:\n  token: tenant-token-3b5d\n",
@@ -87,7 +96,11 @@ fn deployment(database: &str, upstream: u16, api: u16, model: &str) -> tempfile:
     let manifest = format!(
         "apiVersion: airlock/v1\nkind: Agent\nmetadata:\n  name: helper\n  description: Reads pages.\n\
          spec:\n  model:\n    provider: openai\n    model: gpt-test\n    endpoint: {model}\n    credential: openai.key\n\
-         \x20 prompts:\n    system: Help.\n  tools:\n    - type: builtin\n      name: fetch\n      approval: always\n"
+         \x20 prompts:\n    system: Help.\n  tools:\n    - type: builtin\n      name: fetch\n      approval: always\n\
+         \x20   - name: up\n      type: mcp\n      connection: up\n      path: /mcp\n      tools:\n\
+         \x20       - {{ name: echo, description: Echoes., writes: false, input_schema: {{ type: object }} }}\n\
+         \x20   - name: slow\n      type: mcp\n      connection: slow\n      path: /mcp\n      effect: idempotent\n      tools:\n\
+         \x20       - {{ name: wait, description: Waits., writes: false, input_schema: {{ type: object }} }}\n"
     );
     write(d, "agents/helper.yml", &manifest);
     dir
@@ -101,12 +114,15 @@ fn write(dir: &Path, file: &str, content: &str) {
 
 /// Two replicas of one deployment, their upstreams and the model.
 struct Pair {
+    database: String,
     dir: tempfile::TempDir,
     a: Server,
     b: Server,
     upstream: airlock_testkit::Server,
     api: RawServer,
     page: RawServer,
+    /// Holds every `tools/call` until released.
+    slow: RawServer,
     model: FakeModel,
 }
 
@@ -122,18 +138,22 @@ impl Pair {
         );
         let api = RawServer::start(Some("no-such-method"), Cue::Status(500)).await;
         let page = RawServer::start(Some("no-such-method"), Cue::Status(500)).await;
+        let slow = RawServer::start(Some("tools/call"), Cue::Hold).await;
         let model = FakeModel::openai(vec![]).await;
-        let dir = deployment(&database, upstream.port, api.port, &model.endpoint());
+        let ports = (api.port, slow.port);
+        let dir = deployment(&database, upstream.port, ports, &model.endpoint());
         // One after the other: the first migrates the fresh database.
         let a = Server::start(dir.path(), extra);
         let b = Server::start(dir.path(), extra);
         Some(Self {
+            database,
             dir,
             a,
             b,
             upstream,
             api,
             page,
+            slow,
             model,
         })
     }
@@ -400,6 +420,73 @@ async fn a_parked_run_resumes_once_on_whichever_replica_claims_it() {
         2,
         "one request per step, none repeated"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_whose_replica_dies_is_taken_over_and_finished_once() {
+    // AGENT-59, AGENT-60, TEST-12: a run on A completes `up_echo`, then A is SIGKILLed while
+    // `slow` holds its `slow_wait`. Once the run's lease ran out, B takes the run over and
+    // replays it from the ledger: the model is asked once per step (three, none again), the
+    // echo is not sent again, and the idempotent call cut off is re-run once.
+    let fast = ["--lease", "2", "--sweep-every", "1"];
+    let Some(mut pair) = Pair::start(&fast).await else {
+        return;
+    };
+    let call = |id: &str, name: &str| {
+        ModelReply::calls(vec![airlock_testkit::FakeCall::new(id, name, &json!({}))])
+    };
+    pair.model.push(call("call_1", "up_echo"));
+    pair.model.push(call("call_2", "slow_wait"));
+    pair.model.push(ModelReply::text(&["Both done."]));
+    let a = pair.a.addr.parse().unwrap();
+    let started = tokio::spawn(async move {
+        let body = json!({"input": "do both"});
+        http(a, "POST", "/v1/agents/helper/run", Some(CALLER), Some(body)).await
+    });
+    pair.slow.held().await;
+    pair.a.child.kill().unwrap(); // SIGKILL: the run stays `running` under A's lease.
+    pair.a.child.wait().unwrap();
+    started.abort();
+    // One answer for A's dead request, one for B's re-run.
+    pair.slow.release();
+    pair.slow.release();
+
+    let db = sqlx::PgPool::connect(&pair.database).await.unwrap();
+    let run: String = sqlx::query_scalar("SELECT id FROM runs")
+        .fetch_one(&db)
+        .await
+        .unwrap();
+    let b = pair.b.addr.parse().unwrap();
+    let done = crate::runs::until_status(b, &run, "completed").await;
+    assert_eq!(done["answer"], "Both done.", "{done}");
+    assert_eq!(
+        pair.model.requests(),
+        3,
+        "one model request per step, none repeated"
+    );
+    let sent = |tool: &str| {
+        let seen = pair.upstream.seen();
+        let calls = seen.iter().filter(|s| s.method == "tools/call");
+        calls.filter(|s| s.body["params"]["name"] == tool).count()
+    };
+    assert_eq!(sent("echo"), 1, "the completed call is not sent again");
+    let waits = pair
+        .slow
+        .seen()
+        .iter()
+        .filter(|m| *m == "tools/call")
+        .count();
+    assert_eq!(waits, 2, "the idempotent call cut off is re-run once");
+    let owner: Option<String> = sqlx::query_scalar("SELECT lease_owner FROM runs")
+        .fetch_one(&db)
+        .await
+        .unwrap();
+    assert_eq!(owner, None, "an ended run holds no lease");
+    let log = pair.b.log();
+    let taken = log
+        .iter()
+        .any(|l| l.contains(&run) && l.contains("taken over"));
+    assert!(taken, "{log:#?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

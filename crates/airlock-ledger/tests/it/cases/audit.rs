@@ -439,6 +439,7 @@ pub(crate) async fn a_run_beside_its_new_session(h: &Harness) {
                     agent: "support".into(),
                     definitions_digest: DIGEST.into(),
                     definitions_snapshot: json!({}),
+                    lease: None,
                 };
                 let (session, run) =
                     tokio::join!(store.create_session(id, new), store.create_run(run));

@@ -178,6 +178,7 @@ pub(crate) async fn ledger_6_siblings_settle_in_order(h: &Harness) {
             agent: "support".into(),
             definitions_digest: crate::harness::DIGEST.into(),
             definitions_snapshot: json!({"tools": []}),
+            lease: None,
         })
         .await
         .unwrap();

@@ -146,6 +146,7 @@ async fn one_open_run_per_session_across_processes(backend: Backend) {
         agent: "boss".into(),
         definitions_digest: String::new(),
         definitions_snapshot: json!({}),
+        lease: None,
     };
     let (a, b) = tokio::join!(w.store.create_run(new_run()), other.create_run(new_run()));
     let (won, lost) = match (a, b) {
