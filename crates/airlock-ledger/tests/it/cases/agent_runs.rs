@@ -12,6 +12,7 @@ async fn run(h: &Harness, s: SessionId) -> RunId {
             agent: "support".into(),
             definitions_digest: DIGEST.into(),
             definitions_snapshot: json!({}),
+            lease: None,
         })
         .await
         .unwrap()
