@@ -22,6 +22,7 @@ use crate::confirmations::{self, Answered, Confirmation};
 use crate::db::{DbPool, SqlValue};
 use crate::error::{LedgerError, ToolError};
 use crate::ids::{InvocationId, RunId, SessionId};
+use crate::model::RunLease;
 use crate::model::{
     ApprovalFilter, AuditReport, Decision, Invocation, NewInvocation, NewRun, NewSession, Recorded,
     ResumeOutcome, Run, Session, SweepReport,
@@ -31,7 +32,7 @@ use crate::pins::{self, ToolPin};
 use crate::rate::{self, RateBudget, RateRefusal};
 use crate::reads::{self, text};
 use crate::request_states::{self, StateUse};
-use crate::run_lease::{self, RunLease};
+use crate::run_lease;
 use crate::state::{InvocationState, RunStatus};
 use crate::store::{LedgerFuture, Outbox, Store};
 use crate::store_config::StoreConfig;

@@ -82,14 +82,13 @@ pub use ledger::Ledger;
 pub use model::{
     ACCESS_POLICY, APPROVAL_EXPIRED, ApprovalFilter, AuditReport, CallerOutcome, ChainBreak,
     Decision, DecisionRecord, Invocation, Lease, NewInvocation, NewRun, NewSession, Recorded,
-    ResolutionRecord, ResumeOutcome, Run, Session, Settlement, SweepReport,
+    ResolutionRecord, ResumeOutcome, Run, RunLease, Session, Settlement, SweepReport,
 };
 pub use notice::{Notice, NoticeRecord, OutboxRoute};
 pub use pins::ToolPin;
 pub use postgres::PgStore;
 pub use rate::{RateBudget, RateRefusal};
 pub use request_states::StateUse;
-pub use run_lease::RunLease;
 pub use sqlite::SqliteStore;
 pub use state::{CallKind, DecisionKind, InvocationState, Resolution, RunStatus};
 pub use store::{LedgerFuture, Outbox, Store};

@@ -11,7 +11,6 @@ use time::OffsetDateTime;
 
 use crate::error::ToolError;
 use crate::ids::{InvocationId, RunId, SessionId};
-use crate::run_lease::RunLease;
 use crate::state::{CallKind, DecisionKind, InvocationState, Resolution, RunStatus};
 
 /// A session to open: a conversation, a channel thread, or one MCP endpoint call.
@@ -498,4 +497,13 @@ impl std::fmt::Display for ChainBreak {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{} {}: {}", self.entity, self.id, self.reason)
     }
+}
+
+/// Who drives a run, and for how long each grant or renewal holds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunLease {
+    /// The driving process (unique per process, as a call's lease owner).
+    pub owner: String,
+    /// How long a grant or renewal lasts.
+    pub ttl: Duration,
 }

@@ -23,17 +23,9 @@ use crate::clock::to_micros;
 use crate::db::SqlValue;
 use crate::error::LedgerError;
 use crate::ids::RunId;
+use crate::model::RunLease;
 use crate::state::RunStatus;
 use crate::tx::LedgerTx;
-
-/// Who drives a run, and for how long each grant or renewal holds it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RunLease {
-    /// The driving process (unique per process, as a call's lease owner).
-    pub owner: String,
-    /// How long a grant or renewal lasts.
-    pub ttl: Duration,
-}
 
 /// The lease columns (`lease_owner`, `lease_deadline`) a run is written with when it moves to
 /// `status` at `now`: the lease while running, nothing otherwise.

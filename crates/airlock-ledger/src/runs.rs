@@ -11,9 +11,10 @@ use sqlx::AssertSqlSafe;
 use crate::batch::Batch;
 use crate::error::LedgerError;
 use crate::ids::{RunId, SessionId};
+use crate::model::RunLease;
 use crate::model::{Invocation, NewRun, NewSession, ResumeOutcome, Run, Session};
 use crate::row::{RUN_COLUMNS, RunRow, SESSION_COLUMNS, SessionRow, content_hash};
-use crate::run_lease::{self, RunLease};
+use crate::run_lease;
 use crate::state::RunStatus;
 use crate::tx::LedgerTx;
 

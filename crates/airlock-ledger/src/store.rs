@@ -18,6 +18,7 @@ use crate::agent_runs::{RunDetail, RunStep};
 use crate::confirmations::{Answered, Confirmation};
 use crate::error::{LedgerError, ToolError};
 use crate::ids::{InvocationId, RunId, SessionId};
+use crate::model::RunLease;
 use crate::model::{
     ApprovalFilter, AuditReport, Decision, Invocation, NewInvocation, NewRun, NewSession, Recorded,
     ResumeOutcome, Run, Session, SweepReport,
@@ -26,7 +27,6 @@ use crate::notice::{Notice, NoticeRecord};
 use crate::pins::ToolPin;
 use crate::rate::{RateBudget, RateRefusal};
 use crate::request_states::StateUse;
-use crate::run_lease::RunLease;
 use crate::state::{InvocationState, RunStatus};
 use crate::tx::TxTool;
 

@@ -128,7 +128,7 @@ pub fn router(host: Arc<dyn ToolHost>, config: EndpointConfig) -> Router {
         .with_json_response(true)
         .with_sse_keep_alive(None)
         .with_sse_retry(None)
-        .with_max_request_body_bytes(admit::MAX_BODY_BYTES)
+        .with_max_request_body_bytes(budget::MAX_BODY_BYTES)
         .disable_allowed_hosts();
     let endpoint = Endpoint::new(host.clone(), config.request_states.clone());
     let service = StreamableHttpService::new(

@@ -25,17 +25,13 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use super::EndpointConfig;
-use super::budget::{BODY_BUDGET_BYTES, BodyBudget, BodyShare, MAX_WAIT};
+use super::budget::{BODY_BUDGET_BYTES, BodyBudget, BodyShare, MAX_BODY_BYTES, MAX_WAIT};
 use super::oauth_admit;
 use super::request::{Admitted, AdmittedRequest, BUSY, FORBIDDEN, UNAUTHORIZED, rpc_refusal};
 use airlock_spec::ScopeId;
 
 use crate::host::Caller;
 use crate::oauth::ResourceServer;
-
-/// The largest request body read; bigger is a 413. Tool arguments are small, and this caps the
-/// memory one request can pin before it is authenticated.
-pub(super) const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
 
 /// The hosts allowed when the configuration names none: loopback only.
 const LOOPBACK: [&str; 3] = ["localhost", "127.0.0.1", "::1"];

@@ -18,11 +18,12 @@ use std::time::Duration;
 use axum::http::{HeaderMap, header};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use super::admit::MAX_BODY_BYTES;
-
 /// The request bodies processed at once: eight bodies at the cap. Each byte of a body costs
 /// a few more while its call runs (the parsed arguments, the ledger row, the upstream request;
 /// docs/benchmarks.md "The memory bench"), which this bounds with it.
+/// The largest request body read; bigger is a 413. Tool arguments are small, and this caps the
+/// memory one request can pin before it is authenticated.
+pub(super) const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
 pub(super) const BODY_BUDGET_BYTES: usize = 8 * MAX_BODY_BYTES;
 
 /// Bodies up to this size are not counted: a tool call's arguments are usually far smaller.
