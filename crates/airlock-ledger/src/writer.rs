@@ -335,11 +335,16 @@ impl Lane {
         let rerunnable = !jobs.iter().any(|j| j.exclusive());
         let mut head = self.head.take().filter(|_| rerunnable);
         let mut queued = rerunnable;
-        // At most three runs: each retry clears the condition that allowed it.
+        // A lost race for the lane's next `seq` is run again on a head read afresh. A head read
+        // under the lane's lock can still lose to another process's lone write, which takes
+        // no lock (LEDGER-53), so that is retried too — a bounded number of times. The lost
+        // race of a queued write clears its own condition.
+        let mut collisions = 0;
         let result = loop {
-            let cached = head.is_some();
             match attempt(&self.ctx, self.lane, jobs, head.take(), queued).await {
-                Err(e) if cached && is_unique_violation(&e) => {}
+                Err(e) if is_unique_violation(&e) && collisions < MAX_COLLISIONS => {
+                    collisions += 1;
+                }
                 Err(e) if queued && jobs.len() == 1 && deferred::is_lost_race(&e) => {
                     queued = false;
                 }
@@ -364,6 +369,9 @@ fn wakes_workers(row: &crate::model::Invocation) -> bool {
             && (decided || row.state == InvocationState::Expired)
             && row.state.is_terminal())
 }
+
+/// How often one batch is run again after colliding on its lane's chain key.
+const MAX_COLLISIONS: u32 = 8;
 
 fn is_unique_violation(e: &sqlx::Error) -> bool {
     matches!(e, sqlx::Error::Database(db) if db.is_unique_violation())
