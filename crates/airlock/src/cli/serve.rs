@@ -88,6 +88,10 @@ async fn serve_dir(args: &Args, dir: &Path) -> anyhow::Result<ExitCode> {
     println!("  MCP: {}", scope_paths(&booted).join(" "));
     let gateway = booted.gateway.clone();
     let telemetry = booted.telemetry.clone();
+    // Ends with the runtime; nothing of it needs to finish at shutdown.
+    tokio::spawn(crate::memory::give_back_when_quiet(
+        crate::memory::collect_allocator,
+    ));
     let sweeper = tokio::spawn(sweep(
         gateway.store().clone(),
         Duration::from_secs(args.sweep_every),

@@ -146,6 +146,7 @@ impl Counted {
 impl Drop for Counted {
     fn drop(&mut self) {
         metrics::gauge!("airlock_requests_in_flight").decrement(1.0);
+        crate::memory::answered();
     }
 }
 
