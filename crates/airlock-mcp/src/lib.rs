@@ -33,6 +33,7 @@ mod host;
 mod http;
 mod oauth;
 mod relay;
+mod rounds;
 mod server;
 mod session;
 mod target;
