@@ -66,6 +66,18 @@ pub(crate) async fn relaying_round<F: Future>(round: Round, call: F) -> F::Outpu
     ROUND.scope(round, call).await
 }
 
+/// Runs `call` relaying a round for a 2026-07-28 client that declared `declared`; a
+/// session-era request (`None`) relays none.
+pub(crate) async fn relaying_if_modern<F: Future>(
+    declared: Option<&Map<String, Value>>,
+    call: F,
+) -> F::Output {
+    match declared {
+        Some(declared) => relaying_round(Round::new(declared), call).await,
+        None => call.await,
+    }
+}
+
 /// The round of the endpoint request this call serves, if it relays one.
 pub(crate) fn current() -> Option<Round> {
     ROUND.try_with(Clone::clone).ok()

@@ -49,6 +49,7 @@ mod oauth_admit;
 mod offered;
 mod param_headers;
 mod request;
+mod relayed;
 mod request_state;
 mod resource_metadata;
 mod tasks;

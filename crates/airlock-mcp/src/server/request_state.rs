@@ -159,6 +159,9 @@ pub(super) struct Binding {
     pub(super) arguments: String,
     pub(super) invocation: String,
     pub(super) asked: Asked,
+    /// A relayed round's upstream `requestState`, carried sealed (MCP-71).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) upstream: Option<String>,
 }
 
 impl Binding {
@@ -193,6 +196,9 @@ pub(super) enum Asked {
     Confirm,
     /// To answer a question (`ask_human`).
     Answer,
+    /// The tool's upstream's own input requests, relayed (MCP-68); `invocation` is the round
+    /// that asked them.
+    Relay,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -278,6 +284,7 @@ mod tests {
             arguments: arguments_digest(&serde_json::json!({"b": 1, "a": [1, 2]})),
             invocation: "inv-1".into(),
             asked: Asked::Confirm,
+            upstream: None,
         }
     }
 
