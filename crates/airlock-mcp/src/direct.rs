@@ -101,7 +101,9 @@ pub(crate) async fn call(
         )
     })?;
     let budget = guard.policy().deadline;
-    let answer = tokio::time::timeout_at(deadline, send(&http, body, &version)).await;
+    // 2026-07-28 routes on the method and name headers (SEP-2243); the session era has none.
+    let routed = matches!(framing, Framing::Modern).then_some(call.remote_name.as_str());
+    let answer = tokio::time::timeout_at(deadline, send(&http, body, &version, routed)).await;
     let answer = match answer {
         Err(_elapsed) => Err(McpCallError::timeout(budget)),
         Ok(answer) => answer.and_then(|a| read_answer(&a)),
@@ -133,11 +135,24 @@ fn modern_meta(round: Option<&Round>) -> Map<String, Value> {
 /// Where 2026-07-28 carries a request's client capabilities.
 pub(crate) const CLIENT_CAPABILITIES_META: &str = "io.modelcontextprotocol/clientCapabilities";
 
-/// Sends the request and returns the answer's JSON.
-async fn send(http: &GuardedHttp, body: Vec<u8>, version: &str) -> Result<Value, McpCallError> {
+/// Sends the request and returns the answer's JSON; `routed` is the tool's name when the
+/// request carries the 2026-07-28 routing headers.
+async fn send(
+    http: &GuardedHttp,
+    body: Vec<u8>,
+    version: &str,
+    routed: Option<&str>,
+) -> Result<Value, McpCallError> {
     let mut headers = HashMap::new();
     if let Ok(value) = HeaderValue::from_str(version) {
         headers.insert(HeaderName::from_static("mcp-protocol-version"), value);
+    }
+    if let Some(name) = routed {
+        let method = HeaderValue::from_static("tools/call");
+        headers.insert(HeaderName::from_static("mcp-method"), method);
+        if let Ok(value) = HeaderValue::from_str(name) {
+            headers.insert(HeaderName::from_static("mcp-name"), value);
+        }
     }
     let sent = Sent {
         body,

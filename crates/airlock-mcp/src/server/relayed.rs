@@ -141,3 +141,41 @@ pub(super) struct Next<'a> {
     pub(super) responses: Option<&'a InputResponses>,
     pub(super) declared: &'a Declared,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn requests(value: Value) -> Map<String, Value> {
+        value.as_object().cloned().unwrap_or_default()
+    }
+
+    #[test]
+    fn mcp_69_a_request_needing_an_undeclared_capability_is_not_relayed() {
+        let asked = requests(json!({
+            "user_name": {"method": "elicitation/create", "params": {"message": "Name?",
+                "requestedSchema": {"type": "object", "properties": {}}}},
+            "greeting": {"method": "sampling/createMessage", "params": {"messages": [],
+                "maxTokens": 5}},
+        }));
+        let sampling_only = requests(json!({"sampling": {}}));
+        let refused = relayable(&asked, &sampling_only).unwrap_err();
+        assert!(refused.contains("`elicitation`"), "{refused}");
+        let both = requests(json!({"sampling": {}, "elicitation": {}}));
+        assert_eq!(relayable(&asked, &both).unwrap().len(), 2);
+    }
+
+    #[test]
+    fn mcp_73_only_the_three_input_request_methods_are_relayed() {
+        let declared = requests(json!({"sampling": {}, "elicitation": {}, "roots": {}}));
+        let ping = requests(json!({"p": {"method": "ping", "params": {}}}));
+        let refused = relayable(&ping, &declared).unwrap_err();
+        assert!(refused.contains("does not relay"), "{refused}");
+        let malformed = requests(json!({"m": {"method": "sampling/createMessage", "params": 3}}));
+        let refused = relayable(&malformed, &declared).unwrap_err();
+        assert!(refused.contains("malformed"), "{refused}");
+        let roots = requests(json!({"r": {"method": "roots/list"}}));
+        assert!(relayable(&roots, &declared).is_ok());
+    }
+}

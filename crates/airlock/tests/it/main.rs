@@ -24,6 +24,7 @@ mod limits;
 mod logs;
 mod mcp;
 mod mcp_mrtr;
+mod mcp_relay;
 mod mcp_notices;
 mod mcp_tasks;
 mod notify;
