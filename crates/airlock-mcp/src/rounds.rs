@@ -66,14 +66,18 @@ pub(crate) async fn relaying_round<F: Future>(round: Round, call: F) -> F::Outpu
     ROUND.scope(round, call).await
 }
 
-/// Runs `call` relaying a round for a 2026-07-28 client that declared `declared`; a
-/// session-era request (`None`) relays none.
+/// Runs `call` relaying a round for a 2026-07-28 client that declared `declared`, with the
+/// `responses` its request carried; a session-era request (`None`) relays none.
 pub(crate) async fn relaying_if_modern<F: Future>(
     declared: Option<&Map<String, Value>>,
+    responses: Option<Value>,
     call: F,
 ) -> F::Output {
     match declared {
-        Some(declared) => relaying_round(Round::new(declared), call).await,
+        Some(declared) => {
+            let round = Round::new(declared).answering(responses, None);
+            relaying_round(round, call).await
+        }
         None => call.await,
     }
 }

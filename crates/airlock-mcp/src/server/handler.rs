@@ -90,7 +90,7 @@ impl Endpoint {
             // An approving retry runs the call in this request (MCP-49): its messages too, and
             // its upstream's own input requests (MCP-68).
             let resume = mrtr::resume(self.host.as_ref(), states, &admitted, retry);
-            let resume = rounds::relaying_if_modern(declared.as_ref(), resume);
+            let resume = rounds::relaying_if_modern(declared.as_ref(), None, resume);
             return notices::relayed_if_wanted(&context, &self.levels, &admitted, resume).await;
         }
         // Kept only when the person at the client could be asked (MCP-46).
@@ -107,7 +107,9 @@ impl Endpoint {
             Value::Object(arguments),
             key.as_ref(),
         );
-        let call = rounds::relaying_if_modern(declared.as_ref(), call);
+        // Answers sent without a state go on as sent: the upstream may take them (MCP-70).
+        let responses = request.input_responses.map(|r| Value::Object(r.into_iter().collect()));
+        let call = rounds::relaying_if_modern(declared.as_ref(), responses, call);
         let outcome = notices::relayed_if_wanted(&context, &self.levels, &admitted, call).await;
         if let (Ok(call), Some(declared), Some(arguments)) = (&outcome, &declared, &relayed_about)
             && matches!(call.outcome, HostOutcome::InputRequired { .. })

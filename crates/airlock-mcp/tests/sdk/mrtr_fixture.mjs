@@ -2,22 +2,23 @@
 // multi-round-trip requests), built with the official TypeScript SDK v2
 // (@modelcontextprotocol/server): stateless HTTP on 127.0.0.1, a port from the OS. Its tools are
 // the input-required tools of the MCP conformance suite, with the suite's keys and behaviour
-// (airlock serves them under the prefix `test_`):
-//   input_required_result_elicitation   asks `user_name` (elicitation, {name}); answers
+// (the suite calls them `test_input_required_result_<name>`; airlock's conformance scope serves
+// them under that prefix):
+//   elicitation   asks `user_name` (elicitation, {name}); answers
 //                                       "Hello, <name>!"
-//   input_required_result_sampling      asks `capital_question` (sampling); answers with the
+//   sampling      asks `capital_question` (sampling); answers with the
 //                                       sampled text
-//   input_required_result_list_roots    asks `client_roots` (roots/list); names the roots
-//   input_required_result_request_state asks `confirm` with a requestState; answers "state-ok"
+//   list_roots    asks `client_roots` (roots/list); names the roots
+//   request_state asks `confirm` with a requestState; answers "state-ok"
 //                                       once the state it minted comes back
-//   input_required_result_multiple_inputs
+//   multiple_inputs
 //                                       asks `user_name`, `greeting` (sampling) and
 //                                       `client_roots` at once, with a requestState
-//   input_required_result_multi_round   asks `step1` (name), then `step2` (color) with a new
+//   multi_round   asks `step1` (name), then `step2` (color) with a new
 //                                       requestState, then answers
-//   input_required_result_tampered_state
+//   tampered_state
 //                                       asks `confirm` with a requestState
-//   input_required_result_capabilities  asks only what the request's client capabilities allow:
+//   capabilities  asks only what the request's client capabilities allow:
 //                                       elicitation `user_name` and/or sampling `greeting`
 // Every answer also carries, as structuredContent, the client capabilities and inputResponses the
 // request brought, so a test can see exactly what airlock sent upstream.
@@ -68,14 +69,14 @@ function accepted(ctx, key) {
 }
 
 const TOOLS = {
-  input_required_result_elicitation: (ctx) => {
+  elicitation: (ctx) => {
     const answer = accepted(ctx, "user_name");
     if (!answer || typeof answer.name !== "string") {
       return inputRequired({ inputRequests: { user_name: askName() } });
     }
     return done(ctx, `Hello, ${answer.name}!`);
   },
-  input_required_result_sampling: (ctx) => {
+  sampling: (ctx) => {
     const view = inputResponse(ctx.mcpReq.inputResponses, "capital_question");
     if (view.kind !== "sampling") {
       const question = askSampling("What is the capital of France?", 100);
@@ -83,14 +84,14 @@ const TOOLS = {
     }
     return done(ctx, `The model said: ${view.result.content?.text ?? ""}`);
   },
-  input_required_result_list_roots: (ctx) => {
+  list_roots: (ctx) => {
     const view = inputResponse(ctx.mcpReq.inputResponses, "client_roots");
     if (view.kind !== "roots") {
       return inputRequired({ inputRequests: { client_roots: inputRequired.listRoots() } });
     }
     return done(ctx, `Roots: ${view.roots.map((r) => r.uri).join(", ")}`);
   },
-  input_required_result_request_state: async (ctx) => {
+  request_state: async (ctx) => {
     const state = ctx.mcpReq.requestState();
     if (state?.step !== "confirm" || !accepted(ctx, "confirm")) {
       return inputRequired({
@@ -102,7 +103,7 @@ const TOOLS = {
     }
     return done(ctx, "state-ok: the requestState came back unchanged");
   },
-  input_required_result_multiple_inputs: async (ctx) => {
+  multiple_inputs: async (ctx) => {
     const name = accepted(ctx, "user_name");
     const greeting = inputResponse(ctx.mcpReq.inputResponses, "greeting");
     const roots = inputResponse(ctx.mcpReq.inputResponses, "client_roots");
@@ -118,7 +119,7 @@ const TOOLS = {
     }
     return done(ctx, `Hello, ${name.name}! (${roots.roots.length} roots)`);
   },
-  input_required_result_multi_round: async (ctx) => {
+  multi_round: async (ctx) => {
     const state = ctx.mcpReq.requestState();
     if (state?.step === "step2") {
       const color = accepted(ctx, "step2");
@@ -143,7 +144,7 @@ const TOOLS = {
       requestState: await codec.mint({ step: "step1" }),
     });
   },
-  input_required_result_tampered_state: async (ctx) => {
+  tampered_state: async (ctx) => {
     if (ctx.mcpReq.requestState()?.step === "confirm" && accepted(ctx, "confirm")) {
       return done(ctx, "confirmed");
     }
@@ -154,7 +155,7 @@ const TOOLS = {
       requestState: await codec.mint({ step: "confirm" }),
     });
   },
-  input_required_result_capabilities: (ctx) => {
+  capabilities: (ctx) => {
     const caps = seen(ctx).clientCapabilities ?? {};
     const requests = {};
     if (caps.elicitation && !accepted(ctx, "user_name")) requests.user_name = askName();
@@ -174,7 +175,7 @@ function server() {
   for (const [name, handler] of Object.entries(TOOLS)) {
     mcp.registerTool(
       name,
-      { description: `The conformance suite's test_${name}.`, inputSchema: z.object({}) },
+      { description: `The conformance suite's test_input_required_result_${name}.`, inputSchema: z.object({}) },
       async (_args, ctx) => handler(ctx),
     );
   }

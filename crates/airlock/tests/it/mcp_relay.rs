@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use crate::mcp::{CLAUDE, OTHER, start};
 use crate::support::{deployment_with, mrtr_fixture};
 
-/// The tools of the fixture, as the `relay` agent's scope serves them (prefix `up_`).
+/// The tools of the fixture; the `relay` agent's scope serves them with the prefix `up_`.
 const TOOLS: [&str; 8] = [
     "elicitation",
     "sampling",
@@ -37,7 +37,7 @@ fn deployment(port: u16) -> tempfile::TempDir {
         .iter()
         .map(|t| {
             format!(
-                "        - name: input_required_result_{t}\n          description: Asks its client.\n          writes: false\n          input_schema: {{ type: object }}\n"
+                "        - name: {t}\n          description: Asks its client.\n          writes: false\n          input_schema: {{ type: object }}\n"
             )
         })
         .collect();
@@ -59,7 +59,7 @@ async fn gateway() -> Option<(tokio::process::Child, tempfile::TempDir, String)>
 
 /// A 2026-07-28 `tools/call` of `up_<tool>` declaring `capabilities`; the JSON-RPC reply.
 async fn call(url: &str, token: &str, tool: &str, extra: Value, capabilities: Value) -> Value {
-    let name = format!("up_input_required_result_{tool}");
+    let name = format!("up_{tool}");
     let mut params = json!({"name": name, "arguments": {}});
     if let Value::Object(extra) = extra {
         params.as_object_mut().unwrap().extend(extra);
