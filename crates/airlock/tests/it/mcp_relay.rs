@@ -42,7 +42,7 @@ fn deployment(port: u16) -> tempfile::TempDir {
         })
         .collect();
     let agent = format!(
-        "apiVersion: airlock/v1\nkind: Agent\nmetadata:\n  name: relay\n  description: Relayed input rounds.\nspec:\n  model: {{ provider: openai, model: unused }}\n  prompts: {{ system: Unused. }}\n  tools:\n    - name: up\n      type: mcp\n      connection: up\n      path: /mcp\n      protocol: 2026-07-28\n      tools:\n{tools}"
+        "apiVersion: airlock/v1\nkind: Agent\nmetadata:\n  name: relay\n  description: Relayed input rounds.\nspec:\n  model: {{ provider: openai, model: unused }}\n  prompts: {{ system: Unused. }}\n  tools:\n    - name: up\n      type: mcp\n      connection: up\n      path: /mcp\n      protocol: 2026-07-28\n      tools:\n{tools}    - name: gated\n      type: mcp\n      connection: up\n      path: /mcp\n      protocol: 2026-07-28\n      approval: caller\n      tools:\n        - name: elicitation\n          description: Asks its client once confirmed.\n          writes: false\n          input_schema: {{ type: object }}\n"
     );
     std::fs::create_dir(dir.path().join("agents")).unwrap();
     std::fs::write(dir.path().join("agents/relay.yml"), agent).unwrap();
@@ -57,9 +57,14 @@ async fn gateway() -> Option<(tokio::process::Child, tempfile::TempDir, String)>
     Some((upstream, dir, format!("{base}/agents/relay/mcp")))
 }
 
-/// A 2026-07-28 `tools/call` of `up_<tool>` declaring `capabilities`; the JSON-RPC reply.
+/// A 2026-07-28 `tools/call` of `up_<tool>` (or of `tool` itself when it names its
+/// declaration, `gated_…`) declaring `capabilities`; the JSON-RPC reply.
 async fn call(url: &str, token: &str, tool: &str, extra: Value, capabilities: Value) -> Value {
-    let name = format!("up_{tool}");
+    let name = if tool.starts_with("gated_") {
+        tool.to_owned()
+    } else {
+        format!("up_{tool}")
+    };
     let mut params = json!({"name": name, "arguments": {}});
     if let Value::Object(extra) = extra {
         params.as_object_mut().unwrap().extend(extra);
@@ -259,4 +264,26 @@ async fn mcp_69_a_client_is_asked_only_what_it_declared() {
     let reply = call(&url, CLAUDE, "elicitation", json!({}), json!({})).await;
     assert_eq!(reply["result"]["isError"], true, "{reply}");
     assert!(text(&reply).contains("elicitation"), "{reply}");
+}
+
+/// MCP-74: a call the person at the client confirms (`approval: caller`) is asked under
+/// airlock's own key first; once it runs, its upstream's own requests are relayed under theirs,
+/// and the next round is not gated again.
+#[tokio::test]
+async fn mcp_74_a_confirmed_call_then_relays_its_upstreams_requests() {
+    let Some((_up, _dir, url)) = gateway().await else {
+        return;
+    };
+    let tool = "gated_elicitation";
+    let first = call(&url, CLAUDE, tool, json!({}), every_capability()).await["result"].clone();
+    let keys: Vec<&String> = first["inputRequests"].as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["airlock_person"], "{first}");
+    let approve = json!({"airlock_person": accept(json!({"approve": true}))});
+    let relayed = answer(&url, CLAUDE, tool, &first, approve).await["result"].clone();
+    assert_eq!(relayed["resultType"], "input_required", "{relayed}");
+    assert!(relayed["inputRequests"]["user_name"].is_object(), "{relayed}");
+    assert_ne!(relayed["requestState"], first["requestState"]);
+    let name = json!({"user_name": accept(json!({"name": "Eve"}))});
+    let done = answer(&url, CLAUDE, tool, &relayed, name).await;
+    assert_eq!(text(&done), "Hello, Eve!", "{done}");
 }
