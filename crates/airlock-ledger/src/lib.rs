@@ -82,7 +82,7 @@ pub use ledger::Ledger;
 pub use model::{
     ACCESS_POLICY, APPROVAL_EXPIRED, ApprovalFilter, AuditReport, CallerOutcome, ChainBreak,
     Decision, DecisionRecord, INPUT_REQUIRED_KEY, Invocation, Lease, NewInvocation, NewRun,
-    NewSession, Recorded, ResolutionRecord, ResumeOutcome, Run, RunLease, RoundUse, Session,
+    NewSession, Recorded, ResolutionRecord, ResumeOutcome, RoundUse, Run, RunLease, Session,
     Settlement, SweepReport,
 };
 pub use notice::{Notice, NoticeRecord, OutboxRoute};

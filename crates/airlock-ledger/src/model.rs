@@ -457,9 +457,7 @@ impl Invocation {
                 .resolution
                 .as_ref()
                 .map(|r| Settlement::Abandoned { reason: &r.note }),
-            InvocationState::InputRequired => {
-                self.result.as_ref().map(Settlement::InputRequired)
-            }
+            InvocationState::InputRequired => self.result.as_ref().map(Settlement::InputRequired),
             InvocationState::Proposed => Some(Settlement::Proposed {
                 tool: &self.tool,
                 arguments: &self.arguments,

@@ -247,7 +247,11 @@ mod tests {
     #[test]
     fn ledger_61_only_a_running_round_ends_input_required() {
         for from in InvocationState::ALL {
-            assert_eq!(from.can_become(S::InputRequired), *from == S::Running, "{from}");
+            assert_eq!(
+                from.can_become(S::InputRequired),
+                *from == S::Running,
+                "{from}"
+            );
         }
         assert!(S::InputRequired.is_terminal());
     }

@@ -50,7 +50,11 @@ impl Round {
     }
 
     /// This round continuing the upstream's `upstream_state` with the client's `responses`.
-    pub(crate) fn answering(mut self, responses: Option<Value>, upstream_state: Option<String>) -> Self {
+    pub(crate) fn answering(
+        mut self,
+        responses: Option<Value>,
+        upstream_state: Option<String>,
+    ) -> Self {
         self.responses = responses;
         self.upstream_state = upstream_state;
         self

@@ -242,7 +242,8 @@ impl Gateway {
         arguments: Value,
         follows: RoundUse,
     ) -> Result<Outcome, GatewayError> {
-        self.call_as(ctx, None, tool, arguments, Some(follows)).await
+        self.call_as(ctx, None, tool, arguments, Some(follows))
+            .await
     }
 
     /// Calls `tool` with `arguments` along the one path for agent run `run` (docs/rules.md
@@ -268,7 +269,9 @@ impl Gateway {
     ) -> Result<Outcome, GatewayError> {
         events::received(ctx, tool);
         let began = std::time::Instant::now();
-        let outcome = self.record_and_run(ctx, run, tool, arguments, follows).await;
+        let outcome = self
+            .record_and_run(ctx, run, tool, arguments, follows)
+            .await;
         if let Ok(outcome) = &outcome {
             let what = count(outcome);
             telemetry::answered(ctx.channel, outcome, what, began);

@@ -31,13 +31,13 @@ use super::MAX_AWAIT;
 use super::convert::{
     AWAIT_TOOL, await_tool, awaited, from_host_error, to_call_result, to_error_data, to_tool,
 };
-use super::{mrtr, relayed};
-use crate::rounds;
 use super::notices::{self, Levels};
 use super::request::Admitted;
 use super::request_state::RequestStates;
+use super::{mrtr, relayed};
 use super::{offered, tasks, trace};
 use crate::host::{CALL_KEY_META, CallKey, HostOutcome, ToolHost};
+use crate::rounds;
 
 /// The handler rmcp builds per request (a clone of one `Arc`).
 #[derive(Clone)]
@@ -108,7 +108,9 @@ impl Endpoint {
             key.as_ref(),
         );
         // Answers sent without a state go on as sent: the upstream may take them (MCP-70).
-        let responses = request.input_responses.map(|r| Value::Object(r.into_iter().collect()));
+        let responses = request
+            .input_responses
+            .map(|r| Value::Object(r.into_iter().collect()));
         let call = rounds::relaying_if_modern(declared.as_ref(), responses, call);
         let outcome = notices::relayed_if_wanted(&context, &self.levels, &admitted, call).await;
         if let (Ok(call), Some(declared), Some(arguments)) = (&outcome, &declared, &relayed_about)
@@ -116,7 +118,9 @@ impl Endpoint {
         {
             let states = self.request_states.as_ref();
             let (tool, call) = (&request.name, call.clone());
-            return Ok(relayed::answer(states, &admitted, call, tool, arguments, declared));
+            return Ok(relayed::answer(
+                states, &admitted, call, tool, arguments, declared,
+            ));
         }
         if let (Ok(call), Some(states), Some(arguments)) = (&outcome, asks, &asked_about) {
             let host = self.host.as_ref();

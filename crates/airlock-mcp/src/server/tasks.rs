@@ -60,9 +60,7 @@ pub(super) fn status(call: &HostCall, era: Era) -> (TaskStatus, Option<String>) 
         HostOutcome::InputRequired { .. } if era == Era::V2025 => {
             (TaskStatus::Failed, Some(INPUT_ROUND.to_owned()))
         }
-        HostOutcome::InputRequired { .. } => {
-            (TaskStatus::Completed, Some(INPUT_ROUND.to_owned()))
-        }
+        HostOutcome::InputRequired { .. } => (TaskStatus::Completed, Some(INPUT_ROUND.to_owned())),
         // The 2026 extension keeps the task `completed` and inlines the call's own result,
         // which names the status; the message says it in words too.
         HostOutcome::Expired { .. } => (TaskStatus::Completed, Some(EXPIRED.to_owned())),

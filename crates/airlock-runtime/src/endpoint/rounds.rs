@@ -76,7 +76,10 @@ impl Gateway {
             previous: previous.id,
             by: caller.principal.clone(),
         };
-        match self.call_round(&ctx, &round.tool, round.arguments, follows).await {
+        match self
+            .call_round(&ctx, &round.tool, round.arguments, follows)
+            .await
+        {
             Ok(outcome) => Ok(host_call(&outcome)),
             Err(GatewayError::Ledger(LedgerError::RequestStateUsed { .. })) => {
                 Err(CallerRefusal::Replayed)

@@ -20,9 +20,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::support::{
-    Server, bearer_proxy, deployment_with, installed, mrtr_fixture, sdk_fixture,
-};
+use crate::support::{Server, bearer_proxy, deployment_with, installed, mrtr_fixture, sdk_fixture};
 
 const TOKEN: &str = "mcp-3f0c2a8e9d7b41c6a5e4f3d2c1b0a998";
 const REVISIONS: [&str; 2] = ["2025-11-25", "2026-07-28"];

@@ -139,12 +139,18 @@ async fn mcp_68_an_upstream_elicitation_is_relayed_and_answered() {
     let result = asked(&url, "elicitation").await;
     let request = &result["inputRequests"]["user_name"];
     assert_eq!(request["method"], "elicitation/create", "{result}");
-    assert_eq!(request["params"]["message"], "What is your name?", "{result}");
+    assert_eq!(
+        request["params"]["message"], "What is your name?",
+        "{result}"
+    );
     let responses = json!({"user_name": accept(json!({"name": "Alice"}))});
     let done = answer(&url, CLAUDE, "elicitation", &result, responses.clone()).await;
     assert_eq!(text(&done), "Hello, Alice!", "{done}");
     let seen = &done["result"]["structuredContent"];
-    assert_eq!(seen["inputResponses"], responses, "sent as the client sent them: {done}");
+    assert_eq!(
+        seen["inputResponses"], responses,
+        "sent as the client sent them: {done}"
+    );
 }
 
 /// MCP-68: sampling and roots requests are relayed too, and so are several in one round.
@@ -159,16 +165,37 @@ async fn mcp_68_sampling_roots_and_several_requests_are_relayed() {
     let result = asked(&url, "sampling").await;
     let request = &result["inputRequests"]["capital_question"];
     assert_eq!(request["method"], "sampling/createMessage", "{result}");
-    let done = answer(&url, CLAUDE, "sampling", &result, json!({"capital_question": sampled})).await;
+    let done = answer(
+        &url,
+        CLAUDE,
+        "sampling",
+        &result,
+        json!({"capital_question": sampled}),
+    )
+    .await;
     assert_eq!(text(&done), "The model said: Paris", "{done}");
 
     let result = asked(&url, "list_roots").await;
-    assert_eq!(result["inputRequests"]["client_roots"]["method"], "roots/list");
-    let done = answer(&url, CLAUDE, "list_roots", &result, json!({"client_roots": roots})).await;
+    assert_eq!(
+        result["inputRequests"]["client_roots"]["method"],
+        "roots/list"
+    );
+    let done = answer(
+        &url,
+        CLAUDE,
+        "list_roots",
+        &result,
+        json!({"client_roots": roots}),
+    )
+    .await;
     assert_eq!(text(&done), "Roots: file:///work", "{done}");
 
     let result = asked(&url, "multiple_inputs").await;
-    let keys: Vec<&String> = result["inputRequests"].as_object().unwrap().keys().collect();
+    let keys: Vec<&String> = result["inputRequests"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .collect();
     assert_eq!(keys, ["client_roots", "greeting", "user_name"], "{result}");
     let all = json!({
         "user_name": accept(json!({"name": "Bo"})),
@@ -193,16 +220,30 @@ async fn mcp_70_several_rounds_chain_with_the_upstream_state_sealed() {
     assert!(second["inputRequests"]["step2"].is_object(), "{second}");
     assert_ne!(second["requestState"], first["requestState"]);
     let state = second["requestState"].as_str().unwrap();
-    assert!(state.starts_with("al1.") && !state.contains("v1."), "{state}");
+    assert!(
+        state.starts_with("al1.") && !state.contains("v1."),
+        "{state}"
+    );
     let step2 = json!({"step2": accept(json!({"color": "blue"}))});
     let done = answer(&url, CLAUDE, "multi_round", &second, step2).await;
     assert_eq!(text(&done), "Cy likes blue", "{done}");
 
     let result = asked(&url, "request_state").await;
-    let done = answer(&url, CLAUDE, "request_state", &result, json!({"confirm": accept(json!({"ok": true}))})).await;
+    let done = answer(
+        &url,
+        CLAUDE,
+        "request_state",
+        &result,
+        json!({"confirm": accept(json!({"ok": true}))}),
+    )
+    .await;
     assert!(text(&done).starts_with("state-ok"), "{done}");
     let upstream = done["result"]["structuredContent"]["requestState"].clone();
-    assert_eq!(upstream, json!({"step": "confirm"}), "its own state came back: {done}");
+    assert_eq!(
+        upstream,
+        json!({"step": "confirm"}),
+        "its own state came back: {done}"
+    );
 }
 
 /// MCP-72: a relayed round's state is refused when tampered, used by another principal, with
@@ -281,7 +322,10 @@ async fn mcp_74_a_confirmed_call_then_relays_its_upstreams_requests() {
     let approve = json!({"airlock_person": accept(json!({"approve": true}))});
     let relayed = answer(&url, CLAUDE, tool, &first, approve).await["result"].clone();
     assert_eq!(relayed["resultType"], "input_required", "{relayed}");
-    assert!(relayed["inputRequests"]["user_name"].is_object(), "{relayed}");
+    assert!(
+        relayed["inputRequests"]["user_name"].is_object(),
+        "{relayed}"
+    );
     assert_ne!(relayed["requestState"], first["requestState"]);
     let name = json!({"user_name": accept(json!({"name": "Eve"}))});
     let done = answer(&url, CLAUDE, tool, &relayed, name).await;

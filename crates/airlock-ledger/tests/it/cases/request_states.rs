@@ -141,11 +141,17 @@ async fn asked_round(h: &Harness, s: SessionId) -> airlock_ledger::Invocation {
         .decide_once(used("first", &row, Decision::Approve), claim)
         .await
         .unwrap();
-    let asked = json!({ airlock_ledger::INPUT_REQUIRED_KEY: {"inputRequests": {}, "requestState": "u1"} });
+    let asked =
+        json!({ airlock_ledger::INPUT_REQUIRED_KEY: {"inputRequests": {}, "requestState": "u1"} });
     h.store.finish(running.id, "me", Ok(asked)).await.unwrap()
 }
 
-fn next_round(h: &Harness, s: SessionId, nonce: &str, previous: &airlock_ledger::Invocation) -> airlock_ledger::NewInvocation {
+fn next_round(
+    h: &Harness,
+    s: SessionId,
+    nonce: &str,
+    previous: &airlock_ledger::Invocation,
+) -> airlock_ledger::NewInvocation {
     let mut call = h.call(s, "refund", json!({"amount": 5}));
     call.approval = Approval::Caller;
     call.follows = Some(airlock_ledger::RoundUse {
@@ -171,7 +177,10 @@ pub(crate) async fn ledger_62_next_round_uses_its_state_once(h: &Harness) {
     assert_eq!(recorded.invocation.state, S::Running, "not gated again");
     let rows = h.raw.count("SELECT COUNT(*) FROM invocations").await;
     let s3 = h.session().await;
-    let again = h.store.record_and_claim(next_round(h, s3, "n2", &first), "me", LEASE).await;
+    let again = h
+        .store
+        .record_and_claim(next_round(h, s3, "n2", &first), "me", LEASE)
+        .await;
     assert!(
         matches!(again, Err(LedgerError::RequestStateUsed { id }) if id == first.id),
         "{again:?}"
@@ -180,7 +189,10 @@ pub(crate) async fn ledger_62_next_round_uses_its_state_once(h: &Harness) {
     let s4 = h.session().await;
     let of_running = next_round(h, s4, "n3", &recorded.invocation);
     let refused = h.store.record_and_claim(of_running, "me", LEASE).await;
-    assert!(matches!(refused, Err(LedgerError::WrongState { .. })), "{refused:?}");
+    assert!(
+        matches!(refused, Err(LedgerError::WrongState { .. })),
+        "{refused:?}"
+    );
 }
 
 /// LEDGER-62: of sixteen concurrent next rounds with one state exactly one is recorded.

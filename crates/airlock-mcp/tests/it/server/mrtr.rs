@@ -152,14 +152,20 @@ async fn mcp_71_a_relayed_round_is_sealed_and_continued() {
     assert_eq!(result["resultType"], "input_required", "{first}");
     assert_eq!(result["inputRequests"]["q"]["method"], "elicitation/create");
     let state = result["requestState"].as_str().unwrap();
-    assert!(!first.to_string().contains("upstream-secret-state"), "{first}");
+    assert!(
+        !first.to_string().contains("upstream-secret-state"),
+        "{first}"
+    );
     let answer = json!({"q": {"action": "accept", "content": {}}});
     let extra = json!({"inputResponses": answer, "requestState": state});
     let done = ask(&server, extra).await;
     assert_eq!(done["result"]["content"][0]["text"], "answered", "{done}");
     let rounds = rounds(&server);
     assert_eq!(rounds.len(), 1, "{rounds:?}");
-    assert_eq!((rounds[0].previous.as_str(), rounds[0].tool.as_str()), ("inv-1", "ask"));
+    assert_eq!(
+        (rounds[0].previous.as_str(), rounds[0].tool.as_str()),
+        ("inv-1", "ask")
+    );
 }
 
 /// MCP-72: a relayed round's state past its time is refused as `expired`; no round runs.
@@ -168,7 +174,11 @@ async fn mcp_72_an_expired_relayed_state_runs_no_round() {
     let server = Endpoint::start_asking(states(Duration::ZERO)).await;
     let first = ask(&server, json!({})).await;
     let state = first["result"]["requestState"].clone();
-    let late = ask(&server, json!({"inputResponses": {}, "requestState": state})).await;
+    let late = ask(
+        &server,
+        json!({"inputResponses": {}, "requestState": state}),
+    )
+    .await;
     assert_eq!(late["error"]["data"]["reason"], "expired", "{late}");
     assert!(rounds(&server).is_empty());
 }
