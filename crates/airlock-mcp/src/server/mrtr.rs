@@ -26,7 +26,7 @@ use serde_json::{Map, Value, json};
 use super::convert::from_host_error;
 use super::relayed::{self, Declared};
 use super::request::Admitted;
-use super::request_state::{Asked, Binding, Refusal, RequestStates, arguments_digest};
+use super::request_state::{Asked, Binding, Refusal, RequestStates, arguments_digest, refused};
 use crate::host::{
     CallerDecision, CallerPrompt, CallerRefusal, CallerUse, HostCall, HostOutcome, ParkedStatus,
     ToolHost,
@@ -237,14 +237,6 @@ fn decision(asked: Asked, response: &Value) -> Option<CallerDecision> {
         }
         _ => None,
     }
-}
-
-/// A refused state as the JSON-RPC error the client gets.
-pub(super) fn refused(refusal: Refusal) -> ErrorData {
-    ErrorData::invalid_params(
-        refusal.message(),
-        Some(json!({ "reason": refusal.reason() })),
-    )
 }
 
 #[cfg(test)]

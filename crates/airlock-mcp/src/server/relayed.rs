@@ -22,7 +22,9 @@ use serde_json::{Map, Value};
 
 use super::convert::{from_host_error, to_call_result};
 use super::request::Admitted;
-use super::request_state::{Asked, Binding, Opened, Refusal, RequestStates, arguments_digest};
+use super::request_state::{
+    Asked, Binding, Opened, Refusal, RequestStates, arguments_digest, refused,
+};
 use crate::host::{CallerRefusal, HostCall, HostOutcome, RoundCall, ToolHost};
 use crate::rounds::{NEEDED, Round, relaying_round};
 
@@ -129,7 +131,7 @@ pub(super) async fn next_round(
             call.arguments,
             call.declared,
         )),
-        Err(CallerRefusal::Replayed) => Err(super::mrtr::refused(Refusal::Replayed)),
+        Err(CallerRefusal::Replayed) => Err(refused(Refusal::Replayed)),
         Err(CallerRefusal::Host(err)) => from_host_error(err).map(Into::into),
     }
 }
@@ -148,7 +150,10 @@ mod tests {
     use serde_json::json;
 
     fn requests(value: Value) -> Map<String, Value> {
-        value.as_object().cloned().unwrap_or_default()
+        match value {
+            Value::Object(map) => map,
+            _ => Map::new(),
+        }
     }
 
     #[test]

@@ -18,8 +18,9 @@ use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use chacha20poly1305::aead::{Aead, Generate, Payload};
 use chacha20poly1305::{KeyInit, XChaCha20Poly1305, XNonce};
+use rmcp::ErrorData;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Value, json};
 use zeroize::Zeroizing;
 
 /// The format's prefix; a state without it is not airlock's.
@@ -270,6 +271,14 @@ impl Refusal {
             }
         }
     }
+}
+
+/// A refused state as the JSON-RPC error the client gets.
+pub(super) fn refused(refusal: Refusal) -> ErrorData {
+    ErrorData::invalid_params(
+        refusal.message(),
+        Some(json!({ "reason": refusal.reason() })),
+    )
 }
 
 #[cfg(test)]

@@ -113,7 +113,9 @@ async fn answer(url: &str, token: &str, tool: &str, asked: &Value, responses: Va
 }
 
 fn accept(content: Value) -> Value {
-    json!({"action": "accept", "content": content})
+    let mut accepted = json!({"action": "accept"});
+    accepted["content"] = content;
+    accepted
 }
 
 fn text(reply: &Value) -> &str {
