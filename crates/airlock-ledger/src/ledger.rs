@@ -275,8 +275,12 @@ impl Store for Ledger {
     fn record(&self, new: NewInvocation) -> LedgerFuture<'_, Recorded> {
         // Keyed by session: records of one session serialize, so (session, call id) dedupes
         // inside the process without relying on the unique index alone, and a session's events
-        // stay in one lane's chain in order.
-        let key = new.session_id.0;
+        // stay in one lane's chain in order. A later round of a relayed call queues on the
+        // lane of the round it follows (LEDGER-62).
+        let key = new
+            .follows
+            .as_ref()
+            .map_or(new.session_id.0, |r| r.previous.0);
         Box::pin(self.writer.submit(key, Prefetch::Nothing, move |tx, b| {
             Box::pin(record::record(tx, b, new.clone()))
         }))
@@ -288,8 +292,12 @@ impl Store for Ledger {
         owner: &str,
         lease: Duration,
     ) -> LedgerFuture<'_, Recorded> {
-        // Keyed by session, like `record`.
-        let key = new.session_id.0;
+        // Keyed by session, like `record`; a later round of a relayed call by the round it
+        // follows, so concurrent uses of one state queue on one lane (LEDGER-62).
+        let key = new
+            .follows
+            .as_ref()
+            .map_or(new.session_id.0, |r| r.previous.0);
         let owner = owner.to_owned();
         Box::pin(self.writer.submit(key, Prefetch::Nothing, move |tx, b| {
             let (new, owner) = (new.clone(), owner.clone());

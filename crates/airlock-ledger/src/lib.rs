@@ -81,8 +81,9 @@ pub use ids::{InvocationId, RunId, SessionId};
 pub use ledger::Ledger;
 pub use model::{
     ACCESS_POLICY, APPROVAL_EXPIRED, ApprovalFilter, AuditReport, CallerOutcome, ChainBreak,
-    Decision, DecisionRecord, Invocation, Lease, NewInvocation, NewRun, NewSession, Recorded,
-    ResolutionRecord, ResumeOutcome, Run, RunLease, Session, Settlement, SweepReport,
+    Decision, DecisionRecord, INPUT_REQUIRED_KEY, Invocation, Lease, NewInvocation, NewRun,
+    NewSession, Recorded, ResolutionRecord, ResumeOutcome, RoundUse, Run, RunLease, Session,
+    Settlement, SweepReport,
 };
 pub use notice::{Notice, NoticeRecord, OutboxRoute};
 pub use pins::ToolPin;

@@ -22,6 +22,7 @@ use crate::content::to_tool_result;
 use crate::direct::{self, Framing};
 use crate::error::{CallErrorKind, McpCallError};
 use crate::relay;
+use crate::rounds;
 use crate::session::{self, Opened, Speaks};
 use crate::target::{IDEMPOTENCY_META_KEY, McpTarget, RemoteTool, ToolCall, ToolResult};
 
@@ -73,7 +74,14 @@ impl McpClient {
         target: &McpTarget,
         call: &ToolCall,
     ) -> Result<ToolResult, McpCallError> {
-        let known = self.memory().get(&target.url).cloned();
+        let mut known = self.memory().get(&target.url).cloned();
+        if known.is_none() && target.protocol != McpProtocol::Legacy && rounds::current().is_some()
+        {
+            // A relayed round needs the request airlock frames itself (MCP-68): learn what the
+            // upstream speaks first, with no call in the session.
+            self.session(target, |_peer| async { Ok(()) }).await?;
+            known = self.memory().get(&target.url).cloned();
+        }
         if let Some(framing) = known.as_ref().and_then(|o| handshake_free(target, o)) {
             let result = direct::call(&self.guard, target, framing, call).await;
             if let (Framing::Kept(_), Err(e)) = (framing, &result)

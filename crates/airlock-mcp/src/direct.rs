@@ -20,6 +20,7 @@ use crate::content::to_tool_result;
 use crate::error::{CallErrorKind, McpCallError};
 use crate::http::{GuardedHttp, Reply, Sent, not_json_rpc};
 use crate::relay;
+use crate::rounds::{self, Round};
 use crate::session::{self, Prepared, client_info, delivered};
 use crate::target::{IDEMPOTENCY_META_KEY, McpTarget, ToolCall, ToolResult};
 
@@ -41,11 +42,18 @@ struct Request<'a> {
 }
 
 #[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
 struct Params<'a> {
     name: &'a str,
     arguments: &'a Map<String, Value>,
     #[serde(rename = "_meta", skip_serializing_if = "Map::is_empty")]
     meta: Map<String, Value>,
+    /// A relayed round's answers, as the client sent them (MCP-70).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    input_responses: Option<Value>,
+    /// The upstream's own state of the previous round, as it sent it (MCP-70).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    request_state: Option<String>,
 }
 
 /// Calls one remote tool with one request.
@@ -60,10 +68,15 @@ pub(crate) async fn call(
 ) -> Result<ToolResult, McpCallError> {
     let arguments = call.arguments_object()?;
     let Prepared { http, deadline, .. } = session::prepare(guard, target).await?;
+    let round = rounds::current();
     let (version, meta) = match framing {
-        Framing::Modern => (ProtocolVersion::V_2026_07_28.to_string(), modern_meta()),
+        Framing::Modern => (
+            ProtocolVersion::V_2026_07_28.to_string(),
+            modern_meta(round.as_ref()),
+        ),
         Framing::Kept(version) => (version.to_owned(), Map::new()),
     };
+    let round = round.filter(|_| matches!(framing, Framing::Modern));
     let mut meta = meta;
     if let Some(key) = &call.idempotency_key {
         meta.insert(IDEMPOTENCY_META_KEY.to_owned(), Value::String(key.clone()));
@@ -77,6 +90,8 @@ pub(crate) async fn call(
             name: &call.remote_name,
             arguments,
             meta,
+            input_responses: round.as_ref().and_then(|r| r.responses.clone()),
+            request_state: round.and_then(|r| r.upstream_state),
         },
     };
     let body = serde_json::to_vec(&request).map_err(|e| {
@@ -86,7 +101,9 @@ pub(crate) async fn call(
         )
     })?;
     let budget = guard.policy().deadline;
-    let answer = tokio::time::timeout_at(deadline, send(&http, body, &version)).await;
+    // 2026-07-28 routes on the method and name headers (SEP-2243); the session era has none.
+    let routed = matches!(framing, Framing::Modern).then_some(call.remote_name.as_str());
+    let answer = tokio::time::timeout_at(deadline, send(&http, body, &version, routed)).await;
     let answer = match answer {
         Err(_elapsed) => Err(McpCallError::timeout(budget)),
         Ok(answer) => answer.and_then(|a| read_answer(&a)),
@@ -95,25 +112,47 @@ pub(crate) async fn call(
 }
 
 /// What 2026-07-28 asks of every request's `_meta`: the revision, who the client is and what
-/// it can do (the same context a `server/discover` carries).
-fn modern_meta() -> Map<String, Value> {
+/// it can do (the same context a `server/discover` carries) — for a relayed round, what the
+/// endpoint's client can do (MCP-69).
+fn modern_meta(round: Option<&Round>) -> Map<String, Value> {
     let info = client_info();
     let meta = RequestMetaObject::with_client_context(
         ProtocolVersion::V_2026_07_28,
         info.client_info,
         info.capabilities,
     );
-    match serde_json::to_value(meta) {
+    let mut meta = match serde_json::to_value(meta) {
         Ok(Value::Object(map)) => map,
         _ => Map::new(),
+    };
+    if let Some(round) = round {
+        let stated = Value::Object(round.capabilities.clone());
+        meta.insert(CLIENT_CAPABILITIES_META.to_owned(), stated);
     }
+    meta
 }
 
-/// Sends the request and returns the answer's JSON.
-async fn send(http: &GuardedHttp, body: Vec<u8>, version: &str) -> Result<Value, McpCallError> {
+/// Where 2026-07-28 carries a request's client capabilities.
+pub(crate) const CLIENT_CAPABILITIES_META: &str = "io.modelcontextprotocol/clientCapabilities";
+
+/// Sends the request and returns the answer's JSON; `routed` is the tool's name when the
+/// request carries the 2026-07-28 routing headers.
+async fn send(
+    http: &GuardedHttp,
+    body: Vec<u8>,
+    version: &str,
+    routed: Option<&str>,
+) -> Result<Value, McpCallError> {
     let mut headers = HashMap::new();
     if let Ok(value) = HeaderValue::from_str(version) {
         headers.insert(HeaderName::from_static("mcp-protocol-version"), value);
+    }
+    if let Some(name) = routed {
+        let method = HeaderValue::from_static("tools/call");
+        headers.insert(HeaderName::from_static("mcp-method"), method);
+        if let Ok(value) = HeaderValue::from_str(name) {
+            headers.insert(HeaderName::from_static("mcp-name"), value);
+        }
     }
     let sent = Sent {
         body,

@@ -33,6 +33,7 @@ mod host;
 mod http;
 mod oauth;
 mod relay;
+mod rounds;
 mod server;
 mod session;
 mod target;
@@ -42,7 +43,8 @@ pub use client::McpClient;
 pub use error::{CallErrorKind, McpCallError};
 pub use host::{
     CALL_KEY_META, CallKey, Caller, CallerDecision, CallerPrompt, CallerRefusal, CallerUse,
-    HostCall, HostError, HostOutcome, MAX_CALL_KEY_CHARS, ParkedStatus, ToolDescriptor, ToolHost,
+    HostCall, HostError, HostOutcome, MAX_CALL_KEY_CHARS, ParkedStatus, RoundCall, ToolDescriptor,
+    ToolHost,
 };
 pub use host::{Listed, OfferHost, Offers};
 pub use oauth::{Clock, OAuthConfigError, OAuthSettings, ResourceServer, TokenError};

@@ -10,6 +10,7 @@
 
 mod caller;
 mod offers;
+mod rounds;
 
 use std::time::Duration;
 
@@ -19,7 +20,7 @@ use airlock_ledger::{
 };
 use airlock_mcp::{
     CallKey, Caller, CallerPrompt, CallerRefusal, CallerUse, HostCall, HostError, HostOutcome,
-    ParkedStatus, ToolDescriptor, ToolHost,
+    ParkedStatus, RoundCall, ToolDescriptor, ToolHost,
 };
 use airlock_spec::{Approval, Builtin, Effect, Mode, ScopeId, ToolSource, ToolSpec};
 use futures::future::BoxFuture;
@@ -114,6 +115,7 @@ fn host_outcome(outcome: &Outcome) -> HostOutcome {
             };
             HostOutcome::Abandoned { reason: reason.to_owned() }
         }
+        OutcomeKind::InputRequired => rounds::input_required(row),
         OutcomeKind::Proposed => HostOutcome::Refused {
             message: "not executed: this tool only proposes writes for approval, and a call through the MCP endpoint cannot propose (nobody would receive the proposal)".to_owned(),
         },
@@ -189,12 +191,13 @@ fn completed(row: &Invocation) -> HostOutcome {
         Some(Settlement::Succeeded(result)) => value_result(result),
         // A row an operator resolved is shown as any other result: `{"resolved": note}`.
         Some(Settlement::Resolved { note, .. }) => value_result(&json!({ "resolved": note })),
-        // Declined, expired, abandoned and proposed rows are never `Completed` (see
+        // Declined, expired, abandoned, input-required and proposed rows are never `Completed` (see
         // `Outcome::kind`).
         Some(
             Settlement::Denied { .. }
             | Settlement::Expired
             | Settlement::Abandoned { .. }
+            | Settlement::InputRequired(_)
             | Settlement::Proposed { .. },
         )
         | None => HostOutcome::Completed {
@@ -549,6 +552,15 @@ impl ToolHost for Gateway {
         used: CallerUse,
     ) -> BoxFuture<'a, Result<HostCall, CallerRefusal>> {
         Box::pin(self.mcp_decide_as_caller(scope, caller, used))
+    }
+
+    fn continue_round<'a>(
+        &'a self,
+        scope: &'a ScopeId,
+        caller: &'a Caller,
+        round: RoundCall,
+    ) -> BoxFuture<'a, Result<HostCall, CallerRefusal>> {
+        Box::pin(self.mcp_continue_round(scope, caller, round))
     }
 
     fn long_polls_ended(&self) -> bool {

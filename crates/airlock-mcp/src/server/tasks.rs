@@ -57,6 +57,10 @@ pub(super) fn status(call: &HostCall, era: Era) -> (TaskStatus, Option<String>) 
         HostOutcome::Refused { message } if era == Era::V2025 => {
             (TaskStatus::Failed, Some(message.clone()))
         }
+        HostOutcome::InputRequired { .. } if era == Era::V2025 => {
+            (TaskStatus::Failed, Some(INPUT_ROUND.to_owned()))
+        }
+        HostOutcome::InputRequired { .. } => (TaskStatus::Completed, Some(INPUT_ROUND.to_owned())),
         // The 2026 extension keeps the task `completed` and inlines the call's own result,
         // which names the status; the message says it in words too.
         HostOutcome::Expired { .. } => (TaskStatus::Completed, Some(EXPIRED.to_owned())),
@@ -66,6 +70,9 @@ pub(super) fn status(call: &HostCall, era: Era) -> (TaskStatus, Option<String>) 
         | HostOutcome::Refused { .. } => (TaskStatus::Completed, None),
     }
 }
+
+/// The status message of a task whose round asked the client for input (MCP-68).
+const INPUT_ROUND: &str = "input required: call the tool again to be asked";
 
 /// The status message of an expired task.
 const EXPIRED: &str = "expired: nobody decided before the approval expired; it did not run";

@@ -165,6 +165,10 @@ pub(crate) async fn call(
         call = call.with_idempotency_key(key);
     }
     let result = client.call_tool(target, &call).await.map_err(mcp_error)?;
+    if let Some(asked) = result.input_required {
+        // A relayed round that needs the client's input: the row ends `input_required`.
+        return Ok(json!({ airlock_ledger::INPUT_REQUIRED_KEY: asked }));
+    }
     Ok(json!({
         "text": result.text,
         "structured": result.structured,

@@ -338,14 +338,26 @@ pub(crate) fn installed(installed: &Path, what: &str, install: &str) -> bool {
 /// TypeScript SDK that returns every content block type; its port, or `None` when the SDK is not
 /// installed (outside CI). The upstream lives as long as the child handle.
 pub(crate) async fn sdk_fixture() -> Option<(tokio::process::Child, u16)> {
+    node_fixture("fixture.mjs", "sdk").await
+}
+
+/// Starts `crates/airlock-mcp/tests/sdk/mrtr_fixture.mjs`, a 2026-07-28 upstream built with the
+/// official TypeScript SDK v2 that asks its client for input (the conformance suite's
+/// input-required tools); as [`sdk_fixture`].
+pub(crate) async fn mrtr_fixture() -> Option<(tokio::process::Child, u16)> {
+    node_fixture("mrtr_fixture.mjs", "server").await
+}
+
+/// Starts the fixture `script` of the SDK directory, once its `package` is installed.
+async fn node_fixture(script: &str, package: &str) -> Option<(tokio::process::Child, u16)> {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../airlock-mcp/tests/sdk");
     let install = "npm ci --prefix crates/airlock-mcp/tests/sdk";
-    let sdk = dir.join("node_modules/@modelcontextprotocol/sdk");
+    let sdk = dir.join("node_modules/@modelcontextprotocol").join(package);
     if !installed(&sdk, "the MCP TypeScript SDK", install) {
         return None;
     }
     let mut child = tokio::process::Command::new("node")
-        .arg(dir.join("fixture.mjs"))
+        .arg(dir.join(script))
         .current_dir(&dir)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -360,6 +372,6 @@ pub(crate) async fn sdk_fixture() -> Option<(tokio::process::Child, u16)> {
         .unwrap();
     Some((
         child,
-        port.expect("fixture.mjs printed no port").parse().unwrap(),
+        port.expect("the fixture printed no port").parse().unwrap(),
     ))
 }
