@@ -325,6 +325,12 @@ pub enum HostOutcome {
     },
     /// The caller withdrew the call while it waited (a cancelled task); nothing ran.
     Withdrawn,
+    /// The upstream ran the call as a task of its own and that task failed at the protocol
+    /// level, not as a tool error (docs/rules.md MCP-78): a task that is `failed`.
+    TaskFailed {
+        /// What the upstream said (cut to [`crate::MAX_FAILURE_CHARS`]).
+        message: String,
+    },
 }
 
 /// A request the host could not serve at all.

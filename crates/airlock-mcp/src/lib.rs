@@ -36,6 +36,7 @@ mod relay;
 mod server;
 mod session;
 mod target;
+mod upstream_task;
 
 pub use catalog::{Entry, RemoteCatalog};
 pub use client::McpClient;
@@ -55,4 +56,7 @@ pub use server::{
 };
 pub use target::{
     IDEMPOTENCY_META_KEY, McpCredential, McpTarget, RemoteTool, ToolCall, ToolResult,
+};
+pub use upstream_task::{
+    CallAnswer, MAX_FAILURE_CHARS, MAX_TASK_ID_CHARS, UpstreamTask, UpstreamTaskState,
 };

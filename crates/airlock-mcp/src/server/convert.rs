@@ -118,6 +118,9 @@ pub(super) fn to_call_result(outcome: HostOutcome) -> CallToolResult {
         HostOutcome::Withdrawn => CallToolResult::error(vec![ContentBlock::text(
             "withdrawn: the caller cancelled this call while it waited; it did not run",
         )]),
+        HostOutcome::TaskFailed { message } => CallToolResult::error(vec![ContentBlock::text(
+            format!("failed: the upstream's task failed: {message}"),
+        )]),
     }
 }
 
