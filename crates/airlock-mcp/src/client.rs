@@ -146,7 +146,8 @@ impl McpClient {
         task_id: &str,
     ) -> Result<UpstreamTaskState, McpCallError> {
         let answer = self.task_request(target, "tasks/get", task_id).await?;
-        upstream_task::state(direct::result_of(&answer)?)
+        let result = direct::result_of(&answer).map_err(direct::answered)?;
+        upstream_task::state(result).map_err(direct::answered)
     }
 
     /// Asks the upstream to cancel its task `task_id` (`tasks/cancel`, MCP-79).
@@ -155,7 +156,9 @@ impl McpClient {
     /// As [`McpClient::task_state`].
     pub async fn cancel_task(&self, target: &McpTarget, task_id: &str) -> Result<(), McpCallError> {
         let answer = self.task_request(target, "tasks/cancel", task_id).await?;
-        direct::result_of(&answer).map(|_| ())
+        direct::result_of(&answer)
+            .map(|_| ())
+            .map_err(direct::answered)
     }
 
     async fn task_request(
@@ -181,7 +184,9 @@ impl McpClient {
     fn speaks_modern(&self, target: &McpTarget) -> bool {
         match target.protocol {
             McpProtocol::Rev20260728 => true,
-            McpProtocol::Auto => self.remembered_protocol(&target.url) == Some(McpProtocol::Rev20260728),
+            McpProtocol::Auto => {
+                self.remembered_protocol(&target.url) == Some(McpProtocol::Rev20260728)
+            }
             McpProtocol::Legacy => false,
         }
     }

@@ -13,7 +13,7 @@
 
 use std::collections::HashMap;
 
-use airlock_egress::GuardedClient;
+use airlock_egress::{Delivery, GuardedClient};
 use futures::StreamExt;
 use http::{HeaderName, HeaderValue};
 use rmcp::model::{JsonObject, ProtocolVersion, RequestMetaObject, TASKS_EXTENSION_ID};
@@ -90,7 +90,15 @@ pub(crate) async fn call(
         name: named,
     };
     let answer = exchange(guard, target, sent, params).await?;
-    read_answer(&answer, offer_task)
+    read_answer(&answer, offer_task).map_err(answered)
+}
+
+/// An error read from the server's answer: whatever it says, the request was answered (MCP-23).
+pub(crate) fn answered(error: McpCallError) -> McpCallError {
+    McpCallError {
+        delivery: Delivery::Answered,
+        ..error
+    }
 }
 
 /// One request of the exchange: its revision, method and `Mcp-Name` (2026-07-28 only).

@@ -142,7 +142,13 @@ mod tests {
     #[test]
     fn a_task_id_is_kept_only_when_it_is_short_visible_ascii() {
         assert_eq!(created(&json!({"taskId": "t-1"})).unwrap().id, "t-1");
-        for id in [json!(""), json!("a b"), json!("é"), json!(7), json!("x".repeat(257))] {
+        for id in [
+            json!(""),
+            json!("a b"),
+            json!("é"),
+            json!(7),
+            json!("x".repeat(257)),
+        ] {
             let err = created(&json!({ "taskId": id })).unwrap_err();
             assert_eq!(err.kind, CallErrorKind::BadReply, "{id}");
         }
@@ -150,7 +156,8 @@ mod tests {
 
     #[test]
     fn states_are_read_from_the_detailed_task() {
-        let done = json!({"status": "completed", "result": {"content": [{"type": "text", "text": "ok"}]}});
+        let done =
+            json!({"status": "completed", "result": {"content": [{"type": "text", "text": "ok"}]}});
         let UpstreamTaskState::Completed(Ok(result)) = state(&done).unwrap() else {
             panic!("completed");
         };
@@ -160,7 +167,8 @@ mod tests {
             panic!("tool error");
         };
         assert_eq!(e.kind, CallErrorKind::ToolError);
-        let failed = json!({"status": "failed", "error": {"code": -32603, "message": "x".repeat(5000)}});
+        let failed =
+            json!({"status": "failed", "error": {"code": -32603, "message": "x".repeat(5000)}});
         let UpstreamTaskState::Failed(message) = state(&failed).unwrap() else {
             panic!("failed");
         };

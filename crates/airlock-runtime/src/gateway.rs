@@ -39,8 +39,8 @@ pub(crate) use reads::Read;
 pub(crate) use relayed::{is_relayed, task_failure};
 
 use crate::error::{ToolError, ToolErrorKind};
-use crate::execute::{Executors, Ran};
 use crate::execute::api::ArgumentCheck;
+use crate::execute::{Executors, Ran};
 use crate::outcome::{Outcome, OutcomeKind};
 use crate::rate_limit;
 use crate::session;

@@ -42,7 +42,9 @@ pub(crate) fn task_failure(row: &Invocation) -> Option<&str> {
     let relayed = row.lease.as_ref().is_some_and(|l| l.owner == RELAY_OWNER);
     let error = row.error.as_ref().filter(|_| relayed)?;
     let failed = row.state == InvocationState::Failed && error.kind == ToolErrorKind::UpstreamError;
-    failed.then(|| error.message.strip_prefix(TASK_FAILED)).flatten()
+    failed
+        .then(|| error.message.strip_prefix(TASK_FAILED))
+        .flatten()
 }
 
 impl Gateway {
@@ -129,7 +131,10 @@ impl Gateway {
     ) -> Result<Invocation, GatewayError> {
         let result = match state {
             UpstreamTaskState::Working => {
-                let renewed = self.store.renew_lease(row.id, RELAY_OWNER, RELAY_LEASE).await;
+                let renewed = self
+                    .store
+                    .renew_lease(row.id, RELAY_OWNER, RELAY_LEASE)
+                    .await;
                 return self.as_left(row.id, renewed).await;
             }
             UpstreamTaskState::Completed(Ok(result)) => Ok(mcp::stored(&result)),

@@ -187,7 +187,10 @@ fn decl_81_served_as_names_the_tool_exactly() {
             other => panic!("{other:?}"),
         })
         .collect();
-    assert!(names.contains(&("greet".into(), "Greet Me".into())), "{names:?}");
+    assert!(
+        names.contains(&("greet".into(), "Greet Me".into())),
+        "{names:?}"
+    );
     assert!(names.contains(&("s_u".into(), "u".into())), "{names:?}");
     for bad in ["\"has space\"", "s_u"] {
         let errors = Dir::new()

@@ -25,7 +25,9 @@ fn deployment(port: u16) -> tempfile::TempDir {
     let dir = deployment_with(&toml, &format!("airlock:\n  mcp: {TOKEN}\n"));
     std::fs::create_dir(dir.path().join("agents")).unwrap();
     let tool = |name: &str| {
-        format!("        - {{ name: {name}, served_as: {name}, description: Runs {name}., writes: false, input_schema: {{ type: object }} }}\n")
+        format!(
+            "        - {{ name: {name}, served_as: {name}, description: Runs {name}., writes: false, input_schema: {{ type: object }} }}\n"
+        )
     };
     let agent = format!(
         "apiVersion: airlock/v1\nkind: Agent\nmetadata:\n  name: relay\nspec:\n  model: {{ provider: openai, model: unused }}\n  prompts: {{ system: Unused. }}\n  tools:\n    - name: tasks\n      type: mcp\n      connection: tasks\n      path: /mcp\n      protocol: 2026-07-28\n      tools:\n{}{}{}",
@@ -39,7 +41,11 @@ fn deployment(port: u16) -> tempfile::TempDir {
 
 /// A 2026-07-28 request to agent `relay`, declaring the tasks extension when `tasks`.
 async fn request(base: &str, method: &str, mut params: Value, tasks: bool) -> Value {
-    let extensions = if tasks { json!({ TASKS: {} }) } else { json!({}) };
+    let extensions = if tasks {
+        json!({ TASKS: {} })
+    } else {
+        json!({})
+    };
     params["_meta"] = json!({
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientCapabilities": {"extensions": extensions},
@@ -115,7 +121,10 @@ async fn mcp_76_an_upstream_task_is_relayed_as_airlocks_task_and_settled() {
     assert_eq!(done["result"]["status"], "completed", "{done}");
     let plain = call(&base, "slow_compute", arguments, false).await;
     assert_eq!(plain["resultType"], "complete", "{plain}");
-    assert_eq!(done["result"]["result"]["content"], plain["content"], "{done}");
+    assert_eq!(
+        done["result"]["result"]["content"], plain["content"],
+        "{done}"
+    );
     assert_eq!(
         plain["content"][0]["text"], "Computed relay in 0s",
         "{plain}"
@@ -145,7 +154,9 @@ async fn mcp_77_a_client_that_did_not_opt_in_gets_a_plain_result() {
     // Nothing waits on an upstream task: no row of this scope is running.
     let open = gateway.store().open_counts().await.unwrap();
     assert!(
-        !open.iter().any(|(state, n)| *state == InvocationState::Running && *n > 0),
+        !open
+            .iter()
+            .any(|(state, n)| *state == InvocationState::Running && *n > 0),
         "{open:?}"
     );
 }
@@ -210,7 +221,13 @@ async fn ledger_65_another_process_settles_a_relayed_task_once() {
         return;
     };
     let (dir, first, _) = serve(port).await;
-    let created = call(&first, "slow_compute", json!({"seconds": 0, "label": "twice"}), true).await;
+    let created = call(
+        &first,
+        "slow_compute",
+        json!({"seconds": 0, "label": "twice"}),
+        true,
+    )
+    .await;
     let id = created["taskId"].as_str().unwrap().to_owned();
     let (addr, gateway) = serve_in_process(dir.path()).await;
     let second = format!("http://{addr}");
@@ -249,7 +266,11 @@ async fn ledger_66_the_sweeper_waits_for_the_relay_lease() {
     let created = call(&base, "slow_compute", json!({"seconds": 60}), true).await;
     let id = created["taskId"].as_str().unwrap().to_owned();
     let now = time::OffsetDateTime::now_utc();
-    gateway.store().sweep(now + Duration::from_secs(3600)).await.unwrap();
+    gateway
+        .store()
+        .sweep(now + Duration::from_secs(3600))
+        .await
+        .unwrap();
     assert_eq!(row(&gateway, &id).await.state, InvocationState::Running);
     let lapsed = now + Duration::from_secs(25 * 3600);
     let report = gateway.store().sweep(lapsed).await.unwrap();
