@@ -6,7 +6,9 @@
 //! polling), runs an approved call itself if it claims it first, and only shows a caller its
 //! own calls made on the MCP channel from the same scope, with who decided them.
 //! Withdrawing (a cancelled task) is a denial recorded under the caller's own name with a
-//! fixed reason, so a withdrawn call reads back as withdrawn after any restart.
+//! fixed reason, so a withdrawn call reads back as withdrawn after any restart. A call its
+//! upstream runs as a task of its own is the exception to the long poll: a `get` looks at the
+//! upstream once, and a cancel is forwarded there (`gateway::relayed`, MCP-78, MCP-79).
 
 mod caller;
 mod offers;
