@@ -94,7 +94,7 @@ pub(crate) async fn claim(
     batch.save_or(tx, &inv, next, taken).await
 }
 
-fn lease_lost(inv: &Invocation, owner: &str) -> LedgerError {
+pub(crate) fn lease_lost(inv: &Invocation, owner: &str) -> LedgerError {
     LedgerError::LeaseLost {
         id: inv.id,
         owner: owner.to_owned(),

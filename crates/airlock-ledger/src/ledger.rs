@@ -38,7 +38,7 @@ use crate::store::{LedgerFuture, Outbox, Store};
 use crate::store_config::StoreConfig;
 use crate::tx::{LedgerTx, TxTool};
 use crate::writer::{Job, LaneContext, Prefetch, Writer};
-use crate::{chain, decide, expiry, lease, record, runs, sweep};
+use crate::{chain, decide, expiry, lease, record, relayed, runs, sweep};
 
 /// Aborts a background task when the store goes away.
 pub(crate) struct AbortOnDrop(pub(crate) tokio::task::JoinHandle<()>);
@@ -393,6 +393,25 @@ impl Store for Ledger {
                 request_states::decide_once(tx, b, &used, claim_for).await
             })
         }))
+    }
+
+    fn relay_task(
+        &self,
+        id: InvocationId,
+        owner: &str,
+        task: String,
+        lease: Duration,
+    ) -> LedgerFuture<'_, Invocation> {
+        let owner = owner.to_owned();
+        let hint = Prefetch::Running(id, owner.clone());
+        Box::pin(self.writer.submit(id.0, hint, move |tx, b| {
+            let (owner, task) = (owner.clone(), task.clone());
+            Box::pin(async move { relayed::relay(tx, b, id, &owner, &task, lease).await })
+        }))
+    }
+
+    fn relayed_task(&self, id: InvocationId) -> LedgerFuture<'_, Option<String>> {
+        Box::pin(relayed::upstream_task(&self.pool, id))
     }
 
     fn sweep(&self, now: OffsetDateTime) -> LedgerFuture<'_, SweepReport> {

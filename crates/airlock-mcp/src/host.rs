@@ -349,6 +349,12 @@ pub enum HostOutcome {
         /// The upstream's own `requestState`, sealed inside airlock's, never sent bare.
         upstream_state: Option<String>,
     },
+    /// The upstream ran the call as a task of its own and that task failed at the protocol
+    /// level, not as a tool error (docs/rules.md MCP-78): a task that is `failed`.
+    TaskFailed {
+        /// What the upstream said (cut to [`crate::MAX_FAILURE_CHARS`]).
+        message: String,
+    },
 }
 
 /// A request the host could not serve at all.

@@ -37,6 +37,7 @@ mod rounds;
 mod server;
 mod session;
 mod target;
+mod upstream_task;
 
 pub use catalog::{Entry, RemoteCatalog};
 pub use client::McpClient;
@@ -57,4 +58,7 @@ pub use server::{
 };
 pub use target::{
     IDEMPOTENCY_META_KEY, McpCredential, McpTarget, RemoteTool, ToolCall, ToolResult,
+};
+pub use upstream_task::{
+    CallAnswer, MAX_FAILURE_CHARS, MAX_TASK_ID_CHARS, UpstreamTask, UpstreamTaskState,
 };

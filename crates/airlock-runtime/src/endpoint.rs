@@ -6,7 +6,9 @@
 //! polling), runs an approved call itself if it claims it first, and only shows a caller its
 //! own calls made on the MCP channel from the same scope, with who decided them.
 //! Withdrawing (a cancelled task) is a denial recorded under the caller's own name with a
-//! fixed reason, so a withdrawn call reads back as withdrawn after any restart.
+//! fixed reason, so a withdrawn call reads back as withdrawn after any restart. A call its
+//! upstream runs as a task of its own is the exception to the long poll: a `get` looks at the
+//! upstream once, and a cancel is forwarded there (`gateway::relayed`, MCP-78, MCP-79).
 
 mod caller;
 mod offers;
@@ -27,7 +29,7 @@ use futures::future::BoxFuture;
 use serde_json::{Map, Value, json};
 use time::format_description::well_known::Rfc3339;
 
-use crate::gateway::{CallContext, Gateway, GatewayError};
+use crate::gateway::{CallContext, Gateway, GatewayError, is_relayed, task_failure};
 use crate::outcome::{Outcome, OutcomeKind};
 use crate::session;
 
@@ -101,7 +103,10 @@ fn time(t: Option<time::OffsetDateTime>) -> Option<String> {
 fn host_outcome(outcome: &Outcome) -> HostOutcome {
     let row = outcome.invocation();
     match outcome.kind() {
-        OutcomeKind::Completed => completed(row),
+        OutcomeKind::Completed => match task_failure(row) {
+            Some(message) => HostOutcome::TaskFailed { message: message.to_owned() },
+            None => completed(row),
+        },
         OutcomeKind::Denied if is_withdrawn(row) => HostOutcome::Withdrawn,
         OutcomeKind::Denied => {
             let reason = row.settlement().and_then(|s| s.denied_reason());
@@ -389,6 +394,13 @@ impl Gateway {
     ) -> Result<HostCall, HostError> {
         let deadline = tokio::time::Instant::now() + wait;
         let mut row = self.mcp_row(scope, caller, id).await?;
+        if is_relayed(&row) {
+            // Its upstream runs it: one look there, no wait here (nothing would wake it, MCP-78).
+            row = self.follow_relayed(row).await.map_err(|e| internal(&e))?;
+            if is_relayed(&row) {
+                return Ok(host_call(&Outcome::from_row(row)));
+            }
+        }
         loop {
             if row.state == InvocationState::Approved {
                 // Run it if we claim it first; if someone else did, wait for their result.
@@ -422,7 +434,9 @@ impl Gateway {
             row.state,
             InvocationState::AwaitingApproval | InvocationState::AwaitingAnswer
         );
-        let row = if waiting {
+        let row = if is_relayed(&row) {
+            self.cancel_relayed(row).await.map_err(|e| internal(&e))?
+        } else if waiting {
             let deny = Decision::Deny {
                 reason: WITHDRAWN.to_owned(),
             };

@@ -16,6 +16,7 @@ mod events;
 mod pinned;
 mod proposals;
 mod reads;
+mod relayed;
 mod telemetry;
 
 use std::collections::HashMap;
@@ -35,10 +36,11 @@ pub use events::{HowToDecide, TARGET as EVENTS};
 pub use proposals::{MAX_PROPOSALS_PER_RUN, ProposalRoom, RunCall};
 use proposals::{oversized_proposal, proposal_refusal};
 pub(crate) use reads::Read;
+pub(crate) use relayed::{is_relayed, task_failure};
 
 use crate::error::{ToolError, ToolErrorKind};
-use crate::execute::Executors;
 use crate::execute::api::ArgumentCheck;
+use crate::execute::{Executors, Ran};
 use crate::outcome::{Outcome, OutcomeKind};
 use crate::rate_limit;
 use crate::session;
@@ -490,6 +492,11 @@ impl Gateway {
             Err(e) => Err(e),
             Ok(map) => self.execute(&tool.spec, &claimed, Value::Object(map)).await,
         };
+        let result = match result {
+            Ok(Ran::Task(task)) => return self.relay(claimed.id, task).await,
+            Ok(Ran::Value(value)) => Ok(value),
+            Err(e) => Err(e),
+        };
         let finished = self.finish(claimed.id, result).await?;
         events::ran(&finished, started.elapsed());
         let outcome = match finished.state {
@@ -528,7 +535,7 @@ impl Gateway {
         spec: &ToolSpec,
         row: &Invocation,
         arguments: Value,
-    ) -> Result<Value, ToolError> {
+    ) -> Result<Ran, ToolError> {
         let work = self.executors.run(spec, arguments, &row.idempotency_key);
         tokio::pin!(work);
         // The first renewal is a period away: `interval`'s "immediate" first tick still waits

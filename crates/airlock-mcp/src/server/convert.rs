@@ -123,6 +123,9 @@ pub(super) fn to_call_result(outcome: HostOutcome) -> CallToolResult {
         HostOutcome::InputRequired { .. } => CallToolResult::error(vec![ContentBlock::text(
             "input required: the tool's server asked the client for input in this round; call the tool again to be asked",
         )]),
+        HostOutcome::TaskFailed { message } => CallToolResult::error(vec![ContentBlock::text(
+            format!("failed: the upstream's task failed: {message}"),
+        )]),
     }
 }
 

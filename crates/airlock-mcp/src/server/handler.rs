@@ -6,7 +6,9 @@
 //! await tool never waits longer than [`MAX_AWAIT`]; nothing is kept between requests but the
 //! log level a session-era client set (MCP-64). A parked call becomes a 2026 task (`resultType: "task"`) only for a request that declares the tasks
 //! extension; `tasks/get` and `tasks/cancel` see only the caller's own calls from this scope
-//! (rmcp refuses them with -32021 to a request that did not declare the extension).
+//! (rmcp refuses them with -32021 to a request that did not declare the extension). Such a
+//! request's call may offer its 2026-07-28 upstream a task (`upstream_task`, MCP-76); the
+//! client still gets airlock's task, whose id is the invocation's.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -37,7 +39,7 @@ use super::request_state::RequestStates;
 use super::{mrtr, relayed};
 use super::{offered, tasks, trace};
 use crate::host::{CALL_KEY_META, CallKey, HostOutcome, ToolHost};
-use crate::rounds;
+use crate::{rounds, upstream_task};
 
 /// The handler rmcp builds per request (a clone of one `Arc`).
 #[derive(Clone)]
@@ -112,6 +114,8 @@ impl Endpoint {
             .input_responses
             .map(|r| Value::Object(r.into_iter().collect()));
         let call = rounds::relaying_if_modern(declared.as_ref(), responses, call);
+        // A client that follows tasks may get the upstream's own task relayed (MCP-76).
+        let call = upstream_task::offering(wants_task && is_modern(&context), call);
         let outcome = notices::relayed_if_wanted(&context, &self.levels, &admitted, call).await;
         if let (Ok(call), Some(declared), Some(arguments)) = (&outcome, &declared, &relayed_about)
             && matches!(call.outcome, HostOutcome::InputRequired { .. })
@@ -351,10 +355,7 @@ impl ServerHandler for Endpoint {
 /// What a 2026-07-28 request's client declared it can do; `None` on the session-era revisions,
 /// which relay no input round (MCP-68).
 fn declared(context: &RequestContext<RoleServer>) -> Option<relayed::Declared> {
-    let modern = context
-        .protocol_version()
-        .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28);
-    if !modern {
+    if !is_modern(context) {
         return None;
     }
     match context.client_capabilities().map(serde_json::to_value) {
@@ -363,13 +364,17 @@ fn declared(context: &RequestContext<RoleServer>) -> Option<relayed::Declared> {
     }
 }
 
+/// Whether the request speaks 2026-07-28 or later.
+fn is_modern(context: &RequestContext<RoleServer>) -> bool {
+    context
+        .protocol_version()
+        .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28)
+}
+
 /// Whether the person at the client can be asked through an input request: a 2026-07-28
 /// request that declares elicitation (MCP-46).
 fn asks_person(context: &RequestContext<RoleServer>) -> bool {
-    let modern = context
-        .protocol_version()
-        .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28);
-    modern
+    is_modern(context)
         && context
             .client_capabilities()
             .is_some_and(|caps| caps.elicitation.is_some())

@@ -26,6 +26,7 @@ mod mcp;
 mod mcp_mrtr;
 mod mcp_notices;
 mod mcp_relay;
+mod mcp_relayed_tasks;
 mod mcp_tasks;
 mod notify;
 mod oauth;

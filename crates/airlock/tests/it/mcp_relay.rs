@@ -1,6 +1,6 @@
 //! Relayed input rounds on the real gateway (docs/rules.md MCP-68..MCP-75, LEDGER-61..LEDGER-63),
 //! against a 2026-07-28 upstream built with the official TypeScript SDK v2
-//! (`crates/airlock-mcp/tests/sdk/mrtr_fixture.mjs`): its elicitation, sampling and roots
+//! (`crates/airlock/tests/upstream-v2/mrtr.mjs`): its elicitation, sampling and roots
 //! requests reach the client under the upstream's own keys with airlock's sealed state, the
 //! client's answers reach the upstream as sent, several rounds chain, and a state is refused when
 //! tampered, replayed (also concurrently: exactly one retry proceeds), or used by another

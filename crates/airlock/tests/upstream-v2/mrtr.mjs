@@ -23,7 +23,7 @@
 // Every answer also carries, as structuredContent, the client capabilities and inputResponses the
 // request brought, so a test can see exactly what airlock sent upstream.
 // The requestState this server mints is HMAC-sealed by the SDK's codec; a changed one is refused.
-// Usage: node mrtr_fixture.mjs. Prints the port on the first line of stdout; stops when stdin
+// Usage: node mrtr.mjs. Prints the port on the first line of stdout; stops when stdin
 // closes.
 import http from "node:http";
 import { randomBytes } from "node:crypto";
