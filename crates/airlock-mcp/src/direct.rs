@@ -171,8 +171,17 @@ pub(crate) fn modern_meta(tasks: bool, round: Option<&Round>) -> Map<String, Val
         _ => Map::new(),
     };
     if let Some(round) = round {
-        let stated = Value::Object(round.capabilities.clone());
-        meta.insert(CLIENT_CAPABILITIES_META.to_owned(), stated);
+        // What the endpoint's client can answer replaces airlock's own for the three kinds of
+        // input request; the rest (the tasks extension) stays as stated above.
+        let stated = meta
+            .entry(CLIENT_CAPABILITIES_META.to_owned())
+            .or_insert_with(|| Value::Object(Map::new()));
+        if let Value::Object(stated) = stated {
+            for (_, kind) in rounds::NEEDED {
+                stated.remove(kind);
+            }
+            stated.extend(round.capabilities.clone());
+        }
     }
     meta
 }
