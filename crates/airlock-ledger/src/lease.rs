@@ -17,7 +17,7 @@ use crate::batch::Batch;
 use crate::error::{LedgerError, ToolError};
 use crate::expiry::load_current;
 use crate::ids::InvocationId;
-use crate::model::{Invocation, Lease};
+use crate::model::{INPUT_REQUIRED_KEY, Invocation, Lease};
 use crate::state::InvocationState as S;
 use crate::tx::LedgerTx;
 
@@ -94,7 +94,7 @@ pub(crate) async fn claim(
     batch.save_or(tx, &inv, next, taken).await
 }
 
-fn lease_lost(inv: &Invocation, owner: &str) -> LedgerError {
+pub(crate) fn lease_lost(inv: &Invocation, owner: &str) -> LedgerError {
     LedgerError::LeaseLost {
         id: inv.id,
         owner: owner.to_owned(),
@@ -136,7 +136,8 @@ fn refuse_finish(inv: &Invocation, owner: &str) -> LedgerError {
         | S::Abandoned
         | S::Denied
         | S::Expired
-        | S::Proposed => LedgerError::AlreadyFinished {
+        | S::Proposed
+        | S::InputRequired => LedgerError::AlreadyFinished {
             id: inv.id,
             state: inv.state,
         },
@@ -155,6 +156,12 @@ pub(crate) fn finished(inv: &Invocation, outcome: Result<Value, ToolError>) -> I
     let mut next = inv.clone();
     next.expires_at = None;
     match outcome {
+        // A relayed MCP round the upstream answered with input requests (LEDGER-61).
+        Ok(value) if value.get(INPUT_REQUIRED_KEY).is_some() => {
+            next.state = S::InputRequired;
+            next.result = Some(value);
+            next.error = None;
+        }
         Ok(value) => {
             next.state = S::Succeeded;
             next.result = Some(value);

@@ -38,7 +38,7 @@ use crate::store::{LedgerFuture, Outbox, Store};
 use crate::store_config::StoreConfig;
 use crate::tx::{LedgerTx, TxTool};
 use crate::writer::{Job, LaneContext, Prefetch, Writer};
-use crate::{chain, decide, expiry, lease, record, runs, sweep};
+use crate::{chain, decide, expiry, lease, record, relayed, runs, sweep};
 
 /// Aborts a background task when the store goes away.
 pub(crate) struct AbortOnDrop(pub(crate) tokio::task::JoinHandle<()>);
@@ -275,8 +275,12 @@ impl Store for Ledger {
     fn record(&self, new: NewInvocation) -> LedgerFuture<'_, Recorded> {
         // Keyed by session: records of one session serialize, so (session, call id) dedupes
         // inside the process without relying on the unique index alone, and a session's events
-        // stay in one lane's chain in order.
-        let key = new.session_id.0;
+        // stay in one lane's chain in order. A later round of a relayed call queues on the
+        // lane of the round it follows (LEDGER-62).
+        let key = new
+            .follows
+            .as_ref()
+            .map_or(new.session_id.0, |r| r.previous.0);
         Box::pin(self.writer.submit(key, Prefetch::Nothing, move |tx, b| {
             Box::pin(record::record(tx, b, new.clone()))
         }))
@@ -288,8 +292,12 @@ impl Store for Ledger {
         owner: &str,
         lease: Duration,
     ) -> LedgerFuture<'_, Recorded> {
-        // Keyed by session, like `record`.
-        let key = new.session_id.0;
+        // Keyed by session, like `record`; a later round of a relayed call by the round it
+        // follows, so concurrent uses of one state queue on one lane (LEDGER-62).
+        let key = new
+            .follows
+            .as_ref()
+            .map_or(new.session_id.0, |r| r.previous.0);
         let owner = owner.to_owned();
         Box::pin(self.writer.submit(key, Prefetch::Nothing, move |tx, b| {
             let (new, owner) = (new.clone(), owner.clone());
@@ -385,6 +393,25 @@ impl Store for Ledger {
                 request_states::decide_once(tx, b, &used, claim_for).await
             })
         }))
+    }
+
+    fn relay_task(
+        &self,
+        id: InvocationId,
+        owner: &str,
+        task: String,
+        lease: Duration,
+    ) -> LedgerFuture<'_, Invocation> {
+        let owner = owner.to_owned();
+        let hint = Prefetch::Running(id, owner.clone());
+        Box::pin(self.writer.submit(id.0, hint, move |tx, b| {
+            let (owner, task) = (owner.clone(), task.clone());
+            Box::pin(async move { relayed::relay(tx, b, id, &owner, &task, lease).await })
+        }))
+    }
+
+    fn relayed_task(&self, id: InvocationId) -> LedgerFuture<'_, Option<String>> {
+        Box::pin(relayed::upstream_task(&self.pool, id))
     }
 
     fn sweep(&self, now: OffsetDateTime) -> LedgerFuture<'_, SweepReport> {

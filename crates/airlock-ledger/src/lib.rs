@@ -53,6 +53,7 @@ mod lease;
 mod pins;
 mod rate;
 mod record;
+mod relayed;
 mod request_states;
 mod run_lease;
 mod runs;
@@ -81,13 +82,15 @@ pub use ids::{InvocationId, RunId, SessionId};
 pub use ledger::Ledger;
 pub use model::{
     ACCESS_POLICY, APPROVAL_EXPIRED, ApprovalFilter, AuditReport, CallerOutcome, ChainBreak,
-    Decision, DecisionRecord, Invocation, Lease, NewInvocation, NewRun, NewSession, Recorded,
-    ResolutionRecord, ResumeOutcome, Run, RunLease, Session, Settlement, SweepReport,
+    Decision, DecisionRecord, INPUT_REQUIRED_KEY, Invocation, Lease, NewInvocation, NewRun,
+    NewSession, Recorded, ResolutionRecord, ResumeOutcome, RoundUse, Run, RunLease, Session,
+    Settlement, SweepReport,
 };
 pub use notice::{Notice, NoticeRecord, OutboxRoute};
 pub use pins::ToolPin;
 pub use postgres::PgStore;
 pub use rate::{RateBudget, RateRefusal};
+pub use relayed::RELAY_OWNER;
 pub use request_states::StateUse;
 pub use sqlite::SqliteStore;
 pub use state::{CallKind, DecisionKind, InvocationState, Resolution, RunStatus};

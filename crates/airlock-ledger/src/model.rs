@@ -126,7 +126,28 @@ pub struct NewInvocation {
     /// decided by [`ACCESS_POLICY`] with this reason, and never runs (docs/rules.md
     /// LEDGER-48).
     pub refusal: Option<String>,
+    /// The round this call continues, when it is the next round of a relayed MCP call
+    /// (docs/rules.md LEDGER-62): the row is recorded ungated, and the sealed state's nonce is
+    /// used in the same commit.
+    pub follows: Option<RoundUse>,
 }
+
+/// The next round of a relayed MCP call: the sealed state's one-time nonce and the round it
+/// was sealed for, which must have ended `input_required` (docs/rules.md LEDGER-62).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RoundUse {
+    /// The state's random nonce (never the sealed state itself).
+    pub nonce: String,
+    /// The round the state was sealed for.
+    pub previous: InvocationId,
+    /// The principal who used it.
+    pub by: String,
+}
+
+/// The key of an executor's result that marks an MCP round answered with input requests: the
+/// row ends `input_required`, not `succeeded` (LEDGER-61). Only the MCP executor writes it;
+/// an upstream's own result never reaches the key (its fields are copied one by one).
+pub const INPUT_REQUIRED_KEY: &str = "io.airlock/input_required";
 
 impl NewInvocation {
     /// A local, at-most-once, never-approved, executed tool call; set the other fields directly.
@@ -153,6 +174,7 @@ impl NewInvocation {
             definitions_digest: definitions_digest.into(),
             approval_ttl: None,
             refusal: None,
+            follows: None,
         }
     }
 }
@@ -371,6 +393,9 @@ pub enum Settlement<'a> {
         /// The operator's note.
         note: &'a str,
     },
+    /// A round of a relayed MCP call the upstream answered with input requests
+    /// (docs/rules.md LEDGER-61): what it asked (`inputRequests`) and its own `requestState`.
+    InputRequired(&'a Value),
     /// Recorded as a proposal; nothing was called.
     Proposed {
         /// The tool.
@@ -392,6 +417,7 @@ impl<'a> Settlement<'a> {
             | Self::Failed(_)
             | Self::Resolved { .. }
             | Self::Abandoned { .. }
+            | Self::InputRequired(_)
             | Self::Proposed { .. } => None,
         }
     }
@@ -431,6 +457,7 @@ impl Invocation {
                 .resolution
                 .as_ref()
                 .map(|r| Settlement::Abandoned { reason: &r.note }),
+            InvocationState::InputRequired => self.result.as_ref().map(Settlement::InputRequired),
             InvocationState::Proposed => Some(Settlement::Proposed {
                 tool: &self.tool,
                 arguments: &self.arguments,

@@ -16,6 +16,7 @@ use crate::expiry::settle_expiry;
 use crate::ids::InvocationId;
 use crate::lease::{arguments_hash, claimed};
 use crate::model::{ACCESS_POLICY, DecisionRecord, Invocation, NewInvocation, Recorded};
+use crate::request_states;
 use crate::row::{INVOCATION_COLUMNS, InvocationRow, content_hash};
 use crate::runs;
 use crate::state::{CallKind, DecisionKind, InvocationState as S};
@@ -80,6 +81,10 @@ async fn record_with(
     if let Some(run_id) = new.run_id {
         runs::require_run(tx, batch, run_id).await?;
     }
+    if let Some(round) = &new.follows {
+        // Checked before anything is written: a refused round writes nothing (LEDGER-62).
+        request_states::follow_round(tx, batch, round).await?;
+    }
     let principal = new.principal.clone().or(session_principal);
     let args_hash = arguments_hash(&new.arguments);
     let (state, approval_ref) =
@@ -96,6 +101,9 @@ async fn record_with(
         _ => None,
     };
     if insert(tx, batch, &inv, running.as_ref()).await? {
+        if let Some(round) = &new.follows {
+            request_states::record_use(tx, batch, &round.nonce, round.previous, &round.by).await?;
+        }
         return Ok(Recorded {
             invocation: running.unwrap_or(inv),
             created: true,
@@ -180,6 +188,10 @@ async fn initial_state(
     }
     if new.kind == CallKind::Question {
         return Ok((S::AwaitingAnswer, None));
+    }
+    if new.follows.is_some() {
+        // The chain proves the first round's verdict: later rounds are not gated again.
+        return Ok((S::Pending, None));
     }
     match new.approval {
         Approval::Never => Ok((S::Pending, None)),

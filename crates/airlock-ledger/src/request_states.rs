@@ -7,6 +7,10 @@
 //! other is refused with [`LedgerError::RequestStateUsed`] — or, when another person decided
 //! the row first, with that decision's own refusal. A refused use writes nothing.
 //!
+//! The next round of a relayed MCP call (LEDGER-62) uses its state the same way: the nonce is
+//! checked before the round's row is written and recorded in the commit that records and
+//! claims it.
+//!
 //! The endpoint opens and checks the state itself; this module only stores its use.
 
 use std::time::Duration;
@@ -17,7 +21,7 @@ use crate::decide::decide;
 use crate::error::LedgerError;
 use crate::ids::InvocationId;
 use crate::lease::claim;
-use crate::model::{Decision, Invocation};
+use crate::model::{Decision, Invocation, RoundUse};
 use crate::state::InvocationState as S;
 use crate::tx::LedgerTx;
 
@@ -42,14 +46,7 @@ pub(crate) async fn decide_once(
     used: &StateUse,
     claim_for: Option<(&str, Duration)>,
 ) -> Result<Invocation, LedgerError> {
-    let seen = tx
-        .inner
-        .fetch_optional(
-            "SELECT nonce FROM request_states WHERE nonce = $1",
-            &[used.nonce.clone().into()],
-        )
-        .await?;
-    if seen.is_some() {
+    if nonce_used(tx, &used.nonce).await? {
         return Err(LedgerError::RequestStateUsed {
             id: used.invocation,
         });
@@ -62,17 +59,62 @@ pub(crate) async fn decide_once(
         }
         _ => decided,
     };
+    record_use(tx, batch, &used.nonce, id, &used.by).await?;
+    Ok(row)
+}
+
+/// Refuses the next round of a relayed call unless its state's nonce is unused and the round
+/// it follows ended `input_required` (LEDGER-62); writes nothing.
+pub(crate) async fn follow_round(
+    tx: &mut LedgerTx,
+    batch: &mut Batch,
+    round: &RoundUse,
+) -> Result<(), LedgerError> {
+    if nonce_used(tx, &round.nonce).await? {
+        return Err(LedgerError::RequestStateUsed { id: round.previous });
+    }
+    let previous = batch.load_required(tx, round.previous).await?;
+    if previous.state != S::InputRequired {
+        return Err(LedgerError::WrongState {
+            id: round.previous,
+            expected: &[S::InputRequired],
+            actual: previous.state,
+        });
+    }
+    Ok(())
+}
+
+async fn nonce_used(tx: &mut LedgerTx, nonce: &str) -> Result<bool, LedgerError> {
+    let seen = tx
+        .inner
+        .fetch_optional(
+            "SELECT nonce FROM request_states WHERE nonce = $1",
+            &[nonce.to_owned().into()],
+        )
+        .await?;
+    Ok(seen.is_some())
+}
+
+/// Records `nonce` as used for `invocation` by `by`, in the caller's transaction.
+pub(crate) async fn record_use(
+    tx: &mut LedgerTx,
+    batch: &mut Batch,
+    nonce: &str,
+    invocation: InvocationId,
+    by: &str,
+) -> Result<(), LedgerError> {
+    batch.flush(tx).await?;
     tx.inner
         .execute(
             "INSERT INTO request_states (nonce, invocation_id, used_by, used_at) \
              VALUES ($1, $2, $3, $4)",
             &[
-                used.nonce.clone().into(),
-                id.to_string().into(),
-                used.by.clone().into(),
+                nonce.to_owned().into(),
+                invocation.to_string().into(),
+                by.to_owned().into(),
                 to_micros(batch.now).into(),
             ],
         )
         .await?;
-    Ok(row)
+    Ok(())
 }

@@ -77,6 +77,10 @@ words! {
         /// A person gave up on an in-doubt call, with a reason: whether it ran stays unknown,
         /// and it never runs again. Terminal.
         Abandoned = "abandoned",
+        /// One round of a relayed MCP call: the upstream answered that it needs the client's
+        /// input first (docs/rules.md LEDGER-61). Not a result, not an error; the next round
+        /// is a row of its own. Terminal.
+        InputRequired = "input_required",
     }
 }
 
@@ -141,7 +145,13 @@ impl InvocationState {
     pub fn is_terminal(self) -> bool {
         matches!(
             self,
-            S::Succeeded | S::Failed | S::Denied | S::Expired | S::Resolved | S::Abandoned
+            S::Succeeded
+                | S::Failed
+                | S::Denied
+                | S::Expired
+                | S::Resolved
+                | S::Abandoned
+                | S::InputRequired
         )
     }
 
@@ -165,13 +175,19 @@ impl InvocationState {
             // in_doubt: the original lease owner may still report the outcome.
             S::Running => matches!(
                 next,
-                S::Running | S::Succeeded | S::Failed | S::InDoubt | S::Approved
+                S::Running | S::Succeeded | S::Failed | S::InDoubt | S::Approved | S::InputRequired
             ),
             S::InDoubt => matches!(
                 next,
                 S::Approved | S::Resolved | S::Abandoned | S::Expired | S::Succeeded | S::Failed
             ),
-            S::Succeeded | S::Failed | S::Denied | S::Expired | S::Resolved | S::Abandoned => false,
+            S::Succeeded
+            | S::Failed
+            | S::Denied
+            | S::Expired
+            | S::Resolved
+            | S::Abandoned
+            | S::InputRequired => false,
         }
     }
 }
@@ -213,6 +229,7 @@ mod tests {
             S::InDoubt,
             S::Resolved,
             S::Abandoned,
+            S::InputRequired,
         ];
         for from in all {
             assert_eq!(from.as_str().parse::<InvocationState>().unwrap(), from);
@@ -225,5 +242,17 @@ mod tests {
         assert!(S::Proposed.can_become(S::Approved) && S::Proposed.can_become(S::Denied));
         assert!(!S::Proposed.can_become(S::Running) && !S::Proposed.can_become(S::Expired));
         assert!(S::Proposed.can_become(S::Succeeded) && S::Proposed.can_become(S::Failed));
+    }
+
+    #[test]
+    fn ledger_61_only_a_running_round_ends_input_required() {
+        for from in InvocationState::ALL {
+            assert_eq!(
+                from.can_become(S::InputRequired),
+                *from == S::Running,
+                "{from}"
+            );
+        }
+        assert!(S::InputRequired.is_terminal());
     }
 }

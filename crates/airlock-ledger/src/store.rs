@@ -148,6 +148,33 @@ pub trait Store: Send + Sync + 'static {
             )))
         })
     }
+    /// Hands the running row `id`, held by `owner`, to the upstream's task `task` that runs its
+    /// call (docs/rules.md LEDGER-64): in one commit its lease passes to
+    /// [`RELAY_OWNER`](crate::RELAY_OWNER) until `lease` from now and `task` is stored beside
+    /// it. Whoever follows the task then renews that lease ([`Store::renew_lease`]) and settles
+    /// the row ([`Store::finish`]) as `RELAY_OWNER`. A row `owner` no longer holds is
+    /// [`LedgerError::LeaseLost`].
+    ///
+    /// The default refuses: a store that keeps no relayed tasks could not follow one.
+    fn relay_task(
+        &self,
+        id: InvocationId,
+        owner: &str,
+        task: String,
+        lease: Duration,
+    ) -> LedgerFuture<'_, Invocation> {
+        let _ = (owner, task, lease);
+        Box::pin(async move {
+            Err(LedgerError::Invalid(format!(
+                "this store keeps no relayed tasks; invocation {id} was not handed to one"
+            )))
+        })
+    }
+    /// The upstream task row `id` was handed to ([`Store::relay_task`]), if any.
+    fn relayed_task(&self, id: InvocationId) -> LedgerFuture<'_, Option<String>> {
+        let _ = id;
+        Box::pin(async { Ok(None) })
+    }
     /// Expired leases → `in_doubt` (at-most-once) or `approved` (idempotent, re-run); parked
     /// rows past `expires_at` → `expired`.
     fn sweep(&self, now: OffsetDateTime) -> LedgerFuture<'_, SweepReport>;

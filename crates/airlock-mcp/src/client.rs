@@ -6,6 +6,9 @@
 //! every failure is an [`McpCallError`]. Two kinds of upstream get the `tools/call` alone, as
 //! one request: one this client has seen speak 2026-07-28, which has no handshake (MCP-27), and
 //! a connection file's server whose handshake issued no session (MCP-28).
+//! [`McpClient::call_tool_or_task`] lets a 2026-07-28 upstream answer with a task of its own
+//! when the endpoint offers one, and [`McpClient::task_state`] / [`McpClient::cancel_task`] follow
+//! that task (`upstream_task`, MCP-76 to MCP-79).
 //! [`McpClient::discover`] lists every page of `tools/list` in one session. What an upstream
 //! speaks is remembered per endpoint URL for the life of the client, so only the first session
 //! pays for the probe.
@@ -15,15 +18,20 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use airlock_egress::{Delivery, GuardedClient};
 use airlock_spec::McpProtocol;
-use rmcp::model::{CallToolRequestParams, JsonObject, MetaObject, RequestMetaObject};
+use rmcp::model::{
+    CallToolRequestParams, JsonObject, MetaObject, ProtocolVersion, RequestMetaObject,
+};
 use serde_json::Value;
 
 use crate::content::to_tool_result;
 use crate::direct::{self, Framing};
 use crate::error::{CallErrorKind, McpCallError};
+use crate::http::not_json_rpc;
 use crate::relay;
+use crate::rounds;
 use crate::session::{self, Opened, Speaks};
 use crate::target::{IDEMPOTENCY_META_KEY, McpTarget, RemoteTool, ToolCall, ToolResult};
+use crate::upstream_task::{self, CallAnswer, TaskParams, UpstreamTaskState};
 
 /// Upstreams remembered at most; past it the memory starts over (a probe is only slower).
 const MAX_REMEMBERED: usize = 1024;
@@ -73,9 +81,21 @@ impl McpClient {
         target: &McpTarget,
         call: &ToolCall,
     ) -> Result<ToolResult, McpCallError> {
-        let known = self.memory().get(&target.url).cloned();
+        let mut known = self.memory().get(&target.url).cloned();
+        if known.is_none() && target.protocol != McpProtocol::Legacy && rounds::current().is_some()
+        {
+            // A relayed round needs the request airlock frames itself (MCP-68): learn what the
+            // upstream speaks first, with no call in the session.
+            self.session(target, |_peer| async { Ok(()) }).await?;
+            known = self.memory().get(&target.url).cloned();
+        }
         if let Some(framing) = known.as_ref().and_then(|o| handshake_free(target, o)) {
-            let result = direct::call(&self.guard, target, framing, call).await;
+            let answer = direct::call(&self.guard, target, framing, call, false).await;
+            let result = answer.and_then(|answer| match answer {
+                CallAnswer::Result(result) => Ok(result),
+                // Never offered here: `direct` refuses a task nobody asked for.
+                CallAnswer::Task(_) => Err(not_json_rpc()),
+            });
             if let (Framing::Kept(_), Err(e)) = (framing, &result)
                 && matches!(e.kind, CallErrorKind::HttpStatus | CallErrorKind::JsonRpc)
             {
@@ -103,6 +123,80 @@ impl McpClient {
                 delivery: Delivery::Answered,
                 ..e
             })
+    }
+
+    /// [`McpClient::call_tool`], but a call made inside the endpoint's offer of a task (a
+    /// 2026-07-28 client that declared the tasks extension, MCP-76) to an upstream that speaks
+    /// 2026-07-28 — declared so, or seen to under `auto` — goes as one request declaring the
+    /// extension, and the upstream may answer with a task of its own.
+    ///
+    /// # Errors
+    /// As [`McpClient::call_tool`].
+    pub async fn call_tool_or_task(
+        &self,
+        target: &McpTarget,
+        call: &ToolCall,
+    ) -> Result<CallAnswer, McpCallError> {
+        if upstream_task::offered() && self.speaks_modern(target) {
+            return direct::call(&self.guard, target, Framing::Modern, call, true).await;
+        }
+        self.call_tool(target, call).await.map(CallAnswer::Result)
+    }
+
+    /// Where the upstream's task `task_id` stands (`tasks/get`, MCP-78).
+    ///
+    /// # Errors
+    /// As [`McpClient::call_tool`]: the upstream's JSON-RPC error (an unknown task), the
+    /// guard, the deadline, a reply that is not a task.
+    pub async fn task_state(
+        &self,
+        target: &McpTarget,
+        task_id: &str,
+    ) -> Result<UpstreamTaskState, McpCallError> {
+        let answer = self.task_request(target, "tasks/get", task_id).await?;
+        let result = direct::result_of(&answer).map_err(direct::answered)?;
+        upstream_task::state(result).map_err(direct::answered)
+    }
+
+    /// Asks the upstream to cancel its task `task_id` (`tasks/cancel`, MCP-79).
+    ///
+    /// # Errors
+    /// As [`McpClient::task_state`].
+    pub async fn cancel_task(&self, target: &McpTarget, task_id: &str) -> Result<(), McpCallError> {
+        let answer = self.task_request(target, "tasks/cancel", task_id).await?;
+        direct::result_of(&answer)
+            .map(|_| ())
+            .map_err(direct::answered)
+    }
+
+    async fn task_request(
+        &self,
+        target: &McpTarget,
+        method: &'static str,
+        task_id: &str,
+    ) -> Result<Value, McpCallError> {
+        let version = ProtocolVersion::V_2026_07_28.to_string();
+        let sent = direct::Exchange {
+            version: &version,
+            method,
+            name: Some(task_id),
+        };
+        let params = TaskParams {
+            task_id,
+            meta: direct::modern_meta(true, None),
+        };
+        direct::exchange(&self.guard, target, sent, params).await
+    }
+
+    /// Whether `target` speaks 2026-07-28: declared so, or seen to under `auto`.
+    fn speaks_modern(&self, target: &McpTarget) -> bool {
+        match target.protocol {
+            McpProtocol::Rev20260728 => true,
+            McpProtocol::Auto => {
+                self.remembered_protocol(&target.url) == Some(McpProtocol::Rev20260728)
+            }
+            McpProtocol::Legacy => false,
+        }
     }
 
     /// Lists every tool of the upstream (every page of `tools/list`) in one session. A tool

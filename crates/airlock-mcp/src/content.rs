@@ -10,10 +10,14 @@
 use serde_json::Value;
 
 use crate::error::{CallErrorKind, McpCallError};
+use crate::rounds;
 use crate::target::ToolResult;
 
 /// Converts a result (as JSON) into a tool result, or a tool error when `isError` is true.
 pub(crate) fn to_tool_result(result: &Value) -> Result<ToolResult, McpCallError> {
+    if result.get("resultType").and_then(Value::as_str) == Some("input_required") {
+        return input_required(result);
+    }
     let content = result
         .get("content")
         .and_then(Value::as_array)
@@ -36,6 +40,38 @@ pub(crate) fn to_tool_result(result: &Value) -> Result<ToolResult, McpCallError>
         text,
         structured: result.get("structuredContent").cloned(),
         content,
+        input_required: None,
+    })
+}
+
+/// An `input_required` answer (MCP-68): kept as `{"inputRequests", "requestState"}` for the
+/// endpoint request the call relays a round of; without one nobody could answer it.
+fn input_required(result: &Value) -> Result<ToolResult, McpCallError> {
+    if rounds::current().is_none() {
+        return Err(McpCallError::new(
+            CallErrorKind::ToolError,
+            "the MCP server asked for the client's input (input_required), and this call has no client to answer it",
+        ));
+    }
+    let requests = result.get("inputRequests").filter(|r| !r.is_null());
+    let state = result.get("requestState").filter(|s| !s.is_null());
+    let well_formed = requests.is_none_or(Value::is_object)
+        && state.is_none_or(Value::is_string)
+        && (requests.is_some() || state.is_some());
+    if !well_formed {
+        return Err(McpCallError::new(
+            CallErrorKind::BadReply,
+            "the MCP server's input_required answer has neither well-formed inputRequests nor a requestState",
+        ));
+    }
+    Ok(ToolResult {
+        text: String::new(),
+        structured: None,
+        content: Vec::new(),
+        input_required: Some(serde_json::json!({
+            "inputRequests": requests.cloned().unwrap_or_else(|| Value::Object(serde_json::Map::new())),
+            "requestState": state.cloned(),
+        })),
     })
 }
 

@@ -135,6 +135,22 @@ pub trait ToolHost: OfferHost + Send + Sync + 'static {
         Box::pin(async move { Err(CallerRefusal::Host(refused)) })
     }
 
+    /// Runs the next round of the caller's relayed call (MCP-70): `round.previous` must be
+    /// the caller's own round of `round.tool` that ended needing input. The round is a new
+    /// call recorded without gating again, and the state's one-time id is recorded in the
+    /// commit that records and claims it; a state used before is [`CallerRefusal::Replayed`].
+    /// Visibility as for [`ToolHost::await_decision`].
+    fn continue_round<'a>(
+        &'a self,
+        scope: &'a ScopeId,
+        caller: &'a Caller,
+        round: RoundCall,
+    ) -> BoxFuture<'a, Result<HostCall, CallerRefusal>> {
+        let _ = (scope, caller);
+        let refused = HostError::NotFound(format!("invocation {}", round.previous));
+        Box::pin(async move { Err(CallerRefusal::Host(refused)) })
+    }
+
     /// Whether the host is shutting down: [`ToolHost::await_decision`] then answers at once, so
     /// a request that would await again and again (a 2025 `tasks/result`) stops and tells its
     /// client to ask again. A host that never shuts down keeps the default.
@@ -325,6 +341,20 @@ pub enum HostOutcome {
     },
     /// The caller withdrew the call while it waited (a cancelled task); nothing ran.
     Withdrawn,
+    /// A relayed round (MCP-68): the tool's upstream needs the client's input first. The
+    /// next round is the client's retry.
+    InputRequired {
+        /// The upstream's `inputRequests`, as it sent them (checked before they are relayed).
+        requests: Map<String, Value>,
+        /// The upstream's own `requestState`, sealed inside airlock's, never sent bare.
+        upstream_state: Option<String>,
+    },
+    /// The upstream ran the call as a task of its own and that task failed at the protocol
+    /// level, not as a tool error (docs/rules.md MCP-78): a task that is `failed`.
+    TaskFailed {
+        /// What the upstream said (cut to [`crate::MAX_FAILURE_CHARS`]).
+        message: String,
+    },
 }
 
 /// A request the host could not serve at all.
@@ -398,7 +428,20 @@ pub struct CallerUse {
     pub decision: CallerDecision,
 }
 
-/// Why [`ToolHost::decide_as_caller`] decided nothing.
+/// The next round of a relayed call, its sealed state opened and checked by the endpoint.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RoundCall {
+    /// The state's one-time id (never the state itself).
+    pub state_id: String,
+    /// The round the state was sealed for.
+    pub previous: String,
+    /// The tool called.
+    pub tool: String,
+    /// The arguments, the same as the previous round's (the state binds their digest).
+    pub arguments: Value,
+}
+
+/// Why [`ToolHost::decide_as_caller`] or [`ToolHost::continue_round`] went no further.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CallerRefusal {
     /// The state was used before.

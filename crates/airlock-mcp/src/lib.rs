@@ -33,16 +33,19 @@ mod host;
 mod http;
 mod oauth;
 mod relay;
+mod rounds;
 mod server;
 mod session;
 mod target;
+mod upstream_task;
 
 pub use catalog::{Entry, RemoteCatalog};
 pub use client::McpClient;
 pub use error::{CallErrorKind, McpCallError};
 pub use host::{
     CALL_KEY_META, CallKey, Caller, CallerDecision, CallerPrompt, CallerRefusal, CallerUse,
-    HostCall, HostError, HostOutcome, MAX_CALL_KEY_CHARS, ParkedStatus, ToolDescriptor, ToolHost,
+    HostCall, HostError, HostOutcome, MAX_CALL_KEY_CHARS, ParkedStatus, RoundCall, ToolDescriptor,
+    ToolHost,
 };
 pub use host::{Listed, OfferHost, Offers};
 pub use oauth::{Clock, OAuthConfigError, OAuthSettings, ResourceServer, TokenError};
@@ -55,4 +58,7 @@ pub use server::{
 };
 pub use target::{
     IDEMPOTENCY_META_KEY, McpCredential, McpTarget, RemoteTool, ToolCall, ToolResult,
+};
+pub use upstream_task::{
+    CallAnswer, MAX_FAILURE_CHARS, MAX_TASK_ID_CHARS, UpstreamTask, UpstreamTaskState,
 };

@@ -48,6 +48,7 @@ mod notices;
 mod oauth_admit;
 mod offered;
 mod param_headers;
+mod relayed;
 mod request;
 mod request_state;
 mod resource_metadata;

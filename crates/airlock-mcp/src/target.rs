@@ -212,6 +212,9 @@ pub struct ToolResult {
     /// Every content block as the server returned it (text, image, audio, `resource_link`,
     /// embedded `resource`), in order: what an MCP client of airlock is served back unchanged.
     pub content: Vec<Value>,
+    /// The upstream needs the client's input first (a relayed round, MCP-68):
+    /// `{"inputRequests", "requestState"}` as it sent them; the other fields are then empty.
+    pub input_required: Option<Value>,
 }
 
 /// One tool as a server lists it.

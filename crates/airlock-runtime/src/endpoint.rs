@@ -6,10 +6,13 @@
 //! polling), runs an approved call itself if it claims it first, and only shows a caller its
 //! own calls made on the MCP channel from the same scope, with who decided them.
 //! Withdrawing (a cancelled task) is a denial recorded under the caller's own name with a
-//! fixed reason, so a withdrawn call reads back as withdrawn after any restart.
+//! fixed reason, so a withdrawn call reads back as withdrawn after any restart. A call its
+//! upstream runs as a task of its own is the exception to the long poll: a `get` looks at the
+//! upstream once, and a cancel is forwarded there (`gateway::relayed`, MCP-78, MCP-79).
 
 mod caller;
 mod offers;
+mod rounds;
 
 use std::time::Duration;
 
@@ -19,14 +22,14 @@ use airlock_ledger::{
 };
 use airlock_mcp::{
     CallKey, Caller, CallerPrompt, CallerRefusal, CallerUse, HostCall, HostError, HostOutcome,
-    ParkedStatus, ToolDescriptor, ToolHost,
+    ParkedStatus, RoundCall, ToolDescriptor, ToolHost,
 };
 use airlock_spec::{Approval, Builtin, Effect, Mode, ScopeId, ToolSource, ToolSpec};
 use futures::future::BoxFuture;
 use serde_json::{Map, Value, json};
 use time::format_description::well_known::Rfc3339;
 
-use crate::gateway::{CallContext, Gateway, GatewayError};
+use crate::gateway::{CallContext, Gateway, GatewayError, is_relayed, task_failure};
 use crate::outcome::{Outcome, OutcomeKind};
 use crate::session;
 
@@ -100,7 +103,10 @@ fn time(t: Option<time::OffsetDateTime>) -> Option<String> {
 fn host_outcome(outcome: &Outcome) -> HostOutcome {
     let row = outcome.invocation();
     match outcome.kind() {
-        OutcomeKind::Completed => completed(row),
+        OutcomeKind::Completed => match task_failure(row) {
+            Some(message) => HostOutcome::TaskFailed { message: message.to_owned() },
+            None => completed(row),
+        },
         OutcomeKind::Denied if is_withdrawn(row) => HostOutcome::Withdrawn,
         OutcomeKind::Denied => {
             let reason = row.settlement().and_then(|s| s.denied_reason());
@@ -114,6 +120,7 @@ fn host_outcome(outcome: &Outcome) -> HostOutcome {
             };
             HostOutcome::Abandoned { reason: reason.to_owned() }
         }
+        OutcomeKind::InputRequired => rounds::input_required(row),
         OutcomeKind::Proposed => HostOutcome::Refused {
             message: "not executed: this tool only proposes writes for approval, and a call through the MCP endpoint cannot propose (nobody would receive the proposal)".to_owned(),
         },
@@ -189,12 +196,13 @@ fn completed(row: &Invocation) -> HostOutcome {
         Some(Settlement::Succeeded(result)) => value_result(result),
         // A row an operator resolved is shown as any other result: `{"resolved": note}`.
         Some(Settlement::Resolved { note, .. }) => value_result(&json!({ "resolved": note })),
-        // Declined, expired, abandoned and proposed rows are never `Completed` (see
+        // Declined, expired, abandoned, input-required and proposed rows are never `Completed` (see
         // `Outcome::kind`).
         Some(
             Settlement::Denied { .. }
             | Settlement::Expired
             | Settlement::Abandoned { .. }
+            | Settlement::InputRequired(_)
             | Settlement::Proposed { .. },
         )
         | None => HostOutcome::Completed {
@@ -386,6 +394,13 @@ impl Gateway {
     ) -> Result<HostCall, HostError> {
         let deadline = tokio::time::Instant::now() + wait;
         let mut row = self.mcp_row(scope, caller, id).await?;
+        if is_relayed(&row) {
+            // Its upstream runs it: one look there, no wait here (nothing would wake it, MCP-78).
+            row = self.follow_relayed(row).await.map_err(|e| internal(&e))?;
+            if is_relayed(&row) {
+                return Ok(host_call(&Outcome::from_row(row)));
+            }
+        }
         loop {
             if row.state == InvocationState::Approved {
                 // Run it if we claim it first; if someone else did, wait for their result.
@@ -419,7 +434,9 @@ impl Gateway {
             row.state,
             InvocationState::AwaitingApproval | InvocationState::AwaitingAnswer
         );
-        let row = if waiting {
+        let row = if is_relayed(&row) {
+            self.cancel_relayed(row).await.map_err(|e| internal(&e))?
+        } else if waiting {
             let deny = Decision::Deny {
                 reason: WITHDRAWN.to_owned(),
             };
@@ -549,6 +566,15 @@ impl ToolHost for Gateway {
         used: CallerUse,
     ) -> BoxFuture<'a, Result<HostCall, CallerRefusal>> {
         Box::pin(self.mcp_decide_as_caller(scope, caller, used))
+    }
+
+    fn continue_round<'a>(
+        &'a self,
+        scope: &'a ScopeId,
+        caller: &'a Caller,
+        round: RoundCall,
+    ) -> BoxFuture<'a, Result<HostCall, CallerRefusal>> {
+        Box::pin(self.mcp_continue_round(scope, caller, round))
     }
 
     fn long_polls_ended(&self) -> bool {

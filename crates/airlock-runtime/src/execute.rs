@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use airlock_egress::GuardedClient;
 use airlock_ledger::{Invocation, TxTool};
-use airlock_mcp::{McpClient, McpTarget};
+use airlock_mcp::{McpClient, McpTarget, UpstreamTask};
 use airlock_spec::{
     ApiConnection, Builtin, ConnectionSpec, CredentialPath, Credentials, Method, ToolSource,
     ToolSpec,
@@ -25,6 +25,16 @@ use serde_json::Value;
 
 use crate::ToolError;
 use local::{LocalBody, LocalTool};
+
+/// What an executor ran to: the result to store, or — for a remote MCP tool offered a task
+/// (docs/rules.md MCP-76) — the upstream's task that runs the call.
+#[derive(Debug)]
+pub(crate) enum Ran {
+    /// The tool's result.
+    Value(Value),
+    /// The upstream runs the call as a task of its own; the row follows it (LEDGER-64).
+    Task(UpstreamTask),
+}
 
 /// What the executors reach: the guard, credentials, connections and local tools.
 pub(crate) struct Executors {
@@ -59,9 +69,9 @@ impl Executors {
         spec: &ToolSpec,
         arguments: Value,
         idempotency_key: &str,
-    ) -> Result<Value, ToolError> {
+    ) -> Result<Ran, ToolError> {
         let key = (!is_read(spec)).then_some(idempotency_key);
-        match &spec.source {
+        let value = match &spec.source {
             ToolSource::Api(op) => {
                 let run = run_connections();
                 let (connection, credentials) = self.connection(run.as_deref(), &op.connection)?;
@@ -86,16 +96,18 @@ impl Executors {
             ToolSource::Builtin(Builtin::AskHuman) => Err(ToolError::bad_declaration(
                 "a question is answered by a person, never executed",
             )),
+            // Only a remote MCP tool may answer with a task (MCP-76).
             ToolSource::McpInline(_) | ToolSource::Connection(_) => {
                 let (target, remote_name) = self.mcp_target(&spec.source)?;
-                mcp::call(&self.mcp, &target, remote_name, arguments, key).await
+                return mcp::call(&self.mcp, &target, remote_name, arguments, key).await;
             }
             // The gateway never resolves a sub-agent (it runs inside its caller's agent run,
             // docs/rules.md AGENT-30), so no row of one reaches an executor.
             ToolSource::Agent(name) => Err(ToolError::bad_declaration(format!(
                 "sub-agent `{name}` runs only inside an agent run"
             ))),
-        }
+        };
+        value.map(Ran::Value)
     }
 
     /// The body of a transactional local tool, when `spec` is one: the ledger runs it inside
@@ -133,7 +145,10 @@ impl Executors {
     }
 
     /// Where an MCP tool's server is, with its credential, and the tool's remote name.
-    fn mcp_target<'s>(&self, source: &'s ToolSource) -> Result<(McpTarget, &'s str), ToolError> {
+    pub(crate) fn mcp_target<'s>(
+        &self,
+        source: &'s ToolSource,
+    ) -> Result<(McpTarget, &'s str), ToolError> {
         match source {
             ToolSource::McpInline(tool) => {
                 let run = run_connections();

@@ -16,6 +16,7 @@ mod events;
 mod pinned;
 mod proposals;
 mod reads;
+mod relayed;
 mod telemetry;
 
 use std::collections::HashMap;
@@ -25,7 +26,7 @@ use std::time::Duration;
 use airlock_egress::GuardedClient;
 use airlock_ledger::{
     CallKind, Invocation, InvocationId, InvocationState, LedgerError, NewInvocation, NewSession,
-    SessionId, Store,
+    RoundUse, SessionId, Store,
 };
 use airlock_spec::{Builtin, Credentials, Scope, ScopeId, ToolSource, ToolSpec};
 use serde_json::Value;
@@ -35,10 +36,11 @@ pub use events::{HowToDecide, TARGET as EVENTS};
 pub use proposals::{MAX_PROPOSALS_PER_RUN, ProposalRoom, RunCall};
 use proposals::{oversized_proposal, proposal_refusal};
 pub(crate) use reads::Read;
+pub(crate) use relayed::{is_relayed, task_failure};
 
 use crate::error::{ToolError, ToolErrorKind};
-use crate::execute::Executors;
 use crate::execute::api::ArgumentCheck;
+use crate::execute::{Executors, Ran};
 use crate::outcome::{Outcome, OutcomeKind};
 use crate::rate_limit;
 use crate::session;
@@ -229,7 +231,21 @@ impl Gateway {
         tool: &str,
         arguments: Value,
     ) -> Result<Outcome, GatewayError> {
-        self.call_as(ctx, None, tool, arguments).await
+        self.call_as(ctx, None, tool, arguments, None).await
+    }
+
+    /// Calls `tool` with `arguments` as the next round of a relayed MCP call (docs/rules.md
+    /// LEDGER-62): recorded without gating again, its state's nonce used in the commit that
+    /// records it.
+    pub(crate) async fn call_round(
+        &self,
+        ctx: &CallContext,
+        tool: &str,
+        arguments: Value,
+        follows: RoundUse,
+    ) -> Result<Outcome, GatewayError> {
+        self.call_as(ctx, None, tool, arguments, Some(follows))
+            .await
     }
 
     /// Calls `tool` with `arguments` along the one path for agent run `run` (docs/rules.md
@@ -242,7 +258,7 @@ impl Gateway {
         tool: &str,
         arguments: Value,
     ) -> Result<Outcome, GatewayError> {
-        self.call_as(ctx, Some(run), tool, arguments).await
+        self.call_as(ctx, Some(run), tool, arguments, None).await
     }
 
     async fn call_as(
@@ -251,10 +267,13 @@ impl Gateway {
         run: Option<&RunCall>,
         tool: &str,
         arguments: Value,
+        follows: Option<RoundUse>,
     ) -> Result<Outcome, GatewayError> {
         events::received(ctx, tool);
         let began = std::time::Instant::now();
-        let outcome = self.record_and_run(ctx, run, tool, arguments).await;
+        let outcome = self
+            .record_and_run(ctx, run, tool, arguments, follows)
+            .await;
         if let Ok(outcome) = &outcome {
             let what = count(outcome);
             telemetry::answered(ctx.channel, outcome, what, began);
@@ -269,6 +288,7 @@ impl Gateway {
         run: Option<&RunCall>,
         tool: &str,
         arguments: Value,
+        follows: Option<RoundUse>,
     ) -> Result<Outcome, GatewayError> {
         let (prepared, tool) = self.resolve(&ctx.scope, tool)?;
         let spec = &tool.spec;
@@ -281,6 +301,7 @@ impl Gateway {
         let verdict = self.verdict(ctx, spec.definition.name.as_str());
         let mut new = new_invocation(ctx, spec, arguments, &tool.digest, invalid.is_some());
         new.run_id = run.map(|r| r.run);
+        new.follows = follows;
         if verdict == airlock_spec::Verdict::Refused {
             // Recorded as the policy's denial, never as a runnable call (POLICY-45).
             new.refusal = Some(access::refusal(ctx, spec.definition.name.as_str()));
@@ -471,11 +492,17 @@ impl Gateway {
             Err(e) => Err(e),
             Ok(map) => self.execute(&tool.spec, &claimed, Value::Object(map)).await,
         };
+        let result = match result {
+            Ok(Ran::Task(task)) => return self.relay(claimed.id, task).await,
+            Ok(Ran::Value(value)) => Ok(value),
+            Err(e) => Err(e),
+        };
         let finished = self.finish(claimed.id, result).await?;
         events::ran(&finished, started.elapsed());
         let outcome = match finished.state {
             InvocationState::Failed => "failed",
             InvocationState::InDoubt => "in_doubt",
+            InvocationState::InputRequired => "input_required",
             _ => "succeeded",
         };
         metrics::counter!("airlock_tool_runs_total", "tool" => finished.tool.clone(), "outcome" => outcome)
@@ -508,7 +535,7 @@ impl Gateway {
         spec: &ToolSpec,
         row: &Invocation,
         arguments: Value,
-    ) -> Result<Value, ToolError> {
+    ) -> Result<Ran, ToolError> {
         let work = self.executors.run(spec, arguments, &row.idempotency_key);
         tokio::pin!(work);
         // The first renewal is a period away: `interval`'s "immediate" first tick still waits
@@ -576,6 +603,7 @@ fn count(outcome: &Outcome) -> &'static str {
         OutcomeKind::Denied => "denied",
         OutcomeKind::Expired => "expired",
         OutcomeKind::Abandoned => "abandoned",
+        OutcomeKind::InputRequired => "input_required",
     };
     metrics::counter!("airlock_tool_calls_total", "tool" => row.tool.clone(), "outcome" => what)
         .increment(1);

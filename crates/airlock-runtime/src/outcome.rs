@@ -28,6 +28,9 @@ pub enum OutcomeKind {
     /// A person gave up on it while it was in doubt, with a reason; it never runs
     /// (docs/rules.md DECIDE-4).
     Abandoned,
+    /// A relayed MCP round whose upstream needs the client's input first (docs/rules.md
+    /// LEDGER-61); the next round is another call.
+    InputRequired,
 }
 
 impl Outcome {
@@ -44,6 +47,7 @@ impl Outcome {
             InvocationState::Denied => OutcomeKind::Denied,
             InvocationState::Expired => OutcomeKind::Expired,
             InvocationState::Abandoned => OutcomeKind::Abandoned,
+            InvocationState::InputRequired => OutcomeKind::InputRequired,
             InvocationState::Succeeded | InvocationState::Failed | InvocationState::Resolved => {
                 OutcomeKind::Completed
             }

@@ -1,5 +1,6 @@
 //! `type: mcp` tools (docs/rules.md DECL-24 to DECL-27): a tenant MCP server with a snapshot of its
-//! tools inline. Built with no DNS and no network; each tool is `<slug with _>_<tool normalized>`.
+//! tools inline. Built with no DNS and no network; each tool is `<slug with _>_<tool normalized>`,
+//! or the name its entry gives in `served_as` (DECL-81).
 
 use crate::connection::{effect, header_name, protocol};
 use crate::declared::{
@@ -33,13 +34,14 @@ pub(crate) const KEYS: [&str; 13] = [
     "confirm",
     "offers",
 ];
-const TOOL_KEYS: [&str; 6] = [
+const TOOL_KEYS: [&str; 7] = [
     "name",
     "description",
     "input_schema",
     "writes",
     "mode",
     "confirm",
+    "served_as",
 ];
 
 /// Reads one `type: mcp` entry of `spec.tools` into one tool per snapshot entry.
@@ -95,7 +97,9 @@ pub(crate) fn read_mcp(f: &Fields<'_>, d: &mut Diag) -> Vec<Declared> {
                 mode: e.mode,
                 ..policy.clone()
             };
-            let final_name = format!("{prefix}_{}", normalize_tool(&e.name));
+            let final_name = e
+                .served_as
+                .unwrap_or_else(|| format!("{prefix}_{}", normalize_tool(&e.name)));
             declare(
                 &final_name,
                 e.description,
@@ -141,6 +145,9 @@ fn auth(node: &Node, path: &str, d: &mut Diag) -> Option<McpAuth> {
 
 struct Entry {
     name: String,
+    /// The name clients call it by instead of `<prefix>_<name>` (DECL-81), checked as any
+    /// final tool name.
+    served_as: Option<String>,
     description: String,
     schema: serde_json::Value,
     writes: bool,
@@ -170,8 +177,10 @@ fn entry(node: &Node, path: &str, d: &mut Diag) -> Option<Entry> {
         schema
     });
     let (writes, mode) = writes_and_mode(&f, d)?;
+    let served_as = f.opt_str("served_as", d);
     Some(Entry {
         name: name?,
+        served_as,
         description: description?,
         schema: schema?,
         writes,

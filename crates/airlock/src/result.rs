@@ -23,6 +23,7 @@ pub fn result_json(row: &Invocation) -> Option<Value> {
         }
         Settlement::Resolved { note, .. } => json!({ "resolved": note }),
         Settlement::Abandoned { reason } => json!({ "abandoned": reason }),
+        Settlement::InputRequired(asked) => asked.clone(),
         Settlement::Proposed { tool, arguments } => {
             json!({ "proposed": { "tool": tool, "arguments": arguments } })
         }

@@ -30,6 +30,8 @@ harness::both_backends!(
     ledger_46_state_approves_and_claims_once,
     ledger_46_concurrent_uses_one_wins,
     ledger_47_refused_use_writes_nothing,
+    ledger_62_next_round_uses_its_state_once,
+    ledger_62_concurrent_next_rounds_one_wins,
     decide_3_deny,
     decide_4_resolve_in_doubt,
     decide_4_abandon_in_doubt,

@@ -118,6 +118,14 @@ pub(super) fn to_call_result(outcome: HostOutcome) -> CallToolResult {
         HostOutcome::Withdrawn => CallToolResult::error(vec![ContentBlock::text(
             "withdrawn: the caller cancelled this call while it waited; it did not run",
         )]),
+        // Only a 2026-07-28 `tools/call` relays the questions (MCP-68); read anywhere else, the
+        // round is over and a new call asks again.
+        HostOutcome::InputRequired { .. } => CallToolResult::error(vec![ContentBlock::text(
+            "input required: the tool's server asked the client for input in this round; call the tool again to be asked",
+        )]),
+        HostOutcome::TaskFailed { message } => CallToolResult::error(vec![ContentBlock::text(
+            format!("failed: the upstream's task failed: {message}"),
+        )]),
     }
 }
 

@@ -6,7 +6,9 @@
 //! await tool never waits longer than [`MAX_AWAIT`]; nothing is kept between requests but the
 //! log level a session-era client set (MCP-64). A parked call becomes a 2026 task (`resultType: "task"`) only for a request that declares the tasks
 //! extension; `tasks/get` and `tasks/cancel` see only the caller's own calls from this scope
-//! (rmcp refuses them with -32021 to a request that did not declare the extension).
+//! (rmcp refuses them with -32021 to a request that did not declare the extension). Such a
+//! request's call may offer its 2026-07-28 upstream a task (`upstream_task`, MCP-76); the
+//! client still gets airlock's task, whose id is the invocation's.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,12 +33,13 @@ use super::MAX_AWAIT;
 use super::convert::{
     AWAIT_TOOL, await_tool, awaited, from_host_error, to_call_result, to_error_data, to_tool,
 };
-use super::mrtr;
 use super::notices::{self, Levels};
 use super::request::Admitted;
 use super::request_state::RequestStates;
+use super::{mrtr, relayed};
 use super::{offered, tasks, trace};
-use crate::host::{CALL_KEY_META, CallKey, ToolHost};
+use crate::host::{CALL_KEY_META, CallKey, HostOutcome, ToolHost};
+use crate::{rounds, upstream_task};
 
 /// The handler rmcp builds per request (a clone of one `Arc`).
 #[derive(Clone)]
@@ -75,16 +78,21 @@ impl Endpoint {
                 .await
                 .map(Into::into);
         }
+        let declared = declared(&context);
         if let Some(state) = request.request_state.as_deref() {
+            let none = Map::new();
             let retry = mrtr::Retry {
                 tool: &request.name,
                 arguments: &arguments,
                 state,
                 responses: request.input_responses.as_ref(),
+                declared: declared.as_ref().unwrap_or(&none),
             };
             let states = self.request_states.as_ref();
-            // An approving retry runs the call in this request (MCP-49): its messages too.
+            // An approving retry runs the call in this request (MCP-49): its messages too, and
+            // its upstream's own input requests (MCP-68).
             let resume = mrtr::resume(self.host.as_ref(), states, &admitted, retry);
+            let resume = rounds::relaying_if_modern(declared.as_ref(), None, resume);
             return notices::relayed_if_wanted(&context, &self.levels, &admitted, resume).await;
         }
         // Kept only when the person at the client could be asked (MCP-46).
@@ -93,6 +101,7 @@ impl Endpoint {
             .as_ref()
             .filter(|_| asks_person(&context));
         let asked_about = asks.map(|_| arguments.clone());
+        let relayed_about = declared.as_ref().map(|_| arguments.clone());
         let call = self.host.call_tool_keyed(
             &admitted.scope,
             &admitted.caller,
@@ -100,7 +109,23 @@ impl Endpoint {
             Value::Object(arguments),
             key.as_ref(),
         );
+        // Answers sent without a state go on as sent: the upstream may take them (MCP-70).
+        let responses = request
+            .input_responses
+            .map(|r| Value::Object(r.into_iter().collect()));
+        let call = rounds::relaying_if_modern(declared.as_ref(), responses, call);
+        // A client that follows tasks may get the upstream's own task relayed (MCP-76).
+        let call = upstream_task::offering(wants_task && is_modern(&context), call);
         let outcome = notices::relayed_if_wanted(&context, &self.levels, &admitted, call).await;
+        if let (Ok(call), Some(declared), Some(arguments)) = (&outcome, &declared, &relayed_about)
+            && matches!(call.outcome, HostOutcome::InputRequired { .. })
+        {
+            let states = self.request_states.as_ref();
+            let (tool, call) = (&request.name, call.clone());
+            return Ok(relayed::answer(
+                states, &admitted, call, tool, arguments, declared,
+            ));
+        }
         if let (Ok(call), Some(states), Some(arguments)) = (&outcome, asks, &asked_about) {
             let host = self.host.as_ref();
             if let Some(asked) = mrtr::ask(host, states, &admitted, call, arguments) {
@@ -327,13 +352,29 @@ impl ServerHandler for Endpoint {
     }
 }
 
+/// What a 2026-07-28 request's client declared it can do; `None` on the session-era revisions,
+/// which relay no input round (MCP-68).
+fn declared(context: &RequestContext<RoleServer>) -> Option<relayed::Declared> {
+    if !is_modern(context) {
+        return None;
+    }
+    match context.client_capabilities().map(serde_json::to_value) {
+        Some(Ok(Value::Object(declared))) => Some(declared),
+        _ => Some(Map::new()),
+    }
+}
+
+/// Whether the request speaks 2026-07-28 or later.
+fn is_modern(context: &RequestContext<RoleServer>) -> bool {
+    context
+        .protocol_version()
+        .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28)
+}
+
 /// Whether the person at the client can be asked through an input request: a 2026-07-28
 /// request that declares elicitation (MCP-46).
 fn asks_person(context: &RequestContext<RoleServer>) -> bool {
-    let modern = context
-        .protocol_version()
-        .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28);
-    modern
+    is_modern(context)
         && context
             .client_capabilities()
             .is_some_and(|caps| caps.elicitation.is_some())

@@ -23,9 +23,10 @@ use rmcp::model::{
 };
 use serde_json::{Map, Value, json};
 
-use super::convert::{from_host_error, to_call_result};
+use super::convert::from_host_error;
+use super::relayed::{self, Declared};
 use super::request::Admitted;
-use super::request_state::{Asked, Binding, Refusal, RequestStates, arguments_digest};
+use super::request_state::{Asked, Binding, Refusal, RequestStates, arguments_digest, refused};
 use crate::host::{
     CallerDecision, CallerPrompt, CallerRefusal, CallerUse, HostCall, HostOutcome, ParkedStatus,
     ToolHost,
@@ -46,6 +47,8 @@ pub(super) struct Retry<'a> {
     pub(super) arguments: &'a Map<String, Value>,
     pub(super) state: &'a str,
     pub(super) responses: Option<&'a InputResponses>,
+    /// What the client declared it can do; a relayed round needs it (MCP-69).
+    pub(super) declared: &'a Declared,
 }
 
 /// The input request for `call`, if the host lets the person at the client settle it.
@@ -74,6 +77,7 @@ pub(super) fn ask(
         arguments: arguments_digest(&arguments),
         invocation: invocation_id.clone(),
         asked: asked(&prompt),
+        upstream: None,
     };
     let state = states.seal(binding, SystemTime::now());
     input_required(&prompt, tool, &arguments, state)
@@ -153,17 +157,23 @@ pub(super) async fn resume(
         arguments: arguments_digest(&arguments),
         invocation: opened.binding.invocation.clone(),
         asked: opened.binding.asked,
+        upstream: None,
     };
     opened.binding.check(&presented).map_err(refused)?;
+    if opened.binding.asked == Asked::Relay {
+        let next = relayed::Next {
+            tool: retry.tool,
+            arguments: retry.arguments,
+            responses: retry.responses,
+            declared: retry.declared,
+        };
+        return relayed::next_round(host, states, admitted, opened, next).await;
+    }
     let response = retry.responses.and_then(|r| r.get(INPUT_KEY));
     let Some(decision) = response.and_then(|r| decision(opened.binding.asked, r)) else {
         // No (usable) answer: ask again, with the same state.
-        let prompt = host.caller_prompt(
-            &admitted.scope,
-            retry.tool,
-            parked_status(opened.binding.asked),
-            &arguments,
-        );
+        let prompt = parked_status(opened.binding.asked)
+            .and_then(|status| host.caller_prompt(&admitted.scope, retry.tool, status, &arguments));
         let asked_again =
             prompt.and_then(|p| input_required(&p, retry.tool, &arguments, retry.state.to_owned()));
         return asked_again
@@ -180,16 +190,25 @@ pub(super) async fn resume(
         .decide_as_caller(&admitted.scope, &admitted.caller, used)
         .await
     {
-        Ok(call) => Ok(to_call_result(call.outcome).into()),
+        // The approved call may itself need the client's input (a relayed round, MCP-68).
+        Ok(call) => Ok(relayed::answer(
+            Some(states),
+            admitted,
+            call,
+            retry.tool,
+            retry.arguments,
+            retry.declared,
+        )),
         Err(CallerRefusal::Replayed) => Err(refused(Refusal::Replayed)),
         Err(CallerRefusal::Host(err)) => from_host_error(err).map(Into::into),
     }
 }
 
-fn parked_status(asked: Asked) -> ParkedStatus {
+fn parked_status(asked: Asked) -> Option<ParkedStatus> {
     match asked {
-        Asked::Confirm => ParkedStatus::AwaitingApproval,
-        Asked::Answer => ParkedStatus::AwaitingAnswer,
+        Asked::Confirm => Some(ParkedStatus::AwaitingApproval),
+        Asked::Answer => Some(ParkedStatus::AwaitingAnswer),
+        Asked::Relay => None,
     }
 }
 
@@ -213,18 +232,11 @@ fn decision(asked: Asked, response: &Value) -> Option<CallerDecision> {
                         text: text.to_owned(),
                     })
                 }
+                Asked::Relay => None,
             }
         }
         _ => None,
     }
-}
-
-/// A refused state as the JSON-RPC error the client gets.
-fn refused(refusal: Refusal) -> ErrorData {
-    ErrorData::invalid_params(
-        refusal.message(),
-        Some(json!({ "reason": refusal.reason() })),
-    )
 }
 
 #[cfg(test)]

@@ -18,8 +18,9 @@ use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use chacha20poly1305::aead::{Aead, Generate, Payload};
 use chacha20poly1305::{KeyInit, XChaCha20Poly1305, XNonce};
+use rmcp::ErrorData;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Value, json};
 use zeroize::Zeroizing;
 
 /// The format's prefix; a state without it is not airlock's.
@@ -159,6 +160,9 @@ pub(super) struct Binding {
     pub(super) arguments: String,
     pub(super) invocation: String,
     pub(super) asked: Asked,
+    /// A relayed round's upstream `requestState`, carried sealed (MCP-71).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) upstream: Option<String>,
 }
 
 impl Binding {
@@ -193,6 +197,9 @@ pub(super) enum Asked {
     Confirm,
     /// To answer a question (`ask_human`).
     Answer,
+    /// The tool's upstream's own input requests, relayed (MCP-68); `invocation` is the round
+    /// that asked them.
+    Relay,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -266,6 +273,14 @@ impl Refusal {
     }
 }
 
+/// A refused state as the JSON-RPC error the client gets.
+pub(super) fn refused(refusal: Refusal) -> ErrorData {
+    ErrorData::invalid_params(
+        refusal.message(),
+        Some(json!({ "reason": refusal.reason() })),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -278,6 +293,7 @@ mod tests {
             arguments: arguments_digest(&serde_json::json!({"b": 1, "a": [1, 2]})),
             invocation: "inv-1".into(),
             asked: Asked::Confirm,
+            upstream: None,
         }
     }
 

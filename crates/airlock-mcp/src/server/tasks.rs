@@ -9,8 +9,11 @@
 //! `failed` (that revision's rule) while the 2026 extension keeps it `completed` with
 //! `isError: true` (its rule). An expired or abandoned task says so in its status message in
 //! both shapes, and its result carries `status: expired | abandoned`, so neither reads as a
-//! denial. Tasks are kept as long as their rows (`ttl` null: unlimited).
+//! denial. Tasks are kept as long as their rows (`ttl` null: unlimited). A call whose upstream
+//! ran it as a task of its own that failed at the protocol level is `failed` with the error
+//! inlined, in both shapes (MCP-78).
 
+use rmcp::ErrorData;
 use rmcp::model::{
     CreateTaskResult, DetailedTask, GetTaskResult, JsonObject, Task, TaskPayload, TaskStatus,
 };
@@ -57,6 +60,11 @@ pub(super) fn status(call: &HostCall, era: Era) -> (TaskStatus, Option<String>) 
         HostOutcome::Refused { message } if era == Era::V2025 => {
             (TaskStatus::Failed, Some(message.clone()))
         }
+        HostOutcome::InputRequired { .. } if era == Era::V2025 => {
+            (TaskStatus::Failed, Some(INPUT_ROUND.to_owned()))
+        }
+        HostOutcome::InputRequired { .. } => (TaskStatus::Completed, Some(INPUT_ROUND.to_owned())),
+        HostOutcome::TaskFailed { message } => (TaskStatus::Failed, Some(message.clone())),
         // The 2026 extension keeps the task `completed` and inlines the call's own result,
         // which names the status; the message says it in words too.
         HostOutcome::Expired { .. } => (TaskStatus::Completed, Some(EXPIRED.to_owned())),
@@ -66,6 +74,9 @@ pub(super) fn status(call: &HostCall, era: Era) -> (TaskStatus, Option<String>) 
         | HostOutcome::Refused { .. } => (TaskStatus::Completed, None),
     }
 }
+
+/// The status message of a task whose round asked the client for input (MCP-68).
+const INPUT_ROUND: &str = "input required: call the tool again to be asked";
 
 /// The status message of an expired task.
 const EXPIRED: &str = "expired: nobody decided before the approval expired; it did not run";
@@ -108,14 +119,28 @@ pub(super) fn created(call: &HostCall) -> CreateTaskResult {
 /// The 2026 `tasks/get` answer: the task, with the tool's result inlined once settled.
 pub(super) fn detailed(call: HostCall) -> GetTaskResult {
     let task = task(&call, Era::V2026);
-    let payload = match task.status {
-        TaskStatus::Working => TaskPayload::Working,
-        TaskStatus::Cancelled => TaskPayload::Cancelled,
-        _ => TaskPayload::Completed {
-            result: result_object(call.outcome),
+    let payload = match (task.status, call.outcome) {
+        (TaskStatus::Working, _) => TaskPayload::Working,
+        (TaskStatus::Cancelled, _) => TaskPayload::Cancelled,
+        // A failed task inlines a JSON-RPC error, never a result (SEP-2663); airlock's code for
+        // an upstream's failure is an internal error's.
+        (_, HostOutcome::TaskFailed { message }) => TaskPayload::Failed {
+            error: failure(&message),
+        },
+        (_, outcome) => TaskPayload::Completed {
+            result: result_object(outcome),
         },
     };
     GetTaskResult::new(DetailedTask::new(task, payload))
+}
+
+/// The JSON-RPC error object of a failed task.
+fn failure(message: &str) -> JsonObject {
+    let error = ErrorData::internal_error(format!("the upstream's task failed: {message}"), None);
+    match serde_json::to_value(error) {
+        Ok(Value::Object(object)) => object,
+        _ => JsonObject::new(),
+    }
 }
 
 /// A settled outcome as the `tools/call` result object it stands for.

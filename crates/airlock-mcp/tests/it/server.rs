@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use airlock_mcp::{
     Caller, CallerPrompt, CallerRefusal, CallerUse, EndpointConfig, HostCall, HostError,
-    HostOutcome, ParkedStatus, RequestStates, ToolDescriptor, ToolHost,
+    HostOutcome, ParkedStatus, RequestStates, RoundCall, ToolDescriptor, ToolHost,
 };
 use airlock_spec::ScopeId;
 use futures::future::BoxFuture;
@@ -46,6 +46,8 @@ pub(crate) enum Asked {
     },
     /// The person at the client decided, through a request state.
     Decide { principal: String, used: CallerUse },
+    /// The next round of a relayed call (MCP-70).
+    Round { principal: String, round: RoundCall },
 }
 
 /// A host with fixed tools and scripted outcomes, recording every call.
@@ -160,6 +162,25 @@ impl ToolHost for FakeHost {
         Box::pin(async move { Ok(tracked("inv-1", done)) })
     }
 
+    fn continue_round<'a>(
+        &'a self,
+        _scope: &'a ScopeId,
+        caller: &'a Caller,
+        round: RoundCall,
+    ) -> BoxFuture<'a, Result<HostCall, CallerRefusal>> {
+        self.asked.lock().unwrap().push(Asked::Round {
+            principal: caller.principal.clone(),
+            round,
+        });
+        let done = HostOutcome::Completed {
+            text: "answered".into(),
+            structured: None,
+            content: Vec::new(),
+            is_error: false,
+        };
+        Box::pin(async move { Ok(tracked("inv-2", done)) })
+    }
+
     fn call_tool<'a>(
         &'a self,
         scope: &'a ScopeId,
@@ -199,6 +220,15 @@ impl ToolHost for FakeHost {
                 invocation_id: "inv-1".into(),
                 tool: "deploy".into(),
                 expires_at: Some("2030-01-01T00:00:00Z".into()),
+            }),
+            // A round whose upstream asks the client (MCP-68).
+            "ask" => Ok(HostOutcome::InputRequired {
+                requests: json!({"q": {"method": "elicitation/create", "params": {
+                    "message": "Name?", "requestedSchema": {"type": "object", "properties": {}}}}})
+                .as_object()
+                .cloned()
+                .unwrap_or_default(),
+                upstream_state: Some("upstream-secret-state".into()),
             }),
             "wipe" => Ok(HostOutcome::Denied {
                 reason: "policy: never on Fridays".into(),

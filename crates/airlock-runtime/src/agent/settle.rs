@@ -163,7 +163,8 @@ pub(super) async fn shown(agents: &Agents, ctx: &RunCtx<'_>, row: &Invocation) -
         OutcomeKind::Completed
         | OutcomeKind::Denied
         | OutcomeKind::Expired
-        | OutcomeKind::Abandoned => settlement_text(row),
+        | OutcomeKind::Abandoned
+        | OutcomeKind::InputRequired => settlement_text(row),
     }
 }
 
@@ -196,6 +197,10 @@ fn settlement_text(row: &Invocation) -> Settled {
         )),
         Some(Settlement::Resolved { note, .. }) => {
             ok(format!("an operator recorded that this call ran: {note}"))
+        }
+        // An agent run relays no input round: its upstream is told no client capabilities.
+        Some(Settlement::InputRequired(_)) => {
+            error("the tool's server asked for a client's input, which an agent run cannot give; it did not finish".into())
         }
         Some(Settlement::Proposed { .. }) | None => error(format!("the call is {}", row.state)),
     }

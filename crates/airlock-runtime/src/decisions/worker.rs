@@ -93,7 +93,8 @@ async fn run_one(gateway: Arc<Gateway>, id: InvocationId) {
         OutcomeKind::Completed
         | OutcomeKind::Denied
         | OutcomeKind::Expired
-        | OutcomeKind::Abandoned => {
+        | OutcomeKind::Abandoned
+        | OutcomeKind::InputRequired => {
             // The run itself is logged where it finished (executed, failed, in doubt).
             tracing::debug!(%id, tool = %row.tool, state = %row.state, "worker ran an approved call");
         }

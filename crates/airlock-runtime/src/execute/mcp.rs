@@ -5,7 +5,7 @@
 //! schemas compiled there so a tool that could not be checked never enters a scope).
 
 use airlock_egress::join;
-use airlock_mcp::{McpClient, McpCredential, McpTarget, ToolCall};
+use airlock_mcp::{CallAnswer, McpClient, McpCredential, McpTarget, ToolCall, ToolResult};
 use airlock_spec::{
     ApiConnection, ConnectionSpec, ConnectionTool, CredentialPath, Credentials, McpAuth,
     McpInlineTool, Policy, ToolDefinition, ToolName, ToolSource, ToolSpec, compile_input_schema,
@@ -14,6 +14,7 @@ use secrecy::SecretString;
 use serde_json::{Value, json};
 
 use crate::error::{egress_error, mcp_error};
+use crate::execute::Ran;
 use crate::{ToolError, ToolErrorKind};
 
 /// Why boot-time discovery failed; boot aborts with it.
@@ -152,22 +153,35 @@ pub(crate) fn inline_target(
 }
 
 /// Calls a remote tool; the result keeps the model's text, the structured content and every
-/// content block as the upstream returned it (docs/rules.md MCP-33).
+/// content block as the upstream returned it (docs/rules.md MCP-33). When the endpoint offered
+/// the upstream a task (MCP-76) the answer may be that task instead.
 pub(crate) async fn call(
     client: &McpClient,
     target: &McpTarget,
     remote_name: &str,
     arguments: Value,
     idempotency_key: Option<&str>,
-) -> Result<Value, ToolError> {
+) -> Result<Ran, ToolError> {
     let mut call = ToolCall::new(remote_name, arguments);
     if let Some(key) = idempotency_key {
         call = call.with_idempotency_key(key);
     }
-    let result = client.call_tool(target, &call).await.map_err(mcp_error)?;
-    Ok(json!({
+    match client.call_tool_or_task(target, &call).await {
+        Ok(CallAnswer::Result(result)) => Ok(Ran::Value(stored(&result))),
+        Ok(CallAnswer::Task(task)) => Ok(Ran::Task(task)),
+        Err(e) => Err(mcp_error(e)),
+    }
+}
+
+/// A remote tool's result as its row stores it.
+pub(crate) fn stored(result: &ToolResult) -> Value {
+    if let Some(asked) = &result.input_required {
+        // A relayed round that needs the client's input: the row ends `input_required`.
+        return json!({ airlock_ledger::INPUT_REQUIRED_KEY: asked });
+    }
+    json!({
         "text": result.text,
         "structured": result.structured,
         "content": result.content,
-    }))
+    })
 }

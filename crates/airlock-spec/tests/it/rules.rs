@@ -162,6 +162,45 @@ fn decl_77_offers_is_false_unless_declared_true() {
     );
 }
 
+/// DECL-81: `served_as` names the tool exactly (the upstream keeps `name`), checked as any final
+/// tool name, and unique in the scope.
+#[test]
+fn decl_81_served_as_names_the_tool_exactly() {
+    let toml = "[connections.soporte_mcp]\nbase_url = \"https://tenant.airlock-test.invalid\"\n";
+    let tools = |served: &str| {
+        format!(
+            "    - name: s\n      type: mcp\n      connection: soporte_mcp\n      path: /mcp\n      tools:\n        - name: Greet Me\n          served_as: {served}\n          description: T.\n          writes: false\n          input_schema: {{ type: object }}\n        - name: u\n          description: U.\n          writes: false\n          input_schema: {{ type: object }}\n"
+        )
+    };
+    let dir = Dir::new()
+        .file("airlock.toml", toml)
+        .file("agents/s.yml", &agent("s", &tools("greet")));
+    let deployment = dir.load().unwrap();
+    let scope = deployment.agent_scope("s").unwrap();
+    let names: Vec<(String, String)> = scope
+        .tools()
+        .iter()
+        .map(|t| match &t.source {
+            airlock_spec::ToolSource::McpInline(tool) => {
+                (t.definition.name.to_string(), tool.remote_name.clone())
+            }
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert!(
+        names.contains(&("greet".into(), "Greet Me".into())),
+        "{names:?}"
+    );
+    assert!(names.contains(&("s_u".into(), "u".into())), "{names:?}");
+    for bad in ["\"has space\"", "s_u"] {
+        let errors = Dir::new()
+            .file("airlock.toml", toml)
+            .file("agents/s.yml", &agent("s", &tools(bad)))
+            .errors();
+        assert_eq!(errors.len(), 1, "{bad}: {errors:?}");
+    }
+}
+
 #[test]
 fn airlock_toml_problems_are_all_reported() {
     let toml = "listen = \"nowhere\"\napproval_ttl = \"1 week\"\nsurprise = 1\n[egress]\nallow = [\"10.0.0.0/8\", \"bad host!\"]\nports = [0]\n";

@@ -282,6 +282,9 @@ async fn decide(target: &Target, decision: Decision) -> anyhow::Result<()> {
         InvocationState::Succeeded => "the answer is the call's result",
         InvocationState::Resolved => "settled as run",
         InvocationState::Abandoned => "given up: it never runs",
+        InvocationState::InputRequired => {
+            "the client was asked for input; its retry is the next round"
+        }
         InvocationState::Pending
         | InvocationState::AwaitingApproval
         | InvocationState::AwaitingAnswer

@@ -97,7 +97,8 @@ fn status(kind: OutcomeKind, row: &Invocation) -> ExitCode {
         OutcomeKind::Completed
         | OutcomeKind::Denied
         | OutcomeKind::Expired
-        | OutcomeKind::Abandoned => ExitCode::from(exit::CALL_FAILED),
+        | OutcomeKind::Abandoned
+        | OutcomeKind::InputRequired => ExitCode::from(exit::CALL_FAILED),
         OutcomeKind::Parked
             if matches!(
                 row.state,

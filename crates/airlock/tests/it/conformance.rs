@@ -12,7 +12,10 @@
 //! The suite cannot send a bearer token (no header option) and the endpoint is deny-by-default,
 //! so it talks to airlock through [`bearer_proxy`], which adds the token and changes nothing
 //! else. It is pointed at `/agents/conformance/mcp`: the same endpoint as `/mcp`, on a scope
-//! holding the fixture tools the scenarios call by name (`tests/conformance/agent.yml`).
+//! holding the fixture tools the scenarios call by name (`tests/conformance/agent.yml`); the
+//! Tasks scenarios' tools run on a second upstream, built with the official TypeScript SDK v2
+//! (`tests/upstream-v2/tasks.mjs`, `npm ci --prefix crates/airlock/tests/upstream-v2`), whose
+//! tasks airlock relays (docs/rules.md MCP-76 to MCP-79).
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
@@ -20,7 +23,9 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::support::{Server, bearer_proxy, deployment_with, installed, sdk_fixture};
+use crate::support::{
+    Server, bearer_proxy, deployment_with, installed, mrtr_fixture, sdk_fixture, tasks_fixture,
+};
 
 const TOKEN: &str = "mcp-3f0c2a8e9d7b41c6a5e4f3d2c1b0a998";
 const REVISIONS: [&str; 2] = ["2025-11-25", "2026-07-28"];
@@ -31,10 +36,11 @@ fn suite_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/conformance")
 }
 
-/// A deployment whose `conformance` agent holds the fixture tools, on an upstream at `port`.
-fn deployment(port: u16) -> tempfile::TempDir {
+/// A deployment whose `conformance` agent holds the fixture tools, on the upstream at `port`
+/// and (the input-required tools) the one at `mrtr`, and the task-running upstream at `tasks`.
+fn deployment(port: u16, mrtr: u16, tasks: u16) -> tempfile::TempDir {
     let toml = format!(
-        "[[mcp.tokens]]\ncredential = \"airlock.mcp\"\nprincipal = \"conformance\"\n[egress]\nallow = [\"127.0.0.1/32\"]\n[connections.fixture]\nbase_url = \"http://127.0.0.1:{port}\"\ncredential = \"fixture.token\"\n[credentials]\nfile = \"creds.yml\"\n"
+        "[[mcp.tokens]]\ncredential = \"airlock.mcp\"\nprincipal = \"conformance\"\n[egress]\nallow = [\"127.0.0.1/32\"]\n[connections.fixture]\nbase_url = \"http://127.0.0.1:{port}\"\ncredential = \"fixture.token\"\n[connections.mrtr]\nbase_url = \"http://127.0.0.1:{mrtr}\"\n[connections.tasks]\nbase_url = \"http://127.0.0.1:{tasks}\"\n[credentials]\nfile = \"creds.yml\"\n"
     );
     let dir = deployment_with(
         &toml,
@@ -185,7 +191,13 @@ async fn the_official_conformance_suite_passes_except_the_baselined_checks() {
     let Some((_upstream, port)) = sdk_fixture().await else {
         return;
     };
-    let deployment = deployment(port);
+    let Some((_mrtr, mrtr)) = mrtr_fixture().await else {
+        return;
+    };
+    let Some((_tasks, tasks)) = tasks_fixture().await else {
+        return;
+    };
+    let deployment = deployment(port, mrtr, tasks);
     let server = Server::start(deployment.path(), &[]);
     let proxy = bearer_proxy::start(server.addr.parse().unwrap(), TOKEN).await;
     let url = format!("http://127.0.0.1:{}/agents/conformance/mcp", proxy.port());

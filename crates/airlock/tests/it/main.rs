@@ -25,6 +25,8 @@ mod logs;
 mod mcp;
 mod mcp_mrtr;
 mod mcp_notices;
+mod mcp_relay;
+mod mcp_relayed_tasks;
 mod mcp_tasks;
 mod notify;
 mod oauth;

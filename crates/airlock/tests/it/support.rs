@@ -339,14 +339,42 @@ pub(crate) fn installed(installed: &Path, what: &str, install: &str) -> bool {
 /// installed (outside CI). The upstream lives as long as the child handle.
 pub(crate) async fn sdk_fixture() -> Option<(tokio::process::Child, u16)> {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../airlock-mcp/tests/sdk");
-    let install = "npm ci --prefix crates/airlock-mcp/tests/sdk";
-    let sdk = dir.join("node_modules/@modelcontextprotocol/sdk");
-    if !installed(&sdk, "the MCP TypeScript SDK", install) {
+    node_fixture(&dir, "@modelcontextprotocol/sdk", "fixture.mjs").await
+}
+
+/// Starts `crates/airlock/tests/upstream-v2/tasks.mjs`, a 2026-07-28 MCP upstream built with the
+/// official TypeScript SDK v2 that runs the conformance suite's task tools as tasks; as
+/// [`sdk_fixture`].
+pub(crate) async fn tasks_fixture() -> Option<(tokio::process::Child, u16)> {
+    node_fixture(&upstream_v2(), "@modelcontextprotocol/server", "tasks.mjs").await
+}
+
+/// Starts `crates/airlock/tests/upstream-v2/mrtr.mjs`, a 2026-07-28 upstream built with the
+/// official TypeScript SDK v2 that asks its client for input (the conformance suite's
+/// input-required tools); as [`sdk_fixture`].
+pub(crate) async fn mrtr_fixture() -> Option<(tokio::process::Child, u16)> {
+    node_fixture(&upstream_v2(), "@modelcontextprotocol/server", "mrtr.mjs").await
+}
+
+/// The npm package directory of the upstreams built with the TypeScript SDK v2.
+fn upstream_v2() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/upstream-v2")
+}
+
+/// Starts `script` of the npm package directory `dir` (which must have `package` installed)
+/// and reads the port it prints first.
+async fn node_fixture(
+    dir: &Path,
+    package: &str,
+    script: &str,
+) -> Option<(tokio::process::Child, u16)> {
+    let install = format!("npm ci --prefix {}", dir.display());
+    if !installed(&dir.join("node_modules").join(package), package, &install) {
         return None;
     }
     let mut child = tokio::process::Command::new("node")
-        .arg(dir.join("fixture.mjs"))
-        .current_dir(&dir)
+        .arg(dir.join(script))
+        .current_dir(dir)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .kill_on_drop(true)
@@ -358,8 +386,6 @@ pub(crate) async fn sdk_fixture() -> Option<(tokio::process::Child, u16)> {
         .next_line()
         .await
         .unwrap();
-    Some((
-        child,
-        port.expect("fixture.mjs printed no port").parse().unwrap(),
-    ))
+    let port = port.unwrap_or_else(|| panic!("{script} printed no port"));
+    Some((child, port.parse().unwrap()))
 }

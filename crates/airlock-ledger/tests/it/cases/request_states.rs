@@ -129,3 +129,95 @@ pub(crate) async fn ledger_47_refused_use_writes_nothing(h: &Harness) {
     assert_eq!(denied.state, S::Denied);
     assert!(denied.lease.is_none());
 }
+
+/// A relayed round recorded, claimed and finished with input requests (LEDGER-61).
+async fn asked_round(h: &Harness, s: SessionId) -> airlock_ledger::Invocation {
+    let mut call = h.call(s, "refund", json!({"amount": 5}));
+    call.approval = Approval::Caller;
+    let row = h.store.record(call).await.unwrap().invocation;
+    let claim = Some(("me".to_owned(), LEASE));
+    let running = h
+        .store
+        .decide_once(used("first", &row, Decision::Approve), claim)
+        .await
+        .unwrap();
+    let asked =
+        json!({ airlock_ledger::INPUT_REQUIRED_KEY: {"inputRequests": {}, "requestState": "u1"} });
+    h.store.finish(running.id, "me", Ok(asked)).await.unwrap()
+}
+
+fn next_round(
+    h: &Harness,
+    s: SessionId,
+    nonce: &str,
+    previous: &airlock_ledger::Invocation,
+) -> airlock_ledger::NewInvocation {
+    let mut call = h.call(s, "refund", json!({"amount": 5}));
+    call.approval = Approval::Caller;
+    call.follows = Some(airlock_ledger::RoundUse {
+        nonce: nonce.to_owned(),
+        previous: previous.id,
+        by: "claude".to_owned(),
+    });
+    call
+}
+
+/// LEDGER-61, LEDGER-62: a round answered with input requests ends `input_required` (neither
+/// a result nor an error); the next round is recorded ungated and claimed with its state's nonce
+/// in one commit, a second use of the nonce is a replay that writes nothing, and only a round
+/// that ended `input_required` can be followed.
+pub(crate) async fn ledger_62_next_round_uses_its_state_once(h: &Harness) {
+    let s = h.session().await;
+    let first = asked_round(h, s).await;
+    assert_eq!(first.state, S::InputRequired);
+    assert!(first.error.is_none() && first.result.is_some());
+    let s2 = h.session().await;
+    let next = next_round(h, s2, "n2", &first);
+    let recorded = h.store.record_and_claim(next, "me", LEASE).await.unwrap();
+    assert_eq!(recorded.invocation.state, S::Running, "not gated again");
+    let rows = h.raw.count("SELECT COUNT(*) FROM invocations").await;
+    let s3 = h.session().await;
+    let again = h
+        .store
+        .record_and_claim(next_round(h, s3, "n2", &first), "me", LEASE)
+        .await;
+    assert!(
+        matches!(again, Err(LedgerError::RequestStateUsed { id }) if id == first.id),
+        "{again:?}"
+    );
+    assert_eq!(h.raw.count("SELECT COUNT(*) FROM invocations").await, rows);
+    let s4 = h.session().await;
+    let of_running = next_round(h, s4, "n3", &recorded.invocation);
+    let refused = h.store.record_and_claim(of_running, "me", LEASE).await;
+    assert!(
+        matches!(refused, Err(LedgerError::WrongState { .. })),
+        "{refused:?}"
+    );
+}
+
+/// LEDGER-62: of sixteen concurrent next rounds with one state exactly one is recorded.
+pub(crate) async fn ledger_62_concurrent_next_rounds_one_wins(h: &Harness) {
+    let s = h.session().await;
+    let first = asked_round(h, s).await;
+    let mut tasks = Vec::new();
+    for _ in 0..16 {
+        let session = h.session().await;
+        let next = next_round(h, session, "same", &first);
+        let store = Arc::clone(&h.store);
+        tasks.push(tokio::spawn(async move {
+            store.record_and_claim(next, "me", LEASE).await
+        }));
+    }
+    let mut won = 0;
+    for task in tasks {
+        match task.await.unwrap() {
+            Ok(recorded) => {
+                assert_eq!(recorded.invocation.state, S::Running);
+                won += 1;
+            }
+            Err(LedgerError::RequestStateUsed { .. }) => {}
+            Err(other) => panic!("unexpected refusal: {other}"),
+        }
+    }
+    assert_eq!(won, 1);
+}

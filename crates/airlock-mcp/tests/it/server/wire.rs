@@ -476,7 +476,10 @@ async fn await_tool_waits_at_most_25_seconds_and_maps_outcomes() {
             Asked::Await {
                 wait, principal, ..
             } => Some((wait, principal)),
-            Asked::Call { .. } | Asked::Withdraw { .. } | Asked::Decide { .. } => None,
+            Asked::Call { .. }
+            | Asked::Withdraw { .. }
+            | Asked::Decide { .. }
+            | Asked::Round { .. } => None,
         })
         .collect();
     let secs = |s| (Duration::from_secs(s), "alice".to_owned());

@@ -159,7 +159,8 @@ fn forms(row: &Invocation, signed: &Signed) -> Markup {
         | InvocationState::Denied
         | InvocationState::Expired
         | InvocationState::Resolved
-        | InvocationState::Abandoned => html! {},
+        | InvocationState::Abandoned
+        | InvocationState::InputRequired => html! {},
     }
 }
 

@@ -166,7 +166,8 @@ pub(super) fn waiting_for(row: &Invocation) -> &'static str {
         | S::Denied
         | S::Expired
         | S::Resolved
-        | S::Abandoned => "nothing",
+        | S::Abandoned
+        | S::InputRequired => "nothing",
     }
 }
 

@@ -1,0 +1,186 @@
+//! Relaying a tool's upstream input requests to the client (MCP 2026-07-28 `input_required`,
+//! docs/rules.md MCP-68 to MCP-75): the server's side of a round.
+//!
+//! Guarantees:
+//! - Only a 2026-07-28 `tools/call` relays a round; the upstream is told the capabilities this
+//!   client declared (`rounds`), and a round whose requests need one it did not declare is a
+//!   tool error naming the capability, never relayed.
+//! - Each relayed input request is read as one of the three MCP allows (elicitation, sampling,
+//!   roots) and sent as rebuilt from that reading; anything else is a tool error.
+//! - The upstream's `requestState` never reaches the client bare: it is sealed inside airlock's
+//!   own state with the round's invocation (`request_state`), under the same bindings and
+//!   refusals as airlock's own input request, and opened only by the retry that continues it.
+//! - A retry's state is used once: the host records its use in the commit that records and
+//!   claims the next round (`ToolHost::continue_round`).
+
+use std::time::SystemTime;
+
+use rmcp::ErrorData;
+use rmcp::model::{CallToolResponse, CallToolResult, ContentBlock, InputRequest, InputRequests};
+use rmcp::model::{InputRequiredResult, InputResponses};
+use serde_json::{Map, Value};
+
+use super::convert::{from_host_error, to_call_result};
+use super::request::Admitted;
+use super::request_state::{
+    Asked, Binding, Opened, Refusal, RequestStates, arguments_digest, refused,
+};
+use crate::host::{CallerRefusal, HostCall, HostOutcome, RoundCall, ToolHost};
+use crate::rounds::{NEEDED, Round, relaying_round};
+
+/// What the client of this request declared it can do (its `clientCapabilities`).
+pub(super) type Declared = Map<String, Value>;
+
+/// The call's answer: its input requests relayed with a sealed state when its round needs the
+/// client's input, its own result otherwise.
+pub(super) fn answer(
+    states: Option<&RequestStates>,
+    admitted: &Admitted,
+    call: HostCall,
+    tool: &str,
+    arguments: &Map<String, Value>,
+    declared: &Declared,
+) -> CallToolResponse {
+    let HostOutcome::InputRequired {
+        requests,
+        upstream_state,
+    } = call.outcome
+    else {
+        return to_call_result(call.outcome).into();
+    };
+    let Some(states) = states else {
+        return to_call_result(HostOutcome::InputRequired {
+            requests,
+            upstream_state,
+        })
+        .into();
+    };
+    let requests = match relayable(&requests, declared) {
+        Ok(requests) => requests,
+        Err(message) => return CallToolResult::error(vec![ContentBlock::text(message)]).into(),
+    };
+    let binding = Binding {
+        principal: admitted.caller.principal.clone(),
+        scope: admitted.scope.to_string(),
+        tool: tool.to_owned(),
+        arguments: arguments_digest(&Value::Object(arguments.clone())),
+        invocation: call.invocation_id,
+        asked: Asked::Relay,
+        upstream: upstream_state,
+    };
+    let state = states.seal(binding, SystemTime::now());
+    InputRequiredResult::new(Some(requests), Some(state)).into()
+}
+
+/// `requests` as relayed: each read as an input request MCP allows, and each needing only a
+/// capability the client declared; otherwise the tool error's message.
+fn relayable(requests: &Map<String, Value>, declared: &Declared) -> Result<InputRequests, String> {
+    let mut relayed = InputRequests::new();
+    for (key, request) in requests {
+        let method = request.get("method").and_then(Value::as_str).unwrap_or("");
+        let Some((_, capability)) = NEEDED.iter().find(|(m, _)| *m == method) else {
+            return Err(format!(
+                "the tool's server sent an input request airlock does not relay (`{}` under `{}`); it did not finish",
+                airlock_spec::visible_text(method),
+                airlock_spec::visible_text(key)
+            ));
+        };
+        if !declared.contains_key(*capability) {
+            return Err(format!(
+                "the tool's server needs the client capability `{capability}` ({method}), which this client did not declare; it did not finish"
+            ));
+        }
+        let read: InputRequest = serde_json::from_value(request.clone()).map_err(|_| {
+            format!("the tool's server sent a malformed {method} input request; it did not finish")
+        })?;
+        relayed.insert(key.clone(), read);
+    }
+    Ok(relayed)
+}
+
+/// The retry of a relayed round: the next round, run with the client's responses and the
+/// upstream's own state, answered as [`answer`] answers a call.
+pub(super) async fn next_round(
+    host: &dyn ToolHost,
+    states: &RequestStates,
+    admitted: &Admitted,
+    opened: Opened,
+    call: Next<'_>,
+) -> Result<CallToolResponse, ErrorData> {
+    let responses = call
+        .responses
+        .map(|r| Value::Object(r.iter().map(|(k, v)| (k.clone(), v.clone())).collect()));
+    let round = Round::new(call.declared).answering(responses, opened.binding.upstream);
+    let next = RoundCall {
+        state_id: opened.id,
+        previous: opened.binding.invocation,
+        tool: call.tool.to_owned(),
+        arguments: Value::Object(call.arguments.clone()),
+    };
+    let ran = relaying_round(
+        round,
+        host.continue_round(&admitted.scope, &admitted.caller, next),
+    )
+    .await;
+    match ran {
+        Ok(done) => Ok(answer(
+            Some(states),
+            admitted,
+            done,
+            call.tool,
+            call.arguments,
+            call.declared,
+        )),
+        Err(CallerRefusal::Replayed) => Err(refused(Refusal::Replayed)),
+        Err(CallerRefusal::Host(err)) => from_host_error(err).map(Into::into),
+    }
+}
+
+/// What a retry of a relayed round brings.
+pub(super) struct Next<'a> {
+    pub(super) tool: &'a str,
+    pub(super) arguments: &'a Map<String, Value>,
+    pub(super) responses: Option<&'a InputResponses>,
+    pub(super) declared: &'a Declared,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn requests(value: Value) -> Map<String, Value> {
+        match value {
+            Value::Object(map) => map,
+            _ => Map::new(),
+        }
+    }
+
+    #[test]
+    fn mcp_69_a_request_needing_an_undeclared_capability_is_not_relayed() {
+        let asked = requests(json!({
+            "user_name": {"method": "elicitation/create", "params": {"message": "Name?",
+                "requestedSchema": {"type": "object", "properties": {}}}},
+            "greeting": {"method": "sampling/createMessage", "params": {"messages": [],
+                "maxTokens": 5}},
+        }));
+        let sampling_only = requests(json!({"sampling": {}}));
+        let refused = relayable(&asked, &sampling_only).unwrap_err();
+        assert!(refused.contains("`elicitation`"), "{refused}");
+        let both = requests(json!({"sampling": {}, "elicitation": {}}));
+        assert_eq!(relayable(&asked, &both).unwrap().len(), 2);
+    }
+
+    #[test]
+    fn mcp_73_only_the_three_input_request_methods_are_relayed() {
+        let declared = requests(json!({"sampling": {}, "elicitation": {}, "roots": {}}));
+        let ping = requests(json!({"p": {"method": "ping", "params": {}}}));
+        let refused = relayable(&ping, &declared).unwrap_err();
+        assert!(refused.contains("does not relay"), "{refused}");
+        let malformed = requests(json!({"m": {"method": "sampling/createMessage", "params": 3}}));
+        let refused = relayable(&malformed, &declared).unwrap_err();
+        assert!(refused.contains("malformed"), "{refused}");
+        let roots = requests(json!({"r": {"method": "roots/list"}}));
+        assert!(relayable(&roots, &declared).is_ok());
+    }
+}

@@ -1,0 +1,91 @@
+//! The next round of a relayed MCP call (docs/rules.md MCP-70, LEDGER-61, LEDGER-62): a round
+//! whose upstream needed the client's input, read as the endpoint relays it, and the retry that
+//! continues it.
+//!
+//! Guarantees: a round is continued only from the caller's own round of the same tool, made
+//! through the MCP endpoint of the same scope, that ended `input_required`. The next round is
+//! its own row in its own session, recorded without being gated again (the chain of sealed
+//! states proves the first round's verdict), and the retry's state is used in the commit that
+//! records and claims it, so of any number of retries with one state exactly one runs; the
+//! others are replays. The access policy still applies to every round.
+
+use airlock_ledger::{InvocationState, LedgerError, NewSession, RoundUse, SessionId, Settlement};
+use airlock_mcp::{Caller, CallerRefusal, HostCall, HostError, HostOutcome, RoundCall};
+use airlock_spec::ScopeId;
+use serde_json::Value;
+
+use super::{host_call, internal};
+use crate::gateway::{CallContext, Gateway, GatewayError};
+use crate::session;
+
+/// A row that ended needing input, as the endpoint relays it: the upstream's requests and its
+/// own state, as the round stored them.
+pub(super) fn input_required(row: &airlock_ledger::Invocation) -> HostOutcome {
+    let asked = match row.settlement() {
+        Some(Settlement::InputRequired(result)) => result.get(airlock_ledger::INPUT_REQUIRED_KEY),
+        _ => None,
+    };
+    let requests = asked
+        .and_then(|a| a.get("inputRequests"))
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    let upstream_state = asked
+        .and_then(|a| a.get("requestState"))
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    HostOutcome::InputRequired {
+        requests,
+        upstream_state,
+    }
+}
+
+impl Gateway {
+    pub(super) async fn mcp_continue_round(
+        &self,
+        scope: &ScopeId,
+        caller: &Caller,
+        round: RoundCall,
+    ) -> Result<HostCall, CallerRefusal> {
+        let previous = self.mcp_row(scope, caller, &round.previous).await?;
+        if previous.tool != round.tool || previous.state != InvocationState::InputRequired {
+            let id = &round.previous;
+            let why = format!("invocation {id} is not a round of this tool that asked for input");
+            return Err(HostError::NotFound(why).into());
+        }
+        let principal = Some(caller.principal.clone());
+        let ctx = CallContext {
+            scope: scope.clone(),
+            session: SessionId::new(),
+            call_id: "mcp".to_owned(),
+            principal: principal.clone(),
+            groups: Some(caller.groups.clone()),
+            channel: "mcp",
+        };
+        let new = NewSession {
+            channel: "mcp".to_owned(),
+            principal,
+            metadata: session::metadata(scope),
+        };
+        // Written first: the round is recorded on the lane of the round it follows, not on
+        // its session's (LEDGER-62).
+        let opened = self.store().create_session(ctx.session, new).await;
+        opened.map_err(|e| internal(&e.into()))?;
+        let follows = RoundUse {
+            nonce: round.state_id,
+            previous: previous.id,
+            by: caller.principal.clone(),
+        };
+        match self
+            .call_round(&ctx, &round.tool, round.arguments, follows)
+            .await
+        {
+            Ok(outcome) => Ok(host_call(&outcome)),
+            Err(GatewayError::Ledger(LedgerError::RequestStateUsed { .. })) => {
+                Err(CallerRefusal::Replayed)
+            }
+            Err(GatewayError::UnknownTool(name)) => Err(HostError::UnknownTool(name).into()),
+            Err(e) => Err(internal(&e).into()),
+        }
+    }
+}

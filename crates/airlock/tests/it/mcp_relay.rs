@@ -1,0 +1,335 @@
+//! Relayed input rounds on the real gateway (docs/rules.md MCP-68..MCP-75, LEDGER-61..LEDGER-63),
+//! against a 2026-07-28 upstream built with the official TypeScript SDK v2
+//! (`crates/airlock/tests/upstream-v2/mrtr.mjs`): its elicitation, sampling and roots
+//! requests reach the client under the upstream's own keys with airlock's sealed state, the
+//! client's answers reach the upstream as sent, several rounds chain, and a state is refused when
+//! tampered, replayed (also concurrently: exactly one retry proceeds), or used by another
+//! principal or with other arguments; a client is asked only what it declared it can answer.
+
+use serde_json::{Value, json};
+
+use crate::mcp::{CLAUDE, OTHER, start};
+use crate::support::{deployment_with, mrtr_fixture};
+
+/// The tools of the fixture; the `relay` agent's scope serves them with the prefix `up_`.
+const TOOLS: [&str; 8] = [
+    "elicitation",
+    "sampling",
+    "list_roots",
+    "request_state",
+    "multiple_inputs",
+    "multi_round",
+    "tampered_state",
+    "capabilities",
+];
+
+/// A deployment whose agent `relay` serves the fixture's tools, on the upstream at `port`,
+/// reached on 2026-07-28.
+fn deployment(port: u16) -> tempfile::TempDir {
+    let toml = format!(
+        "[[mcp.tokens]]\ncredential = \"airlock.claude\"\nprincipal = \"claude\"\n[[mcp.tokens]]\ncredential = \"airlock.other\"\nprincipal = \"other\"\n[egress]\nallow = [\"127.0.0.1/32\"]\n[connections.up]\nbase_url = \"http://127.0.0.1:{port}\"\n[credentials]\nfile = \"creds.yml\"\n"
+    );
+    let dir = deployment_with(
+        &toml,
+        &format!("airlock:\n  claude: {CLAUDE}\n  other: {OTHER}\n"),
+    );
+    let tools: String = TOOLS
+        .iter()
+        .map(|t| {
+            format!(
+                "        - name: {t}\n          description: Asks its client.\n          writes: false\n          input_schema: {{ type: object }}\n"
+            )
+        })
+        .collect();
+    let agent = format!(
+        "apiVersion: airlock/v1\nkind: Agent\nmetadata:\n  name: relay\n  description: Relayed input rounds.\nspec:\n  model: {{ provider: openai, model: unused }}\n  prompts: {{ system: Unused. }}\n  tools:\n    - name: up\n      type: mcp\n      connection: up\n      path: /mcp\n      protocol: 2026-07-28\n      tools:\n{tools}    - name: gated\n      type: mcp\n      connection: up\n      path: /mcp\n      protocol: 2026-07-28\n      approval: caller\n      tools:\n        - name: elicitation\n          description: Asks its client once confirmed.\n          writes: false\n          input_schema: {{ type: object }}\n"
+    );
+    std::fs::create_dir(dir.path().join("agents")).unwrap();
+    std::fs::write(dir.path().join("agents/relay.yml"), agent).unwrap();
+    dir
+}
+
+/// The gateway on a fresh deployment in front of a fresh fixture; `None` without the SDK.
+async fn gateway() -> Option<(tokio::process::Child, tempfile::TempDir, String)> {
+    let (upstream, port) = mrtr_fixture().await?;
+    let dir = deployment(port);
+    let base = start(dir.path()).await;
+    Some((upstream, dir, format!("{base}/agents/relay/mcp")))
+}
+
+/// A 2026-07-28 `tools/call` of `up_<tool>` (or of `tool` itself when it names its
+/// declaration, `gated_…`) declaring `capabilities`; the JSON-RPC reply.
+async fn call(url: &str, token: &str, tool: &str, extra: Value, capabilities: Value) -> Value {
+    let name = if tool.starts_with("gated_") {
+        tool.to_owned()
+    } else {
+        format!("up_{tool}")
+    };
+    let mut params = json!({"name": name, "arguments": {}});
+    if let Value::Object(extra) = extra {
+        params.as_object_mut().unwrap().extend(extra);
+    }
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": capabilities,
+        "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"}
+    });
+    let body = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params});
+    let response = reqwest::Client::new()
+        .post(url)
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .header("authorization", format!("Bearer {token}"))
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", name)
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    serde_json::from_str(&response.text().await.unwrap()).unwrap()
+}
+
+fn every_capability() -> Value {
+    json!({"elicitation": {}, "sampling": {}, "roots": {"listChanged": true}})
+}
+
+/// Round 1 of `tool` for a client that can answer anything: the result asking for input.
+async fn asked(url: &str, tool: &str) -> Value {
+    let reply = call(url, CLAUDE, tool, json!({}), every_capability()).await;
+    let result = reply["result"].clone();
+    assert_eq!(result["resultType"], "input_required", "{reply}");
+    assert!(
+        result["requestState"].as_str().unwrap().starts_with("al1."),
+        "airlock's own sealed state: {result}"
+    );
+    result
+}
+
+/// The retry of a round with `responses` and the state it was given.
+async fn answer(url: &str, token: &str, tool: &str, asked: &Value, responses: Value) -> Value {
+    let extra = json!({"inputResponses": responses, "requestState": asked["requestState"]});
+    call(url, token, tool, extra, every_capability()).await
+}
+
+fn accept(content: Value) -> Value {
+    let mut accepted = json!({"action": "accept"});
+    accepted["content"] = content;
+    accepted
+}
+
+fn text(reply: &Value) -> &str {
+    reply["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+}
+
+fn reason(reply: &Value) -> &str {
+    assert_eq!(reply["error"]["code"], -32602, "{reply}");
+    reply["error"]["data"]["reason"]
+        .as_str()
+        .unwrap_or_default()
+}
+
+/// MCP-68, MCP-70: the upstream's elicitation reaches the client under its own key; the answer
+/// reaches the upstream as sent, and the retry gets the upstream's result.
+#[tokio::test]
+async fn mcp_68_an_upstream_elicitation_is_relayed_and_answered() {
+    let Some((_up, _dir, url)) = gateway().await else {
+        return;
+    };
+    let result = asked(&url, "elicitation").await;
+    let request = &result["inputRequests"]["user_name"];
+    assert_eq!(request["method"], "elicitation/create", "{result}");
+    assert_eq!(
+        request["params"]["message"], "What is your name?",
+        "{result}"
+    );
+    let responses = json!({"user_name": accept(json!({"name": "Alice"}))});
+    let done = answer(&url, CLAUDE, "elicitation", &result, responses.clone()).await;
+    assert_eq!(text(&done), "Hello, Alice!", "{done}");
+    let seen = &done["result"]["structuredContent"];
+    assert_eq!(
+        seen["inputResponses"], responses,
+        "sent as the client sent them: {done}"
+    );
+}
+
+/// MCP-68: sampling and roots requests are relayed too, and so are several in one round.
+#[tokio::test]
+async fn mcp_68_sampling_roots_and_several_requests_are_relayed() {
+    let Some((_up, _dir, url)) = gateway().await else {
+        return;
+    };
+    let sampled = json!({"role": "assistant", "content": {"type": "text", "text": "Paris"}, "model": "m", "stopReason": "endTurn"});
+    let roots = json!({"roots": [{"uri": "file:///work", "name": "work"}]});
+
+    let result = asked(&url, "sampling").await;
+    let request = &result["inputRequests"]["capital_question"];
+    assert_eq!(request["method"], "sampling/createMessage", "{result}");
+    let done = answer(
+        &url,
+        CLAUDE,
+        "sampling",
+        &result,
+        json!({"capital_question": sampled}),
+    )
+    .await;
+    assert_eq!(text(&done), "The model said: Paris", "{done}");
+
+    let result = asked(&url, "list_roots").await;
+    assert_eq!(
+        result["inputRequests"]["client_roots"]["method"],
+        "roots/list"
+    );
+    let done = answer(
+        &url,
+        CLAUDE,
+        "list_roots",
+        &result,
+        json!({"client_roots": roots}),
+    )
+    .await;
+    assert_eq!(text(&done), "Roots: file:///work", "{done}");
+
+    let result = asked(&url, "multiple_inputs").await;
+    let keys: Vec<&String> = result["inputRequests"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .collect();
+    assert_eq!(keys, ["client_roots", "greeting", "user_name"], "{result}");
+    let all = json!({
+        "user_name": accept(json!({"name": "Bo"})),
+        "greeting": sampled,
+        "client_roots": roots,
+    });
+    let done = answer(&url, CLAUDE, "multiple_inputs", &result, all).await;
+    assert_eq!(text(&done), "Hello, Bo! (1 roots)", "{done}");
+}
+
+/// MCP-70, MCP-71: several rounds chain, each with a new sealed state; the upstream's own
+/// state goes back to it inside airlock's and never reaches the client bare.
+#[tokio::test]
+async fn mcp_70_several_rounds_chain_with_the_upstream_state_sealed() {
+    let Some((_up, _dir, url)) = gateway().await else {
+        return;
+    };
+    let first = asked(&url, "multi_round").await;
+    let step1 = json!({"step1": accept(json!({"name": "Cy"}))});
+    let second = answer(&url, CLAUDE, "multi_round", &first, step1).await["result"].clone();
+    assert_eq!(second["resultType"], "input_required", "{second}");
+    assert!(second["inputRequests"]["step2"].is_object(), "{second}");
+    assert_ne!(second["requestState"], first["requestState"]);
+    let state = second["requestState"].as_str().unwrap();
+    assert!(
+        state.starts_with("al1.") && !state.contains("v1."),
+        "{state}"
+    );
+    let step2 = json!({"step2": accept(json!({"color": "blue"}))});
+    let done = answer(&url, CLAUDE, "multi_round", &second, step2).await;
+    assert_eq!(text(&done), "Cy likes blue", "{done}");
+
+    let result = asked(&url, "request_state").await;
+    let done = answer(
+        &url,
+        CLAUDE,
+        "request_state",
+        &result,
+        json!({"confirm": accept(json!({"ok": true}))}),
+    )
+    .await;
+    assert!(text(&done).starts_with("state-ok"), "{done}");
+    let upstream = done["result"]["structuredContent"]["requestState"].clone();
+    assert_eq!(
+        upstream,
+        json!({"step": "confirm"}),
+        "its own state came back: {done}"
+    );
+}
+
+/// MCP-72: a relayed round's state is refused when tampered, used by another principal, with
+/// other arguments, or used again.
+#[tokio::test]
+async fn mcp_72_a_relayed_state_is_refused_when_misused() {
+    let Some((_up, _dir, url)) = gateway().await else {
+        return;
+    };
+    let result = asked(&url, "tampered_state").await;
+    let ok = json!({"confirm": accept(json!({"ok": true}))});
+    let state = result["requestState"].as_str().unwrap();
+    let tampered = json!({"requestState": format!("{state}-TAMPERED")});
+    let reply = answer(&url, CLAUDE, "tampered_state", &tampered, ok.clone()).await;
+    assert_eq!(reason(&reply), "tampered");
+    let reply = answer(&url, OTHER, "tampered_state", &result, ok.clone()).await;
+    assert_eq!(reason(&reply), "other_principal");
+    let other = json!({"arguments": {"x": 1}, "inputResponses": ok, "requestState": state});
+    let reply = call(&url, CLAUDE, "tampered_state", other, every_capability()).await;
+    assert_eq!(reason(&reply), "other_arguments");
+    let done = answer(&url, CLAUDE, "tampered_state", &result, ok.clone()).await;
+    assert_eq!(text(&done), "confirmed", "{done}");
+    let again = answer(&url, CLAUDE, "tampered_state", &result, ok).await;
+    assert_eq!(reason(&again), "replayed");
+}
+
+/// MCP-72, LEDGER-62: of concurrent retries with one state, exactly one runs the next round.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_72_of_concurrent_retries_with_one_state_exactly_one_proceeds() {
+    let Some((_up, _dir, url)) = gateway().await else {
+        return;
+    };
+    let result = asked(&url, "elicitation").await;
+    let responses = json!({"user_name": accept(json!({"name": "Di"}))});
+    let retries = (0..4).map(|_| answer(&url, CLAUDE, "elicitation", &result, responses.clone()));
+    let replies = futures::future::join_all(retries).await;
+    let done = replies.iter().filter(|r| text(r) == "Hello, Di!").count();
+    let replayed = replies
+        .iter()
+        .filter(|r| r["error"]["data"]["reason"] == "replayed")
+        .count();
+    assert_eq!((done, replayed), (1, 3), "{replies:?}");
+}
+
+/// MCP-69: the upstream is told only what the client declared, so it asks nothing else (a round
+/// asking for an undeclared capability anyway is refused by airlock too: `relayed`'s unit test).
+#[tokio::test]
+async fn mcp_69_a_client_is_asked_only_what_it_declared() {
+    let Some((_up, _dir, url)) = gateway().await else {
+        return;
+    };
+    let sampling_only = json!({"sampling": {}});
+    let reply = call(&url, CLAUDE, "capabilities", json!({}), sampling_only).await;
+    let requests = reply["result"]["inputRequests"].as_object().unwrap();
+    let keys: Vec<&String> = requests.keys().collect();
+    assert_eq!(keys, ["greeting"], "{reply}");
+
+    // Told that this client declared nothing, the upstream refuses to ask: a tool error.
+    let reply = call(&url, CLAUDE, "elicitation", json!({}), json!({})).await;
+    assert_eq!(reply["result"]["isError"], true, "{reply}");
+    assert!(text(&reply).contains("elicitation"), "{reply}");
+}
+
+/// MCP-74: a call the person at the client confirms (`approval: caller`) is asked under
+/// airlock's own key first; once it runs, its upstream's own requests are relayed under theirs,
+/// and the next round is not gated again.
+#[tokio::test]
+async fn mcp_74_a_confirmed_call_then_relays_its_upstreams_requests() {
+    let Some((_up, _dir, url)) = gateway().await else {
+        return;
+    };
+    let tool = "gated_elicitation";
+    let first = call(&url, CLAUDE, tool, json!({}), every_capability()).await["result"].clone();
+    let keys: Vec<&String> = first["inputRequests"].as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["airlock_person"], "{first}");
+    let approve = json!({"airlock_person": accept(json!({"approve": true}))});
+    let relayed = answer(&url, CLAUDE, tool, &first, approve).await["result"].clone();
+    assert_eq!(relayed["resultType"], "input_required", "{relayed}");
+    assert!(
+        relayed["inputRequests"]["user_name"].is_object(),
+        "{relayed}"
+    );
+    assert_ne!(relayed["requestState"], first["requestState"]);
+    let name = json!({"user_name": accept(json!({"name": "Eve"}))});
+    let done = answer(&url, CLAUDE, tool, &relayed, name).await;
+    assert_eq!(text(&done), "Hello, Eve!", "{done}");
+}
