@@ -53,11 +53,13 @@ pub(super) async fn serve_root(
         let ending = match drive(agents, &mut ctx).await {
             Ok(ending) => ending,
             Err(error) => {
-                let reason = format!("internal error: {error}");
-                let _ = agents
-                    .store()
-                    .end_run(run, RunStatus::Failed, Some(reason))
-                    .await;
+                if ends_the_run(&error) {
+                    let reason = format!("internal error: {error}");
+                    let _ = agents
+                        .store()
+                        .end_run(run, RunStatus::Failed, Some(reason))
+                        .await;
+                }
                 return Err(error);
             }
         };
@@ -78,6 +80,17 @@ pub(super) async fn serve_root(
             ResumeOutcome::StillWaiting | ResumeOutcome::NotParked(_) => return Ok(()),
         }
     }
+}
+
+/// Whether a driving error ends the run `failed` (AGENT-61). A database that could not be
+/// reached (a lost connection, a restart) says nothing about the run: it stays `running` under
+/// its lease, which nobody renews now, and whoever takes it over replays it from the ledger
+/// (AGENT-59, AGENT-60) — ending it instead left its approved calls with no run to execute them.
+fn ends_the_run(error: &AgentError) -> bool {
+    !matches!(
+        error,
+        AgentError::Ledger(LedgerError::Database(_) | LedgerError::Closed)
+    )
 }
 
 /// Drives `ctx` until it ends or parks; ledger failures are errors, everything else an
@@ -372,4 +385,29 @@ async fn start_child(
     // A model's words never answer what the session held (POLICY-35): no consent at all.
     agents.store().start_run(new, row, None).await?;
     Ok(Some(id))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// AGENT-61: a database that could not be reached leaves the run to be taken over; an error
+    /// about the run itself ends it.
+    #[test]
+    fn only_errors_about_the_run_end_it() {
+        let unreachable = AgentError::Ledger(LedgerError::Database(sqlx_error()));
+        assert!(!ends_the_run(&unreachable));
+        assert!(!ends_the_run(&AgentError::Ledger(LedgerError::Closed)));
+        let corrupt = AgentError::Ledger(LedgerError::Corrupt {
+            entity: "run",
+            id: "r".into(),
+            reason: "edited".into(),
+        });
+        assert!(ends_the_run(&corrupt));
+        assert!(ends_the_run(&AgentError::BadRequest("no".into())));
+    }
+
+    fn sqlx_error() -> sqlx::Error {
+        sqlx::Error::PoolTimedOut
+    }
 }
