@@ -7,7 +7,7 @@
 use serde_json::{Value, json};
 
 use crate::mcp::{ADMIN, CLAUDE, OTHER, admin_get, call, page, start};
-use crate::support::deployment_with;
+use crate::support::{deployment_with, modern_tools_call};
 
 /// The MCP test deployment, with `fetch` confirmed by the caller.
 fn deployment() -> tempfile::TempDir {
@@ -19,27 +19,9 @@ fn deployment() -> tempfile::TempDir {
 }
 
 /// A 2026-07-28 `tools/call` declaring elicitation; the JSON-RPC reply.
-async fn call_2026(base: &str, token: &str, mut params: Value) -> Value {
-    params["_meta"] = json!({
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
-        "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"}
-    });
-    let name = params["name"].as_str().unwrap_or_default().to_owned();
-    let body = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": params});
-    let response = reqwest::Client::new()
-        .post(format!("{base}/mcp"))
-        .header("accept", "application/json, text/event-stream")
-        .header("content-type", "application/json")
-        .header("authorization", format!("Bearer {token}"))
-        .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", "tools/call")
-        .header("mcp-name", name)
-        .body(body.to_string())
-        .send()
-        .await
-        .unwrap();
-    serde_json::from_str(&response.text().await.unwrap()).unwrap()
+async fn call_2026(base: &str, token: &str, params: Value) -> Value {
+    let url = format!("{base}/mcp");
+    modern_tools_call(&url, token, params, json!({"elicitation": {}})).await
 }
 
 /// Round 1: the call, answered with an input request; its `requestState`.

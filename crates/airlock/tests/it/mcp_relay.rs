@@ -9,7 +9,7 @@
 use serde_json::{Value, json};
 
 use crate::mcp::{CLAUDE, OTHER, start};
-use crate::support::{deployment_with, mrtr_fixture};
+use crate::support::{deployment_with, modern_tools_call, mrtr_fixture};
 
 /// The tools of the fixture; the `relay` agent's scope serves them with the prefix `up_`.
 const TOOLS: [&str; 8] = [
@@ -69,25 +69,7 @@ async fn call(url: &str, token: &str, tool: &str, extra: Value, capabilities: Va
     if let Value::Object(extra) = extra {
         params.as_object_mut().unwrap().extend(extra);
     }
-    params["_meta"] = json!({
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": capabilities,
-        "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"}
-    });
-    let body = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params});
-    let response = reqwest::Client::new()
-        .post(url)
-        .header("accept", "application/json, text/event-stream")
-        .header("content-type", "application/json")
-        .header("authorization", format!("Bearer {token}"))
-        .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", "tools/call")
-        .header("mcp-name", name)
-        .body(body.to_string())
-        .send()
-        .await
-        .unwrap();
-    serde_json::from_str(&response.text().await.unwrap()).unwrap()
+    modern_tools_call(url, token, params, capabilities).await
 }
 
 fn every_capability() -> Value {

@@ -389,3 +389,35 @@ async fn node_fixture(
     let port = port.unwrap_or_else(|| panic!("{script} printed no port"));
     Some((child, port.parse().unwrap()))
 }
+
+/// POSTs a 2026-07-28 `tools/call` with `params` to `url` as `token`: the client's context in
+/// `_meta` declaring `capabilities`, and the routing headers that revision requires; the
+/// JSON-RPC reply.
+pub(crate) async fn modern_tools_call(
+    url: &str,
+    token: &str,
+    mut params: serde_json::Value,
+    capabilities: serde_json::Value,
+) -> serde_json::Value {
+    params["_meta"] = serde_json::json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": capabilities,
+        "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"}
+    });
+    let name = params["name"].as_str().unwrap_or_default().to_owned();
+    let body =
+        serde_json::json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params});
+    let response = reqwest::Client::new()
+        .post(url)
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .header("authorization", format!("Bearer {token}"))
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", name)
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    serde_json::from_str(&response.text().await.unwrap()).unwrap()
+}
