@@ -37,11 +37,14 @@ impl CountedWrite {
     pub(crate) fn rows(
         tx: &DbTx,
         width: usize,
-        binds: Vec<SqlValue>,
+        mut binds: Vec<SqlValue>,
         sees_earlier: bool,
         sql: impl FnOnce(&str) -> String,
     ) -> Self {
         let rows = binds.len() / width.max(1);
+        if let DbTx::Sqlite(_) = tx {
+            pad_rows(&mut binds, width);
+        }
         Self {
             sql: sql(&tx.row_source(&binds, width)),
             binds,
@@ -50,6 +53,17 @@ impl CountedWrite {
             sees_earlier,
         }
     }
+}
+
+/// SQLite (LEDGER-70): pads `binds` with all-NULL rows up to the next power of two, which
+/// the row source filters out (see [`DbTx::row_source`]). A batch's writes run as one statement
+/// list whose text sqlx caches per connection; with exact row counts nearly every batch under
+/// load had a text of its own and was parsed and planned again, where powers of two leave a
+/// few texts per kind, each prepared once.
+fn pad_rows(binds: &mut Vec<SqlValue>, width: usize) {
+    let rows = binds.len() / width.max(1);
+    let padded = rows.next_power_of_two();
+    binds.resize(padded * width, SqlValue::Null);
 }
 
 /// A connection pool of either backend.
@@ -331,7 +345,10 @@ impl DbTx {
     }
 
     /// The rows of `binds` (`width` values each) as a statement's row source, with columns
-    /// named `column1, column2, …` where a name is needed. SQLite: `VALUES (?, …), …`.
+    /// named `column1, column2, …` where a name is needed. SQLite: `VALUES (?, …), …` of which
+    /// the rows whose first value is NULL (the padding of `CountedWrite::rows`) are dropped; no
+    /// real row has a NULL first column (an id, a lane). The `WHERE` also keeps SQLite from
+    /// reading an `ON CONFLICT` after the row source as a join constraint.
     /// PostgreSQL: one array per column through `unnest` (LEDGER-52), so the statement's text
     /// is the same however many rows it carries: each connection prepares it once, where a
     /// `VALUES` list made a new statement for every batch size (a parse, a plan and an extra
@@ -339,7 +356,10 @@ impl DbTx {
     /// callers made ever more likely). A column's type is its first row's value's.
     pub(crate) fn row_source(&self, binds: &[SqlValue], width: usize) -> String {
         match self {
-            Self::Sqlite(_) => format!("VALUES {}", self.tuples(binds.len() / width.max(1), width)),
+            Self::Sqlite(_) => format!(
+                "SELECT * FROM (VALUES {}) WHERE column1 IS NOT NULL",
+                self.tuples(binds.len() / width.max(1), width)
+            ),
             Self::Postgres(_) => pg_row_source(binds, width),
         }
     }
@@ -536,6 +556,63 @@ impl DbTx {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    async fn sqlite_pool_with(table: &str) -> DbPool {
+        let pool = sqlx::sqlite::SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect("sqlite::memory:")
+            .await
+            .unwrap();
+        for sql in [SQLITE_GUARD_TABLE, table] {
+            sqlx::query(AssertSqlSafe(sql))
+                .execute(&pool)
+                .await
+                .unwrap();
+        }
+        DbPool::Sqlite(pool)
+    }
+
+    fn insert(tx: &DbTx, rows: i64) -> CountedWrite {
+        let binds = (0..rows).flat_map(|i| [i.into(), format!("v{i}").into()]);
+        CountedWrite::rows(tx, 2, binds.collect(), false, |rows| {
+            format!("INSERT INTO t (id, v) {rows} ON CONFLICT (id) DO NOTHING")
+        })
+    }
+
+    /// LEDGER-70: row counts within one power of two share a statement text (so a connection
+    /// prepares it once), the padding writes nothing, and the guard still counts real rows.
+    #[tokio::test]
+    async fn sqlite_row_counts_share_a_padded_statement_text() {
+        let pool = sqlite_pool_with("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)").await;
+        let tx = pool.begin_write(0).await.unwrap();
+        let texts: Vec<String> = (1..=9).map(|n| insert(&tx, n).sql).collect();
+        assert_eq!(texts[2], texts[3], "3 and 4 rows");
+        assert_eq!(texts[4], texts[7], "5 and 8 rows");
+        assert_ne!(texts[7], texts[8], "8 and 9 rows");
+        let write = insert(&tx, 3);
+        assert_eq!(
+            (write.rows, write.binds.len()),
+            (3, 8),
+            "3 real rows, 4 bound"
+        );
+        assert!(tx.commit_writes(vec![write]).await.unwrap());
+        let DbPool::Sqlite(p) = &pool else {
+            unreachable!()
+        };
+        let n: i64 = sqlx::query_scalar("SELECT count(*) FROM t WHERE v IS NOT NULL")
+            .fetch_one(p)
+            .await
+            .unwrap();
+        let all: i64 = sqlx::query_scalar("SELECT count(*) FROM t")
+            .fetch_one(p)
+            .await
+            .unwrap();
+        assert_eq!((n, all), (3, 3));
+        // The same rows again conflict: the guard finds the write short and nothing commits.
+        let tx = pool.begin_write(0).await.unwrap();
+        let again = insert(&tx, 4);
+        assert!(!tx.commit_writes(vec![again]).await.unwrap());
+    }
 
     /// AGENT-33: on SQLite the first statement of a write transaction carries its `BEGIN
     /// IMMEDIATE` with it; the affected-row count it reports must still be its own, because

@@ -17,8 +17,8 @@ use std::io;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::os::unix::net::UnixDatagram as StdDatagram;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, SystemTime};
 
 use tokio::net::UnixDatagram;
 
@@ -41,6 +41,35 @@ pub(crate) struct Announcer {
     /// This store's own socket, if it listens: its own commits already woke its waiters.
     own: Option<PathBuf>,
     socket: Option<StdDatagram>,
+    /// The other listeners as last listed (only the announcer task sends, so the lock is
+    /// never contended).
+    listing: Mutex<Option<Listing>>,
+}
+
+/// The directory's sockets as listed when its modification time was `mtime`.
+struct Listing {
+    mtime: SystemTime,
+    /// When the listing was read; see [`Listing::trusted`].
+    read_at: SystemTime,
+    peers: Vec<PathBuf>,
+}
+
+/// How long after a directory change a listing is read anew on every send: a file system
+/// stamps modification times from a coarse clock (a few milliseconds), so a socket bound in
+/// the same tick as the last change leaves the time unchanged.
+const MTIME_TICK: Duration = Duration::from_millis(100);
+
+impl Listing {
+    /// Whether this listing still names every socket of a directory last changed at `mtime`
+    /// (OPS-64): the directory has not changed since, and the listing was read more than a
+    /// tick after that change.
+    fn trusted(&self, mtime: SystemTime) -> bool {
+        self.mtime == mtime
+            && self
+                .read_at
+                .duration_since(mtime)
+                .is_ok_and(|d| d > MTIME_TICK)
+    }
 }
 
 impl Announcer {
@@ -53,7 +82,31 @@ impl Announcer {
             dir: dir_of(database),
             own,
             socket: socket.ok(),
+            listing: Mutex::new(None),
         }
+    }
+
+    /// The other listening stores' sockets: the cached listing while the directory is
+    /// unchanged (one `stat` per commit instead of reading the directory), else a new one.
+    /// `None` if the directory does not exist: no store of this database has ever listened.
+    fn peers(&self) -> Option<Vec<PathBuf>> {
+        let mtime = std::fs::metadata(&self.dir).ok()?.modified().ok()?;
+        let mut cached = self.listing.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(listing) = cached.as_ref().filter(|l| l.trusted(mtime)) {
+            return Some(listing.peers.clone());
+        }
+        let read_at = SystemTime::now();
+        let peers: Vec<PathBuf> = std::fs::read_dir(&self.dir)
+            .ok()?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| self.own.as_ref() != Some(p))
+            .collect();
+        *cached = Some(Listing {
+            mtime,
+            read_at,
+            peers: peers.clone(),
+        });
+        Some(peers)
     }
 
     /// Sends `messages` to every listening store but this one; never blocks, never fails.
@@ -61,17 +114,15 @@ impl Announcer {
         let Some(socket) = &self.socket else {
             return;
         };
-        // No directory: no store of this database has ever listened.
-        let Ok(entries) = std::fs::read_dir(&self.dir) else {
+        let Some(peers) = self.peers() else {
             return;
         };
-        let listeners = entries.filter_map(|e| e.ok().map(|e| e.path()));
-        for path in listeners.filter(|p| self.own.as_ref() != Some(p)) {
+        for path in &peers {
             for message in messages {
-                match socket.send_to(message.as_bytes(), &path) {
+                match socket.send_to(message.as_bytes(), path) {
                     Ok(_) => {}
                     Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
-                        remove_stale(&path);
+                        remove_stale(path);
                         break;
                     }
                     // A full buffer (the listener is behind) or a file gone since the listing.
@@ -160,5 +211,55 @@ struct RemoveOnDrop(PathBuf);
 impl Drop for RemoveOnDrop {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::fs::{File, FileTimes};
+
+    use super::*;
+
+    fn set_mtime(dir: &Path, at: SystemTime) {
+        let f = File::open(dir).unwrap();
+        f.set_times(FileTimes::new().set_modified(at)).unwrap();
+    }
+
+    /// OPS-64: while the directory keeps its modification time the announcer sends from its
+    /// listing without reading the directory; a change of that time makes it list anew.
+    #[test]
+    fn the_listing_is_kept_until_the_directory_changes() {
+        let tmp = tempfile::tempdir().unwrap();
+        let database = tmp.path().join("ledger.db");
+        let dir = dir_of(&database);
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(dir.join("a.sock"), "").unwrap();
+        let past = SystemTime::now() - Duration::from_secs(10);
+        set_mtime(&dir, past);
+        let announcer = Announcer::new(&database, None);
+        assert_eq!(announcer.peers().unwrap(), vec![dir.join("a.sock")]);
+        // A file appears but the directory's time is put back: the listing is not read again.
+        std::fs::write(dir.join("b.sock"), "").unwrap();
+        set_mtime(&dir, past);
+        assert_eq!(announcer.peers().unwrap(), vec![dir.join("a.sock")]);
+        set_mtime(&dir, past + Duration::from_secs(1));
+        let mut peers = announcer.peers().unwrap();
+        peers.sort();
+        assert_eq!(peers, vec![dir.join("a.sock"), dir.join("b.sock")]);
+    }
+
+    /// A listing read within a tick of the directory's last change may miss a socket bound in
+    /// that tick, so it is not trusted; one read later is, until the time changes.
+    #[test]
+    fn a_listing_read_in_the_changes_tick_is_not_trusted() {
+        let changed = SystemTime::now();
+        let listing = |read_at| Listing {
+            mtime: changed,
+            read_at,
+            peers: Vec::new(),
+        };
+        assert!(!listing(changed + MTIME_TICK / 2).trusted(changed));
+        assert!(listing(changed + MTIME_TICK * 2).trusted(changed));
+        assert!(!listing(changed + MTIME_TICK * 2).trusted(changed + MTIME_TICK));
     }
 }
