@@ -87,7 +87,7 @@ pub(crate) async fn save_steps(
     let query = format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = $1");
     let (stored, row) = tx
         .inner
-        .execute_counted_then(writes, &query, &[run.to_string().into()])
+        .execute_counted_then(writes, &query, &[run.to_string().into()], true)
         .await?;
     if !stored {
         return Err(not_stored());

@@ -10,7 +10,8 @@ use sqlx::sqlite::{SqlitePool, SqliteRow};
 use sqlx::{AssertSqlSafe, Row, SqlSafeStr, SqlStr, Sqlite};
 
 use crate::pg_statement::{
-    Finish, as_ctes, bind_columns, fits_one_statement, lone_write, pg_groups, pg_row_source,
+    Finish, as_ctes, bind_columns, fits_one_statement, lone_write, lone_write_then, pg_groups,
+    pg_row_source,
 };
 use crate::pg_tx::PgTx;
 pub(crate) use crate::write::CountedWrite;
@@ -30,6 +31,7 @@ macro_rules! bound {
         q
     }};
 }
+pub(crate) use bound;
 
 impl CountedWrite {
     /// A write of the rows in `binds` (`width` values each), every one of which it must
@@ -421,12 +423,24 @@ impl DbTx {
     /// table the writes do not touch: on PostgreSQL it reads the snapshot from before them).
     /// On PostgreSQL writes that fit one statement and the query are that one statement, so
     /// one round trip (AGENT-55). `false` (and no row) if a write was short.
+    ///
+    /// `last`: these are the job's last writes. If its batch is that one job and nothing was
+    /// sent yet, on PostgreSQL the statement is sent alone, its own transaction (AGENT-62).
     pub(crate) async fn execute_counted_then(
         &mut self,
         writes: Vec<CountedWrite>,
         query: &str,
         binds: &[SqlValue],
+        last: bool,
     ) -> Result<(bool, Option<DbRow>), sqlx::Error> {
+        if let Self::Postgres(tx) = self
+            && last
+            && fits_one_statement(&writes)
+            && let Some(conn) = tx.last_alone()
+        {
+            let (stored, row) = lone_write_then(conn, writes, query, binds).await?;
+            return Ok((stored, row.map(DbRow::Postgres)));
+        }
         let tx = match self {
             Self::Postgres(tx) if fits_one_statement(&writes) => tx,
             _ => {
@@ -539,6 +553,14 @@ impl DbTx {
                 let _ = pg.rollback().await;
                 outcome.map(|_| false)
             }
+        }
+    }
+
+    /// Marks the transaction as a batch of one job (AGENT-62; PostgreSQL only: SQLite's writes
+    /// and `COMMIT` are one hand-off already).
+    pub(crate) fn set_sole(&mut self, sole: bool) {
+        if let Self::Postgres(tx) = self {
+            tx.set_sole(sole);
         }
     }
 

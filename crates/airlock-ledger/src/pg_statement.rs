@@ -11,6 +11,7 @@ use sqlx::Postgres;
 use sqlx::postgres::PgArguments;
 use sqlx::query::Query;
 
+use crate::db::bound;
 use crate::write::{CountedWrite, SqlValue};
 
 /// PostgreSQL's row source (see [`crate::db::DbTx::row_source`]): `$1 … $width` as typed arrays.
@@ -117,6 +118,9 @@ pub(crate) enum Finish<'a> {
     Then(&'a str),
     /// Fails unless the sum equals the one bind after the columns (see [`lone_write`]).
     Check,
+    /// [`Finish::Check`], then this query's row as [`Finish::Then`] returns it (its
+    /// placeholders moved past the columns and the expected count).
+    CheckThen(&'a str),
 }
 
 /// PostgreSQL: `WITH w0 AS (… RETURNING 1), w1 AS (…) SELECT` the sum of their counts as `n`,
@@ -138,7 +142,14 @@ pub(crate) fn as_ctes(
         counts.push(format!("(SELECT count(*) FROM w{i})"));
         binds.extend(columns(w.binds, w.width)?);
     }
-    let n = format!("({})::bigint AS n", counts.join(" + "));
+    let sum = format!("({})::bigint", counts.join(" + "));
+    let n = format!("{sum} AS n");
+    // The failing cast runs only when the counts differ; it names the marker the caller
+    // recognises, never a value.
+    let checked = format!(
+        "CASE WHEN c.n = ${}::bigint THEN c.n ELSE ('{SHORT_WRITE} ' || c.n)::bigint END AS n",
+        binds.len() + 1
+    );
     match finish {
         Finish::Count => sql.push_str(&format!(" SELECT {n}")),
         Finish::Then(query) => {
@@ -149,13 +160,15 @@ pub(crate) fn as_ctes(
             shift_placeholders(query, binds.len(), &mut sql);
             sql.push_str(") AS q) AS r ON true");
         }
-        // The failing cast runs only when the counts differ; it names the marker the caller
-        // recognises, never a value.
-        Finish::Check => sql.push_str(&format!(
-            " SELECT CASE WHEN c.n = ${}::bigint THEN c.n ELSE ('{SHORT_WRITE} ' || c.n)::bigint \
-             END AS n FROM (SELECT {n}) AS c",
-            binds.len() + 1
-        )),
+        Finish::Check => sql.push_str(&format!(" SELECT {checked} FROM (SELECT {n}) AS c")),
+        Finish::CheckThen(query) => {
+            sql.push_str(&format!(
+                " SELECT {checked}, r.* FROM (SELECT {n}) AS c LEFT JOIN (SELECT true AS found_, \
+                 q.* FROM ("
+            ));
+            shift_placeholders(query, binds.len() + 1, &mut sql);
+            sql.push_str(") AS q) AS r ON true");
+        }
     }
     Ok((sql, binds))
 }
@@ -178,6 +191,30 @@ pub(crate) async fn lone_write(
     match q.fetch_optional(conn).await {
         Ok(_) => Ok(true),
         Err(sqlx::Error::Database(e)) if e.message().contains(SHORT_WRITE) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// AGENT-62: `writes` and then `query` as [`lone_write`] sends writes alone: one statement on
+/// `conn`, which has no transaction open, committed when it ends; if a write's count fell short
+/// nothing commits (`false`, no row). Otherwise the query's row, read from the snapshot the
+/// statement started with (`None` if it found none).
+pub(crate) async fn lone_write_then(
+    conn: &mut sqlx::PgConnection,
+    writes: Vec<CountedWrite>,
+    query: &str,
+    binds: &[SqlValue],
+) -> Result<(bool, Option<sqlx::postgres::PgRow>), sqlx::Error> {
+    let expected: u64 = writes.iter().map(|w| w.rows).sum();
+    let (sql, columns) = as_ctes(writes, Finish::CheckThen(query))?;
+    let q = bind_columns(sqlx::query(sqlx::AssertSqlSafe(sql)), columns)
+        .bind(i64::try_from(expected).unwrap_or(i64::MAX));
+    match bound!(q, binds).fetch_one(conn).await {
+        Ok(row) => {
+            let found: Option<bool> = sqlx::Row::try_get(&row, "found_")?;
+            Ok((true, found.map(|_| row)))
+        }
+        Err(sqlx::Error::Database(e)) if e.message().contains(SHORT_WRITE) => Ok((false, None)),
         Err(e) => Err(e),
     }
 }

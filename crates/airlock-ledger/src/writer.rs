@@ -488,7 +488,8 @@ async fn attempt(
     queued: bool,
 ) -> Result<(Committed, (i64, String)), sqlx::Error> {
     let begun = std::time::Instant::now();
-    let inner = ctx.pool.begin_write(lane).await?;
+    let mut inner = ctx.pool.begin_write(lane).await?;
+    inner.set_sole(jobs.len() == 1);
     let mut tx = LedgerTx { inner };
     let result = match fill(ctx, lane, &mut tx, jobs, head, queued).await {
         Ok((writes, batch)) => match tx.inner.commit_writes(writes).await {
