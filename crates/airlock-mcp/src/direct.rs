@@ -92,7 +92,7 @@ pub(crate) async fn call(
         arguments,
         meta,
         input_responses: round.as_ref().and_then(|r| r.responses.clone()),
-        request_state: round.and_then(|r| r.upstream_state),
+        request_state: round.as_ref().and_then(|r| r.upstream_state.clone()),
     };
     let named = matches!(framing, Framing::Modern).then_some(call.remote_name.as_str());
     let sent = Exchange {
@@ -101,6 +101,9 @@ pub(crate) async fn call(
         name: named,
     };
     let answer = exchange(guard, target, sent, params).await?;
+    if let Some(round) = &round {
+        round.note(&answer);
+    }
     read_answer(&answer, offer_task).map_err(answered)
 }
 

@@ -53,6 +53,15 @@ pub trait ToolHost: OfferHost + Send + Sync + 'static {
             .map(|t| t.input_schema)
     }
 
+    /// Whether the tool `name` of `scope`, as `caller` sees it, runs only as a task of its
+    /// upstream (docs/rules.md DECL-82): a 2026-07-28 call from a client that does not follow
+    /// tasks is refused before anything is recorded (MCP-80). `false` (the default) for a tool
+    /// the caller cannot see, so a refusal never reveals one.
+    fn requires_tasks(&self, scope: &ScopeId, caller: &Caller, name: &str) -> bool {
+        let _ = (scope, caller, name);
+        false
+    }
+
     /// Runs (or parks, or refuses) one call of the tool `name` of `scope` on the MCP channel.
     /// `arguments` is always a JSON object. Every call the host accepts is a ledger row, so
     /// the answer names it (a parked call is later awaited, or followed as a task, by that id).
@@ -377,6 +386,11 @@ pub enum HostError {
     /// URI in its data, MCP-57).
     #[error("resource not found: {0}")]
     ResourceNotFound(String),
+    /// Serving the request needs client capabilities the client did not declare (by name:
+    /// `elicitation`, `sampling`, `roots`): -32021, HTTP 400 on 2026-07-28 (docs/rules.md
+    /// MCP-80). Only the endpoint's round relay raises it; a host never does.
+    #[error("missing client capabilities: {}", .0.join(", "))]
+    MissingClientCapabilities(Vec<String>),
     /// The upstream server failed or refused the request; the message is the client's own
     /// error's (never a secret), sent as a JSON-RPC internal error.
     #[error("upstream: {0}")]

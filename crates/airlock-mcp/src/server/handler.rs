@@ -78,6 +78,16 @@ impl Endpoint {
                 .await
                 .map(Into::into);
         }
+        let modern = is_modern(&context);
+        if modern
+            && !wants_task
+            && self
+                .host
+                .requires_tasks(&admitted.scope, &admitted.caller, &request.name)
+        {
+            // Its upstream would refuse it anyway: refused before anything is recorded (MCP-80).
+            return Err(tasks::required());
+        }
         let declared = declared(&context);
         if let Some(state) = request.request_state.as_deref() {
             let none = Map::new();
@@ -115,16 +125,14 @@ impl Endpoint {
             .map(|r| Value::Object(r.into_iter().collect()));
         let call = rounds::relaying_if_modern(declared.as_ref(), responses, call);
         // A client that follows tasks may get the upstream's own task relayed (MCP-76).
-        let call = upstream_task::offering(wants_task && is_modern(&context), call);
+        let call = upstream_task::offering(wants_task && modern, call);
         let outcome = notices::relayed_if_wanted(&context, &self.levels, &admitted, call).await;
         if let (Ok(call), Some(declared), Some(arguments)) = (&outcome, &declared, &relayed_about)
             && matches!(call.outcome, HostOutcome::InputRequired { .. })
         {
             let states = self.request_states.as_ref();
             let (tool, call) = (&request.name, call.clone());
-            return Ok(relayed::answer(
-                states, &admitted, call, tool, arguments, declared,
-            ));
+            return relayed::answer(states, &admitted, call, tool, arguments, declared);
         }
         if let (Ok(call), Some(states), Some(arguments)) = (&outcome, asks, &asked_about) {
             let host = self.host.as_ref();

@@ -191,14 +191,14 @@ pub(super) async fn resume(
         .await
     {
         // The approved call may itself need the client's input (a relayed round, MCP-68).
-        Ok(call) => Ok(relayed::answer(
+        Ok(call) => relayed::answer(
             Some(states),
             admitted,
             call,
             retry.tool,
             retry.arguments,
             retry.declared,
-        )),
+        ),
         Err(CallerRefusal::Replayed) => Err(refused(Refusal::Replayed)),
         Err(CallerRefusal::Host(err)) => from_host_error(err).map(Into::into),
     }

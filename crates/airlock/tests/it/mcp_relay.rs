@@ -4,12 +4,13 @@
 //! requests reach the client under the upstream's own keys with airlock's sealed state, the
 //! client's answers reach the upstream as sent, several rounds chain, and a state is refused when
 //! tampered, replayed (also concurrently: exactly one retry proceeds), or used by another
-//! principal or with other arguments; a client is asked only what it declared it can answer.
+//! principal or with other arguments; a client is asked only what it declared it can answer,
+//! and a round needing more is refused with -32021 (MCP-80).
 
 use serde_json::{Value, json};
 
 use crate::mcp::{CLAUDE, OTHER, start};
-use crate::support::{deployment_with, modern_tools_call, mrtr_fixture};
+use crate::support::{deployment_with, modern_tools_call, modern_tools_call_status, mrtr_fixture};
 
 /// The tools of the fixture; the `relay` agent's scope serves them with the prefix `up_`.
 const TOOLS: [&str; 8] = [
@@ -272,8 +273,7 @@ async fn mcp_72_of_concurrent_retries_with_one_state_exactly_one_proceeds() {
     assert_eq!((done, replayed), (1, 3), "{replies:?}");
 }
 
-/// MCP-69: the upstream is told only what the client declared, so it asks nothing else (a round
-/// asking for an undeclared capability anyway is refused by airlock too: `relayed`'s unit test).
+/// MCP-69: the upstream is told only what the client declared, so it asks nothing else.
 #[tokio::test]
 async fn mcp_69_a_client_is_asked_only_what_it_declared() {
     let Some((_up, _dir, url)) = gateway().await else {
@@ -284,11 +284,39 @@ async fn mcp_69_a_client_is_asked_only_what_it_declared() {
     let requests = reply["result"]["inputRequests"].as_object().unwrap();
     let keys: Vec<&String> = requests.keys().collect();
     assert_eq!(keys, ["greeting"], "{reply}");
+}
 
-    // Told that this client declared nothing, the upstream refuses to ask: a tool error.
-    let reply = call(&url, CLAUDE, "elicitation", json!({}), json!({})).await;
-    assert_eq!(reply["result"]["isError"], true, "{reply}");
-    assert!(text(&reply).contains("elicitation"), "{reply}");
+/// MCP-80: told that this client did not declare what its round needs, the upstream refuses to
+/// ask (-32021, as the SDK does); the client gets airlock's own -32021 naming the capability,
+/// HTTP 400, never a tool error. (A round asking for it anyway is refused alike: `relayed`'s
+/// unit test.) Declared, the same tool's round is relayed.
+#[tokio::test]
+async fn mcp_80_a_round_needing_an_undeclared_capability_is_refused_with_32021() {
+    let Some((_up, _dir, url)) = gateway().await else {
+        return;
+    };
+    let params = json!({"name": "up_sampling", "arguments": {}});
+    let elicitation_only = json!({"elicitation": {}});
+    let (status, reply) = modern_tools_call_status(&url, CLAUDE, params, elicitation_only).await;
+    assert_eq!(status, 400, "{reply}");
+    assert_eq!(reply["error"]["code"], -32021, "{reply}");
+    let required = &reply["error"]["data"]["requiredCapabilities"];
+    assert_eq!(required, &json!({"sampling": {}}), "{reply}");
+
+    let (status, reply) = modern_tools_call_status(
+        &url,
+        CLAUDE,
+        json!({"name": "up_elicitation", "arguments": {}}),
+        json!({}),
+    )
+    .await;
+    assert_eq!(
+        (status, &reply["error"]["code"]),
+        (400, &json!(-32021)),
+        "{reply}"
+    );
+    let asked = call(&url, CLAUDE, "sampling", json!({}), json!({"sampling": {}})).await;
+    assert_eq!(asked["result"]["resultType"], "input_required", "{asked}");
 }
 
 /// MCP-74: a call the person at the client confirms (`approval: caller`) is asked under

@@ -396,9 +396,21 @@ async fn node_fixture(
 pub(crate) async fn modern_tools_call(
     url: &str,
     token: &str,
-    mut params: serde_json::Value,
+    params: serde_json::Value,
     capabilities: serde_json::Value,
 ) -> serde_json::Value {
+    modern_tools_call_status(url, token, params, capabilities)
+        .await
+        .1
+}
+
+/// [`modern_tools_call`] with the reply's HTTP status.
+pub(crate) async fn modern_tools_call_status(
+    url: &str,
+    token: &str,
+    mut params: serde_json::Value,
+    capabilities: serde_json::Value,
+) -> (u16, serde_json::Value) {
     params["_meta"] = serde_json::json!({
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientCapabilities": capabilities,
@@ -419,5 +431,9 @@ pub(crate) async fn modern_tools_call(
         .send()
         .await
         .unwrap();
-    serde_json::from_str(&response.text().await.unwrap()).unwrap()
+    let status = response.status().as_u16();
+    (
+        status,
+        serde_json::from_str(&response.text().await.unwrap()).unwrap(),
+    )
 }
