@@ -146,7 +146,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn refusal(required: Value) -> Value {
+    fn refusal(required: &Value) -> Value {
         json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -32021, "message": "no",
             "data": {"requiredCapabilities": required}}})
     }
@@ -159,7 +159,7 @@ mod tests {
             let round = current().unwrap();
             // Declared, or not one the client answers: the call's own failure.
             round.note(&refusal(
-                json!({"elicitation": {}, "extensions": {"x": {}}}),
+                &json!({"elicitation": {}, "extensions": {"x": {}}}),
             ));
             Ok::<_, HostError>(1)
         });
@@ -168,7 +168,7 @@ mod tests {
         let refused = relaying_round(round, async {
             current()
                 .unwrap()
-                .note(&refusal(json!({"sampling": {}, "roots": {}})));
+                .note(&refusal(&json!({"sampling": {}, "roots": {}})));
             Ok::<_, HostError>(1)
         });
         assert_eq!(
