@@ -6,20 +6,23 @@
 //! every failure an [`McpCallError`]. Discovery lists only what the server declares a
 //! capability for (every page of each list); the entries are kept as the server sent them, in
 //! their wire form, so the endpoint can serve them without an SDK type crossing the crate.
-//! Requests and results cross as JSON objects for the same reason.
+//! Requests and results cross as JSON objects for the same reason. A `prompts/get` relaying a
+//! round goes to a 2026-07-28 upstream as one request (`direct`) and may come back asking for
+//! input ([`Prompted::InputRequired`], MCP-81); any other request asking for input fails.
 
 use rmcp::model::{CompleteRequestParams, GetPromptRequestParams, ReadResourceRequestParams};
-use rmcp::model::{GetPromptResponse, ReadResourceResponse};
+use rmcp::model::{GetPromptResponse, GetPromptResult, ProtocolVersion, ReadResourceResponse};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use crate::client::McpClient;
+use crate::direct;
 use crate::error::{CallErrorKind, McpCallError};
+use crate::rounds::{self, Round};
 use crate::target::McpTarget;
 
-/// One listed entry (a resource, a resource template or a prompt) in its wire form.
-pub type Entry = Map<String, Value>;
+pub use crate::host::Entry;
 
 /// What an upstream listed beside its tools at discovery.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -105,7 +108,9 @@ impl McpClient {
         }
     }
 
-    /// `prompts/get` of `params` (`{"name": …, "arguments": …}`).
+    /// `prompts/get` of `params` (`{"name": …, "arguments": …}`). Made for a 2026-07-28
+    /// endpoint request that relays a round (MCP-81), to an upstream that speaks 2026-07-28,
+    /// it is one request carrying the round, and the upstream may ask for input.
     ///
     /// # Errors
     /// As [`McpClient::read_resource`].
@@ -113,7 +118,10 @@ impl McpClient {
         &self,
         target: &McpTarget,
         params: Entry,
-    ) -> Result<Entry, McpCallError> {
+    ) -> Result<Prompted, McpCallError> {
+        if let Some(round) = rounds::current().filter(|_| self.speaks_modern(target)) {
+            return self.get_prompt_relaying(target, params, &round).await;
+        }
         let params: GetPromptRequestParams = from_wire(params)?;
         let got = self
             .session(
@@ -122,9 +130,59 @@ impl McpClient {
             )
             .await?;
         match got {
-            GetPromptResponse::Complete(result) => to_wire(&result),
+            GetPromptResponse::Complete(result) => to_wire(&result).map(Prompted::Complete),
             _ => Err(asks_input()),
         }
+    }
+
+    /// `prompts/get` of `params` as one 2026-07-28 request relaying `round` (MCP-81): the client's
+    /// capabilities, answers and the upstream's previous state go as for a `tools/call` round.
+    ///
+    /// # Errors
+    /// As [`crate::McpClient::call_tool`]; a result that is not a prompt is a bad reply.
+    async fn get_prompt_relaying(
+        &self,
+        target: &McpTarget,
+        mut params: Entry,
+        round: &Round,
+    ) -> Result<Prompted, McpCallError> {
+        let name = params.get("name").and_then(Value::as_str);
+        let name = name.unwrap_or_default().to_owned();
+        let meta = direct::modern_meta(false, Some(round));
+        params.insert("_meta".to_owned(), Value::Object(meta));
+        if let Some(responses) = &round.responses {
+            params.insert("inputResponses".to_owned(), responses.clone());
+        }
+        if let Some(state) = &round.upstream_state {
+            params.insert("requestState".to_owned(), Value::String(state.clone()));
+        }
+        let version = ProtocolVersion::V_2026_07_28.to_string();
+        let sent = direct::Exchange {
+            version: &version,
+            method: "prompts/get",
+            name: Some(&name),
+        };
+        let answer = direct::exchange(&self.guard, target, sent, params).await?;
+        round.note(&answer);
+        let result = direct::result_of(&answer).map_err(direct::answered)?;
+        if result["resultType"] == "input_required" {
+            let requests = result["inputRequests"].as_object().cloned();
+            let upstream_state = result["requestState"].as_str().map(str::to_owned);
+            return Ok(Prompted::InputRequired {
+                requests: requests.unwrap_or_default(),
+                upstream_state,
+            });
+        }
+        let result = result.as_object().cloned().unwrap_or_default();
+        let prompt: GetPromptResult = from_wire(result).map_err(|_| {
+            direct::answered(McpCallError::new(
+                CallErrorKind::BadReply,
+                "the MCP server's answer is not a prompt",
+            ))
+        })?;
+        to_wire(&prompt)
+            .map(Prompted::Complete)
+            .map_err(direct::answered)
     }
 
     /// `completion/complete` of `params` (`{"ref": …, "argument": …}`).
@@ -138,6 +196,20 @@ impl McpClient {
             .await?;
         to_wire(&done)
     }
+}
+
+/// What an upstream's `prompts/get` came to.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Prompted {
+    /// The prompt, in its wire form.
+    Complete(Entry),
+    /// The upstream asks for input first: its `inputRequests` and own `requestState`.
+    InputRequired {
+        /// As the upstream sent them.
+        requests: Entry,
+        /// The upstream's state of this round.
+        upstream_state: Option<String>,
+    },
 }
 
 fn asks_input() -> McpCallError {

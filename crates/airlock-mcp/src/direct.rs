@@ -8,7 +8,7 @@
 //! event stream that carries a result or an error. Nothing here panics.
 //!
 //! The same one-request exchange carries the tasks extension's `tasks/get` and `tasks/cancel`
-//! (`upstream_task`); on 2026-07-28 every request names its method and its target in the
+//! (`upstream_task`) and a `prompts/get` that relays a round (`catalog`, MCP-81); on 2026-07-28 every request names its method and its target in the
 //! `Mcp-Method` and `Mcp-Name` headers, as that revision requires (SEP-2243).
 
 use std::collections::HashMap;

@@ -20,7 +20,9 @@ use airlock_spec::ScopeId;
 use futures::future::BoxFuture;
 use serde_json::{Map, Value};
 
-use crate::catalog::Entry;
+/// One listed entry (a resource, a resource template or a prompt), or a request's params or
+/// result, in its wire form.
+pub type Entry = Map<String, Value>;
 
 /// The tools behind one endpoint URL, and what runs them. Implemented by the runtime.
 ///
@@ -466,6 +468,22 @@ pub enum CallerRefusal {
     Host(#[from] HostError),
 }
 
+/// What a `prompts/get` came to.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PromptAnswer {
+    /// The prompt, in its wire form.
+    Complete(Entry),
+    /// Its upstream asks the client for input first (a relayed round, docs/rules.md MCP-81).
+    InputRequired {
+        /// The get's ledger row, which ended `input_required`.
+        invocation_id: String,
+        /// The upstream's `inputRequests`, as it sent them.
+        requests: Map<String, Value>,
+        /// The upstream's own `requestState`, never shown to the client bare.
+        upstream_state: Option<String>,
+    },
+}
+
 /// Which of the capabilities beside tools a scope declares: only those it has something for.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Offers {
@@ -523,13 +541,14 @@ pub trait OfferHost {
         Box::pin(async move { Err(HostError::ResourceNotFound(uri.to_owned())) })
     }
 
-    /// `prompts/get` with `params` as the client sent them (the served prompt name).
+    /// `prompts/get` with `params` as the client sent them (the served prompt name), without
+    /// its `inputResponses` and `requestState`: the endpoint relays them (MCP-81).
     fn get_prompt<'a>(
         &'a self,
         scope: &'a ScopeId,
         caller: &'a Caller,
         params: Entry,
-    ) -> BoxFuture<'a, Result<Entry, HostError>> {
+    ) -> BoxFuture<'a, Result<PromptAnswer, HostError>> {
         let _ = (scope, caller);
         let name = params
             .get("name")
@@ -537,6 +556,21 @@ pub trait OfferHost {
             .unwrap_or_default();
         let unknown = HostError::InvalidParams(format!("unknown prompt: {name}"));
         Box::pin(async move { Err(unknown) })
+    }
+
+    /// The next round of the caller's `prompts/get` whose upstream asked for input (MCP-81):
+    /// `round.previous` must be the caller's own get of the prompt `round.tool` (with the
+    /// arguments `round.arguments`) that ended needing input; as
+    /// [`ToolHost::continue_round`] otherwise. By default there is no such get.
+    fn continue_prompt<'a>(
+        &'a self,
+        scope: &'a ScopeId,
+        caller: &'a Caller,
+        round: RoundCall,
+    ) -> BoxFuture<'a, Result<PromptAnswer, CallerRefusal>> {
+        let _ = (scope, caller);
+        let missing = HostError::NotFound(format!("invocation {}", round.previous));
+        Box::pin(async move { Err(missing.into()) })
     }
 
     /// `completion/complete` with `params` as the client sent them (a served prompt name or

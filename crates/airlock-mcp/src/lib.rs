@@ -39,7 +39,7 @@ mod session;
 mod target;
 mod upstream_task;
 
-pub use catalog::{Entry, RemoteCatalog};
+pub use catalog::{Entry, Prompted, RemoteCatalog};
 pub use client::McpClient;
 pub use error::{CallErrorKind, McpCallError};
 pub use host::{
@@ -47,7 +47,7 @@ pub use host::{
     HostCall, HostError, HostOutcome, MAX_CALL_KEY_CHARS, ParkedStatus, RoundCall, ToolDescriptor,
     ToolHost,
 };
-pub use host::{Listed, OfferHost, Offers};
+pub use host::{Listed, OfferHost, Offers, PromptAnswer};
 pub use oauth::{Clock, OAuthConfigError, OAuthSettings, ResourceServer, TokenError};
 /// Fuzzing entry points (cargo feature `fuzzing`): not an API, no stability.
 #[cfg(feature = "fuzzing")]

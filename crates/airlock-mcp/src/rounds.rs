@@ -107,10 +107,11 @@ where
     E: From<HostError>,
 {
     let refused = Arc::clone(&round.refused);
-    let answered = ROUND.scope(round, call).await?;
+    // Whether the host made the refusal a tool error (a call) or a failure (a prompt).
+    let answered = ROUND.scope(round, call).await;
     let missing = std::mem::take(&mut *refused.lock().unwrap_or_else(PoisonError::into_inner));
     if missing.is_empty() {
-        Ok(answered)
+        answered
     } else {
         Err(HostError::MissingClientCapabilities(missing).into())
     }

@@ -36,7 +36,7 @@ use super::convert::{
 use super::notices::{self, Levels};
 use super::request::Admitted;
 use super::request_state::RequestStates;
-use super::{mrtr, relayed};
+use super::{mrtr, relayed, relayed_prompt};
 use super::{offered, tasks, trace};
 use crate::host::{CALL_KEY_META, CallKey, HostOutcome, ToolHost};
 use crate::{rounds, upstream_task};
@@ -263,8 +263,13 @@ impl ServerHandler for Endpoint {
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
         let admitted = admitted(&context)?;
-        let got = offered::prompt(self.host.as_ref(), &admitted, request).await;
-        got.map(Into::into)
+        let declared = declared(&context);
+        let relaying = relayed_prompt::Relaying {
+            states: self.request_states.as_ref(),
+            admitted: &admitted,
+            declared: declared.as_ref(),
+        };
+        relayed_prompt::prompt(self.host.as_ref(), relaying, request).await
     }
 
     async fn complete(

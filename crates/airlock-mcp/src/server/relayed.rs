@@ -57,31 +57,58 @@ pub(super) fn answer(
         })
         .into());
     };
-    let requests = match relayable(&requests, declared) {
-        Ok(requests) => requests,
+    let asking = Asking {
+        tool: tool.to_owned(),
+        arguments: Value::Object(arguments.clone()),
+        invocation: call.invocation_id,
+        upstream_state,
+    };
+    match sealed(states, admitted, asking, &requests, declared) {
+        Ok(relayed) => Ok(relayed.into()),
         Err(Unrelayable::Missing(missing)) => {
-            return Err(to_error_data(HostError::MissingClientCapabilities(missing)));
+            Err(to_error_data(HostError::MissingClientCapabilities(missing)))
         }
         Err(Unrelayable::Malformed(message)) => {
-            return Ok(CallToolResult::error(vec![ContentBlock::text(message)]).into());
+            Ok(CallToolResult::error(vec![ContentBlock::text(message)]).into())
         }
-    };
+    }
+}
+
+/// The round that asked: what its state is bound to.
+pub(super) struct Asking {
+    /// The tool, or for a prompt `prompts/get <name>` (never a tool's name).
+    pub(super) tool: String,
+    pub(super) arguments: Value,
+    /// The round's row.
+    pub(super) invocation: String,
+    pub(super) upstream_state: Option<String>,
+}
+
+/// `requests` as relayed, with airlock's state sealed for the round `asking` (MCP-71).
+pub(super) fn sealed(
+    states: &RequestStates,
+    admitted: &Admitted,
+    asking: Asking,
+    requests: &Map<String, Value>,
+    declared: &Declared,
+) -> Result<InputRequiredResult, Unrelayable> {
+    let requests = relayable(requests, declared)?;
     let binding = Binding {
         principal: admitted.caller.principal.clone(),
         scope: admitted.scope.to_string(),
-        tool: tool.to_owned(),
-        arguments: arguments_digest(&Value::Object(arguments.clone())),
-        invocation: call.invocation_id,
+        tool: asking.tool,
+        arguments: arguments_digest(&asking.arguments),
+        invocation: asking.invocation,
         asked: Asked::Relay,
-        upstream: upstream_state,
+        upstream: asking.upstream_state,
     };
     let state = states.seal(binding, SystemTime::now());
-    Ok(InputRequiredResult::new(Some(requests), Some(state)).into())
+    Ok(InputRequiredResult::new(Some(requests), Some(state)))
 }
 
 /// Why a round is not relayed.
 #[derive(Debug)]
-enum Unrelayable {
+pub(super) enum Unrelayable {
     /// A request is not one MCP allows, or does not read as its method's: the tool error's
     /// message (MCP-73).
     Malformed(String),

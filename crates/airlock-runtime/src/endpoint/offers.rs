@@ -8,16 +8,20 @@
 //! to nobody but callers who may, and reading, getting or completing it is answered exactly as
 //! for an entry that does not exist. A resource read and a prompt got are ledger rows
 //! ([`Read`]); a completion is not (it reads nothing the caller keeps). The URIs in what an
-//! upstream answers are served mapped, as its lists are.
+//! upstream answers are served mapped, as its lists are. A prompt whose 2026-07-28 upstream
+//! asks for input ends its row `input_required`, and the next round is a read of its own that
+//! follows it (MCP-81, LEDGER-67).
 
-use airlock_mcp::{Caller, Entry, HostError, Listed, OfferHost, Offers};
+use airlock_ledger::{INPUT_REQUIRED_KEY, InvocationState, LedgerError, RoundUse};
+use airlock_mcp::{Caller, CallerRefusal, Entry, HostError, Listed, OfferHost, Offers};
+use airlock_mcp::{PromptAnswer, Prompted, RoundCall};
 use airlock_spec::ScopeId;
 use futures::future::BoxFuture;
 use serde_json::{Map, Value, json};
 
 use super::{internal, unknown_scope};
 use crate::error::{ToolError, mcp_error};
-use crate::gateway::{Gateway, Read};
+use crate::gateway::{Gateway, GatewayError, Read};
 use crate::offered::Source;
 
 impl Gateway {
@@ -30,6 +34,57 @@ impl Gateway {
     fn offer_client(&self) -> Result<&airlock_mcp::McpClient, HostError> {
         let client = self.offered().client();
         client.ok_or_else(|| HostError::Internal("offered entries without a client".into()))
+    }
+}
+
+impl Gateway {
+    /// `prompts/get` of the served prompt `params` names, recorded as a read (continuing the
+    /// read `follows` names, if any); an upstream asking for input ends the row
+    /// `input_required` (MCP-81).
+    async fn got_prompt(
+        &self,
+        scope: &ScopeId,
+        caller: &Caller,
+        mut params: Entry,
+        follows: Option<RoundUse>,
+    ) -> Result<PromptAnswer, CallerRefusal> {
+        let name = text(&params, "name").to_owned();
+        let visible = |name: &str| self.sees(scope, caller, name);
+        let Some((source, upstream_name)) = self.offered().prompt(scope, &name, &visible) else {
+            return Err(HostError::InvalidParams(format!("unknown prompt: {name}")).into());
+        };
+        let client = self.offer_client()?;
+        let arguments = params.get("arguments").cloned().unwrap_or(Value::Null);
+        params.insert("name".into(), Value::String(upstream_name));
+        let work = async {
+            let got = client.get_prompt(&source.target, params).await;
+            got.map(|r| served_prompt(source, r)).map_err(mcp_error)
+        };
+        let read = Read {
+            scope,
+            principal: &caller.principal,
+            method: "prompts/get",
+            arguments: json!({ "name": name, "arguments": arguments }),
+            follows,
+        };
+        let (row, answer) = match self.record_read(read, work, prompt_summary).await {
+            Ok(recorded) => recorded,
+            Err(GatewayError::Ledger(LedgerError::RequestStateUsed { .. })) => {
+                return Err(CallerRefusal::Replayed);
+            }
+            Err(e) => return Err(internal(&e).into()),
+        };
+        match answer.map_err(|e| upstream_failure(&e))? {
+            Prompted::Complete(prompt) => Ok(PromptAnswer::Complete(prompt)),
+            Prompted::InputRequired {
+                requests,
+                upstream_state,
+            } => Ok(PromptAnswer::InputRequired {
+                invocation_id: row.to_string(),
+                requests,
+                upstream_state,
+            }),
+        }
     }
 }
 
@@ -74,11 +129,13 @@ impl OfferHost for Gateway {
                 principal: &caller.principal,
                 method: "resources/read",
                 arguments: json!({ "uri": uri }),
+                follows: None,
             };
-            let answer = self.record_read(read, work, read_summary).await;
-            answer
-                .map_err(|e| internal(&e))?
-                .map_err(|e| upstream_failure(&e))
+            let (_, answer) = self
+                .record_read(read, work, read_summary)
+                .await
+                .map_err(|e| internal(&e))?;
+            answer.map_err(|e| upstream_failure(&e))
         })
     }
 
@@ -86,32 +143,45 @@ impl OfferHost for Gateway {
         &'a self,
         scope: &'a ScopeId,
         caller: &'a Caller,
-        mut params: Entry,
-    ) -> BoxFuture<'a, Result<Entry, HostError>> {
+        params: Entry,
+    ) -> BoxFuture<'a, Result<PromptAnswer, HostError>> {
         Box::pin(async move {
-            let name = text(&params, "name").to_owned();
-            let visible = |name: &str| self.sees(scope, caller, name);
-            let Some((source, upstream_name)) = self.offered().prompt(scope, &name, &visible)
-            else {
-                return Err(HostError::InvalidParams(format!("unknown prompt: {name}")));
+            let got = self.got_prompt(scope, caller, params, None).await;
+            got.map_err(|refused| match refused {
+                CallerRefusal::Host(error) => error,
+                CallerRefusal::Replayed => HostError::Internal("a first get replayed".into()),
+            })
+        })
+    }
+
+    fn continue_prompt<'a>(
+        &'a self,
+        scope: &'a ScopeId,
+        caller: &'a Caller,
+        round: RoundCall,
+    ) -> BoxFuture<'a, Result<PromptAnswer, CallerRefusal>> {
+        Box::pin(async move {
+            let previous = self.mcp_row(scope, caller, &round.previous).await?;
+            let same = previous.tool == "prompts/get"
+                && previous.arguments["name"].as_str() == Some(round.tool.as_str());
+            if !same || previous.state != InvocationState::InputRequired {
+                let why = format!(
+                    "invocation {} is not a get of this prompt that asked for input",
+                    round.previous
+                );
+                return Err(HostError::NotFound(why).into());
+            }
+            let mut params = Map::new();
+            params.insert("name".into(), Value::String(round.tool));
+            if round.arguments.is_object() {
+                params.insert("arguments".into(), round.arguments);
+            }
+            let follows = RoundUse {
+                nonce: round.state_id,
+                previous: previous.id,
+                by: caller.principal.clone(),
             };
-            let client = self.offer_client()?;
-            let arguments = params.get("arguments").cloned().unwrap_or(Value::Null);
-            params.insert("name".into(), Value::String(upstream_name));
-            let work = async {
-                let got = client.get_prompt(&source.target, params).await;
-                got.map(|r| served_messages(source, r)).map_err(mcp_error)
-            };
-            let read = Read {
-                scope,
-                principal: &caller.principal,
-                method: "prompts/get",
-                arguments: json!({ "name": name, "arguments": arguments }),
-            };
-            let answer = self.record_read(read, work, prompt_summary).await;
-            answer
-                .map_err(|e| internal(&e))?
-                .map_err(|e| upstream_failure(&e))
+            self.got_prompt(scope, caller, params, Some(follows)).await
         })
     }
 
@@ -215,11 +285,32 @@ fn read_summary(result: &Entry) -> Value {
     json!({ "contents": summary })
 }
 
-/// What the row of a prompt got keeps: how many messages came back.
-fn prompt_summary(result: &Entry) -> Value {
-    let messages = result
-        .get("messages")
-        .and_then(Value::as_array)
-        .map_or(0, Vec::len);
-    json!({ "messages": messages })
+/// What the row of a prompt got keeps: how many messages came back; or, when its upstream
+/// asked for input, what it asked and its own state, which end the row `input_required` and
+/// are what the next round continues (LEDGER-67).
+fn prompt_summary(answer: &Prompted) -> Value {
+    match answer {
+        Prompted::Complete(result) => {
+            let messages = result
+                .get("messages")
+                .and_then(Value::as_array)
+                .map_or(0, Vec::len);
+            json!({ "messages": messages })
+        }
+        Prompted::InputRequired {
+            requests,
+            upstream_state,
+        } => json!({ INPUT_REQUIRED_KEY: {
+            "inputRequests": requests,
+            "requestState": upstream_state,
+        }}),
+    }
+}
+
+/// A prompt as served: its embedded URIs mapped; a request for input as the upstream sent it.
+fn served_prompt(source: &Source, answer: Prompted) -> Prompted {
+    match answer {
+        Prompted::Complete(prompt) => Prompted::Complete(served_messages(source, prompt)),
+        asked @ Prompted::InputRequired { .. } => asked,
+    }
 }

@@ -5,12 +5,15 @@
 //! client's answers reach the upstream as sent, several rounds chain, and a state is refused when
 //! tampered, replayed (also concurrently: exactly one retry proceeds), or used by another
 //! principal or with other arguments; a client is asked only what it declared it can answer,
-//! and a round needing more is refused with -32021 (MCP-80).
+//! and a round needing more is refused with -32021 (MCP-80). The upstream's prompt asking for
+//! input is relayed the same way (MCP-81, LEDGER-67).
 
 use serde_json::{Value, json};
 
 use crate::mcp::{CLAUDE, OTHER, start};
-use crate::support::{deployment_with, modern_tools_call, modern_tools_call_status, mrtr_fixture};
+use crate::support::{
+    deployment_with, modern_request, modern_tools_call, modern_tools_call_status, mrtr_fixture,
+};
 
 /// The tools of the fixture; the `relay` agent's scope serves them with the prefix `up_`.
 const TOOLS: [&str; 8] = [
@@ -43,7 +46,7 @@ fn deployment(port: u16) -> tempfile::TempDir {
         })
         .collect();
     let agent = format!(
-        "apiVersion: airlock/v1\nkind: Agent\nmetadata:\n  name: relay\n  description: Relayed input rounds.\nspec:\n  model: {{ provider: openai, model: unused }}\n  prompts: {{ system: Unused. }}\n  tools:\n    - name: up\n      type: mcp\n      connection: up\n      path: /mcp\n      protocol: 2026-07-28\n      tools:\n{tools}    - name: gated\n      type: mcp\n      connection: up\n      path: /mcp\n      protocol: 2026-07-28\n      approval: caller\n      tools:\n        - name: elicitation\n          description: Asks its client once confirmed.\n          writes: false\n          input_schema: {{ type: object }}\n"
+        "apiVersion: airlock/v1\nkind: Agent\nmetadata:\n  name: relay\n  description: Relayed input rounds.\nspec:\n  model: {{ provider: openai, model: unused }}\n  prompts: {{ system: Unused. }}\n  tools:\n    - name: up\n      type: mcp\n      connection: up\n      path: /mcp\n      protocol: 2026-07-28\n      offers: true\n      tools:\n{tools}    - name: gated\n      type: mcp\n      connection: up\n      path: /mcp\n      protocol: 2026-07-28\n      approval: caller\n      tools:\n        - name: elicitation\n          description: Asks its client once confirmed.\n          writes: false\n          input_schema: {{ type: object }}\n"
     );
     std::fs::create_dir(dir.path().join("agents")).unwrap();
     std::fs::write(dir.path().join("agents/relay.yml"), agent).unwrap();
@@ -342,4 +345,62 @@ async fn mcp_74_a_confirmed_call_then_relays_its_upstreams_requests() {
     let name = json!({"user_name": accept(json!({"name": "Eve"}))});
     let done = answer(&url, CLAUDE, tool, &relayed, name).await;
     assert_eq!(text(&done), "Hello, Eve!", "{done}");
+}
+
+/// A 2026-07-28 `prompts/get` of `up_prompt` as `token`, declaring `capabilities`.
+async fn get_prompt(url: &str, token: &str, extra: Value, capabilities: Value) -> (u16, Value) {
+    let mut params = json!({"name": "up_prompt"});
+    if let Value::Object(extra) = extra {
+        params.as_object_mut().unwrap().extend(extra);
+    }
+    modern_request(url, token, "prompts/get", params, capabilities).await
+}
+
+/// MCP-81, LEDGER-67: an upstream's `prompts/get` asking for input is relayed as a tool's round
+/// is: its request under its own key with airlock's sealed state; the retry's answer reaches the
+/// upstream, which then answers the prompt. The state is used once, bound to the prompt (a
+/// tool's state does not continue it) and to its principal; a client that did not declare what
+/// the round needs is refused with -32021 (MCP-80).
+#[tokio::test]
+async fn mcp_81_a_prompts_input_requests_are_relayed() {
+    let Some((_up, _dir, url)) = gateway().await else {
+        return;
+    };
+    let (_, first) = get_prompt(&url, CLAUDE, json!({}), every_capability()).await;
+    let asked = first["result"].clone();
+    assert_eq!(asked["resultType"], "input_required", "{first}");
+    let request = &asked["inputRequests"]["user_context"];
+    assert_eq!(request["method"], "elicitation/create", "{first}");
+    let state = asked["requestState"].as_str().unwrap();
+    assert!(
+        state.starts_with("al1."),
+        "airlock's own sealed state: {first}"
+    );
+    let retry = json!({
+        "inputResponses": {"user_context": accept(json!({"context": "the ledger"}))},
+        "requestState": state,
+    });
+    let (_, done) = get_prompt(&url, CLAUDE, retry.clone(), every_capability()).await;
+    let text = &done["result"]["messages"][0]["content"]["text"];
+    assert_eq!(text, "Use this context: the ledger", "{done}");
+
+    let (_, replayed) = get_prompt(&url, CLAUDE, retry.clone(), every_capability()).await;
+    assert_eq!(reason(&replayed), "replayed", "{replayed}");
+    let (_, fresh) = get_prompt(&url, CLAUDE, json!({}), every_capability()).await;
+    let mut other = retry.clone();
+    other["requestState"] = fresh["result"]["requestState"].clone();
+    let (_, stranger) = get_prompt(&url, OTHER, other, every_capability()).await;
+    assert_eq!(reason(&stranger), "other_principal", "{stranger}");
+    let tool_state = crate::mcp_relay::asked(&url, "elicitation").await["requestState"].clone();
+    let mut crossed = retry;
+    crossed["requestState"] = tool_state;
+    let (_, crossed) = get_prompt(&url, CLAUDE, crossed, every_capability()).await;
+    assert_eq!(reason(&crossed), "other_tool", "{crossed}");
+
+    let (status, refused) = get_prompt(&url, CLAUDE, json!({}), json!({})).await;
+    assert_eq!(
+        (status, &refused["error"]["code"]),
+        (400, &json!(-32021)),
+        "{refused}"
+    );
 }

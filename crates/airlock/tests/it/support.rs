@@ -408,6 +408,18 @@ pub(crate) async fn modern_tools_call(
 pub(crate) async fn modern_tools_call_status(
     url: &str,
     token: &str,
+    params: serde_json::Value,
+    capabilities: serde_json::Value,
+) -> (u16, serde_json::Value) {
+    modern_request(url, token, "tools/call", params, capabilities).await
+}
+
+/// A 2026-07-28 `method` request (`tools/call` or `prompts/get`, whose `params.name` goes in
+/// `Mcp-Name`) as [`modern_tools_call`] sends it; the reply's HTTP status and JSON-RPC reply.
+pub(crate) async fn modern_request(
+    url: &str,
+    token: &str,
+    method: &str,
     mut params: serde_json::Value,
     capabilities: serde_json::Value,
 ) -> (u16, serde_json::Value) {
@@ -417,15 +429,14 @@ pub(crate) async fn modern_tools_call_status(
         "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"}
     });
     let name = params["name"].as_str().unwrap_or_default().to_owned();
-    let body =
-        serde_json::json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params});
+    let body = serde_json::json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params});
     let response = reqwest::Client::new()
         .post(url)
         .header("accept", "application/json, text/event-stream")
         .header("content-type", "application/json")
         .header("authorization", format!("Bearer {token}"))
         .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", "tools/call")
+        .header("mcp-method", method)
         .header("mcp-name", name)
         .body(body.to_string())
         .send()

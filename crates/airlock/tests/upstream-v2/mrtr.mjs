@@ -20,6 +20,8 @@
 //                                       asks `confirm` with a requestState
 //   capabilities  asks only what the request's client capabilities allow:
 //                                       elicitation `user_name` and/or sampling `greeting`
+// Its one prompt, `prompt` (the suite's `test_input_required_result_prompt`), asks
+// `user_context` (elicitation, {context}) before it answers one user message naming the context.
 // Every answer also carries, as structuredContent, the client capabilities and inputResponses the
 // request brought, so a test can see exactly what airlock sent upstream.
 // The requestState this server mints is HMAC-sealed by the SDK's codec; a changed one is refused.
@@ -179,6 +181,22 @@ function server() {
       async (_args, ctx) => handler(ctx),
     );
   }
+  mcp.registerPrompt(
+    "prompt",
+    { description: "The conformance suite's test_input_required_result_prompt." },
+    async (ctx) => {
+      const answer = accepted(ctx, "user_context");
+      if (!answer || typeof answer.context !== "string") {
+        const ask = inputRequired.elicit({
+          message: "What context should the prompt use?",
+          requestedSchema: z.object({ context: z.string() }),
+        });
+        return inputRequired({ inputRequests: { user_context: ask } });
+      }
+      const text = `Use this context: ${answer.context}`;
+      return { messages: [{ role: "user", content: { type: "text", text } }] };
+    },
+  );
   return mcp;
 }
 
