@@ -404,3 +404,28 @@ async fn mcp_81_a_prompts_input_requests_are_relayed() {
         "{refused}"
     );
 }
+
+/// LEDGER-67: of concurrent retries of a prompt's round with one state, exactly one gets the
+/// prompt; the others are `replayed`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ledger_67_of_concurrent_prompt_retries_with_one_state_exactly_one_proceeds() {
+    let Some((_up, _dir, url)) = gateway().await else {
+        return;
+    };
+    let (_, first) = get_prompt(&url, CLAUDE, json!({}), every_capability()).await;
+    let retry = json!({
+        "inputResponses": {"user_context": accept(json!({"context": "once"}))},
+        "requestState": first["result"]["requestState"],
+    });
+    let retries = (0..4).map(|_| get_prompt(&url, CLAUDE, retry.clone(), every_capability()));
+    let replies = futures::future::join_all(retries).await;
+    let done = replies
+        .iter()
+        .filter(|(_, r)| r["result"]["messages"][0]["content"]["text"] == "Use this context: once")
+        .count();
+    let replayed = replies
+        .iter()
+        .filter(|(_, r)| r["error"]["data"]["reason"] == "replayed")
+        .count();
+    assert_eq!((done, replayed), (1, 3), "{replies:?}");
+}
