@@ -6,12 +6,14 @@
 //! every failure an [`McpCallError`]. Discovery lists only what the server declares a
 //! capability for (every page of each list); the entries are kept as the server sent them, in
 //! their wire form, so the endpoint can serve them without an SDK type crossing the crate.
-//! Requests and results cross as JSON objects for the same reason. A `prompts/get` relaying a
-//! round goes to a 2026-07-28 upstream as one request (`direct`) and may come back asking for
-//! input ([`Prompted::InputRequired`], MCP-81); any other request asking for input fails.
+//! Requests and results cross as JSON objects for the same reason. A `prompts/get` or
+//! `resources/read` relaying a round goes to a 2026-07-28 upstream as one request (`direct`)
+//! and may come back asking for input ([`Answered::InputRequired`], MCP-81); any other request
+//! asking for input fails.
 
 use rmcp::model::{CompleteRequestParams, GetPromptRequestParams, ReadResourceRequestParams};
-use rmcp::model::{GetPromptResponse, GetPromptResult, ProtocolVersion, ReadResourceResponse};
+use rmcp::model::{GetPromptResponse, GetPromptResult, ProtocolVersion};
+use rmcp::model::{ReadResourceResponse, ReadResourceResult};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -87,15 +89,22 @@ impl McpClient {
         })
     }
 
-    /// `resources/read` of `params` (`{"uri": …}`); the result as the server sent it.
+    /// `resources/read` of `params` (`{"uri": …}`); the result as the server sent it. Made for
+    /// a 2026-07-28 endpoint request that relays a round (MCP-81), to an upstream that speaks
+    /// 2026-07-28, it is one request carrying the round, and the upstream may ask for input.
     ///
     /// # Errors
-    /// As [`McpClient::call_tool`]; a server that asks for input instead is a protocol error.
+    /// As [`McpClient::call_tool`]; a server that asks for input outside a round is a protocol
+    /// error.
     pub async fn read_resource(
         &self,
         target: &McpTarget,
         params: Entry,
-    ) -> Result<Entry, McpCallError> {
+    ) -> Result<Answered, McpCallError> {
+        if let Some(round) = rounds::current().filter(|_| self.speaks_modern(target)) {
+            let asked = Relayed::<ReadResourceResult>::new("resources/read", "uri");
+            return self.relaying(target, params, &round, asked).await;
+        }
         let params: ReadResourceRequestParams = from_wire(params)?;
         let read = self
             .session(target, |peer| async move {
@@ -103,7 +112,7 @@ impl McpClient {
             })
             .await?;
         match read {
-            ReadResourceResponse::Complete(result) => to_wire(&result),
+            ReadResourceResponse::Complete(result) => to_wire(&result).map(Answered::Complete),
             _ => Err(asks_input()),
         }
     }
@@ -118,9 +127,10 @@ impl McpClient {
         &self,
         target: &McpTarget,
         params: Entry,
-    ) -> Result<Prompted, McpCallError> {
+    ) -> Result<Answered, McpCallError> {
         if let Some(round) = rounds::current().filter(|_| self.speaks_modern(target)) {
-            return self.get_prompt_relaying(target, params, &round).await;
+            let asked = Relayed::<GetPromptResult>::new("prompts/get", "name");
+            return self.relaying(target, params, &round, asked).await;
         }
         let params: GetPromptRequestParams = from_wire(params)?;
         let got = self
@@ -130,23 +140,25 @@ impl McpClient {
             )
             .await?;
         match got {
-            GetPromptResponse::Complete(result) => to_wire(&result).map(Prompted::Complete),
+            GetPromptResponse::Complete(result) => to_wire(&result).map(Answered::Complete),
             _ => Err(asks_input()),
         }
     }
 
-    /// `prompts/get` of `params` as one 2026-07-28 request relaying `round` (MCP-81): the client's
-    /// capabilities, answers and the upstream's previous state go as for a `tools/call` round.
+    /// `asked.method` of `params` as one 2026-07-28 request relaying `round` (MCP-81): the
+    /// client's capabilities, answers and the upstream's previous state go as for a
+    /// `tools/call` round.
     ///
     /// # Errors
-    /// As [`crate::McpClient::call_tool`]; a result that is not a prompt is a bad reply.
-    async fn get_prompt_relaying(
+    /// As [`McpClient::call_tool`]; a result that is not a `T` is a bad reply.
+    async fn relaying<T: Serialize + DeserializeOwned>(
         &self,
         target: &McpTarget,
         mut params: Entry,
         round: &Round,
-    ) -> Result<Prompted, McpCallError> {
-        let name = params.get("name").and_then(Value::as_str);
+        asked: Relayed<T>,
+    ) -> Result<Answered, McpCallError> {
+        let name = params.get(asked.name_key).and_then(Value::as_str);
         let name = name.unwrap_or_default().to_owned();
         let meta = direct::modern_meta(false, Some(round));
         params.insert("_meta".to_owned(), Value::Object(meta));
@@ -159,7 +171,7 @@ impl McpClient {
         let version = ProtocolVersion::V_2026_07_28.to_string();
         let sent = direct::Exchange {
             version: &version,
-            method: "prompts/get",
+            method: asked.method,
             name: Some(&name),
         };
         let answer = direct::exchange(&self.guard, target, sent, params).await?;
@@ -168,20 +180,20 @@ impl McpClient {
         if result["resultType"] == "input_required" {
             let requests = result["inputRequests"].as_object().cloned();
             let upstream_state = result["requestState"].as_str().map(str::to_owned);
-            return Ok(Prompted::InputRequired {
+            return Ok(Answered::InputRequired {
                 requests: requests.unwrap_or_default(),
                 upstream_state,
             });
         }
         let result = result.as_object().cloned().unwrap_or_default();
-        let prompt: GetPromptResult = from_wire(result).map_err(|_| {
+        let read: T = from_wire(result).map_err(|_| {
             direct::answered(McpCallError::new(
                 CallErrorKind::BadReply,
-                "the MCP server's answer is not a prompt",
+                format!("the MCP server's answer to {} cannot be read", asked.method),
             ))
         })?;
-        to_wire(&prompt)
-            .map(Prompted::Complete)
+        to_wire(&read)
+            .map(Answered::Complete)
             .map_err(direct::answered)
     }
 
@@ -198,10 +210,28 @@ impl McpClient {
     }
 }
 
-/// What an upstream's `prompts/get` came to.
+/// A request [`McpClient::relaying`] sends: its method, the params' key `Mcp-Name` carries,
+/// and (as `T`) the result it expects.
+struct Relayed<T> {
+    method: &'static str,
+    name_key: &'static str,
+    result: std::marker::PhantomData<T>,
+}
+
+impl<T> Relayed<T> {
+    fn new(method: &'static str, name_key: &'static str) -> Self {
+        Self {
+            method,
+            name_key,
+            result: std::marker::PhantomData,
+        }
+    }
+}
+
+/// What an upstream's `prompts/get` or `resources/read` came to.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Prompted {
-    /// The prompt, in its wire form.
+pub enum Answered {
+    /// The prompt or the resource's contents, in their wire form.
     Complete(Entry),
     /// The upstream asks for input first: its `inputRequests` and own `requestState`.
     InputRequired {

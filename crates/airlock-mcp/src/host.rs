@@ -20,6 +20,8 @@ use airlock_spec::ScopeId;
 use futures::future::BoxFuture;
 use serde_json::{Map, Value};
 
+pub use crate::offer::{OfferAnswer, OfferRequest};
+
 /// One listed entry (a resource, a resource template or a prompt), or a request's params or
 /// result, in its wire form.
 pub type Entry = Map<String, Value>;
@@ -468,22 +470,6 @@ pub enum CallerRefusal {
     Host(#[from] HostError),
 }
 
-/// What a `prompts/get` came to.
-#[derive(Debug, Clone, PartialEq)]
-pub enum PromptAnswer {
-    /// The prompt, in its wire form.
-    Complete(Entry),
-    /// Its upstream asks the client for input first (a relayed round, docs/rules.md MCP-81).
-    InputRequired {
-        /// The get's ledger row, which ended `input_required`.
-        invocation_id: String,
-        /// The upstream's `inputRequests`, as it sent them.
-        requests: Map<String, Value>,
-        /// The upstream's own `requestState`, never shown to the client bare.
-        upstream_state: Option<String>,
-    },
-}
-
 /// Which of the capabilities beside tools a scope declares: only those it has something for.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Offers {
@@ -536,7 +522,7 @@ pub trait OfferHost {
         scope: &'a ScopeId,
         caller: &'a Caller,
         uri: &'a str,
-    ) -> BoxFuture<'a, Result<Entry, HostError>> {
+    ) -> BoxFuture<'a, Result<OfferAnswer, HostError>> {
         let _ = (scope, caller);
         Box::pin(async move { Err(HostError::ResourceNotFound(uri.to_owned())) })
     }
@@ -548,7 +534,7 @@ pub trait OfferHost {
         scope: &'a ScopeId,
         caller: &'a Caller,
         params: Entry,
-    ) -> BoxFuture<'a, Result<PromptAnswer, HostError>> {
+    ) -> BoxFuture<'a, Result<OfferAnswer, HostError>> {
         let _ = (scope, caller);
         let name = params
             .get("name")
@@ -558,17 +544,18 @@ pub trait OfferHost {
         Box::pin(async move { Err(unknown) })
     }
 
-    /// The next round of the caller's `prompts/get` whose upstream asked for input (MCP-81):
-    /// `round.previous` must be the caller's own get of the prompt `round.tool` (with the
-    /// arguments `round.arguments`) that ended needing input; as
-    /// [`ToolHost::continue_round`] otherwise. By default there is no such get.
-    fn continue_prompt<'a>(
+    /// The next round of the caller's `request` whose upstream asked for input (MCP-81):
+    /// `round.previous` must be the caller's own get of the prompt, or read of the URI,
+    /// `round.tool` (with the prompt's arguments `round.arguments`) that ended needing input;
+    /// as [`ToolHost::continue_round`] otherwise. By default there is no such request.
+    fn continue_offer<'a>(
         &'a self,
         scope: &'a ScopeId,
         caller: &'a Caller,
+        request: OfferRequest,
         round: RoundCall,
-    ) -> BoxFuture<'a, Result<PromptAnswer, CallerRefusal>> {
-        let _ = (scope, caller);
+    ) -> BoxFuture<'a, Result<OfferAnswer, CallerRefusal>> {
+        let _ = (scope, caller, request);
         let missing = HostError::NotFound(format!("invocation {}", round.previous));
         Box::pin(async move { Err(missing.into()) })
     }

@@ -36,7 +36,7 @@ use super::convert::{
 use super::notices::{self, Levels};
 use super::request::Admitted;
 use super::request_state::RequestStates;
-use super::{mrtr, relayed, relayed_prompt};
+use super::{mrtr, relayed, relayed_offer};
 use super::{offered, tasks, trace};
 use crate::host::{CALL_KEY_META, CallKey, HostOutcome, ToolHost};
 use crate::{rounds, upstream_task};
@@ -245,8 +245,13 @@ impl ServerHandler for Endpoint {
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
         let admitted = admitted(&context)?;
-        let read = offered::read(self.host.as_ref(), &admitted, request).await;
-        read.map(Into::into)
+        let declared = declared(&context);
+        let relaying = relayed_offer::Relaying {
+            states: self.request_states.as_ref(),
+            admitted: &admitted,
+            declared: declared.as_ref(),
+        };
+        relayed_offer::read(self.host.as_ref(), relaying, request).await
     }
 
     async fn list_prompts(
@@ -264,12 +269,12 @@ impl ServerHandler for Endpoint {
     ) -> Result<GetPromptResponse, ErrorData> {
         let admitted = admitted(&context)?;
         let declared = declared(&context);
-        let relaying = relayed_prompt::Relaying {
+        let relaying = relayed_offer::Relaying {
             states: self.request_states.as_ref(),
             admitted: &admitted,
             declared: declared.as_ref(),
         };
-        relayed_prompt::prompt(self.host.as_ref(), relaying, request).await
+        relayed_offer::prompt(self.host.as_ref(), relaying, request).await
     }
 
     async fn complete(

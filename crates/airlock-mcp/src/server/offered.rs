@@ -13,8 +13,7 @@ use rmcp::ErrorData;
 use rmcp::model::ErrorCode;
 use rmcp::model::{
     CompleteRequestParams, CompleteResult, ListPromptsResult, ListResourceTemplatesResult,
-    ListResourcesResult, PromptsCapability, ReadResourceRequestParams, ReadResourceResult,
-    ResourcesCapability, ServerCapabilities,
+    ListResourcesResult, PromptsCapability, ResourcesCapability, ServerCapabilities,
 };
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -103,24 +102,6 @@ pub(super) fn prompts(
     from_value(listed(host, admitted, Listed::Prompts)?)
 }
 
-pub(super) async fn read(
-    host: &dyn ToolHost,
-    admitted: &Admitted,
-    request: ReadResourceRequestParams,
-) -> Result<ReadResourceResult, ErrorData> {
-    if !host.offers(&admitted.scope).resources {
-        return Err(not_declared("resources/read"));
-    }
-    let read = host.read_resource(&admitted.scope, &admitted.caller, &request.uri);
-    let mut read = read.await.map_err(to_error_data)?;
-    // The upstream's caching hints were not written for a list filtered per caller: the
-    // endpoint sets its own (MCP-58).
-    for hint in ["ttlMs", "cacheScope"] {
-        read.remove(hint);
-    }
-    from_value(complete_result(read))
-}
-
 pub(super) async fn complete(
     host: &dyn ToolHost,
     admitted: &Admitted,
@@ -136,7 +117,7 @@ pub(super) async fn complete(
 
 /// `result` as a final answer: `resultType: "complete"`, which 2026-07-28 requires and rmcp
 /// strips for older revisions. An upstream's own `resultType` is not handed on: its input
-/// requests reach the client only as `relayed_prompt` relays them (MCP-81).
+/// requests reach the client only as `relayed_offer` relays them (MCP-81).
 pub(super) fn complete_result(mut result: Map<String, Value>) -> Value {
     result.insert("resultType".into(), Value::String("complete".into()));
     Value::Object(result)

@@ -429,3 +429,47 @@ async fn ledger_67_of_concurrent_prompt_retries_with_one_state_exactly_one_proce
         .count();
     assert_eq!((done, replayed), (1, 3), "{replies:?}");
 }
+
+/// MCP-81: a resource read whose upstream asks for input is relayed as a prompt's is, its state
+/// bound to the read (a prompt's state does not continue it), used once.
+#[tokio::test]
+async fn mcp_81_a_resources_input_requests_are_relayed() {
+    let Some((_up, _dir, url)) = gateway().await else {
+        return;
+    };
+    let read = |token, extra: Value| {
+        let mut params = json!({"uri": "up://confirmed"});
+        params
+            .as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        let url = url.clone();
+        async move {
+            let params = params.clone();
+            modern_request(&url, token, "resources/read", params, every_capability()).await
+        }
+    };
+    let (_, first) = read(CLAUDE, json!({})).await;
+    let asked = &first["result"];
+    assert_eq!(asked["resultType"], "input_required", "{first}");
+    assert_eq!(
+        asked["inputRequests"]["confirm"]["method"],
+        "elicitation/create"
+    );
+    let retry = json!({
+        "inputResponses": {"confirm": accept(json!({"ok": true}))},
+        "requestState": asked["requestState"],
+    });
+    let (_, done) = read(CLAUDE, retry.clone()).await;
+    assert_eq!(done["result"]["contents"][0]["text"], "confirmed", "{done}");
+    let (_, replayed) = read(CLAUDE, retry).await;
+    assert_eq!(reason(&replayed), "replayed", "{replayed}");
+
+    let (_, prompt) = get_prompt(&url, CLAUDE, json!({}), every_capability()).await;
+    let crossed = json!({
+        "inputResponses": {"confirm": accept(json!({"ok": true}))},
+        "requestState": prompt["result"]["requestState"],
+    });
+    let (_, crossed) = read(CLAUDE, crossed).await;
+    assert_eq!(reason(&crossed), "other_tool", "{crossed}");
+}

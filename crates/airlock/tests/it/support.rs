@@ -414,8 +414,8 @@ pub(crate) async fn modern_tools_call_status(
     modern_request(url, token, "tools/call", params, capabilities).await
 }
 
-/// A 2026-07-28 `method` request (`tools/call` or `prompts/get`, whose `params.name` goes in
-/// `Mcp-Name`) as [`modern_tools_call`] sends it; the reply's HTTP status and JSON-RPC reply.
+/// A 2026-07-28 `method` request (`tools/call`, `prompts/get` or `resources/read`, whose
+/// `params.name` or `params.uri` goes in `Mcp-Name`) as [`modern_tools_call`] sends it; the reply's HTTP status and JSON-RPC reply.
 pub(crate) async fn modern_request(
     url: &str,
     token: &str,
@@ -428,7 +428,8 @@ pub(crate) async fn modern_request(
         "io.modelcontextprotocol/clientCapabilities": capabilities,
         "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"}
     });
-    let name = params["name"].as_str().unwrap_or_default().to_owned();
+    let name = params["name"].as_str().or(params["uri"].as_str());
+    let name = name.unwrap_or_default().to_owned();
     let body = serde_json::json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params});
     let response = reqwest::Client::new()
         .post(url)
