@@ -97,12 +97,15 @@ impl Endpoint {
                 state,
                 responses: request.input_responses.as_ref(),
                 declared: declared.as_ref().unwrap_or(&none),
+                wants_task: wants_task && modern,
             };
             let states = self.request_states.as_ref();
             // An approving retry runs the call in this request (MCP-49): its messages too, and
             // its upstream's own input requests (MCP-68).
             let resume = mrtr::resume(self.host.as_ref(), states, &admitted, retry);
             let resume = rounds::relaying_if_modern(declared.as_ref(), None, resume);
+            // A round that runs may be answered with its upstream's task (MCP-76, MCP-82).
+            let resume = upstream_task::offering(wants_task && modern, resume);
             return notices::relayed_if_wanted(&context, &self.levels, &admitted, resume).await;
         }
         // Kept only when the person at the client could be asked (MCP-46).
@@ -132,7 +135,10 @@ impl Endpoint {
         {
             let states = self.request_states.as_ref();
             let (tool, call) = (&request.name, call.clone());
-            return relayed::answer(states, &admitted, call, tool, arguments, declared);
+            let wants_task = wants_task && modern;
+            return relayed::answer(
+                states, &admitted, call, tool, arguments, declared, wants_task,
+            );
         }
         if let (Ok(call), Some(states), Some(arguments)) = (&outcome, asks, &asked_about) {
             let host = self.host.as_ref();

@@ -26,6 +26,7 @@ use super::request::Admitted;
 use super::request_state::{
     Asked, Binding, Opened, Refusal, RequestStates, arguments_digest, refused,
 };
+use super::tasks;
 use crate::host::{CallerRefusal, HostCall, HostError, HostOutcome, RoundCall, ToolHost};
 use crate::rounds::{NEEDED, Round, relaying_round};
 
@@ -34,7 +35,8 @@ pub(super) type Declared = Map<String, Value>;
 
 /// The call's answer: its input requests relayed with a sealed state when its round needs the
 /// client's input, its own result otherwise; -32021 when the round needs a capability the
-/// client did not declare.
+/// client did not declare. For a client that follows tasks (`wants_task`), a round its
+/// upstream answered with a task is airlock's task (MCP-82).
 pub(super) fn answer(
     states: Option<&RequestStates>,
     admitted: &Admitted,
@@ -42,7 +44,11 @@ pub(super) fn answer(
     tool: &str,
     arguments: &Map<String, Value>,
     declared: &Declared,
+    wants_task: bool,
 ) -> Result<CallToolResponse, ErrorData> {
+    if wants_task && call.is_parked() {
+        return Ok(CallToolResponse::Task(tasks::created(&call)));
+    }
     let HostOutcome::InputRequired {
         requests,
         upstream_state,
@@ -182,6 +188,7 @@ pub(super) async fn next_round(
             call.tool,
             call.arguments,
             call.declared,
+            call.wants_task,
         ),
         Err(CallerRefusal::Replayed) => Err(refused(Refusal::Replayed)),
         Err(CallerRefusal::Host(err)) => from_host_error(err).map(Into::into),
@@ -194,6 +201,7 @@ pub(super) struct Next<'a> {
     pub(super) arguments: &'a Map<String, Value>,
     pub(super) responses: Option<&'a InputResponses>,
     pub(super) declared: &'a Declared,
+    pub(super) wants_task: bool,
 }
 
 #[cfg(test)]

@@ -31,10 +31,11 @@ fn deployment(port: u16) -> tempfile::TempDir {
         )
     };
     let agent = format!(
-        "apiVersion: airlock/v1\nkind: Agent\nmetadata:\n  name: relay\nspec:\n  model: {{ provider: openai, model: unused }}\n  prompts: {{ system: Unused. }}\n  tools:\n    - name: tasks\n      type: mcp\n      connection: tasks\n      path: /mcp\n      protocol: 2026-07-28\n      tools:\n{}{}{}",
+        "apiVersion: airlock/v1\nkind: Agent\nmetadata:\n  name: relay\nspec:\n  model: {{ provider: openai, model: unused }}\n  prompts: {{ system: Unused. }}\n  tools:\n    - name: tasks\n      type: mcp\n      connection: tasks\n      path: /mcp\n      protocol: 2026-07-28\n      tools:\n{}{}{}{}",
         tool("slow_compute", ""),
         tool("failing_job", " requires_tasks: true,"),
-        tool("protocol_error_job", "")
+        tool("protocol_error_job", ""),
+        tool("test_tool_with_task", "")
     );
     std::fs::write(dir.path().join("agents/relay.yml"), agent).unwrap();
     dir
@@ -46,15 +47,25 @@ async fn request(base: &str, method: &str, params: Value, tasks: bool) -> Value 
 }
 
 /// [`request`] with the reply's HTTP status.
-async fn request_status(base: &str, method: &str, mut params: Value, tasks: bool) -> (u16, Value) {
+async fn request_status(base: &str, method: &str, params: Value, tasks: bool) -> (u16, Value) {
     let extensions = if tasks {
         json!({ TASKS: {} })
     } else {
         json!({})
     };
+    request_declaring(base, method, params, json!({ "extensions": extensions })).await
+}
+
+/// [`request_status`] declaring `capabilities`.
+async fn request_declaring(
+    base: &str,
+    method: &str,
+    mut params: Value,
+    capabilities: Value,
+) -> (u16, Value) {
     params["_meta"] = json!({
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": {"extensions": extensions},
+        "io.modelcontextprotocol/clientCapabilities": capabilities,
         "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"}
     });
     let name = params["name"].as_str().or(params["taskId"].as_str());
@@ -191,6 +202,41 @@ async fn mcp_80_a_task_only_tool_is_refused_to_a_client_without_tasks() {
     let created = call(&base, "failing_job", json!({}), true).await;
     assert_eq!(created["resultType"], "task", "{created}");
     assert!(recorded().await > 0);
+}
+
+/// MCP-82: an input round before the task: the first call is a relayed `input_required` round
+/// with no task id; the retry carrying the answer offers its upstream the task again, and the
+/// client gets airlock's task (no `requestState`, no `inputRequests`), which completes with the
+/// answer the round gathered.
+#[tokio::test]
+async fn mcp_82_a_round_before_the_task_is_relayed_then_the_task() {
+    let Some((_upstream, port)) = tasks_fixture().await else {
+        return;
+    };
+    let (_dir, base, gateway) = serve(port).await;
+    let capabilities = json!({"elicitation": {}, "extensions": { TASKS: {} }});
+    let params = json!({"name": "test_tool_with_task", "arguments": {}});
+    let (_, first) = request_declaring(&base, "tools/call", params, capabilities.clone()).await;
+    let asked = &first["result"];
+    assert_eq!(asked["resultType"], "input_required", "{first}");
+    assert!(asked.get("taskId").is_none(), "{first}");
+    let retry = json!({
+        "name": "test_tool_with_task",
+        "arguments": {},
+        "inputResponses": {"user_name": {"action": "accept", "content": {"name": "Alice"}}},
+        "requestState": asked["requestState"],
+    });
+    let (_, created) = request_declaring(&base, "tools/call", retry, capabilities).await;
+    let task = &created["result"];
+    assert_eq!(task["resultType"], "task", "{created}");
+    assert!(task.get("requestState").is_none(), "{created}");
+    assert!(task.get("inputRequests").is_none(), "{created}");
+    let id = task["taskId"].as_str().unwrap().to_owned();
+    let done = settled(&base, &id).await;
+    assert_eq!(done["result"]["status"], "completed", "{done}");
+    let text = &done["result"]["result"]["content"][0]["text"];
+    assert_eq!(text, "Hello, Alice!", "{done}");
+    assert_eq!(row(&gateway, &id).await.state, InvocationState::Succeeded);
 }
 
 /// MCP-78: a task that ends in a tool error is `completed` with `isError`; one that fails at the
