@@ -262,7 +262,7 @@ fn missing_capabilities(names: &[String]) -> ErrorData {
     ErrorData::new(
         ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY,
         format!(
-            "the tool's server needs the client capability `{}`, which this request did not declare",
+            "the upstream server needs the client capability `{}`, which this request did not declare",
             names.join("`, `")
         ),
         Some(json!({ "requiredCapabilities": required })),

@@ -8,7 +8,9 @@
 //! extension; `tasks/get` and `tasks/cancel` see only the caller's own calls from this scope
 //! (rmcp refuses them with -32021 to a request that did not declare the extension). Such a
 //! request's call may offer its 2026-07-28 upstream a task (`upstream_task`, MCP-76); the
-//! client still gets airlock's task, whose id is the invocation's.
+//! client still gets airlock's task, whose id is the invocation's. A 2026-07-28 call of a tool
+//! its upstream runs only as a task, from a request without the tasks extension, is refused
+//! with -32021 before anything is recorded (MCP-80).
 
 use std::sync::Arc;
 use std::time::Duration;
