@@ -6,20 +6,25 @@
 //! every failure an [`McpCallError`]. Discovery lists only what the server declares a
 //! capability for (every page of each list); the entries are kept as the server sent them, in
 //! their wire form, so the endpoint can serve them without an SDK type crossing the crate.
-//! Requests and results cross as JSON objects for the same reason.
+//! Requests and results cross as JSON objects for the same reason. A `prompts/get` or
+//! `resources/read` relaying a round goes to a 2026-07-28 upstream as one request (`direct`)
+//! and may come back asking for input ([`Answered::InputRequired`], MCP-81); any other request
+//! asking for input fails.
 
 use rmcp::model::{CompleteRequestParams, GetPromptRequestParams, ReadResourceRequestParams};
-use rmcp::model::{GetPromptResponse, ReadResourceResponse};
+use rmcp::model::{GetPromptResponse, GetPromptResult, ProtocolVersion};
+use rmcp::model::{ReadResourceResponse, ReadResourceResult};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use crate::client::McpClient;
+use crate::direct;
 use crate::error::{CallErrorKind, McpCallError};
+use crate::rounds::{self, Round};
 use crate::target::McpTarget;
 
-/// One listed entry (a resource, a resource template or a prompt) in its wire form.
-pub type Entry = Map<String, Value>;
+pub use crate::host::Entry;
 
 /// What an upstream listed beside its tools at discovery.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -84,15 +89,22 @@ impl McpClient {
         })
     }
 
-    /// `resources/read` of `params` (`{"uri": …}`); the result as the server sent it.
+    /// `resources/read` of `params` (`{"uri": …}`); the result as the server sent it. Made for
+    /// a 2026-07-28 endpoint request that relays a round (MCP-81), to an upstream that speaks
+    /// 2026-07-28, it is one request carrying the round, and the upstream may ask for input.
     ///
     /// # Errors
-    /// As [`McpClient::call_tool`]; a server that asks for input instead is a protocol error.
+    /// As [`McpClient::call_tool`]; a server that asks for input outside a round is a protocol
+    /// error.
     pub async fn read_resource(
         &self,
         target: &McpTarget,
         params: Entry,
-    ) -> Result<Entry, McpCallError> {
+    ) -> Result<Answered, McpCallError> {
+        if let Some(round) = rounds::current().filter(|_| self.speaks_modern(target)) {
+            let asked = Relayed::<ReadResourceResult>::new("resources/read", "uri");
+            return self.relaying(target, params, &round, asked).await;
+        }
         let params: ReadResourceRequestParams = from_wire(params)?;
         let read = self
             .session(target, |peer| async move {
@@ -100,12 +112,14 @@ impl McpClient {
             })
             .await?;
         match read {
-            ReadResourceResponse::Complete(result) => to_wire(&result),
+            ReadResourceResponse::Complete(result) => to_wire(&result).map(Answered::Complete),
             _ => Err(asks_input()),
         }
     }
 
-    /// `prompts/get` of `params` (`{"name": …, "arguments": …}`).
+    /// `prompts/get` of `params` (`{"name": …, "arguments": …}`). Made for a 2026-07-28
+    /// endpoint request that relays a round (MCP-81), to an upstream that speaks 2026-07-28,
+    /// it is one request carrying the round, and the upstream may ask for input.
     ///
     /// # Errors
     /// As [`McpClient::read_resource`].
@@ -113,7 +127,11 @@ impl McpClient {
         &self,
         target: &McpTarget,
         params: Entry,
-    ) -> Result<Entry, McpCallError> {
+    ) -> Result<Answered, McpCallError> {
+        if let Some(round) = rounds::current().filter(|_| self.speaks_modern(target)) {
+            let asked = Relayed::<GetPromptResult>::new("prompts/get", "name");
+            return self.relaying(target, params, &round, asked).await;
+        }
         let params: GetPromptRequestParams = from_wire(params)?;
         let got = self
             .session(
@@ -122,9 +140,61 @@ impl McpClient {
             )
             .await?;
         match got {
-            GetPromptResponse::Complete(result) => to_wire(&result),
+            GetPromptResponse::Complete(result) => to_wire(&result).map(Answered::Complete),
             _ => Err(asks_input()),
         }
+    }
+
+    /// `asked.method` of `params` as one 2026-07-28 request relaying `round` (MCP-81): the
+    /// client's capabilities, answers and the upstream's previous state go as for a
+    /// `tools/call` round.
+    ///
+    /// # Errors
+    /// As [`McpClient::call_tool`]; a result that is not a `T` is a bad reply.
+    async fn relaying<T: Serialize + DeserializeOwned>(
+        &self,
+        target: &McpTarget,
+        mut params: Entry,
+        round: &Round,
+        asked: Relayed<T>,
+    ) -> Result<Answered, McpCallError> {
+        let name = params.get(asked.name_key).and_then(Value::as_str);
+        let name = name.unwrap_or_default().to_owned();
+        let meta = direct::modern_meta(false, Some(round));
+        params.insert("_meta".to_owned(), Value::Object(meta));
+        if let Some(responses) = &round.responses {
+            params.insert("inputResponses".to_owned(), responses.clone());
+        }
+        if let Some(state) = &round.upstream_state {
+            params.insert("requestState".to_owned(), Value::String(state.clone()));
+        }
+        let version = ProtocolVersion::V_2026_07_28.to_string();
+        let sent = direct::Exchange {
+            version: &version,
+            method: asked.method,
+            name: Some(&name),
+        };
+        let answer = direct::exchange(&self.guard, target, sent, params).await?;
+        round.note(&answer);
+        let result = direct::result_of(&answer).map_err(direct::answered)?;
+        if result["resultType"] == "input_required" {
+            let requests = result["inputRequests"].as_object().cloned();
+            let upstream_state = result["requestState"].as_str().map(str::to_owned);
+            return Ok(Answered::InputRequired {
+                requests: requests.unwrap_or_default(),
+                upstream_state,
+            });
+        }
+        let result = result.as_object().cloned().unwrap_or_default();
+        let read: T = from_wire(result).map_err(|_| {
+            direct::answered(McpCallError::new(
+                CallErrorKind::BadReply,
+                format!("the MCP server's answer to {} cannot be read", asked.method),
+            ))
+        })?;
+        to_wire(&read)
+            .map(Answered::Complete)
+            .map_err(direct::answered)
     }
 
     /// `completion/complete` of `params` (`{"ref": …, "argument": …}`).
@@ -138,6 +208,38 @@ impl McpClient {
             .await?;
         to_wire(&done)
     }
+}
+
+/// A request [`McpClient::relaying`] sends: its method, the params' key `Mcp-Name` carries,
+/// and (as `T`) the result it expects.
+struct Relayed<T> {
+    method: &'static str,
+    name_key: &'static str,
+    result: std::marker::PhantomData<T>,
+}
+
+impl<T> Relayed<T> {
+    fn new(method: &'static str, name_key: &'static str) -> Self {
+        Self {
+            method,
+            name_key,
+            result: std::marker::PhantomData,
+        }
+    }
+}
+
+/// What an upstream's `prompts/get` or `resources/read` came to.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Answered {
+    /// The prompt or the resource's contents, in their wire form.
+    Complete(Entry),
+    /// The upstream asks for input first: its `inputRequests` and own `requestState`.
+    InputRequired {
+        /// As the upstream sent them.
+        requests: Entry,
+        /// The upstream's state of this round.
+        upstream_state: Option<String>,
+    },
 }
 
 fn asks_input() -> McpCallError {

@@ -40,7 +40,7 @@ const MAX_REMEMBERED: usize = 1024;
 /// clone; clones share the memory.
 #[derive(Debug, Clone)]
 pub struct McpClient {
-    guard: GuardedClient,
+    pub(crate) guard: GuardedClient,
     speaks: Arc<Mutex<HashMap<String, Opened>>>,
 }
 
@@ -189,7 +189,7 @@ impl McpClient {
     }
 
     /// Whether `target` speaks 2026-07-28: declared so, or seen to under `auto`.
-    fn speaks_modern(&self, target: &McpTarget) -> bool {
+    pub(crate) fn speaks_modern(&self, target: &McpTarget) -> bool {
         match target.protocol {
             McpProtocol::Rev20260728 => true,
             McpProtocol::Auto => {

@@ -8,7 +8,7 @@
 //! event stream that carries a result or an error. Nothing here panics.
 //!
 //! The same one-request exchange carries the tasks extension's `tasks/get` and `tasks/cancel`
-//! (`upstream_task`); on 2026-07-28 every request names its method and its target in the
+//! (`upstream_task`) and a `prompts/get` that relays a round (`catalog`, MCP-81); on 2026-07-28 every request names its method and its target in the
 //! `Mcp-Method` and `Mcp-Name` headers, as that revision requires (SEP-2243).
 
 use std::collections::HashMap;
@@ -92,7 +92,7 @@ pub(crate) async fn call(
         arguments,
         meta,
         input_responses: round.as_ref().and_then(|r| r.responses.clone()),
-        request_state: round.and_then(|r| r.upstream_state),
+        request_state: round.as_ref().and_then(|r| r.upstream_state.clone()),
     };
     let named = matches!(framing, Framing::Modern).then_some(call.remote_name.as_str());
     let sent = Exchange {
@@ -101,6 +101,9 @@ pub(crate) async fn call(
         name: named,
     };
     let answer = exchange(guard, target, sent, params).await?;
+    if let Some(round) = &round {
+        round.note(&answer);
+    }
     read_answer(&answer, offer_task).map_err(answered)
 }
 

@@ -20,7 +20,11 @@ use airlock_spec::ScopeId;
 use futures::future::BoxFuture;
 use serde_json::{Map, Value};
 
-use crate::catalog::Entry;
+pub use crate::offer::{OfferAnswer, OfferRequest};
+
+/// One listed entry (a resource, a resource template or a prompt), or a request's params or
+/// result, in its wire form.
+pub type Entry = Map<String, Value>;
 
 /// The tools behind one endpoint URL, and what runs them. Implemented by the runtime.
 ///
@@ -51,6 +55,15 @@ pub trait ToolHost: OfferHost + Send + Sync + 'static {
             .into_iter()
             .find(|t| t.name == name)
             .map(|t| t.input_schema)
+    }
+
+    /// Whether the tool `name` of `scope`, as `caller` sees it, runs only as a task of its
+    /// upstream (docs/rules.md DECL-82): a 2026-07-28 call from a client that does not follow
+    /// tasks is refused before anything is recorded (MCP-80). `false` (the default) for a tool
+    /// the caller cannot see, so a refusal never reveals one.
+    fn requires_tasks(&self, scope: &ScopeId, caller: &Caller, name: &str) -> bool {
+        let _ = (scope, caller, name);
+        false
     }
 
     /// Runs (or parks, or refuses) one call of the tool `name` of `scope` on the MCP channel.
@@ -377,6 +390,11 @@ pub enum HostError {
     /// URI in its data, MCP-57).
     #[error("resource not found: {0}")]
     ResourceNotFound(String),
+    /// Serving the request needs client capabilities the client did not declare (by name:
+    /// `elicitation`, `sampling`, `roots`): -32021, HTTP 400 on 2026-07-28 (docs/rules.md
+    /// MCP-80). Only the endpoint's round relay raises it; a host never does.
+    #[error("missing client capabilities: {}", .0.join(", "))]
+    MissingClientCapabilities(Vec<String>),
     /// The upstream server failed or refused the request; the message is the client's own
     /// error's (never a secret), sent as a JSON-RPC internal error.
     #[error("upstream: {0}")]
@@ -504,18 +522,19 @@ pub trait OfferHost {
         scope: &'a ScopeId,
         caller: &'a Caller,
         uri: &'a str,
-    ) -> BoxFuture<'a, Result<Entry, HostError>> {
+    ) -> BoxFuture<'a, Result<OfferAnswer, HostError>> {
         let _ = (scope, caller);
         Box::pin(async move { Err(HostError::ResourceNotFound(uri.to_owned())) })
     }
 
-    /// `prompts/get` with `params` as the client sent them (the served prompt name).
+    /// `prompts/get` with `params` as the client sent them (the served prompt name), without
+    /// its `inputResponses` and `requestState`: the endpoint relays them (MCP-81).
     fn get_prompt<'a>(
         &'a self,
         scope: &'a ScopeId,
         caller: &'a Caller,
         params: Entry,
-    ) -> BoxFuture<'a, Result<Entry, HostError>> {
+    ) -> BoxFuture<'a, Result<OfferAnswer, HostError>> {
         let _ = (scope, caller);
         let name = params
             .get("name")
@@ -523,6 +542,22 @@ pub trait OfferHost {
             .unwrap_or_default();
         let unknown = HostError::InvalidParams(format!("unknown prompt: {name}"));
         Box::pin(async move { Err(unknown) })
+    }
+
+    /// The next round of the caller's `request` whose upstream asked for input (MCP-81):
+    /// `round.previous` must be the caller's own get of the prompt, or read of the URI,
+    /// `round.tool` (with the prompt's arguments `round.arguments`) that ended needing input;
+    /// as [`ToolHost::continue_round`] otherwise. By default there is no such request.
+    fn continue_offer<'a>(
+        &'a self,
+        scope: &'a ScopeId,
+        caller: &'a Caller,
+        request: OfferRequest,
+        round: RoundCall,
+    ) -> BoxFuture<'a, Result<OfferAnswer, CallerRefusal>> {
+        let _ = (scope, caller, request);
+        let missing = HostError::NotFound(format!("invocation {}", round.previous));
+        Box::pin(async move { Err(missing.into()) })
     }
 
     /// `completion/complete` with `params` as the client sent them (a served prompt name or

@@ -32,6 +32,7 @@ mod error;
 mod host;
 mod http;
 mod oauth;
+mod offer;
 mod relay;
 mod rounds;
 mod server;
@@ -39,7 +40,7 @@ mod session;
 mod target;
 mod upstream_task;
 
-pub use catalog::{Entry, RemoteCatalog};
+pub use catalog::{Answered, Entry, RemoteCatalog};
 pub use client::McpClient;
 pub use error::{CallErrorKind, McpCallError};
 pub use host::{
@@ -47,7 +48,7 @@ pub use host::{
     HostCall, HostError, HostOutcome, MAX_CALL_KEY_CHARS, ParkedStatus, RoundCall, ToolDescriptor,
     ToolHost,
 };
-pub use host::{Listed, OfferHost, Offers};
+pub use host::{Listed, OfferAnswer, OfferHost, OfferRequest, Offers};
 pub use oauth::{Clock, OAuthConfigError, OAuthSettings, ResourceServer, TokenError};
 /// Fuzzing entry points (cargo feature `fuzzing`): not an API, no stability.
 #[cfg(feature = "fuzzing")]

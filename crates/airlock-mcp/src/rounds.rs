@@ -11,8 +11,18 @@
 //!   `sampling`, `roots`), and only those the client declared, rebuilt from their objects.
 //! - A retry's `inputResponses` and the upstream's own `requestState` go as the client and the
 //!   sealed state hold them: they are the client's answers to the upstream's questions.
+//! - An upstream that refuses a round (-32021) for one of those capabilities the client did not
+//!   declare makes the endpoint's answer airlock's own -32021 naming them
+//!   ([`HostError::MissingClientCapabilities`], MCP-80); any other refusal stays the call's.
+
+use std::sync::{Arc, Mutex, PoisonError};
 
 use serde_json::{Map, Value};
+
+use crate::host::HostError;
+
+/// JSON-RPC's "missing required client capability".
+const MISSING_CAPABILITY: i64 = -32021;
 
 /// The client capabilities an input request can need, by the method that needs each.
 pub(crate) const NEEDED: [(&str, &str); 3] = [
@@ -30,6 +40,9 @@ pub(crate) struct Round {
     pub(crate) responses: Option<Value>,
     /// The upstream's own `requestState` of the previous round.
     pub(crate) upstream_state: Option<String>,
+    /// The capabilities the upstream refused the round for, shared by every clone of the round
+    /// (the endpoint reads them once its call is answered).
+    refused: Arc<Mutex<Vec<String>>>,
 }
 
 impl Round {
@@ -44,8 +57,29 @@ impl Round {
             .collect();
         Self {
             capabilities,
-            responses: None,
-            upstream_state: None,
+            ..Self::default()
+        }
+    }
+
+    /// Notes an upstream's answer to this round: a -32021 naming capabilities an input request
+    /// needs, and that the client did not declare, refuses the round for them.
+    pub(crate) fn note(&self, answer: &Value) {
+        let error = &answer["error"];
+        if error["code"].as_i64() != Some(MISSING_CAPABILITY) {
+            return;
+        }
+        let Some(required) = error["data"]["requiredCapabilities"].as_object() else {
+            return;
+        };
+        let missing = NEEDED
+            .iter()
+            .map(|(_, name)| *name)
+            .filter(|name| required.contains_key(*name) && !self.capabilities.contains_key(*name));
+        let mut refused = self.refused.lock().unwrap_or_else(PoisonError::into_inner);
+        for name in missing {
+            if !refused.iter().any(|r| r == name) {
+                refused.push(name.to_owned());
+            }
         }
     }
 
@@ -65,18 +99,35 @@ tokio::task_local! {
     static ROUND: Round;
 }
 
-/// Runs `call` with every upstream call it makes from this task relaying `round`.
-pub(crate) async fn relaying_round<F: Future>(round: Round, call: F) -> F::Output {
-    ROUND.scope(round, call).await
+/// Runs `call` with every upstream call it makes from this task relaying `round`; a round its
+/// upstream refused for capabilities the client did not declare is that refusal instead.
+pub(crate) async fn relaying_round<T, E, F>(round: Round, call: F) -> Result<T, E>
+where
+    F: Future<Output = Result<T, E>>,
+    E: From<HostError>,
+{
+    let refused = Arc::clone(&round.refused);
+    // Whether the host made the refusal a tool error (a call) or a failure (a prompt).
+    let answered = ROUND.scope(round, call).await;
+    let missing = std::mem::take(&mut *refused.lock().unwrap_or_else(PoisonError::into_inner));
+    if missing.is_empty() {
+        answered
+    } else {
+        Err(HostError::MissingClientCapabilities(missing).into())
+    }
 }
 
 /// Runs `call` relaying a round for a 2026-07-28 client that declared `declared`, with the
 /// `responses` its request carried; a session-era request (`None`) relays none.
-pub(crate) async fn relaying_if_modern<F: Future>(
+pub(crate) async fn relaying_if_modern<T, E, F>(
     declared: Option<&Map<String, Value>>,
     responses: Option<Value>,
     call: F,
-) -> F::Output {
+) -> Result<T, E>
+where
+    F: Future<Output = Result<T, E>>,
+    E: From<HostError>,
+{
     match declared {
         Some(declared) => {
             let round = Round::new(declared).answering(responses, None);
@@ -89,4 +140,44 @@ pub(crate) async fn relaying_if_modern<F: Future>(
 /// The round of the endpoint request this call serves, if it relays one.
 pub(crate) fn current() -> Option<Round> {
     ROUND.try_with(Clone::clone).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn refusal(required: &Value) -> Value {
+        json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -32021, "message": "no",
+            "data": {"requiredCapabilities": required}}})
+    }
+
+    #[tokio::test]
+    async fn mcp_80_an_upstream_refusal_for_an_undeclared_capability_is_the_answer() {
+        let declared = json!({"elicitation": {}});
+        let round = Round::new(declared.as_object().unwrap());
+        let answered = relaying_round(round, async {
+            let round = current().unwrap();
+            // Declared, or not one the client answers: the call's own failure.
+            round.note(&refusal(
+                &json!({"elicitation": {}, "extensions": {"x": {}}}),
+            ));
+            Ok::<_, HostError>(1)
+        });
+        assert_eq!(answered.await, Ok(1));
+        let round = Round::new(declared.as_object().unwrap());
+        let refused = relaying_round(round, async {
+            current()
+                .unwrap()
+                .note(&refusal(&json!({"sampling": {}, "roots": {}})));
+            Ok::<_, HostError>(1)
+        });
+        assert_eq!(
+            refused.await,
+            Err(HostError::MissingClientCapabilities(vec![
+                "sampling".into(),
+                "roots".into()
+            ]))
+        );
+    }
 }

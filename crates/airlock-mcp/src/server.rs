@@ -49,6 +49,7 @@ mod oauth_admit;
 mod offered;
 mod param_headers;
 mod relayed;
+mod relayed_offer;
 mod request;
 mod request_state;
 mod resource_metadata;

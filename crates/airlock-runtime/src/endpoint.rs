@@ -509,6 +509,14 @@ impl ToolHost for Gateway {
         spec.definition.input_schema.as_object().cloned()
     }
 
+    fn requires_tasks(&self, scope: &ScopeId, caller: &Caller, name: &str) -> bool {
+        let spec = self.scope(scope).and_then(|tools| tools.get(name));
+        spec.is_some_and(|t| {
+            matches!(&t.source, ToolSource::McpInline(m) if m.requires_tasks)
+                && self.caller_sees(scope, caller, t)
+        })
+    }
+
     fn call_tool<'a>(
         &'a self,
         scope: &'a ScopeId,

@@ -311,6 +311,10 @@ pub struct McpInlineTool {
     /// `offers: true`: the server's resources, prompts and completions are served beside its
     /// tools (docs/rules.md DECL-77).
     pub offers: bool,
+    /// The server runs this tool only as a task (`execution.taskSupport: "required"`): a
+    /// client that does not follow tasks is refused before the call (docs/rules.md DECL-82,
+    /// MCP-80).
+    pub requires_tasks: bool,
 }
 
 /// One tool of a connection file's server.

@@ -1,6 +1,7 @@
 //! `type: mcp` tools (docs/rules.md DECL-24 to DECL-27): a tenant MCP server with a snapshot of its
 //! tools inline. Built with no DNS and no network; each tool is `<slug with _>_<tool normalized>`,
-//! or the name its entry gives in `served_as` (DECL-81).
+//! or the name its entry gives in `served_as` (DECL-81); an entry may say the server runs it only
+//! as a task (`requires_tasks`, DECL-82).
 
 use crate::connection::{effect, header_name, protocol};
 use crate::declared::{
@@ -11,7 +12,7 @@ use crate::diag::Diag;
 use crate::fields::Fields;
 use crate::names::{check_slug, normalize_tool, slug_prefix};
 use crate::schema::check_input_schema;
-use crate::tool::{McpAuth, McpInlineTool, Policy, ToolSource};
+use crate::tool::{McpAuth, McpInlineTool, McpProtocol, Policy, ToolSource};
 use crate::tree::Node;
 
 /// Longest slug of a `type: mcp` declaration.
@@ -34,7 +35,7 @@ pub(crate) const KEYS: [&str; 13] = [
     "confirm",
     "offers",
 ];
-const TOOL_KEYS: [&str; 7] = [
+const TOOL_KEYS: [&str; 8] = [
     "name",
     "description",
     "input_schema",
@@ -42,6 +43,7 @@ const TOOL_KEYS: [&str; 7] = [
     "mode",
     "confirm",
     "served_as",
+    "requires_tasks",
 ];
 
 /// Reads one `type: mcp` entry of `spec.tools` into one tool per snapshot entry.
@@ -79,6 +81,9 @@ pub(crate) fn read_mcp(f: &Fields<'_>, d: &mut Diag) -> Vec<Declared> {
     else {
         return Vec::new();
     };
+    if protocol == McpProtocol::Legacy {
+        refuse_tasks_on_legacy(&entries, d);
+    }
     let prefix = slug_prefix(&slug);
     let tools = entries
         .into_iter()
@@ -91,6 +96,7 @@ pub(crate) fn read_mcp(f: &Fields<'_>, d: &mut Diag) -> Vec<Declared> {
                 auth: auth.clone(),
                 protocol,
                 offers,
+                requires_tasks: e.requires_tasks,
             });
             let policy = Policy {
                 writes: e.writes,
@@ -112,6 +118,18 @@ pub(crate) fn read_mcp(f: &Fields<'_>, d: &mut Diag) -> Vec<Declared> {
         })
         .collect();
     under_connection(f, tools)
+}
+
+/// A session-era server is never offered a task (MCP-76), so a tool it runs only as one could
+/// never run: `requires_tasks` needs `protocol: 2026-07-28` or `auto` (DECL-82).
+fn refuse_tasks_on_legacy(entries: &[Entry], d: &mut Diag) {
+    for e in entries.iter().filter(|e| e.requires_tasks) {
+        d.push(
+            e.tasks_at,
+            &e.tasks_path,
+            "`requires_tasks` needs `protocol: 2026-07-28` or `auto`: a session-era server is never offered a task",
+        );
+    }
 }
 
 /// The endpoint path: starts with `/`, no query, no fragment.
@@ -152,8 +170,12 @@ struct Entry {
     schema: serde_json::Value,
     writes: bool,
     mode: crate::policy::Mode,
+    /// The server runs it only as a task (`execution.taskSupport: "required"`, DECL-82).
+    requires_tasks: bool,
     at: crate::tree::Pos,
     path: String,
+    tasks_at: crate::tree::Pos,
+    tasks_path: String,
 }
 
 fn entry(node: &Node, path: &str, d: &mut Diag) -> Option<Entry> {
@@ -178,6 +200,7 @@ fn entry(node: &Node, path: &str, d: &mut Diag) -> Option<Entry> {
     });
     let (writes, mode) = writes_and_mode(&f, d)?;
     let served_as = f.opt_str("served_as", d);
+    let requires_tasks = f.opt_bool("requires_tasks", d).ok()?.unwrap_or(false);
     Some(Entry {
         name: name?,
         served_as,
@@ -185,7 +208,10 @@ fn entry(node: &Node, path: &str, d: &mut Diag) -> Option<Entry> {
         schema: schema?,
         writes,
         mode,
+        requires_tasks,
         at: f.key_at("name"),
         path: f.key("name"),
+        tasks_at: f.key_at("requires_tasks"),
+        tasks_path: f.key("requires_tasks"),
     })
 }

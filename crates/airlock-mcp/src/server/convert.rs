@@ -10,7 +10,7 @@
 use std::sync::Arc;
 
 use rmcp::ErrorData;
-use rmcp::model::{CallToolResult, ContentBlock, JsonObject, Tool, ToolAnnotations};
+use rmcp::model::{CallToolResult, ContentBlock, ErrorCode, JsonObject, Tool, ToolAnnotations};
 use serde_json::{Map, Value, json};
 
 use crate::host::{HostCall, HostError, HostOutcome, ParkedStatus, ToolDescriptor};
@@ -255,6 +255,26 @@ pub(super) fn from_host_error(err: HostError) -> Result<CallToolResult, ErrorDat
     }
 }
 
+/// -32021 (HTTP 400 on 2026-07-28) whose `requiredCapabilities` is a `ClientCapabilities`
+/// object naming each capability the request needs (SEP-2575).
+fn missing_capabilities(names: &[String]) -> ErrorData {
+    let required: Map<String, Value> = names.iter().map(|name| (name.clone(), json!({}))).collect();
+    ErrorData::new(
+        ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY,
+        format!(
+            "the upstream server needs the client capability `{}`, which this request did not declare",
+            names.join("`, `")
+        ),
+        Some(json!({ "requiredCapabilities": required })),
+    )
+}
+
+impl From<HostError> for ErrorData {
+    fn from(err: HostError) -> Self {
+        to_error_data(err)
+    }
+}
+
 /// A host error as a JSON-RPC error.
 pub(super) fn to_error_data(err: HostError) -> ErrorData {
     match err {
@@ -272,6 +292,7 @@ pub(super) fn to_error_data(err: HostError) -> ErrorData {
             Some(json!({ "uri": uri })),
         ),
         HostError::Upstream(message) => ErrorData::internal_error(message, None),
+        HostError::MissingClientCapabilities(names) => missing_capabilities(&names),
         HostError::Internal(detail) => {
             tracing::error!(detail, "MCP endpoint: the tool host failed");
             ErrorData::internal_error("internal error", None)

@@ -8,7 +8,9 @@
 //! extension; `tasks/get` and `tasks/cancel` see only the caller's own calls from this scope
 //! (rmcp refuses them with -32021 to a request that did not declare the extension). Such a
 //! request's call may offer its 2026-07-28 upstream a task (`upstream_task`, MCP-76); the
-//! client still gets airlock's task, whose id is the invocation's.
+//! client still gets airlock's task, whose id is the invocation's. A 2026-07-28 call of a tool
+//! its upstream runs only as a task, from a request without the tasks extension, is refused
+//! with -32021 before anything is recorded (MCP-80).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,7 +38,7 @@ use super::convert::{
 use super::notices::{self, Levels};
 use super::request::Admitted;
 use super::request_state::RequestStates;
-use super::{mrtr, relayed};
+use super::{mrtr, relayed, relayed_offer};
 use super::{offered, tasks, trace};
 use crate::host::{CALL_KEY_META, CallKey, HostOutcome, ToolHost};
 use crate::{rounds, upstream_task};
@@ -78,6 +80,16 @@ impl Endpoint {
                 .await
                 .map(Into::into);
         }
+        let modern = is_modern(&context);
+        if modern
+            && !wants_task
+            && self
+                .host
+                .requires_tasks(&admitted.scope, &admitted.caller, &request.name)
+        {
+            // Its upstream would refuse it anyway: refused before anything is recorded (MCP-80).
+            return Err(tasks::required());
+        }
         let declared = declared(&context);
         if let Some(state) = request.request_state.as_deref() {
             let none = Map::new();
@@ -87,12 +99,15 @@ impl Endpoint {
                 state,
                 responses: request.input_responses.as_ref(),
                 declared: declared.as_ref().unwrap_or(&none),
+                wants_task: wants_task && modern,
             };
             let states = self.request_states.as_ref();
             // An approving retry runs the call in this request (MCP-49): its messages too, and
             // its upstream's own input requests (MCP-68).
             let resume = mrtr::resume(self.host.as_ref(), states, &admitted, retry);
             let resume = rounds::relaying_if_modern(declared.as_ref(), None, resume);
+            // A round that runs may be answered with its upstream's task (MCP-76, MCP-82).
+            let resume = upstream_task::offering(wants_task && modern, resume);
             return notices::relayed_if_wanted(&context, &self.levels, &admitted, resume).await;
         }
         // Kept only when the person at the client could be asked (MCP-46).
@@ -115,16 +130,17 @@ impl Endpoint {
             .map(|r| Value::Object(r.into_iter().collect()));
         let call = rounds::relaying_if_modern(declared.as_ref(), responses, call);
         // A client that follows tasks may get the upstream's own task relayed (MCP-76).
-        let call = upstream_task::offering(wants_task && is_modern(&context), call);
+        let call = upstream_task::offering(wants_task && modern, call);
         let outcome = notices::relayed_if_wanted(&context, &self.levels, &admitted, call).await;
         if let (Ok(call), Some(declared), Some(arguments)) = (&outcome, &declared, &relayed_about)
             && matches!(call.outcome, HostOutcome::InputRequired { .. })
         {
             let states = self.request_states.as_ref();
             let (tool, call) = (&request.name, call.clone());
-            return Ok(relayed::answer(
-                states, &admitted, call, tool, arguments, declared,
-            ));
+            let wants_task = wants_task && modern;
+            return relayed::answer(
+                states, &admitted, call, tool, arguments, declared, wants_task,
+            );
         }
         if let (Ok(call), Some(states), Some(arguments)) = (&outcome, asks, &asked_about) {
             let host = self.host.as_ref();
@@ -237,8 +253,13 @@ impl ServerHandler for Endpoint {
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
         let admitted = admitted(&context)?;
-        let read = offered::read(self.host.as_ref(), &admitted, request).await;
-        read.map(Into::into)
+        let declared = declared(&context);
+        let relaying = relayed_offer::Relaying {
+            states: self.request_states.as_ref(),
+            admitted: &admitted,
+            declared: declared.as_ref(),
+        };
+        relayed_offer::read(self.host.as_ref(), relaying, request).await
     }
 
     async fn list_prompts(
@@ -255,8 +276,13 @@ impl ServerHandler for Endpoint {
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
         let admitted = admitted(&context)?;
-        let got = offered::prompt(self.host.as_ref(), &admitted, request).await;
-        got.map(Into::into)
+        let declared = declared(&context);
+        let relaying = relayed_offer::Relaying {
+            states: self.request_states.as_ref(),
+            admitted: &admitted,
+            declared: declared.as_ref(),
+        };
+        relayed_offer::prompt(self.host.as_ref(), relaying, request).await
     }
 
     async fn complete(

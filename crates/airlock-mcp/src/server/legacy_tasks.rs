@@ -108,7 +108,9 @@ fn host_error(err: HostError) -> Value {
             rpc(-32603, "internal error")
         }
         // Not answers of a task's host calls; mapped as everywhere else should one appear.
-        other @ (HostError::ResourceNotFound(_) | HostError::Upstream(_)) => {
+        other @ (HostError::ResourceNotFound(_)
+        | HostError::Upstream(_)
+        | HostError::MissingClientCapabilities(_)) => {
             serde_json::to_value(super::convert::to_error_data(other)).unwrap_or_default()
         }
     }

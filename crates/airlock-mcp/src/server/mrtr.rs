@@ -49,6 +49,9 @@ pub(super) struct Retry<'a> {
     pub(super) responses: Option<&'a InputResponses>,
     /// What the client declared it can do; a relayed round needs it (MCP-69).
     pub(super) declared: &'a Declared,
+    /// A 2026-07-28 request that follows tasks: a round its upstream runs as a task is
+    /// answered with airlock's task (MCP-82).
+    pub(super) wants_task: bool,
 }
 
 /// The input request for `call`, if the host lets the person at the client settle it.
@@ -166,6 +169,7 @@ pub(super) async fn resume(
             arguments: retry.arguments,
             responses: retry.responses,
             declared: retry.declared,
+            wants_task: retry.wants_task,
         };
         return relayed::next_round(host, states, admitted, opened, next).await;
     }
@@ -191,14 +195,15 @@ pub(super) async fn resume(
         .await
     {
         // The approved call may itself need the client's input (a relayed round, MCP-68).
-        Ok(call) => Ok(relayed::answer(
+        Ok(call) => relayed::answer(
             Some(states),
             admitted,
             call,
             retry.tool,
             retry.arguments,
             retry.declared,
-        )),
+            retry.wants_task,
+        ),
         Err(CallerRefusal::Replayed) => Err(refused(Refusal::Replayed)),
         Err(CallerRefusal::Host(err)) => from_host_error(err).map(Into::into),
     }

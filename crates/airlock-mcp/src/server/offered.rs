@@ -12,9 +12,8 @@
 use rmcp::ErrorData;
 use rmcp::model::ErrorCode;
 use rmcp::model::{
-    CompleteRequestParams, CompleteResult, GetPromptRequestParams, GetPromptResult,
-    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, PromptsCapability,
-    ReadResourceRequestParams, ReadResourceResult, ResourcesCapability, ServerCapabilities,
+    CompleteRequestParams, CompleteResult, ListPromptsResult, ListResourceTemplatesResult,
+    ListResourcesResult, PromptsCapability, ResourcesCapability, ServerCapabilities,
 };
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -70,7 +69,7 @@ fn listed(host: &dyn ToolHost, admitted: &Admitted, list: Listed) -> Result<Valu
 }
 
 /// A method of a capability the scope does not declare: as if it did not exist.
-fn not_declared(method: &'static str) -> ErrorData {
+pub(super) fn not_declared(method: &'static str) -> ErrorData {
     ErrorData::new(ErrorCode::METHOD_NOT_FOUND, method, None)
 }
 
@@ -103,37 +102,6 @@ pub(super) fn prompts(
     from_value(listed(host, admitted, Listed::Prompts)?)
 }
 
-pub(super) async fn read(
-    host: &dyn ToolHost,
-    admitted: &Admitted,
-    request: ReadResourceRequestParams,
-) -> Result<ReadResourceResult, ErrorData> {
-    if !host.offers(&admitted.scope).resources {
-        return Err(not_declared("resources/read"));
-    }
-    let read = host.read_resource(&admitted.scope, &admitted.caller, &request.uri);
-    let mut read = read.await.map_err(to_error_data)?;
-    // The upstream's caching hints were not written for a list filtered per caller: the
-    // endpoint sets its own (MCP-58).
-    for hint in ["ttlMs", "cacheScope"] {
-        read.remove(hint);
-    }
-    from_value(complete_result(read))
-}
-
-pub(super) async fn prompt(
-    host: &dyn ToolHost,
-    admitted: &Admitted,
-    request: GetPromptRequestParams,
-) -> Result<GetPromptResult, ErrorData> {
-    if !host.offers(&admitted.scope).prompts {
-        return Err(not_declared("prompts/get"));
-    }
-    let params = to_map(&request)?;
-    let got = host.get_prompt(&admitted.scope, &admitted.caller, params);
-    from_value(complete_result(got.await.map_err(to_error_data)?))
-}
-
 pub(super) async fn complete(
     host: &dyn ToolHost,
     admitted: &Admitted,
@@ -148,15 +116,15 @@ pub(super) async fn complete(
 }
 
 /// `result` as a final answer: `resultType: "complete"`, which 2026-07-28 requires and rmcp
-/// strips for older revisions. An upstream's own `resultType` is not handed on: airlock relays
-/// no input request (MCP-61).
-fn complete_result(mut result: Map<String, Value>) -> Value {
+/// strips for older revisions. An upstream's own `resultType` is not handed on: its input
+/// requests reach the client only as `relayed_offer` relays them (MCP-81).
+pub(super) fn complete_result(mut result: Map<String, Value>) -> Value {
     result.insert("resultType".into(), Value::String("complete".into()));
     Value::Object(result)
 }
 
 /// The request's params in their wire form, without the client's `_meta` (never forwarded).
-fn to_map<T: Serialize>(request: &T) -> Result<Map<String, Value>, ErrorData> {
+pub(super) fn to_map<T: Serialize>(request: &T) -> Result<Map<String, Value>, ErrorData> {
     match serde_json::to_value(request) {
         Ok(Value::Object(mut map)) => {
             map.remove("_meta");
@@ -166,7 +134,7 @@ fn to_map<T: Serialize>(request: &T) -> Result<Map<String, Value>, ErrorData> {
     }
 }
 
-fn from_value<T: DeserializeOwned>(value: Value) -> Result<T, ErrorData> {
+pub(super) fn from_value<T: DeserializeOwned>(value: Value) -> Result<T, ErrorData> {
     serde_json::from_value(value).map_err(|e| {
         tracing::error!(%e, "MCP endpoint: an upstream's entry cannot be served");
         ErrorData::internal_error("internal error", None)

@@ -3,8 +3,8 @@
 //!
 //! Guarantees:
 //! - Only a 2026-07-28 `tools/call` relays a round; the upstream is told the capabilities this
-//!   client declared (`rounds`), and a round whose requests need one it did not declare is a
-//!   tool error naming the capability, never relayed.
+//!   client declared (`rounds`), and a round whose requests need one it did not declare is never
+//!   relayed: it is refused with -32021 naming each missing capability (MCP-80).
 //! - Each relayed input request is read as one of the three MCP allows (elicitation, sampling,
 //!   roots) and sent as rebuilt from that reading; anything else is a tool error.
 //! - The upstream's `requestState` never reaches the client bare: it is sealed inside airlock's
@@ -16,23 +16,27 @@
 use std::time::SystemTime;
 
 use rmcp::ErrorData;
-use rmcp::model::{CallToolResponse, CallToolResult, ContentBlock, InputRequest, InputRequests};
+use rmcp::model::{CallToolResponse, CallToolResult, ContentBlock};
+use rmcp::model::{InputRequest, InputRequests};
 use rmcp::model::{InputRequiredResult, InputResponses};
 use serde_json::{Map, Value};
 
-use super::convert::{from_host_error, to_call_result};
+use super::convert::{from_host_error, to_call_result, to_error_data};
 use super::request::Admitted;
 use super::request_state::{
     Asked, Binding, Opened, Refusal, RequestStates, arguments_digest, refused,
 };
-use crate::host::{CallerRefusal, HostCall, HostOutcome, RoundCall, ToolHost};
+use super::tasks;
+use crate::host::{CallerRefusal, HostCall, HostError, HostOutcome, RoundCall, ToolHost};
 use crate::rounds::{NEEDED, Round, relaying_round};
 
 /// What the client of this request declared it can do (its `clientCapabilities`).
 pub(super) type Declared = Map<String, Value>;
 
 /// The call's answer: its input requests relayed with a sealed state when its round needs the
-/// client's input, its own result otherwise.
+/// client's input, its own result otherwise; -32021 when the round needs a capability the
+/// client did not declare. For a client that follows tasks (`wants_task`), a round its
+/// upstream answered with a task is airlock's task (MCP-82).
 pub(super) fn answer(
     states: Option<&RequestStates>,
     admitted: &Admitted,
@@ -40,62 +44,116 @@ pub(super) fn answer(
     tool: &str,
     arguments: &Map<String, Value>,
     declared: &Declared,
-) -> CallToolResponse {
+    wants_task: bool,
+) -> Result<CallToolResponse, ErrorData> {
+    if wants_task && call.is_parked() {
+        return Ok(CallToolResponse::Task(tasks::created(&call)));
+    }
     let HostOutcome::InputRequired {
         requests,
         upstream_state,
     } = call.outcome
     else {
-        return to_call_result(call.outcome).into();
+        return Ok(to_call_result(call.outcome).into());
     };
     let Some(states) = states else {
-        return to_call_result(HostOutcome::InputRequired {
+        return Ok(to_call_result(HostOutcome::InputRequired {
             requests,
             upstream_state,
         })
-        .into();
+        .into());
     };
-    let requests = match relayable(&requests, declared) {
-        Ok(requests) => requests,
-        Err(message) => return CallToolResult::error(vec![ContentBlock::text(message)]).into(),
+    let asking = Asking {
+        tool: tool.to_owned(),
+        arguments: Value::Object(arguments.clone()),
+        invocation: call.invocation_id,
+        upstream_state,
     };
+    match sealed(states, admitted, asking, &requests, declared) {
+        Ok(relayed) => Ok(relayed.into()),
+        Err(Unrelayable::Missing(missing)) => {
+            Err(to_error_data(HostError::MissingClientCapabilities(missing)))
+        }
+        Err(Unrelayable::Malformed(message)) => {
+            Ok(CallToolResult::error(vec![ContentBlock::text(message)]).into())
+        }
+    }
+}
+
+/// The round that asked: what its state is bound to.
+pub(super) struct Asking {
+    /// The tool, or for a prompt `prompts/get <name>` (never a tool's name).
+    pub(super) tool: String,
+    pub(super) arguments: Value,
+    /// The round's row.
+    pub(super) invocation: String,
+    pub(super) upstream_state: Option<String>,
+}
+
+/// `requests` as relayed, with airlock's state sealed for the round `asking` (MCP-71).
+pub(super) fn sealed(
+    states: &RequestStates,
+    admitted: &Admitted,
+    asking: Asking,
+    requests: &Map<String, Value>,
+    declared: &Declared,
+) -> Result<InputRequiredResult, Unrelayable> {
+    let requests = relayable(requests, declared)?;
     let binding = Binding {
         principal: admitted.caller.principal.clone(),
         scope: admitted.scope.to_string(),
-        tool: tool.to_owned(),
-        arguments: arguments_digest(&Value::Object(arguments.clone())),
-        invocation: call.invocation_id,
+        tool: asking.tool,
+        arguments: arguments_digest(&asking.arguments),
+        invocation: asking.invocation,
         asked: Asked::Relay,
-        upstream: upstream_state,
+        upstream: asking.upstream_state,
     };
     let state = states.seal(binding, SystemTime::now());
-    InputRequiredResult::new(Some(requests), Some(state)).into()
+    Ok(InputRequiredResult::new(Some(requests), Some(state)))
+}
+
+/// Why a round is not relayed.
+#[derive(Debug)]
+pub(super) enum Unrelayable {
+    /// A request is not one MCP allows, or does not read as its method's: the tool error's
+    /// message (MCP-73).
+    Malformed(String),
+    /// The client capabilities the requests need and the client did not declare (MCP-80).
+    Missing(Vec<String>),
 }
 
 /// `requests` as relayed: each read as an input request MCP allows, and each needing only a
-/// capability the client declared; otherwise the tool error's message.
-fn relayable(requests: &Map<String, Value>, declared: &Declared) -> Result<InputRequests, String> {
+/// capability the client declared.
+fn relayable(
+    requests: &Map<String, Value>,
+    declared: &Declared,
+) -> Result<InputRequests, Unrelayable> {
     let mut relayed = InputRequests::new();
+    let mut missing = Vec::new();
     for (key, request) in requests {
         let method = request.get("method").and_then(Value::as_str).unwrap_or("");
         let Some((_, capability)) = NEEDED.iter().find(|(m, _)| *m == method) else {
-            return Err(format!(
+            return Err(Unrelayable::Malformed(format!(
                 "the tool's server sent an input request airlock does not relay (`{}` under `{}`); it did not finish",
                 airlock_spec::visible_text(method),
                 airlock_spec::visible_text(key)
-            ));
+            )));
         };
-        if !declared.contains_key(*capability) {
-            return Err(format!(
-                "the tool's server needs the client capability `{capability}` ({method}), which this client did not declare; it did not finish"
-            ));
-        }
         let read: InputRequest = serde_json::from_value(request.clone()).map_err(|_| {
-            format!("the tool's server sent a malformed {method} input request; it did not finish")
+            Unrelayable::Malformed(format!(
+                "the tool's server sent a malformed {method} input request; it did not finish"
+            ))
         })?;
+        if !declared.contains_key(*capability) && !missing.iter().any(|m| m == capability) {
+            missing.push((*capability).to_owned());
+        }
         relayed.insert(key.clone(), read);
     }
-    Ok(relayed)
+    if missing.is_empty() {
+        Ok(relayed)
+    } else {
+        Err(Unrelayable::Missing(missing))
+    }
 }
 
 /// The retry of a relayed round: the next round, run with the client's responses and the
@@ -123,14 +181,15 @@ pub(super) async fn next_round(
     )
     .await;
     match ran {
-        Ok(done) => Ok(answer(
+        Ok(done) => answer(
             Some(states),
             admitted,
             done,
             call.tool,
             call.arguments,
             call.declared,
-        )),
+            call.wants_task,
+        ),
         Err(CallerRefusal::Replayed) => Err(refused(Refusal::Replayed)),
         Err(CallerRefusal::Host(err)) => from_host_error(err).map(Into::into),
     }
@@ -142,11 +201,13 @@ pub(super) struct Next<'a> {
     pub(super) arguments: &'a Map<String, Value>,
     pub(super) responses: Option<&'a InputResponses>,
     pub(super) declared: &'a Declared,
+    pub(super) wants_task: bool,
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rmcp::model::ErrorCode;
     use serde_json::json;
 
     fn requests(value: Value) -> Map<String, Value> {
@@ -157,7 +218,7 @@ mod tests {
     }
 
     #[test]
-    fn mcp_69_a_request_needing_an_undeclared_capability_is_not_relayed() {
+    fn mcp_80_a_request_needing_an_undeclared_capability_is_refused_with_32021() {
         let asked = requests(json!({
             "user_name": {"method": "elicitation/create", "params": {"message": "Name?",
                 "requestedSchema": {"type": "object", "properties": {}}}},
@@ -165,8 +226,16 @@ mod tests {
                 "maxTokens": 5}},
         }));
         let sampling_only = requests(json!({"sampling": {}}));
-        let refused = relayable(&asked, &sampling_only).unwrap_err();
-        assert!(refused.contains("`elicitation`"), "{refused}");
+        let Err(Unrelayable::Missing(missing)) = relayable(&asked, &sampling_only) else {
+            panic!("relayed without elicitation");
+        };
+        assert_eq!(missing, ["elicitation"]);
+        let refused = to_error_data(HostError::MissingClientCapabilities(missing));
+        assert_eq!(refused.code, ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY);
+        assert_eq!(
+            refused.data,
+            Some(json!({"requiredCapabilities": {"elicitation": {}}}))
+        );
         let both = requests(json!({"sampling": {}, "elicitation": {}}));
         assert_eq!(relayable(&asked, &both).unwrap().len(), 2);
     }
@@ -175,10 +244,14 @@ mod tests {
     fn mcp_73_only_the_three_input_request_methods_are_relayed() {
         let declared = requests(json!({"sampling": {}, "elicitation": {}, "roots": {}}));
         let ping = requests(json!({"p": {"method": "ping", "params": {}}}));
-        let refused = relayable(&ping, &declared).unwrap_err();
+        let Err(Unrelayable::Malformed(refused)) = relayable(&ping, &declared) else {
+            panic!("ping relayed");
+        };
         assert!(refused.contains("does not relay"), "{refused}");
         let malformed = requests(json!({"m": {"method": "sampling/createMessage", "params": 3}}));
-        let refused = relayable(&malformed, &declared).unwrap_err();
+        let Err(Unrelayable::Malformed(refused)) = relayable(&malformed, &declared) else {
+            panic!("malformed relayed");
+        };
         assert!(refused.contains("malformed"), "{refused}");
         let roots = requests(json!({"r": {"method": "roots/list"}}));
         assert!(relayable(&roots, &declared).is_ok());

@@ -15,7 +15,8 @@
 
 use rmcp::ErrorData;
 use rmcp::model::{
-    CreateTaskResult, DetailedTask, GetTaskResult, JsonObject, Task, TaskPayload, TaskStatus,
+    ClientCapabilities, CreateTaskResult, DetailedTask, GetTaskResult, JsonObject, Task,
+    TaskPayload, TaskStatus,
 };
 use serde_json::Value;
 
@@ -24,6 +25,14 @@ use crate::host::{HostCall, HostOutcome, ParkedStatus};
 
 /// How often a client should poll `tasks/get` while a person decides (milliseconds).
 pub(super) const POLL_INTERVAL_MS: u64 = 2_000;
+
+/// The refusal of a call to a tool its upstream runs only as a task, from a client that did not
+/// declare the tasks extension (MCP-80): -32021 naming the extension, HTTP 400.
+pub(super) fn required() -> ErrorData {
+    ErrorData::missing_required_client_capability(
+        ClientCapabilities::builder().enable_tasks().build(),
+    )
+}
 
 /// The wire revision whose task rules apply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

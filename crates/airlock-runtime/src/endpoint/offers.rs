@@ -8,16 +8,22 @@
 //! to nobody but callers who may, and reading, getting or completing it is answered exactly as
 //! for an entry that does not exist. A resource read and a prompt got are ledger rows
 //! ([`Read`]); a completion is not (it reads nothing the caller keeps). The URIs in what an
-//! upstream answers are served mapped, as its lists are.
+//! upstream answers are served mapped, as its lists are. A prompt whose 2026-07-28 upstream
+//! asks for input ends its row `input_required`, and the next round is a read of its own that
+//! follows it (MCP-81, LEDGER-67).
 
-use airlock_mcp::{Caller, Entry, HostError, Listed, OfferHost, Offers};
+use std::future::Future;
+
+use airlock_ledger::{INPUT_REQUIRED_KEY, InvocationState, LedgerError, RoundUse};
+use airlock_mcp::{Answered, OfferAnswer, OfferRequest, RoundCall};
+use airlock_mcp::{Caller, CallerRefusal, Entry, HostError, Listed, OfferHost, Offers};
 use airlock_spec::ScopeId;
 use futures::future::BoxFuture;
 use serde_json::{Map, Value, json};
 
 use super::{internal, unknown_scope};
 use crate::error::{ToolError, mcp_error};
-use crate::gateway::{Gateway, Read};
+use crate::gateway::{Gateway, GatewayError, Read};
 use crate::offered::Source;
 
 impl Gateway {
@@ -30,6 +36,141 @@ impl Gateway {
     fn offer_client(&self) -> Result<&airlock_mcp::McpClient, HostError> {
         let client = self.offered().client();
         client.ok_or_else(|| HostError::Internal("offered entries without a client".into()))
+    }
+}
+
+impl Gateway {
+    /// `prompts/get` of the served prompt `params` names, recorded as a read (continuing the
+    /// read `follows` names, if any).
+    async fn got_prompt(
+        &self,
+        scope: &ScopeId,
+        caller: &Caller,
+        mut params: Entry,
+        follows: Option<RoundUse>,
+    ) -> Result<OfferAnswer, CallerRefusal> {
+        let name = text(&params, "name").to_owned();
+        let visible = |name: &str| self.sees(scope, caller, name);
+        let Some((source, upstream_name)) = self.offered().prompt(scope, &name, &visible) else {
+            return Err(HostError::InvalidParams(format!("unknown prompt: {name}")).into());
+        };
+        let client = self.offer_client()?;
+        let arguments = params.get("arguments").cloned().unwrap_or(Value::Null);
+        params.insert("name".into(), Value::String(upstream_name));
+        let work = async {
+            let got = client.get_prompt(&source.target, params).await;
+            got.map(|r| served(source, r, served_messages))
+                .map_err(mcp_error)
+        };
+        let read = Read {
+            scope,
+            principal: &caller.principal,
+            method: OfferRequest::Prompt.method(),
+            arguments: json!({ "name": name, "arguments": arguments }),
+            follows,
+        };
+        self.recorded(read, work, prompt_summary).await
+    }
+
+    /// `resources/read` of the served `uri`, recorded as a read (continuing the read `follows`
+    /// names, if any).
+    async fn got_resource(
+        &self,
+        scope: &ScopeId,
+        caller: &Caller,
+        uri: &str,
+        follows: Option<RoundUse>,
+    ) -> Result<OfferAnswer, CallerRefusal> {
+        let visible = |name: &str| self.sees(scope, caller, name);
+        let Some((source, upstream)) = self.offered().resource(scope, uri, &visible) else {
+            return Err(HostError::ResourceNotFound(uri.to_owned()).into());
+        };
+        let client = self.offer_client()?;
+        let mut params = Map::new();
+        params.insert("uri".into(), Value::String(upstream));
+        let work = async {
+            let read = client.read_resource(&source.target, params).await;
+            read.map(|r| served(source, r, served_contents))
+                .map_err(mcp_error)
+        };
+        let read = Read {
+            scope,
+            principal: &caller.principal,
+            method: OfferRequest::Resource.method(),
+            arguments: json!({ "uri": uri }),
+            follows,
+        };
+        self.recorded(read, work, read_summary).await
+    }
+
+    /// `read` recorded around `work`; an upstream asking for input ends the row
+    /// `input_required` (MCP-81, LEDGER-67).
+    async fn recorded<W>(
+        &self,
+        read: Read<'_>,
+        work: W,
+        summary: fn(&Answered) -> Value,
+    ) -> Result<OfferAnswer, CallerRefusal>
+    where
+        W: Future<Output = Result<Answered, ToolError>>,
+    {
+        let (row, answer) = match self.record_read(read, work, summary).await {
+            Ok(recorded) => recorded,
+            Err(GatewayError::Ledger(LedgerError::RequestStateUsed { .. })) => {
+                return Err(CallerRefusal::Replayed);
+            }
+            Err(e) => return Err(internal(&e).into()),
+        };
+        match answer.map_err(|e| upstream_failure(&e))? {
+            Answered::Complete(complete) => Ok(OfferAnswer::Complete(complete)),
+            Answered::InputRequired {
+                requests,
+                upstream_state,
+            } => Ok(OfferAnswer::InputRequired {
+                invocation_id: row.to_string(),
+                requests,
+                upstream_state,
+            }),
+        }
+    }
+
+    /// The caller's own `request` of `round.previous`, if it asked for input: the row the next
+    /// round follows (LEDGER-67).
+    async fn followed(
+        &self,
+        scope: &ScopeId,
+        caller: &Caller,
+        request: OfferRequest,
+        round: &RoundCall,
+    ) -> Result<RoundUse, HostError> {
+        let previous = self.mcp_row(scope, caller, &round.previous).await?;
+        let key = match request {
+            OfferRequest::Prompt => "name",
+            OfferRequest::Resource => "uri",
+        };
+        let same = previous.tool == request.method()
+            && previous.arguments[key].as_str() == Some(round.tool.as_str());
+        if !same || previous.state != InvocationState::InputRequired {
+            let why = format!(
+                "invocation {} is not a {} of this entry that asked for input",
+                round.previous,
+                request.method()
+            );
+            return Err(HostError::NotFound(why));
+        }
+        Ok(RoundUse {
+            nonce: round.state_id.clone(),
+            previous: previous.id,
+            by: caller.principal.clone(),
+        })
+    }
+}
+
+/// A first request's refusal: only a retry can be a replay.
+fn host_only(refused: CallerRefusal) -> HostError {
+    match refused {
+        CallerRefusal::Host(error) => error,
+        CallerRefusal::Replayed => HostError::Internal("a first request replayed".into()),
     }
 }
 
@@ -56,29 +197,10 @@ impl OfferHost for Gateway {
         scope: &'a ScopeId,
         caller: &'a Caller,
         uri: &'a str,
-    ) -> BoxFuture<'a, Result<Entry, HostError>> {
+    ) -> BoxFuture<'a, Result<OfferAnswer, HostError>> {
         Box::pin(async move {
-            let visible = |name: &str| self.sees(scope, caller, name);
-            let Some((source, upstream)) = self.offered().resource(scope, uri, &visible) else {
-                return Err(HostError::ResourceNotFound(uri.to_owned()));
-            };
-            let client = self.offer_client()?;
-            let mut params = Map::new();
-            params.insert("uri".into(), Value::String(upstream));
-            let work = async {
-                let read = client.read_resource(&source.target, params).await;
-                read.map(|r| served_contents(source, r)).map_err(mcp_error)
-            };
-            let read = Read {
-                scope,
-                principal: &caller.principal,
-                method: "resources/read",
-                arguments: json!({ "uri": uri }),
-            };
-            let answer = self.record_read(read, work, read_summary).await;
-            answer
-                .map_err(|e| internal(&e))?
-                .map_err(|e| upstream_failure(&e))
+            let read = self.got_resource(scope, caller, uri, None).await;
+            read.map_err(host_only)
         })
     }
 
@@ -86,32 +208,37 @@ impl OfferHost for Gateway {
         &'a self,
         scope: &'a ScopeId,
         caller: &'a Caller,
-        mut params: Entry,
-    ) -> BoxFuture<'a, Result<Entry, HostError>> {
+        params: Entry,
+    ) -> BoxFuture<'a, Result<OfferAnswer, HostError>> {
         Box::pin(async move {
-            let name = text(&params, "name").to_owned();
-            let visible = |name: &str| self.sees(scope, caller, name);
-            let Some((source, upstream_name)) = self.offered().prompt(scope, &name, &visible)
-            else {
-                return Err(HostError::InvalidParams(format!("unknown prompt: {name}")));
-            };
-            let client = self.offer_client()?;
-            let arguments = params.get("arguments").cloned().unwrap_or(Value::Null);
-            params.insert("name".into(), Value::String(upstream_name));
-            let work = async {
-                let got = client.get_prompt(&source.target, params).await;
-                got.map(|r| served_messages(source, r)).map_err(mcp_error)
-            };
-            let read = Read {
-                scope,
-                principal: &caller.principal,
-                method: "prompts/get",
-                arguments: json!({ "name": name, "arguments": arguments }),
-            };
-            let answer = self.record_read(read, work, prompt_summary).await;
-            answer
-                .map_err(|e| internal(&e))?
-                .map_err(|e| upstream_failure(&e))
+            let got = self.got_prompt(scope, caller, params, None).await;
+            got.map_err(host_only)
+        })
+    }
+
+    fn continue_offer<'a>(
+        &'a self,
+        scope: &'a ScopeId,
+        caller: &'a Caller,
+        request: OfferRequest,
+        round: RoundCall,
+    ) -> BoxFuture<'a, Result<OfferAnswer, CallerRefusal>> {
+        Box::pin(async move {
+            let follows = self.followed(scope, caller, request, &round).await?;
+            match request {
+                OfferRequest::Prompt => {
+                    let mut params = Map::new();
+                    params.insert("name".into(), Value::String(round.tool));
+                    if round.arguments.is_object() {
+                        params.insert("arguments".into(), round.arguments);
+                    }
+                    self.got_prompt(scope, caller, params, Some(follows)).await
+                }
+                OfferRequest::Resource => {
+                    let uri = &round.tool;
+                    self.got_resource(scope, caller, uri, Some(follows)).await
+                }
+            }
         })
     }
 
@@ -198,7 +325,10 @@ fn map_uri(source: &Source, holder: &mut Value) {
 }
 
 /// What the row of a resource read keeps: each content's URI, type and size, not its bytes.
-fn read_summary(result: &Entry) -> Value {
+fn read_summary(answer: &Answered) -> Value {
+    let Answered::Complete(result) = answer else {
+        return asked_summary(answer);
+    };
     let contents = result.get("contents").and_then(Value::as_array);
     let summary: Vec<Value> = contents
         .into_iter()
@@ -216,10 +346,37 @@ fn read_summary(result: &Entry) -> Value {
 }
 
 /// What the row of a prompt got keeps: how many messages came back.
-fn prompt_summary(result: &Entry) -> Value {
+fn prompt_summary(answer: &Answered) -> Value {
+    let Answered::Complete(result) = answer else {
+        return asked_summary(answer);
+    };
     let messages = result
         .get("messages")
         .and_then(Value::as_array)
         .map_or(0, Vec::len);
     json!({ "messages": messages })
+}
+
+/// When the upstream asked for input: what it asked and its own state, which end the row
+/// `input_required` and are what the next round continues (LEDGER-67).
+fn asked_summary(answer: &Answered) -> Value {
+    let Answered::InputRequired {
+        requests,
+        upstream_state,
+    } = answer
+    else {
+        return Value::Null;
+    };
+    json!({ INPUT_REQUIRED_KEY: {
+        "inputRequests": requests,
+        "requestState": upstream_state,
+    }})
+}
+
+/// An answer as served (`mapped` maps its URIs); a request for input as the upstream sent it.
+fn served(source: &Source, answer: Answered, mapped: fn(&Source, Entry) -> Entry) -> Answered {
+    match answer {
+        Answered::Complete(complete) => Answered::Complete(mapped(source, complete)),
+        asked @ Answered::InputRequired { .. } => asked,
+    }
 }

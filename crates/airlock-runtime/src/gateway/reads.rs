@@ -7,11 +7,13 @@
 //! request's scope; the row is `succeeded` with a summary of the answer (never its bytes) or
 //! `failed` with the error, as a read-only call's would be. A read never parks: it is recorded
 //! `approval: never`, and `[[access]]` was applied before (an entry the caller may not see is
-//! not found, and leaves no row).
+//! not found, and leaves no row). A read that continues one whose upstream asked for input
+//! (a relayed prompt round, MCP-81) is recorded with `follows`, so the retry's state is used in
+//! the commit that records it (LEDGER-67).
 
 use std::future::Future;
 
-use airlock_ledger::{NewInvocation, NewSession, SessionId, SourceKind};
+use airlock_ledger::{InvocationId, NewInvocation, NewSession, RoundUse, SessionId, SourceKind};
 use airlock_spec::{Effect, ScopeId};
 use serde_json::Value;
 
@@ -27,6 +29,8 @@ pub(crate) struct Read<'a> {
     pub(crate) method: &'static str,
     /// As the caller asked (served names and URIs).
     pub(crate) arguments: Value,
+    /// The read whose input round this one continues, and the state's use.
+    pub(crate) follows: Option<RoundUse>,
 }
 
 impl Gateway {
@@ -35,13 +39,14 @@ impl Gateway {
         &self.offered
     }
 
-    /// Records `read`, runs `work`, and stores `summary` of its answer (or its error).
+    /// Records `read`, runs `work`, and stores `summary` of its answer (or its error); the
+    /// read's row id and its answer.
     pub(crate) async fn record_read<T, W>(
         &self,
         read: Read<'_>,
         work: W,
         summary: fn(&T) -> Value,
-    ) -> Result<Result<T, ToolError>, GatewayError>
+    ) -> Result<(InvocationId, Result<T, ToolError>), GatewayError>
     where
         W: Future<Output = Result<T, ToolError>>,
     {
@@ -61,19 +66,27 @@ impl Gateway {
         // Reading twice changes nothing: a read left running by a crash is not in doubt.
         new.effect = Effect::Idempotent;
         new.principal = Some(read.principal.to_owned());
-        // One commit lane: the session is written right before the row that needs it.
-        let (opened, recorded) = futures::join!(
-            self.store.create_session(session, opened),
-            self.store.record_and_claim(new, &self.owner, self.lease)
-        );
-        opened?;
-        let row = recorded?.invocation;
+        let row = if read.follows.is_some() {
+            // Recorded on the lane of the read it follows (LEDGER-62): the session goes first.
+            new.follows = read.follows;
+            self.store.create_session(session, opened).await?;
+            let recorded = self.store.record_and_claim(new, &self.owner, self.lease);
+            recorded.await?.invocation
+        } else {
+            // One commit lane: the session is written right before the row that needs it.
+            let (opened, recorded) = futures::join!(
+                self.store.create_session(session, opened),
+                self.store.record_and_claim(new, &self.owner, self.lease)
+            );
+            opened?;
+            recorded?.invocation
+        };
         let answer = work.await;
         let stored = match &answer {
             Ok(answer) => Ok(summary(answer)),
             Err(error) => Err(error.clone()),
         };
         self.finish(row.id, stored).await?;
-        Ok(answer)
+        Ok((row.id, answer))
     }
 }

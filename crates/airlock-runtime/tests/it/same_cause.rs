@@ -107,6 +107,7 @@ async fn gateway(address: Option<IpAddr>, port: u16, dir: &tempfile::TempDir) ->
         auth: McpAuth::None,
         protocol: McpProtocol::Legacy,
         offers: false,
+        requires_tasks: false,
     };
     let mut scope = Scope::new(ScopeId::Gateway);
     scope.add(tool("up_api", ToolSource::Api(api))).unwrap();

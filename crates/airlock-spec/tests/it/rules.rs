@@ -201,6 +201,42 @@ fn decl_81_served_as_names_the_tool_exactly() {
     }
 }
 
+/// DECL-82: `requires_tasks: true` marks a tool its server runs only as a task; a session-era
+/// server, never offered one, cannot have such a tool.
+#[test]
+fn decl_82_requires_tasks_marks_a_task_only_tool_of_a_modern_server() {
+    let toml = "[connections.soporte_mcp]\nbase_url = \"https://tenant.airlock-test.invalid\"\n";
+    let tools = |protocol: &str| {
+        format!(
+            "    - name: s\n      type: mcp\n      connection: soporte_mcp\n      path: /mcp\n{protocol}      tools:\n        - name: job\n          requires_tasks: true\n          description: T.\n          writes: false\n          input_schema: {{ type: object }}\n        - name: u\n          description: U.\n          writes: false\n          input_schema: {{ type: object }}\n"
+        )
+    };
+    let dir = Dir::new().file("airlock.toml", toml).file(
+        "agents/s.yml",
+        &agent("s", &tools("      protocol: 2026-07-28\n")),
+    );
+    let deployment = dir.load().unwrap();
+    let scope = deployment.agent_scope("s").unwrap();
+    let required: Vec<(String, bool)> = scope
+        .tools()
+        .iter()
+        .map(|t| match &t.source {
+            airlock_spec::ToolSource::McpInline(tool) => {
+                (t.definition.name.to_string(), tool.requires_tasks)
+            }
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert!(required.contains(&("s_job".into(), true)), "{required:?}");
+    assert!(required.contains(&("s_u".into(), false)), "{required:?}");
+    let errors = Dir::new()
+        .file("airlock.toml", toml)
+        .file("agents/s.yml", &agent("s", &tools("")))
+        .errors();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(errors[0].contains("requires_tasks"), "{errors:?}");
+}
+
 #[test]
 fn airlock_toml_problems_are_all_reported() {
     let toml = "listen = \"nowhere\"\napproval_ttl = \"1 week\"\nsurprise = 1\n[egress]\nallow = [\"10.0.0.0/8\", \"bad host!\"]\nports = [0]\n";

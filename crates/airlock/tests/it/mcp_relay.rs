@@ -4,12 +4,16 @@
 //! requests reach the client under the upstream's own keys with airlock's sealed state, the
 //! client's answers reach the upstream as sent, several rounds chain, and a state is refused when
 //! tampered, replayed (also concurrently: exactly one retry proceeds), or used by another
-//! principal or with other arguments; a client is asked only what it declared it can answer.
+//! principal or with other arguments; a client is asked only what it declared it can answer,
+//! and a round needing more is refused with -32021 (MCP-80). The upstream's prompt asking for
+//! input is relayed the same way (MCP-81, LEDGER-67).
 
 use serde_json::{Value, json};
 
 use crate::mcp::{CLAUDE, OTHER, start};
-use crate::support::{deployment_with, modern_tools_call, mrtr_fixture};
+use crate::support::{
+    deployment_with, modern_request, modern_tools_call, modern_tools_call_status, mrtr_fixture,
+};
 
 /// The tools of the fixture; the `relay` agent's scope serves them with the prefix `up_`.
 const TOOLS: [&str; 8] = [
@@ -42,7 +46,7 @@ fn deployment(port: u16) -> tempfile::TempDir {
         })
         .collect();
     let agent = format!(
-        "apiVersion: airlock/v1\nkind: Agent\nmetadata:\n  name: relay\n  description: Relayed input rounds.\nspec:\n  model: {{ provider: openai, model: unused }}\n  prompts: {{ system: Unused. }}\n  tools:\n    - name: up\n      type: mcp\n      connection: up\n      path: /mcp\n      protocol: 2026-07-28\n      tools:\n{tools}    - name: gated\n      type: mcp\n      connection: up\n      path: /mcp\n      protocol: 2026-07-28\n      approval: caller\n      tools:\n        - name: elicitation\n          description: Asks its client once confirmed.\n          writes: false\n          input_schema: {{ type: object }}\n"
+        "apiVersion: airlock/v1\nkind: Agent\nmetadata:\n  name: relay\n  description: Relayed input rounds.\nspec:\n  model: {{ provider: openai, model: unused }}\n  prompts: {{ system: Unused. }}\n  tools:\n    - name: up\n      type: mcp\n      connection: up\n      path: /mcp\n      protocol: 2026-07-28\n      offers: true\n      tools:\n{tools}    - name: gated\n      type: mcp\n      connection: up\n      path: /mcp\n      protocol: 2026-07-28\n      approval: caller\n      tools:\n        - name: elicitation\n          description: Asks its client once confirmed.\n          writes: false\n          input_schema: {{ type: object }}\n"
     );
     std::fs::create_dir(dir.path().join("agents")).unwrap();
     std::fs::write(dir.path().join("agents/relay.yml"), agent).unwrap();
@@ -272,8 +276,7 @@ async fn mcp_72_of_concurrent_retries_with_one_state_exactly_one_proceeds() {
     assert_eq!((done, replayed), (1, 3), "{replies:?}");
 }
 
-/// MCP-69: the upstream is told only what the client declared, so it asks nothing else (a round
-/// asking for an undeclared capability anyway is refused by airlock too: `relayed`'s unit test).
+/// MCP-69: the upstream is told only what the client declared, so it asks nothing else.
 #[tokio::test]
 async fn mcp_69_a_client_is_asked_only_what_it_declared() {
     let Some((_up, _dir, url)) = gateway().await else {
@@ -284,11 +287,39 @@ async fn mcp_69_a_client_is_asked_only_what_it_declared() {
     let requests = reply["result"]["inputRequests"].as_object().unwrap();
     let keys: Vec<&String> = requests.keys().collect();
     assert_eq!(keys, ["greeting"], "{reply}");
+}
 
-    // Told that this client declared nothing, the upstream refuses to ask: a tool error.
-    let reply = call(&url, CLAUDE, "elicitation", json!({}), json!({})).await;
-    assert_eq!(reply["result"]["isError"], true, "{reply}");
-    assert!(text(&reply).contains("elicitation"), "{reply}");
+/// MCP-80: told that this client did not declare what its round needs, the upstream refuses to
+/// ask (-32021, as the SDK does); the client gets airlock's own -32021 naming the capability,
+/// HTTP 400, never a tool error. (A round asking for it anyway is refused alike: `relayed`'s
+/// unit test.) Declared, the same tool's round is relayed.
+#[tokio::test]
+async fn mcp_80_a_round_needing_an_undeclared_capability_is_refused_with_32021() {
+    let Some((_up, _dir, url)) = gateway().await else {
+        return;
+    };
+    let params = json!({"name": "up_sampling", "arguments": {}});
+    let elicitation_only = json!({"elicitation": {}});
+    let (status, reply) = modern_tools_call_status(&url, CLAUDE, params, elicitation_only).await;
+    assert_eq!(status, 400, "{reply}");
+    assert_eq!(reply["error"]["code"], -32021, "{reply}");
+    let required = &reply["error"]["data"]["requiredCapabilities"];
+    assert_eq!(required, &json!({"sampling": {}}), "{reply}");
+
+    let (status, reply) = modern_tools_call_status(
+        &url,
+        CLAUDE,
+        json!({"name": "up_elicitation", "arguments": {}}),
+        json!({}),
+    )
+    .await;
+    assert_eq!(
+        (status, &reply["error"]["code"]),
+        (400, &json!(-32021)),
+        "{reply}"
+    );
+    let asked = call(&url, CLAUDE, "sampling", json!({}), json!({"sampling": {}})).await;
+    assert_eq!(asked["result"]["resultType"], "input_required", "{asked}");
 }
 
 /// MCP-74: a call the person at the client confirms (`approval: caller`) is asked under
@@ -314,4 +345,131 @@ async fn mcp_74_a_confirmed_call_then_relays_its_upstreams_requests() {
     let name = json!({"user_name": accept(json!({"name": "Eve"}))});
     let done = answer(&url, CLAUDE, tool, &relayed, name).await;
     assert_eq!(text(&done), "Hello, Eve!", "{done}");
+}
+
+/// A 2026-07-28 `prompts/get` of `up_prompt` as `token`, declaring `capabilities`.
+async fn get_prompt(url: &str, token: &str, extra: Value, capabilities: Value) -> (u16, Value) {
+    let mut params = json!({"name": "up_prompt"});
+    if let Value::Object(extra) = extra {
+        params.as_object_mut().unwrap().extend(extra);
+    }
+    modern_request(url, token, "prompts/get", params, capabilities).await
+}
+
+/// MCP-81, LEDGER-67: an upstream's `prompts/get` asking for input is relayed as a tool's round
+/// is: its request under its own key with airlock's sealed state; the retry's answer reaches the
+/// upstream, which then answers the prompt. The state is used once, bound to the prompt (a
+/// tool's state does not continue it) and to its principal; a client that did not declare what
+/// the round needs is refused with -32021 (MCP-80).
+#[tokio::test]
+async fn mcp_81_a_prompts_input_requests_are_relayed() {
+    let Some((_up, _dir, url)) = gateway().await else {
+        return;
+    };
+    let (_, first) = get_prompt(&url, CLAUDE, json!({}), every_capability()).await;
+    let asked = first["result"].clone();
+    assert_eq!(asked["resultType"], "input_required", "{first}");
+    let request = &asked["inputRequests"]["user_context"];
+    assert_eq!(request["method"], "elicitation/create", "{first}");
+    let state = asked["requestState"].as_str().unwrap();
+    assert!(
+        state.starts_with("al1."),
+        "airlock's own sealed state: {first}"
+    );
+    let retry = json!({
+        "inputResponses": {"user_context": accept(json!({"context": "the ledger"}))},
+        "requestState": state,
+    });
+    let (_, done) = get_prompt(&url, CLAUDE, retry.clone(), every_capability()).await;
+    let text = &done["result"]["messages"][0]["content"]["text"];
+    assert_eq!(text, "Use this context: the ledger", "{done}");
+
+    let (_, replayed) = get_prompt(&url, CLAUDE, retry.clone(), every_capability()).await;
+    assert_eq!(reason(&replayed), "replayed", "{replayed}");
+    let (_, fresh) = get_prompt(&url, CLAUDE, json!({}), every_capability()).await;
+    let mut other = retry.clone();
+    other["requestState"] = fresh["result"]["requestState"].clone();
+    let (_, stranger) = get_prompt(&url, OTHER, other, every_capability()).await;
+    assert_eq!(reason(&stranger), "other_principal", "{stranger}");
+    let tool_state = crate::mcp_relay::asked(&url, "elicitation").await["requestState"].clone();
+    let mut crossed = retry;
+    crossed["requestState"] = tool_state;
+    let (_, crossed) = get_prompt(&url, CLAUDE, crossed, every_capability()).await;
+    assert_eq!(reason(&crossed), "other_tool", "{crossed}");
+
+    let (status, refused) = get_prompt(&url, CLAUDE, json!({}), json!({})).await;
+    assert_eq!(
+        (status, &refused["error"]["code"]),
+        (400, &json!(-32021)),
+        "{refused}"
+    );
+}
+
+/// LEDGER-67: of concurrent retries of a prompt's round with one state, exactly one gets the
+/// prompt; the others are `replayed`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ledger_67_of_concurrent_prompt_retries_with_one_state_exactly_one_proceeds() {
+    let Some((_up, _dir, url)) = gateway().await else {
+        return;
+    };
+    let (_, first) = get_prompt(&url, CLAUDE, json!({}), every_capability()).await;
+    let retry = json!({
+        "inputResponses": {"user_context": accept(json!({"context": "once"}))},
+        "requestState": first["result"]["requestState"],
+    });
+    let retries = (0..4).map(|_| get_prompt(&url, CLAUDE, retry.clone(), every_capability()));
+    let replies = futures::future::join_all(retries).await;
+    let done = replies
+        .iter()
+        .filter(|(_, r)| r["result"]["messages"][0]["content"]["text"] == "Use this context: once")
+        .count();
+    let replayed = replies
+        .iter()
+        .filter(|(_, r)| r["error"]["data"]["reason"] == "replayed")
+        .count();
+    assert_eq!((done, replayed), (1, 3), "{replies:?}");
+}
+
+/// MCP-81: a resource read whose upstream asks for input is relayed as a prompt's is, its state
+/// bound to the read (a prompt's state does not continue it), used once.
+#[tokio::test]
+async fn mcp_81_a_resources_input_requests_are_relayed() {
+    let Some((_up, _dir, url)) = gateway().await else {
+        return;
+    };
+    let read = |token, extra: Value| {
+        let mut params = json!({"uri": "up://confirmed"});
+        params
+            .as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        let url = url.clone();
+        async move {
+            let params = params.clone();
+            modern_request(&url, token, "resources/read", params, every_capability()).await
+        }
+    };
+    let (_, first) = read(CLAUDE, json!({})).await;
+    let asked = &first["result"];
+    assert_eq!(asked["resultType"], "input_required", "{first}");
+    assert_eq!(
+        asked["inputRequests"]["confirm"]["method"],
+        "elicitation/create"
+    );
+    let retry = json!({
+        "inputResponses": {"confirm": accept(json!({"ok": true}))},
+        "requestState": asked["requestState"],
+    });
+    let (_, done) = read(CLAUDE, retry.clone()).await;
+    assert_eq!(done["result"]["contents"][0]["text"], "confirmed", "{done}");
+    let (_, replayed) = read(CLAUDE, retry).await;
+    assert_eq!(reason(&replayed), "replayed", "{replayed}");
+
+    let (_, prompt) = get_prompt(&url, CLAUDE, json!({}), every_capability()).await;
+    let crossed = json!({
+        "inputResponses": {"confirm": accept(json!({"ok": true}))},
+        "requestState": prompt["result"]["requestState"],
+    });
+    let (_, crossed) = read(CLAUDE, crossed).await;
+    assert_eq!(reason(&crossed), "other_tool", "{crossed}");
 }

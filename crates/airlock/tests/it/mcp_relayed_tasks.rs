@@ -3,7 +3,8 @@
 //! SDK v2 (`crates/airlock/tests/upstream-v2/tasks.mjs`): the task is created only for a client
 //! that opted in, its id is the invocation's, the row stays `running` under the relay's lease
 //! with the upstream's task id stored, `tasks/get` follows the upstream and settles the row once,
-//! `tasks/cancel` forwards. Needs `npm ci --prefix crates/airlock/tests/upstream-v2`.
+//! `tasks/cancel` forwards; a tool the upstream runs only as a task is refused to a client that
+//! did not opt in (MCP-80). Needs `npm ci --prefix crates/airlock/tests/upstream-v2`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,31 +25,47 @@ fn deployment(port: u16) -> tempfile::TempDir {
     );
     let dir = deployment_with(&toml, &format!("airlock:\n  mcp: {TOKEN}\n"));
     std::fs::create_dir(dir.path().join("agents")).unwrap();
-    let tool = |name: &str| {
+    let tool = |name: &str, extra: &str| {
         format!(
-            "        - {{ name: {name}, served_as: {name}, description: Runs {name}., writes: false, input_schema: {{ type: object }} }}\n"
+            "        - {{ name: {name}, served_as: {name}, description: Runs {name}., writes: false,{extra} input_schema: {{ type: object }} }}\n"
         )
     };
     let agent = format!(
-        "apiVersion: airlock/v1\nkind: Agent\nmetadata:\n  name: relay\nspec:\n  model: {{ provider: openai, model: unused }}\n  prompts: {{ system: Unused. }}\n  tools:\n    - name: tasks\n      type: mcp\n      connection: tasks\n      path: /mcp\n      protocol: 2026-07-28\n      tools:\n{}{}{}",
-        tool("slow_compute"),
-        tool("failing_job"),
-        tool("protocol_error_job")
+        "apiVersion: airlock/v1\nkind: Agent\nmetadata:\n  name: relay\nspec:\n  model: {{ provider: openai, model: unused }}\n  prompts: {{ system: Unused. }}\n  tools:\n    - name: tasks\n      type: mcp\n      connection: tasks\n      path: /mcp\n      protocol: 2026-07-28\n      tools:\n{}{}{}{}",
+        tool("slow_compute", ""),
+        tool("failing_job", " requires_tasks: true,"),
+        tool("protocol_error_job", ""),
+        tool("test_tool_with_task", "")
     );
     std::fs::write(dir.path().join("agents/relay.yml"), agent).unwrap();
     dir
 }
 
 /// A 2026-07-28 request to agent `relay`, declaring the tasks extension when `tasks`.
-async fn request(base: &str, method: &str, mut params: Value, tasks: bool) -> Value {
+async fn request(base: &str, method: &str, params: Value, tasks: bool) -> Value {
+    request_status(base, method, params, tasks).await.1
+}
+
+/// [`request`] with the reply's HTTP status.
+async fn request_status(base: &str, method: &str, params: Value, tasks: bool) -> (u16, Value) {
     let extensions = if tasks {
         json!({ TASKS: {} })
     } else {
         json!({})
     };
+    request_declaring(base, method, params, json!({ "extensions": extensions })).await
+}
+
+/// [`request_status`] declaring `capabilities`.
+async fn request_declaring(
+    base: &str,
+    method: &str,
+    mut params: Value,
+    capabilities: Value,
+) -> (u16, Value) {
     params["_meta"] = json!({
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": {"extensions": extensions},
+        "io.modelcontextprotocol/clientCapabilities": capabilities,
         "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"}
     });
     let name = params["name"].as_str().or(params["taskId"].as_str());
@@ -64,7 +81,11 @@ async fn request(base: &str, method: &str, mut params: Value, tasks: bool) -> Va
     }
     let body = json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params});
     let response = request.body(body.to_string()).send().await.unwrap();
-    serde_json::from_str(&response.text().await.unwrap()).unwrap()
+    let status = response.status().as_u16();
+    (
+        status,
+        serde_json::from_str(&response.text().await.unwrap()).unwrap(),
+    )
 }
 
 async fn call(base: &str, tool: &str, arguments: Value, tasks: bool) -> Value {
@@ -159,6 +180,63 @@ async fn mcp_77_a_client_that_did_not_opt_in_gets_a_plain_result() {
             .any(|(state, n)| *state == InvocationState::Running && *n > 0),
         "{open:?}"
     );
+}
+
+/// MCP-80, DECL-82: a tool its upstream runs only as a task, called by a client that did not
+/// declare the tasks extension, is refused by airlock with -32021 naming the extension (HTTP
+/// 400) before anything is recorded; from a client that did, the same call is a task.
+#[tokio::test]
+async fn mcp_80_a_task_only_tool_is_refused_to_a_client_without_tasks() {
+    let Some((_upstream, port)) = tasks_fixture().await else {
+        return;
+    };
+    let (_dir, base, gateway) = serve(port).await;
+    let params = json!({"name": "failing_job", "arguments": {}});
+    let (status, reply) = request_status(&base, "tools/call", params, false).await;
+    assert_eq!(status, 400, "{reply}");
+    assert_eq!(reply["error"]["code"], -32021, "{reply}");
+    let required = &reply["error"]["data"]["requiredCapabilities"];
+    assert_eq!(required["extensions"][TASKS], json!({}), "{reply}");
+    let recorded = || async { gateway.store().verify().await.unwrap().rows };
+    assert_eq!(recorded().await, 0, "refused before anything is recorded");
+    let created = call(&base, "failing_job", json!({}), true).await;
+    assert_eq!(created["resultType"], "task", "{created}");
+    assert!(recorded().await > 0);
+}
+
+/// MCP-82: an input round before the task: the first call is a relayed `input_required` round
+/// with no task id; the retry carrying the answer offers its upstream the task again, and the
+/// client gets airlock's task (no `requestState`, no `inputRequests`), which completes with the
+/// answer the round gathered.
+#[tokio::test]
+async fn mcp_82_a_round_before_the_task_is_relayed_then_the_task() {
+    let Some((_upstream, port)) = tasks_fixture().await else {
+        return;
+    };
+    let (_dir, base, gateway) = serve(port).await;
+    let capabilities = json!({"elicitation": {}, "extensions": { TASKS: {} }});
+    let params = json!({"name": "test_tool_with_task", "arguments": {}});
+    let (_, first) = request_declaring(&base, "tools/call", params, capabilities.clone()).await;
+    let asked = &first["result"];
+    assert_eq!(asked["resultType"], "input_required", "{first}");
+    assert!(asked.get("taskId").is_none(), "{first}");
+    let retry = json!({
+        "name": "test_tool_with_task",
+        "arguments": {},
+        "inputResponses": {"user_name": {"action": "accept", "content": {"name": "Alice"}}},
+        "requestState": asked["requestState"],
+    });
+    let (_, created) = request_declaring(&base, "tools/call", retry, capabilities).await;
+    let task = &created["result"];
+    assert_eq!(task["resultType"], "task", "{created}");
+    assert!(task.get("requestState").is_none(), "{created}");
+    assert!(task.get("inputRequests").is_none(), "{created}");
+    let id = task["taskId"].as_str().unwrap().to_owned();
+    let done = settled(&base, &id).await;
+    assert_eq!(done["result"]["status"], "completed", "{done}");
+    let text = &done["result"]["result"]["content"][0]["text"];
+    assert_eq!(text, "Hello, Alice!", "{done}");
+    assert_eq!(row(&gateway, &id).await.state, InvocationState::Succeeded);
 }
 
 /// MCP-78: a task that ends in a tool error is `completed` with `isError`; one that fails at the

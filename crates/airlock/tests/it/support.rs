@@ -396,28 +396,56 @@ async fn node_fixture(
 pub(crate) async fn modern_tools_call(
     url: &str,
     token: &str,
-    mut params: serde_json::Value,
+    params: serde_json::Value,
     capabilities: serde_json::Value,
 ) -> serde_json::Value {
+    modern_tools_call_status(url, token, params, capabilities)
+        .await
+        .1
+}
+
+/// [`modern_tools_call`] with the reply's HTTP status.
+pub(crate) async fn modern_tools_call_status(
+    url: &str,
+    token: &str,
+    params: serde_json::Value,
+    capabilities: serde_json::Value,
+) -> (u16, serde_json::Value) {
+    modern_request(url, token, "tools/call", params, capabilities).await
+}
+
+/// A 2026-07-28 `method` request (`tools/call`, `prompts/get` or `resources/read`, whose
+/// `params.name` or `params.uri` goes in `Mcp-Name`) as [`modern_tools_call`] sends it; the reply's HTTP status and JSON-RPC reply.
+pub(crate) async fn modern_request(
+    url: &str,
+    token: &str,
+    method: &str,
+    mut params: serde_json::Value,
+    capabilities: serde_json::Value,
+) -> (u16, serde_json::Value) {
     params["_meta"] = serde_json::json!({
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientCapabilities": capabilities,
         "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"}
     });
-    let name = params["name"].as_str().unwrap_or_default().to_owned();
-    let body =
-        serde_json::json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params});
+    let name = params["name"].as_str().or(params["uri"].as_str());
+    let name = name.unwrap_or_default().to_owned();
+    let body = serde_json::json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params});
     let response = reqwest::Client::new()
         .post(url)
         .header("accept", "application/json, text/event-stream")
         .header("content-type", "application/json")
         .header("authorization", format!("Bearer {token}"))
         .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", "tools/call")
+        .header("mcp-method", method)
         .header("mcp-name", name)
         .body(body.to_string())
         .send()
         .await
         .unwrap();
-    serde_json::from_str(&response.text().await.unwrap()).unwrap()
+    let status = response.status().as_u16();
+    (
+        status,
+        serde_json::from_str(&response.text().await.unwrap()).unwrap(),
+    )
 }

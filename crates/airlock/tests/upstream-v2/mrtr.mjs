@@ -20,6 +20,10 @@
 //                                       asks `confirm` with a requestState
 //   capabilities  asks only what the request's client capabilities allow:
 //                                       elicitation `user_name` and/or sampling `greeting`
+// Its one prompt, `prompt` (the suite's `test_input_required_result_prompt`), asks
+// `user_context` (elicitation, {context}) before it answers one user message naming the context;
+// its one resource, `up://confirmed`, asks `confirm` (elicitation, {ok}) before it reads
+// "confirmed".
 // Every answer also carries, as structuredContent, the client capabilities and inputResponses the
 // request brought, so a test can see exactly what airlock sent upstream.
 // The requestState this server mints is HMAC-sealed by the SDK's codec; a changed one is refused.
@@ -179,6 +183,34 @@ function server() {
       async (_args, ctx) => handler(ctx),
     );
   }
+  mcp.registerPrompt(
+    "prompt",
+    { description: "The conformance suite's test_input_required_result_prompt." },
+    async (ctx) => {
+      const answer = accepted(ctx, "user_context");
+      if (!answer || typeof answer.context !== "string") {
+        const ask = inputRequired.elicit({
+          message: "What context should the prompt use?",
+          requestedSchema: z.object({ context: z.string() }),
+        });
+        return inputRequired({ inputRequests: { user_context: ask } });
+      }
+      const text = `Use this context: ${answer.context}`;
+      return { messages: [{ role: "user", content: { type: "text", text } }] };
+    },
+  );
+  mcp.registerResource(
+    "confirmed",
+    "up://confirmed",
+    { description: "Read once the client confirms.", mimeType: "text/plain" },
+    async (uri, ctx) => {
+      if (!accepted(ctx, "confirm")) {
+        const ask = inputRequired.elicit({ message: "Read it?", requestedSchema: OK });
+        return inputRequired({ inputRequests: { confirm: ask } });
+      }
+      return { contents: [{ uri: uri.href, mimeType: "text/plain", text: "confirmed" }] };
+    },
+  );
   return mcp;
 }
 

@@ -12,11 +12,20 @@
 //                       error (isError); without the extension, -32021 naming the extension
 //   protocol_error_job  task support optional: a task that fails after ~0.2 s with a JSON-RPC
 //                       error (-32603) instead of a result
+//   test_tool_with_task task support optional: asks `user_name` (elicitation, {name}) first,
+//                       an input round before any task (SEP-2322); answered, it greets the
+//                       name: a task completing after ~0.2 s with the extension, else at once
 // tasks/get answers the task (its result or error inlined once terminal), tasks/cancel acks
 // (also on a terminal task); an unknown task id is -32602.
 // Usage: node tasks.mjs. Prints the port on the first line of stdout; stops when stdin closes.
 import http from "node:http";
-import { ProtocolError, Server, createMcpHandler } from "@modelcontextprotocol/server";
+import {
+  ProtocolError,
+  Server,
+  createMcpHandler,
+  inputRequired,
+  inputResponse,
+} from "@modelcontextprotocol/server";
 import * as z from "zod";
 
 const TASKS = "io.modelcontextprotocol/tasks";
@@ -48,6 +57,12 @@ const TOOLS = [
     description: "A task that always ends with a tool error.",
     inputSchema: { type: "object" },
     execution: { taskSupport: "required" },
+  },
+  {
+    name: "test_tool_with_task",
+    description: "Asks for a name, then greets it as a task when the client supports tasks.",
+    inputSchema: { type: "object" },
+    execution: { taskSupport: "optional" },
   },
   {
     name: "protocol_error_job",
@@ -110,6 +125,19 @@ async function call(request, ctx) {
         });
       }
       return startTask(1000, () => text("failing_job failed: the job reported an error", true));
+    case "test_tool_with_task": {
+      const view = inputResponse(ctx.mcpReq.inputResponses, "user_name");
+      const answered = view.kind === "elicit" && view.action === "accept" ? view.content : undefined;
+      if (typeof answered?.name !== "string") {
+        const ask = inputRequired.elicit({
+          message: "What is your name?",
+          requestedSchema: z.object({ name: z.string() }),
+        });
+        return inputRequired({ inputRequests: { user_name: ask } });
+      }
+      const greeting = () => text(`Hello, ${answered.name}!`);
+      return wantsTask ? startTask(200, greeting) : greeting();
+    }
     case "protocol_error_job":
       if (!wantsTask) throw new ProtocolError(-32603, "protocol_error_job crashed");
       return startTask(200, () => ({ error: { code: -32603, message: "protocol_error_job crashed" } }));
