@@ -15,23 +15,9 @@ use crate::pg_statement::{
 };
 use crate::pg_tx::PgTx;
 pub(crate) use crate::write::CountedWrite;
+use crate::write::bound;
 pub use crate::write::SqlValue;
 
-macro_rules! bound {
-    ($q:expr, $binds:expr) => {{
-        let mut q = $q;
-        for b in $binds {
-            q = match b {
-                SqlValue::Null => q.bind(None::<String>),
-                SqlValue::NullInt => q.bind(None::<i64>),
-                SqlValue::Int(i) => q.bind(*i),
-                SqlValue::Text(s) => q.bind(s.clone()),
-            };
-        }
-        q
-    }};
-}
-pub(crate) use bound;
 
 impl CountedWrite {
     /// A write of the rows in `binds` (`width` values each), every one of which it must

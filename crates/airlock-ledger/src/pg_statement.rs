@@ -11,8 +11,7 @@ use sqlx::Postgres;
 use sqlx::postgres::PgArguments;
 use sqlx::query::Query;
 
-use crate::db::bound;
-use crate::write::{CountedWrite, SqlValue};
+use crate::write::{CountedWrite, SqlValue, bound};
 
 /// PostgreSQL's row source (see [`crate::db::DbTx::row_source`]): `$1 … $width` as typed arrays.
 pub(crate) fn pg_row_source(binds: &[SqlValue], width: usize) -> String {

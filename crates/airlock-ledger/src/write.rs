@@ -1,6 +1,6 @@
 //! What a statement binds ([`SqlValue`]) and a write whose affected-row count is known in
 //! advance ([`CountedWrite`]): the vocabulary both backends' statement builders share.
-//! Nothing here touches a database.
+//! Nothing here touches a database (`bound!` only binds values to a query it is given).
 
 /// A value bound to a `$n` placeholder (in the ledger's statements and a transactional tool's).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,3 +52,20 @@ pub(crate) struct CountedWrite {
     /// Must see the rows the writes before it wrote (an update of a row inserted earlier).
     pub(crate) sees_earlier: bool,
 }
+
+/// Binds `$binds` (an iterator of [`SqlValue`] references) to the query `$q`, in order.
+macro_rules! bound {
+    ($q:expr, $binds:expr) => {{
+        let mut q = $q;
+        for b in $binds {
+            q = match b {
+                SqlValue::Null => q.bind(None::<String>),
+                SqlValue::NullInt => q.bind(None::<i64>),
+                SqlValue::Int(i) => q.bind(*i),
+                SqlValue::Text(s) => q.bind(s.clone()),
+            };
+        }
+        q
+    }};
+}
+pub(crate) use bound;

@@ -144,6 +144,9 @@ pub(crate) struct LaneContext {
     pub(crate) wake: Option<Announcer>,
     /// Transactions the lanes committed (see `Ledger::commits`).
     pub(crate) commits: Arc<AtomicU64>,
+    /// Their time in nanoseconds, from `BEGIN` to the commit's acknowledgement (see
+    /// `Ledger::commit_time`).
+    pub(crate) commit_ns: Arc<AtomicU64>,
     /// PostgreSQL: acknowledge a batch's callers at its commit, not once its `NOTIFY` is sent
     /// (OPS-57): a process that listens serves on, so its announcements leave anyway.
     pub(crate) ack_at_commit: bool,
@@ -495,6 +498,8 @@ async fn attempt(
         Ok((writes, batch)) => match tx.inner.commit_writes(writes).await {
             Ok(true) => {
                 ctx.commits.fetch_add(1, Ordering::Relaxed);
+                let spent = u64::try_from(begun.elapsed().as_nanos()).unwrap_or(u64::MAX);
+                ctx.commit_ns.fetch_add(spent, Ordering::Relaxed);
                 telemetry::committed(begun, jobs.len());
                 ctx.recent.keep(batch.rows.values());
                 let approved = batch

@@ -6,7 +6,9 @@
 //!    one durable ledger commit measured on the same store (a session opened), so the per-step
 //!    figure can be read as "airlock's work plus the step's commits". The store counts the
 //!    transactions its writer commits ([`Ledger::commits`]), so the bench reports how many a
-//!    step makes.
+//!    step makes, and sums their time ([`Ledger::commit_time`]: each from `BEGIN` to the
+//!    commit's acknowledgement), so it also reports each run's time beside its own commits as
+//!    measured, per step.
 //! 2. 100 such runs at once, [`ROUNDS`] rounds: wall time, and the process's resident memory
 //!    before and after each round (flat memory: after the first rounds, they do not grow it).
 //!
@@ -218,24 +220,32 @@ async fn sequential(label: &str, agents: &Agents, ledger: &Ledger, spent_ns: &At
     let mut per_step = Vec::with_capacity(SEQUENTIAL_RUNS);
     let mut model_total = Duration::ZERO;
     let commits_before = ledger.commits();
+    let mut own = Vec::with_capacity(SEQUENTIAL_RUNS);
     for _ in 0..SEQUENTIAL_RUNS {
+        let committing = ledger.commit_time();
         let (wall, model) = one_run(agents, spent_ns).await;
         model_total += model;
-        per_step.push(wall.saturating_sub(model) / u32::try_from(STEPS).unwrap());
+        let steps = u32::try_from(STEPS).unwrap();
+        per_step.push(wall.saturating_sub(model) / steps);
+        // One run at a time: every commit meanwhile is one of the run's own.
+        let commits = ledger.commit_time() - committing;
+        own.push(wall.saturating_sub(model).saturating_sub(commits) / steps);
     }
-    // One run at a time: every commit in between is one of the runs' own.
     let commits = (ledger.commits() - commits_before) as f64 / (SEQUENTIAL_RUNS * STEPS) as f64;
     per_step.sort();
+    own.sort();
     let commit = commit_p50(agents.gateway()).await;
     let p50 = percentile(&per_step, 50);
     println!(
-        "{label:<9} 10-step runs, one at a time: airlock per step p50 {:.2} ms, p99 {:.2} ms (model {:.3} ms per step); {commits:.1} durable commits per step, one commit p50 {:.2} ms → a step's commits ≈ {:.2} ms, airlock's own time beside them ≈ {:.2} ms",
+        "{label:<9} 10-step runs, one at a time: airlock per step p50 {:.2} ms, p99 {:.2} ms (model {:.3} ms per step); {commits:.1} durable commits per step, one commit p50 {:.2} ms → a step's commits ≈ {:.2} ms, airlock's own time beside them ≈ {:.2} ms; measured: own time beside the step's own commits' transaction time p50 {:.2} ms, p99 {:.2} ms",
         ms(p50),
         ms(percentile(&per_step, 99)),
         ms(model_total) / (SEQUENTIAL_RUNS * STEPS) as f64,
         ms(commit),
         ms(commit) * commits,
         ms(p50) - ms(commit) * commits,
+        ms(percentile(&own, 50)),
+        ms(percentile(&own, 99)),
     );
 }
 

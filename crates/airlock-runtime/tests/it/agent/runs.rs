@@ -221,7 +221,8 @@ async fn a_step_costs_three_durable_commits(backend: Backend) {
     let step = || calls(&[("count", json!({"amount": 1}))]);
     w.script("boss", (0..9).map(|_| step()).chain([answer("done")]));
     let agents = w.agents_on(ledger.clone(), TREE, Limits::default());
-    let before = ledger.commits();
+    let (before, spent_before) = (ledger.commits(), ledger.commit_time());
+    let started = std::time::Instant::now();
     let report = agents
         .run(
             request("boss", "count nine times"),
@@ -234,6 +235,9 @@ async fn a_step_costs_three_durable_commits(backend: Backend) {
     assert_eq!(report.answer.as_deref(), Some("done"));
     assert_eq!((w.asked("boss"), w.ran("count")), (10, 9));
     assert_eq!(ledger.commits() - before, 30);
+    // The commits' time is measured, and is part of the run's.
+    let committing = ledger.commit_time() - spent_before;
+    assert!(committing > Duration::ZERO && committing < started.elapsed());
 }
 
 /// AGENT-53: a run cancelled by another process while its step's call runs sends no call of
