@@ -13,6 +13,7 @@
 mod caller;
 mod offers;
 mod rounds;
+mod task_input;
 
 use std::time::Duration;
 
@@ -152,6 +153,7 @@ fn host_call(outcome: &Outcome) -> HostCall {
         updated_at: time(Some(row.updated_at)).unwrap_or_default(),
         decided_by: decided_by(row),
         outcome: host_outcome(outcome),
+        task_input: None,
     }
 }
 
@@ -396,9 +398,11 @@ impl Gateway {
         let mut row = self.mcp_row(scope, caller, id).await?;
         if is_relayed(&row) {
             // Its upstream runs it: one look there, no wait here (nothing would wake it, MCP-78).
-            row = self.follow_relayed(row).await.map_err(|e| internal(&e))?;
+            let (followed, asks) = self.follow_relayed(row).await.map_err(|e| internal(&e))?;
+            row = followed;
             if is_relayed(&row) {
-                return Ok(host_call(&Outcome::from_row(row)));
+                let call = host_call(&Outcome::from_row(row));
+                return Ok(HostCall { task_input: asks, ..call });
             }
         }
         loop {
@@ -555,6 +559,16 @@ impl ToolHost for Gateway {
         invocation_id: &'a str,
     ) -> BoxFuture<'a, Result<HostCall, HostError>> {
         Box::pin(self.mcp_withdraw(scope, caller, invocation_id))
+    }
+
+    fn update_task<'a>(
+        &'a self,
+        scope: &'a ScopeId,
+        caller: &'a Caller,
+        invocation_id: &'a str,
+        responses: &'a Map<String, Value>,
+    ) -> BoxFuture<'a, Result<(), HostError>> {
+        Box::pin(self.mcp_update(scope, caller, invocation_id, responses))
     }
 
     fn caller_prompt(
