@@ -153,7 +153,9 @@ impl McpClient {
         target: &McpTarget,
         task_id: &str,
     ) -> Result<UpstreamTaskState, McpCallError> {
-        let answer = self.task_request(target, "tasks/get", task_id, None).await?;
+        let answer = self
+            .task_request(target, "tasks/get", task_id, None)
+            .await?;
         let result = direct::result_of(&answer).map_err(direct::answered)?;
         upstream_task::state(result).map_err(direct::answered)
     }
@@ -163,7 +165,9 @@ impl McpClient {
     /// # Errors
     /// As [`McpClient::task_state`].
     pub async fn cancel_task(&self, target: &McpTarget, task_id: &str) -> Result<(), McpCallError> {
-        let answer = self.task_request(target, "tasks/cancel", task_id, None).await?;
+        let answer = self
+            .task_request(target, "tasks/cancel", task_id, None)
+            .await?;
         direct::result_of(&answer)
             .map(|_| ())
             .map_err(direct::answered)

@@ -191,7 +191,8 @@ mod tests {
             panic!("failed");
         };
         assert_eq!(message.len(), MAX_FAILURE_CHARS);
-        let asks = json!({"status": "input_required", "inputRequests": {"k": {"method": "roots/list"}}});
+        let asks =
+            json!({"status": "input_required", "inputRequests": {"k": {"method": "roots/list"}}});
         let UpstreamTaskState::InputRequired(requests) = state(&asks).unwrap() else {
             panic!("input_required");
         };

@@ -402,7 +402,10 @@ impl Gateway {
             row = followed;
             if is_relayed(&row) {
                 let call = host_call(&Outcome::from_row(row));
-                return Ok(HostCall { task_input: asks, ..call });
+                return Ok(HostCall {
+                    task_input: asks,
+                    ..call
+                });
             }
         }
         loop {

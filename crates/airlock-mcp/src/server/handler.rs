@@ -378,7 +378,12 @@ impl ServerHandler for Endpoint {
         let admitted = admitted(&context)?;
         let responses: Map<String, Value> = request.input_responses.into_iter().collect();
         self.host
-            .update_task(&admitted.scope, &admitted.caller, &request.task_id, &responses)
+            .update_task(
+                &admitted.scope,
+                &admitted.caller,
+                &request.task_id,
+                &responses,
+            )
             .await
             .map_err(to_error_data)
     }

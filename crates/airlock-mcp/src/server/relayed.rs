@@ -127,7 +127,12 @@ pub(super) enum Unrelayable {
 /// `working`, as nothing here could answer it.
 pub(super) fn task_input(asks: &Map<String, Value>, declared: &Declared) -> Option<InputRequests> {
     relayable(asks, declared)
-        .inspect_err(|why| tracing::warn!(?why, "an upstream's task waits for input this client cannot give"))
+        .inspect_err(|why| {
+            tracing::warn!(
+                ?why,
+                "an upstream's task waits for input this client cannot give"
+            )
+        })
         .ok()
 }
 

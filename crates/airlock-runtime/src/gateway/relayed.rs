@@ -113,7 +113,12 @@ impl Gateway {
         let Some((target, task)) = self.relayed_target(row).await? else {
             return Ok(Updated::NotRelayed);
         };
-        match self.executors.mcp.update_task(&target, &task, responses).await {
+        match self
+            .executors
+            .mcp
+            .update_task(&target, &task, responses)
+            .await
+        {
             Ok(()) => Ok(Updated::Sent),
             Err(error) => {
                 tracing::warn!(invocation = %row.id, %error, "the upstream did not take the answers to its task's input requests");

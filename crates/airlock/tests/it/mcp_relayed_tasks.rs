@@ -223,7 +223,9 @@ async fn asking_task(base: &str, tool: &str) -> String {
 /// `tasks/get` of `id` from a client that answers elicitations.
 async fn get(base: &str, id: &str) -> Value {
     let params = json!({ "taskId": id });
-    request_declaring(base, "tasks/get", params, answering()).await.1
+    request_declaring(base, "tasks/get", params, answering())
+        .await
+        .1
 }
 
 /// `tasks/update` of `id` with `responses`.
@@ -262,9 +264,10 @@ async fn mcp_83_an_upstream_task_waiting_for_input_shows_its_requests() {
     assert!(blind["result"].get("inputRequests").is_none(), "{blind}");
 }
 
-/// MCP-84: `tasks/update` relays the client's answers to the upstream's task and acks with
+/// MCP-84, LEDGER-68: `tasks/update` relays the client's answers to the upstream's task and acks with
 /// nothing of the task; a partial answer leaves only the unanswered request pending, and once
-/// all are answered the task resumes and completes (the row ends succeeded).
+/// all are answered the task resumes and completes; the row stays running until a look finds
+/// it settled, then ends succeeded.
 #[tokio::test]
 async fn mcp_84_tasks_update_resumes_the_upstream_task() {
     let Some((_upstream, port)) = tasks_fixture().await else {
@@ -273,7 +276,12 @@ async fn mcp_84_tasks_update_resumes_the_upstream_task() {
     let (_dir, base, gateway) = serve(port).await;
     let id = asking_task(&base, "multi_input").await;
     let asked = get(&base, &id).await;
-    let keys: Vec<_> = asked["result"]["inputRequests"].as_object().unwrap().keys().cloned().collect();
+    let keys: Vec<_> = asked["result"]["inputRequests"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .cloned()
+        .collect();
     assert_eq!(keys, ["confirm", "name"], "{asked}");
 
     let confirm = json!({"confirm": {"action": "accept", "content": {"confirm": true}}});
@@ -283,6 +291,7 @@ async fn mcp_84_tasks_update_resumes_the_upstream_task() {
     for field in ["taskId", "status", "result", "inputRequests"] {
         assert!(ack["result"].get(field).is_none(), "{ack}");
     }
+    assert_eq!(row(&gateway, &id).await.state, InvocationState::Running);
     let partial = get(&base, &id).await;
     assert_eq!(partial["result"]["status"], "input_required", "{partial}");
     let pending = partial["result"]["inputRequests"].as_object().unwrap();
