@@ -7,20 +7,18 @@
 //! own calls made on the MCP channel from the same scope, with who decided them.
 //! Withdrawing (a cancelled task) is a denial recorded under the caller's own name with a
 //! fixed reason, so a withdrawn call reads back as withdrawn after any restart. A call its
-//! upstream runs as a task of its own is the exception to the long poll: a `get` looks at the
-//! upstream once, and a cancel is forwarded there (`gateway::relayed`, MCP-78, MCP-79).
+//! upstream runs as a task is the exception: a `get` looks once, a cancel is forwarded
+//! (`relayed_task`, `gateway::relayed`, MCP-78, MCP-79, MCP-83, MCP-84).
 
 mod caller;
 mod offers;
+mod relayed_task;
 mod rounds;
-mod task_input;
 
 use std::time::Duration;
 
-use airlock_ledger::{APPROVAL_EXPIRED, Decision, NewSession, SessionId};
-use airlock_ledger::{
-    Invocation, InvocationId, InvocationState, LedgerError, Settlement, SourceKind,
-};
+use airlock_ledger::{APPROVAL_EXPIRED, Decision, Invocation, InvocationId, InvocationState};
+use airlock_ledger::{LedgerError, NewSession, SessionId, Settlement, SourceKind};
 use airlock_mcp::{
     CallKey, Caller, CallerPrompt, CallerRefusal, CallerUse, HostCall, HostError, HostOutcome,
     ParkedStatus, RoundCall, ToolDescriptor, ToolHost,
@@ -397,15 +395,9 @@ impl Gateway {
         let deadline = tokio::time::Instant::now() + wait;
         let mut row = self.mcp_row(scope, caller, id).await?;
         if is_relayed(&row) {
-            // Its upstream runs it: one look there, no wait here (nothing would wake it, MCP-78).
-            let (followed, asks) = self.follow_relayed(row).await.map_err(|e| internal(&e))?;
-            row = followed;
-            if is_relayed(&row) {
-                let call = host_call(&Outcome::from_row(row));
-                return Ok(HostCall {
-                    task_input: asks,
-                    ..call
-                });
+            match self.look_relayed(row).await? {
+                Ok(running) => return Ok(running),
+                Err(settled) => row = settled,
             }
         }
         loop {
