@@ -219,6 +219,32 @@ mod tests {
     }
 
     #[test]
+    fn mcp_83_a_running_task_with_input_requests_is_input_required() {
+        let running = || {
+            call(HostOutcome::Parked {
+                status: ParkedStatus::Running,
+                invocation_id: "i1".into(),
+                tool: "confirm_delete".into(),
+                expires_at: None,
+            })
+        };
+        let asks: InputRequests = serde_json::from_value(serde_json::json!({
+            "confirm": {"method": "roots/list", "params": {}}
+        }))
+        .unwrap();
+        let wire = serde_json::to_value(detailed(running(), Some(asks.clone()))).unwrap();
+        assert_eq!(wire["status"], "input_required", "{wire}");
+        assert_eq!(wire["inputRequests"]["confirm"]["method"], "roots/list");
+        assert_eq!(wire["statusMessage"], TASK_INPUT);
+        let wire = serde_json::to_value(detailed(running(), None)).unwrap();
+        assert_eq!(wire["status"], "working", "{wire}");
+        let settled = call(HostOutcome::Withdrawn);
+        let wire = serde_json::to_value(detailed(settled, Some(asks))).unwrap();
+        assert_eq!(wire["status"], "cancelled", "{wire}");
+        assert!(wire.get("inputRequests").is_none(), "{wire}");
+    }
+
+    #[test]
     fn expired_and_abandoned_tasks_say_so_in_both_shapes() {
         let expired = call(HostOutcome::Expired {
             reason: "approval expired".into(),

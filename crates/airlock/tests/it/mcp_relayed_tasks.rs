@@ -307,7 +307,7 @@ async fn mcp_84_tasks_update_resumes_the_upstream_task() {
 }
 
 /// MCP-84: `tasks/update` of a task whose upstream runs no task of its own (here one already
-/// settled) or of an unknown task is -32602.
+/// settled) or of an unknown task is -32602; from a client without the extension, -32021.
 #[tokio::test]
 async fn mcp_84_tasks_update_of_a_task_not_waiting_is_refused() {
     let Some((_upstream, port)) = tasks_fixture().await else {
@@ -322,6 +322,9 @@ async fn mcp_84_tasks_update_of_a_task_not_waiting_is_refused() {
     let unknown = "01890f6e-0000-7000-8000-000000000000";
     let (_, refused) = update(&base, unknown, json!({"k": {}})).await;
     assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    let params = json!({ "taskId": id, "inputResponses": {"k": {}} });
+    let (_, refused) = request_status(&base, "tasks/update", params, false).await;
+    assert_eq!(refused["error"]["code"], -32021, "{refused}");
 }
 
 /// MCP-82: an input round before the task: the first call is a relayed `input_required` round
