@@ -21,7 +21,7 @@ use airlock_spec::McpProtocol;
 use rmcp::model::{
     CallToolRequestParams, JsonObject, MetaObject, ProtocolVersion, RequestMetaObject,
 };
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::content::to_tool_result;
 use crate::direct::{self, Framing};
@@ -153,7 +153,9 @@ impl McpClient {
         target: &McpTarget,
         task_id: &str,
     ) -> Result<UpstreamTaskState, McpCallError> {
-        let answer = self.task_request(target, "tasks/get", task_id).await?;
+        let answer = self
+            .task_request(target, "tasks/get", task_id, None)
+            .await?;
         let result = direct::result_of(&answer).map_err(direct::answered)?;
         upstream_task::state(result).map_err(direct::answered)
     }
@@ -163,7 +165,28 @@ impl McpClient {
     /// # Errors
     /// As [`McpClient::task_state`].
     pub async fn cancel_task(&self, target: &McpTarget, task_id: &str) -> Result<(), McpCallError> {
-        let answer = self.task_request(target, "tasks/cancel", task_id).await?;
+        let answer = self
+            .task_request(target, "tasks/cancel", task_id, None)
+            .await?;
+        direct::result_of(&answer)
+            .map(|_| ())
+            .map_err(direct::answered)
+    }
+
+    /// Sends the upstream's task `task_id` the client's answers to its input requests
+    /// (`tasks/update`, MCP-84).
+    ///
+    /// # Errors
+    /// As [`McpClient::task_state`].
+    pub async fn update_task(
+        &self,
+        target: &McpTarget,
+        task_id: &str,
+        responses: &Map<String, Value>,
+    ) -> Result<(), McpCallError> {
+        let answer = self
+            .task_request(target, "tasks/update", task_id, Some(responses))
+            .await?;
         direct::result_of(&answer)
             .map(|_| ())
             .map_err(direct::answered)
@@ -174,6 +197,7 @@ impl McpClient {
         target: &McpTarget,
         method: &'static str,
         task_id: &str,
+        input_responses: Option<&Map<String, Value>>,
     ) -> Result<Value, McpCallError> {
         let version = ProtocolVersion::V_2026_07_28.to_string();
         let sent = direct::Exchange {
@@ -184,6 +208,7 @@ impl McpClient {
         let params = TaskParams {
             task_id,
             meta: direct::modern_meta(true, None),
+            input_responses,
         };
         direct::exchange(&self.guard, target, sent, params).await
     }

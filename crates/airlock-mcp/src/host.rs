@@ -115,6 +115,25 @@ pub trait ToolHost: OfferHost + Send + Sync + 'static {
         invocation_id: &'a str,
     ) -> BoxFuture<'a, Result<HostCall, HostError>>;
 
+    /// Sends the client's `responses` to the input requests of the caller's own call whose
+    /// upstream runs it as a task (MCP-84). Visibility as for [`ToolHost::await_decision`]; a
+    /// call whose upstream runs no task of its own is [`HostError::InvalidParams`], the
+    /// default for a host that relays none.
+    fn update_task<'a>(
+        &'a self,
+        scope: &'a ScopeId,
+        caller: &'a Caller,
+        invocation_id: &'a str,
+        responses: &'a Map<String, Value>,
+    ) -> BoxFuture<'a, Result<(), HostError>> {
+        let _ = (scope, caller, responses);
+        let refused = HostError::InvalidParams(format!(
+            "task {} does not wait for input",
+            airlock_spec::visible_text(invocation_id)
+        ));
+        Box::pin(std::future::ready(Err(refused)))
+    }
+
     /// What to ask the person at the client about the caller's call of `tool`, parked with
     /// `status`, if that person may settle it (docs/rules.md MCP-46, MCP-47): to confirm the
     /// exact call (a tool declared `approval: caller`), or to answer its question
@@ -186,6 +205,9 @@ pub struct HostCall {
     pub decided_by: Option<String>,
     /// What became of it.
     pub outcome: HostOutcome,
+    /// While its upstream's task waits for the client's input: the upstream's input requests,
+    /// by key, not yet read as relayable (MCP-83).
+    pub task_input: Option<Map<String, Value>>,
 }
 
 impl HostCall {

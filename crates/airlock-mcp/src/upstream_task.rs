@@ -11,8 +11,10 @@
 //!   header), a status outside the extension's five is a bad reply, a failure's message is cut
 //!   to [`MAX_FAILURE_CHARS`], and a completed task's result is read exactly as a `tools/call`
 //!   result is (`content`).
-//! - `tasks/get` and `tasks/cancel` are one request each through the same guard, pin, deadline
-//!   and body cap as a call, declaring the extension in the request's `_meta`.
+//! - A task waiting for input yields its `inputRequests` only as an object of at most
+//!   [`MAX_INPUT_REQUESTS`] entries; the endpoint reads each again before relaying it (MCP-83).
+//! - `tasks/get`, `tasks/update` and `tasks/cancel` are one request each through the same guard,
+//!   pin, deadline and body cap as a call, declaring the extension in the request's `_meta`.
 
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -23,6 +25,9 @@ use crate::target::ToolResult;
 
 /// The longest upstream task id airlock keeps, in characters.
 pub const MAX_TASK_ID_CHARS: usize = 256;
+
+/// The most input requests an upstream's task may wait on at once (MCP-83).
+pub(crate) const MAX_INPUT_REQUESTS: usize = 16;
 
 /// The longest message of an upstream task's failure airlock keeps, in characters.
 pub const MAX_FAILURE_CHARS: usize = 2_000;
@@ -65,8 +70,10 @@ pub enum CallAnswer {
 /// Where an upstream task stands, as its `tasks/get` says.
 #[derive(Debug, Clone, PartialEq)]
 pub enum UpstreamTaskState {
-    /// Still running (or waiting for input airlock does not relay): ask again later.
+    /// Still running: ask again later.
     Working,
+    /// Waiting for the client's answers to these input requests (the upstream's, by key).
+    InputRequired(Map<String, Value>),
     /// Done: the tool's result, or its error (`isError`) as [`CallErrorKind::ToolError`].
     Completed(Result<ToolResult, McpCallError>),
     /// The task failed at the protocol level; the upstream's message.
@@ -82,6 +89,9 @@ pub(crate) struct TaskParams<'a> {
     pub(crate) task_id: &'a str,
     #[serde(rename = "_meta")]
     pub(crate) meta: Map<String, Value>,
+    /// The client's answers, on `tasks/update` only.
+    #[serde(rename = "inputResponses", skip_serializing_if = "Option::is_none")]
+    pub(crate) input_responses: Option<&'a Map<String, Value>>,
 }
 
 fn bad(message: &str) -> McpCallError {
@@ -113,7 +123,15 @@ pub(crate) fn created(result: &Value) -> Result<UpstreamTask, McpCallError> {
 /// A `tasks/get` result (`DetailedTask`) read into where the task stands.
 pub(crate) fn state(result: &Value) -> Result<UpstreamTaskState, McpCallError> {
     match result.get("status").and_then(Value::as_str) {
-        Some("working" | "input_required") => Ok(UpstreamTaskState::Working),
+        Some("working") => Ok(UpstreamTaskState::Working),
+        Some("input_required") => match result.get("inputRequests").and_then(Value::as_object) {
+            Some(asks) if (1..=MAX_INPUT_REQUESTS).contains(&asks.len()) => {
+                Ok(UpstreamTaskState::InputRequired(asks.clone()))
+            }
+            _ => Err(bad(
+                "the MCP server's task waits for input without 1 to 16 inputRequests",
+            )),
+        },
         Some("completed") => match result.get("result") {
             Some(inner) if inner.is_object() => {
                 Ok(UpstreamTaskState::Completed(to_tool_result(inner)))
@@ -173,10 +191,14 @@ mod tests {
             panic!("failed");
         };
         assert_eq!(message.len(), MAX_FAILURE_CHARS);
-        assert_eq!(
-            state(&json!({"status": "input_required"})).unwrap(),
-            UpstreamTaskState::Working
-        );
+        let asks =
+            json!({"status": "input_required", "inputRequests": {"k": {"method": "roots/list"}}});
+        let UpstreamTaskState::InputRequired(requests) = state(&asks).unwrap() else {
+            panic!("input_required");
+        };
+        assert!(requests.contains_key("k"));
+        assert!(state(&json!({"status": "input_required"})).is_err());
+        assert!(state(&json!({"status": "input_required", "inputRequests": {}})).is_err());
         assert!(state(&json!({"status": "done"})).is_err());
         assert!(state(&json!({"status": "completed"})).is_err());
     }

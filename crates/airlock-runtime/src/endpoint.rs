@@ -7,19 +7,18 @@
 //! own calls made on the MCP channel from the same scope, with who decided them.
 //! Withdrawing (a cancelled task) is a denial recorded under the caller's own name with a
 //! fixed reason, so a withdrawn call reads back as withdrawn after any restart. A call its
-//! upstream runs as a task of its own is the exception to the long poll: a `get` looks at the
-//! upstream once, and a cancel is forwarded there (`gateway::relayed`, MCP-78, MCP-79).
+//! upstream runs as a task is the exception: a `get` looks once, a cancel is forwarded
+//! (`relayed_task`, `gateway::relayed`, MCP-78, MCP-79, MCP-83, MCP-84).
 
 mod caller;
 mod offers;
+mod relayed_task;
 mod rounds;
 
 use std::time::Duration;
 
-use airlock_ledger::{APPROVAL_EXPIRED, Decision, NewSession, SessionId};
-use airlock_ledger::{
-    Invocation, InvocationId, InvocationState, LedgerError, Settlement, SourceKind,
-};
+use airlock_ledger::{APPROVAL_EXPIRED, Decision, Invocation, InvocationId, InvocationState};
+use airlock_ledger::{LedgerError, NewSession, SessionId, Settlement, SourceKind};
 use airlock_mcp::{
     CallKey, Caller, CallerPrompt, CallerRefusal, CallerUse, HostCall, HostError, HostOutcome,
     ParkedStatus, RoundCall, ToolDescriptor, ToolHost,
@@ -152,6 +151,7 @@ fn host_call(outcome: &Outcome) -> HostCall {
         updated_at: time(Some(row.updated_at)).unwrap_or_default(),
         decided_by: decided_by(row),
         outcome: host_outcome(outcome),
+        task_input: None,
     }
 }
 
@@ -395,10 +395,9 @@ impl Gateway {
         let deadline = tokio::time::Instant::now() + wait;
         let mut row = self.mcp_row(scope, caller, id).await?;
         if is_relayed(&row) {
-            // Its upstream runs it: one look there, no wait here (nothing would wake it, MCP-78).
-            row = self.follow_relayed(row).await.map_err(|e| internal(&e))?;
-            if is_relayed(&row) {
-                return Ok(host_call(&Outcome::from_row(row)));
+            match self.look_relayed(row).await? {
+                Ok(running) => return Ok(running),
+                Err(settled) => row = settled,
             }
         }
         loop {
@@ -555,6 +554,16 @@ impl ToolHost for Gateway {
         invocation_id: &'a str,
     ) -> BoxFuture<'a, Result<HostCall, HostError>> {
         Box::pin(self.mcp_withdraw(scope, caller, invocation_id))
+    }
+
+    fn update_task<'a>(
+        &'a self,
+        scope: &'a ScopeId,
+        caller: &'a Caller,
+        invocation_id: &'a str,
+        responses: &'a Map<String, Value>,
+    ) -> BoxFuture<'a, Result<(), HostError>> {
+        Box::pin(self.mcp_update(scope, caller, invocation_id, responses))
     }
 
     fn caller_prompt(

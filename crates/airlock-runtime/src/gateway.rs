@@ -36,7 +36,7 @@ pub use events::{HowToDecide, TARGET as EVENTS};
 pub use proposals::{MAX_PROPOSALS_PER_RUN, ProposalRoom, RunCall};
 use proposals::{oversized_proposal, proposal_refusal};
 pub(crate) use reads::Read;
-pub(crate) use relayed::{is_relayed, task_failure};
+pub(crate) use relayed::{Updated, is_relayed, task_failure};
 
 use crate::error::{ToolError, ToolErrorKind};
 use crate::execute::api::ArgumentCheck;

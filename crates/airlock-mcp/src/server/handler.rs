@@ -19,7 +19,7 @@ use opentelemetry::context::FutureExt;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
     GetTaskParams, GetTaskResult, Implementation, ListToolsResult, PaginatedRequestParams,
-    ProtocolVersion, ServerCapabilities, ServerConfig,
+    ProtocolVersion, ServerCapabilities, ServerConfig, UpdateTaskParams,
 };
 use rmcp::model::{
     CompleteRequestParams, CompleteResult, DiscoverResult, GetPromptRequestParams,
@@ -350,7 +350,7 @@ impl ServerHandler for Endpoint {
         context: RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, ErrorData> {
         let admitted = admitted(&context)?;
-        let call = self
+        let mut call = self
             .host
             .await_decision(
                 &admitted.scope,
@@ -360,7 +360,32 @@ impl ServerHandler for Endpoint {
             )
             .await
             .map_err(to_error_data)?;
-        Ok(tasks::detailed(call))
+        let declared = declared(&context).unwrap_or_default();
+        let asks = call
+            .task_input
+            .take()
+            .and_then(|asks| relayed::task_input(&asks, &declared));
+        Ok(tasks::detailed(call, asks))
+    }
+
+    /// Relays the client's answers to the input requests its task's upstream waits on
+    /// (MCP-84); the ack carries nothing of the task, whose next state `tasks/get` shows.
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let admitted = admitted(&context)?;
+        let responses: Map<String, Value> = request.input_responses.into_iter().collect();
+        self.host
+            .update_task(
+                &admitted.scope,
+                &admitted.caller,
+                &request.task_id,
+                &responses,
+            )
+            .await
+            .map_err(to_error_data)
     }
     /// Withdraws a waiting call; a settled one is acknowledged unchanged (SEP-2663: cancel is
     /// idempotent, -32602 is only for an unknown task).

@@ -122,6 +122,20 @@ pub(super) enum Unrelayable {
     Missing(Vec<String>),
 }
 
+/// The input requests `asks` an upstream's task waits on, as `tasks/get` relays them (MCP-83):
+/// read as a round's are. `None` when one is not relayable to this client: the task then reads
+/// `working`, as nothing here could answer it.
+pub(super) fn task_input(asks: &Map<String, Value>, declared: &Declared) -> Option<InputRequests> {
+    relayable(asks, declared)
+        .inspect_err(|why| {
+            tracing::warn!(
+                ?why,
+                "an upstream's task waits for input this client cannot give"
+            )
+        })
+        .ok()
+}
+
 /// `requests` as relayed: each read as an input request MCP allows, and each needing only a
 /// capability the client declared.
 fn relayable(

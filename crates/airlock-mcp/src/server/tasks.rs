@@ -11,12 +11,13 @@
 //! both shapes, and its result carries `status: expired | abandoned`, so neither reads as a
 //! denial. Tasks are kept as long as their rows (`ttl` null: unlimited). A call whose upstream
 //! ran it as a task of its own that failed at the protocol level is `failed` with the error
-//! inlined, in both shapes (MCP-78).
+//! inlined, in both shapes (MCP-78). A call whose upstream's task waits for the client's input
+//! is `input_required` with those requests, as relayed (MCP-83).
 
 use rmcp::ErrorData;
 use rmcp::model::{
-    ClientCapabilities, CreateTaskResult, DetailedTask, GetTaskResult, JsonObject, Task,
-    TaskPayload, TaskStatus,
+    ClientCapabilities, CreateTaskResult, DetailedTask, GetTaskResult, InputRequests, JsonObject,
+    Task, TaskPayload, TaskStatus,
 };
 use serde_json::Value;
 
@@ -125,11 +126,21 @@ pub(super) fn created(call: &HostCall) -> CreateTaskResult {
     CreateTaskResult::new(task(call, Era::V2026))
 }
 
-/// The 2026 `tasks/get` answer: the task, with the tool's result inlined once settled.
-pub(super) fn detailed(call: HostCall) -> GetTaskResult {
-    let task = task(&call, Era::V2026);
+/// The status message of a task whose upstream's task waits for the client's input (MCP-83).
+const TASK_INPUT: &str = "input required: answer the inputRequests with tasks/update";
+
+/// The 2026 `tasks/get` answer: the task, with the tool's result inlined once settled, or with
+/// `asks`, the input requests its upstream's task waits on, as relayed.
+pub(super) fn detailed(call: HostCall, asks: Option<InputRequests>) -> GetTaskResult {
+    let mut task = task(&call, Era::V2026);
+    if let Some(input_requests) = asks.filter(|_| task.status == TaskStatus::Working) {
+        task.status = TaskStatus::InputRequired;
+        task.status_message = Some(TASK_INPUT.to_owned());
+        let payload = TaskPayload::InputRequired { input_requests };
+        return GetTaskResult::new(DetailedTask::new(task, payload));
+    }
     let payload = match (task.status, call.outcome) {
-        (TaskStatus::Working, _) => TaskPayload::Working,
+        (TaskStatus::Working | TaskStatus::InputRequired, _) => TaskPayload::Working,
         (TaskStatus::Cancelled, _) => TaskPayload::Cancelled,
         // A failed task inlines a JSON-RPC error, never a result (SEP-2663); airlock's code for
         // an upstream's failure is an internal error's.
@@ -171,6 +182,7 @@ mod tests {
             updated_at: "2026-01-01T00:00:01Z".into(),
             decided_by: None,
             outcome,
+            task_input: None,
         }
     }
 
@@ -181,7 +193,7 @@ mod tests {
         });
         assert_eq!(status(&denied, Era::V2025).0, TaskStatus::Failed);
         assert_eq!(status(&denied, Era::V2026).0, TaskStatus::Completed);
-        let wire = serde_json::to_value(detailed(denied)).unwrap();
+        let wire = serde_json::to_value(detailed(denied, None)).unwrap();
         assert_eq!(wire["status"], "completed");
         assert_eq!(wire["result"]["isError"], true);
         assert_eq!(wire["result"]["structuredContent"]["denied"], "no");
@@ -198,12 +210,38 @@ mod tests {
         let (status_, message) = status(&parked, Era::V2026);
         assert_eq!(status_, TaskStatus::Working);
         assert!(message.unwrap().contains("approval"));
-        let wire = serde_json::to_value(detailed(parked)).unwrap();
+        let wire = serde_json::to_value(detailed(parked, None)).unwrap();
         assert!(wire.get("result").is_none(), "{wire}");
         assert_eq!(
             status(&call(HostOutcome::Withdrawn), Era::V2025).0,
             TaskStatus::Cancelled
         );
+    }
+
+    #[test]
+    fn mcp_83_a_running_task_with_input_requests_is_input_required() {
+        let running = || {
+            call(HostOutcome::Parked {
+                status: ParkedStatus::Running,
+                invocation_id: "i1".into(),
+                tool: "confirm_delete".into(),
+                expires_at: None,
+            })
+        };
+        let asks: InputRequests = serde_json::from_value(serde_json::json!({
+            "confirm": {"method": "roots/list", "params": {}}
+        }))
+        .unwrap();
+        let wire = serde_json::to_value(detailed(running(), Some(asks.clone()))).unwrap();
+        assert_eq!(wire["status"], "input_required", "{wire}");
+        assert_eq!(wire["inputRequests"]["confirm"]["method"], "roots/list");
+        assert_eq!(wire["statusMessage"], TASK_INPUT);
+        let wire = serde_json::to_value(detailed(running(), None)).unwrap();
+        assert_eq!(wire["status"], "working", "{wire}");
+        let settled = call(HostOutcome::Withdrawn);
+        let wire = serde_json::to_value(detailed(settled, Some(asks))).unwrap();
+        assert_eq!(wire["status"], "cancelled", "{wire}");
+        assert!(wire.get("inputRequests").is_none(), "{wire}");
     }
 
     #[test]
@@ -220,7 +258,7 @@ mod tests {
         let (s, message) = status(&abandoned, Era::V2025);
         assert_eq!(s, TaskStatus::Failed);
         assert!(message.unwrap().contains("vendor has no record"));
-        let wire = serde_json::to_value(detailed(expired)).unwrap();
+        let wire = serde_json::to_value(detailed(expired, None)).unwrap();
         assert_eq!(wire["status"], "completed");
         assert_eq!(wire["result"]["isError"], true);
         assert_eq!(wire["result"]["structuredContent"]["status"], "expired");
@@ -228,7 +266,7 @@ mod tests {
             wire["result"]["structuredContent"]["denied"],
             "approval expired"
         );
-        let wire = serde_json::to_value(detailed(abandoned)).unwrap();
+        let wire = serde_json::to_value(detailed(abandoned, None)).unwrap();
         assert_eq!(wire["result"]["structuredContent"]["status"], "abandoned");
         assert_eq!(
             wire["result"]["structuredContent"]["abandoned"],

@@ -66,6 +66,7 @@ fn tracked(id: &str, outcome: HostOutcome) -> HostCall {
         updated_at: "2026-11-30T10:00:01Z".into(),
         decided_by: (id == "inv-1").then(|| "bob".to_owned()),
         outcome,
+        task_input: None,
     }
 }
 

@@ -7,8 +7,11 @@
 //! egress guard, under the call's deadline) and, when the upstream's task has settled, finishes
 //! the row with its result or error in one commit — of concurrent followers exactly one wins the
 //! finish, the others read the row it left. An upstream that cannot be asked leaves the row as
-//! it is. Each look that finds the task still working renews the relay lease; a task nobody
-//! follows for [`RELAY_LEASE`] is left to the sweeper, as a call whose runner went away.
+//! it is. Each look that finds the task still working (or waiting for the client's input, whose
+//! requests the look hands back, never stored: MCP-83) renews the relay lease; a task nobody
+//! follows for [`RELAY_LEASE`] is left to the sweeper, as a call whose runner went away. The
+//! client's answers go to the upstream's task by the id the row was handed (MCP-84), so the
+//! client never sees nor names the upstream's id.
 
 use std::time::Duration;
 
@@ -16,6 +19,7 @@ use airlock_ledger::{
     Invocation, InvocationId, InvocationState, LedgerError, RELAY_OWNER, ToolError, ToolErrorKind,
 };
 use airlock_mcp::{McpTarget, UpstreamTask, UpstreamTaskState};
+use serde_json::{Map, Value};
 
 use super::{Gateway, GatewayError};
 use crate::error::mcp_error;
@@ -29,6 +33,20 @@ pub(crate) const RELAY_LEASE: Duration = Duration::from_secs(24 * 60 * 60);
 
 /// How the stored error of a relayed call whose upstream task failed begins (MCP-78).
 pub(crate) const TASK_FAILED: &str = "the upstream's task failed: ";
+
+/// A relayed row as one look left it, with the input requests its upstream's task waits on.
+pub(crate) type Followed = (Invocation, Option<Map<String, Value>>);
+
+/// What became of the client's answers to a relayed task's input requests (MCP-84).
+#[derive(Debug)]
+pub(crate) enum Updated {
+    /// The upstream took them.
+    Sent,
+    /// The row is not a call its upstream runs as a task.
+    NotRelayed,
+    /// The upstream could not be asked, or refused them.
+    Refused,
+}
 
 /// Whether `row` is a call its upstream runs as a task that airlock follows.
 pub(crate) fn is_relayed(row: &Invocation) -> bool {
@@ -67,16 +85,44 @@ impl Gateway {
     }
 
     /// Asks the upstream where the task of the relayed `row` stands and settles the row once the
-    /// task has (MCP-78). Any other row is returned as it is.
-    pub(crate) async fn follow_relayed(&self, row: Invocation) -> Result<Invocation, GatewayError> {
+    /// task has (MCP-78); a task waiting for input hands back its requests (MCP-83). Any other
+    /// row is returned as it is.
+    pub(crate) async fn follow_relayed(&self, row: Invocation) -> Result<Followed, GatewayError> {
         let Some((target, task)) = self.relayed_target(&row).await? else {
-            return Ok(row);
+            return Ok((row, None));
         };
         match self.executors.mcp.task_state(&target, &task).await {
-            Ok(state) => self.settle_relayed(row, state).await,
+            Ok(UpstreamTaskState::InputRequired(asks)) => {
+                let renewed = self.renew_relay(row.id).await?;
+                Ok((renewed, Some(asks)))
+            }
+            Ok(state) => Ok((self.settle_relayed(row, state).await?, None)),
             Err(error) => {
                 tracing::warn!(invocation = %row.id, %error, "the upstream's task could not be read; it is asked again at the next tasks/get");
-                Ok(row)
+                Ok((row, None))
+            }
+        }
+    }
+
+    /// Sends the client's `responses` to the upstream's task of the relayed `row` (MCP-84).
+    pub(crate) async fn update_relayed(
+        &self,
+        row: &Invocation,
+        responses: &Map<String, Value>,
+    ) -> Result<Updated, GatewayError> {
+        let Some((target, task)) = self.relayed_target(row).await? else {
+            return Ok(Updated::NotRelayed);
+        };
+        match self
+            .executors
+            .mcp
+            .update_task(&target, &task, responses)
+            .await
+        {
+            Ok(()) => Ok(Updated::Sent),
+            Err(error) => {
+                tracing::warn!(invocation = %row.id, %error, "the upstream did not take the answers to its task's input requests");
+                Ok(Updated::Refused)
             }
         }
     }
@@ -91,7 +137,7 @@ impl Gateway {
         if let Err(error) = self.executors.mcp.cancel_task(&target, &task).await {
             tracing::warn!(invocation = %row.id, %error, "the upstream refused to cancel its task");
         }
-        self.follow_relayed(row).await
+        Ok(self.follow_relayed(row).await?.0)
     }
 
     /// Where the relayed `row`'s upstream is and its task id there; `None` for a row that is not
@@ -130,12 +176,8 @@ impl Gateway {
         state: UpstreamTaskState,
     ) -> Result<Invocation, GatewayError> {
         let result = match state {
-            UpstreamTaskState::Working => {
-                let renewed = self
-                    .store
-                    .renew_lease(row.id, RELAY_OWNER, RELAY_LEASE)
-                    .await;
-                return self.as_left(row.id, renewed).await;
+            UpstreamTaskState::Working | UpstreamTaskState::InputRequired(_) => {
+                return self.renew_relay(row.id).await;
             }
             UpstreamTaskState::Completed(Ok(result)) => Ok(mcp::stored(&result)),
             UpstreamTaskState::Completed(Err(error)) => Err(mcp_error(error)),
@@ -152,6 +194,12 @@ impl Gateway {
         // compare-and-swap, and the others read what it left (LEDGER-65).
         let finished = self.store.finish(row.id, RELAY_OWNER, result).await;
         self.as_left(row.id, finished).await
+    }
+
+    /// Renews the relay lease of the row `id`, whose upstream's task is not done.
+    async fn renew_relay(&self, id: InvocationId) -> Result<Invocation, GatewayError> {
+        let renewed = self.store.renew_lease(id, RELAY_OWNER, RELAY_LEASE).await;
+        self.as_left(id, renewed).await
     }
 
     /// The row a relay write left; if another follower (or the sweeper, or a person) changed it

@@ -15,7 +15,8 @@
 //! holding the fixture tools the scenarios call by name (`tests/conformance/agent.yml`); the
 //! Tasks scenarios' tools run on a second upstream, built with the official TypeScript SDK v2
 //! (`tests/upstream-v2/tasks.mjs`, `npm ci --prefix crates/airlock/tests/upstream-v2`), whose
-//! tasks airlock relays (docs/rules.md MCP-76 to MCP-79).
+//! tasks airlock relays, with the input requests made inside them (docs/rules.md MCP-76 to
+//! MCP-79, MCP-83, MCP-84).
 
 use std::path::{Path, PathBuf};
 use std::process::Output;

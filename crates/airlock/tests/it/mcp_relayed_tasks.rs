@@ -4,7 +4,8 @@
 //! that opted in, its id is the invocation's, the row stays `running` under the relay's lease
 //! with the upstream's task id stored, `tasks/get` follows the upstream and settles the row once,
 //! `tasks/cancel` forwards; a tool the upstream runs only as a task is refused to a client that
-//! did not opt in (MCP-80). Needs `npm ci --prefix crates/airlock/tests/upstream-v2`.
+//! did not opt in (MCP-80); an upstream's task waiting for input shows its requests on
+//! `tasks/get` and resumes on the client's `tasks/update` (MCP-83, MCP-84). Needs `npm ci --prefix crates/airlock/tests/upstream-v2`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,11 +32,13 @@ fn deployment(port: u16) -> tempfile::TempDir {
         )
     };
     let agent = format!(
-        "apiVersion: airlock/v1\nkind: Agent\nmetadata:\n  name: relay\nspec:\n  model: {{ provider: openai, model: unused }}\n  prompts: {{ system: Unused. }}\n  tools:\n    - name: tasks\n      type: mcp\n      connection: tasks\n      path: /mcp\n      protocol: 2026-07-28\n      tools:\n{}{}{}{}",
+        "apiVersion: airlock/v1\nkind: Agent\nmetadata:\n  name: relay\nspec:\n  model: {{ provider: openai, model: unused }}\n  prompts: {{ system: Unused. }}\n  tools:\n    - name: tasks\n      type: mcp\n      connection: tasks\n      path: /mcp\n      protocol: 2026-07-28\n      tools:\n{}{}{}{}{}{}",
         tool("slow_compute", ""),
         tool("failing_job", " requires_tasks: true,"),
         tool("protocol_error_job", ""),
-        tool("test_tool_with_task", "")
+        tool("test_tool_with_task", ""),
+        tool("confirm_delete", " requires_tasks: true,"),
+        tool("multi_input", " requires_tasks: true,")
     );
     std::fs::write(dir.path().join("agents/relay.yml"), agent).unwrap();
     dir
@@ -202,6 +205,126 @@ async fn mcp_80_a_task_only_tool_is_refused_to_a_client_without_tasks() {
     let created = call(&base, "failing_job", json!({}), true).await;
     assert_eq!(created["resultType"], "task", "{created}");
     assert!(recorded().await > 0);
+}
+
+/// The client capabilities of a client that follows tasks and answers elicitations.
+fn answering() -> Value {
+    json!({"elicitation": {}, "extensions": { TASKS: {} }})
+}
+
+/// Creates a task of `tool` for a client that answers elicitations; its task id.
+async fn asking_task(base: &str, tool: &str) -> String {
+    let params = json!({"name": tool, "arguments": {"filename": "a.txt"}});
+    let (_, created) = request_declaring(base, "tools/call", params, answering()).await;
+    assert_eq!(created["result"]["resultType"], "task", "{created}");
+    created["result"]["taskId"].as_str().unwrap().to_owned()
+}
+
+/// `tasks/get` of `id` from a client that answers elicitations.
+async fn get(base: &str, id: &str) -> Value {
+    let params = json!({ "taskId": id });
+    request_declaring(base, "tasks/get", params, answering())
+        .await
+        .1
+}
+
+/// `tasks/update` of `id` with `responses`.
+async fn update(base: &str, id: &str, responses: Value) -> (u16, Value) {
+    let params = json!({ "taskId": id, "inputResponses": responses });
+    request_declaring(base, "tasks/update", params, answering()).await
+}
+
+/// MCP-83, LEDGER-68: an upstream's task waiting for input is `input_required` on airlock's
+/// `tasks/get`, with the upstream's input requests relayed (read as a round's) and nothing
+/// naming the upstream's task; the row stays running under the relay's lease. A client that did
+/// not declare what a request needs sees the task `working`.
+#[tokio::test]
+async fn mcp_83_an_upstream_task_waiting_for_input_shows_its_requests() {
+    let Some((_upstream, port)) = tasks_fixture().await else {
+        return;
+    };
+    let (_dir, base, gateway) = serve(port).await;
+    let id = asking_task(&base, "confirm_delete").await;
+    let got = get(&base, &id).await;
+    let task = &got["result"];
+    assert_eq!(task["status"], "input_required", "{got}");
+    assert_eq!(task["taskId"], id.as_str(), "{got}");
+    let ask = &task["inputRequests"]["confirm"];
+    assert_eq!(ask["method"], "elicitation/create", "{got}");
+    assert_eq!(ask["params"]["message"], "Delete a.txt?", "{got}");
+    assert!(!got.to_string().contains("upstream-task-"), "{got}");
+    let running = row(&gateway, &id).await;
+    assert_eq!(running.state, InvocationState::Running);
+    assert_eq!(running.lease.as_ref().unwrap().owner, RELAY_OWNER);
+
+    let tasks_only = json!({"extensions": { TASKS: {} }});
+    let params = json!({ "taskId": id });
+    let (_, blind) = request_declaring(&base, "tasks/get", params, tasks_only).await;
+    assert_eq!(blind["result"]["status"], "working", "{blind}");
+    assert!(blind["result"].get("inputRequests").is_none(), "{blind}");
+}
+
+/// MCP-84, LEDGER-68: `tasks/update` relays the client's answers to the upstream's task and acks with
+/// nothing of the task; a partial answer leaves only the unanswered request pending, and once
+/// all are answered the task resumes and completes; the row stays running until a look finds
+/// it settled, then ends succeeded.
+#[tokio::test]
+async fn mcp_84_tasks_update_resumes_the_upstream_task() {
+    let Some((_upstream, port)) = tasks_fixture().await else {
+        return;
+    };
+    let (_dir, base, gateway) = serve(port).await;
+    let id = asking_task(&base, "multi_input").await;
+    let asked = get(&base, &id).await;
+    let keys: Vec<_> = asked["result"]["inputRequests"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .cloned()
+        .collect();
+    assert_eq!(keys, ["confirm", "name"], "{asked}");
+
+    let confirm = json!({"confirm": {"action": "accept", "content": {"confirm": true}}});
+    let (status, ack) = update(&base, &id, confirm).await;
+    assert_eq!(status, 200, "{ack}");
+    assert_eq!(ack["result"]["resultType"], "complete", "{ack}");
+    for field in ["taskId", "status", "result", "inputRequests"] {
+        assert!(ack["result"].get(field).is_none(), "{ack}");
+    }
+    assert_eq!(row(&gateway, &id).await.state, InvocationState::Running);
+    let partial = get(&base, &id).await;
+    assert_eq!(partial["result"]["status"], "input_required", "{partial}");
+    let pending = partial["result"]["inputRequests"].as_object().unwrap();
+    assert_eq!(pending.keys().collect::<Vec<_>>(), ["name"], "{partial}");
+
+    let name = json!({"name": {"action": "accept", "content": {"name": "Ada"}}});
+    update(&base, &id, name).await;
+    let done = settled(&base, &id).await;
+    assert_eq!(done["result"]["status"], "completed", "{done}");
+    let text = &done["result"]["result"]["content"][0]["text"];
+    assert_eq!(text, "Answered confirm, name", "{done}");
+    assert_eq!(row(&gateway, &id).await.state, InvocationState::Succeeded);
+}
+
+/// MCP-84: `tasks/update` of a task whose upstream runs no task of its own (here one already
+/// settled) or of an unknown task is -32602; from a client without the extension, -32021.
+#[tokio::test]
+async fn mcp_84_tasks_update_of_a_task_not_waiting_is_refused() {
+    let Some((_upstream, port)) = tasks_fixture().await else {
+        return;
+    };
+    let (_dir, base, _gateway) = serve(port).await;
+    let created = call(&base, "slow_compute", json!({"seconds": 0}), true).await;
+    let id = created["taskId"].as_str().unwrap().to_owned();
+    settled(&base, &id).await;
+    let (_, refused) = update(&base, &id, json!({"k": {}})).await;
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    let unknown = "01890f6e-0000-7000-8000-000000000000";
+    let (_, refused) = update(&base, unknown, json!({"k": {}})).await;
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    let params = json!({ "taskId": id, "inputResponses": {"k": {}} });
+    let (_, refused) = request_status(&base, "tasks/update", params, false).await;
+    assert_eq!(refused["error"]["code"], -32021, "{refused}");
 }
 
 /// MCP-82: an input round before the task: the first call is a relayed `input_required` round

@@ -15,8 +15,14 @@
 //   test_tool_with_task task support optional: asks `user_name` (elicitation, {name}) first,
 //                       an input round before any task (SEP-2322); answered, it greets the
 //                       name: a task completing after ~0.2 s with the extension, else at once
-// tasks/get answers the task (its result or error inlined once terminal), tasks/cancel acks
-// (also on a terminal task); an unknown task id is -32602.
+//   confirm_delete      task support required: a task that waits for one input (`confirm`, an
+//                       elicitation) and then completes "Deleted {filename}" (or "Kept ...")
+//   multi_input         task support required: a task that waits for two inputs at once
+//                       (`name` and `confirm`), completing once both are answered
+// tasks/get answers the task (its result or error inlined once terminal, its pending
+// inputRequests while input_required), tasks/update records the responses to pending keys
+// (others are ignored) and resumes the task once none is pending, tasks/cancel acks (also on a
+// terminal task); an unknown task id is -32602.
 // Usage: node tasks.mjs. Prints the port on the first line of stdout; stops when stdin closes.
 import http from "node:http";
 import {
@@ -65,6 +71,18 @@ const TOOLS = [
     execution: { taskSupport: "optional" },
   },
   {
+    name: "confirm_delete",
+    description: "Asks to confirm, inside its task, before deleting `filename`.",
+    inputSchema: { type: "object", properties: { filename: { type: "string" } } },
+    execution: { taskSupport: "required" },
+  },
+  {
+    name: "multi_input",
+    description: "Asks for a name and a confirmation at once, inside its task.",
+    inputSchema: { type: "object" },
+    execution: { taskSupport: "required" },
+  },
+  {
     name: "protocol_error_job",
     description: "A task that always fails with a protocol error.",
     inputSchema: { type: "object" },
@@ -93,6 +111,40 @@ function startTask(ms, work) {
     }
   }, ms);
   return { resultType: "task", ...envelope(task) };
+}
+
+/** Starts a task that waits for the client's answers to `asks` (input requests by key), then
+ * completes with `finish(answers)`. */
+function startAsking(asks, finish) {
+  const now = new Date().toISOString();
+  const task = {
+    taskId: `upstream-task-${++next}`,
+    status: "input_required",
+    createdAt: now,
+    lastUpdatedAt: now,
+    pending: asks,
+    answers: {},
+    finish,
+  };
+  tasks.set(task.taskId, task);
+  return { resultType: "task", ...envelope(task) };
+}
+
+const confirmAsk = (message) =>
+  inputRequired.elicit({ message, requestedSchema: z.object({ confirm: z.boolean() }) });
+
+/** Records `responses` to the task's pending input requests; with none left, it completes. */
+function update(task, responses) {
+  if (task.status !== "input_required") return;
+  for (const [key, response] of Object.entries(responses ?? {})) {
+    if (!(key in task.pending)) continue;
+    task.answers[key] = response;
+    delete task.pending[key];
+  }
+  task.lastUpdatedAt = new Date().toISOString();
+  if (Object.keys(task.pending).length > 0) return;
+  task.status = "completed";
+  task.result = task.finish(task.answers);
 }
 
 function envelope(task) {
@@ -138,6 +190,26 @@ async function call(request, ctx) {
       const greeting = () => text(`Hello, ${answered.name}!`);
       return wantsTask ? startTask(200, greeting) : greeting();
     }
+    case "confirm_delete":
+    case "multi_input":
+      if (!wantsTask) {
+        throw new ProtocolError(-32021, `${name} requires the ${TASKS} extension`, {
+          requiredCapabilities: { extensions: { [TASKS]: {} } },
+        });
+      }
+      if (name === "confirm_delete") {
+        const file = String(args.filename ?? "the file");
+        return startAsking({ confirm: confirmAsk(`Delete ${file}?`) }, (answers) =>
+          text(`${answers.confirm?.content?.confirm ? "Deleted" : "Kept"} ${file}`),
+        );
+      }
+      return startAsking(
+        {
+          name: inputRequired.elicit({ message: "Your name?", requestedSchema: z.object({ name: z.string() }) }),
+          confirm: confirmAsk("Proceed?"),
+        },
+        (answers) => text(`Answered ${Object.keys(answers).sort().join(", ")}`),
+      );
     case "protocol_error_job":
       if (!wantsTask) throw new ProtocolError(-32603, "protocol_error_job crashed");
       return startTask(200, () => ({ error: { code: -32603, message: "protocol_error_job crashed" } }));
@@ -159,11 +231,17 @@ function mcpServer() {
     const detailed = envelope(task);
     if (task.status === "completed") detailed.result = task.result;
     if (task.status === "failed") detailed.error = task.error;
+    if (task.status === "input_required") detailed.inputRequests = task.pending;
     return detailed;
+  });
+  // The SDK lifts a request's `inputResponses` into the context, as for any MRTR retry.
+  server.setRequestHandler("tasks/update", byId, async ({ taskId }, ctx) => {
+    update(known(taskId), ctx.mcpReq.inputResponses);
+    return {};
   });
   server.setRequestHandler("tasks/cancel", byId, async ({ taskId }) => {
     const task = known(taskId);
-    if (task.status === "working") {
+    if (task.status === "working" || task.status === "input_required") {
       task.status = "cancelled";
       task.lastUpdatedAt = new Date().toISOString();
     }
