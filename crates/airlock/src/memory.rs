@@ -53,7 +53,7 @@ pub async fn give_back_when_quiet(collect: impl Fn() + Send + Sync + Clone + 'st
 /// period ended since it last did. On the way to every park, so it costs one atomic load and
 /// one thread-local read when there is nothing to do.
 pub fn worker_parks() {
-    collect_if_behind(&QUIET_PERIODS, collect_allocator);
+    collect_if_behind(&QUIET_PERIODS, collect_thread_heap);
 }
 
 async fn watch(
@@ -100,16 +100,23 @@ fn collect_if_behind(periods: &AtomicU64, collect: impl FnOnce()) {
 
 /// Forces mimalloc to collect the calling thread's heap and purge every freed page of the
 /// process now, not at its next purge; then glibc's malloc, which SQLite allocates from, gives
-/// back its free pages too.
+/// back its free pages too (once a period, on the blocking thread: it walks every arena).
 #[allow(unsafe_code)]
 pub fn collect_allocator() {
-    // SAFETY: `mi_collect` takes no pointers and may be called from any thread at any time;
-    // `malloc_trim` only walks glibc's own arenas under their locks.
+    collect_thread_heap();
+    // SAFETY: `malloc_trim` takes no pointers and only walks glibc's own arenas under their
+    // locks.
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
     unsafe {
-        libmimalloc_sys::mi_collect(true);
-        #[cfg(all(target_os = "linux", target_env = "gnu"))]
         malloc_trim(0);
     }
+}
+
+/// mimalloc's collection of the calling thread's heap, with a forced purge of the freed pages.
+#[allow(unsafe_code)]
+fn collect_thread_heap() {
+    // SAFETY: `mi_collect` takes no pointers and may be called from any thread at any time.
+    unsafe { libmimalloc_sys::mi_collect(true) }
 }
 
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
