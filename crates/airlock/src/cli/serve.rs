@@ -55,6 +55,8 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let dir = args.deployment.locate_or(args.path.as_deref())?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        // Each worker gives back its own heap after a quiet period (OPS-62).
+        .on_thread_park(crate::memory::worker_parks)
         .build()?;
     let served = runtime.block_on(serve_dir(args, &dir));
     // A call cut off at the deadline must not hold the process open.
