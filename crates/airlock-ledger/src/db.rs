@@ -15,9 +15,8 @@ use crate::pg_statement::{
 };
 use crate::pg_tx::PgTx;
 pub(crate) use crate::write::CountedWrite;
-use crate::write::bound;
 pub use crate::write::SqlValue;
-
+use crate::write::bound;
 
 impl CountedWrite {
     /// A write of the rows in `binds` (`width` values each), every one of which it must
