@@ -148,8 +148,14 @@ mod tests {
         ] {
             assert!(matches!(mode(url), PgSslMode::Disable), "{url}");
         }
-        assert!(matches!(mode("postgres://a@db.example.com/db"), PgSslMode::Prefer));
-        assert!(matches!(mode("postgres://a@10.0.0.5/db"), PgSslMode::Prefer));
+        assert!(matches!(
+            mode("postgres://a@db.example.com/db"),
+            PgSslMode::Prefer
+        ));
+        assert!(matches!(
+            mode("postgres://a@10.0.0.5/db"),
+            PgSslMode::Prefer
+        ));
         let chosen = "postgres://a@127.0.0.1/db?sslmode=require";
         assert!(matches!(mode(chosen), PgSslMode::Require));
         let chosen = "postgres://a@127.0.0.1/db?application_name=x&ssl-mode=prefer";
