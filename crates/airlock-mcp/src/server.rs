@@ -48,6 +48,7 @@ mod notices;
 mod oauth_admit;
 mod offered;
 mod param_headers;
+mod plain;
 mod relayed;
 mod relayed_offer;
 mod request;
@@ -133,6 +134,7 @@ pub fn router(host: Arc<dyn ToolHost>, config: EndpointConfig) -> Router {
         .with_max_request_body_bytes(budget::MAX_BODY_BYTES)
         .disable_allowed_hosts();
     let endpoint = Endpoint::new(host.clone(), config.request_states.clone());
+    let plain = endpoint.clone();
     let service = StreamableHttpService::new(
         move || Ok(endpoint.clone()),
         Arc::new(NeverSessionManager::default()),
@@ -147,6 +149,7 @@ pub fn router(host: Arc<dyn ToolHost>, config: EndpointConfig) -> Router {
     let pipeline = Arc::new(Pipeline {
         gate: Gate::new(config),
         host,
+        plain,
     });
     let gateway = Router::new()
         .route_service("/mcp", service.clone())
@@ -167,6 +170,8 @@ pub fn router(host: Arc<dyn ToolHost>, config: EndpointConfig) -> Router {
 struct Pipeline {
     gate: Gate,
     host: Arc<dyn ToolHost>,
+    /// The handler rmcp clones per request, for the calls answered without rmcp (`plain`).
+    plain: Endpoint,
 }
 
 /// The pipeline of `POST /mcp`.
@@ -204,6 +209,9 @@ impl Pipeline {
             Legacy::Answered(response) => return response,
             Legacy::ToRmcp(edit) => edit,
         };
+        if let Some(id) = plain::plain_id(&request, self.plain.levels()) {
+            return plain::answer(&self.plain, plain::take(request, id)).await;
+        }
         // Every list, and a read, is filtered for its caller (MCP-58).
         let lists_tools = matches!(
             request.method(),

@@ -40,7 +40,7 @@ use super::request::Admitted;
 use super::request_state::RequestStates;
 use super::{mrtr, relayed, relayed_offer};
 use super::{offered, tasks, trace};
-use crate::host::{CALL_KEY_META, CallKey, HostOutcome, ToolHost};
+use crate::host::{CALL_KEY_META, CallKey, HostCall, HostError, HostOutcome, ToolHost};
 use crate::{rounds, upstream_task};
 
 /// The handler rmcp builds per request (a clone of one `Arc`).
@@ -60,6 +60,11 @@ impl Endpoint {
             request_states,
             levels: Levels::default(),
         }
+    }
+
+    /// The log levels session-era clients set.
+    pub(super) fn levels(&self) -> &Levels {
+        &self.levels
     }
 
     /// `tools/call`: the await tool, or one call through the host.
@@ -152,9 +157,26 @@ impl Endpoint {
             Ok(call) if wants_task && call.is_parked() => {
                 Ok(CallToolResponse::Task(tasks::created(&call)))
             }
-            Ok(call) => Ok(to_call_result(call.outcome).into()),
-            Err(err) => from_host_error(err).map(Into::into),
+            outcome => settled(outcome).map(Into::into),
         }
+    }
+
+    /// A plain `tools/call` (`plain`): the call through the host, nothing relayed, asked or
+    /// tasked; what `call` does for the same request.
+    pub(super) async fn plain_call(
+        &self,
+        admitted: &Admitted,
+        name: &str,
+        arguments: Map<String, Value>,
+        key: Option<&CallKey>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let (scope, caller) = (&admitted.scope, &admitted.caller);
+        let arguments = Value::Object(arguments);
+        settled(
+            self.host
+                .call_tool_keyed(scope, caller, name, arguments, key)
+                .await,
+        )
     }
 
     async fn await_decision(
@@ -400,6 +422,14 @@ impl ServerHandler for Endpoint {
             .await
             .map_err(to_error_data)?;
         Ok(())
+    }
+}
+
+/// A call's outcome as the client's result.
+fn settled(outcome: Result<HostCall, HostError>) -> Result<CallToolResult, ErrorData> {
+    match outcome {
+        Ok(call) => Ok(to_call_result(call.outcome)),
+        Err(err) => from_host_error(err),
     }
 }
 

@@ -50,7 +50,7 @@ impl Levels {
         levels.insert(key, level);
     }
 
-    fn get(&self, admitted: &Admitted) -> Option<Level> {
+    pub(super) fn get(&self, admitted: &Admitted) -> Option<Level> {
         let levels = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         let key = (admitted.scope.clone(), admitted.caller.principal.clone());
         levels.get(&key).copied()

@@ -83,6 +83,16 @@ impl AdmittedRequest {
             .map(|v| v.as_bytes())
     }
 
+    /// The request's extensions (what the layers before admission put there).
+    pub(super) fn extensions(&self) -> &axum::http::Extensions {
+        &self.parts.extensions
+    }
+
+    /// The whole JSON-RPC message.
+    pub(super) fn message(&self) -> &Value {
+        &self.message
+    }
+
     /// The JSON-RPC method; empty when there is none.
     pub(super) fn method(&self) -> &str {
         self.message["method"].as_str().unwrap_or_default()
@@ -96,6 +106,12 @@ impl AdmittedRequest {
     /// The JSON-RPC id; `Null` when there is none.
     pub(super) fn id(&self) -> &Value {
         &self.message["id"]
+    }
+
+    /// Who is calling and the parsed message, for a step that answers the request itself
+    /// (`plain`); the body bytes are dropped.
+    pub(super) fn into_message(self) -> (Admitted, Value) {
+        (self.admitted, self.message)
     }
 
     /// The request for rmcp: the body as it came, and [`Admitted`] in its extensions, where
@@ -116,7 +132,8 @@ fn check_json_rpc(message: &Value) -> Result<(), Box<Response>> {
     if let Err(text) = check_call_params(message) {
         return Err(rpc_error(&message["id"], -32602, text));
     }
-    if ClientJsonRpcMessage::deserialize(message).is_ok() {
+    // The plain call, the one a busy endpoint mostly sees, is known good without a typed copy.
+    if super::plain::plain_shape(message) || ClientJsonRpcMessage::deserialize(message).is_ok() {
         return Ok(());
     }
     let well_formed =

@@ -624,3 +624,53 @@ async fn tools_call_with_malformed_params_is_32602_on_both_revisions() {
         "a malformed call never reaches the host"
     );
 }
+
+/// A plain session-era call is answered without rmcp's per-request service (MCP-85); its
+/// answer is what rmcp sends for the same call. A progress token sends the call through rmcp
+/// (the host relays nothing, so rmcp answers plain JSON too): both answers must be the same
+/// bytes, for every kind of outcome and for a malformed call key.
+#[tokio::test]
+async fn a_plain_call_is_answered_as_rmcp_answers_the_same_call() {
+    let server = Endpoint::start().await;
+    let blocks = format!(r#"{{"content":{}}}"#, crate::sdk_upstream::every_block());
+    let calls = [
+        (
+            "echo",
+            r#"{"msg":"hi","n":[1,2.5,null,"\u00e9"]}"#.to_owned(),
+            "",
+        ),
+        ("blocks", blocks, ""),
+        ("fail", "{}".to_owned(), ""),
+        ("deploy", r#"{"env":"prod"}"#.to_owned(), ""),
+        ("ask", "{}".to_owned(), ""),
+        ("wipe", "{}".to_owned(), ""),
+        ("propose", "{}".to_owned(), ""),
+        ("broken", "{}".to_owned(), ""),
+        ("nope", "{}".to_owned(), ""),
+        (
+            "echo",
+            "{}".to_owned(),
+            r#","io.airlock/call_key":"not a key!""#,
+        ),
+    ];
+    for (name, arguments, meta) in calls {
+        let request = |extra: &str| {
+            format!(
+                r#"{{"jsonrpc":"2.0","id":"r-7","method":"tools/call","params":{{"name":"{name}","arguments":{arguments},"_meta":{{"x":1{extra}{meta}}}}}}}"#
+            )
+        };
+        let plain = server.post("/mcp", &[V2025], &request("")).await;
+        let by_rmcp = server
+            .post("/mcp", &[V2025], &request(r#","progressToken":"p""#))
+            .await;
+        assert_eq!(plain.status, by_rmcp.status, "{name}: {}", plain.body);
+        assert_eq!(plain.header("content-type"), by_rmcp.header("content-type"));
+        assert_eq!(plain.body, by_rmcp.body, "{name}");
+    }
+    // Both paths asked the host the same, once each per call (the bad key asks nothing).
+    let asked = server.asked();
+    assert_eq!(asked.len(), 18);
+    for pair in asked.chunks(2) {
+        assert_eq!(pair[0], pair[1]);
+    }
+}

@@ -1,0 +1,396 @@
+//! The plain `tools/call`: answered from the request admission parsed, without rmcp's
+//! per-request service (docs/benchmarks.md, "Where the time goes": that service parsed the body
+//! a second time, built a peer, spawned two tasks and a channel for every call).
+//!
+//! Guarantees:
+//! - Only a request whose answer cannot differ from rmcp's takes this path: a session-era
+//!   `tools/call` (no `MCP-Protocol-Version` header, or a known revision before 2026-07-28)
+//!   that declares JSON, accepts both JSON and event streams, is not traced, carries only
+//!   `name`, `arguments` and `_meta` (no task, no request state), asks for no progress and no
+//!   log messages (no `progressToken`, no `io.modelcontextprotocol/` key in `_meta`, no level
+//!   set by its principal), and does not call the await tool. Every other request goes to rmcp
+//!   exactly as before.
+//! - The answer is what rmcp sends for the same request: the same JSON-RPC envelope, built from
+//!   rmcp's own message types, with the result trimmed for session-era clients as rmcp trims it
+//!   (tested side by side with rmcp's answer in the endpoint's wire tests).
+//! - The arguments are moved from the parsed request to the host, never copied.
+
+use axum::body::Body;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use rmcp::ErrorData;
+use rmcp::model::{CallToolResult, ProtocolVersion, RequestId, ServerJsonRpcMessage, ServerResult};
+use serde_json::{Map, Value};
+
+use super::convert::AWAIT_TOOL;
+use super::handler::Endpoint;
+use super::notices::Levels;
+use super::request::{Admitted, AdmittedRequest};
+use crate::host::CallKey;
+use airlock_egress::trace::RequestTracer;
+
+/// A plain `tools/call`, taken apart.
+pub(super) struct PlainCall {
+    pub(super) admitted: Admitted,
+    pub(super) id: RequestId,
+    pub(super) name: String,
+    pub(super) arguments: Map<String, Value>,
+    /// `Err`: the key in `_meta` is malformed (answered as rmcp answers it, -32602).
+    pub(super) key: Result<Option<CallKey>, String>,
+}
+
+/// `request`, which [`plain_id`] found plain and whose id it gave, taken apart.
+pub(super) fn take(request: AdmittedRequest, id: RequestId) -> PlainCall {
+    let (admitted, message) = request.into_message();
+    // `plain_id` read every part below; what it did not see cannot be here.
+    let params = match message {
+        Value::Object(mut message) => message.remove("params"),
+        _ => None,
+    };
+    let mut params = match params {
+        Some(Value::Object(params)) => params,
+        _ => Map::new(),
+    };
+    let name = match params.remove("name") {
+        Some(Value::String(name)) => name,
+        _ => String::new(),
+    };
+    let arguments = match params.remove("arguments") {
+        Some(Value::Object(arguments)) => arguments,
+        _ => Map::new(),
+    };
+    let meta = match params.get("_meta") {
+        Some(Value::Object(meta)) => Some(meta),
+        _ => None,
+    };
+    let key = CallKey::from_meta(meta);
+    PlainCall {
+        admitted,
+        id,
+        name,
+        arguments,
+        key,
+    }
+}
+
+/// Runs the call through the endpoint's host and answers it.
+pub(super) async fn answer(endpoint: &Endpoint, call: PlainCall) -> Response {
+    let result = match call.key {
+        Ok(key) => {
+            endpoint
+                .plain_call(&call.admitted, &call.name, call.arguments, key.as_ref())
+                .await
+        }
+        Err(why) => Err(ErrorData::invalid_params(why, None)),
+    };
+    let message = match result {
+        Ok(result) => ServerJsonRpcMessage::response(for_session_era(result), call.id),
+        Err(error) => ServerJsonRpcMessage::error(error, Some(call.id)),
+    };
+    json_reply(&message)
+}
+
+/// The result as rmcp trims it for a client before 2026-07-28.
+fn for_session_era(result: CallToolResult) -> ServerResult {
+    let mut result = ServerResult::CallToolResult(result);
+    result.strip_result_type_for_legacy_peer();
+    result.strip_non_object_output_for_legacy_peer();
+    result
+}
+
+fn json_reply(message: &ServerJsonRpcMessage) -> Response {
+    let Ok(body) = serde_json::to_vec(message) else {
+        // Only a map with non-string keys fails to serialize; a result has none.
+        return StatusCode::INTERNAL_SERVER_ERROR.into_response();
+    };
+    let mut response = Response::new(Body::from(body));
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+/// The request's id when it is a plain call (see the module's guarantees), else `None`.
+pub(super) fn plain_id(request: &AdmittedRequest, levels: &Levels) -> Option<RequestId> {
+    let plain = plain_shape(request.message())
+        && session_era(request.protocol_version())
+        && accepts_json_and_streams(request.headers())
+        && request.extensions().get::<RequestTracer>().is_none()
+        && levels.get(request.admitted()).is_none();
+    if !plain {
+        return None;
+    }
+    match request.id() {
+        Value::String(id) => Some(RequestId::String(id.as_str().into())),
+        id => id.as_i64().map(RequestId::Number),
+    }
+}
+
+/// Whether `message` is a `tools/call` of the plain shape: `jsonrpc` 2.0, a string or integer
+/// `id`, no other members, and params that ask for nothing but the call. Such a message is a
+/// JSON-RPC request rmcp models once its `name` and `arguments` are checked (admission checks
+/// them), so admission need not read it into rmcp's types to know that.
+pub(super) fn plain_shape(message: &Value) -> bool {
+    let Some(members) = message.as_object() else {
+        return false;
+    };
+    let known = ["jsonrpc", "id", "method", "params"];
+    let id = &message["id"];
+    members.keys().all(|k| known.contains(&k.as_str()))
+        && message["jsonrpc"] == "2.0"
+        && message["method"] == "tools/call"
+        && (id.is_string() || id.as_i64().is_some())
+        && plain_params(&message["params"])
+}
+
+/// No header (rmcp takes the oldest revision) or a known revision before 2026-07-28.
+fn session_era(version: Option<&[u8]>) -> bool {
+    version.is_none_or(|named| {
+        ProtocolVersion::KNOWN_VERSIONS.iter().any(|known| {
+            known.as_str().as_bytes() == named && *known < ProtocolVersion::V_2026_07_28
+        })
+    })
+}
+
+/// `Accept` names both `application/json` and `text/event-stream` (rmcp refuses the request
+/// with 406 otherwise, and so it answers it).
+fn accepts_json_and_streams(headers: &HeaderMap) -> bool {
+    let mut named = headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .map(|item| item.split(';').next().unwrap_or_default().trim());
+    let (mut json, mut streams) = (false, false);
+    for essence in &mut named {
+        json |= essence.eq_ignore_ascii_case("application/json");
+        streams |= essence.eq_ignore_ascii_case("text/event-stream");
+    }
+    json && streams
+}
+
+/// A string `name`, `arguments` absent or an object, and a `_meta` that asks for nothing to be relayed or negotiated,
+/// and not the await tool.
+fn plain_params(params: &Value) -> bool {
+    let Some(params) = params.as_object() else {
+        return false;
+    };
+    let known = ["name", "arguments", "_meta"];
+    let named = params.get("name").and_then(Value::as_str);
+    let arguments_fit = params.get("arguments").is_none_or(Value::is_object);
+    if params.keys().any(|k| !known.contains(&k.as_str()))
+        || named.is_none_or(|name| name == AWAIT_TOOL)
+        || !arguments_fit
+    {
+        return false;
+    }
+    match params.get("_meta") {
+        None => true,
+        Some(Value::Object(meta)) => meta
+            .keys()
+            .all(|k| k != "progressToken" && !k.starts_with("io.modelcontextprotocol/")),
+        Some(_) => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::body::Bytes;
+    use axum::extract::Request;
+    use serde::Deserialize;
+    use serde_json::json;
+
+    use super::*;
+    use crate::host::Caller;
+    use airlock_spec::ScopeId;
+
+    const ACCEPT: &str = "application/json, text/event-stream";
+
+    fn admitted() -> Admitted {
+        Admitted {
+            scope: ScopeId::Gateway,
+            caller: Caller {
+                principal: "alice".to_owned(),
+                groups: Vec::new(),
+            },
+        }
+    }
+
+    /// `body` with the headers of a plain call, then `edit`ed.
+    fn request(body: &Value, edit: impl FnOnce(&mut Request<()>)) -> AdmittedRequest {
+        let mut request = Request::builder()
+            .header(header::CONTENT_TYPE, "application/json")
+            .header(header::ACCEPT, ACCEPT)
+            .header("mcp-protocol-version", "2025-06-18")
+            .body(())
+            .unwrap();
+        edit(&mut request);
+        let (parts, ()) = request.into_parts();
+        let body = Bytes::from(serde_json::to_vec(&body).unwrap());
+        AdmittedRequest::parse(parts, admitted(), body)
+            .ok()
+            .unwrap()
+    }
+
+    fn call(params: Value) -> Value {
+        let mut message = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call"});
+        message["params"] = params;
+        message
+    }
+
+    fn is_plain(request: &AdmittedRequest) -> bool {
+        plain_id(request, &Levels::default()).is_some()
+    }
+
+    #[test]
+    fn a_session_era_call_asking_for_nothing_more_is_plain() {
+        let params =
+            json!({"name": "echo", "arguments": {"a": 1}, "_meta": {"io.airlock/call_key": "k1"}});
+        let plain = request(&call(params), |_| ());
+        let Some(id) = plain_id(&plain, &Levels::default()) else {
+            panic!("a plain call went to rmcp");
+        };
+        let taken = take(plain, id);
+        assert_eq!(taken.name, "echo");
+        assert_eq!(Value::Object(taken.arguments), json!({"a": 1}));
+        assert_eq!(taken.id, RequestId::Number(9));
+        assert_eq!(taken.key.unwrap().unwrap().as_str(), "k1");
+        for version in ["2024-11-05", "2025-03-26", "2025-11-25"] {
+            let named = request(&call(json!({"name": "echo"})), |r| {
+                r.headers_mut()
+                    .insert("mcp-protocol-version", version.parse().unwrap());
+            });
+            assert!(is_plain(&named), "{version}");
+        }
+        let unnamed = request(&call(json!({"name": "echo"})), |r| {
+            r.headers_mut().remove("mcp-protocol-version");
+        });
+        assert!(is_plain(&unnamed));
+    }
+
+    #[test]
+    #[allow(
+        deprecated,
+        reason = "MCP logging is deprecated (SEP-2577) yet part of 2025-11-25"
+    )]
+    fn anything_rmcp_would_answer_differently_goes_to_rmcp() {
+        let plain = || call(json!({"name": "echo", "arguments": {}}));
+        let header = |name: &'static str, value: &'static str| {
+            move |r: &mut Request<()>| {
+                r.headers_mut().insert(name, value.parse().unwrap());
+            }
+        };
+        let cases: Vec<(&str, AdmittedRequest)> = vec![
+            (
+                "2026-07-28",
+                request(&plain(), header("mcp-protocol-version", "2026-07-28")),
+            ),
+            (
+                "unknown revision",
+                request(&plain(), header("mcp-protocol-version", "1999-01-01")),
+            ),
+            (
+                "no event streams",
+                request(&plain(), header("accept", "application/json")),
+            ),
+            (
+                "no JSON",
+                request(&plain(), header("accept", "text/event-stream")),
+            ),
+            (
+                "traced",
+                request(&plain(), |r| {
+                    let tracer: RequestTracer =
+                        std::sync::Arc::new(opentelemetry::global::tracer("t"));
+                    r.extensions_mut().insert(tracer);
+                }),
+            ),
+            (
+                "await tool",
+                request(&call(json!({"name": AWAIT_TOOL})), |_| ()),
+            ),
+            (
+                "task",
+                request(&call(json!({"name": "echo", "task": {}})), |_| ()),
+            ),
+            (
+                "request state",
+                request(&call(json!({"name": "echo", "requestState": "s"})), |_| ()),
+            ),
+            (
+                "progress",
+                request(
+                    &call(json!({"name": "echo", "_meta": {"progressToken": 1}})),
+                    |_| (),
+                ),
+            ),
+            (
+                "per-request revision",
+                request(
+                    &call(
+                        json!({"name": "echo", "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}),
+                    ),
+                    |_| (),
+                ),
+            ),
+            (
+                "other method",
+                request(
+                    &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
+                    |_| (),
+                ),
+            ),
+            (
+                "extra member",
+                request(
+                    &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "echo"}, "x": 1}),
+                    |_| (),
+                ),
+            ),
+        ];
+        for (why, request) in cases {
+            assert!(!is_plain(&request), "{why}");
+        }
+        let levels = Levels::default();
+        levels.set(&admitted(), rmcp::model::LoggingLevel::Info);
+        let logged = request(&plain(), |_| ());
+        assert!(plain_id(&logged, &levels).is_none(), "a log level set");
+    }
+
+    /// Admission trusts the plain shape instead of reading the message into rmcp's types: every
+    /// message of that shape must be one rmcp reads as a `tools/call` request.
+    #[test]
+    fn every_plain_shaped_message_is_a_request_rmcp_models() {
+        let shaped = [
+            call(json!({"name": "echo"})),
+            call(json!({"name": "e", "arguments": {"a": [1, {"b": null}]}, "_meta": {}})),
+            json!({"jsonrpc": "2.0", "id": "x", "method": "tools/call",
+                   "params": {"name": "e", "_meta": {"io.airlock/call_key": 5, "k": [1]}}}),
+            json!({"jsonrpc": "2.0", "id": i64::MIN, "method": "tools/call", "params": {"name": ""}}),
+        ];
+        for message in shaped {
+            assert!(plain_shape(&message), "{message}");
+            let typed = rmcp::model::ClientJsonRpcMessage::deserialize(&message);
+            assert!(
+                matches!(&typed, Ok(rmcp::model::ClientJsonRpcMessage::Request(r))
+                    if matches!(r.request, rmcp::model::ClientRequest::CallToolRequest(_))),
+                "{message}: {typed:?}"
+            );
+        }
+        let not_shaped = [
+            json!({"jsonrpc": "2.0", "id": 1.5, "method": "tools/call", "params": {"name": "e"}}),
+            json!({"jsonrpc": "2.0", "id": u64::MAX, "method": "tools/call", "params": {"name": "e"}}),
+            json!({"jsonrpc": "2.0", "id": null, "method": "tools/call", "params": {"name": "e"}}),
+            json!({"jsonrpc": "1.0", "id": 1, "method": "tools/call", "params": {"name": "e"}}),
+            json!({"jsonrpc": "2.0", "method": "tools/call", "params": {"name": "e"}}),
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": 1}}),
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "e", "arguments": []}}),
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call"}),
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "e", "_meta": 1}}),
+        ];
+        for message in not_shaped {
+            assert!(!plain_shape(&message), "{message}");
+        }
+    }
+}
