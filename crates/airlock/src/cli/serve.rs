@@ -49,11 +49,18 @@ pub(crate) struct Args {
     #[arg(long, hide = true, value_name = "SECS", default_value_t = SWEEP_EVERY.as_secs(),
           value_parser = clap::value_parser!(u64).range(1..))]
     sweep_every: u64,
+    /// Threads that run requests (default: one fewer than this machine's cores, at least one;
+    /// docs/rules.md OPS-66).
+    #[arg(long, env = "AIRLOCK_WORKERS", value_name = "N",
+          value_parser = clap::value_parser!(u16).range(1..))]
+    workers: Option<u16>,
 }
 
 pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let dir = args.deployment.locate_or(args.path.as_deref())?;
+    let workers = args.workers.map_or_else(default_workers, usize::from);
     let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
         .enable_all()
         // Each worker gives back its own heap after a quiet period (OPS-62).
         .on_thread_park(crate::memory::worker_parks)
@@ -62,6 +69,20 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
     // A call cut off at the deadline must not hold the process open.
     runtime.shutdown_timeout(Duration::from_secs(1));
     served
+}
+
+/// One worker fewer than the cores, at least one (OPS-66): the ledger's commits run on a thread
+/// of their own (SQLite's connection thread) or in another process (PostgreSQL), and a call
+/// hands off between its tasks several times; with a worker on every core the workers woke and
+/// robbed each other at each hand-off, which cost more than the extra worker gave
+/// (docs/benchmarks.md).
+fn default_workers() -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+    workers_for(cores)
+}
+
+fn workers_for(cores: usize) -> usize {
+    cores.saturating_sub(1).max(1)
 }
 
 async fn serve_dir(args: &Args, dir: &Path) -> anyhow::Result<ExitCode> {
@@ -234,5 +255,18 @@ impl Signals {
     #[cfg(not(unix))]
     async fn next(&mut self) {
         let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::workers_for;
+
+    #[test]
+    fn one_core_is_left_to_the_ledger_and_there_is_always_a_worker() {
+        assert_eq!(workers_for(1), 1);
+        assert_eq!(workers_for(2), 1);
+        assert_eq!(workers_for(8), 7);
+        assert_eq!(workers_for(0), 1);
     }
 }

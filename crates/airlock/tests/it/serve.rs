@@ -16,8 +16,8 @@ use tokio::net::TcpListener;
 
 use crate::airlock;
 use crate::support::{
-    call_context, deployment_with, hello_upstream, http, listening_addr, metrics, serve_in_process,
-    sigterm,
+    Server, call_context, deployment_with, hello_upstream, http, listening_addr, metrics,
+    serve_in_process, sigterm,
 };
 
 pub(crate) const ADMIN: &str = "admin-token-7c4a8d09ca3762af61e59520943dc264";
@@ -373,4 +373,32 @@ async fn metrics_count_calls_for_an_admin() {
                 && l.contains("outcome=\"succeeded\"")),
         "{text}"
     );
+}
+
+/// OPS-66: `--workers` (or `AIRLOCK_WORKERS`) sets how many threads run requests.
+#[cfg(target_os = "linux")]
+#[test]
+fn serve_runs_the_workers_it_is_told_to() {
+    let dir = deployment();
+    let workers = |server: &Server| {
+        let tasks = std::fs::read_dir(format!("/proc/{}/task", server.child.id())).unwrap();
+        tasks
+            .filter_map(|task| std::fs::read_to_string(task.unwrap().path().join("comm")).ok())
+            .filter(|name| name.trim() == "tokio-rt-worker")
+            .count()
+    };
+    let flagged = Server::start(dir.path(), &["--workers", "3"]);
+    assert_eq!(workers(&flagged), 3);
+    drop(flagged);
+    let mut command = Server::command(dir.path(), &[]);
+    command.env("AIRLOCK_WORKERS", "2");
+    assert_eq!(workers(&Server::spawn(command)), 2);
+    let refused = airlock()
+        .arg("serve")
+        .arg(dir.path())
+        .args(["--workers", "0"])
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("--workers"));
 }
