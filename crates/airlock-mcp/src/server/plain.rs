@@ -22,10 +22,9 @@ use rmcp::ErrorData;
 use rmcp::model::{CallToolResult, ProtocolVersion, RequestId, ServerJsonRpcMessage, ServerResult};
 use serde_json::{Map, Value};
 
-use super::convert::AWAIT_TOOL;
 use super::handler::Endpoint;
 use super::notices::Levels;
-use super::request::{Admitted, AdmittedRequest};
+use super::request::{Admitted, AdmittedRequest, plain_shape};
 use crate::host::CallKey;
 use airlock_egress::trace::RequestTracer;
 
@@ -127,23 +126,6 @@ pub(super) fn plain_id(request: &AdmittedRequest, levels: &Levels) -> Option<Req
     }
 }
 
-/// Whether `message` is a `tools/call` of the plain shape: `jsonrpc` 2.0, a string or integer
-/// `id`, no other members, and params that ask for nothing but the call. Such a message is a
-/// JSON-RPC request rmcp models once its `name` and `arguments` are checked (admission checks
-/// them), so admission need not read it into rmcp's types to know that.
-pub(super) fn plain_shape(message: &Value) -> bool {
-    let Some(members) = message.as_object() else {
-        return false;
-    };
-    let known = ["jsonrpc", "id", "method", "params"];
-    let id = &message["id"];
-    members.keys().all(|k| known.contains(&k.as_str()))
-        && message["jsonrpc"] == "2.0"
-        && message["method"] == "tools/call"
-        && (id.is_string() || id.as_i64().is_some())
-        && plain_params(&message["params"])
-}
-
 /// No header (rmcp takes the oldest revision) or a known revision before 2026-07-28.
 fn session_era(version: Option<&[u8]>) -> bool {
     version.is_none_or(|named| {
@@ -170,35 +152,10 @@ fn accepts_json_and_streams(headers: &HeaderMap) -> bool {
     json && streams
 }
 
-/// A string `name`, `arguments` absent or an object, and a `_meta` that asks for nothing to be relayed or negotiated,
-/// and not the await tool.
-fn plain_params(params: &Value) -> bool {
-    let Some(params) = params.as_object() else {
-        return false;
-    };
-    let known = ["name", "arguments", "_meta"];
-    let named = params.get("name").and_then(Value::as_str);
-    let arguments_fit = params.get("arguments").is_none_or(Value::is_object);
-    if params.keys().any(|k| !known.contains(&k.as_str()))
-        || named.is_none_or(|name| name == AWAIT_TOOL)
-        || !arguments_fit
-    {
-        return false;
-    }
-    match params.get("_meta") {
-        None => true,
-        Some(Value::Object(meta)) => meta
-            .keys()
-            .all(|k| k != "progressToken" && !k.starts_with("io.modelcontextprotocol/")),
-        Some(_) => false,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use axum::body::Bytes;
     use axum::extract::Request;
-    use serde::Deserialize;
     use serde_json::json;
 
     use super::*;
@@ -308,7 +265,7 @@ mod tests {
             ),
             (
                 "await tool",
-                request(&call(json!({"name": AWAIT_TOOL})), |_| ()),
+                request(&call(json!({"name": crate::server::AWAIT_TOOL})), |_| ()),
             ),
             (
                 "task",
@@ -356,41 +313,5 @@ mod tests {
         levels.set(&admitted(), rmcp::model::LoggingLevel::Info);
         let logged = request(&plain(), |_| ());
         assert!(plain_id(&logged, &levels).is_none(), "a log level set");
-    }
-
-    /// Admission trusts the plain shape instead of reading the message into rmcp's types: every
-    /// message of that shape must be one rmcp reads as a `tools/call` request.
-    #[test]
-    fn every_plain_shaped_message_is_a_request_rmcp_models() {
-        let shaped = [
-            call(json!({"name": "echo"})),
-            call(json!({"name": "e", "arguments": {"a": [1, {"b": null}]}, "_meta": {}})),
-            json!({"jsonrpc": "2.0", "id": "x", "method": "tools/call",
-                   "params": {"name": "e", "_meta": {"io.airlock/call_key": 5, "k": [1]}}}),
-            json!({"jsonrpc": "2.0", "id": i64::MIN, "method": "tools/call", "params": {"name": ""}}),
-        ];
-        for message in shaped {
-            assert!(plain_shape(&message), "{message}");
-            let typed = rmcp::model::ClientJsonRpcMessage::deserialize(&message);
-            assert!(
-                matches!(&typed, Ok(rmcp::model::ClientJsonRpcMessage::Request(r))
-                    if matches!(r.request, rmcp::model::ClientRequest::CallToolRequest(_))),
-                "{message}: {typed:?}"
-            );
-        }
-        let not_shaped = [
-            json!({"jsonrpc": "2.0", "id": 1.5, "method": "tools/call", "params": {"name": "e"}}),
-            json!({"jsonrpc": "2.0", "id": u64::MAX, "method": "tools/call", "params": {"name": "e"}}),
-            json!({"jsonrpc": "2.0", "id": null, "method": "tools/call", "params": {"name": "e"}}),
-            json!({"jsonrpc": "1.0", "id": 1, "method": "tools/call", "params": {"name": "e"}}),
-            json!({"jsonrpc": "2.0", "method": "tools/call", "params": {"name": "e"}}),
-            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": 1}}),
-            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "e", "arguments": []}}),
-            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call"}),
-            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "e", "_meta": 1}}),
-        ];
-        for message in not_shaped {
-            assert!(!plain_shape(&message), "{message}");
-        }
     }
 }

@@ -21,6 +21,7 @@ use serde_json::{Value, json};
 
 use airlock_spec::ScopeId;
 
+use super::convert::AWAIT_TOOL;
 use crate::host::Caller;
 
 /// The scope and caller of an admitted request, for the handler.
@@ -133,7 +134,7 @@ fn check_json_rpc(message: &Value) -> Result<(), Box<Response>> {
         return Err(rpc_error(&message["id"], -32602, text));
     }
     // The plain call, the one a busy endpoint mostly sees, is known good without a typed copy.
-    if super::plain::plain_shape(message) || ClientJsonRpcMessage::deserialize(message).is_ok() {
+    if plain_shape(message) || ClientJsonRpcMessage::deserialize(message).is_ok() {
         return Ok(());
     }
     let well_formed =
@@ -162,6 +163,47 @@ fn check_call_params(message: &Value) -> Result<(), &'static str> {
     match params.get("arguments") {
         None | Some(Value::Object(_)) => Ok(()),
         Some(_) => Err("Invalid params: tools/call `arguments` must be a JSON object"),
+    }
+}
+
+/// Whether `message` is a `tools/call` of the plain shape: `jsonrpc` 2.0, a string or integer
+/// `id`, no other members, and params that ask for nothing but the call. Such a message is a
+/// JSON-RPC request rmcp models once its `name` and `arguments` are checked (admission checks
+/// them), so admission need not read it into rmcp's types to know that.
+pub(super) fn plain_shape(message: &Value) -> bool {
+    let Some(members) = message.as_object() else {
+        return false;
+    };
+    let known = ["jsonrpc", "id", "method", "params"];
+    let id = &message["id"];
+    members.keys().all(|k| known.contains(&k.as_str()))
+        && message["jsonrpc"] == "2.0"
+        && message["method"] == "tools/call"
+        && (id.is_string() || id.as_i64().is_some())
+        && plain_params(&message["params"])
+}
+
+/// A string `name`, `arguments` absent or an object, and a `_meta` that asks for nothing to be relayed or negotiated,
+/// and not the await tool.
+fn plain_params(params: &Value) -> bool {
+    let Some(params) = params.as_object() else {
+        return false;
+    };
+    let known = ["name", "arguments", "_meta"];
+    let named = params.get("name").and_then(Value::as_str);
+    let arguments_fit = params.get("arguments").is_none_or(Value::is_object);
+    if params.keys().any(|k| !known.contains(&k.as_str()))
+        || named.is_none_or(|name| name == AWAIT_TOOL)
+        || !arguments_fit
+    {
+        return false;
+    }
+    match params.get("_meta") {
+        None => true,
+        Some(Value::Object(meta)) => meta
+            .keys()
+            .all(|k| k != "progressToken" && !k.starts_with("io.modelcontextprotocol/")),
+        Some(_) => false,
     }
 }
 
@@ -267,5 +309,41 @@ mod tests {
         );
         let undeclared = parse("text/plain", "{").ok().unwrap();
         assert_eq!((undeclared.method(), undeclared.id()), ("", &Value::Null));
+    }
+
+    /// Admission trusts the plain shape instead of reading the message into rmcp's types: every
+    /// message of that shape must be one rmcp reads as a `tools/call` request.
+    #[test]
+    fn every_plain_shaped_message_is_a_request_rmcp_models() {
+        let shaped = [
+            json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "echo"}}),
+            json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "e", "arguments": {"a": [1, {"b": null}]}, "_meta": {}}}),
+            json!({"jsonrpc": "2.0", "id": "x", "method": "tools/call",
+                   "params": {"name": "e", "_meta": {"io.airlock/call_key": 5, "k": [1]}}}),
+            json!({"jsonrpc": "2.0", "id": i64::MIN, "method": "tools/call", "params": {"name": ""}}),
+        ];
+        for message in shaped {
+            assert!(plain_shape(&message), "{message}");
+            let typed = rmcp::model::ClientJsonRpcMessage::deserialize(&message);
+            assert!(
+                matches!(&typed, Ok(rmcp::model::ClientJsonRpcMessage::Request(r))
+                    if matches!(r.request, rmcp::model::ClientRequest::CallToolRequest(_))),
+                "{message}: {typed:?}"
+            );
+        }
+        let not_shaped = [
+            json!({"jsonrpc": "2.0", "id": 1.5, "method": "tools/call", "params": {"name": "e"}}),
+            json!({"jsonrpc": "2.0", "id": u64::MAX, "method": "tools/call", "params": {"name": "e"}}),
+            json!({"jsonrpc": "2.0", "id": null, "method": "tools/call", "params": {"name": "e"}}),
+            json!({"jsonrpc": "1.0", "id": 1, "method": "tools/call", "params": {"name": "e"}}),
+            json!({"jsonrpc": "2.0", "method": "tools/call", "params": {"name": "e"}}),
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": 1}}),
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "e", "arguments": []}}),
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call"}),
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "e", "_meta": 1}}),
+        ];
+        for message in not_shaped {
+            assert!(!plain_shape(&message), "{message}");
+        }
     }
 }
