@@ -24,7 +24,7 @@ use serde_json::{Map, Value};
 
 use super::handler::Endpoint;
 use super::notices::Levels;
-use super::request::{Admitted, AdmittedRequest, plain_shape};
+use super::request::{Admitted, AdmittedRequest, declares_json, plain_shape};
 use crate::host::CallKey;
 use airlock_egress::trace::RequestTracer;
 
@@ -113,6 +113,7 @@ fn json_reply(message: &ServerJsonRpcMessage) -> Response {
 /// The request's id when it is a plain call (see the module's guarantees), else `None`.
 pub(super) fn plain_id(request: &AdmittedRequest, levels: &Levels) -> Option<RequestId> {
     let plain = plain_shape(request.message())
+        && declares_json(request.headers())
         && session_era(request.protocol_version())
         && accepts_json_and_streams(request.headers())
         && request.extensions().get::<RequestTracer>().is_none()
@@ -138,14 +139,14 @@ fn session_era(version: Option<&[u8]>) -> bool {
 /// `Accept` names both `application/json` and `text/event-stream` (rmcp refuses the request
 /// with 406 otherwise, and so it answers it).
 fn accepts_json_and_streams(headers: &HeaderMap) -> bool {
-    let mut named = headers
+    let named = headers
         .get_all(header::ACCEPT)
         .iter()
         .filter_map(|value| value.to_str().ok())
         .flat_map(|value| value.split(','))
         .map(|item| item.split(';').next().unwrap_or_default().trim());
     let (mut json, mut streams) = (false, false);
-    for essence in &mut named {
+    for essence in named {
         json |= essence.eq_ignore_ascii_case("application/json");
         streams |= essence.eq_ignore_ascii_case("text/event-stream");
     }
@@ -254,6 +255,10 @@ mod tests {
             (
                 "no JSON",
                 request(&plain(), header("accept", "text/event-stream")),
+            ),
+            (
+                "not declared JSON",
+                request(&plain(), header("content-type", "text/plain")),
             ),
             (
                 "traced",

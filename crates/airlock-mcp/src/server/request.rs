@@ -230,7 +230,7 @@ pub(super) fn rpc_refusal(
     Box::new((status, axum::Json(body)).into_response())
 }
 
-fn declares_json(headers: &HeaderMap) -> bool {
+pub(super) fn declares_json(headers: &HeaderMap) -> bool {
     headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
