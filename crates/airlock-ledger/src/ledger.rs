@@ -3,23 +3,24 @@
 //! each read to the read pool (`reads`), expiring overdue rows on the way. Backend differences
 //! end at construction (see `sqlite`, `postgres`).
 
+mod current;
+mod start;
+mod tx_job;
+
 use std::pin::pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
-use futures::future::BoxFuture;
 use serde_json::Value;
 use time::OffsetDateTime;
 use tokio::sync::{oneshot, watch};
 use tokio::time::Instant;
 
 use crate::agent_runs::{self, RunDetail, RunStep};
-use crate::batch::Batch;
-use crate::cache::RecentRows;
 use crate::clock::{Clock, to_micros, truncate};
 use crate::confirmations::{self, Answered, Confirmation};
-use crate::db::{DbPool, SqlValue};
+use crate::db::DbPool;
 use crate::error::{LedgerError, ToolError};
 use crate::ids::{InvocationId, RunId, SessionId};
 use crate::model::RunLease;
@@ -35,10 +36,11 @@ use crate::request_states::{self, StateUse};
 use crate::run_lease;
 use crate::state::{InvocationState, RunStatus};
 use crate::store::{LedgerFuture, Outbox, Store};
-use crate::store_config::StoreConfig;
-use crate::tx::{LedgerTx, TxTool};
-use crate::writer::{Job, LaneContext, Prefetch, Writer};
-use crate::{chain, decide, expiry, lease, record, relayed, runs, sweep};
+use crate::tx::TxTool;
+use crate::writer::{Prefetch, Writer};
+use crate::{chain, decide, lease, record, relayed, runs, sweep};
+
+use tx_job::TxJob;
 
 /// Aborts a background task when the store goes away.
 pub(crate) struct AbortOnDrop(pub(crate) tokio::task::JoinHandle<()>);
@@ -75,165 +77,11 @@ impl std::fmt::Debug for Ledger {
     }
 }
 
-/// A transactional tool's job: runs alone, once (its body is `FnOnce`, so it cannot be one of
-/// the writer's rerunnable closures).
-struct TxJob {
-    id: InvocationId,
-    owner: String,
-    tool: Option<TxTool>,
-    out: Option<Result<Invocation, LedgerError>>,
-    reply: oneshot::Sender<Result<Invocation, LedgerError>>,
-}
-
-impl Job for TxJob {
-    fn exclusive(&self) -> bool {
-        true
-    }
-
-    fn run<'a>(
-        &'a mut self,
-        tx: &'a mut LedgerTx,
-        batch: &'a mut Batch,
-    ) -> BoxFuture<'a, Result<(), sqlx::Error>> {
-        Box::pin(async move {
-            let Some(tool) = self.tool.take() else {
-                // Never retried: an exclusive job runs in its own transaction.
-                self.out = Some(Err(LedgerError::Closed));
-                return Ok(());
-            };
-            match decide::run_transactional(tx, batch, self.id, &self.owner, tool).await {
-                Err(LedgerError::Database(e)) => Err(e),
-                other => {
-                    self.out = Some(other);
-                    Ok(())
-                }
-            }
-        })
-    }
-
-    fn reply(self: Box<Self>) {
-        let _ = self
-            .reply
-            .send(self.out.unwrap_or(Err(LedgerError::Closed)));
-    }
-
-    fn fail(self: Box<Self>, e: sqlx::Error) {
-        let _ = self.reply.send(Err(LedgerError::Database(e)));
-    }
-}
-
 /// How a store tells other processes about its commits, besides `NOTIFY` on PostgreSQL.
 pub(crate) struct Announce {
     /// SQLite: the database's wake sockets.
     #[cfg(unix)]
     pub(crate) wake: Option<crate::wake::Announcer>,
-}
-
-impl Ledger {
-    /// Writes go through `write` (the writer lanes), reads through `read`.
-    pub(crate) fn start(
-        write: DbPool,
-        read: DbPool,
-        config: &StoreConfig,
-        lanes: usize,
-        announce: Announce,
-    ) -> Self {
-        let notifier = Arc::new(Notifier::default());
-        let commits = Arc::new(AtomicU64::new(0));
-        let commit_ns = Arc::new(AtomicU64::new(0));
-        let ctx = Arc::new(LaneContext {
-            pool: write,
-            clock: Arc::clone(&config.clock),
-            notifier: Arc::clone(&notifier),
-            approval_ttl: config.approval_ttl,
-            sessions: Arc::default(),
-            recent: RecentRows::default(),
-            routes: config.outbox.clone().into(),
-            #[cfg(unix)]
-            wake: announce.wake,
-            commits: Arc::clone(&commits),
-            commit_ns: Arc::clone(&commit_ns),
-            ack_at_commit: config.listen,
-        });
-        Self {
-            writer: Writer::start(&ctx, lanes),
-            pool: read,
-            notifier,
-            clock: Arc::clone(&config.clock),
-            sweep_limit: config.sweep_limit,
-            listener: None,
-            commits,
-            commit_ns,
-        }
-    }
-
-    /// How many write transactions this store's writer lanes have committed since it opened:
-    /// each one durable commit (one fsync on SQLite, one commit flush on PostgreSQL), however
-    /// many callers' writes it carried. What the benchmarks count a step's commits with.
-    #[must_use]
-    pub fn commits(&self) -> u64 {
-        self.commits.load(Ordering::Relaxed)
-    }
-
-    /// The time those transactions took, summed: each from its `BEGIN` to the database's
-    /// acknowledgement of its commit (its rows' encoding included). What the benchmarks measure
-    /// a step's commits with, beside pricing them at one commit's latency.
-    #[must_use]
-    pub fn commit_time(&self) -> Duration {
-        Duration::from_nanos(self.commit_ns.load(Ordering::Relaxed))
-    }
-
-    pub(crate) fn notifier(&self) -> Arc<Notifier> {
-        Arc::clone(&self.notifier)
-    }
-
-    fn now(&self) -> OffsetDateTime {
-        truncate(self.clock.now())
-    }
-
-    /// A row read from the pool, expired first (persistently) if it is overdue.
-    async fn current(&self, inv: Invocation) -> Result<Invocation, LedgerError> {
-        let overdue = inv.state.is_parked() && inv.expires_at.is_some_and(|at| at <= self.now());
-        if !overdue {
-            return Ok(inv);
-        }
-        let id = inv.id;
-        self.writer
-            .submit(id.0, Prefetch::Fresh(id), move |tx, b| {
-                Box::pin(expiry::load_current(tx, b, id))
-            })
-            .await
-    }
-
-    /// The rows of `query` (one of `reads`'), each expired first if it is overdue.
-    async fn list(&self, query: &str, binds: &[SqlValue]) -> Result<Vec<Invocation>, LedgerError> {
-        let rows = reads::invocations(&self.pool, query, binds).await?;
-        let mut out = Vec::with_capacity(rows.len());
-        for inv in rows {
-            out.push(self.current(inv).await?);
-        }
-        Ok(out)
-    }
-
-    /// [`Ledger::list`] without the rows that expired on this read: they no longer wait.
-    async fn parked(
-        &self,
-        query: &str,
-        binds: &[SqlValue],
-    ) -> Result<Vec<Invocation>, LedgerError> {
-        let rows = self.list(query, binds).await?;
-        Ok(rows.into_iter().filter(|i| i.state.is_parked()).collect())
-    }
-
-    /// The earlier of `deadline` and the row's expiry (so a waiter sees it expire).
-    fn expiry_instant(&self, inv: &Invocation, deadline: Instant) -> Instant {
-        let Some(at) = inv.expires_at.filter(|_| inv.state.is_parked()) else {
-            return deadline;
-        };
-        let left = (at - self.now()).max(time::Duration::ZERO);
-        let left = Duration::try_from(left).unwrap_or(Duration::ZERO);
-        deadline.min(Instant::now() + left)
-    }
 }
 
 impl Store for Ledger {

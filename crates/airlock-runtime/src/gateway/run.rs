@@ -1,0 +1,109 @@
+//! Running a row this gateway has claimed: the tool executes under the claim's lease, which is
+//! renewed while it works, and its answer is stored.
+//!
+//! Guarantees: a live call is never taken for a crash, since its lease is renewed every third
+//! of its length; a lost lease does not abandon the call, its answer is still recorded
+//! (LEDGER-20); a finish that can no longer win (a person settled the row, another owner runs
+//! it) reports the row where it stands, never an internal error. A row handed to an upstream's
+//! task is left running for the relay instead of being finished here.
+
+use airlock_ledger::{Invocation, InvocationId, InvocationState, LedgerError};
+use airlock_spec::ToolSpec;
+use serde_json::Value;
+
+use super::{Gateway, GatewayError, PreparedTool, events};
+use crate::error::ToolError;
+use crate::execute::Ran;
+use crate::outcome::Outcome;
+
+impl Gateway {
+    /// Executes a row this gateway has claimed, renewing its lease while it runs, and stores
+    /// the result.
+    pub(super) async fn run_claimed(
+        &self,
+        tool: &PreparedTool,
+        mut claimed: Invocation,
+    ) -> Result<Outcome, GatewayError> {
+        let started = std::time::Instant::now();
+        // Moved, not copied, to the request: a call's arguments may be megabytes.
+        let result = match tool.check.prepare(std::mem::take(&mut claimed.arguments)) {
+            Err(e) => Err(e),
+            Ok(map) => self.execute(&tool.spec, &claimed, Value::Object(map)).await,
+        };
+        let result = match result {
+            Ok(Ran::Task(task)) => return self.relay(claimed.id, task).await,
+            Ok(Ran::Value(value)) => Ok(value),
+            Err(e) => Err(e),
+        };
+        let finished = self.finish(claimed.id, result).await?;
+        events::ran(&finished, started.elapsed());
+        let outcome = match finished.state {
+            InvocationState::Failed => "failed",
+            InvocationState::InDoubt => "in_doubt",
+            InvocationState::InputRequired => "input_required",
+            _ => "succeeded",
+        };
+        metrics::counter!("airlock_tool_runs_total", "tool" => finished.tool.clone(), "outcome" => outcome)
+            .increment(1);
+        Ok(Outcome::from_row(finished))
+    }
+
+    /// Stores the result in hand. If the lease was lost meanwhile and the result could not
+    /// win (a person settled the row, another owner runs it), the row is returned as it
+    /// stands: the caller learns where its call is, never an internal error (LEDGER-20).
+    pub(super) async fn finish(
+        &self,
+        id: InvocationId,
+        result: Result<Value, ToolError>,
+    ) -> Result<Invocation, GatewayError> {
+        match self.store.finish(id, &self.owner, result).await {
+            Ok(row) => Ok(row),
+            Err(LedgerError::LeaseLost { .. } | LedgerError::AlreadyFinished { .. }) => {
+                Ok(self.store.get(id).await?)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Runs `spec` for the claimed `row` with validated `arguments`, renewing the lease so a
+    /// live call is never taken for a crash. A lost lease (the sweeper marked the row in doubt
+    /// during a stall) does not abandon the call: its answer is still recorded (LEDGER-20).
+    async fn execute(
+        &self,
+        spec: &ToolSpec,
+        row: &Invocation,
+        arguments: Value,
+    ) -> Result<Ran, ToolError> {
+        let work = self.executors.run(spec, arguments, &row.idempotency_key);
+        tokio::pin!(work);
+        // The first renewal is a period away: `interval`'s "immediate" first tick still waits
+        // for the timer driver's next millisecond, which cost every call about 1 ms.
+        let period = self.lease / 3;
+        let mut renew = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+        let mut renewing = true;
+        loop {
+            tokio::select! {
+                result = &mut work => return result,
+                _ = renew.tick(), if renewing => {
+                    renewing = self.renew(row.id).await;
+                }
+            }
+        }
+    }
+
+    /// Renews the lease on `id`; `false` once it is lost for good. A database error is only
+    /// logged: the next tick tries again, and the finish decides.
+    async fn renew(&self, id: InvocationId) -> bool {
+        match self.store.renew_lease(id, &self.owner, self.lease).await {
+            Ok(_) => true,
+            Err(error @ LedgerError::LeaseLost { .. }) => {
+                tracing::warn!(%error, "lease lost while the call runs; its answer will still be recorded");
+                false
+            }
+            Err(error) => {
+                tracing::warn!(%error, "lease renewal failed; retrying at the next tick");
+                true
+            }
+        }
+    }
+}
