@@ -240,12 +240,15 @@ async fn ledger_leg(store: &dyn Store) -> Stats {
 }
 
 /// A deployment with MCP and admin tokens, loopback egress allowed, and two connection files
-/// on `upstream`: `echo` (ungated, idempotent) and `gated` (approval always).
+/// on `upstream`: `echo` (ungated, idempotent) and `gated` (approval always). The in-flight
+/// limits are raised above the largest client count: the bench's clients all call as one
+/// principal, and the default per-principal limit (64) would answer the 128-client run 503.
 fn deployment(upstream: &str) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     let toml = "[[admin.tokens]]\ncredential = \"airlock.admin\"\nprincipal = \"alice\"\n\
                 [[mcp.tokens]]\ncredential = \"airlock.bench\"\nprincipal = \"bench\"\n\
-                [egress]\nallow = [\"127.0.0.1/32\"]\n[credentials]\nfile = \"creds.yml\"\n";
+                [egress]\nallow = [\"127.0.0.1/32\"]\n[credentials]\nfile = \"creds.yml\"\n\
+                [server]\nmax_in_flight = 1024\nmax_in_flight_per_principal = 1024\n";
     let creds = format!("airlock:\n  admin: {ADMIN_TOKEN}\n  bench: {MCP_TOKEN}\n");
     let connections = dir.path().join("connections");
     std::fs::write(dir.path().join("airlock.toml"), toml).unwrap();
