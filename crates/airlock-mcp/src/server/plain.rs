@@ -160,20 +160,8 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::host::Caller;
-    use airlock_spec::ScopeId;
 
     const ACCEPT: &str = "application/json, text/event-stream";
-
-    fn admitted() -> Admitted {
-        Admitted {
-            scope: ScopeId::Gateway,
-            caller: Caller {
-                principal: "alice".to_owned(),
-                groups: Vec::new(),
-            },
-        }
-    }
 
     /// `body` with the headers of a plain call, then `edit`ed.
     fn request(body: &Value, edit: impl FnOnce(&mut Request<()>)) -> AdmittedRequest {
@@ -186,7 +174,7 @@ mod tests {
         edit(&mut request);
         let (parts, ()) = request.into_parts();
         let body = Bytes::from(serde_json::to_vec(&body).unwrap());
-        AdmittedRequest::parse(parts, admitted(), body)
+        AdmittedRequest::parse(parts, Admitted::alice(), body)
             .ok()
             .unwrap()
     }
@@ -315,7 +303,7 @@ mod tests {
             assert!(!is_plain(&request), "{why}");
         }
         let levels = Levels::default();
-        levels.set(&admitted(), rmcp::model::LoggingLevel::Info);
+        levels.set(&Admitted::alice(), rmcp::model::LoggingLevel::Info);
         let logged = request(&plain(), |_| ());
         assert!(plain_id(&logged, &levels).is_none(), "a log level set");
     }

@@ -31,6 +31,20 @@ pub(super) struct Admitted {
     pub(super) caller: Caller,
 }
 
+#[cfg(test)]
+impl Admitted {
+    /// alice on the gateway scope: the caller of the steps' unit tests.
+    pub(super) fn alice() -> Self {
+        Self {
+            scope: ScopeId::Gateway,
+            caller: Caller {
+                principal: "alice".to_owned(),
+                groups: Vec::new(),
+            },
+        }
+    }
+}
+
 /// A request that passed admission, with its body parsed.
 pub(super) struct AdmittedRequest {
     parts: Parts,
@@ -242,23 +256,17 @@ pub(super) fn declares_json(headers: &HeaderMap) -> bool {
 mod tests {
     use super::*;
 
-    fn admitted() -> Admitted {
-        Admitted {
-            scope: ScopeId::Gateway,
-            caller: Caller {
-                principal: "alice".to_owned(),
-                groups: Vec::new(),
-            },
-        }
-    }
-
     fn parse(content_type: &str, body: &'static str) -> Result<AdmittedRequest, Box<Response>> {
         let (parts, ()) = Request::builder()
             .header(header::CONTENT_TYPE, content_type)
             .body(())
             .unwrap()
             .into_parts();
-        AdmittedRequest::parse(parts, admitted(), Bytes::from_static(body.as_bytes()))
+        AdmittedRequest::parse(
+            parts,
+            Admitted::alice(),
+            Bytes::from_static(body.as_bytes()),
+        )
     }
 
     async fn error_code(refusal: Box<Response>) -> (StatusCode, Value) {
