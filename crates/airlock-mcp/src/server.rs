@@ -209,7 +209,10 @@ impl Pipeline {
             Legacy::Answered(response) => return response,
             Legacy::ToRmcp(edit) => edit,
         };
-        if let Some(id) = plain::plain_id(&request, self.plain.levels()) {
+        let plain = edit
+            .is_none()
+            .then(|| plain::plain_id(&request, self.plain.levels()));
+        if let Some(id) = plain.flatten() {
             return plain::answer(&self.plain, plain::take(request, id)).await;
         }
         // Every list, and a read, is filtered for its caller (MCP-58).

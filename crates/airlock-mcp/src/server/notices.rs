@@ -52,6 +52,10 @@ impl Levels {
 
     pub(super) fn get(&self, admitted: &Admitted) -> Option<Level> {
         let levels = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if levels.is_empty() {
+            // The usual case, asked on every call: no key to build.
+            return None;
+        }
         let key = (admitted.scope.clone(), admitted.caller.principal.clone());
         levels.get(&key).copied()
     }

@@ -5,7 +5,8 @@
 //! Guarantees:
 //! - Only a request whose answer cannot differ from rmcp's takes this path: a session-era
 //!   `tools/call` (no `MCP-Protocol-Version` header, or a known revision before 2026-07-28)
-//!   that declares JSON, accepts both JSON and event streams, is not traced, carries only
+//!   that declares JSON, names each top-level member once, accepts both JSON and event
+//!   streams (no weights or quotes to read), is not traced, carries only
 //!   `name`, `arguments` and `_meta` (no task, no request state), asks for no progress and no
 //!   log messages (no `progressToken`, no `io.modelcontextprotocol/` key in `_meta`, no level
 //!   set by its principal), and does not call the await tool. Every other request goes to rmcp
@@ -13,7 +14,8 @@
 //! - The answer is what rmcp sends for the same request: the same JSON-RPC envelope, built from
 //!   rmcp's own message types, with the result trimmed for session-era clients as rmcp trims it
 //!   (tested side by side with rmcp's answer in the endpoint's wire tests).
-//! - The arguments are moved from the parsed request to the host, never copied.
+//! - The arguments are moved from the parsed request to the host, never copied; the call runs as
+//!   a task of its own, as under rmcp, so a client that goes away never cuts it off.
 
 use axum::body::Body;
 use axum::http::{HeaderMap, StatusCode, header};
@@ -30,12 +32,12 @@ use airlock_egress::trace::RequestTracer;
 
 /// A plain `tools/call`, taken apart.
 pub(super) struct PlainCall {
-    pub(super) admitted: Admitted,
-    pub(super) id: RequestId,
-    pub(super) name: String,
-    pub(super) arguments: Map<String, Value>,
+    admitted: Admitted,
+    id: RequestId,
+    name: String,
+    arguments: Map<String, Value>,
     /// `Err`: the key in `_meta` is malformed (answered as rmcp answers it, -32602).
-    pub(super) key: Result<Option<CallKey>, String>,
+    key: Result<Option<CallKey>, String>,
 }
 
 /// `request`, which [`plain_id`] found plain and whose id it gave, taken apart.
@@ -72,19 +74,34 @@ pub(super) fn take(request: AdmittedRequest, id: RequestId) -> PlainCall {
     }
 }
 
-/// Runs the call through the endpoint's host and answers it.
+/// Runs the call through the endpoint's host and answers it. The call runs as a task of its
+/// own, as under rmcp: a client that goes away loses the answer, never the call (a call cut
+/// off halfway would leave its row claimed, for the sweeper to find in doubt).
 pub(super) async fn answer(endpoint: &Endpoint, call: PlainCall) -> Response {
-    let result = match call.key {
+    let PlainCall {
+        admitted,
+        id,
+        name,
+        arguments,
+        key,
+    } = call;
+    let result = match key {
         Ok(key) => {
-            endpoint
-                .plain_call(&call.admitted, &call.name, call.arguments, key.as_ref())
-                .await
+            let endpoint = endpoint.clone();
+            let run = async move {
+                let key = key.as_ref();
+                endpoint.plain_call(&admitted, &name, arguments, key).await
+            };
+            tokio::spawn(run).await.unwrap_or_else(|_| {
+                // The host panicked; as rmcp does, the client gets an internal error.
+                Err(ErrorData::internal_error("internal error", None))
+            })
         }
         Err(why) => Err(ErrorData::invalid_params(why, None)),
     };
     let message = match result {
-        Ok(result) => ServerJsonRpcMessage::response(for_session_era(result), call.id),
-        Err(error) => ServerJsonRpcMessage::error(error, Some(call.id)),
+        Ok(result) => ServerJsonRpcMessage::response(for_session_era(result), id),
+        Err(error) => ServerJsonRpcMessage::error(error, Some(id)),
     };
     json_reply(&message)
 }
@@ -97,6 +114,7 @@ fn for_session_era(result: CallToolResult) -> ServerResult {
     result
 }
 
+/// `message` as rmcp sends a JSON answer: 200, `application/json`.
 fn json_reply(message: &ServerJsonRpcMessage) -> Response {
     let Ok(body) = serde_json::to_vec(message) else {
         // Only a map with non-string keys fails to serialize; a result has none.
@@ -113,6 +131,7 @@ fn json_reply(message: &ServerJsonRpcMessage) -> Response {
 /// The request's id when it is a plain call (see the module's guarantees), else `None`.
 pub(super) fn plain_id(request: &AdmittedRequest, levels: &Levels) -> Option<RequestId> {
     let plain = plain_shape(request.message())
+        && !request.repeats_members()
         && declares_json(request.headers())
         && session_era(request.protocol_version())
         && accepts_json_and_streams(request.headers())
@@ -136,19 +155,22 @@ fn session_era(version: Option<&[u8]>) -> bool {
     })
 }
 
-/// `Accept` names both `application/json` and `text/event-stream` (rmcp refuses the request
-/// with 406 otherwise, and so it answers it).
+/// `Accept` names both `application/json` and `text/event-stream`, with no parameters or
+/// quotes anywhere (rmcp refuses the request with 406 otherwise; a weight such as `q=0`, or a
+/// quoted comma, is rmcp's to read, so such a request is rmcp's to answer).
 fn accepts_json_and_streams(headers: &HeaderMap) -> bool {
-    let named = headers
-        .get_all(header::ACCEPT)
-        .iter()
-        .filter_map(|value| value.to_str().ok())
-        .flat_map(|value| value.split(','))
-        .map(|item| item.split(';').next().unwrap_or_default().trim());
     let (mut json, mut streams) = (false, false);
-    for essence in named {
-        json |= essence.eq_ignore_ascii_case("application/json");
-        streams |= essence.eq_ignore_ascii_case("text/event-stream");
+    for value in headers.get_all(header::ACCEPT) {
+        let Ok(value) = value.to_str() else {
+            return false;
+        };
+        if value.contains([';', '"']) {
+            return false;
+        }
+        for essence in value.split(',').map(str::trim) {
+            json |= essence.eq_ignore_ascii_case("application/json");
+            streams |= essence.eq_ignore_ascii_case("text/event-stream");
+        }
     }
     json && streams
 }
@@ -227,7 +249,7 @@ mod tests {
                 r.headers_mut().insert(name, value.parse().unwrap());
             }
         };
-        let cases: Vec<(&str, AdmittedRequest)> = vec![
+        let mut cases: Vec<(&str, AdmittedRequest)> = vec![
             (
                 "2026-07-28",
                 request(&plain(), header("mcp-protocol-version", "2026-07-28")),
@@ -247,6 +269,20 @@ mod tests {
             (
                 "not declared JSON",
                 request(&plain(), header("content-type", "text/plain")),
+            ),
+            (
+                "JSON weighed zero",
+                request(
+                    &plain(),
+                    header("accept", "application/json;q=0, text/event-stream"),
+                ),
+            ),
+            (
+                "a quoted comma",
+                request(
+                    &plain(),
+                    header("accept", r#"text/event-stream;x=", application/json;y""#),
+                ),
             ),
             (
                 "traced",
@@ -299,6 +335,16 @@ mod tests {
                 ),
             ),
         ];
+        let repeated = br#"{"jsonrpc":"2.0","id":1,"method":"tools/list","method":"tools/call","params":{"name":"echo"}}"#;
+        let (parts, ()) = Request::builder()
+            .header(header::CONTENT_TYPE, "application/json")
+            .header(header::ACCEPT, ACCEPT)
+            .body(())
+            .unwrap()
+            .into_parts();
+        let repeated =
+            AdmittedRequest::parse(parts, Admitted::alice(), Bytes::from_static(repeated));
+        cases.push(("a member named twice", repeated.ok().unwrap()));
         for (why, request) in cases {
             assert!(!is_plain(&request), "{why}");
         }

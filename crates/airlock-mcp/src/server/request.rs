@@ -17,7 +17,8 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use rmcp::model::ClientJsonRpcMessage;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde::de::{MapAccess, Visitor};
+use serde_json::{Map, Value, json};
 
 use airlock_spec::ScopeId;
 
@@ -51,6 +52,8 @@ pub(super) struct AdmittedRequest {
     admitted: Admitted,
     /// The JSON-RPC message; `Null` when a body not declared JSON is not JSON either.
     message: Value,
+    /// The message's top level named a member twice (the tree keeps the last).
+    repeated: bool,
     /// Only for rmcp, see [`Self::into_rmcp`].
     body: Bytes,
 }
@@ -62,22 +65,26 @@ impl AdmittedRequest {
         admitted: Admitted,
         body: Bytes,
     ) -> Result<Self, Box<Response>> {
-        let parsed = serde_json::from_slice::<Value>(&body);
-        let message = if declares_json(&parts.headers) {
-            let message = parsed.map_err(|_| {
+        let parsed = parse_body(&body);
+        let Parsed { message, repeated } = if declares_json(&parts.headers) {
+            let parsed = parsed.map_err(|_| {
                 rpc_error(&Value::Null, -32700, "Parse error: the body is not JSON")
             })?;
-            check_json_rpc(&message)?;
-            message
+            check_json_rpc(&parsed)?;
+            parsed
         } else {
             // rmcp refuses an undeclared body (415) once it gets there; until then the steps
             // read it as JSON if it is JSON.
-            parsed.unwrap_or(Value::Null)
+            parsed.unwrap_or(Parsed {
+                message: Value::Null,
+                repeated: false,
+            })
         };
         Ok(Self {
             parts,
             admitted,
             message,
+            repeated,
             body,
         })
     }
@@ -101,6 +108,12 @@ impl AdmittedRequest {
     /// The request's extensions (what the layers before admission put there).
     pub(super) fn extensions(&self) -> &axum::http::Extensions {
         &self.parts.extensions
+    }
+
+    /// Whether the message's top level named a member twice: rmcp, which reads the bytes,
+    /// refuses such a message, and only rmcp may answer it.
+    pub(super) fn repeats_members(&self) -> bool {
+        self.repeated
     }
 
     /// The whole JSON-RPC message.
@@ -143,12 +156,60 @@ impl AdmittedRequest {
     }
 }
 
-fn check_json_rpc(message: &Value) -> Result<(), Box<Response>> {
+/// A parsed body, and whether its top-level object named a member twice.
+struct Parsed {
+    message: Value,
+    repeated: bool,
+}
+
+/// The body as JSON, once. An object's top level is read member by member, so a repeated member
+/// is seen (a tree keeps only the last one); anything else is read as a tree.
+fn parse_body(body: &[u8]) -> serde_json::Result<Parsed> {
+    if body.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        let message = serde_json::from_slice(body)?;
+        return Ok(Parsed {
+            message,
+            repeated: false,
+        });
+    }
+    let mut reader = serde_json::Deserializer::from_slice(body);
+    let parsed = serde::Deserializer::deserialize_map(&mut reader, Members)?;
+    reader.end()?;
+    Ok(parsed)
+}
+
+/// Reads a top-level object into a tree, noting a member named twice.
+struct Members;
+
+impl<'de> Visitor<'de> for Members {
+    type Value = Parsed;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Parsed, A::Error> {
+        let mut members = Map::new();
+        let mut repeated = false;
+        while let Some(name) = map.next_key::<String>()? {
+            let value = map.next_value::<Value>()?;
+            repeated |= members.insert(name, value).is_some();
+        }
+        Ok(Parsed {
+            message: Value::Object(members),
+            repeated,
+        })
+    }
+}
+
+fn check_json_rpc(parsed: &Parsed) -> Result<(), Box<Response>> {
+    let message = &parsed.message;
     if let Err(text) = check_call_params(message) {
         return Err(rpc_error(&message["id"], -32602, text));
     }
     // The plain call, the one a busy endpoint mostly sees, is known good without a typed copy.
-    if plain_shape(message) || ClientJsonRpcMessage::deserialize(message).is_ok() {
+    let plain = plain_shape(message) && !parsed.repeated;
+    if plain || ClientJsonRpcMessage::deserialize(message).is_ok() {
         return Ok(());
     }
     let well_formed =
@@ -352,6 +413,29 @@ mod tests {
         ];
         for message in not_shaped {
             assert!(!plain_shape(&message), "{message}");
+        }
+    }
+
+    /// rmcp refuses a message whose top level names a member twice; admission notes it (and
+    /// keeps the last, as a tree does) so that only rmcp answers such a message.
+    #[test]
+    fn a_top_level_member_named_twice_is_noted() {
+        let parsed = parse_body(br#" {"a":1,"b":[],"a":2}"#).unwrap();
+        assert!(parsed.repeated);
+        assert_eq!(parsed.message, json!({"a": 2, "b": []}));
+        let nested = parse_body(br#"{"a":{"b":1,"b":2}}"#).unwrap();
+        assert!(!nested.repeated, "only the top level is rmcp's to refuse");
+        assert_eq!(nested.message, json!({"a": {"b": 2}}));
+        for other in [&b"[1,2]"[..], b"3", b"\"x\""] {
+            let parsed = parse_body(other).unwrap();
+            assert!(!parsed.repeated);
+            assert_eq!(
+                parsed.message,
+                serde_json::from_slice::<Value>(other).unwrap()
+            );
+        }
+        for bad in [&b"{\"a\":1} x"[..], b"{\"a\":", b""] {
+            assert!(parse_body(bad).is_err());
         }
     }
 }

@@ -56,6 +56,31 @@ pub(crate) struct FakeHost {
     pub(crate) asked: Mutex<Vec<Asked>>,
     /// The caller of every `tools/call`, groups included.
     pub(crate) callers: Mutex<Vec<Caller>>,
+    /// The `held` tool: told when a call starts, waits to be released, then says how it ended.
+    pub(crate) held: Held,
+}
+
+/// What the `held` tool signals: a call that waits for the test, to see what survives it.
+#[derive(Default)]
+pub(crate) struct Held {
+    pub(crate) started: tokio::sync::Notify,
+    pub(crate) release: tokio::sync::Notify,
+    /// `Ok(())`: a call ran to its end; `Err(())`: one was dropped before it.
+    pub(crate) ended: tokio::sync::Mutex<Option<tokio::sync::oneshot::Sender<Result<(), ()>>>>,
+}
+
+/// Sends `Err(())` (dropped before its end) unless disarmed.
+struct DroppedGuard<'a>(Option<&'a Held>);
+
+impl Drop for DroppedGuard<'_> {
+    fn drop(&mut self) {
+        if let Some(held) = self.0.take()
+            && let Ok(mut ended) = held.ended.try_lock()
+            && let Some(tx) = ended.take()
+        {
+            let _ = tx.send(Err(()));
+        }
+    }
 }
 
 /// `outcome` as the ledger row `id` would carry it.
@@ -196,6 +221,9 @@ impl ToolHost for FakeHost {
             arguments: arguments.clone(),
         });
         self.callers.lock().unwrap().push(caller.clone());
+        if name == "held" {
+            return Box::pin(self.held_call());
+        }
         let outcome = match name {
             "echo" => Ok(HostOutcome::Completed {
                 text: arguments.to_string(),
@@ -307,6 +335,26 @@ impl ToolHost for FakeHost {
         };
         let id = invocation_id.to_owned();
         Box::pin(async move { outcome.map(|o| tracked(&id, o)) })
+    }
+}
+
+impl FakeHost {
+    /// The `held` tool's call: started, released by the test, ended.
+    async fn held_call(&self) -> Result<HostCall, HostError> {
+        let mut guard = DroppedGuard(Some(&self.held));
+        self.held.started.notify_one();
+        self.held.release.notified().await;
+        guard.0 = None;
+        if let Some(tx) = self.held.ended.lock().await.take() {
+            let _ = tx.send(Ok(()));
+        }
+        let done = HostOutcome::Completed {
+            text: "held".into(),
+            structured: None,
+            content: Vec::new(),
+            is_error: false,
+        };
+        Ok(tracked("inv-held", done))
     }
 }
 

@@ -674,3 +674,38 @@ async fn a_plain_call_is_answered_as_rmcp_answers_the_same_call() {
         assert_eq!(pair[0], pair[1]);
     }
 }
+
+/// A client that goes away loses the answer to a plain call, never the call (MCP-85, as on
+/// rmcp's path): the host's call runs to its end after the connection is gone, so its row is
+/// never left claimed with nobody running it.
+#[tokio::test]
+async fn a_plain_call_outlives_its_client() {
+    use tokio::io::AsyncWriteExt;
+
+    let server = Endpoint::start().await;
+    let (tx, mut ended) = tokio::sync::oneshot::channel();
+    *server.host.held.ended.lock().await = Some(tx);
+    let body = call("held", "{}");
+    let request = format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nAuthorization: Bearer {TOKEN}\r\n\
+         Accept: application/json, text/event-stream\r\nContent-Type: application/json\r\n\
+         {V2025}\r\nContent-Length: {}\r\n\r\n{body}",
+        server.port,
+        body.len()
+    );
+    let mut client = tokio::net::TcpStream::connect(("127.0.0.1", server.port))
+        .await
+        .unwrap();
+    client.write_all(request.as_bytes()).await.unwrap();
+    let started = server.host.held.started.notified();
+    tokio::time::timeout(Duration::from_secs(10), started)
+        .await
+        .expect("the call reached the host");
+    drop(client);
+    // Time for the server to see the connection closed: a call tied to it is dropped then.
+    let early = tokio::time::timeout(Duration::from_secs(1), &mut ended).await;
+    assert!(early.is_err(), "the call ended with its client: {early:?}");
+    server.host.held.release.notify_one();
+    let end = tokio::time::timeout(Duration::from_secs(10), ended).await;
+    assert_eq!(end.expect("the call ended").unwrap(), Ok(()));
+}
