@@ -134,7 +134,7 @@ pub fn router(host: Arc<dyn ToolHost>, config: EndpointConfig) -> Router {
         .with_max_request_body_bytes(budget::MAX_BODY_BYTES)
         .disable_allowed_hosts();
     let endpoint = Endpoint::new(host.clone(), config.request_states.clone());
-    let plain = endpoint.clone();
+    let handler = endpoint.clone();
     let service = StreamableHttpService::new(
         move || Ok(endpoint.clone()),
         Arc::new(NeverSessionManager::default()),
@@ -142,14 +142,13 @@ pub fn router(host: Arc<dyn ToolHost>, config: EndpointConfig) -> Router {
     );
     let tracer = config.tracer.clone();
     let discovery = match &config.oauth {
-        Some(oauth) => resource_metadata::router(oauth.clone(), host.clone())
+        Some(oauth) => resource_metadata::router(oauth.clone(), host)
             .merge(no_oauth::router(Some(oauth.issuer()))),
         None => no_oauth::router(None),
     };
     let pipeline = Arc::new(Pipeline {
         gate: Gate::new(config),
-        host,
-        plain,
+        handler,
     });
     let gateway = Router::new()
         .route_service("/mcp", service.clone())
@@ -169,9 +168,9 @@ pub fn router(host: Arc<dyn ToolHost>, config: EndpointConfig) -> Router {
 /// What the steps before rmcp need.
 struct Pipeline {
     gate: Gate,
-    host: Arc<dyn ToolHost>,
-    /// The handler rmcp clones per request, for the calls answered without rmcp (`plain`).
-    plain: Endpoint,
+    /// The handler rmcp clones per request: its host for the steps, and itself for the calls
+    /// answered without rmcp (`plain`).
+    handler: Endpoint,
 }
 
 /// The pipeline of `POST /mcp`.
@@ -201,7 +200,7 @@ impl Pipeline {
 
     /// The steps after admission, each reading the request admission parsed.
     async fn serve(&self, request: AdmittedRequest, rmcp: Next) -> Response {
-        let host = self.host.as_ref();
+        let host = self.handler.host();
         if let Err(mismatch) = param_headers::check(host, &request) {
             return *mismatch;
         }
@@ -209,11 +208,10 @@ impl Pipeline {
             Legacy::Answered(response) => return response,
             Legacy::ToRmcp(edit) => edit,
         };
-        let plain = edit
-            .is_none()
-            .then(|| plain::plain_id(&request, self.plain.levels()));
-        if let Some(id) = plain.flatten() {
-            return plain::answer(&self.plain, plain::take(request, id)).await;
+        if edit.is_none()
+            && let Some(id) = plain::plain_id(&request, self.handler.levels())
+        {
+            return plain::answer(&self.handler, request, id).await;
         }
         // Every list, and a read, is filtered for its caller (MCP-58).
         let lists_tools = matches!(

@@ -62,6 +62,11 @@ impl Endpoint {
         }
     }
 
+    /// The host every request is answered from.
+    pub(super) fn host(&self) -> &dyn ToolHost {
+        self.host.as_ref()
+    }
+
     /// The log levels session-era clients set.
     pub(super) fn levels(&self) -> &Levels {
         &self.levels

@@ -26,12 +26,12 @@ use serde_json::{Map, Value};
 
 use super::handler::Endpoint;
 use super::notices::Levels;
-use super::request::{Admitted, AdmittedRequest, declares_json, plain_shape};
+use super::request::{Admitted, AdmittedRequest, declares_json};
 use crate::host::CallKey;
 use airlock_egress::trace::RequestTracer;
 
 /// A plain `tools/call`, taken apart.
-pub(super) struct PlainCall {
+struct PlainCall {
     admitted: Admitted,
     id: RequestId,
     name: String,
@@ -41,7 +41,7 @@ pub(super) struct PlainCall {
 }
 
 /// `request`, which [`plain_id`] found plain and whose id it gave, taken apart.
-pub(super) fn take(request: AdmittedRequest, id: RequestId) -> PlainCall {
+fn take(request: AdmittedRequest, id: RequestId) -> PlainCall {
     let (admitted, message) = request.into_message();
     // `plain_id` read every part below; what it did not see cannot be here.
     let params = match message {
@@ -74,17 +74,22 @@ pub(super) fn take(request: AdmittedRequest, id: RequestId) -> PlainCall {
     }
 }
 
-/// Runs the call through the endpoint's host and answers it. The call runs as a task of its
-/// own, as under rmcp: a client that goes away loses the answer, never the call (a call cut
-/// off halfway would leave its row claimed, for the sweeper to find in doubt).
-pub(super) async fn answer(endpoint: &Endpoint, call: PlainCall) -> Response {
+/// Runs `request`, which [`plain_id`] found plain and whose id it gave, through the
+/// endpoint's host and answers it. The call runs as a task of its own, as under rmcp: a client
+/// that goes away loses the answer, never the call (a call cut off halfway would leave its row
+/// claimed, for the sweeper to find in doubt).
+pub(super) async fn answer(
+    endpoint: &Endpoint,
+    request: AdmittedRequest,
+    id: RequestId,
+) -> Response {
     let PlainCall {
         admitted,
         id,
         name,
         arguments,
         key,
-    } = call;
+    } = take(request, id);
     let result = match key {
         Ok(key) => {
             let endpoint = endpoint.clone();
@@ -130,8 +135,7 @@ fn json_reply(message: &ServerJsonRpcMessage) -> Response {
 
 /// The request's id when it is a plain call (see the module's guarantees), else `None`.
 pub(super) fn plain_id(request: &AdmittedRequest, levels: &Levels) -> Option<RequestId> {
-    let plain = plain_shape(request.message())
-        && !request.repeats_members()
+    let plain = request.is_plain_shaped()
         && declares_json(request.headers())
         && session_era(request.protocol_version())
         && accepts_json_and_streams(request.headers())

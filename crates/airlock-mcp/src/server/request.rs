@@ -52,8 +52,9 @@ pub(super) struct AdmittedRequest {
     admitted: Admitted,
     /// The JSON-RPC message; `Null` when a body not declared JSON is not JSON either.
     message: Value,
-    /// The message's top level named a member twice (the tree keeps the last).
-    repeated: bool,
+    /// The message has the plain call's shape ([`plain_shape`]) and names each top-level
+    /// member once (rmcp, which reads the bytes, refuses a member named twice).
+    plain_shaped: bool,
     /// Only for rmcp, see [`Self::into_rmcp`].
     body: Bytes,
 }
@@ -66,25 +67,26 @@ impl AdmittedRequest {
         body: Bytes,
     ) -> Result<Self, Box<Response>> {
         let parsed = parse_body(&body);
-        let Parsed { message, repeated } = if declares_json(&parts.headers) {
+        let parsed = parsed.map(|p| {
+            let plain = !p.repeated && plain_shape(&p.message);
+            (p.message, plain)
+        });
+        let (message, plain_shaped) = if declares_json(&parts.headers) {
             let parsed = parsed.map_err(|_| {
                 rpc_error(&Value::Null, -32700, "Parse error: the body is not JSON")
             })?;
-            check_json_rpc(&parsed)?;
+            check_json_rpc(&parsed.0, parsed.1)?;
             parsed
         } else {
             // rmcp refuses an undeclared body (415) once it gets there; until then the steps
             // read it as JSON if it is JSON.
-            parsed.unwrap_or(Parsed {
-                message: Value::Null,
-                repeated: false,
-            })
+            parsed.unwrap_or((Value::Null, false))
         };
         Ok(Self {
             parts,
             admitted,
             message,
-            repeated,
+            plain_shaped,
             body,
         })
     }
@@ -110,15 +112,10 @@ impl AdmittedRequest {
         &self.parts.extensions
     }
 
-    /// Whether the message's top level named a member twice: rmcp, which reads the bytes,
-    /// refuses such a message, and only rmcp may answer it.
-    pub(super) fn repeats_members(&self) -> bool {
-        self.repeated
-    }
-
-    /// The whole JSON-RPC message.
-    pub(super) fn message(&self) -> &Value {
-        &self.message
+    /// Whether the message has the plain call's shape and names each top-level member once
+    /// (read once, by admission).
+    pub(super) fn is_plain_shaped(&self) -> bool {
+        self.plain_shaped
     }
 
     /// The JSON-RPC method; empty when there is none.
@@ -202,13 +199,12 @@ impl<'de> Visitor<'de> for Members {
     }
 }
 
-fn check_json_rpc(parsed: &Parsed) -> Result<(), Box<Response>> {
-    let message = &parsed.message;
+/// `plain`: the message is of the plain shape, named once (see [`AdmittedRequest::parse`]).
+fn check_json_rpc(message: &Value, plain: bool) -> Result<(), Box<Response>> {
     if let Err(text) = check_call_params(message) {
         return Err(rpc_error(&message["id"], -32602, text));
     }
     // The plain call, the one a busy endpoint mostly sees, is known good without a typed copy.
-    let plain = plain_shape(message) && !parsed.repeated;
     if plain || ClientJsonRpcMessage::deserialize(message).is_ok() {
         return Ok(());
     }
@@ -245,7 +241,7 @@ fn check_call_params(message: &Value) -> Result<(), &'static str> {
 /// `id`, no other members, and params that ask for nothing but the call. Such a message is a
 /// JSON-RPC request rmcp models once its `name` and `arguments` are checked (admission checks
 /// them), so admission need not read it into rmcp's types to know that.
-pub(super) fn plain_shape(message: &Value) -> bool {
+fn plain_shape(message: &Value) -> bool {
     let Some(members) = message.as_object() else {
         return false;
     };
