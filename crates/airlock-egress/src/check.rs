@@ -47,7 +47,7 @@ impl fmt::Display for CheckReport {
             }
             Err(err) => {
                 writeln!(f, "block {}", self.url)?;
-                write!(f, "  reason ({}): {err}", err.kind())
+                write!(f, "  reason ({}): {}", err.kind(), err.detail())
             }
         }
     }

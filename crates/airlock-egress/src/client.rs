@@ -136,6 +136,27 @@ impl GuardedClient {
         &self.inner.policy
     }
 
+    /// A client for destinations a tenant or a caller declared (docs/rules.md EGRESS-38): this
+    /// one's policy without the operator's `allow` lists, so only public addresses are reached,
+    /// whatever the operator allowed for its own connections. The resolver, TLS configuration,
+    /// deny lists, ports, deadline and body cap are the same; the connection pools are its own.
+    #[must_use]
+    pub fn public_only(&self) -> Self {
+        let policy = EgressPolicy {
+            allow_cidrs: Vec::new(),
+            allow_hosts: Vec::new(),
+            ..self.inner.policy.clone()
+        };
+        Self {
+            inner: Arc::new(Inner {
+                policy,
+                resolver: Arc::clone(&self.inner.resolver),
+                tls: self.inner.tls.clone(),
+                pool: Mutex::new(HashMap::new()),
+            }),
+        }
+    }
+
     /// The resolver this client asks.
     #[must_use]
     pub fn resolver(&self) -> &Arc<dyn Resolve> {

@@ -36,7 +36,10 @@ pub enum EgressError {
         reason: String,
     },
     /// The host (an IP literal or a resolved name) has an address outside the public table.
-    #[error("{host} ({addr}) is refused: {reason}")]
+    /// The message names the address only when the caller wrote it (an IP literal): what a
+    /// name resolves to is the operator's to know, so it goes to the log ([`EgressError::detail`])
+    /// and never to a caller (docs/rules.md EGRESS-39).
+    #[error("{}", blocked_address_message(host, reason))]
     BlockedAddress {
         /// The host name or IP literal of the URL.
         host: String,
@@ -125,7 +128,38 @@ pub enum EgressError {
     },
 }
 
+/// A refused address's message for a caller: an IP literal with the rule that refused it, a
+/// name without the address it resolved to or the table entry that matched (either would tell
+/// the caller about the operator's network).
+fn blocked_address_message(host: &str, reason: &str) -> String {
+    if is_ip_literal(host) {
+        format!("{host} is refused: {reason}")
+    } else {
+        format!("{host} is refused: an address it resolves to is not allowed")
+    }
+}
+
+fn is_ip_literal(host: &str) -> bool {
+    host.trim_start_matches('[')
+        .trim_end_matches(']')
+        .parse::<IpAddr>()
+        .is_ok()
+}
+
 impl EgressError {
+    /// The operator's account of the failure, for the log and the operator's own commands
+    /// (`airlock egress check`): the caller's message plus, for a refused address, the address
+    /// and the rule that refused it. Never shown to a caller.
+    #[must_use]
+    pub fn detail(&self) -> String {
+        match self {
+            Self::BlockedAddress { host, addr, reason } => {
+                format!("{host} ({addr}) is refused: {reason}")
+            }
+            other => other.to_string(),
+        }
+    }
+
     /// A stable, machine-readable name for the kind of failure.
     #[must_use]
     pub fn kind(&self) -> &'static str {

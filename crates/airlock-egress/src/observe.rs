@@ -52,10 +52,10 @@ pub(crate) fn finish(span: &tracing::Span, result: Result<(), &EgressError>) {
             span.record("decision", kind);
             if is_block(err) {
                 metrics::counter!("airlock_egress_blocked_total", "kind" => kind).increment(1);
-                tracing::info!(parent: span, kind, reason = %err, "egress blocked");
+                tracing::info!(parent: span, kind, reason = %err.detail(), "egress blocked");
             } else {
                 metrics::counter!("airlock_egress_failed_total", "kind" => kind).increment(1);
-                tracing::info!(parent: span, kind, reason = %err, "egress failed");
+                tracing::info!(parent: span, kind, reason = %err.detail(), "egress failed");
             }
         }
     }

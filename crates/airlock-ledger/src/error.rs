@@ -118,6 +118,16 @@ pub enum LedgerError {
         /// The status the run is in.
         actual: RunStatus,
     },
+    /// A decision a rule above the ledger refuses before anything is written (for example an
+    /// approval of a proposal whose run's caller supplied the connection it would run through,
+    /// docs/rules.md AGENT-64).
+    #[error("invocation {id}: the decision is refused: {reason}")]
+    DecisionRefused {
+        /// The row.
+        id: InvocationId,
+        /// Why, naming what the decider can do instead.
+        reason: String,
+    },
     /// The call cannot be recorded or run as asked (for example a remote tool declared
     /// transactional: a remote call cannot join the ledger's transaction).
     #[error("invalid call: {0}")]

@@ -68,6 +68,7 @@ fn error_type(e: &LedgerError) -> &'static str {
         LedgerError::AlreadyFinished { .. } => "already_finished",
         LedgerError::LeaseLost { .. } => "lease_lost",
         LedgerError::RunClosed { .. } => "run_closed",
+        LedgerError::DecisionRefused { .. } => "decision_refused",
         LedgerError::SessionBusy { .. } => "session_busy",
         LedgerError::RunWrongState { .. } => "run_wrong_state",
         LedgerError::RequestStateUsed { .. } => "request_state_used",

@@ -86,6 +86,8 @@ async fn main() {
         select: Some("data.name".into()),
     };
     let connection = ApiConnection {
+        // A loopback test upstream: the operator vouches for it (EGRESS-38).
+        use_egress_allow: true,
         base_url: format!("http://api.bench.example.com:{port}/v1"),
         credential: Some(CredentialPath::try_from("erp.token").unwrap()),
     };

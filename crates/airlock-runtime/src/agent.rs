@@ -49,8 +49,8 @@ use record::{Detail, Snapshot};
 
 pub use confirm::{ConfirmationNotice, DEFAULT_YES_WORDS, YesWords};
 pub use types::{
-    AgentError, Drift, HowToApprove, Proposal, ProposalDecision, RunConnection, RunEvent,
-    RunInvocation, RunReport, RunRequest, RunState,
+    AgentError, Drift, HowToApprove, Proposal, ProposalDecision, RunConnection, RunCredential,
+    RunEvent, RunInvocation, RunReport, RunRequest, RunState,
 };
 
 /// Builds the model an agent runs against (the binary passes `airlock_model::connect` over the
@@ -102,8 +102,6 @@ struct Inner {
 struct Live {
     /// Sessions with a run being started or served here.
     sessions: HashSet<SessionId>,
-    /// Supplied connections, by root run, while this process holds the run.
-    connections: HashMap<RunId, Arc<RunConnections>>,
     /// Cancellation of the runs served here, by root run.
     cancels: HashMap<RunId, CancellationToken>,
 }
@@ -233,7 +231,8 @@ impl Agents {
             }
         };
         let connections = supplied(&request);
-        self.serve(run, Some(connections), events, cancel).await
+        self.inner.gateway.hold_supplied(run, connections);
+        self.serve(run, events, cancel).await
     }
 
     /// The report of run `id`, read from the ledger (any process, after any restart).
@@ -282,40 +281,61 @@ impl Agents {
     }
 
     /// Drives a root run this caller just resumed (`resume_run` said so) or took over (its
-    /// lease ran out, AGENT-59): the resume worker's entry. Connections supplied with the run are used if this process still holds
-    /// them; otherwise `airlock.toml`'s (AGENT-12).
+    /// lease ran out, AGENT-59): the resume worker's entry. A run whose caller supplied
+    /// connections goes on only where they are still held: elsewhere (after a restart, on
+    /// another replica) it fails naming them, and never reaches `airlock.toml`'s connections
+    /// of those names instead (AGENT-63).
     ///
     /// # Errors
     /// As [`Agents::read`].
     pub async fn continue_resumed(&self, id: RunId) -> Result<RunReport, AgentError> {
         let run = self.store().get_run(id).await?;
+        if self.inner.gateway.held_supplied(id).is_none() {
+            let names = supplied_names(self.store(), id).await?;
+            if !names.is_empty() {
+                return self.fail_unsupplied(id, &names).await;
+            }
+            // Held as supplying nothing, so its calls need not ask the ledger again.
+            let nothing = Arc::new(RunConnections::gone(names));
+            self.inner.gateway.hold_supplied(id, nothing);
+        }
         self.live().sessions.insert(run.session_id);
-        self.serve(id, None, None, CancellationToken::new()).await
+        self.serve(id, None, CancellationToken::new()).await
+    }
+
+    /// Ends run `id`, whose supplied connections this process does not hold, naming them.
+    async fn fail_unsupplied(&self, id: RunId, names: &[String]) -> Result<RunReport, AgentError> {
+        let reason = format!(
+            "the connections its caller supplied ({}) are no longer held: the process restarted, \
+             or another replica took the run over; airlock never sends the run's calls to another \
+             connection, so start a new run supplying them",
+            names
+                .iter()
+                .map(|n| format!("`{n}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        tracing::warn!(target: crate::EVENTS, run = %id, %reason, "run failed");
+        match self
+            .store()
+            .end_run(id, RunStatus::Failed, Some(reason))
+            .await
+        {
+            Ok(_) | Err(airlock_ledger::LedgerError::RunWrongState { .. }) => {}
+            Err(e) => return Err(e.into()),
+        }
+        self.read(id).await
     }
 
     /// Serves root run `run` until it ends or parks, then reports it.
     async fn serve(
         &self,
         run: RunId,
-        connections: Option<Arc<RunConnections>>,
         events: Option<Sender<RunEvent>>,
         cancel: CancellationToken,
     ) -> Result<RunReport, AgentError> {
-        let connections = {
-            let mut live = self.live();
-            live.cancels.insert(run, cancel.clone());
-            match connections {
-                Some(c) => {
-                    live.connections.insert(run, Arc::clone(&c));
-                    c
-                }
-                None => live.connections.get(&run).cloned().unwrap_or_default(),
-            }
-        };
-        let driving = crate::execute::RUN_CONNECTIONS.scope(
-            connections,
-            drive::serve_root(self, run, events.as_ref(), &cancel),
-        );
+        self.live().cancels.insert(run, cancel.clone());
+        let driving = drive::serve_root(self, run, events.as_ref(), &cancel);
         let driven = hold::while_held(self, run, driving).await;
         let report = self.read(run).await;
         self.release(run, report.as_ref().ok());
@@ -334,7 +354,7 @@ impl Agents {
         if let Some(report) = report {
             live.sessions.remove(&report.session_id);
             if report.status != RunState::Parked {
-                live.connections.remove(&run);
+                self.inner.gateway.release_supplied(run);
             }
         }
     }
@@ -422,6 +442,7 @@ impl Agents {
             elapsed_ms: 0,
             answer: None,
             error: None,
+            supplied: request.connections.keys().cloned().collect(),
         };
         let consent = self.inner.yes_words.consents(&request.input);
         let row = detail.row(id, None)?;
@@ -470,6 +491,14 @@ fn supplied(request: &RunRequest) -> Arc<RunConnections> {
         connections.insert(name, &c.base_url, &c.credential);
     }
     Arc::new(connections)
+}
+
+/// The names of the connections root run `run`'s caller supplied, as its details keep them.
+pub(crate) async fn supplied_names(
+    store: &dyn Store,
+    run: RunId,
+) -> Result<Vec<String>, airlock_ledger::LedgerError> {
+    Ok(Detail::load(store, run).await?.0.supplied)
 }
 
 fn busy(session: SessionId, run: Option<RunId>) -> AgentError {

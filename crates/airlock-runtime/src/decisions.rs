@@ -10,6 +10,7 @@ pub mod worker;
 use std::sync::Arc;
 
 use airlock_ledger::{Decision, Invocation, InvocationId, InvocationState, LedgerError, Store};
+use airlock_spec::{Mode, SourceKind};
 
 use crate::gateway::{EVENTS, Gateway, GatewayError};
 
@@ -57,6 +58,11 @@ pub async fn record(
         Decision::Resolve { resolution, .. } => ("resolve", Some(resolution.as_str())),
         Decision::Record { .. } => ("record", None),
     };
+    if matches!(decision, Decision::Approve)
+        && let Some(reason) = supplied_refusal(store, id).await?
+    {
+        return Err(LedgerError::DecisionRefused { id, reason });
+    }
     let row = store.decide(id, decider, decision).await?;
     tracing::info!(
         target: EVENTS,
@@ -73,4 +79,37 @@ pub async fn record(
     metrics::counter!("airlock_decisions_total", "surface" => surface, "decision" => what)
         .increment(1);
     Ok(row)
+}
+
+/// Why approving `id` is refused, when it is a proposal of a run whose caller supplied
+/// connections (docs/rules.md AGENT-64): the caller's credential is not kept, and airlock never
+/// runs the call against `airlock.toml`'s connection of the same name instead — so the caller,
+/// who holds the credential, runs it and records the outcome (DECIDE-13). Only api and MCP
+/// proposals go through a connection; a proposal of any other kind is approved as usual.
+async fn supplied_refusal(
+    store: &dyn Store,
+    id: InvocationId,
+) -> Result<Option<String>, LedgerError> {
+    let row = store.get(id).await?;
+    let through_connection = matches!(row.source_kind, SourceKind::Api | SourceKind::Mcp);
+    let Some(run) = row
+        .run_id
+        .filter(|_| row.mode == Mode::Propose && through_connection)
+    else {
+        return Ok(None);
+    };
+    let names = crate::agent::supplied_names(store, run).await?;
+    if names.is_empty() {
+        return Ok(None);
+    }
+    let names = names
+        .iter()
+        .map(|n| format!("`{n}`"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    Ok(Some(format!(
+        "its run's caller supplied the connection ({names}) it would run through, and airlock \
+         keeps no supplied credential nor sends the call to another connection: the caller runs \
+         it and records the outcome (`POST /v1/invocations/{id}/record`)"
+    )))
 }

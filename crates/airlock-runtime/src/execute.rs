@@ -1,30 +1,36 @@
 //! The executors: run one claimed call by its tool's source — a tenant API (`api`), a catalog
-//! integration's action (`integration`), a remote MCP server (`mcp`), the `fetch` builtin, or a local tool compiled into the process — and
-//! give back its result or the tool error to store. Every network path goes through the
-//! egress guard; nothing here touches the ledger's state machine (the gateway claims,
-//! renews and finishes).
+//! integration's action (`integration`), a remote MCP server (`mcp`), the `fetch` builtin, or a
+//! local tool compiled into the process — and give back its result or the tool error to store.
+//! Every network path goes through the egress guard, and which guard is decided here: the
+//! operator's own destinations (connection files, a `[connections]` entry it vouched for with
+//! `use_egress_allow`) through the operator's policy, everything a tenant or a caller declared
+//! or supplied through the public-only one (docs/rules.md EGRESS-38). The connections a call
+//! reaches are named explicitly by the caller of [`Executors::run`] (its run's, or none), never
+//! taken from ambient state, so no spawn between recording and running can change them
+//! (docs/rules.md AGENT-63). Nothing here touches the ledger's state machine (the gateway
+//! claims, renews and finishes).
 
 pub mod api;
 mod fetch;
 mod integration;
 pub(crate) mod local;
 pub(crate) mod mcp;
+mod supplied;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use airlock_egress::GuardedClient;
 use airlock_ledger::{Invocation, TxTool};
 use airlock_mcp::{McpClient, McpTarget, UpstreamTask};
 use airlock_spec::{
-    ApiConnection, Builtin, ConnectionSpec, CredentialPath, Credentials, Method, ToolSource,
-    ToolSpec,
+    ApiConnection, Builtin, ConnectionSpec, Credentials, Method, ToolSource, ToolSpec,
 };
-use secrecy::{ExposeSecret, SecretString};
 use serde_json::Value;
 
-use crate::ToolError;
+use crate::{ToolError, ToolErrorKind};
 use local::{LocalBody, LocalTool};
+pub(crate) use supplied::{RunConnections, SuppliedRuns};
 
 /// What an executor ran to: the result to store, or — for a remote MCP tool offered a task
 /// (docs/rules.md MCP-76) — the upstream's task that runs the call.
@@ -36,53 +42,103 @@ pub(crate) enum Ran {
     Task(UpstreamTask),
 }
 
-/// What the executors reach: the guard, credentials, connections and local tools.
+/// What the executors reach: the guards, credentials, connections and local tools.
 pub(crate) struct Executors {
+    /// The operator's guard: `[egress] allow` applies.
     pub(crate) egress: GuardedClient,
+    /// The guard of what tenants and callers declare: public addresses only.
+    tenant: GuardedClient,
+    /// The MCP client of connection files (through the operator's guard).
     pub(crate) mcp: McpClient,
+    /// The MCP client of inline tenant servers (through the public-only guard).
+    tenant_mcp: McpClient,
     pub(crate) credentials: Arc<Credentials>,
     /// The `[connections]` of `airlock.toml`, by name.
     pub(crate) connections: BTreeMap<String, ApiConnection>,
+    /// The `[connections]` declared `per_run`: only a run's caller supplies them.
+    pub(crate) per_run: BTreeSet<String>,
+    /// The `per_run` connections declared `use_egress_allow`.
+    pub(crate) vouched_per_run: BTreeSet<String>,
+    /// `[egress] allow_integrations`: the catalog integrations the operator vouched for.
+    pub(crate) vouched_integrations: BTreeSet<String>,
     /// The loaded connection files, by namespace.
     pub(crate) mcp_connections: HashMap<String, ConnectionSpec>,
     /// Local tools' implementations, by tool name.
     pub(crate) local: HashMap<String, Arc<dyn LocalTool>>,
 }
 
+/// A connection as one call reaches it: where, with which credentials, through which guard.
+struct Reached<'a> {
+    connection: &'a ApiConnection,
+    credentials: &'a Credentials,
+    guard: Guard,
+}
+
+/// Which of the two guards a call goes through.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Guard {
+    Operator,
+    Tenant,
+}
+
 impl Executors {
     pub(crate) fn new(egress: GuardedClient, credentials: Arc<Credentials>) -> Self {
+        let tenant = egress.public_only();
         Self {
             mcp: McpClient::new(egress.clone()),
+            tenant_mcp: McpClient::new(tenant.clone()),
             egress,
+            tenant,
             credentials,
             connections: BTreeMap::new(),
+            per_run: BTreeSet::new(),
+            vouched_per_run: BTreeSet::new(),
+            vouched_integrations: BTreeSet::new(),
             mcp_connections: HashMap::new(),
             local: HashMap::new(),
         }
     }
 
-    /// Runs `spec` with `arguments` (validated, defaults filled). `idempotency_key` (the
-    /// row's, the same on every run of one invocation) goes upstream with every call that is
-    /// not a read (LEDGER-9, LEDGER-17): an upstream can then deduplicate a retry of ours.
+    /// Uses `client` (it must send through the operator's guard) for connection files.
+    pub(crate) fn set_mcp_client(&mut self, client: McpClient) {
+        self.tenant_mcp = McpClient::new(client.guard().public_only());
+        self.mcp = client;
+    }
+
+    /// Runs `spec` with `arguments` (validated, defaults filled) for a call whose run supplied
+    /// `supplied` (`None`: a call outside any run). `idempotency_key` (the row's, the same on
+    /// every run of one invocation) goes upstream with every call that is not a read
+    /// (LEDGER-9, LEDGER-17): an upstream can then deduplicate a retry of ours.
     pub(crate) async fn run(
         &self,
         spec: &ToolSpec,
         arguments: Value,
         idempotency_key: &str,
+        supplied: Option<&RunConnections>,
     ) -> Result<Ran, ToolError> {
         let key = (!is_read(spec)).then_some(idempotency_key);
         let value = match &spec.source {
             ToolSource::Api(op) => {
-                let run = run_connections();
-                let (connection, credentials) = self.connection(run.as_deref(), &op.connection)?;
+                let reached = self.connection(supplied, &op.connection)?;
                 let args = arguments.as_object().cloned().unwrap_or_default();
-                let client = &self.egress;
+                let client = self.guard(reached.guard);
+                let (connection, credentials) = (reached.connection, reached.credentials);
                 api::execute_with_key(client, op, connection, credentials, &args, key).await
             }
+            // A catalog integration reaches a tenant's SaaS, not the operator's network,
+            // unless the operator vouched for it.
             ToolSource::Integration(action) => {
                 let credentials = self.credentials.as_ref();
-                integration::call(&self.egress, action, credentials, &arguments, key).await
+                let vouched = self.vouched_integrations.contains(&action.request.slug);
+                let client = self.guard(if vouched {
+                    Guard::Operator
+                } else {
+                    Guard::Tenant
+                });
+                integration::call(client, action, credentials, &arguments, key).await
             }
+            // `fetch` is enabled by the operator in airlock.toml (`[builtins.fetch]`), so it
+            // keeps the operator's guard.
             ToolSource::Builtin(Builtin::Fetch) => fetch::fetch(&self.egress, &arguments).await,
             ToolSource::Local => match self.local_body(spec, arguments) {
                 Some(LocalBody::Plain(body)) => body.await,
@@ -98,8 +154,8 @@ impl Executors {
             )),
             // Only a remote MCP tool may answer with a task (MCP-76).
             ToolSource::McpInline(_) | ToolSource::Connection(_) => {
-                let (target, remote_name) = self.mcp_target(&spec.source)?;
-                return mcp::call(&self.mcp, &target, remote_name, arguments, key).await;
+                let (client, target, remote_name) = self.mcp_target(&spec.source, supplied)?;
+                return mcp::call(client, &target, remote_name, arguments, key).await;
             }
             // The gateway never resolves a sub-agent (it runs inside its caller's agent run,
             // docs/rules.md AGENT-30), so no row of one reaches an executor.
@@ -124,40 +180,82 @@ impl Executors {
         }
     }
 
-    /// Connection `name` with the credentials it is sent with: the agent run's own, when its
-    /// caller supplied one, else `airlock.toml`'s (docs/rules.md AGENT-12).
-    fn connection<'a>(
-        &'a self,
-        run: Option<&'a RunConnections>,
-        name: &str,
-    ) -> Result<(&'a ApiConnection, &'a Credentials), ToolError> {
-        match run.and_then(|run| run.get(name)) {
-            Some(supplied) => Ok(supplied),
-            None => Ok((self.api_connection(name)?, self.credentials.as_ref())),
+    fn guard(&self, guard: Guard) -> &GuardedClient {
+        match guard {
+            Guard::Operator => &self.egress,
+            Guard::Tenant => &self.tenant,
         }
     }
 
-    /// A `[connections]` entry of `airlock.toml`, or the tool error naming it.
-    fn api_connection(&self, name: &str) -> Result<&ApiConnection, ToolError> {
-        self.connections.get(name).ok_or_else(|| {
+    /// Connection `name` as this call reaches it: the one its run's caller supplied, else
+    /// `airlock.toml`'s — either public-only unless the operator vouched for the name.
+    /// A connection the run's caller supplied is never replaced by another one of the same
+    /// name (docs/rules.md AGENT-63, AGENT-64).
+    fn connection<'a>(
+        &'a self,
+        supplied: Option<&'a RunConnections>,
+        name: &str,
+    ) -> Result<Reached<'a>, ToolError> {
+        let from_run = supplied.map_or(Ok(None), |run| run.get(name))?;
+        if let Some((connection, credentials)) = from_run {
+            let guard = self.guard_of(name);
+            return Ok(Reached {
+                connection,
+                credentials,
+                guard,
+            });
+        }
+        if self.per_run.contains(name) {
+            return Err(ToolError::new(
+                ToolErrorKind::CredentialMissing,
+                format!(
+                    "connection `{name}` is supplied by each run's caller, and this call's run supplied none"
+                ),
+            ));
+        }
+        let connection = self.connections.get(name).ok_or_else(|| {
             ToolError::bad_declaration(format!("connection `{name}` is not configured"))
+        })?;
+        let guard = self.guard_of(name);
+        let credentials = self.credentials.as_ref();
+        Ok(Reached {
+            connection,
+            credentials,
+            guard,
         })
     }
 
-    /// Where an MCP tool's server is, with its credential, and the tool's remote name.
+    /// The guard of `[connections.<name>]`, supplied per run or not: the operator's only
+    /// when it vouched for that name with `use_egress_allow`.
+    fn guard_of(&self, name: &str) -> Guard {
+        let vouched = self
+            .connections
+            .get(name)
+            .is_some_and(|c| c.use_egress_allow)
+            || self.vouched_per_run.contains(name);
+        if vouched {
+            Guard::Operator
+        } else {
+            Guard::Tenant
+        }
+    }
+
+    /// Where an MCP tool's server is, with its credential, the client that reaches it through
+    /// the right guard, and the tool's remote name.
     pub(crate) fn mcp_target<'s>(
         &self,
         source: &'s ToolSource,
-    ) -> Result<(McpTarget, &'s str), ToolError> {
+        supplied: Option<&RunConnections>,
+    ) -> Result<(&McpClient, McpTarget, &'s str), ToolError> {
         match source {
             ToolSource::McpInline(tool) => {
-                let run = run_connections();
-                let (connection, credentials) =
-                    self.connection(run.as_deref(), &tool.connection)?;
-                Ok((
-                    mcp::inline_target(tool, connection, credentials)?,
-                    &tool.remote_name,
-                ))
+                let reached = self.connection(supplied, &tool.connection)?;
+                let target = mcp::inline_target(tool, reached.connection, reached.credentials)?;
+                let client = match reached.guard {
+                    Guard::Operator => &self.mcp,
+                    Guard::Tenant => &self.tenant_mcp,
+                };
+                Ok((client, target, &tool.remote_name))
             }
             ToolSource::Connection(tool) => {
                 let connection = self.mcp_connections.get(&tool.namespace).ok_or_else(|| {
@@ -166,10 +264,8 @@ impl Executors {
                         tool.namespace
                     ))
                 })?;
-                Ok((
-                    mcp::connection_target(connection, &self.credentials)?,
-                    &tool.remote_name,
-                ))
+                let target = mcp::connection_target(connection, &self.credentials)?;
+                Ok((&self.mcp, target, &tool.remote_name))
             }
             _ => Err(ToolError::bad_declaration("not an MCP tool")),
         }
@@ -180,45 +276,6 @@ impl Executors {
             .get(spec.definition.name.as_str())
             .map(|tool| tool.invoke(arguments))
     }
-}
-
-tokio::task_local! {
-    /// The connections the caller of the agent run being served supplied: set around the
-    /// run's calls only, held in memory, never stored (docs/rules.md AGENT-12).
-    pub(crate) static RUN_CONNECTIONS: Arc<RunConnections>;
-}
-
-/// Connections supplied for one agent run, each with the one credential sent to it.
-#[derive(Debug, Default)]
-pub(crate) struct RunConnections {
-    by_name: BTreeMap<String, (ApiConnection, Credentials)>,
-}
-
-/// The path under which a supplied connection's credential is held in its own bundle.
-const RUN_CREDENTIAL: &str = "run.credential";
-
-impl RunConnections {
-    /// Adds connection `name` at `base_url`, sent `credential`.
-    pub(crate) fn insert(&mut self, name: &str, base_url: &str, credential: &SecretString) {
-        let path = CredentialPath::try_from(RUN_CREDENTIAL).ok();
-        let connection = ApiConnection {
-            base_url: base_url.to_owned(),
-            credential: path,
-        };
-        let secret = credential.expose_secret().to_owned();
-        let credentials = Credentials::from_pairs([(RUN_CREDENTIAL.to_owned(), secret)]);
-        self.by_name
-            .insert(name.to_owned(), (connection, credentials));
-    }
-
-    fn get(&self, name: &str) -> Option<(&ApiConnection, &Credentials)> {
-        self.by_name.get(name).map(|(c, k)| (c, k))
-    }
-}
-
-/// The supplied connections of the agent run this task serves, if any.
-fn run_connections() -> Option<Arc<RunConnections>> {
-    RUN_CONNECTIONS.try_with(Arc::clone).ok()
 }
 
 /// Whether a call of `spec` only reads, so it carries no idempotency key: an api `GET` declared

@@ -133,6 +133,8 @@ pub struct Gateway {
     pending: std::sync::Mutex<Vec<crate::pins::Pending>>,
     /// What the scopes' upstreams offer beside tools (docs/rules.md MCP-54).
     offered: crate::offered::Offered,
+    /// The connections supplied with the runs this process serves or holds parked.
+    supplied: crate::execute::SuppliedRuns,
 }
 
 impl Gateway {

@@ -21,10 +21,9 @@ use serde_json::Value;
 
 use crate::execute::mcp::{DiscoveryError, connection_target, inline_target};
 
-/// Every scope's upstream catalogs, and the client that reaches them.
+/// Every scope's upstream catalogs, each with the client that reaches it.
 #[derive(Default)]
 pub struct Offered {
-    client: Option<McpClient>,
     scopes: HashMap<ScopeId, Vec<Source>>,
 }
 
@@ -35,6 +34,9 @@ pub(crate) struct Source {
     /// What its entries' names start with, as its tools' do.
     prefix: String,
     pub(crate) target: McpTarget,
+    /// The client that reaches it: through the operator's guard for a connection file or a
+    /// connection the operator vouched for, else through the public-only one (EGRESS-38).
+    pub(crate) client: McpClient,
     catalog: RemoteCatalog,
 }
 
@@ -59,12 +61,10 @@ impl Offered {
         api: &BTreeMap<String, ApiConnection>,
         credentials: &Credentials,
     ) -> Result<Self, DiscoveryError> {
-        let mut offered = Self {
-            client: Some(client.clone()),
-            scopes: HashMap::new(),
-        };
-        for mut asked in servers(scopes, connections, api, credentials)? {
-            match client.discover_catalog(&asked.source.target).await {
+        let mut offered = Self::default();
+        for mut asked in servers(client, scopes, connections, api, credentials)? {
+            let source = &asked.source;
+            match source.client.discover_catalog(&source.target).await {
                 Ok(catalog) => asked.source.catalog = catalog,
                 Err(e) if asked.required => {
                     return Err(DiscoveryError {
@@ -86,11 +86,6 @@ impl Offered {
             }
         }
         Ok(offered)
-    }
-
-    /// The client reads go through (`None`: nothing was discovered).
-    pub(crate) fn client(&self) -> Option<&McpClient> {
-        self.client.as_ref()
     }
 
     fn sources(&self, scope: &ScopeId) -> &[Source] {
@@ -239,12 +234,14 @@ fn field<'a>(entry: &'a Entry, key: &str) -> &'a str {
 /// The servers to ask: connection files' for the gateway scope, then each scope's
 /// `offers: true` declarations (one server per slug).
 fn servers(
+    client: &McpClient,
     scopes: &[&Scope],
     connections: &[ConnectionSpec],
     api: &BTreeMap<String, ApiConnection>,
     credentials: &Credentials,
 ) -> Result<Vec<Asked>, DiscoveryError> {
     let mut asked = Vec::new();
+    let tenant = McpClient::new(client.guard().public_only());
     for connection in connections {
         let target = connection_target(connection, credentials).map_err(|e| DiscoveryError {
             namespace: connection.namespace.clone(),
@@ -254,6 +251,7 @@ fn servers(
             namespace: connection.namespace.clone(),
             prefix: format!("{}__", connection.namespace),
             target,
+            client: client.clone(),
             catalog: RemoteCatalog::default(),
         };
         asked.push(Asked {
@@ -274,8 +272,12 @@ fn servers(
             let target = api
                 .get(&tool.connection)
                 .ok_or_else(|| format!("connection `{}` is not configured", tool.connection))
-                .and_then(|c| inline_target(tool, c, credentials).map_err(|e| e.message));
-            let target = match target {
+                .and_then(|c| {
+                    let guarded = if c.use_egress_allow { client } else { &tenant };
+                    let target = inline_target(tool, c, credentials).map_err(|e| e.message)?;
+                    Ok((target, guarded.clone()))
+                });
+            let (target, client) = match target {
                 Ok(target) => target,
                 Err(reason) => {
                     tracing::warn!(server = %tool.slug, scope = %scope.id, reason, "offers: true, but the server cannot be reached; it offers none");
@@ -286,6 +288,7 @@ fn servers(
                 namespace: tool.slug.clone(),
                 prefix: format!("{}_", tool.slug.replace('-', "_")),
                 target,
+                client,
                 catalog: RemoteCatalog::default(),
             };
             asked.push(Asked {

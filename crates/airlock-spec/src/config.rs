@@ -53,6 +53,9 @@ pub struct Config {
     pub egress: EgressSettings,
     /// `[connections.<name>]`: base URLs and credentials of tenant APIs and MCP servers.
     pub connections: BTreeMap<String, ApiConnection>,
+    /// `[connections.<name>]` declared `per_run = true`: no base URL or credential here, each
+    /// run's caller supplies both (docs/rules.md DECL-83).
+    pub per_run_connections: BTreeMap<String, PerRunConnection>,
     /// `[credentials]`: where secrets come from.
     pub credentials: CredentialsSettings,
     /// `[builtins.<name>]`: builtin tools enabled in the gateway scope, with their policy.
@@ -133,6 +136,18 @@ pub struct ApiConnection {
     pub base_url: String,
     /// `credential`: path of the credential sent to it.
     pub credential: Option<CredentialPath>,
+    /// `use_egress_allow` (default `false`): the operator vouches for this connection, so its
+    /// calls may reach what `[egress] allow` lets through; without it they reach public
+    /// addresses only, like every destination a tenant declares (docs/rules.md EGRESS-38).
+    pub use_egress_allow: bool,
+}
+
+/// `[connections.<name>]` with `per_run = true`: a connection each run's caller supplies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PerRunConnection {
+    /// `use_egress_allow`, as for [`ApiConnection::use_egress_allow`]: the URLs callers
+    /// supply for it may reach what `[egress] allow` lets through.
+    pub use_egress_allow: bool,
 }
 
 /// `[credentials]`: sources of secrets. The environment (`AIRLOCK_CREDENTIALS__…`) always
@@ -198,7 +213,7 @@ pub(crate) fn read_config(node: Option<&Node>, root: &Path, d: &mut Diag) -> Opt
         .map(|n| endpoint_auth(n, "admin", d))
         .unwrap_or_default();
     let egress = read_egress(f.get("egress"), d);
-    let connections = f
+    let (connections, per_run_connections) = f
         .get("connections")
         .map(|n| connections(n, d))
         .unwrap_or_default();
@@ -223,6 +238,7 @@ pub(crate) fn read_config(node: Option<&Node>, root: &Path, d: &mut Diag) -> Opt
         admin,
         egress,
         connections,
+        per_run_connections,
         credentials,
         builtins,
         server,
@@ -421,19 +437,33 @@ fn endpoint_auth(node: &Node, path: &str, d: &mut Diag) -> EndpointAuth {
     }
 }
 
-fn connections(node: &Node, d: &mut Diag) -> BTreeMap<String, ApiConnection> {
+/// `[connections]`: the connections with a base URL here, and the names declared per run.
+type Connections = (
+    BTreeMap<String, ApiConnection>,
+    BTreeMap<String, PerRunConnection>,
+);
+
+fn connections(node: &Node, d: &mut Diag) -> Connections {
     let mut out = BTreeMap::new();
+    let mut per_run = BTreeMap::new();
     let Some(f) = Fields::open_free(node, "connections", d) else {
-        return out;
+        return (out, per_run);
     };
     for entry in f.entries() {
         let path = f.key(&entry.key);
         if let Err(reason) = check_identifier(&entry.key) {
             d.push(entry.key_at, &path, reason);
         }
-        let Some(c) = Fields::open(&entry.value, &path, &["base_url", "credential"], d) else {
+        let keys = ["base_url", "credential", "use_egress_allow", "per_run"];
+        let Some(c) = Fields::open(&entry.value, &path, &keys, d) else {
             continue;
         };
+        let use_egress_allow = c.opt_bool("use_egress_allow", d).ok().flatten() == Some(true);
+        if c.opt_bool("per_run", d) == Ok(Some(true)) {
+            per_run_only(&c, d);
+            per_run.insert(entry.key.clone(), PerRunConnection { use_egress_allow });
+            continue;
+        }
         let credential = c
             .get("credential")
             .and_then(|n| credential_path(n, &c.key("credential"), d));
@@ -454,10 +484,24 @@ fn connections(node: &Node, d: &mut Diag) -> BTreeMap<String, ApiConnection> {
             ApiConnection {
                 base_url,
                 credential,
+                use_egress_allow,
             },
         );
     }
-    out
+    (out, per_run)
+}
+
+/// A per-run connection has no base URL or credential here: both come from each run's caller.
+fn per_run_only(c: &Fields<'_>, d: &mut Diag) {
+    for key in ["base_url", "credential"] {
+        if c.get(key).is_some() {
+            d.push(
+                c.key_at(key),
+                &c.key(key),
+                format!("`{key}` is not allowed with `per_run = true`: each run's caller supplies the connection"),
+            );
+        }
+    }
 }
 
 fn credentials(node: Option<&Node>, d: &mut Diag) -> CredentialsSettings {

@@ -428,6 +428,7 @@ fn check_tools(declared: &[Declared], config: Option<&Config>, owner: &str, d: &
         };
         if let (Some(connection), Some(config)) = (connection, config)
             && !config.connections.contains_key(connection.as_str())
+            && !config.per_run_connections.contains_key(connection.as_str())
         {
             let (at, key) = tool
                 .connection_at

@@ -33,6 +33,10 @@ pub struct EgressSettings {
     pub deadline: Duration,
     /// `body_cap`: decoded body cap in bytes (default 5 MiB).
     pub body_cap: u64,
+    /// `allow_integrations`: the catalog integrations (by slug) whose calls may reach what
+    /// `allow` lets through; every other one reaches public addresses only (docs/rules.md
+    /// EGRESS-38). Default: none.
+    pub allow_integrations: Vec<String>,
 }
 
 pub(crate) fn read_egress(node: Option<&Node>, d: &mut Diag) -> EgressSettings {
@@ -44,12 +48,20 @@ pub(crate) fn read_egress(node: Option<&Node>, d: &mut Diag) -> EgressSettings {
         ports: None,
         deadline: DEFAULT_EGRESS_DEADLINE,
         body_cap: DEFAULT_BODY_CAP,
+        allow_integrations: Vec::new(),
     };
     let Some(f) = node.and_then(|n| {
         Fields::open(
             n,
             "egress",
-            &["allow", "deny", "ports", "deadline", "body_cap"],
+            &[
+                "allow",
+                "deny",
+                "ports",
+                "deadline",
+                "body_cap",
+                "allow_integrations",
+            ],
             d,
         )
     }) else {
@@ -57,6 +69,9 @@ pub(crate) fn read_egress(node: Option<&Node>, d: &mut Diag) -> EgressSettings {
     };
     (settings.allow_cidrs, settings.allow_hosts) = cidrs_and_hosts(&f, "allow", d);
     (settings.deny_cidrs, settings.deny_hosts) = cidrs_and_hosts(&f, "deny", d);
+    if let Some(slugs) = f.opt_str_list("allow_integrations", d) {
+        settings.allow_integrations = slugs.into_iter().map(|(slug, _)| slug).collect();
+    }
     if let Some(ports) = f.opt_list("ports", d) {
         let mut list = Vec::new();
         for (path, port) in ports {

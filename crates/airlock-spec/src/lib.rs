@@ -44,7 +44,7 @@ pub use catalog::{INTEGRATION_FILE, MAX_PAGES};
 pub use config::{
     ApiConnection, Config, CredentialsSettings, DEFAULT_APPROVAL_TTL, DEFAULT_HEADER_TIMEOUT,
     DEFAULT_LISTEN, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_IN_FLIGHT,
-    DEFAULT_MAX_IN_FLIGHT_PER_PRINCIPAL, EndpointAuth, ServerLimits, TokenSpec,
+    DEFAULT_MAX_IN_FLIGHT_PER_PRINCIPAL, EndpointAuth, PerRunConnection, ServerLimits, TokenSpec,
 };
 pub use connection::ConnectionSpec;
 pub use credentials::{CredentialError, Credentials, ENV_PREFIX, MASTER_KEY_ENV, MasterKey};

@@ -146,6 +146,8 @@ async fn assemble(
         .pending_definitions(checked.pending)
         .how_to_decide(how_to_decide(&deployment.root))
         .connections(config.connections.clone())
+        .per_run_connections(&config.per_run_connections)
+        .integrations_use_egress_allow(&config.egress.allow_integrations)
         .mcp_connections(deployment.connections.clone())
         .mcp_client(mcp_client)
         .access(config.access.clone())

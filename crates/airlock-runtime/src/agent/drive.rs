@@ -380,6 +380,8 @@ async fn start_child(
         elapsed_ms: 0,
         answer: None,
         error: None,
+        // The root's caller supplied them; the calls of the whole tree carry the root's id.
+        supplied: Vec::new(),
     };
     let row = detail.row(id, Some((ctx.run, call_id.to_owned())))?;
     // A model's words never answer what the session held (POLICY-35): no consent at all.

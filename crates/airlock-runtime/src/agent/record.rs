@@ -42,6 +42,10 @@ pub(super) struct Detail {
     pub(super) answer: Option<String>,
     /// Why it failed.
     pub(super) error: Option<String>,
+    /// The names of the connections its caller supplied (never their URLs or credentials):
+    /// what a call of the run must never reach through another connection (AGENT-63).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(super) supplied: Vec<String>,
 }
 
 impl Detail {

@@ -40,10 +40,27 @@ pub struct RunRequest {
 /// A connection supplied with a run.
 #[derive(Debug, Clone)]
 pub struct RunConnection {
-    /// Its base URL (still subject to the egress guard).
+    /// Its base URL (reached through the public-only egress guard, docs/rules.md EGRESS-38).
     pub base_url: String,
-    /// The credential sent to it.
-    pub credential: SecretString,
+    /// The credential sent to it, sent as the tool's `auth.scheme` says.
+    pub credential: RunCredential,
+}
+
+/// A supplied connection's credential, in the shapes `airlock.toml`'s credentials take
+/// (docs/rules.md AGENT-65). `Debug` never shows a secret.
+#[derive(Debug, Clone)]
+pub enum RunCredential {
+    /// None: for an API without auth (`auth: { scheme: none }`).
+    None,
+    /// One value: a bearer token, a header's value, a query parameter's value.
+    Token(SecretString),
+    /// A `basic` credential's user name and password.
+    Basic {
+        /// The user name.
+        username: SecretString,
+        /// The password.
+        password: SecretString,
+    },
 }
 
 /// Where a run is, as its caller sees it.

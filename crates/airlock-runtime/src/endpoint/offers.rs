@@ -31,12 +31,6 @@ impl Gateway {
     fn sees(&self, scope: &ScopeId, caller: &Caller, name: &str) -> bool {
         self.may_see(scope, Some(&caller.principal), Some(&caller.groups), name)
     }
-
-    /// The client reads go through; there is one whenever an entry was found.
-    fn offer_client(&self) -> Result<&airlock_mcp::McpClient, HostError> {
-        let client = self.offered().client();
-        client.ok_or_else(|| HostError::Internal("offered entries without a client".into()))
-    }
 }
 
 impl Gateway {
@@ -54,7 +48,7 @@ impl Gateway {
         let Some((source, upstream_name)) = self.offered().prompt(scope, &name, &visible) else {
             return Err(HostError::InvalidParams(format!("unknown prompt: {name}")).into());
         };
-        let client = self.offer_client()?;
+        let client = &source.client;
         let arguments = params.get("arguments").cloned().unwrap_or(Value::Null);
         params.insert("name".into(), Value::String(upstream_name));
         let work = async {
@@ -85,7 +79,7 @@ impl Gateway {
         let Some((source, upstream)) = self.offered().resource(scope, uri, &visible) else {
             return Err(HostError::ResourceNotFound(uri.to_owned()).into());
         };
-        let client = self.offer_client()?;
+        let client = &source.client;
         let mut params = Map::new();
         params.insert("uri".into(), Value::String(upstream));
         let work = async {
@@ -275,7 +269,7 @@ impl OfferHost for Gateway {
             }
             reference.insert(key.into(), Value::String(upstream_ref));
             params.insert("ref".into(), Value::Object(reference));
-            let client = self.offer_client()?;
+            let client = &source.client;
             let done = client.complete(&source.target, params).await;
             done.map_err(|e| upstream_failure(&mcp_error(e)))
         })

@@ -44,6 +44,8 @@ fn request(
     let connection = ApiConnection {
         base_url: action.base_url.clone(),
         credential: action.credential.clone(),
+        // Not read here: the integration executor always sends through the public-only guard.
+        use_egress_allow: false,
     };
     let mut request = build_request(&action.request, &connection, credentials, args)?;
     for (name, template) in &action.headers {

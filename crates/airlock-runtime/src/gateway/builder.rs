@@ -9,7 +9,9 @@ use std::time::Duration;
 use airlock_egress::GuardedClient;
 use airlock_ledger::Store;
 use airlock_mcp::McpClient;
-use airlock_spec::{ApiConnection, ConnectionSpec, Credentials, Scope, ScopeId, ToolSpec};
+use airlock_spec::{
+    ApiConnection, ConnectionSpec, Credentials, PerRunConnection, Scope, ScopeId, ToolSpec,
+};
 
 use super::{Gateway, HowToDecide, PreparedScope, PreparedTool};
 use crate::execute::Executors;
@@ -44,6 +46,7 @@ impl GatewayBuilder {
                 removed: std::collections::HashSet::new(),
                 pending: std::sync::Mutex::default(),
                 offered: crate::offered::Offered::default(),
+                supplied: crate::execute::SuppliedRuns::default(),
             },
         }
     }
@@ -89,12 +92,34 @@ impl GatewayBuilder {
         self
     }
 
+    /// The `[connections]` of `airlock.toml` declared `per_run`: a call through one runs only
+    /// with the connection its run's caller supplied (docs/rules.md DECL-83).
+    #[must_use]
+    pub fn per_run_connections(mut self, declared: &BTreeMap<String, PerRunConnection>) -> Self {
+        let executors = &mut self.gateway.executors;
+        executors.per_run = declared.keys().cloned().collect();
+        executors.vouched_per_run = declared
+            .iter()
+            .filter(|(_, c)| c.use_egress_allow)
+            .map(|(name, _)| name.clone())
+            .collect();
+        self
+    }
+
+    /// `[egress] allow_integrations`: the catalog integrations (by slug) whose calls may reach
+    /// what `[egress] allow` lets through (docs/rules.md EGRESS-38).
+    #[must_use]
+    pub fn integrations_use_egress_allow(mut self, slugs: &[String]) -> Self {
+        self.gateway.executors.vouched_integrations = slugs.iter().cloned().collect();
+        self
+    }
+
     /// The MCP client that discovered the connection files at boot: what it learnt of each
     /// upstream (its protocol revision, whether it keeps sessions) saves the first call a
     /// handshake (docs/rules.md MCP-27, MCP-28). It must send through this gateway's guard.
     #[must_use]
     pub fn mcp_client(mut self, client: McpClient) -> Self {
-        self.gateway.executors.mcp = client;
+        self.gateway.executors.set_mcp_client(client);
         self
     }
 

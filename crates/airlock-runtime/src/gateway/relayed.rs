@@ -18,7 +18,7 @@ use std::time::Duration;
 use airlock_ledger::{
     Invocation, InvocationId, InvocationState, LedgerError, RELAY_OWNER, ToolError, ToolErrorKind,
 };
-use airlock_mcp::{McpTarget, UpstreamTask, UpstreamTaskState};
+use airlock_mcp::{McpClient, McpTarget, UpstreamTask, UpstreamTaskState};
 use serde_json::{Map, Value};
 
 use super::{Gateway, GatewayError};
@@ -88,10 +88,10 @@ impl Gateway {
     /// task has (MCP-78); a task waiting for input hands back its requests (MCP-83). Any other
     /// row is returned as it is.
     pub(crate) async fn follow_relayed(&self, row: Invocation) -> Result<Followed, GatewayError> {
-        let Some((target, task)) = self.relayed_target(&row).await? else {
+        let Some((client, target, task)) = self.relayed_target(&row).await? else {
             return Ok((row, None));
         };
-        match self.executors.mcp.task_state(&target, &task).await {
+        match client.task_state(&target, &task).await {
             Ok(UpstreamTaskState::InputRequired(asks)) => {
                 let renewed = self.renew_relay(row.id).await?;
                 Ok((renewed, Some(asks)))
@@ -110,15 +110,10 @@ impl Gateway {
         row: &Invocation,
         responses: &Map<String, Value>,
     ) -> Result<Updated, GatewayError> {
-        let Some((target, task)) = self.relayed_target(row).await? else {
+        let Some((client, target, task)) = self.relayed_target(row).await? else {
             return Ok(Updated::NotRelayed);
         };
-        match self
-            .executors
-            .mcp
-            .update_task(&target, &task, responses)
-            .await
-        {
+        match client.update_task(&target, &task, responses).await {
             Ok(()) => Ok(Updated::Sent),
             Err(error) => {
                 tracing::warn!(invocation = %row.id, %error, "the upstream did not take the answers to its task's input requests");
@@ -131,10 +126,10 @@ impl Gateway {
     /// cancellation is recorded once the upstream reports it (MCP-79). Any other row is returned
     /// as it is.
     pub(crate) async fn cancel_relayed(&self, row: Invocation) -> Result<Invocation, GatewayError> {
-        let Some((target, task)) = self.relayed_target(&row).await? else {
+        let Some((client, target, task)) = self.relayed_target(&row).await? else {
             return Ok(row);
         };
-        if let Err(error) = self.executors.mcp.cancel_task(&target, &task).await {
+        if let Err(error) = client.cancel_task(&target, &task).await {
             tracing::warn!(invocation = %row.id, %error, "the upstream refused to cancel its task");
         }
         Ok(self.follow_relayed(row).await?.0)
@@ -146,7 +141,7 @@ impl Gateway {
     async fn relayed_target(
         &self,
         row: &Invocation,
-    ) -> Result<Option<(McpTarget, String)>, GatewayError> {
+    ) -> Result<Option<(&McpClient, McpTarget, String)>, GatewayError> {
         if !is_relayed(row) {
             return Ok(None);
         }
@@ -160,8 +155,18 @@ impl Gateway {
         let Ok((_, tool)) = self.resolve(&scope, &row.tool) else {
             return Ok(None);
         };
-        match self.executors.mcp_target(&tool.spec.source) {
-            Ok((target, _)) => Ok(Some((target, task))),
+        let supplied = match self.supplied_for(&tool.spec, row).await {
+            Ok(supplied) => supplied,
+            Err(error) => {
+                tracing::warn!(invocation = %row.id, %error, "the connection of a relayed task cannot be reached");
+                return Ok(None);
+            }
+        };
+        match self
+            .executors
+            .mcp_target(&tool.spec.source, supplied.as_deref())
+        {
+            Ok((client, target, _)) => Ok(Some((client, target, task))),
             Err(error) => {
                 tracing::warn!(invocation = %row.id, %error, "the upstream of a relayed task cannot be reached as declared");
                 Ok(None)

@@ -7,13 +7,15 @@
 //! it) reports the row where it stands, never an internal error. A row handed to an upstream's
 //! task is left running for the relay instead of being finished here.
 
-use airlock_ledger::{Invocation, InvocationId, InvocationState, LedgerError};
-use airlock_spec::ToolSpec;
+use std::sync::Arc;
+
+use airlock_ledger::{Invocation, InvocationId, InvocationState, LedgerError, RunId};
+use airlock_spec::{ToolSource, ToolSpec};
 use serde_json::Value;
 
 use super::{Gateway, GatewayError, PreparedTool, events};
-use crate::error::ToolError;
-use crate::execute::Ran;
+use crate::error::{ToolError, ToolErrorKind};
+use crate::execute::{Ran, RunConnections};
 use crate::outcome::Outcome;
 
 impl Gateway {
@@ -74,7 +76,10 @@ impl Gateway {
         row: &Invocation,
         arguments: Value,
     ) -> Result<Ran, ToolError> {
-        let work = self.executors.run(spec, arguments, &row.idempotency_key);
+        let supplied = self.supplied_for(spec, row).await?;
+        let work = self
+            .executors
+            .run(spec, arguments, &row.idempotency_key, supplied.as_deref());
         tokio::pin!(work);
         // The first renewal is a period away: `interval`'s "immediate" first tick still waits
         // for the timer driver's next millisecond, which cost every call about 1 ms.
@@ -89,6 +94,45 @@ impl Gateway {
                 }
             }
         }
+    }
+
+    /// The connections `row`'s run supplied, when its tool reaches one through `[connections]`:
+    /// what this process holds for the run, or — after a restart or a takeover — the names its
+    /// caller supplied, so a call through one fails instead of reaching `airlock.toml`'s
+    /// connection of that name (docs/rules.md AGENT-63). Read from the row's run id, never from
+    /// the task that happens to run the call.
+    pub(crate) async fn supplied_for(
+        &self,
+        spec: &ToolSpec,
+        row: &Invocation,
+    ) -> Result<Option<Arc<RunConnections>>, ToolError> {
+        let through_connection =
+            matches!(spec.source, ToolSource::Api(_) | ToolSource::McpInline(_));
+        let Some(run) = row.run_id.filter(|_| through_connection) else {
+            return Ok(None);
+        };
+        if let Some(held) = self.supplied.get(run) {
+            return Ok(Some(held));
+        }
+        let names = crate::agent::supplied_names(self.store.as_ref(), run)
+            .await
+            .map_err(|e| ToolError::new(ToolErrorKind::Database, e.to_string()))?;
+        Ok((!names.is_empty()).then(|| Arc::new(RunConnections::gone(names))))
+    }
+
+    /// Holds the connections supplied with root run `run` while this process serves it.
+    pub(crate) fn hold_supplied(&self, run: RunId, connections: Arc<RunConnections>) {
+        self.supplied.hold(run, connections);
+    }
+
+    /// What this process holds for root run `run`.
+    pub(crate) fn held_supplied(&self, run: RunId) -> Option<Arc<RunConnections>> {
+        self.supplied.get(run)
+    }
+
+    /// Forgets the connections of root run `run` once this process no longer serves it.
+    pub(crate) fn release_supplied(&self, run: RunId) {
+        self.supplied.release(run);
     }
 
     /// Renews the lease on `id`; `false` once it is lost for good. A database error is only

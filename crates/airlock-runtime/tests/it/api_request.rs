@@ -25,6 +25,8 @@ fn op(path: &str) -> ApiOperation {
 
 fn conn(base: &str) -> ApiConnection {
     ApiConnection {
+        // A loopback test upstream: the operator vouches for it (EGRESS-38).
+        use_egress_allow: true,
         base_url: base.into(),
         credential: Some(CredentialPath::try_from("erp.token").unwrap()),
     }
@@ -217,6 +219,8 @@ fn basic_auth_with_a_colon_in_the_password() {
     let mut o = op("/x");
     o.auth = ApiAuth::Basic;
     let c = ApiConnection {
+        // A loopback test upstream: the operator vouches for it (EGRESS-38).
+        use_egress_allow: true,
         base_url: "https://api.example.com".into(),
         credential: Some(CredentialPath::try_from("erp.basic").unwrap()),
     };
@@ -271,6 +275,8 @@ fn missing_credential_names_connection_and_path() {
     assert!(e.message.contains("erp.token"), "{}", e.message);
     assert!(!e.message.contains(SECRET));
     let none = ApiConnection {
+        // A loopback test upstream: the operator vouches for it (EGRESS-38).
+        use_egress_allow: true,
         base_url: "https://api.example.com".into(),
         credential: None,
     };

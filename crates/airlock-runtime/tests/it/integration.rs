@@ -7,7 +7,8 @@ use std::net::Ipv4Addr;
 use std::sync::{Arc, Mutex};
 
 use airlock_egress::{EgressPolicy, GuardedClient};
-use airlock_runtime::ledger::{InvocationState, Settlement, StoreConfig};
+use airlock_runtime::ToolErrorKind;
+use airlock_runtime::ledger::{Invocation, InvocationState, Settlement, StoreConfig};
 use airlock_runtime::{CallContext, Gateway};
 use airlock_spec::{Credentials, Deployment, ScopeId};
 use serde_json::{Value, json};
@@ -115,8 +116,13 @@ actions:
 
 const AGENT: &str = "apiVersion: airlock/v1\nkind: Agent\nmetadata:\n  name: desk\nspec:\n  model: { provider: openai, model: m }\n  prompts: { system: test }\n  tools:\n    - type: integration\n      integration: tickets\n      actions: [search, comment, pages]\n";
 
-/// A gateway serving the `desk` agent's scope as loaded from a deployment directory.
+/// A gateway serving the `desk` agent's scope as loaded from a deployment directory, whose
+/// operator vouched for the loopback catalog integration (`[egress] allow_integrations`).
 async fn gateway(port: u16, dir: &tempfile::TempDir) -> Gateway {
+    gateway_vouching(port, dir, &["tickets".to_owned()]).await
+}
+
+async fn gateway_vouching(port: u16, dir: &tempfile::TempDir, vouched: &[String]) -> Gateway {
     let root = dir.path().join("deploy");
     std::fs::create_dir_all(root.join("catalog/tickets")).unwrap();
     std::fs::create_dir_all(root.join("agents")).unwrap();
@@ -131,12 +137,22 @@ async fn gateway(port: u16, dir: &tempfile::TempDir) -> Gateway {
     let egress = GuardedClient::new(policy).unwrap();
     let credentials = Credentials::from_pairs([("tickets.token".to_owned(), TOKEN.to_owned())]);
     Gateway::builder(store, egress, Arc::new(credentials))
+        .integrations_use_egress_allow(vouched)
         .scope(scope)
         .unwrap()
         .build()
 }
 
 async fn call(gateway: &Gateway, tool: &str, arguments: Value) -> Value {
+    let row = call_row(gateway, tool, arguments).await;
+    assert_eq!(row.state, InvocationState::Succeeded, "{row:?}");
+    match row.settlement() {
+        Some(Settlement::Succeeded(value)) => value.clone(),
+        other => panic!("{other:?}"),
+    }
+}
+
+async fn call_row(gateway: &Gateway, tool: &str, arguments: Value) -> Invocation {
     let scope = ScopeId::Agent("desk".into());
     let session = gateway.open_session("cli", None, &scope).await.unwrap();
     let ctx = CallContext {
@@ -147,16 +163,29 @@ async fn call(gateway: &Gateway, tool: &str, arguments: Value) -> Value {
         groups: None,
         channel: "cli",
     };
-    let row = gateway
+    gateway
         .call(&ctx, tool, arguments)
         .await
         .unwrap()
-        .into_invocation();
-    assert_eq!(row.state, InvocationState::Succeeded, "{row:?}");
-    match row.settlement() {
-        Some(Settlement::Succeeded(value)) => value.clone(),
-        other => panic!("{other:?}"),
-    }
+        .into_invocation()
+}
+
+/// EGRESS-38: a catalog integration is a tenant's destination: with `[egress] allow` covering
+/// loopback but the integration not named in `allow_integrations`, its call is blocked before
+/// anything is sent.
+#[tokio::test]
+async fn an_integration_the_operator_did_not_vouch_for_reaches_public_addresses_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let (port, seen) = server(vec![json!({"data": [], "meta": {"next": null}})]).await;
+    let gateway = gateway_vouching(port, &dir, &[]).await;
+    let row = call_row(&gateway, "tickets_search", json!({"q": "x"})).await;
+    assert_eq!(row.state, InvocationState::Failed, "{row:?}");
+    let error = row.error.clone().expect("a tool error");
+    assert_eq!(error.kind, ToolErrorKind::Blocked, "{error:?}");
+    assert!(
+        seen.lock().unwrap().is_empty(),
+        "nothing reached the upstream"
+    );
 }
 
 #[tokio::test]

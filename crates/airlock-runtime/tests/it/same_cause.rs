@@ -133,6 +133,8 @@ async fn gateway(address: Option<IpAddr>, port: u16, dir: &tempfile::TempDir) ->
             [(
                 "up".to_owned(),
                 ApiConnection {
+                    // A loopback test upstream: the operator vouches for it (EGRESS-38).
+                    use_egress_allow: true,
                     base_url: format!("http://{HOST}:{port}"),
                     credential: Some(CredentialPath::try_from("up.token").unwrap()),
                 },

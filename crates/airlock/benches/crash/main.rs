@@ -142,7 +142,7 @@ fn deployment(dir: &Path, database_url: &str, upstream: u16) {
          [[admin.tokens]]\ncredential = \"airlock.admin\"\nprincipal = \"alice\"\n\
          [[mcp.tokens]]\ncredential = \"airlock.client\"\nprincipal = \"client\"\n\
          [egress]\nallow = [\"127.0.0.1/32\"]\n[credentials]\nfile = \"creds.yml\"\n\
-         [connections.tenant]\nbase_url = \"http://127.0.0.1:{upstream}\"\ncredential = \"tenant.token\"\n"
+         [connections.tenant]\nuse_egress_allow = true\nbase_url = \"http://127.0.0.1:{upstream}\"\ncredential = \"tenant.token\"\n"
     );
     let creds = format!(
         "airlock:\n  admin: {ADMIN}\n  client: {CLIENT}\ntenant:\n  token: tenant-crash-token\n"

@@ -120,6 +120,9 @@ impl From<LedgerError> for ApiError {
             }
             LedgerError::Expired { .. } => Self::new(StatusCode::GONE, "expired", message),
             LedgerError::RunClosed { .. } => Self::new(StatusCode::CONFLICT, "run_closed", message),
+            LedgerError::DecisionRefused { .. } => {
+                Self::new(StatusCode::CONFLICT, "decision_refused", message)
+            }
             LedgerError::SessionBusy { .. } => {
                 Self::new(StatusCode::CONFLICT, "session_busy", message)
             }

@@ -11,7 +11,7 @@ const TOKEN: &str = "tok-billing-8d2f1c0e5b7a4e6f";
 
 fn deployment(port: u16) -> tempfile::TempDir {
     let toml = format!(
-        "[[admin.tokens]]\ncredential = \"airlock.admin\"\nprincipal = \"alice\"\n[[mcp.tokens]]\ncredential = \"airlock.claude\"\nprincipal = \"claude\"\n[egress]\nallow = [\"127.0.0.1/32\"]\n[connections.billing]\nbase_url = \"http://127.0.0.1:{port}/api\"\ncredential = \"billing.token\"\n[credentials]\nfile = \"creds.yml\"\n[builtins.ask_human]\n"
+        "[[admin.tokens]]\ncredential = \"airlock.admin\"\nprincipal = \"alice\"\n[[mcp.tokens]]\ncredential = \"airlock.claude\"\nprincipal = \"claude\"\n[egress]\nallow = [\"127.0.0.1/32\"]\n[connections.billing]\nuse_egress_allow = true\nbase_url = \"http://127.0.0.1:{port}/api\"\ncredential = \"billing.token\"\n[credentials]\nfile = \"creds.yml\"\n[builtins.ask_human]\n"
     );
     let dir = deployment_with(
         &toml,

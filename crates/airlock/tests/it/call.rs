@@ -5,7 +5,7 @@ use crate::{airlock, text};
 
 fn deployment(port: u16) -> tempfile::TempDir {
     let toml = format!(
-        "[egress]\nallow = [\"127.0.0.1/32\"]\n[connections.erp]\nbase_url = \"http://127.0.0.1:{port}/api\"\ncredential = \"erp.token\"\n[credentials]\nfile = \"creds.yml\"\n"
+        "[egress]\nallow = [\"127.0.0.1/32\"]\n[connections.erp]\nuse_egress_allow = true\nbase_url = \"http://127.0.0.1:{port}/api\"\ncredential = \"erp.token\"\n[credentials]\nfile = \"creds.yml\"\n"
     );
     let dir = deployment_with(
         &toml,

@@ -41,7 +41,7 @@ fn suite_dir() -> PathBuf {
 /// and (the input-required tools) the one at `mrtr`, and the task-running upstream at `tasks`.
 fn deployment(port: u16, mrtr: u16, tasks: u16) -> tempfile::TempDir {
     let toml = format!(
-        "[[mcp.tokens]]\ncredential = \"airlock.mcp\"\nprincipal = \"conformance\"\n[egress]\nallow = [\"127.0.0.1/32\"]\n[connections.fixture]\nbase_url = \"http://127.0.0.1:{port}\"\ncredential = \"fixture.token\"\n[connections.mrtr]\nbase_url = \"http://127.0.0.1:{mrtr}\"\n[connections.tasks]\nbase_url = \"http://127.0.0.1:{tasks}\"\n[credentials]\nfile = \"creds.yml\"\n"
+        "[[mcp.tokens]]\ncredential = \"airlock.mcp\"\nprincipal = \"conformance\"\n[egress]\nallow = [\"127.0.0.1/32\"]\n[connections.fixture]\nuse_egress_allow = true\nbase_url = \"http://127.0.0.1:{port}\"\ncredential = \"fixture.token\"\n[connections.mrtr]\nuse_egress_allow = true\nbase_url = \"http://127.0.0.1:{mrtr}\"\n[connections.tasks]\nuse_egress_allow = true\nbase_url = \"http://127.0.0.1:{tasks}\"\n[credentials]\nfile = \"creds.yml\"\n"
     );
     let dir = deployment_with(
         &toml,

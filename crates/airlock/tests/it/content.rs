@@ -31,7 +31,7 @@ fn every_block() -> Value {
 /// model at `model`.
 fn deployment(port: u16, model: &str) -> tempfile::TempDir {
     let toml = format!(
-        "[[mcp.tokens]]\ncredential = \"airlock.mcp\"\nprincipal = \"claude\"\n[egress]\nallow = [\"127.0.0.1/32\"]\n[connections.fixture]\nbase_url = \"http://127.0.0.1:{port}\"\n[credentials]\nfile = \"creds.yml\"\n"
+        "[[mcp.tokens]]\ncredential = \"airlock.mcp\"\nprincipal = \"claude\"\n[egress]\nallow = [\"127.0.0.1/32\"]\n[connections.fixture]\nuse_egress_allow = true\nbase_url = \"http://127.0.0.1:{port}\"\n[credentials]\nfile = \"creds.yml\"\n"
     );
     let creds = format!(
         "airlock:\n  mcp: {TOKEN}\nopenai:\n  key: {}\n",

@@ -251,7 +251,7 @@ async fn discover(url: &str, args: &[&str], dir: &Path) -> std::process::Output 
 fn pasted_scope(block: &str, agent: &str, connection: &str, port: u16) -> Scope {
     let target = tempfile::tempdir().unwrap();
     let toml = format!(
-        "[connections.{connection}]\nbase_url = \"http://127.0.0.1:{port}\"\ncredential = \"crm.mcp_token\"\n"
+        "[connections.{connection}]\nuse_egress_allow = true\nbase_url = \"http://127.0.0.1:{port}\"\ncredential = \"crm.mcp_token\"\n"
     );
     std::fs::write(target.path().join("airlock.toml"), toml).unwrap();
     std::fs::create_dir(target.path().join("agents")).unwrap();

@@ -44,7 +44,7 @@ fn upstream() -> u16 {
 /// A deployment whose `pay_card_status` (a card number in, approval always) parks every call.
 fn deployment(port: u16) -> tempfile::TempDir {
     let toml = format!(
-        "[[admin.tokens]]\ncredential = \"airlock.admin\"\nprincipal = \"alice\"\n[[mcp.tokens]]\ncredential = \"airlock.claude\"\nprincipal = \"claude\"\n[egress]\nallow = [\"127.0.0.1/32\"]\n[connections.pay]\nbase_url = \"http://127.0.0.1:{port}/api\"\ncredential = \"pay.token\"\n[credentials]\nfile = \"creds.yml\"\n"
+        "[[admin.tokens]]\ncredential = \"airlock.admin\"\nprincipal = \"alice\"\n[[mcp.tokens]]\ncredential = \"airlock.claude\"\nprincipal = \"claude\"\n[egress]\nallow = [\"127.0.0.1/32\"]\n[connections.pay]\nuse_egress_allow = true\nbase_url = \"http://127.0.0.1:{port}/api\"\ncredential = \"pay.token\"\n[credentials]\nfile = \"creds.yml\"\n"
     );
     let dir = deployment_with(
         &toml,

@@ -16,7 +16,7 @@ const FIXTURE_TOKEN: &str = "fixture-9d3b7e1a5c2f4e8a";
 /// and `confirmed_notices`, confirmed by the caller) on the fixture at `port`.
 fn deployment(port: u16) -> tempfile::TempDir {
     let toml = format!(
-        "[[mcp.tokens]]\ncredential = \"airlock.mcp\"\nprincipal = \"claude\"\n[[mcp.tokens]]\ncredential = \"airlock.other\"\nprincipal = \"other\"\n[egress]\nallow = [\"127.0.0.1/32\"]\n[connections.fixture]\nbase_url = \"http://127.0.0.1:{port}\"\ncredential = \"fixture.token\"\n[credentials]\nfile = \"creds.yml\"\n"
+        "[[mcp.tokens]]\ncredential = \"airlock.mcp\"\nprincipal = \"claude\"\n[[mcp.tokens]]\ncredential = \"airlock.other\"\nprincipal = \"other\"\n[egress]\nallow = [\"127.0.0.1/32\"]\n[connections.fixture]\nuse_egress_allow = true\nbase_url = \"http://127.0.0.1:{port}\"\ncredential = \"fixture.token\"\n[credentials]\nfile = \"creds.yml\"\n"
     );
     let creds =
         format!("airlock:\n  mcp: {TOKEN}\n  other: {OTHER}\nfixture:\n  token: {FIXTURE_TOKEN}\n");

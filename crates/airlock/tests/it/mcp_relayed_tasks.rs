@@ -22,7 +22,7 @@ const TOKEN: &str = "mcp-5d1b3f7a9c2e4a6b8d0f1e3c5a7b9d2f";
 /// Agent `relay` serving the fixture's task tools under their own names (DECL-81).
 fn deployment(port: u16) -> tempfile::TempDir {
     let toml = format!(
-        "[[mcp.tokens]]\ncredential = \"airlock.mcp\"\nprincipal = \"claude\"\n[egress]\nallow = [\"127.0.0.1/32\"]\n[connections.tasks]\nbase_url = \"http://127.0.0.1:{port}\"\n[credentials]\nfile = \"creds.yml\"\n"
+        "[[mcp.tokens]]\ncredential = \"airlock.mcp\"\nprincipal = \"claude\"\n[egress]\nallow = [\"127.0.0.1/32\"]\n[connections.tasks]\nuse_egress_allow = true\nbase_url = \"http://127.0.0.1:{port}\"\n[credentials]\nfile = \"creds.yml\"\n"
     );
     let dir = deployment_with(&toml, &format!("airlock:\n  mcp: {TOKEN}\n"));
     std::fs::create_dir(dir.path().join("agents")).unwrap();

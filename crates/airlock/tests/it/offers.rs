@@ -17,7 +17,7 @@ const OTHER: &str = "mcp-8f2a4c6e1b3d5f7a9c1e3b5d7f9a2c4e";
 /// `offers`) and `rich` (with). `claude` sees everything, `other` only `media__static_*`.
 fn deployment(port: u16, egress: &str) -> tempfile::TempDir {
     let toml = format!(
-        "[[mcp.tokens]]\ncredential = \"airlock.claude\"\nprincipal = \"claude\"\n[[mcp.tokens]]\ncredential = \"airlock.other\"\nprincipal = \"other\"\n[[access]]\nprincipals = [\"claude\"]\ntools = [\"*\"]\n[[access]]\nprincipals = [\"other\"]\ntools = [\"media__static_*\"]\n[egress]\n{egress}\n[connections.fixture]\nbase_url = \"http://127.0.0.1:{port}\"\n[credentials]\nfile = \"creds.yml\"\n"
+        "[[mcp.tokens]]\ncredential = \"airlock.claude\"\nprincipal = \"claude\"\n[[mcp.tokens]]\ncredential = \"airlock.other\"\nprincipal = \"other\"\n[[access]]\nprincipals = [\"claude\"]\ntools = [\"*\"]\n[[access]]\nprincipals = [\"other\"]\ntools = [\"media__static_*\"]\n[egress]\n{egress}\n[connections.fixture]\nuse_egress_allow = true\nbase_url = \"http://127.0.0.1:{port}\"\n[credentials]\nfile = \"creds.yml\"\n"
     );
     let dir = deployment_with(
         &toml,

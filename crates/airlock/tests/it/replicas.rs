@@ -66,9 +66,9 @@ fn deployment(
          [[mcp.tokens]]\ncredential = \"airlock.client\"\nprincipal = \"claude\"\n\
          [[mcp.tokens]]\ncredential = \"airlock.caller\"\nprincipal = \"carol\"\nscopes = [\"agent:helper\"]\n\
          [egress]\nallow = [\"127.0.0.1/32\"]\n[credentials]\nfile = \"creds.yml\"\n\
-         [connections.tenant]\nbase_url = \"http://127.0.0.1:{api}\"\ncredential = \"tenant.token\"\n\
-         [connections.up]\nbase_url = \"http://127.0.0.1:{upstream}\"\n\
-         [connections.slow]\nbase_url = \"http://127.0.0.1:{slow}\"\n"
+         [connections.tenant]\nuse_egress_allow = true\nbase_url = \"http://127.0.0.1:{api}\"\ncredential = \"tenant.token\"\n\
+         [connections.up]\nuse_egress_allow = true\nbase_url = \"http://127.0.0.1:{upstream}\"\n\
+         [connections.slow]\nuse_egress_allow = true\nbase_url = \"http://127.0.0.1:{slow}\"\n"
     );
     let creds = format!(
         "airlock:\n  admin: {ADMIN}\n  client: {CLIENT}\n  caller: {CALLER}\nopenai:\n  key: {}\ntenant:\n  token: tenant-token-3b5d\n",

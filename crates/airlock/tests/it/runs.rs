@@ -37,7 +37,7 @@ pub(crate) fn helper_deployment(model: &str, erp: &str) -> tempfile::TempDir {
          [[admin.tokens]]\ncredential = \"airlock.admin\"\nprincipal = \"alice\"\n\
          [egress]\nallow = [\"127.0.0.1/32\"]\n\
          [credentials]\nfile = \"creds.yml\"\n\
-         [connections.erp]\nbase_url = \"{erp}\"\ncredential = \"erp.token\"\n"
+         [connections.erp]\nuse_egress_allow = true\nbase_url = \"{erp}\"\ncredential = \"erp.token\"\n"
     );
     let creds = format!(
         "airlock:\n  caller: {CALLER}\n  gateway: {GATEWAY_ONLY}\n  every: {EVERY_SCOPE}\n  admin: {ADMIN}\nopenai:\n  key: {}\nerp:\n  token: configured-erp-token\n",

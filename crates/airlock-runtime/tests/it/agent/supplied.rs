@@ -6,7 +6,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
 
 use airlock_egress::{EgressPolicy, GuardedClient, StaticResolver};
-use airlock_runtime::agent::{Limits, RunConnection, RunState};
+use airlock_runtime::agent::{Limits, RunConnection, RunCredential, RunState};
 use airlock_spec::{
     ApiAuth, ApiConnection, ApiOperation, CredentialPath, Credentials, Method, Policy,
     ToolDefinition, ToolName, ToolSource, ToolSpec,
@@ -82,6 +82,8 @@ async fn a_supplied_connection_is_used_for_the_run_and_never_stored() {
         .unwrap();
     // airlock.toml's connection points nowhere useful, with another credential.
     let configured = ApiConnection {
+        // A loopback test upstream: the operator vouches for it (EGRESS-38).
+        use_egress_allow: true,
         base_url: "http://api.tenant.example.com:9/v0".into(),
         credential: Some(CredentialPath::try_from("erp.token").unwrap()),
     };
@@ -99,7 +101,7 @@ async fn a_supplied_connection_is_used_for_the_run_and_never_stored() {
         "erp_main".into(),
         RunConnection {
             base_url: format!("http://api.tenant.example.com:{port}/v1"),
-            credential: RUN_SECRET.to_owned().into(),
+            credential: RunCredential::Token(RUN_SECRET.to_owned().into()),
         },
     );
     let debugged = format!("{req:?}");
@@ -117,4 +119,204 @@ async fn a_supplied_connection_is_used_for_the_run_and_never_stored() {
     let steps = w.store.run_steps(report.run_id).await.unwrap();
     let stored = format!("{rows:?}{detail:?}{steps:?}{report:?}{events:?}{debugged}");
     assert!(!stored.contains(RUN_SECRET));
+}
+
+/// An HTTP server that answers every request `{"total":42}` and counts them.
+async fn counting_server() -> (u16, Arc<std::sync::atomic::AtomicUsize>) {
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let count = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = Arc::clone(&count);
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let mut buf = [0u8; 4096];
+            let _ = socket.read(&mut buf).await;
+            let body = "{\"total\":42}";
+            let response = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = socket.write_all(response.as_bytes()).await;
+        }
+    });
+    (port, count)
+}
+
+/// `erp_main` in airlock.toml at `port` (vouched for by the operator when `vouched`), with the
+/// guard resolving `api.tenant.example.com` to loopback and `[egress] allow` covering it.
+fn deployment_at(port: u16, vouched: bool, tool: ToolSpec) -> Extras {
+    let mut policy = EgressPolicy::default();
+    policy.allow_cidrs.push("127.0.0.1/32".parse().unwrap());
+    let resolver =
+        StaticResolver::new().with("api.tenant.example.com", [IpAddr::V4(Ipv4Addr::LOCALHOST)]);
+    let egress = GuardedClient::builder(policy)
+        .resolver(Arc::new(resolver))
+        .build()
+        .unwrap();
+    let configured = ApiConnection {
+        use_egress_allow: vouched,
+        base_url: format!("http://api.tenant.example.com:{port}/v0"),
+        credential: Some(CredentialPath::try_from("erp.token").unwrap()),
+    };
+    Extras {
+        egress: Some(egress),
+        connections: BTreeMap::from([("erp_main".to_owned(), configured)]),
+        credentials: Credentials::from_pairs([("erp.token".to_owned(), "toml-secret".to_owned())]),
+        boss_tools: vec![tool],
+        clock: None,
+    }
+}
+
+/// A run request supplying `erp_main` at `port`.
+fn supplying(port: u16) -> airlock_runtime::agent::RunRequest {
+    let mut req = request("boss", "the total?");
+    req.connections.insert(
+        "erp_main".into(),
+        RunConnection {
+            base_url: format!("http://api.tenant.example.com:{port}/v1"),
+            credential: RunCredential::Token(RUN_SECRET.to_owned().into()),
+        },
+    );
+    req
+}
+
+fn seen(count: &std::sync::atomic::AtomicUsize) -> usize {
+    count.load(std::sync::atomic::Ordering::SeqCst)
+}
+
+/// EGRESS-38: a URL a run's caller supplies reaches public addresses only, whatever `[egress]
+/// allow` says, unless the operator vouched for the connection's name: the call is a tool
+/// error the model sees, nothing reaches the loopback upstream, and the run goes on.
+#[tokio::test]
+async fn a_supplied_url_reaches_public_addresses_only_unless_the_operator_vouched() {
+    let w = World::new(Backend::Sqlite).await.unwrap();
+    let (port, count) = counting_server().await;
+    let agents = w.agents_with(
+        Arc::clone(&w.store),
+        TREE,
+        Limits::default(),
+        deployment_at(port, false, erp_tool()),
+    );
+    w.script(
+        "boss",
+        [calls(&[("erp_total", json!({}))]), answer("blocked")],
+    );
+    let report = agents
+        .run(supplying(port), None, Default::default())
+        .await
+        .unwrap();
+    assert_eq!(report.status, RunState::Completed, "{report:?}");
+    let row = &w.store.run_invocations(report.run_id).await.unwrap()[0];
+    let error = row.error.clone().expect("a tool error");
+    assert_eq!(
+        error.kind,
+        airlock_runtime::ToolErrorKind::Blocked,
+        "{error:?}"
+    );
+    // The name resolved to loopback: the caller is not told so.
+    assert!(!error.message.contains("127.0.0.1"), "{}", error.message);
+    assert_eq!(seen(&count), 0);
+}
+
+/// AGENT-63: a run whose caller supplied `erp_main` parks; the process restarts, a person
+/// approves, and the new process — which never held the supplied connection — resumes it. The
+/// run fails naming the connection, and neither upstream is called: least of all
+/// airlock.toml's `erp_main`, which once quietly took the supplied one's place.
+#[tokio::test]
+async fn a_restarted_run_never_reaches_the_deployments_connection_instead() {
+    let w = World::new(Backend::Sqlite).await.unwrap();
+    let (supplied_port, supplied_count) = counting_server().await;
+    let (toml_port, toml_count) = counting_server().await;
+    let mut gated = erp_tool();
+    gated.policy.approval = airlock_spec::Approval::Always;
+    let agents = w.agents_with(
+        Arc::clone(&w.store),
+        TREE,
+        Limits::default(),
+        deployment_at(toml_port, true, gated.clone()),
+    );
+    w.script("boss", [calls(&[("erp_total", json!({}))]), answer("done")]);
+    let parked = agents
+        .run(supplying(supplied_port), None, Default::default())
+        .await
+        .unwrap();
+    assert_eq!(parked.status, RunState::Parked, "{parked:?}");
+    drop(agents);
+
+    let store = w.other_process().await;
+    super::approve(store.as_ref(), parked.waiting[0]).await;
+    assert_eq!(
+        store.resume_run(parked.run_id).await.unwrap(),
+        airlock_runtime::ledger::ResumeOutcome::Resumed
+    );
+    let restarted = w.agents_with(
+        store,
+        TREE,
+        Limits::default(),
+        deployment_at(toml_port, true, gated),
+    );
+    let done = restarted.continue_resumed(parked.run_id).await.unwrap();
+    assert_eq!(done.status, RunState::Failed, "{done:?}");
+    let why = done.error.clone().unwrap_or_default();
+    assert!(
+        why.contains("`erp_main`") && why.contains("no longer held"),
+        "{why}"
+    );
+    assert_eq!((seen(&supplied_count), seen(&toml_count)), (0, 0));
+}
+
+/// AGENT-64: a proposal of a run whose caller supplied its connection cannot be approved for
+/// airlock to run (it holds no credential for it and never swaps in airlock.toml's): the
+/// approval is refused naming why, the proposal stays `proposed`, and nothing is called.
+#[tokio::test]
+async fn approving_a_proposal_through_a_supplied_connection_is_refused_naming_why() {
+    let w = World::new(Backend::Sqlite).await.unwrap();
+    let (port, count) = counting_server().await;
+    let mut proposing = erp_tool();
+    proposing.policy.writes = true;
+    proposing.policy.mode = airlock_spec::Mode::Propose;
+    let agents = w.agents_with(
+        Arc::clone(&w.store),
+        TREE,
+        Limits::default(),
+        deployment_at(port, true, proposing),
+    );
+    w.script(
+        "boss",
+        [calls(&[("erp_total", json!({}))]), answer("proposed")],
+    );
+    let report = agents
+        .run(supplying(port), None, Default::default())
+        .await
+        .unwrap();
+    assert_eq!(report.proposals.len(), 1, "{report:?}");
+    let id = report.proposals[0].id;
+    let refused = airlock_runtime::decisions::record(
+        w.store.as_ref(),
+        id,
+        "alice",
+        airlock_runtime::ledger::Decision::Approve,
+        "api",
+    )
+    .await
+    .expect_err("refused");
+    let message = refused.to_string();
+    assert!(
+        matches!(
+            refused,
+            airlock_runtime::ledger::LedgerError::DecisionRefused { .. }
+        ),
+        "{message}"
+    );
+    assert!(
+        message.contains("`erp_main`") && message.contains("record"),
+        "{message}"
+    );
+    let row = w.store.get(id).await.unwrap();
+    assert_eq!(
+        row.state,
+        airlock_runtime::ledger::InvocationState::Proposed
+    );
+    assert_eq!(seen(&count), 0);
 }

@@ -47,6 +47,8 @@ fn api_gateway(store: Arc<dyn Store>, port: u16, deadline: Duration, lease: Dura
         })
         .unwrap();
     let connection = ApiConnection {
+        // A loopback test upstream: the operator vouches for it (EGRESS-38).
+        use_egress_allow: true,
         base_url: format!("http://api.tenant.example.com:{port}/v1"),
         credential: Some(CredentialPath::try_from("erp.token").unwrap()),
     };

@@ -143,6 +143,8 @@ fn gateway(store: Arc<dyn Store>, port: u16, mcp: Option<&Server>) -> Gateway {
         .unwrap();
     let credentials = Credentials::from_pairs([("erp.token".to_owned(), "tok".to_owned())]);
     let connection = ApiConnection {
+        // A loopback test upstream: the operator vouches for it (EGRESS-38).
+        use_egress_allow: true,
         base_url: format!("http://api.tenant.example.com:{port}"),
         credential: Some(CredentialPath::try_from("erp.token").unwrap()),
     };

@@ -46,8 +46,9 @@ fn resolves(credentials: &Credentials, path: &airlock_spec::CredentialPath) -> R
 
 fn blocked(url: &str, error: &airlock_egress::EgressError) -> String {
     format!(
-        "the egress guard refuses `{url}` ({}): {error}; if this host is yours, allow it in airlock.toml `[egress] allow`",
-        error.kind()
+        "the egress guard refuses `{url}` ({}): {}; if this host is yours, allow it in airlock.toml `[egress] allow`",
+        error.kind(),
+        error.detail()
     )
 }
 

@@ -16,6 +16,8 @@ use secrecy::SecretString;
 use serde::{Deserialize, Deserializer};
 use serde_json::{Map, Value};
 
+use airlock_runtime::agent::RunCredential;
+
 use crate::http::error::ApiError;
 
 /// The largest run request read: the input, the context and the connections are small; this
@@ -39,7 +41,7 @@ pub(crate) struct Connection {
     /// The connection's base URL.
     pub(crate) base_url: url::Url,
     /// Its credential, held in memory for the run only.
-    pub(crate) credential: SecretString,
+    pub(crate) credential: RunCredential,
 }
 
 impl fmt::Debug for Connection {
@@ -66,8 +68,26 @@ struct RunRequestBody {
 #[serde(deny_unknown_fields)]
 struct ConnectionBody {
     base_url: String,
+    /// Absent for an API without auth; a string, or `{username, password}` for `basic`: the
+    /// shapes `airlock.toml`'s credentials take (docs/rules.md AGENT-65).
+    #[serde(default)]
+    credential: Option<CredentialBody>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum CredentialBody {
+    Token(#[serde(deserialize_with = "secret")] SecretString),
+    Basic(BasicBody),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BasicBody {
     #[serde(deserialize_with = "secret")]
-    credential: SecretString,
+    username: SecretString,
+    #[serde(deserialize_with = "secret")]
+    password: SecretString,
 }
 
 fn secret<'de, D: Deserializer<'de>>(deserializer: D) -> Result<SecretString, D::Error> {
@@ -133,12 +153,26 @@ fn connection(name: &str, body: ConnectionBody) -> Result<Connection, ApiError> 
             "`connections.{name}.base_url` must be an http or https URL"
         )));
     }
-    if secrecy::ExposeSecret::expose_secret(&body.credential).is_empty() {
-        return Err(bad(&format!("`connections.{name}.credential` is empty")));
-    }
+    let empty = |secret: &SecretString| secrecy::ExposeSecret::expose_secret(secret).is_empty();
+    let credential = match body.credential {
+        None => RunCredential::None,
+        Some(CredentialBody::Token(token)) if empty(&token) => {
+            return Err(bad(&format!("`connections.{name}.credential` is empty")));
+        }
+        Some(CredentialBody::Token(token)) => RunCredential::Token(token),
+        Some(CredentialBody::Basic(basic)) if empty(&basic.username) || empty(&basic.password) => {
+            return Err(bad(&format!(
+                "`connections.{name}.credential` needs a non-empty `username` and `password`"
+            )));
+        }
+        Some(CredentialBody::Basic(basic)) => RunCredential::Basic {
+            username: basic.username,
+            password: basic.password,
+        },
+    };
     Ok(Connection {
         base_url,
-        credential: body.credential,
+        credential,
     })
 }
 

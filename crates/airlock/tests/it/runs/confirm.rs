@@ -18,7 +18,7 @@ fn desk_deployment(model: &str, api: u16) -> tempfile::TempDir {
     let toml = "listen = \"127.0.0.1:0\"\n\
          [[mcp.tokens]]\ncredential = \"airlock.caller\"\nprincipal = \"carol\"\nscopes = [\"agent:desk\"]\n\
          [[admin.tokens]]\ncredential = \"airlock.admin\"\nprincipal = \"alice\"\n\
-         [egress]\nallow = [\"127.0.0.1/32\"]\n\
+         [egress]\nallow = [\"127.0.0.1/32\"]\nallow_integrations = [\"tickets\"]\n\
          [credentials]\nfile = \"creds.yml\"\n\
          [confirm]\nyes_words = [\"oui\", \"vas-y\"]\n";
     let creds = format!(
