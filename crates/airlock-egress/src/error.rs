@@ -290,6 +290,31 @@ mod tests {
         );
     }
 
+    /// EGRESS-39: what a name resolved to reaches the operator's log only, never a caller; an
+    /// address the caller wrote itself is named back with the rule that refused it.
+    #[test]
+    fn a_refused_name_never_tells_the_caller_what_it_resolved_to() {
+        let by_name = EgressError::BlockedAddress {
+            host: "billing.internal.example".into(),
+            addr: IpAddr::from([10, 0, 0, 5]),
+            reason: "private-use (10.0.0.0/8)".into(),
+        };
+        let shown = by_name.to_string();
+        assert!(!shown.contains("10.0.0"), "{shown}");
+        assert!(shown.contains("billing.internal.example"), "{shown}");
+        assert!(
+            by_name.detail().contains("10.0.0.5"),
+            "{}",
+            by_name.detail()
+        );
+        let literal = EgressError::BlockedAddress {
+            host: "[::1]".into(),
+            addr: IpAddr::from(std::net::Ipv6Addr::LOCALHOST),
+            reason: "loopback".into(),
+        };
+        assert_eq!(literal.to_string(), "[::1] is refused: loopback");
+    }
+
     #[test]
     fn every_kind_is_stable() {
         let kinds = [

@@ -603,3 +603,35 @@ fn access_rules_are_read_and_their_mistakes_all_reported() {
         assert!(error.starts_with(start), "{error} / {start}\n{errors:#?}");
     }
 }
+
+/// DECL-83: a connection declared `per_run = true` needs no placeholder URL or credential for
+/// the tools naming it to load; giving it either is an error naming the key. EGRESS-38:
+/// `use_egress_allow` is off unless written `true`.
+#[test]
+fn decl_83_a_per_run_connection_loads_without_a_placeholder() {
+    let tools = "    - name: crm\n      type: api\n      connection: crm\n      auth: { scheme: bearer }\n      operations:\n        - name: total\n          description: The total.\n          writes: false\n          request: { method: GET, path: /total }\n";
+    let toml = "[connections.crm]\nper_run = true\n[connections.erp]\nbase_url = \"https://erp.example.com\"\n[connections.lan]\nbase_url = \"https://lan.example.com\"\nuse_egress_allow = true\n";
+    let dir = Dir::new()
+        .file("airlock.toml", toml)
+        .file("agents/s.yml", &agent("s", tools));
+    let deployment = dir.load().unwrap();
+    let config = &deployment.config;
+    assert_eq!(deployment.agent_scope("s").unwrap().tools().len(), 1);
+    assert!(config.per_run_connections.contains_key("crm"));
+    assert!(!config.connections.contains_key("crm"));
+    assert!(!config.connections["erp"].use_egress_allow);
+    assert!(config.connections["lan"].use_egress_allow);
+
+    let bad = "[connections.crm]\nper_run = true\nbase_url = \"https://crm.example.com\"\ncredential = \"crm.token\"\n";
+    let errors = Dir::new().file("airlock.toml", bad).errors();
+    assert_eq!(errors.len(), 2, "{errors:?}");
+    assert!(errors[0].contains("connections.crm.base_url"), "{errors:?}");
+    assert!(
+        errors[1].contains("connections.crm.credential"),
+        "{errors:?}"
+    );
+    assert!(
+        errors.iter().all(|e| e.contains("per_run = true")),
+        "{errors:?}"
+    );
+}

@@ -6,6 +6,7 @@ mod access;
 mod apis;
 mod approvals_cli;
 mod big_calls;
+mod boundaries;
 mod call;
 mod call_key;
 mod check;

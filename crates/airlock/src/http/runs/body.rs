@@ -187,6 +187,9 @@ fn describe(error: &serde_json::Error) -> String {
     let at = format!("line {} column {}", error.line(), error.column());
     let text = error.to_string();
     let what = match error.classify() {
+        serde_json::error::Category::Data if text.contains("enum CredentialBody") => format!(
+            "invalid type at {at}: a credential is a string, or a mapping with `username` and `password`"
+        ),
         serde_json::error::Category::Data => match text.rsplit_once(", expected ") {
             Some((kind, expected)) => {
                 let kind = kind.split(':').next().unwrap_or(kind);
@@ -219,6 +222,35 @@ mod tests {
 
     fn message(error: &ApiError) -> String {
         format!("{error:?}")
+    }
+
+    /// AGENT-65: a supplied credential takes `airlock.toml`'s shapes — none, one value, or a
+    /// `basic` mapping — and an incomplete mapping is refused without repeating it.
+    #[test]
+    fn a_supplied_credential_takes_every_shape_of_the_toml() {
+        let shape = |credential: Value| {
+            let mut connection = json!({"base_url": "https://crm.example.com"});
+            if !credential.is_null() {
+                connection["credential"] = credential;
+            }
+            parsed(&json!({"input": "x", "connections": {"crm": connection}}))
+                .map(|mut b| b.connections.remove("crm").unwrap().credential)
+        };
+        assert!(matches!(shape(Value::Null), Ok(RunCredential::None)));
+        assert!(matches!(shape(json!("t0k")), Ok(RunCredential::Token(_))));
+        let basic = shape(json!({"username": "ada", "password": "s3cret-pw"}));
+        assert!(matches!(basic, Ok(RunCredential::Basic { .. })));
+        let half = shape(json!({"username": "ada", "password": ""}))
+            .err()
+            .unwrap();
+        assert!(
+            message(&half).contains("`username` and `password`"),
+            "{half:?}"
+        );
+        let odd = shape(json!({"user": "ada", "pass": "s3cret-pw"}))
+            .err()
+            .unwrap();
+        assert!(!message(&odd).contains("s3cret-pw"), "{odd:?}");
     }
 
     #[test]

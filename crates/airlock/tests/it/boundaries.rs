@@ -1,0 +1,119 @@
+//! The operator's egress allow list is the operator's (docs/rules.md EGRESS-38), end to end on
+//! a real `airlock serve`: with `[egress] allow = ["127.0.0.1/32"]` for its own loopback model,
+//! a tenant's `type: api` tool, a catalog integration and a `base_url` a run's caller supplies —
+//! all pointing at a loopback API — are blocked, while the model on loopback answers.
+
+use std::net::SocketAddr;
+
+use airlock_testkit::{Cue, FakeCall, FakeModel, ModelReply, RawServer};
+use serde_json::json;
+
+use crate::runs::CALLER;
+use crate::serve::ADMIN;
+use crate::support::{Server, deployment_with, http};
+
+/// Agent `desk` on the fake model at `model`, with three tools whose destinations are all the
+/// loopback API at `api`: `erp_total` (a `type: api` on `[connections.erp]`), `tickets_search`
+/// (catalog integration `tickets`) and `crm_total` (a `type: api` on the per-run connection
+/// `crm`). Nothing is vouched for by the operator.
+fn desk(model: &str, api: u16) -> tempfile::TempDir {
+    let toml = format!(
+        "listen = \"127.0.0.1:0\"\n\
+         [[mcp.tokens]]\ncredential = \"airlock.caller\"\nprincipal = \"carol\"\nscopes = [\"agent:desk\"]\n\
+         [[admin.tokens]]\ncredential = \"airlock.admin\"\nprincipal = \"alice\"\n\
+         [egress]\nallow = [\"127.0.0.1/32\"]\n\
+         [credentials]\nfile = \"creds.yml\"\n\
+         [connections.erp]\nbase_url = \"http://127.0.0.1:{api}/api\"\ncredential = \"erp.token\"\n\
+         [connections.crm]\nper_run = true\n"
+    );
+    let creds = format!(
+        "airlock:\n  caller: {CALLER}\n  admin: {ADMIN}\nopenai:\n  key: {}\nerp:\n  token: erp-token\ntickets:\n  token: tickets-token\n",
+        FakeModel::KEY
+    );
+    let dir = deployment_with(&toml, &creds);
+    let catalog = dir.path().join("catalog/tickets");
+    std::fs::create_dir_all(&catalog).unwrap();
+    let integration = format!(
+        "base_url: http://127.0.0.1:{api}/api\n\
+         auth: {{ scheme: bearer, credential: tickets.token }}\n\
+         actions:\n\
+         \x20 - name: search\n    description: Search tickets.\n\
+         \x20   request: {{ method: GET, path: /tickets }}\n"
+    );
+    std::fs::write(catalog.join("integration.yaml"), integration).unwrap();
+    let agents = dir.path().join("agents");
+    std::fs::create_dir(&agents).unwrap();
+    let api_tool = |name: &str, connection: &str| {
+        format!(
+            "\x20   - name: {name}\n      type: api\n      connection: {connection}\n      auth: {{ scheme: bearer }}\n      operations:\n\
+             \x20       - name: total\n          description: The total.\n          writes: false\n\
+             \x20         request: {{ method: GET, path: /total }}\n"
+        )
+    };
+    let manifest = format!(
+        "apiVersion: airlock/v1\nkind: Agent\nmetadata:\n  name: desk\n  description: Desk.\n\
+         spec:\n  model:\n    provider: openai\n    model: gpt-test\n    endpoint: {model}\n    credential: openai.key\n\
+         \x20 prompts:\n    system: Help.\n  tools:\n{}{}\
+         \x20   - type: integration\n      integration: tickets\n      actions: [search]\n",
+        api_tool("erp", "erp"),
+        api_tool("crm", "crm"),
+    );
+    std::fs::write(agents.join("desk.yml"), manifest).unwrap();
+    dir
+}
+
+#[tokio::test]
+async fn tenant_destinations_on_loopback_are_blocked_while_the_operators_model_works() {
+    let api = RawServer::start(None, Cue::Status(200)).await;
+    let model = FakeModel::openai(vec![
+        ModelReply::calls(vec![
+            FakeCall::new("c1", "erp_total", &json!({})),
+            FakeCall::new("c2", "tickets_search", &json!({})),
+            FakeCall::new("c3", "crm_total", &json!({})),
+        ]),
+        ModelReply::text(&["Nothing reachable."]),
+    ])
+    .await;
+    let dir = desk(&model.endpoint(), api.port);
+    let server = Server::start(dir.path(), &[]);
+    let addr: SocketAddr = server.addr.parse().unwrap();
+    let body = json!({
+        "input": "totals?",
+        "connections": {"crm": {
+            "base_url": format!("http://127.0.0.1:{}/api", api.port),
+            "credential": "crm-token"
+        }}
+    });
+    let (status, run, _) = http(
+        addr,
+        "POST",
+        "/v1/agents/desk/run",
+        Some(CALLER),
+        Some(body),
+    )
+    .await;
+    assert_eq!(
+        (status, &run["status"]),
+        (200, &json!("completed")),
+        "{run}"
+    );
+    assert_eq!(run["answer"], "Nothing reachable.", "{run}");
+    let calls = run["invocations"].as_array().expect("invocations");
+    assert_eq!(calls.len(), 3, "{run}");
+    for call in calls {
+        assert_eq!(call["state"], "failed", "{call}");
+        let path = format!("/v1/invocations/{}", call["id"].as_str().unwrap());
+        let (_, row, _) = http(addr, "GET", &path, Some(ADMIN), None).await;
+        assert_eq!(row["result"]["error"]["kind"], "blocked", "{row}");
+    }
+    assert!(
+        api.seen().is_empty(),
+        "nothing reached the tenant API: {:?}",
+        api.seen()
+    );
+    assert_eq!(
+        model.requests(),
+        2,
+        "the operator's loopback model answered twice"
+    );
+}
