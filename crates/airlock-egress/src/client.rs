@@ -142,14 +142,9 @@ impl GuardedClient {
     /// deny lists, ports, deadline and body cap are the same; the connection pools are its own.
     #[must_use]
     pub fn public_only(&self) -> Self {
-        let policy = EgressPolicy {
-            allow_cidrs: Vec::new(),
-            allow_hosts: Vec::new(),
-            ..self.inner.policy.clone()
-        };
         Self {
             inner: Arc::new(Inner {
-                policy,
+                policy: self.inner.policy.public_only(),
                 resolver: Arc::clone(&self.inner.resolver),
                 tls: self.inner.tls.clone(),
                 pool: Mutex::new(HashMap::new()),

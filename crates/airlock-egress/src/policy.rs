@@ -65,6 +65,18 @@ pub(crate) struct AllowedAddr {
 }
 
 impl EgressPolicy {
+    /// This policy without the operator's `allow` lists: only public addresses are reached,
+    /// while `deny`, the ports, the deadline and the body cap still apply. The policy of what
+    /// tenants and callers declare (docs/rules.md EGRESS-38).
+    #[must_use]
+    pub fn public_only(&self) -> Self {
+        Self {
+            allow_cidrs: Vec::new(),
+            allow_hosts: Vec::new(),
+            ..self.clone()
+        }
+    }
+
     /// Decides one address. `host_allowed` is true when the name was on the operator's allow list.
     pub(crate) fn judge_address(
         &self,

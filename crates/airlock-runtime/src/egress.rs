@@ -1,4 +1,4 @@
-//! The operator's `[egress]` settings as the guard's policy: the one place the two meet.
+//! The operator's `[egress]` settings as the guard's policies: the one place the two meet.
 
 use airlock_egress::{DEFAULT_DNS_TIMEOUT, EgressPolicy};
 use airlock_spec::EgressSettings;

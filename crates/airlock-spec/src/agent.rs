@@ -217,7 +217,11 @@ fn model(node: &Node, d: &mut Diag) -> Option<(ModelSpec, Option<ScriptRef>)> {
     if let Some(url) = &endpoint {
         let (at, key) = (f.key_at("endpoint"), "spec.model.endpoint");
         match check_credential_url(url, credential.is_some()) {
-            Ok(()) => d.refer(at, key, Referenced::Url(url.clone())),
+            Ok(()) => d.refer(
+                at,
+                key,
+                Referenced::Url(url.clone(), crate::Reach::Operator),
+            ),
             Err(reason) => d.push(at, key, reason),
         }
     }

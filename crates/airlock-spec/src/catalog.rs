@@ -80,7 +80,10 @@ pub(crate) fn read_integration(node: &Node, slug: &str, d: &mut Diag) -> Vec<Dec
         let with_credential = auth.as_ref().is_some_and(|(a, _)| *a != ApiAuth::None);
         let at = f.key_at("base_url");
         match check_credential_url(url, with_credential) {
-            Ok(()) => d.refer(at, "base_url", Referenced::Url(url.clone())),
+            Ok(()) => {
+                let reach = crate::Reach::Integration(slug.to_owned());
+                d.refer(at, "base_url", Referenced::Url(url.clone(), reach));
+            }
             Err(reason) => d.push(at, "base_url", reason),
         }
         true

@@ -475,7 +475,7 @@ fn connections(node: &Node, d: &mut Diag) -> Connections {
             Ok(()) => d.refer(
                 c.key_at("base_url"),
                 &c.key("base_url"),
-                Referenced::Url(base_url.clone()),
+                Referenced::Url(base_url.clone(), reach_of(use_egress_allow)),
             ),
             Err(reason) => d.push(c.key_at("base_url"), &c.key("base_url"), reason),
         }
@@ -489,6 +489,14 @@ fn connections(node: &Node, d: &mut Diag) -> Connections {
         );
     }
     (out, per_run)
+}
+
+fn reach_of(use_egress_allow: bool) -> crate::Reach {
+    if use_egress_allow {
+        crate::Reach::Operator
+    } else {
+        crate::Reach::Tenant
+    }
 }
 
 /// A per-run connection has no base URL or credential here: both come from each run's caller.

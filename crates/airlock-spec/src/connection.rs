@@ -110,7 +110,11 @@ pub(crate) fn read_connection(
     let with_credential = auth.as_ref().is_some_and(|a| *a != McpAuth::None);
     if let Some(url) = &url {
         match check_credential_url(url, with_credential) {
-            Ok(()) => d.refer(f.key_at("url"), "url", Referenced::Url(url.clone())),
+            Ok(()) => d.refer(
+                f.key_at("url"),
+                "url",
+                Referenced::Url(url.clone(), crate::Reach::Operator),
+            ),
             Err(reason) => d.push(f.key_at("url"), "url", reason),
         }
     }

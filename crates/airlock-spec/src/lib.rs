@@ -56,7 +56,7 @@ pub use names::{AWAIT_TOOL, CredentialPath, MAX_TOOL_NAME, ToolName};
 pub use notify::{NotifySettings, SLACK_API, SlackSettings, WebhookSettings};
 pub use oauth::{DEFAULT_OAUTH_ALGORITHMS, DEFAULT_OAUTH_LEEWAY, OAuthSpec};
 pub use policy::{Approval, Effect, Mode, NotifyEvent, SourceKind, UnknownWord};
-pub use refs::{Reference, Referenced};
+pub use refs::{Reach, Reference, Referenced};
 pub use schema::{MAX_SCHEMA_BYTES, MAX_SCHEMA_DEPTH, compile_input_schema};
 pub use scope::{NameCollision, ParseScopeError, Scope, ScopeId, definitions_digest};
 pub use telemetry::{DEFAULT_SERVICE_NAME, TelemetrySettings};

@@ -143,7 +143,11 @@ fn url(f: &Fields<'_>, key: &str, d: &mut Diag) -> Option<String> {
     let url = f.req_str(key, d)?;
     match check_credential_url(&url, true) {
         Ok(()) => {
-            d.refer(f.key_at(key), &f.key(key), Referenced::Url(url.clone()));
+            d.refer(
+                f.key_at(key),
+                &f.key(key),
+                Referenced::Url(url.clone(), crate::Reach::Operator),
+            );
             Some(url)
         }
         Err(reason) => {

@@ -85,7 +85,11 @@ pub(crate) fn read_oauth(node: &Node, d: &mut Diag) -> Option<OAuthSpec> {
         } else {
             "issuer"
         };
-        d.refer(f.key_at(key), &f.key(key), Referenced::Url(uri.clone()));
+        d.refer(
+            f.key_at(key),
+            &f.key(key),
+            Referenced::Url(uri.clone(), crate::Reach::Operator),
+        );
     }
     Some(OAuthSpec {
         issuer: issuer?,

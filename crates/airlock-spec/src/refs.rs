@@ -27,6 +27,18 @@ pub struct Reference {
 pub enum Referenced {
     /// A credential boot or a call resolves.
     Credential(CredentialPath),
-    /// A URL the gateway connects to through the egress guard.
-    Url(String),
+    /// A URL the gateway connects to through the egress guard, with whose allowances.
+    Url(String, Reach),
+}
+
+/// Which egress policy a referenced URL is judged by (docs/rules.md EGRESS-38).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reach {
+    /// The operator's own destination, or one it vouched for: `[egress] allow` applies.
+    Operator,
+    /// A tenant's destination: public addresses only.
+    Tenant,
+    /// Catalog integration `<slug>`'s base URL: public addresses only, unless the slug is in
+    /// `[egress] allow_integrations`.
+    Integration(String),
 }

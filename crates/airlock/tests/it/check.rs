@@ -211,8 +211,8 @@ fn check_reports_missing_credentials_and_blocked_urls_offline() {
 fn check_honours_egress_allowances_and_env_credentials() {
     let dir = deployment_with(
         "[egress]\nallow = [\"10.0.0.0/8\", \"svc.internal\"]\n\n\
-         [connections.erp]\nbase_url = \"http://10.0.0.5/\"\n\n\
-         [connections.svc]\nbase_url = \"https://svc.internal/\"\ncredential = \"svc.token\"\n",
+         [connections.erp]\nbase_url = \"http://10.0.0.5/\"\nuse_egress_allow = true\n\n\
+         [connections.svc]\nbase_url = \"https://svc.internal/\"\ncredential = \"svc.token\"\nuse_egress_allow = true\n",
         "",
     );
     std::fs::create_dir(dir.path().join("connections")).unwrap();
@@ -241,15 +241,34 @@ fn check_honours_egress_allowances_and_env_credentials() {
     std::fs::write(
         dir.path().join("airlock.toml"),
         "[egress]\nallow = [\"10.0.0.0/8\", \"svc.internal\", \"crm.internal\"]\n\n\
-         [connections.erp]\nbase_url = \"http://10.0.0.5/\"\n\n\
-         [connections.svc]\nbase_url = \"https://svc.internal/\"\ncredential = \"svc.token\"\n",
+         [connections.erp]\nbase_url = \"http://10.0.0.5/\"\nuse_egress_allow = true\n\n\
+         [connections.svc]\nbase_url = \"https://svc.internal/\"\ncredential = \"svc.token\"\nuse_egress_allow = true\n",
     )
     .unwrap();
-    let out = run(&[
+    let env = [
         ("AIRLOCK_CREDENTIALS__SVC__TOKEN", "s"),
         ("AIRLOCK_CREDENTIALS__CRM__TOKEN", "c"),
-    ]);
+    ];
+    let out = run(&env);
     assert!(out.status.success(), "{}", text(&out));
+    // EGRESS-38: `allow` covers the operator's own destinations; a tenant connection the
+    // operator did not vouch for reaches public addresses only, and check says so.
+    std::fs::write(
+        dir.path().join("airlock.toml"),
+        "[egress]\nallow = [\"10.0.0.0/8\", \"svc.internal\", \"crm.internal\"]\n\n\
+         [connections.erp]\nbase_url = \"http://10.0.0.5/\"\n\n\
+         [connections.svc]\nbase_url = \"https://svc.internal/\"\ncredential = \"svc.token\"\nuse_egress_allow = true\n",
+    )
+    .unwrap();
+    let out = run(&env);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr.starts_with("1 problem in "), "{stderr}");
+    assert!(
+        stderr.contains("connections.erp.base_url: the egress guard refuses `http://10.0.0.5/`")
+            && stderr.contains("use_egress_allow = true"),
+        "{stderr}"
+    );
 }
 
 /// DECL-38: an encrypted credentials file without its key is said once, not per credential.

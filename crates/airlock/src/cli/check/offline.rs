@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use airlock_spec::{Credentials, Deployment, Reference, Referenced, SpecIssue};
+use airlock_spec::{Credentials, Deployment, Reach, Reference, Referenced, SpecIssue};
 
 /// Every offline problem of a deployment that loaded, sorted by place.
 pub(crate) fn problems(
@@ -14,7 +14,9 @@ pub(crate) fn problems(
     env: impl IntoIterator<Item = (String, String)>,
 ) -> Vec<SpecIssue> {
     let mut out = Vec::new();
-    let policy = airlock_runtime::egress_policy(&deployment.config.egress);
+    let egress = &deployment.config.egress;
+    let operator = airlock_runtime::egress_policy(egress);
+    let tenant = operator.public_only();
     let settings = &deployment.config.credentials;
     let credentials = Credentials::load(&deployment.root, settings, env)
         // Said once: every credential would otherwise repeat it.
@@ -25,9 +27,17 @@ pub(crate) fn problems(
             Referenced::Credential(path) => {
                 credentials.as_ref().and_then(|c| resolves(c, path).err())
             }
-            Referenced::Url(url) => airlock_egress::check_offline(&policy, url)
-                .err()
-                .map(|e| blocked(url, &e)),
+            Referenced::Url(url, reach) => {
+                let vouched = match reach {
+                    Reach::Operator => true,
+                    Reach::Tenant => false,
+                    Reach::Integration(slug) => egress.allow_integrations.contains(slug),
+                };
+                let policy = if vouched { &operator } else { &tenant };
+                airlock_egress::check_offline(policy, url)
+                    .err()
+                    .map(|e| blocked(url, &e, vouched))
+            }
         };
         out.extend(reason.map(|r| issue(reference, r)));
     }
@@ -44,9 +54,16 @@ fn resolves(credentials: &Credentials, path: &airlock_spec::CredentialPath) -> R
     }
 }
 
-fn blocked(url: &str, error: &airlock_egress::EgressError) -> String {
+/// Why `url` is refused, and what the operator can do: allow the host, or — for a tenant's
+/// destination, which `[egress] allow` does not cover by itself — vouch for it (EGRESS-38).
+fn blocked(url: &str, error: &airlock_egress::EgressError, vouched: bool) -> String {
+    let remedy = if vouched {
+        "if this host is yours, allow it in airlock.toml `[egress] allow`"
+    } else {
+        "a tenant's destination reaches public addresses only; if this host is yours, allow it in airlock.toml `[egress] allow` and vouch for it (`use_egress_allow = true` on its connection, or the integration in `[egress] allow_integrations`)"
+    };
     format!(
-        "the egress guard refuses `{url}` ({}): {}; if this host is yours, allow it in airlock.toml `[egress] allow`",
+        "the egress guard refuses `{url}` ({}): {}; {remedy}",
         error.kind(),
         error.detail()
     )
