@@ -1,4 +1,4 @@
-//! The confirmation gate's stored state (docs/rules.md POLICY-30..POLICY-36): per session at
+//! The confirmation gate's stored state (docs/rules.md POLICY-30..POLICY-35): per session at
 //! most one call of a `confirm: true` action waiting for the person's consent.
 //!
 //! Guarantees:

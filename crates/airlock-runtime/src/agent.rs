@@ -14,9 +14,9 @@
 //! - a run offers the model the definitions it started with (AGENT-14);
 //! - connections supplied with a run live in memory for it only (AGENT-12);
 //! - a sub-agent is a nested run whose calls belong to the root run, so a call parked anywhere
-//!   in the tree parks the root, and the root resumes the tree (AGENT-20..AGENT-24);
+//!   in the tree parks the root, and the root resumes the tree (AGENT-20..AGENT-23);
 //! - a `confirm: true` action runs only on the person's literal consent, once (`confirm`,
-//!   POLICY-30..POLICY-36).
+//!   POLICY-30..POLICY-35).
 //!
 //! [`Agents`] is the interface every surface uses: [`Agents::run`], [`Agents::read`],
 //! [`Agents::cancel`]; [`resume::work`] is the background worker of a serving process.
@@ -276,6 +276,8 @@ impl Agents {
             Ok(_) | Err(airlock_ledger::LedgerError::RunWrongState { .. }) => {}
             Err(e) => return Err(e.into()),
         }
+        // A cancelled run makes no more calls: what its caller supplied is not kept for it.
+        self.inner.gateway.release_supplied(id);
         tracing::info!(target: crate::EVENTS, run = %id, "run cancelled");
         self.read(id).await
     }

@@ -1,4 +1,4 @@
-//! The confirmation gate (docs/rules.md POLICY-30..POLICY-36): a call of a `confirm: true`
+//! The confirmation gate (docs/rules.md POLICY-30..POLICY-35): a call of a `confirm: true`
 //! catalog action is not run when the model makes it. airlock holds it in the ledger (one per
 //! session, by tool and arguments fingerprint) and tells the person itself — a
 //! [`RunEvent::ConfirmationRequired`] and the report's `confirmation`, never model text — and

@@ -1,4 +1,4 @@
-//! The confirmation gate (docs/rules.md POLICY-30..POLICY-36): a `confirm: true` call is held,
+//! The confirmation gate (docs/rules.md POLICY-30..POLICY-35): a `confirm: true` call is held,
 //! the person is told by airlock, and only their literal next message consents — once, for the
 //! same tool and arguments, across a restart; a sub-agent can use a consent but never grant it.
 

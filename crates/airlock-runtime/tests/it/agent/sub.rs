@@ -1,4 +1,4 @@
-//! Sub-agents (docs/rules.md AGENT-20..AGENT-24): nested runs two levels deep, the parent sees
+//! Sub-agents (docs/rules.md AGENT-20..AGENT-23): nested runs two levels deep, the parent sees
 //! only the answer, proposals climb with `via`, a park anywhere parks the root, which resumes
 //! the tree exactly once; cancelling the root cancels the tree (AGENT-34); `approval:` on a
 //! sub-agent parks before its child starts (AGENT-36).
