@@ -117,3 +117,94 @@ async fn tenant_destinations_on_loopback_are_blocked_while_the_operators_model_w
         "the operator's loopback model answered twice"
     );
 }
+
+/// Agent `desk` whose one tool `erp_total` (a GET, `approval: always`) goes through
+/// `[connections.erp]`, vouched for by the operator and pointing at `toml_api`.
+fn gated_erp(model: &str, toml_api: u16) -> tempfile::TempDir {
+    let toml = format!(
+        "listen = \"127.0.0.1:0\"\n\
+         [[mcp.tokens]]\ncredential = \"airlock.caller\"\nprincipal = \"carol\"\nscopes = [\"agent:desk\"]\n\
+         [[admin.tokens]]\ncredential = \"airlock.admin\"\nprincipal = \"alice\"\n\
+         [egress]\nallow = [\"127.0.0.1/32\"]\n\
+         [credentials]\nfile = \"creds.yml\"\n\
+         [connections.erp]\nuse_egress_allow = true\nbase_url = \"http://127.0.0.1:{toml_api}/api\"\ncredential = \"erp.token\"\n"
+    );
+    let creds = format!(
+        "airlock:\n  caller: {CALLER}\n  admin: {ADMIN}\nopenai:\n  key: {}\nerp:\n  token: erp-token\n",
+        FakeModel::KEY
+    );
+    let dir = deployment_with(&toml, &creds);
+    let agents = dir.path().join("agents");
+    std::fs::create_dir(&agents).unwrap();
+    let manifest = format!(
+        "apiVersion: airlock/v1\nkind: Agent\nmetadata:\n  name: desk\n  description: Desk.\n\
+         spec:\n  model:\n    provider: openai\n    model: gpt-test\n    endpoint: {model}\n    credential: openai.key\n\
+         \x20 prompts:\n    system: Help.\n  tools:\n\
+         \x20   - name: erp\n      type: api\n      connection: erp\n      auth: {{ scheme: bearer }}\n      approval: always\n      operations:\n\
+         \x20       - name: total\n          description: The total.\n          writes: false\n\
+         \x20         request: {{ method: GET, path: /total }}\n"
+    );
+    std::fs::write(agents.join("desk.yml"), manifest).unwrap();
+    dir
+}
+
+/// AGENT-63 through the surfaces: a run given its `erp` connection by its caller parks on a
+/// gated call; `serve` is killed and started again, and an admin approves. The new process
+/// never held the supplied connection, so the run fails naming it — and neither upstream is
+/// asked anything: airlock.toml's `erp` least of all.
+#[tokio::test]
+async fn a_killed_and_restarted_run_never_calls_the_deployments_connection() {
+    let supplied = RawServer::start(None, Cue::Status(200)).await;
+    let configured = RawServer::start(None, Cue::Status(200)).await;
+    let model = FakeModel::openai(vec![
+        ModelReply::calls(vec![FakeCall::new("c1", "erp_total", &json!({}))]),
+        ModelReply::text(&["Done."]),
+    ])
+    .await;
+    let dir = gated_erp(&model.endpoint(), configured.port);
+    let mut server = Server::start(dir.path(), &[]);
+    let body = json!({
+        "input": "the total?",
+        "connections": {"erp": {
+            "base_url": format!("http://127.0.0.1:{}/api", supplied.port),
+            "credential": "supplied-token"
+        }}
+    });
+    let addr: SocketAddr = server.addr.parse().unwrap();
+    let (status, parked, _) = http(
+        addr,
+        "POST",
+        "/v1/agents/desk/run",
+        Some(CALLER),
+        Some(body),
+    )
+    .await;
+    assert_eq!(
+        (status, &parked["status"]),
+        (200, &json!("parked")),
+        "{parked}"
+    );
+    server.child.kill().unwrap();
+    server.child.wait().unwrap();
+
+    let server = Server::start(dir.path(), &[]);
+    let addr: SocketAddr = server.addr.parse().unwrap();
+    let waiting = parked["waiting"][0].as_str().unwrap();
+    let path = format!("/v1/invocations/{waiting}/approve");
+    let (status, approved, _) = http(addr, "POST", &path, Some(ADMIN), Some(json!({}))).await;
+    assert_eq!(status, 200, "{approved}");
+    let run = parked["run_id"].as_str().unwrap();
+    let failed = crate::runs::until_status(addr, run, "failed").await;
+    let why = failed["error"].as_str().unwrap_or_default();
+    assert!(
+        why.contains("`erp`") && why.contains("no longer held"),
+        "{failed}"
+    );
+    assert!(supplied.seen().is_empty(), "{:?}", supplied.seen());
+    assert!(
+        configured.seen().is_empty(),
+        "airlock.toml's erp: {:?}",
+        configured.seen()
+    );
+    assert_eq!(model.requests(), 1, "the model is not asked again");
+}
