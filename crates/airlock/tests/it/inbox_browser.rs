@@ -82,7 +82,9 @@ async fn approving_in_chromium_wakes_the_waiting_client_with_the_result() {
     )
     .await;
 
-    let browser = Browser::start(1200, 1000).await;
+    let Some(browser) = Browser::start(1200, 1000).await else {
+        return;
+    };
     sign_in(&browser, &base, "not-a-token").await;
     browser
         .wait_for_text("That token was not accepted.", WITHIN)
@@ -135,7 +137,9 @@ async fn approving_in_chromium_wakes_the_waiting_client_with_the_result() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deny_answer_and_resolve_in_chromium() {
     let (base, gateway, _dir) = start().await;
-    let browser = Browser::start(800, 900).await;
+    let Some(browser) = Browser::start(800, 900).await else {
+        return;
+    };
     sign_in(&browser, &base, BOB).await;
     browser.wait_for_text("signed in as bob", WITHIN).await;
 
@@ -195,7 +199,9 @@ async fn hostile_arguments_forged_forms_and_a_second_decider_in_chromium() {
         json!({"question": payload}),
     )
     .await;
-    let browser = Browser::start(800, 900).await;
+    let Some(browser) = Browser::start(800, 900).await else {
+        return;
+    };
     sign_in(&browser, &base, BOB).await;
     browser.wait_for_text("signed in as bob", WITHIN).await;
 

@@ -2,21 +2,28 @@
 //! port, with a fresh profile directory. The handful of WebDriver commands the inbox tests use
 //! are plain JSON over HTTP, sent with the reqwest the tests already have.
 //!
-//! `.ci/run` installs `chromium` and `chromium-driver`; a missing one fails the test with the
-//! install command — never a skip (docs/rules.md INBOX-9).
+//! `.ci/run` installs `chromium` and `chromium-driver`; both are looked up on `PATH`. A missing
+//! one fails the test under `CI`, and elsewhere skips it saying how to install them
+//! (docs/rules.md INBOX-9).
 
 use std::io::{BufRead as _, BufReader};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use serde_json::{Value, json};
 
-const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
-const CHROMIUM: &str = "/usr/bin/chromium";
 /// The WebDriver id key of an element reference.
 const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
+
+/// The executable `name` on `PATH`, if any.
+fn on_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|candidate| candidate.is_file())
+}
 
 /// One browser session; chromedriver and Chromium end when it is dropped.
 pub(crate) struct Browser {
@@ -28,20 +35,24 @@ pub(crate) struct Browser {
     _profile: tempfile::TempDir,
 }
 
-/// Fails loudly when the browser or its driver is not installed.
-fn require_installed() {
-    for path in [CHROMEDRIVER, CHROMIUM] {
-        assert!(
-            Path::new(path).exists(),
-            "{path} is missing: the inbox's browser tests need Chromium and its WebDriver; \
-             install them with `apt-get install -y chromium chromium-driver` (.ci/run does)"
-        );
+/// chromedriver and Chromium, when both are installed (see [`crate::support::installed`]).
+fn installed() -> Option<(PathBuf, PathBuf)> {
+    let found = on_path("chromedriver").zip(on_path("chromium"));
+    let what = "Chromium with its WebDriver (chromedriver)";
+    let install = "apt-get install -y chromium chromium-driver";
+    let missing = Path::new("/nonexistent/chromium");
+    match found {
+        Some(found) => Some(found),
+        None => {
+            crate::support::installed(missing, what, install);
+            None
+        }
     }
 }
 
 /// Starts chromedriver on port 0 and reads the port it chose from its banner.
-fn start_driver() -> (Child, u16) {
-    let mut driver = Command::new(CHROMEDRIVER)
+fn start_driver(chromedriver: &Path) -> (Child, u16) {
+    let mut driver = Command::new(chromedriver)
         .arg("--port=0")
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -62,10 +73,11 @@ fn start_driver() -> (Child, u16) {
 }
 
 impl Browser {
-    /// A fresh headless Chromium, `width`×`height`.
-    pub(crate) async fn start(width: u32, height: u32) -> Self {
-        require_installed();
-        let (driver, port) = start_driver();
+    /// A fresh headless Chromium, `width`×`height`; `None` when it is not installed (outside
+    /// `CI`, which fails instead).
+    pub(crate) async fn start(width: u32, height: u32) -> Option<Self> {
+        let (chromedriver, chromium) = installed()?;
+        let (driver, port) = start_driver(&chromedriver);
         let profile = tempfile::tempdir().unwrap();
         let args = [
             "--headless".to_owned(),
@@ -82,7 +94,7 @@ impl Browser {
         ];
         let capabilities = json!({"capabilities": {"alwaysMatch": {
             "browserName": "chrome",
-            "goog:chromeOptions": {"binary": CHROMIUM, "args": args}
+            "goog:chromeOptions": {"binary": chromium, "args": args}
         }}});
         let http = reqwest::Client::new();
         let base = format!("http://127.0.0.1:{port}");
@@ -102,13 +114,13 @@ impl Browser {
         let chromium_pid = value["capabilities"]["goog:processID"]
             .as_u64()
             .and_then(|pid| u32::try_from(pid).ok());
-        Self {
+        Some(Self {
             driver,
             http,
             session: format!("{base}/session/{id}"),
             chromium_pid,
             _profile: profile,
-        }
+        })
     }
 
     /// One WebDriver command; its `value` (panics on a WebDriver error).
