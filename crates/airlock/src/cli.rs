@@ -74,7 +74,11 @@ pub fn run() -> ExitCode {
     quiet_on_closed_pipe();
     let cli = Cli::parse();
     // Diagnostics go to stderr through tracing; human output to stdout.
-    if let Err(error) = logs::init(cli.log_format) {
+    let default = match cli.command {
+        Command::Run(_) => logs::QUIET_FILTER,
+        _ => logs::DEFAULT_FILTER,
+    };
+    if let Err(error) = logs::init(cli.log_format, default) {
         eprintln!("error: {error}");
         return ExitCode::from(exit::USAGE);
     }

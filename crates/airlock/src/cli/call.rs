@@ -13,7 +13,6 @@ use std::process::ExitCode;
 use airlock_ledger::{Invocation, InvocationId, InvocationState};
 use airlock_runtime::{CallContext, OutcomeKind};
 use airlock_spec::ScopeId;
-use anyhow::Context as _;
 use serde_json::{Value, json};
 
 use crate::boot::boot;
@@ -44,8 +43,12 @@ pub(crate) struct Args {
 }
 
 pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
-    let arguments: Value =
-        serde_json::from_str(&args.args).context("--args must be a JSON object")?;
+    let parsed = serde_json::from_str::<Value>(&args.args).ok();
+    let Some(arguments) = parsed.filter(Value::is_object) else {
+        // A usage error like clap's own (exit 2), not a failed call (OPS-20).
+        eprintln!("error: --args must be a JSON object, e.g. --args '{{\"id\": \"7\"}}'");
+        return Ok(ExitCode::from(exit::USAGE));
+    };
     let principal = args.principal.resolve("calling")?;
     let dir = args.deployment.locate()?;
     let runtime = tokio::runtime::Builder::new_current_thread()

@@ -14,6 +14,11 @@ use tracing_subscriber::EnvFilter;
 /// The filter without `AIRLOCK_LOG`: airlock's crates at `info`, everything else at `warn`.
 pub(crate) const DEFAULT_FILTER: &str = "warn,airlock=info,airlock_runtime=info,airlock_ledger=info,airlock_mcp=info,airlock_egress=info,airlock_spec=info";
 
+/// The filter of `airlock run` without `AIRLOCK_LOG`: warnings only. Its progress on standard
+/// output is the account of the run; airlock's `info` events would repeat every step of it on
+/// standard error, so a terminal would show each one twice.
+pub(crate) const QUIET_FILTER: &str = "warn";
+
 /// How log lines are written.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
 pub(crate) enum Format {
@@ -39,10 +44,10 @@ impl std::fmt::Display for BadFilter {
     }
 }
 
-/// Installs the process's subscriber: the filter from `AIRLOCK_LOG` (else [`DEFAULT_FILTER`]),
-/// written to standard error in `format`.
-pub(crate) fn init(format: Format) -> Result<(), BadFilter> {
-    let filter = filter(std::env::var("AIRLOCK_LOG").ok().as_deref())?;
+/// Installs the process's subscriber: the filter from `AIRLOCK_LOG` (else `default`, one of
+/// [`DEFAULT_FILTER`] and [`QUIET_FILTER`]), written to standard error in `format`.
+pub(crate) fn init(format: Format, default: &str) -> Result<(), BadFilter> {
+    let filter = filter(std::env::var("AIRLOCK_LOG").ok().as_deref(), default)?;
     let colour = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
@@ -59,10 +64,10 @@ pub(crate) fn init(format: Format) -> Result<(), BadFilter> {
     Ok(())
 }
 
-/// `AIRLOCK_LOG`'s directives, or the default when it is unset or blank.
-fn filter(directives: Option<&str>) -> Result<EnvFilter, BadFilter> {
+/// `AIRLOCK_LOG`'s directives, or `default` when it is unset or blank.
+fn filter(directives: Option<&str>, default: &str) -> Result<EnvFilter, BadFilter> {
     match directives.map(str::trim) {
-        None | Some("") => Ok(EnvFilter::new(DEFAULT_FILTER)),
+        None | Some("") => Ok(EnvFilter::new(default)),
         Some(directives) => EnvFilter::try_new(directives).map_err(|e| BadFilter(e.to_string())),
     }
 }
@@ -73,7 +78,7 @@ mod tests {
 
     #[test]
     fn a_bad_filter_is_refused_naming_the_variable() {
-        let error = filter(Some("airlock=loud")).unwrap_err();
+        let error = filter(Some("airlock=loud"), DEFAULT_FILTER).unwrap_err();
         assert!(
             error
                 .to_string()
@@ -85,7 +90,7 @@ mod tests {
     fn unset_or_blank_means_the_default() {
         for unset in [None, Some(""), Some("  ")] {
             assert_eq!(
-                filter(unset).unwrap().to_string(),
+                filter(unset, DEFAULT_FILTER).unwrap().to_string(),
                 EnvFilter::new(DEFAULT_FILTER).to_string()
             );
         }

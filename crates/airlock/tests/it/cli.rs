@@ -287,3 +287,16 @@ fn version_and_completions() {
     let out = airlock().args(["completions", "tcsh"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// OPS-6: `--args` that is not a JSON object is a usage error (exit 2) naming the flag, before
+/// any deployment is read.
+#[test]
+fn call_with_malformed_args_is_a_usage_error() {
+    let dir = tempfile::tempdir().unwrap();
+    for bad in ["{", "[1, 2]", "7"] {
+        let out = cli(dir.path(), &["call", "any_tool", "--args", bad]);
+        assert_eq!(out.status.code(), Some(2), "{bad}: {}", text(&out));
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(said.contains("--args must be a JSON object"), "{said}");
+    }
+}

@@ -422,6 +422,12 @@ fn airlock_run_shows_the_quickstart_agent_at_work() {
     let drafted = run("Draft an order for me");
     let out = String::from_utf8_lossy(&drafted.stdout);
     assert_eq!(drafted.status.code(), Some(0), "{}", crate::text(&drafted));
+    // OPS-5: the progress tells each step once; the log does not repeat it on stderr.
+    let said = String::from_utf8_lossy(&drafted.stderr);
+    assert!(
+        !said.contains("run started") && !said.contains("recorded"),
+        "{said}"
+    );
     assert!(
         out.contains("→ orders_create_order {\"customer\":\"30-12345678-9\""),
         "{out}"
