@@ -9,6 +9,7 @@ mod big_calls;
 mod call;
 mod call_key;
 mod check;
+mod check_gate;
 mod cli;
 mod clients;
 mod conformance;
