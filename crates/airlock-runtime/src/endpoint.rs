@@ -472,14 +472,10 @@ impl Gateway {
     }
 }
 
-/// A tool only an agent run can call: a sub-agent (AGENT-30), an action that needs a person's
-/// consent in the run's conversation (POLICY-35), or a proposing write, which only a run whose
-/// caller receives its proposals can make (POLICY-12). None is listed here (POLICY-50): every
-/// call of one through the endpoint would be refused.
-fn only_in_a_run(spec: &airlock_spec::ToolSpec) -> bool {
-    matches!(spec.source, airlock_spec::ToolSource::Agent(_))
-        || spec.policy.confirm
-        || spec.policy.mode == Mode::Propose
+/// A sub-agent, a consent-gated action, a proposing write: only a run calls them (POLICY-50).
+fn only_in_a_run(spec: &ToolSpec) -> bool {
+    let proposes = spec.policy.mode == Mode::Propose;
+    matches!(spec.source, ToolSource::Agent(_)) || spec.policy.confirm || proposes
 }
 
 impl ToolHost for Gateway {
