@@ -60,7 +60,8 @@ fn check_and_serve_refuse_a_missing_credential_with_the_same_message() {
     );
     let checked = check(dir.path());
     assert_eq!(checked.status.code(), Some(1), "{}", text(&checked));
-    let expected = "airlock.toml:4:1: connections.svc.credential: credential `svc.token` is missing";
+    let expected =
+        "airlock.toml:4:1: connections.svc.credential: credential `svc.token` is missing";
     let from_check = problem_lines(&checked);
     assert!(
         from_check.iter().any(|l| l.starts_with(expected)),

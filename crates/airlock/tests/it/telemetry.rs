@@ -438,5 +438,8 @@ fn a_missing_header_credential_stops_the_boot() {
     assert!(!out.status.success());
     let text = crate::text(&out);
     assert!(text.contains("telemetry.headers.x-api-key"), "{text}");
-    assert!(text.contains("credential `otel.missing` is missing"), "{text}");
+    assert!(
+        text.contains("credential `otel.missing` is missing"),
+        "{text}"
+    );
 }
