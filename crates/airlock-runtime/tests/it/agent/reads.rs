@@ -1,7 +1,7 @@
 //! Reads never wait for a person (docs/rules.md LEDGER-71, LEDGER-72, DECL-88): a `type: api`
 //! tool loaded from its declaration, against a loopback upstream that takes each request and
-//! never answers (the egress deadline, injected short, passes). The read's timeout is a tool
-//! error the model reads and the run completes; an approved write declared
+//! never answers (the egress deadline, injected short, passes) or hangs up. The read's failure
+//! is a tool error the model reads and the run completes; an approved write declared
 //! `effect: idempotent` fails the same way, while one of the default effect parks in doubt.
 
 use std::sync::Arc;
@@ -54,31 +54,38 @@ fn agents_with_erp(w: &World, port: u16, effect: &str) -> airlock_runtime::agent
 }
 
 #[tokio::test]
-async fn a_read_that_times_out_is_a_tool_error_and_the_run_completes() {
-    let w = World::new(Backend::Sqlite).await.unwrap();
-    let upstream = RawServer::start(None, Cue::Hold).await;
-    let agents = agents_with_erp(&w, upstream.port, "");
-    w.script(
-        "boss",
-        [calls(&[("erp_total", json!({}))]), answer("no total today")],
-    );
-    let (report, _) = run_with_events(&agents, request("boss", "the total?")).await;
-    assert_eq!(report.status, RunState::Completed, "{report:?}");
-    assert_eq!(report.answer.as_deref(), Some("no total today"));
-    assert!(report.waiting.is_empty(), "{report:?}");
-    assert_eq!(upstream.seen(), ["/v1/total"], "the request was sent");
-    let rows = w.store.run_invocations(report.run_id).await.unwrap();
-    let row = rows.iter().find(|r| r.tool == "erp_total").unwrap();
-    assert_eq!(row.state, InvocationState::Failed, "{row:?}");
-    assert_eq!(row.error.as_ref().unwrap().kind, ToolErrorKind::Timeout);
-    // The model read the timeout as the tool's error and answered on.
-    let results = w.read("boss").into_iter().find_map(|m| match m {
-        Message::ToolResults { results } => Some(results),
-        _ => None,
-    });
-    let results = results.expect("the model read a tool result");
-    assert!(results[0].is_error, "{results:?}");
-    assert_eq!(w.asked("boss"), 2);
+async fn an_unanswered_read_is_a_tool_error_and_the_run_completes() {
+    // The deadline passes on a held request; a request read and hung up on breaks the
+    // connection: both leave the request unanswered.
+    for (cue, kind) in [
+        (Cue::Hold, ToolErrorKind::Timeout),
+        (Cue::Hangup, ToolErrorKind::UpstreamError),
+    ] {
+        let w = World::new(Backend::Sqlite).await.unwrap();
+        let upstream = RawServer::start(None, cue).await;
+        let agents = agents_with_erp(&w, upstream.port, "");
+        w.script(
+            "boss",
+            [calls(&[("erp_total", json!({}))]), answer("no total today")],
+        );
+        let (report, _) = run_with_events(&agents, request("boss", "the total?")).await;
+        assert_eq!(report.status, RunState::Completed, "{cue:?}: {report:?}");
+        assert_eq!(report.answer.as_deref(), Some("no total today"));
+        assert!(report.waiting.is_empty(), "{report:?}");
+        assert_eq!(upstream.seen(), ["/v1/total"], "the request was sent");
+        let rows = w.store.run_invocations(report.run_id).await.unwrap();
+        let row = rows.iter().find(|r| r.tool == "erp_total").unwrap();
+        assert_eq!(row.state, InvocationState::Failed, "{cue:?}: {row:?}");
+        assert_eq!(row.error.as_ref().unwrap().kind, kind);
+        // The model read the failure as the tool's error and answered on.
+        let results = w.read("boss").into_iter().find_map(|m| match m {
+            Message::ToolResults { results } => Some(results),
+            _ => None,
+        });
+        let results = results.expect("the model read a tool result");
+        assert!(results[0].is_error, "{results:?}");
+        assert_eq!(w.asked("boss"), 2);
+    }
 }
 
 #[tokio::test]
