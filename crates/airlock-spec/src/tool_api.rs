@@ -1,8 +1,9 @@
-//! `type: api` tools (docs/rules.md DECL-18 to DECL-23, DECL-41): a tenant HTTP API described
-//! inline or in `apis/<slug>.yml`; one tool per operation, named `<slug with _>_<operation>`.
+//! `type: api` tools (docs/rules.md DECL-18 to DECL-23, DECL-41, DECL-88): a tenant HTTP API
+//! described inline or in `apis/<slug>.yml`; one tool per operation, named
+//! `<slug with _>_<operation>`.
 //! Reads execute; writes only propose. An operation's `approval` overrides the declaration's.
 //! A read (`writes: false`, or a GET) is `idempotent` whatever the declaration says, so an
-//! unanswered read fails as a tool error and never waits for a person; `effect` (DECL-86)
+//! unanswered read fails as a tool error and never waits for a person; `effect` (DECL-88)
 //! applies to the writes, `at_most_once` by default.
 
 use serde_json::Value;
@@ -111,7 +112,7 @@ pub(crate) fn read_api(f: &Fields<'_>, d: &mut Diag) -> Vec<Declared> {
 fn auth(node: &Node, path: &str, d: &mut Diag) -> Option<ApiAuth> {
     let f = Fields::open(node, path, &["scheme", "header", "param"], d)?;
     match f.req_str("scheme", d)?.as_str() {
-        // An API without auth says so (DECL-87): the call carries no credential.
+        // An API without auth says so (DECL-18, DECL-86): the call carries no credential.
         "none" => Some(ApiAuth::None),
         "bearer" => Some(ApiAuth::Bearer),
         "basic" => Some(ApiAuth::Basic),
