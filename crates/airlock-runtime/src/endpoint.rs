@@ -472,10 +472,10 @@ impl Gateway {
     }
 }
 
-/// A tool only an agent run can call: a sub-agent (AGENT-30), or an action that needs a
-/// person's consent in the run's conversation (POLICY-35). Neither is listed here.
-fn only_in_a_run(spec: &airlock_spec::ToolSpec) -> bool {
-    matches!(spec.source, airlock_spec::ToolSource::Agent(_)) || spec.policy.confirm
+/// A sub-agent, a consent-gated action, a proposing write: only a run calls them (POLICY-50).
+fn only_in_a_run(spec: &ToolSpec) -> bool {
+    let proposes = spec.policy.mode == Mode::Propose;
+    matches!(spec.source, ToolSource::Agent(_)) || spec.policy.confirm || proposes
 }
 
 impl ToolHost for Gateway {

@@ -34,7 +34,7 @@ fn main() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(
         dir.path().join("airlock.toml"),
-        "[connections.erp_main]\nbase_url = \"https://erp.example.com\"\n[connections.soporte_mcp]\nbase_url = \"https://soporte.example.com\"\n",
+        "[connections.erp_main]\nbase_url = \"https://erp.example.com\"\ncredential = \"erp.token\"\n[connections.soporte_mcp]\nbase_url = \"https://soporte.example.com\"\ncredential = \"soporte.token\"\n",
     )
     .unwrap();
     std::fs::create_dir(dir.path().join("agents")).unwrap();

@@ -211,8 +211,13 @@ fn model(node: &Node, d: &mut Diag) -> Option<(ModelSpec, Option<ScriptRef>)> {
     let credential = f
         .get("credential")
         .and_then(|n| credential_path(n, "spec.model.credential", d));
-    // Not recorded for the offline credential check: a model's key is needed when a run starts,
-    // and a deployment whose agents nobody runs yet (a fresh quickstart) must still load.
+    // Recorded apart from the credentials boot needs: a model's key is needed when a run starts,
+    // and a deployment whose agents nobody runs yet (a fresh quickstart) must still load, so
+    // the offline check only warns about it (OPS-72).
+    if let Some(path) = &credential {
+        let (at, key) = (f.key_at("credential"), "spec.model.credential");
+        d.refer(at, key, Referenced::ModelCredential(path.clone()));
+    }
     let endpoint = f.opt_str("endpoint", d);
     if let Some(url) = &endpoint {
         let (at, key) = (f.key_at("endpoint"), "spec.model.endpoint");

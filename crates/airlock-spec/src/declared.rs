@@ -18,13 +18,31 @@ pub(crate) struct Declared {
     /// Where its `connection` key is, for a tool that names one (every operation of an api
     /// entry shares its entry's key).
     pub(crate) connection_at: Option<(Pos, String)>,
+    /// Its entry's `auth` key, for a tool that names a connection (DECL-86, DECL-87).
+    pub(crate) auth_key: Option<AuthKey>,
 }
 
-/// Marks `tools` as declared under the `connection` key of `f`.
+/// Where a tool's `auth` is written, or where it would be (the entry) when it is absent.
+#[derive(Debug, Clone)]
+pub(crate) struct AuthKey {
+    pub(crate) at: Pos,
+    pub(crate) path: String,
+    /// Whether the entry has the key: an absent `auth` on a credentialed connection would
+    /// send the call without its credential, silently (DECL-86).
+    pub(crate) written: bool,
+}
+
+/// Marks `tools` as declared under the `connection` and `auth` keys of `f`.
 pub(crate) fn under_connection(f: &Fields<'_>, mut tools: Vec<Declared>) -> Vec<Declared> {
     let at = (f.key_at("connection"), f.key("connection"));
+    let auth = AuthKey {
+        at: f.key_at("auth"),
+        path: f.key("auth"),
+        written: f.has("auth"),
+    };
     for tool in &mut tools {
         tool.connection_at = Some(at.clone());
+        tool.auth_key = Some(auth.clone());
     }
     tools
 }
@@ -198,6 +216,7 @@ pub(crate) fn declare(
         at,
         path: path.to_owned(),
         connection_at: None,
+        auth_key: None,
     })
 }
 

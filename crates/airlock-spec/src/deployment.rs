@@ -327,6 +327,7 @@ fn resolve_integrations(refs: &[IntegrationRef], catalog: &Catalog, d: &mut Diag
                 at: *at,
                 path: r.actions_path.clone(),
                 connection_at: None,
+                auth_key: None,
             });
         }
     }
@@ -406,12 +407,15 @@ fn load_script(
     read
 }
 
-/// Per-file checks: connections exist (when `config` is known); no two tools of `owner` (the
-/// agent, or the gateway scope) share a final name.
+/// Per-file checks: connections exist and agree with each tool's `auth` (when `config` is
+/// known, DECL-86, DECL-87); no two tools of `owner` (the agent, or the gateway scope) share a
+/// final name.
 fn check_tools(declared: &[Declared], config: Option<&Config>, owner: &str, d: &mut Diag) {
     let mut seen: HashMap<&str, &Declared> = HashMap::new();
-    // An undeclared connection is reported once, at the entry's `connection` key.
+    // An undeclared connection, or an auth its connection contradicts, is reported once per
+    // entry.
     let mut undeclared = std::collections::BTreeSet::new();
+    let mut auth_reported = std::collections::BTreeSet::new();
     for tool in declared {
         let name = tool.spec.definition.name.as_str();
         if name == crate::AWAIT_TOOL {
@@ -426,10 +430,13 @@ fn check_tools(declared: &[Declared], config: Option<&Config>, owner: &str, d: &
             ToolSource::McpInline(t) => Some(&t.connection),
             _ => None,
         };
-        if let (Some(connection), Some(config)) = (connection, config)
-            && !config.connections.contains_key(connection.as_str())
-            && !config.per_run_connections.contains_key(connection.as_str())
-        {
+        let Some((connection, config)) = connection.zip(config) else {
+            continue;
+        };
+        if let Some(entry) = config.connections.get(connection.as_str()) {
+            let named = (connection.as_str(), entry);
+            crate::tool_auth::check_auth(tool, named, &mut auth_reported, d);
+        } else if !config.per_run_connections.contains_key(connection.as_str()) {
             let (at, key) = tool
                 .connection_at
                 .clone()

@@ -30,6 +30,7 @@ mod scope;
 mod telemetry;
 mod tool;
 mod tool_api;
+mod tool_auth;
 mod tool_mcp;
 mod tree;
 mod urls;

@@ -27,6 +27,9 @@ pub struct Reference {
 pub enum Referenced {
     /// A credential boot or a call resolves.
     Credential(CredentialPath),
+    /// A model's API key: resolved only when a run of its agent starts, so an offline check
+    /// warns about it rather than refusing the deployment.
+    ModelCredential(CredentialPath),
     /// A URL the gateway connects to through the egress guard, with whose allowances.
     Url(String, Reach),
 }

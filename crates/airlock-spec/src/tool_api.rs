@@ -1,9 +1,14 @@
-//! `type: api` tools (docs/rules.md DECL-18 to DECL-23, DECL-41): a tenant HTTP API described
-//! inline or in `apis/<slug>.yml`; one tool per operation, named `<slug with _>_<operation>`.
+//! `type: api` tools (docs/rules.md DECL-18 to DECL-23, DECL-41, DECL-88): a tenant HTTP API
+//! described inline or in `apis/<slug>.yml`; one tool per operation, named
+//! `<slug with _>_<operation>`.
 //! Reads execute; writes only propose. An operation's `approval` overrides the declaration's.
+//! A read (`writes: false`, or a GET) is `idempotent` whatever the declaration says, so an
+//! unanswered read fails as a tool error and never waits for a person; `effect` (DECL-88)
+//! applies to the writes, `at_most_once` by default.
 
 use serde_json::Value;
 
+use crate::connection::effect;
 use crate::declared::{
     Declared, declare, description, non_empty_list, shared_policy, under_connection,
     unread_confirm, writes_and_mode,
@@ -11,15 +16,17 @@ use crate::declared::{
 use crate::diag::Diag;
 use crate::fields::Fields;
 use crate::names::{check_slug, check_snake, slug_prefix};
+use crate::policy::Effect;
 use crate::schema::{check_input_schema, from_parameters};
 use crate::tool::{ApiAuth, ApiOperation, Method, Policy, ToolSource};
 use crate::tree::Node;
 
-pub(crate) const KEYS: [&str; 10] = [
+pub(crate) const KEYS: [&str; 11] = [
     "name",
     "type",
     "connection",
     "auth",
+    "effect",
     "operations",
     "description",
     "rate_limit",
@@ -74,13 +81,20 @@ pub(crate) fn read_api(f: &Fields<'_>, d: &mut Diag) -> Vec<Declared> {
     let auth = f
         .required("auth", d)
         .and_then(|n| auth(n, &f.key("auth"), d));
+    let write_effect = effect(f, d);
     let policy = shared_policy(f, d);
     let operations: Vec<Operation> = non_empty_list(f, "operations", "operation", d)
         .into_iter()
         .filter_map(|(path, node)| operation(node, &path, d))
         .collect();
-    let (Some(slug), Some(connection), Some(auth)) = (slug, connection, auth) else {
+    let (Some(slug), Some(connection), Some(auth), Some(write_effect)) =
+        (slug, connection, auth, write_effect)
+    else {
         return Vec::new();
+    };
+    let policy = Policy {
+        effect: write_effect,
+        ..policy
     };
     let api = Api {
         slug,
@@ -98,6 +112,8 @@ pub(crate) fn read_api(f: &Fields<'_>, d: &mut Diag) -> Vec<Declared> {
 fn auth(node: &Node, path: &str, d: &mut Diag) -> Option<ApiAuth> {
     let f = Fields::open(node, path, &["scheme", "header", "param"], d)?;
     match f.req_str("scheme", d)?.as_str() {
+        // An API without auth says so (DECL-18, DECL-86): the call carries no credential.
+        "none" => Some(ApiAuth::None),
         "bearer" => Some(ApiAuth::Bearer),
         "basic" => Some(ApiAuth::Basic),
         "header" => crate::connection::header_name(&f, d).map(ApiAuth::Header),
@@ -107,7 +123,7 @@ fn auth(node: &Node, path: &str, d: &mut Diag) -> Option<ApiAuth> {
                 f.key_at("scheme"),
                 &f.key("scheme"),
                 format!(
-                    "`{other}` is not an auth scheme; use one of: header, bearer, basic, query"
+                    "`{other}` is not an auth scheme; use one of: header, bearer, basic, query, none"
                 ),
             );
             None
@@ -180,10 +196,18 @@ fn declare_operation(api: &Api, op: Operation, d: &mut Diag) -> Option<Declared>
         allow_slashes: op.request.allow_slashes,
         select: op.select,
     });
+    // A read changes nothing, so its unanswered request is an ordinary failure, never a
+    // call in doubt (LEDGER-71): GET is safe by definition, whatever `writes` says.
+    let reads = !op.writes || op.request.method == Method::Get;
     let policy = Policy {
         writes: op.writes,
         mode: op.mode,
         approval: op.approval.unwrap_or(api.policy.approval),
+        effect: if reads {
+            Effect::Idempotent
+        } else {
+            api.policy.effect
+        },
         ..api.policy.clone()
     };
     declare(

@@ -146,6 +146,9 @@ fn check_path(path: &str) -> Result<(), String> {
 fn auth(node: &Node, path: &str, d: &mut Diag) -> Option<McpAuth> {
     let f = Fields::open(node, path, &["scheme", "header"], d)?;
     match f.req_str("scheme", d)?.as_str() {
+        // Written out, so a server without auth on a credentialed connection is a choice
+        // (DECL-86), not a forgotten key.
+        "none" => Some(McpAuth::None),
         "bearer" => Some(McpAuth::Bearer),
         "header" => header_name(&f, d).map(McpAuth::Header),
         other => {
@@ -153,7 +156,7 @@ fn auth(node: &Node, path: &str, d: &mut Diag) -> Option<McpAuth> {
                 f.key_at("scheme"),
                 &f.key("scheme"),
                 format!(
-                    "`{other}` is not an auth scheme for an MCP server; use `bearer` or `header`"
+                    "`{other}` is not an auth scheme for an MCP server; use `bearer`, `header` or `none`"
                 ),
             );
             None

@@ -68,7 +68,8 @@ async fn load(
     lease: Option<std::time::Duration>,
     listen: bool,
 ) -> anyhow::Result<Booted> {
-    let deployment = Deployment::load(dir).map_err(|e| anyhow::anyhow!("{e}"))?;
+    // The gate `airlock check` uses: what it refuses, boot refuses in its words (OPS-70).
+    let deployment = crate::preflight::load(dir).map_err(|e| anyhow::anyhow!("{e}"))?;
     let credentials = load_credentials(dir, &deployment)?;
     let config = store_config(&deployment.config, listen);
     let store = open_ledger(&deployment.config.database_url, config).await?;
@@ -78,7 +79,7 @@ async fn load(
 /// [`boot`] on a ledger the caller opened (benchmarks and tests: e.g. a store with other
 /// settings); the deployment's `database_url` is not used.
 pub async fn boot_on_store(dir: &Path, store: Arc<dyn Store>) -> anyhow::Result<Booted> {
-    let deployment = Deployment::load(dir).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let deployment = crate::preflight::load(dir).map_err(|e| anyhow::anyhow!("{e}"))?;
     let credentials = load_credentials(dir, &deployment)?;
     assemble(deployment, credentials, store, None).await
 }

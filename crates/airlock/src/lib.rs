@@ -4,5 +4,6 @@ pub mod boot;
 pub mod cli;
 pub mod http;
 pub mod memory;
+pub mod preflight;
 pub mod result;
 pub mod telemetry;

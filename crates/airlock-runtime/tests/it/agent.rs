@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use airlock_egress::{EgressPolicy, GuardedClient};
 use airlock_model::{
-    ChatRequest, Model, ModelError, ModelErrorKind, TokenSink, ToolCall, Turn, Usage,
+    ChatRequest, Message, Model, ModelError, ModelErrorKind, TokenSink, ToolCall, Turn, Usage,
 };
 use airlock_runtime::agent::{Agents, Limits, ModelFactory, RunEvent, RunReport, RunRequest};
 use airlock_runtime::ledger::{
@@ -30,6 +30,7 @@ use crate::gateway::{Backend, Location, location, open};
 mod confirm;
 mod park;
 mod propose;
+mod reads;
 mod runs;
 mod sub;
 mod supplied;
@@ -41,6 +42,8 @@ pub(crate) struct Scripted {
     asked: AtomicUsize,
     /// The tool names offered on the last request.
     offered: Mutex<Vec<String>>,
+    /// The conversation of the last request: what the model read.
+    read: Mutex<Vec<Message>>,
     /// A clock each turn moves forward, and by how much: the time a model takes.
     tick: Mutex<Option<(ManualClock, Duration)>>,
 }
@@ -66,6 +69,7 @@ impl Model for Scripted {
             clock.advance(*by);
         }
         *self.offered.lock().unwrap() = request.tools.iter().map(|t| t.name.clone()).collect();
+        *self.read.lock().unwrap() = request.messages.clone();
         let next = self.turns.lock().unwrap().pop_front();
         Box::pin(async move {
             let turn = next.ok_or_else(|| ModelError {
@@ -267,6 +271,11 @@ impl World {
 
     pub(crate) fn offered(&self, agent: &str) -> Vec<String> {
         self.models[agent].offered.lock().unwrap().clone()
+    }
+
+    /// The conversation `agent`'s model read on its last turn.
+    pub(crate) fn read(&self, agent: &str) -> Vec<Message> {
+        self.models[agent].read.lock().unwrap().clone()
     }
 
     /// Every model's turn moves `clock` forward by `by`.

@@ -15,3 +15,4 @@ mod rules;
 mod schemas;
 mod support;
 mod telemetry;
+mod tool_auth;

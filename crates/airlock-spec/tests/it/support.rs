@@ -8,7 +8,7 @@ pub(crate) struct Dir {
     dir: tempfile::TempDir,
 }
 
-pub(crate) const TOML: &str = "[connections.erp_main]\nbase_url = \"https://erp.example.com\"\ncredential = \"erp.token\"\n\n[connections.soporte_mcp]\nbase_url = \"https://soporte.example.com\"\n";
+pub(crate) const TOML: &str = "[connections.erp_main]\nbase_url = \"https://erp.example.com\"\ncredential = \"erp.token\"\n\n[connections.soporte_mcp]\nbase_url = \"https://soporte.example.com\"\ncredential = \"soporte.token\"\n";
 
 impl Dir {
     pub(crate) fn new() -> Self {

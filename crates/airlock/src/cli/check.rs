@@ -1,12 +1,11 @@
 //! `airlock check [--dir DIR] [--json] [--discover]`: validate offline, print the warnings (keys
 //! accepted but not read, each with file:line) and each scope's tools and digest. Exit status 1
 //! when any declaration is invalid, or when boot or a call would fail on what can be known
-//! offline (a credential that does not resolve, a URL the egress guard refuses without DNS);
+//! offline (a credential that does not resolve, a URL the egress guard refuses without DNS):
+//! the same gate `serve` boots through ([`crate::preflight`]), so the two never disagree;
 //! warnings alone never fail it. Only `--discover` touches the network: it lists every
 //! connection file's tools (one `tools/list` each, through the deployment's egress policy) and
 //! shows them in the gateway scope, with the digest `serve` would have.
-
-mod offline;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -36,7 +35,7 @@ pub(crate) struct Args {
 
 pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let dir = args.deployment.locate_or(args.path.as_deref())?;
-    match Deployment::load(&dir).and_then(offline_checked) {
+    match crate::preflight::load(&dir) {
         Ok(deployment) => {
             let mut scopes = scopes(&deployment);
             let discovered = if args.discover {
@@ -76,16 +75,6 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
 fn print_warnings(warnings: &[SpecIssue]) {
     for warning in warnings {
         eprintln!("warning: {warning}");
-    }
-}
-
-/// A deployment that loaded, refused as a load would be when boot or a call would fail on it.
-fn offline_checked(deployment: Deployment) -> Result<Deployment, SpecErrors> {
-    let problems = offline::problems(&deployment, std::env::vars());
-    if problems.is_empty() {
-        Ok(deployment)
-    } else {
-        Err(SpecErrors(problems))
     }
 }
 

@@ -3,7 +3,8 @@
 //! `type: mcp` block to paste under an agent's `spec.tools`. Safe as pasted (docs/rules.md
 //! DECL-39): a tool is `writes: false` only when the server marks it `readOnlyHint: true`, every
 //! other tool is `writes: true` + `mode: propose`, each with a comment naming the hint; `auth`
-//! and `approval` are printed only when asked for (`--auth`, `--approval`). A tool whose input
+//! is printed as `--auth` asks (bearer when `--credential` alone authenticated the listing) and
+//! `approval` only when asked for (`--approval`). A tool whose input
 //! schema breaks the 8-level / 16 KiB limits (or is not `type: object`) is left out with a `# …`
 //! comment saying why, so the printed block always passes `airlock check`.
 //! Also runs `airlock check --discover`'s discovery of connection files.
@@ -120,9 +121,12 @@ fn credential(args: &Args, credentials: &Credentials) -> anyhow::Result<McpCrede
     })
 }
 
-/// The block's `auth`, only when `--auth` asks for it: a server without auth needs none.
+/// The block's `auth`: as `--auth` asks, or bearer when `--credential` alone authenticated the
+/// listing (the server needs a credential, and a block without `auth` on a credentialed
+/// connection does not load, DECL-86); none for a server listed without one.
 fn scheme_yaml(args: &Args) -> anyhow::Result<Option<String>> {
     match (args.auth, &args.header) {
+        (None, _) if args.credential.is_some() => Ok(Some("{ scheme: bearer }".to_owned())),
         (None, _) => Ok(None),
         (Some(AuthScheme::Bearer), _) => Ok(Some("{ scheme: bearer }".to_owned())),
         (Some(AuthScheme::Header), Some(h)) => {

@@ -134,7 +134,7 @@ fn confirm_on_an_api_tool_is_a_warning_naming_its_line() {
     let toml = "[connections.erp_main]\nbase_url = \"https://erp.example.com\"\n";
     let dir = deployment_with(toml, "");
     std::fs::create_dir(dir.path().join("agents")).unwrap();
-    let manifest = "apiVersion: airlock/v1\nkind: Agent\nmetadata:\n  name: erp\nspec:\n  model: { provider: openai, model: gpt-4o-mini }\n  prompts: { system: test }\n  tools:\n    - name: erp-cliente\n      type: api\n      connection: erp_main\n      auth: { scheme: bearer }\n      confirm: true\n      operations:\n        - name: buscar\n          description: Find.\n          writes: false\n          request: { method: GET, path: /clientes }\n";
+    let manifest = "apiVersion: airlock/v1\nkind: Agent\nmetadata:\n  name: erp\nspec:\n  model: { provider: openai, model: gpt-4o-mini }\n  prompts: { system: test }\n  tools:\n    - name: erp-cliente\n      type: api\n      connection: erp_main\n      auth: { scheme: none }\n      confirm: true\n      operations:\n        - name: buscar\n          description: Find.\n          writes: false\n          request: { method: GET, path: /clientes }\n";
     std::fs::write(dir.path().join("agents/erp.yml"), manifest).unwrap();
     let expected =
         "agents/erp.yml:13:7: spec.tools[0].confirm: `confirm` is not read on `type: api` tools";

@@ -303,8 +303,9 @@ async fn discover_prints_a_block_that_check_accepts() {
         "{block}"
     );
     assert_eq!(block.matches("writes: false").count(), 1, "{block}");
-    // DECL-39: no `--auth`, no auth block (the credential was used for listing only).
-    assert!(!block.contains("auth"), "{block}");
+    // DECL-39: no `--auth`, but the listing needed the credential: the block sends it as it
+    // was sent, bearer (a block without `auth` on the credentialed connection would not load).
+    assert!(block.contains("\n  auth: { scheme: bearer }\n"), "{block}");
     assert!(!block.contains("approval"), "{block}");
     assert!(
         block.contains(

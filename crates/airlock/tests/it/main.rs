@@ -10,6 +10,7 @@ mod boundaries;
 mod call;
 mod call_key;
 mod check;
+mod check_gate;
 mod cli;
 mod clients;
 mod conformance;

@@ -194,7 +194,7 @@ fn serve_logs_a_confirm_warning_and_starts() {
     let toml = format!("{toml}[connections.erp_main]\nbase_url = \"https://erp.example.com\"\n");
     std::fs::write(dir.path().join("airlock.toml"), toml).unwrap();
     std::fs::create_dir(dir.path().join("agents")).unwrap();
-    let manifest = "apiVersion: airlock/v1\nkind: Agent\nmetadata:\n  name: erp\nspec:\n  model: { provider: openai, model: gpt-4o-mini }\n  prompts: { system: test }\n  tools:\n    - name: erp-cliente\n      type: api\n      connection: erp_main\n      auth: { scheme: bearer }\n      confirm: true\n      operations:\n        - name: buscar\n          description: Find.\n          writes: false\n          request: { method: GET, path: /clientes }\n";
+    let manifest = "apiVersion: airlock/v1\nkind: Agent\nmetadata:\n  name: erp\nspec:\n  model: { provider: openai, model: gpt-4o-mini }\n  prompts: { system: test }\n  tools:\n    - name: erp-cliente\n      type: api\n      connection: erp_main\n      auth: { scheme: none }\n      confirm: true\n      operations:\n        - name: buscar\n          description: Find.\n          writes: false\n          request: { method: GET, path: /clientes }\n";
     std::fs::write(dir.path().join("agents/erp.yml"), manifest).unwrap();
     let (child, _, _lines) = spawn_serve(dir.path());
     sigterm(child.id());

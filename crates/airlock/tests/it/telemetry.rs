@@ -421,7 +421,8 @@ async fn the_exporter_obeys_the_egress_deny_list() {
     assert!(collector.headers().is_empty());
 }
 
-/// DECL-62: a header whose credential does not resolve stops the boot, naming the header.
+/// DECL-62: a header whose credential does not resolve stops the boot, naming the header (as
+/// `airlock check` names it, OPS-70: at its file, line and key).
 #[test]
 fn a_missing_header_credential_stops_the_boot() {
     let telemetry = "[telemetry]\nendpoint = \"http://127.0.0.1:4318\"\n[telemetry.headers]\nx-api-key = \"otel.missing\"\n";
@@ -436,6 +437,9 @@ fn a_missing_header_credential_stops_the_boot() {
         .unwrap();
     assert!(!out.status.success());
     let text = crate::text(&out);
-    assert!(text.contains("[telemetry.headers] x-api-key"), "{text}");
-    assert!(text.contains("otel.missing"), "{text}");
+    assert!(text.contains("telemetry.headers.x-api-key"), "{text}");
+    assert!(
+        text.contains("credential `otel.missing` is missing"),
+        "{text}"
+    );
 }

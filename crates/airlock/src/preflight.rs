@@ -1,19 +1,45 @@
-//! What boot or a call would find out, found offline (docs/rules.md DECL-38): every credential
-//! path a token, connection or connection file names resolves in the deployment's credentials,
-//! and every URL passes the egress guard's rules that need no DNS, with the deployment's
-//! `[egress]` allowances. Each problem is placed at file:line:key like a load error. No secret
-//! value is read out or printed, and nothing is resolved or sent.
+//! The one gate a deployment passes before it is served (docs/rules.md OPS-70): `airlock check`
+//! and `serve` both load through [`load`], so what one refuses the other refuses, with the same
+//! problems in the same words. Beyond the declarations' own rules it finds, offline, what boot
+//! or a call would find out (DECL-38): every credential path a token, connection or connection
+//! file names resolves in the deployment's credentials, and every URL passes the egress guard's
+//! rules that need no DNS, with the deployment's `[egress]` allowances. A model's key that does
+//! not resolve is a warning (OPS-72): only a run of its agent needs it. Each problem is placed
+//! at file:line:key like a load error. No secret value is read out or printed, and nothing is
+//! resolved or sent.
 
 use std::path::Path;
 
-use airlock_spec::{Credentials, Deployment, Reach, Reference, Referenced, SpecIssue};
+use airlock_spec::{Credentials, Deployment, Reach, Reference, Referenced, SpecErrors, SpecIssue};
 
-/// Every offline problem of a deployment that loaded, sorted by place.
-pub(crate) fn problems(
+/// Loads `dir` and refuses it as a load error when boot or a call would fail on it; a model key
+/// that does not resolve joins the deployment's warnings. The credentials are read from the
+/// process's environment and the deployment's files, as boot reads them.
+///
+/// # Errors
+/// Every problem of the declarations, or else every offline problem, each at file:line:key.
+pub fn load(dir: &Path) -> Result<Deployment, SpecErrors> {
+    let mut deployment = Deployment::load(dir)?;
+    let (problems, warnings) = problems(&deployment, std::env::vars());
+    if !problems.is_empty() {
+        return Err(SpecErrors(problems));
+    }
+    deployment.warnings.extend(warnings);
+    deployment.warnings.sort_by(by_place);
+    Ok(deployment)
+}
+
+fn by_place(a: &SpecIssue, b: &SpecIssue) -> std::cmp::Ordering {
+    (&a.file, a.line, a.column).cmp(&(&b.file, b.line, b.column))
+}
+
+/// Every offline problem of a deployment that loaded, and every warning, each sorted by place.
+fn problems(
     deployment: &Deployment,
     env: impl IntoIterator<Item = (String, String)>,
-) -> Vec<SpecIssue> {
+) -> (Vec<SpecIssue>, Vec<SpecIssue>) {
     let mut out = Vec::new();
+    let mut warnings = Vec::new();
     let egress = &deployment.config.egress;
     let operator = airlock_runtime::egress_policy(egress);
     let tenant = operator.public_only();
@@ -26,6 +52,12 @@ pub(crate) fn problems(
         let reason = match &reference.target {
             Referenced::Credential(path) => {
                 credentials.as_ref().and_then(|c| resolves(c, path).err())
+            }
+            Referenced::ModelCredential(path) => {
+                let missing = credentials.as_ref().and_then(|c| resolves(c, path).err());
+                let why = "a run of this agent fails until it is set";
+                warnings.extend(missing.map(|r| issue(reference, format!("{r}; {why}"))));
+                None
             }
             Referenced::Url(url, reach) => {
                 let vouched = match reach {
@@ -41,8 +73,9 @@ pub(crate) fn problems(
         };
         out.extend(reason.map(|r| issue(reference, r)));
     }
-    out.sort_by(|a, b| (&a.file, a.line, a.column).cmp(&(&b.file, b.line, b.column)));
-    out
+    out.sort_by(by_place);
+    warnings.sort_by(by_place);
+    (out, warnings)
 }
 
 /// A path resolves as one value, or as the `username`/`password` mapping basic auth reads.
