@@ -28,7 +28,7 @@ const DEADLINE: Duration = Duration::from_millis(300);
 fn agents_with_erp(w: &World, port: u16, effect: &str) -> airlock_runtime::agent::Agents {
     let dir = tempfile::tempdir().unwrap();
     let toml = format!(
-        "[connections.erp_main]\nbase_url = \"http://127.0.0.1:{port}/v1\"\ncredential = \"erp.token\"\n"
+        "[connections.erp_main]\nuse_egress_allow = true\nbase_url = \"http://127.0.0.1:{port}/v1\"\ncredential = \"erp.token\"\n"
     );
     std::fs::write(dir.path().join("airlock.toml"), toml).unwrap();
     std::fs::create_dir(dir.path().join("agents")).unwrap();
