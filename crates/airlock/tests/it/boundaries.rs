@@ -1,7 +1,8 @@
-//! The operator's egress allow list is the operator's (docs/rules.md EGRESS-38), end to end on
-//! a real `airlock serve`: with `[egress] allow = ["127.0.0.1/32"]` for its own loopback model,
-//! a tenant's `type: api` tool, a catalog integration and a `base_url` a run's caller supplies —
-//! all pointing at a loopback API — are blocked, while the model on loopback answers.
+//! The operator's egress allow list is the operator's (docs/rules.md EGRESS-38), end to end: with
+//! `[egress] allow = ["127.0.0.1/32"]` for its own loopback model, a tenant's `type: api` tool
+//! and a catalog integration on a loopback API refuse to load until the operator vouches for
+//! them, and a `base_url` a run's caller supplies is blocked at the call, while the model on
+//! loopback answers. A supplied connection is never swapped for airlock.toml's (AGENT-63).
 
 use std::net::SocketAddr;
 
@@ -10,20 +11,28 @@ use serde_json::json;
 
 use crate::runs::CALLER;
 use crate::serve::ADMIN;
-use crate::support::{Server, deployment_with, http};
+use crate::support::{Server, cli, deployment_with, http};
 
 /// Agent `desk` on the fake model at `model`, with three tools whose destinations are all the
 /// loopback API at `api`: `erp_total` (a `type: api` on `[connections.erp]`), `tickets_search`
 /// (catalog integration `tickets`) and `crm_total` (a `type: api` on the per-run connection
-/// `crm`). Nothing is vouched for by the operator.
-fn desk(model: &str, api: u16) -> tempfile::TempDir {
+/// `crm`). With `vouched`, the operator vouches for `erp` and `tickets`; never for `crm`.
+fn desk(model: &str, api: u16, vouched: bool) -> tempfile::TempDir {
+    let (erp_vouched, integrations) = if vouched {
+        (
+            "use_egress_allow = true\n",
+            "allow_integrations = [\"tickets\"]\n",
+        )
+    } else {
+        ("", "")
+    };
     let toml = format!(
         "listen = \"127.0.0.1:0\"\n\
          [[mcp.tokens]]\ncredential = \"airlock.caller\"\nprincipal = \"carol\"\nscopes = [\"agent:desk\"]\n\
          [[admin.tokens]]\ncredential = \"airlock.admin\"\nprincipal = \"alice\"\n\
-         [egress]\nallow = [\"127.0.0.1/32\"]\n\
+         [egress]\nallow = [\"127.0.0.1/32\"]\n{integrations}\
          [credentials]\nfile = \"creds.yml\"\n\
-         [connections.erp]\nbase_url = \"http://127.0.0.1:{api}/api\"\ncredential = \"erp.token\"\n\
+         [connections.erp]\n{erp_vouched}base_url = \"http://127.0.0.1:{api}/api\"\ncredential = \"erp.token\"\n\
          [connections.crm]\nper_run = true\n"
     );
     let creds = format!(
@@ -63,7 +72,7 @@ fn desk(model: &str, api: u16) -> tempfile::TempDir {
 }
 
 #[tokio::test]
-async fn tenant_destinations_on_loopback_are_blocked_while_the_operators_model_works() {
+async fn tenant_destinations_on_loopback_are_refused_while_the_operators_model_works() {
     let api = RawServer::start(None, Cue::Status(200)).await;
     let model = FakeModel::openai(vec![
         ModelReply::calls(vec![
@@ -71,10 +80,22 @@ async fn tenant_destinations_on_loopback_are_blocked_while_the_operators_model_w
             FakeCall::new("c2", "tickets_search", &json!({})),
             FakeCall::new("c3", "crm_total", &json!({})),
         ]),
-        ModelReply::text(&["Nothing reachable."]),
+        ModelReply::text(&["Two of three."]),
     ])
     .await;
-    let dir = desk(&model.endpoint(), api.port);
+
+    // Not vouched for: the tenant API and the integration do not load (check, hence serve).
+    let refused = desk(&model.endpoint(), api.port, false);
+    let out = cli(refused.path(), &["check"]);
+    assert_eq!(out.status.code(), Some(1), "{}", crate::text(&out));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.starts_with("2 problems in "), "{said}");
+    assert!(said.contains("connections.erp.base_url"), "{said}");
+    assert!(said.contains("catalog/tickets/integration.yaml"), "{said}");
+    assert!(said.contains("use_egress_allow = true"), "{said}");
+
+    // Vouched for: they run; the URL the run's caller supplies for `crm` is still refused.
+    let dir = desk(&model.endpoint(), api.port, true);
     let server = Server::start(dir.path(), &[]);
     let addr: SocketAddr = server.addr.parse().unwrap();
     let body = json!({
@@ -97,19 +118,25 @@ async fn tenant_destinations_on_loopback_are_blocked_while_the_operators_model_w
         (200, &json!("completed")),
         "{run}"
     );
-    assert_eq!(run["answer"], "Nothing reachable.", "{run}");
+    assert_eq!(run["answer"], "Two of three.", "{run}");
     let calls = run["invocations"].as_array().expect("invocations");
-    assert_eq!(calls.len(), 3, "{run}");
-    for call in calls {
-        assert_eq!(call["state"], "failed", "{call}");
-        let path = format!("/v1/invocations/{}", call["id"].as_str().unwrap());
-        let (_, row, _) = http(addr, "GET", &path, Some(ADMIN), None).await;
-        assert_eq!(row["result"]["error"]["kind"], "blocked", "{row}");
-    }
-    assert!(
-        api.seen().is_empty(),
-        "nothing reached the tenant API: {:?}",
-        api.seen()
+    let states: Vec<_> = calls.iter().map(|c| (&c["tool"], &c["state"])).collect();
+    assert_eq!(
+        states,
+        [
+            (&json!("erp_total"), &json!("succeeded")),
+            (&json!("tickets_search"), &json!("succeeded")),
+            (&json!("crm_total"), &json!("failed")),
+        ],
+        "{run}"
+    );
+    let path = format!("/v1/invocations/{}", calls[2]["id"].as_str().unwrap());
+    let (_, row, _) = http(addr, "GET", &path, Some(ADMIN), None).await;
+    assert_eq!(row["result"]["error"]["kind"], "blocked", "{row}");
+    assert_eq!(
+        api.seen(),
+        ["/api/total", "/api/tickets"],
+        "only the vouched two"
     );
     assert_eq!(
         model.requests(),

@@ -225,8 +225,9 @@ fn call_exits_with_a_code_per_outcome() {
         "the command's error: {}",
         text(&out)
     );
+    // A usage error, as the exit-code table says (OPS-6).
     let out = call(dir.path(), "fetch", "not json");
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
 }
 
 #[test]

@@ -296,22 +296,20 @@ async fn egress_37_a_server_the_guard_refuses_offers_nothing() {
     let Some((_upstream, port)) = sdk_fixture().await else {
         return;
     };
-    // No `allow`: the guard refuses loopback, so the declaration's server is never listed.
-    let dir = deployment(port, "");
-    let (addr, _) = serve_in_process(dir.path()).await;
-    let base = format!("http://{addr}");
-    let caps = capabilities(&base, "/agents/rich").await;
+    // `allow` covers loopback, but the operator did not vouch for the tenant's connection
+    // (EGRESS-38): the guard refuses it, so the boot — like `airlock check` — names it and how
+    // to vouch for it, and nothing of the server is ever listed (OPS-70).
+    let dir = deployment(port, "allow = [\"127.0.0.1/32\"]");
+    let toml = std::fs::read_to_string(dir.path().join("airlock.toml")).unwrap();
+    let unvouched = toml.replace("use_egress_allow = true\n", "");
+    std::fs::write(dir.path().join("airlock.toml"), unvouched).unwrap();
+    let refused = airlock::boot::boot(dir.path())
+        .await
+        .err()
+        .expect("refused");
+    let said = refused.to_string();
     assert!(
-        caps.get("resources").is_none() && caps.get("prompts").is_none(),
-        "{caps}"
+        said.contains("connections.fixture.base_url") && said.contains("use_egress_allow"),
+        "{said}"
     );
-    let refused = reply(
-        &base,
-        "/agents/rich",
-        CLAUDE,
-        "resources/read",
-        json!({"uri": "rich+test://static-text"}),
-    )
-    .await;
-    assert_eq!(refused["error"]["code"], -32601, "{refused}");
 }
