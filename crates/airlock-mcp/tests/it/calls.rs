@@ -330,7 +330,9 @@ async fn a_private_destination_is_blocked_with_no_request() {
         .await
         .unwrap_err();
     assert_eq!(err.kind, CallErrorKind::Blocked);
-    assert!(err.message.contains("10.0.0.5"), "{err}");
+    // EGRESS-39: the name, never what it resolved to.
+    assert!(err.message.contains("internal.upstream.io"), "{err}");
+    assert!(!err.message.contains("10.0.0.5"), "{err}");
     assert!(server.methods().is_empty());
 }
 
