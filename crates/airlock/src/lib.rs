@@ -4,5 +4,6 @@ pub mod boot;
 pub mod cli;
 pub mod http;
 pub mod memory;
+pub mod open_files;
 pub mod result;
 pub mod telemetry;
