@@ -20,18 +20,18 @@ async fn cancel_run(addr: SocketAddr, id: &str, token: &str) -> (u16, Value) {
 
 #[tokio::test]
 async fn another_principal_gets_404_for_a_run_as_if_it_did_not_exist() {
-    // `carol` starts a run that parks (its `fetch` waits for a person); `root` (a token with
-    // every scope, so granted the agent) and `gus` (another agent's grant) try to reach it.
-    let fetch = FakeCall::new("call_1", "fetch", &json!({"url": "http://127.0.0.1:9/"}));
-    let model = FakeModel::openai(vec![ModelReply::calls(vec![fetch])]).await;
+    // `carol` starts two runs that park (each `fetch` waits for a person); `root` (a token with
+    // every scope, so granted the agent) and `gus` (another agent's grant) try to reach the
+    // first; an admin cancels it, and `carol` the second.
+    let fetch = || FakeCall::new("call_1", "fetch", &json!({"url": "http://127.0.0.1:9/"}));
+    let model = FakeModel::openai(vec![
+        ModelReply::calls(vec![fetch()]),
+        ModelReply::calls(vec![fetch()]),
+    ])
+    .await;
     let dir = helper_deployment(&model.endpoint(), "http://127.0.0.1:9");
     let (addr, _) = serve_in_process(dir.path()).await;
-    let (status, parked) = start_run(addr, "helper", CALLER, json!({"input": "fetch it"})).await;
-    assert_eq!(
-        (status, &parked["status"]),
-        (200, &json!("parked")),
-        "{parked}"
-    );
+    let parked = parked_run(addr).await;
     let run = parked["run_id"].as_str().unwrap();
 
     // What a run nobody recorded answers, with this run's id in place of the other's.
@@ -52,7 +52,14 @@ async fn another_principal_gets_404_for_a_run_as_if_it_did_not_exist() {
     let (status, read) = read_run(addr, run, ADMIN).await;
     assert_eq!((status, &read["status"]), (200, &json!("parked")), "{read}");
 
-    let (status, cancelled) = cancel_run(addr, run, CALLER).await;
+    let (status, cancelled) = cancel_run(addr, run, ADMIN).await;
+    assert_eq!(
+        (status, &cancelled["status"]),
+        (200, &json!("cancelled")),
+        "{cancelled}"
+    );
+    let second = parked_run(addr).await;
+    let (status, cancelled) = cancel_run(addr, second["run_id"].as_str().unwrap(), CALLER).await;
     assert_eq!(
         (status, &cancelled["status"]),
         (200, &json!("cancelled")),
@@ -60,19 +67,13 @@ async fn another_principal_gets_404_for_a_run_as_if_it_did_not_exist() {
     );
 }
 
-#[tokio::test]
-async fn an_admin_cancels_any_run() {
-    let fetch = FakeCall::new("call_1", "fetch", &json!({"url": "http://127.0.0.1:9/"}));
-    let model = FakeModel::openai(vec![ModelReply::calls(vec![fetch])]).await;
-    let dir = helper_deployment(&model.endpoint(), "http://127.0.0.1:9");
-    let (addr, _) = serve_in_process(dir.path()).await;
-    let (_, parked) = start_run(addr, "helper", CALLER, json!({"input": "fetch it"})).await;
-    let run = parked["run_id"].as_str().unwrap();
-    let (status, cancelled) = cancel_run(addr, run, ADMIN).await;
+/// A run of `carol`'s that parked.
+async fn parked_run(addr: SocketAddr) -> Value {
+    let (status, parked) = start_run(addr, "helper", CALLER, json!({"input": "fetch it"})).await;
     assert_eq!(
-        (status, &cancelled["status"]),
-        (200, &json!("cancelled")),
-        "{cancelled}"
+        (status, &parked["status"]),
+        (200, &json!("parked")),
+        "{parked}"
     );
-    assert_eq!(read_run(addr, run, CALLER).await.1["status"], "cancelled");
+    parked
 }
