@@ -247,23 +247,7 @@ async fn approve(
     apply(&state, &admin, id, Decision::Approve).await
 }
 
-/// `/record` (DECIDE-13): by an admin, or by the caller whose run made the proposal, recorded
-/// under its principal (AGENT-69); the id is checked before the body, as on the other routes.
-async fn record(
-    State(state): State<AppState>,
-    Path(id): Path<String>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Result<Json<Value>, ApiError> {
-    let requester = super::auth::run_requester(&state, &headers)?;
-    let id = parse_id(&id)?;
-    super::runs::may_record(&state, &requester, id).await?;
-    let decision = parse_body::<RecordBody>(&body)?.into();
-    // The one decision path, with the requester's principal as the decider.
-    apply(&state, &Admin(requester.into_principal()), id, decision).await
-}
-
-/// `/approvals/{id}/decision` and the per-verb routes but `/approve`: parse the id, then the body
+/// `/approvals/{id}/decision` and the per-verb routes but `/approve` and `/record`: parse the id, then the body
 /// `B` (in that order, so a malformed id is a 400 before a bad body is a 422), and apply the
 /// decision it names.
 async fn decide_verb<B: DeserializeOwned + Into<Decision>>(
@@ -315,4 +299,20 @@ fn parse_id(id: &str) -> Result<InvocationId, ApiError> {
             format!("`{id}` is not an invocation id"),
         )
     })
+}
+
+/// `/record` (DECIDE-13): by an admin, or by the caller whose run made the proposal, recorded
+/// under its principal (AGENT-69); the id is checked before the body, as on the other routes.
+async fn record(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Json<Value>, ApiError> {
+    let requester = super::auth::run_requester(&state, &headers)?;
+    let id = parse_id(&id)?;
+    super::runs::may_record(&state, &requester, id).await?;
+    let decision = parse_body::<RecordBody>(&body)?.into();
+    // The one decision path, with the requester's principal as the decider.
+    apply(&state, &Admin(requester.into_principal()), id, decision).await
 }

@@ -97,6 +97,8 @@ async fn reachable_run(state: &AppState, headers: &HeaderMap, id: &str) -> Resul
     })?;
     let owner = state.agents.principal(id).await?;
     if !requester.owns(owner.as_deref()) {
+        // The operator hears what the caller is not told.
+        tracing::warn!(run = %id, ?requester, "run refused: another principal started it");
         return Err(AgentError::RunNotFound(id).into());
     }
     Ok(id)
@@ -126,7 +128,10 @@ pub(super) async fn may_record(
     };
     match state.agents.principal(run).await {
         Ok(owner) if requester.owns(owner.as_deref()) => Ok(()),
-        Ok(_) | Err(AgentError::RunNotFound(_)) => Err(unknown()),
+        Ok(_) | Err(AgentError::RunNotFound(_)) => {
+            tracing::warn!(%id, %run, ?requester, "record refused: another principal's run proposed the call");
+            Err(unknown())
+        }
         Err(e) => Err(e.into()),
     }
 }
