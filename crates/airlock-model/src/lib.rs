@@ -5,11 +5,11 @@
 //! resumed run can replay them without asking the model again.
 //!
 //! Guarantees: a provider's credential never appears in a [`ModelError`]; a provider's own error
-//! keeps its HTTP status and message.
+//! keeps its HTTP status and message, also where it is shown (MODEL-14).
 //!
 //! [`connect`] turns a manifest's `spec.model` into a [`Model`]: OpenAI-compatible chat
 //! completions, Anthropic Messages (both streamed through the egress guard, retried with
-//! backoff), or a scripted model that answers from a file. The rules are MODEL-1 to MODEL-13
+//! backoff), or a scripted model that answers from a file. The rules are MODEL-1 to MODEL-14
 //! in docs/rules.md.
 
 mod anthropic;
@@ -131,9 +131,10 @@ impl std::ops::AddAssign for Usage {
     }
 }
 
-/// Why a turn failed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{kind}: {message}")]
+/// Why a turn failed. Shown as `kind: message`, and a provider's refusal with its status
+/// (`provider answered 401: invalid x-api-key`, docs/rules.md MODEL-14): the status is what
+/// tells an operator a wrong key from a quota or an outage.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ModelError {
     /// The class of failure.
     pub kind: ModelErrorKind,
@@ -162,6 +163,20 @@ impl ModelError {
         }
     }
 }
+
+impl std::fmt::Display for ModelError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (self.kind, self.status) {
+            (ModelErrorKind::Provider, Some(status)) => {
+                write!(f, "provider answered {status}: {}", self.message)
+            }
+            (kind, Some(status)) => write!(f, "{kind} ({status}): {}", self.message),
+            (kind, None) => write!(f, "{kind}: {}", self.message),
+        }
+    }
+}
+
+impl std::error::Error for ModelError {}
 
 /// Classes of [`ModelError`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -27,6 +27,8 @@ use crate::{ChatRequest, Model, ModelError, ModelErrorKind, TokenSink, Turn};
 const ERROR_BODY_BYTES: usize = 64 * 1024;
 /// The most of a provider's message kept in an error, in characters.
 const MESSAGE_CHARS: usize = 500;
+/// The message of a refusal whose body said nothing readable (its status is shown beside it).
+const NO_MESSAGE: &str = "its answer carried no message";
 
 /// Reads one provider's event stream into a turn.
 pub(crate) trait Decoder: Default + Send {
@@ -157,8 +159,8 @@ impl Endpoint {
             .collect_up_to(ERROR_BODY_BYTES)
             .await
             .unwrap_or_default();
-        let message =
-            provider_message(&text).unwrap_or_else(|| format!("the provider answered {status}"));
+        // The status is shown beside the message (MODEL-14): a body without one says so.
+        let message = provider_message(&text).unwrap_or_else(|| NO_MESSAGE.to_owned());
         let error = ModelError {
             kind: ModelErrorKind::Provider,
             status: Some(status),
@@ -262,7 +264,7 @@ fn from_egress(e: &EgressError, streamed: bool) -> Attempt<Turn> {
             let error = ModelError {
                 kind: ModelErrorKind::Provider,
                 status: Some(status),
-                message,
+                message: NO_MESSAGE.to_owned(),
             };
             return Attempt::from((error, retry::retryable_status(status), None));
         }

@@ -19,7 +19,7 @@
 //!   POLICY-30..POLICY-35).
 //!
 //! [`Agents`] is the interface every surface uses: [`Agents::run`], [`Agents::read`],
-//! [`Agents::cancel`]; [`resume::work`] is the background worker of a serving process.
+//! [`Agents::principal`] (whose run it is), [`Agents::cancel`]; [`resume::work`] is the background worker of a serving process.
 
 mod confirm;
 mod ctx;
@@ -244,6 +244,20 @@ impl Agents {
         let words = &self.inner.yes_words;
         match record::report(self.store(), id, &scopes, words).await {
             Ok(report) => Ok(report),
+            Err(airlock_ledger::LedgerError::RunNotFound(_)) => Err(AgentError::RunNotFound(id)),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The principal that started run `id` (`None`: a run started without one); a run below
+    /// the root has its root's. What a surface checks before it shows or stops a run for a
+    /// caller (docs/rules.md AGENT-67).
+    ///
+    /// # Errors
+    /// [`AgentError::RunNotFound`], or the ledger failed.
+    pub async fn principal(&self, id: RunId) -> Result<Option<String>, AgentError> {
+        match Detail::load(self.store(), id).await {
+            Ok((detail, _)) => Ok(detail.principal),
             Err(airlock_ledger::LedgerError::RunNotFound(_)) => Err(AgentError::RunNotFound(id)),
             Err(e) => Err(e.into()),
         }

@@ -4,6 +4,7 @@ pub mod boot;
 pub mod cli;
 pub mod http;
 pub mod memory;
+pub mod open_files;
 pub mod preflight;
 pub mod result;
 pub mod telemetry;

@@ -211,6 +211,11 @@ async fn a_wrong_key_is_a_provider_error(flavor: Flavor) {
         (ModelErrorKind::Provider, Some(401))
     );
     assert_eq!(error.message, "invalid credential");
+    // MODEL-14: the status is shown with the message.
+    assert_eq!(
+        error.to_string(),
+        "provider answered 401: invalid credential"
+    );
     assert!(waits.all().is_empty());
 }
 

@@ -72,7 +72,13 @@ pub(super) async fn ask(
     }
     match result {
         Ok(turn) => Asked::Turn(turn),
-        Err(error) => Asked::Failed(format!("model: {error}")),
+        Err(error) => {
+            // The operator's log says why, with the provider's status (MODEL-14); the run's
+            // report carries the same text.
+            let status = error.status;
+            tracing::warn!(run = %ctx.run, kind = %error.kind, status, %error, "the model's turn failed");
+            Asked::Failed(format!("model: {error}"))
+        }
     }
 }
 

@@ -1,7 +1,7 @@
-//! `airlock serve [--dir DIR]`: validate (fail loud), discover connection tools (fail loud),
-//! migrate, start the sweeper, the worker (approved calls nobody claimed), the resume worker
-//! (parked runs whose calls were decided, AGENT-7) and, with `[notify]`, the delivery of
-//! notifications; serve HTTP.
+//! `airlock serve [--dir DIR]`: raise the open-file limit and keep `max_connections` below it
+//! (OPS-67), validate (fail loud), discover connection tools (fail loud), migrate, start the
+//! sweeper, the worker (approved calls nobody claimed), the resume worker (parked runs whose
+//! calls were decided, AGENT-7) and, with `[notify]`, the delivery of notifications; serve HTTP.
 //!
 //! Shutdown (docs/rules.md OPS-9): the first SIGTERM/SIGINT stops accepting, ends every long
 //! poll at once with the call's current state (the row stays parked; the client calls again),
@@ -15,11 +15,13 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use airlock_ledger::Store;
+use airlock_spec::ServerLimits;
 use anyhow::Context as _;
 use tokio::net::TcpListener;
 
 use crate::boot::{boot_serving, scope_paths};
 use crate::http::{AppState, app, serve};
+use crate::open_files::{FileLimit, RESERVED, connection_cap};
 
 use super::deployment::DirArg;
 
@@ -58,6 +60,8 @@ pub(crate) struct Args {
 
 pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let dir = args.deployment.locate_or(args.path.as_deref())?;
+    // Before anything is opened: the ledger, the runtime and every connection live under it.
+    let files = crate::open_files::raise();
     let workers = args.workers.map_or_else(default_workers, usize::from);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(workers)
@@ -65,7 +69,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
         // Each worker gives back its own heap after a quiet period (OPS-62).
         .on_thread_park(crate::memory::worker_parks)
         .build()?;
-    let served = runtime.block_on(serve_dir(args, &dir));
+    let served = runtime.block_on(serve_dir(args, &dir, files));
     // A call cut off at the deadline must not hold the process open.
     runtime.shutdown_timeout(Duration::from_secs(1));
     served
@@ -85,7 +89,7 @@ fn workers_for(cores: usize) -> usize {
     cores.saturating_sub(1).max(1)
 }
 
-async fn serve_dir(args: &Args, dir: &Path) -> anyhow::Result<ExitCode> {
+async fn serve_dir(args: &Args, dir: &Path, files: FileLimit) -> anyhow::Result<ExitCode> {
     let booted = boot_serving(dir, args.lease.map(Duration::from_secs)).await?;
     let listen = args.listen.unwrap_or(booted.deployment.config.listen);
     // Before the banner: a signal sent once it is printed must find its handler.
@@ -151,7 +155,7 @@ async fn serve_dir(args: &Args, dir: &Path) -> anyhow::Result<ExitCode> {
         agents: booted.agents,
         admin: booted.admin,
         mcp: booted.mcp,
-        limits: booted.deployment.config.server,
+        limits: within_file_limit(booted.deployment.config.server, files),
         slack: booted.slack,
     };
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
@@ -190,6 +194,24 @@ async fn serve_dir(args: &Args, dir: &Path) -> anyhow::Result<ExitCode> {
         telemetry.shutdown().await;
     }
     Ok(exit)
+}
+
+/// `limits` with `max_connections` kept below the open-file limit (OPS-67, OPS-68), said in
+/// one line of the log.
+fn within_file_limit(mut limits: ServerLimits, files: FileLimit) -> ServerLimits {
+    let configured = limits.max_connections;
+    limits.max_connections = connection_cap(configured, files.now);
+    let shown =
+        |limit: Option<u64>| limit.map_or_else(|| "unlimited".to_owned(), |l| l.to_string());
+    tracing::info!(
+        open_files = %shown(files.now),
+        raised_from = %shown(files.found),
+        max_connections = limits.max_connections,
+        configured,
+        reserved = RESERVED,
+        "connections capped below the open-file limit"
+    );
+    limits
 }
 
 /// Exits without waiting for running calls: their rows keep their leases, and the next start's

@@ -4,7 +4,8 @@
 //! in the request.
 //!
 //! A caller that executed a proposal itself records how it went (`/record`, DECIDE-13): the
-//! same one compare-and-swap, so it and an approval cannot both win.
+//! same one compare-and-swap, so it and an approval cannot both win. The run's own caller may
+//! record without an admin token, for its own runs' proposals only (AGENT-69).
 //!
 //! Statuses: 404 unknown id, 409 already decided (naming who) or wrong state, 410 expired,
 //! 422 a body that is not the decision's shape (or a decision that cannot be taken as written,
@@ -14,7 +15,7 @@ use airlock_ledger::{CallerOutcome, Decision, InvocationId, Resolution};
 use axum::body::Bytes;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::Deserialize;
@@ -39,7 +40,7 @@ pub(super) fn router() -> Router<AppState> {
             "/invocations/{id}/resolve",
             post(decide_verb::<ResolveBody>),
         )
-        .route("/invocations/{id}/record", post(decide_verb::<RecordBody>))
+        .route("/invocations/{id}/record", post(record))
 }
 
 /// Filters and paging of `GET /v1/approvals`.
@@ -246,7 +247,7 @@ async fn approve(
     apply(&state, &admin, id, Decision::Approve).await
 }
 
-/// `/approvals/{id}/decision` and the per-verb routes but `/approve`: parse the id, then the body
+/// `/approvals/{id}/decision` and the per-verb routes but `/approve` and `/record`: parse the id, then the body
 /// `B` (in that order, so a malformed id is a 400 before a bad body is a 422), and apply the
 /// decision it names.
 async fn decide_verb<B: DeserializeOwned + Into<Decision>>(
@@ -298,4 +299,20 @@ fn parse_id(id: &str) -> Result<InvocationId, ApiError> {
             format!("`{id}` is not an invocation id"),
         )
     })
+}
+
+/// `/record` (DECIDE-13): by an admin, or by the caller whose run made the proposal, recorded
+/// under its principal (AGENT-69); the id is checked before the body, as on the other routes.
+async fn record(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Json<Value>, ApiError> {
+    let requester = super::auth::run_requester(&state, &headers)?;
+    let id = parse_id(&id)?;
+    super::runs::may_record(&state, &requester, id).await?;
+    let decision = parse_body::<RecordBody>(&body)?.into();
+    // The one decision path, with the requester's principal as the decider.
+    apply(&state, &Admin(requester.into_principal()), id, decision).await
 }

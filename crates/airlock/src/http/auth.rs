@@ -1,7 +1,8 @@
 //! Bearer authentication, deny by default, every token compared in constant time: admins (a
 //! token from `[[admin.tokens]]`; the decider's name is the token's principal, never something
 //! the request body says) and callers of an agent (a token from `[[mcp.tokens]]` granted the
-//! agent's scope; the run's principal is the token's).
+//! agent's scope; the run's principal is the token's). A run, once started, is reached by its
+//! principal's tokens and by admins only ([`RunRequester`], docs/rules.md AGENT-67).
 
 use airlock_mcp::Caller;
 use airlock_spec::ScopeId;
@@ -109,33 +110,51 @@ fn bearer(header: Option<&str>) -> Option<&str> {
     header?.strip_prefix("Bearer ")
 }
 
-/// Refuses (401) a request that carries neither an admin token nor a caller token, before
-/// anything is looked up for it.
-pub(super) fn any_token(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
-    let header = headers
-        .get(axum::http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok());
-    let callers = state.mcp.tokens.iter().map(|t| (&t.token, ()));
-    let admins = state.admin.0.iter().map(|(t, _)| (t, ()));
-    bearer(header)
-        .and_then(|supplied| matching(callers.chain(admins), supplied))
-        .ok_or_else(ApiError::unauthorized_caller)
+/// Who asks for a run, or for a proposal of one (docs/rules.md AGENT-67..AGENT-70): an admin
+/// reaches every run; a caller reaches only the runs its principal started.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum RunRequester {
+    /// The principal of an `[[admin.tokens]]` token.
+    Admin(String),
+    /// The principal of an `[[mcp.tokens]]` token.
+    Caller(String),
 }
 
-/// Who may read or cancel a run of agent `agent`: a caller granted the agent, or an admin
-/// (admins read every call; docs/rules.md AGENT-40).
-pub(super) fn run_reader(
+impl RunRequester {
+    /// Whether it may reach a run started by `owner` (`None`: a run started without a
+    /// principal, which only an admin reaches).
+    pub(super) fn owns(&self, owner: Option<&str>) -> bool {
+        match self {
+            Self::Admin(_) => true,
+            Self::Caller(principal) => owner == Some(principal.as_str()),
+        }
+    }
+
+    /// Its principal: the name a decision it takes is recorded under.
+    pub(super) fn into_principal(self) -> String {
+        match self {
+            Self::Admin(principal) | Self::Caller(principal) => principal,
+        }
+    }
+}
+
+/// The requester of a run (or of a run's proposal): an admin token, else a caller token; 401
+/// for neither, before anything is looked up for the request.
+pub(super) fn run_requester(
     state: &AppState,
     headers: &HeaderMap,
-    agent: &str,
-) -> Result<String, ApiError> {
+) -> Result<RunRequester, ApiError> {
     let header = headers
         .get(axum::http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok());
-    match principal(&state.admin, header) {
-        Some(admin) => Ok(admin),
-        None => agent_caller(state, headers, agent).map(|caller| caller.principal),
+    if let Some(admin) = principal(&state.admin, header) {
+        return Ok(RunRequester::Admin(admin));
     }
+    let callers = state.mcp.tokens.iter().map(|t| (&t.token, t));
+    bearer(header)
+        .and_then(|supplied| matching(callers, supplied))
+        .map(|token| RunRequester::Caller(token.principal.clone()))
+        .ok_or_else(ApiError::unauthorized_caller)
 }
 
 #[cfg(test)]
@@ -171,5 +190,19 @@ mod tests {
             None,
             "deny by default"
         );
+    }
+
+    #[test]
+    fn a_caller_owns_only_what_its_principal_started() {
+        let carol = RunRequester::Caller("carol".into());
+        assert!(carol.owns(Some("carol")));
+        assert!(!carol.owns(Some("dave")));
+        assert!(
+            !carol.owns(None),
+            "a run without a principal is the operator's"
+        );
+        let admin = RunRequester::Admin("alice".into());
+        assert!(admin.owns(Some("carol")) && admin.owns(None));
+        assert_eq!(carol.into_principal(), "carol");
     }
 }

@@ -159,12 +159,16 @@ impl From<AgentError> for ApiError {
             AgentError::UnknownSession(_) => {
                 Self::new(StatusCode::NOT_FOUND, "unknown_session", message)
             }
+            // Another principal's (or agent's) session is answered as one that does not exist:
+            // a caller learns nothing of sessions that are not its own (AGENT-68).
+            AgentError::ForeignSession(session) => Self::new(
+                StatusCode::NOT_FOUND,
+                "unknown_session",
+                AgentError::UnknownSession(session).to_string(),
+            ),
             AgentError::SessionBusy { run, .. } => {
                 Self::new(StatusCode::CONFLICT, "session_busy", message)
                     .with("run_id", run.to_string())
-            }
-            AgentError::ForeignSession(_) => {
-                Self::new(StatusCode::FORBIDDEN, "foreign_session", message)
             }
             AgentError::RunEnded { .. } => Self::new(StatusCode::CONFLICT, "run_ended", message),
             AgentError::BadRequest(_) => Self::new(StatusCode::BAD_REQUEST, "bad_body", message),
@@ -192,7 +196,7 @@ mod tests {
                 409,
                 "session_busy",
             ),
-            (AgentError::ForeignSession(session), 403, "foreign_session"),
+            (AgentError::ForeignSession(session), 404, "unknown_session"),
             (
                 AgentError::RunEnded {
                     run,
@@ -212,6 +216,15 @@ mod tests {
             let api = ApiError::from(error);
             assert_eq!((api.status.as_u16(), api.code), (status, code), "{api:?}");
         }
+    }
+
+    #[test]
+    fn a_foreign_session_reads_as_an_unknown_one() {
+        let session = SessionId::new();
+        assert_eq!(
+            ApiError::from(AgentError::ForeignSession(session)).body(),
+            ApiError::from(AgentError::UnknownSession(session)).body()
+        );
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! The run API (docs/rules.md AGENT-40 … AGENT-49): `POST /v1/agents/{name}/run` runs an agent
+//! The run API (docs/rules.md AGENT-40 … AGENT-48, AGENT-67 … AGENT-70): `POST /v1/agents/{name}/run` runs an agent
 //! to its end — completed, parked or failed — and answers its report; `GET /v1/runs/{id}` reads a
 //! run back at any time, also after a restart; `POST /v1/runs/{id}/cancel` cancels one. The
 //! WebSocket twin is [`ws`].
@@ -6,15 +6,17 @@
 //! Guarantees: deny by default (a caller token granted `agent:<name>`, AGENT-40); a bad body is a
 //! precise 400/413/415 before anything is recorded (AGENT-41); a run, once started, runs to its
 //! end even if the HTTP client goes away (its report stays readable); the answer always carries
-//! `proposals` (AGENT-44). Statuses: 404 unknown agent or run, 409 a session with a run in
-//! progress (naming it), 400 a body or id that does not parse.
+//! `proposals` (AGENT-44); a run is read and cancelled only by the principal that started it or
+//! an admin — to anyone else it is a run nobody recorded (AGENT-67, AGENT-70). Statuses: 404
+//! unknown agent or run (or another principal's), 409 a session with a run in progress (naming
+//! it), 400 a body or id that does not parse.
 
 pub(crate) mod body;
 mod ws;
 
-use airlock_ledger::RunId;
+use airlock_ledger::{InvocationId, LedgerError, RunId};
 use airlock_mcp::Caller;
-use airlock_runtime::agent::{RunConnection, RunReport, RunRequest};
+use airlock_runtime::agent::{AgentError, RunConnection, RunReport, RunRequest};
 use axum::Json;
 use axum::Router;
 use axum::body::Bytes;
@@ -26,7 +28,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::AppState;
-use super::auth::{agent_caller, run_reader};
+use super::auth::{RunRequester, agent_caller, run_requester};
 use super::error::ApiError;
 use body::{MAX_BODY_BYTES, RunBody};
 
@@ -67,8 +69,8 @@ async fn show(
     Path(id): Path<String>,
     headers: HeaderMap,
 ) -> Result<Json<RunReport>, ApiError> {
-    let report = readable_run(&state, &headers, &id).await?;
-    Ok(Json(report))
+    let id = reachable_run(&state, &headers, &id).await?;
+    Ok(Json(state.agents.read(id).await?))
 }
 
 /// `POST /v1/runs/{id}/cancel`.
@@ -77,19 +79,15 @@ async fn cancel(
     Path(id): Path<String>,
     headers: HeaderMap,
 ) -> Result<Json<RunReport>, ApiError> {
-    let run = readable_run(&state, &headers, &id).await?;
-    let report = state.agents.cancel(run.run_id).await?;
-    Ok(Json(report))
+    let id = reachable_run(&state, &headers, &id).await?;
+    Ok(Json(state.agents.cancel(id).await?))
 }
 
-/// The run `id` names, if the request may see it: any valid token first (401), then the run
-/// (400 malformed id, 404 unknown), then the token's grant of the run's agent (403).
-async fn readable_run(
-    state: &AppState,
-    headers: &HeaderMap,
-    id: &str,
-) -> Result<RunReport, ApiError> {
-    super::auth::any_token(state, headers)?;
+/// The run `id` names, if the request may reach it: an admin or caller token first (401), then
+/// the id (400), then the run's principal — a run nobody recorded and another principal's run
+/// are the same 404 (AGENT-67, AGENT-70).
+async fn reachable_run(state: &AppState, headers: &HeaderMap, id: &str) -> Result<RunId, ApiError> {
+    let requester = run_requester(state, headers)?;
     let id: RunId = id.parse().map_err(|_| {
         ApiError::new(
             StatusCode::BAD_REQUEST,
@@ -97,9 +95,45 @@ async fn readable_run(
             format!("`{}` is not a run id", id.escape_debug()),
         )
     })?;
-    let report = state.agents.read(id).await?;
-    run_reader(state, headers, &report.agent)?;
-    Ok(report)
+    let owner = state.agents.principal(id).await?;
+    if !requester.owns(owner.as_deref()) {
+        // The operator hears what the caller is not told.
+        tracing::warn!(run = %id, ?requester, "run refused: another principal started it");
+        return Err(AgentError::RunNotFound(id).into());
+    }
+    Ok(id)
+}
+
+/// Whether `requester` may record the outcome of proposal `id` (DECIDE-13): an admin may record
+/// any; a caller only a proposal of a run its principal started (AGENT-69). Every other row —
+/// another principal's run's, a call made outside a run, an id nobody recorded — is the same
+/// 404, so a caller learns nothing of calls that are not its own.
+pub(super) async fn may_record(
+    state: &AppState,
+    requester: &RunRequester,
+    id: InvocationId,
+) -> Result<(), ApiError> {
+    if let RunRequester::Admin(_) = requester {
+        return Ok(());
+    }
+    let unknown = || ApiError::from(LedgerError::NotFound(id));
+    let row = match state.gateway.store().get(id).await {
+        Ok(row) => row,
+        Err(LedgerError::NotFound(_)) => return Err(unknown()),
+        Err(e) => return Err(e.into()),
+    };
+    // A call of a run carries its root run's id (AGENT-21), whose principal started the tree.
+    let Some(run) = row.run_id else {
+        return Err(unknown());
+    };
+    match state.agents.principal(run).await {
+        Ok(owner) if requester.owns(owner.as_deref()) => Ok(()),
+        Ok(_) | Err(AgentError::RunNotFound(_)) => {
+            tracing::warn!(%id, %run, ?requester, "record refused: another principal's run proposed the call");
+            Err(unknown())
+        }
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// A run request of `caller` from a parsed body: the run's connections live in memory only;

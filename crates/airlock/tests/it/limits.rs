@@ -1,7 +1,8 @@
-//! What clients may hold of `airlock serve` (docs/rules.md OPS-12, OPS-13), against a real
-//! child process configured with small bounds: idle connections cannot lock callers out, a
-//! header sent too slowly ends its connection, and requests beyond the in-flight bounds are
-//! answered 503 with `Retry-After`.
+//! What clients may hold of `airlock serve` (docs/rules.md OPS-12, OPS-13, OPS-67..OPS-69),
+//! against a real child process configured with small bounds: idle connections cannot lock
+//! callers out, a header sent too slowly ends its connection, requests beyond the in-flight
+//! bounds are answered 503 with `Retry-After`, and the connection cap stays below the process's
+//! file limit.
 
 use std::time::Duration;
 
@@ -27,12 +28,18 @@ fn deployment(server: &str) -> tempfile::TempDir {
     )
 }
 
-/// `airlock serve` with at most `fds` file descriptors, as a host with a low limit has.
+/// `airlock serve` with at most `fds` file descriptors (soft and hard), as a host with a low
+/// limit has.
 fn serve_with_fd_limit(dir: &std::path::Path, fds: u32) -> Server {
+    serve_under_ulimit(dir, &format!("-n {fds}"))
+}
+
+/// `airlock serve` started by `sh` after `ulimit {limit}`.
+fn serve_under_ulimit(dir: &std::path::Path, limit: &str) -> Server {
     let mut command = std::process::Command::new("sh");
     command
         .arg("-c")
-        .arg(format!("ulimit -n {fds} && exec \"$0\" \"$@\""))
+        .arg(format!("ulimit {limit} && exec \"$0\" \"$@\""))
         .arg(airlock().get_program())
         .arg("serve")
         .arg(dir)
@@ -195,4 +202,114 @@ async fn a_connection_beyond_a_busy_cap_is_answered_503() {
     assert!(head.contains("retry-after: 1"), "{head}");
     assert_eq!(body["error"], "busy", "{body}");
     drop(busy);
+}
+
+/// The `serve` log line saying the open-file limit and the connection cap chosen.
+const CAP_LINE: &str = "connections capped below the open-file limit";
+
+/// OPS-67, OPS-68: `serve` raises a soft file limit to the hard one and keeps
+/// `max_connections` below the limit in force, saying both in one line of its log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_keeps_its_connections_below_its_file_limit_and_says_so() {
+    let dir = deployment("");
+    // Soft and hard limit 256: nothing to raise; 128 descriptors are kept for the rest.
+    let server = serve_with_fd_limit(dir.path(), 256);
+    let line = server.await_log(&[CAP_LINE], Duration::from_secs(10));
+    for field in ["open_files=256", "max_connections=128", "configured=1024"] {
+        assert!(line.contains(field), "{field}: {line}");
+    }
+    drop(server);
+
+    // A soft limit of 256 under a higher hard one is raised to it.
+    let hard = rustix::process::getrlimit(rustix::process::Resource::Nofile).maximum;
+    let server = serve_under_ulimit(dir.path(), "-Sn 256");
+    let line = server.await_log(&[CAP_LINE], Duration::from_secs(10));
+    let cap = airlock::open_files::connection_cap(1024, hard.filter(|h| *h > 256).or(Some(256)));
+    let limit = hard.map_or_else(|| "256".to_owned(), |h| h.max(256).to_string());
+    for field in [
+        format!("open_files={limit}"),
+        "raised_from=256".to_owned(),
+        format!("max_connections={cap}"),
+    ] {
+        assert!(line.contains(&field), "{field}: {line}");
+    }
+}
+
+/// Idle connections the measurement opens.
+const FLOOD: usize = 1_100;
+/// Authorized calls timed once the flood is open.
+const TIMED_CALLS: usize = 20;
+
+/// OPS-69, a measurement (docs/benchmarks.md, "Idle connections under a file limit"): with
+/// `ulimit -n 1024` and the default `max_connections`, 1,100 connections that never send a
+/// byte delay no authorized call beyond 100 ms. Run with
+/// `cargo test -p airlock --release --test it -- --ignored --nocapture idle_connections_under`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement: opens 1,100 connections and times calls against a bound"]
+async fn idle_connections_under_a_1024_file_limit_delay_no_call() {
+    // The flood's own descriptors: the client raises its limit as `serve` does.
+    let client = airlock::open_files::raise();
+    assert!(
+        client.now.is_none_or(|n| n > 2 * FLOOD as u64),
+        "this process may open too few files for the flood: {client:?}"
+    );
+    // Soft and hard limit 1024 (nothing to raise), then soft 1024 under a higher hard limit.
+    for limit in ["-n 1024", "-Sn 1024"] {
+        let dir = deployment("");
+        let server = serve_under_ulimit(dir.path(), limit);
+        let line = server.await_log(&[CAP_LINE], Duration::from_secs(10));
+        let base = format!("http://{}", server.addr);
+        let alone = timed_calls(&base).await;
+        let mut idle = Vec::with_capacity(FLOOD);
+        for _ in 0..FLOOD {
+            idle.push(TcpStream::connect(&server.addr).await.unwrap());
+        }
+        let times = timed_calls(&base).await;
+        let (median, slowest) = (times[TIMED_CALLS / 2], times[TIMED_CALLS - 1]);
+        println!(
+            "ulimit {limit}: {TIMED_CALLS} authorized tools/list, each on a new connection; \
+             alone: median {:?}, slowest {:?}; with {FLOOD} idle connections open: median \
+             {median:?}, slowest {slowest:?}\n  serve: {line}",
+            alone[TIMED_CALLS / 2],
+            alone[TIMED_CALLS - 1],
+        );
+        assert!(slowest < Duration::from_millis(100), "{times:?}");
+        drop(idle);
+    }
+}
+
+/// [`TIMED_CALLS`] calls' times, one after the other, shortest first.
+async fn timed_calls(base: &str) -> Vec<Duration> {
+    // One client, no connection kept: each call connects anew, as a caller behind the flood.
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(0)
+        .build()
+        .unwrap();
+    let mut times = Vec::with_capacity(TIMED_CALLS);
+    for _ in 0..TIMED_CALLS {
+        times.push(timed_call(&client, base).await);
+    }
+    times.sort_unstable();
+    times
+}
+
+/// How long an authorized `tools/list` takes on a new connection, until its answer is read.
+async fn timed_call(client: &reqwest::Client, base: &str) -> Duration {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).to_string();
+    let started = std::time::Instant::now();
+    let response = client
+        .post(format!("{base}/mcp"))
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .bearer_auth(ALICE)
+        .timeout(Duration::from_secs(30))
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let listed: Value = response.json().await.unwrap();
+    let took = started.elapsed();
+    assert!(listed["result"]["tools"].is_array(), "{listed}");
+    took
 }

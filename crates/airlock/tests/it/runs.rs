@@ -1,10 +1,12 @@
 //! The run API, its WebSocket and `airlock run` against real parts (docs/rules.md AGENT-40 …
-//! AGENT-52, OPS-20): a fake OpenAI-compatible provider and a loopback tenant API that count
-//! what they are asked, `airlock serve` as a child process where a restart or the logs matter.
+//! AGENT-52, AGENT-67 … AGENT-70, MODEL-14, OPS-20): a fake OpenAI-compatible provider and a
+//! loopback tenant API that count what they are asked, `airlock serve` as a child process where a
+//! restart or the logs matter.
 
 mod access;
 mod confirm;
 mod outcome;
+mod owner;
 mod ws;
 
 use std::net::SocketAddr;
@@ -171,6 +173,30 @@ async fn a_run_answers_its_report_and_its_supplied_credential_is_nowhere() {
 }
 
 #[tokio::test]
+async fn a_provider_refusal_keeps_its_status_in_the_report_and_the_log() {
+    // MODEL-14: a 401 from the provider (a wrong key) is not retried, and the run's report and
+    // the operator's log both say 401 beside the provider's message.
+    let model = FakeModel::openai(vec![ModelReply::error(401, "invalid x-api-key")]).await;
+    let dir = helper_deployment(&model.endpoint(), "http://127.0.0.1:9");
+    let server = Server::start(dir.path(), &[]);
+    let addr: SocketAddr = server.addr.parse().unwrap();
+    let (status, run) = start_run(addr, "helper", CALLER, json!({"input": "hi"})).await;
+    assert_eq!((status, &run["status"]), (200, &json!("failed")), "{run}");
+    assert_eq!(
+        run["error"], "model: provider answered 401: invalid x-api-key",
+        "{run}"
+    );
+    let (_, read) = read_run(addr, run["run_id"].as_str().unwrap(), CALLER).await;
+    assert_eq!(read["error"], run["error"], "{read}");
+    let line = server.await_log(&["the model's turn failed"], Duration::from_secs(10));
+    assert!(
+        line.contains("401") && line.contains("invalid x-api-key"),
+        "{line}"
+    );
+    assert_eq!(model.requests(), 1, "a refusal is not retried");
+}
+
+#[tokio::test]
 async fn bad_requests_are_refused_with_precise_statuses() {
     // AGENT-40, AGENT-41, AGENT-45, AGENT-48: nothing reaches the model.
     let model = FakeModel::openai(Vec::new()).await;
@@ -292,10 +318,10 @@ async fn a_busy_session_is_409_naming_its_run_and_a_parked_run_can_be_cancelled(
     assert_eq!(busy["run_id"], run_id);
     assert!(busy["message"].as_str().unwrap().contains(run_id), "{busy}");
 
-    // Reading and cancelling need the agent's grant (or an admin's token).
+    // Reading and cancelling are the run's principal's (or an admin's, AGENT-67).
     let cancel = format!("/v1/runs/{run_id}/cancel");
     let (status, _, _) = http(addr, "POST", &cancel, Some(GATEWAY_ONLY), None).await;
-    assert_eq!(status, 403);
+    assert_eq!(status, 404);
     assert_eq!(read_run(addr, run_id, ADMIN).await.0, 200);
     let (status, cancelled, _) = http(addr, "POST", &cancel, Some(CALLER), None).await;
     assert_eq!(

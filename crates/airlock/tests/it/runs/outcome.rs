@@ -1,6 +1,6 @@
-//! A proposal the caller executes itself (docs/rules.md DECIDE-13, DECIDE-14): its outcome is
-//! recorded once over the decisions API or the CLI, refused (409) once airlock was told to
-//! execute it, and read back on the run. The quickstart's offline agent proposes the write.
+//! A proposal the caller executes itself (docs/rules.md DECIDE-13, DECIDE-14, AGENT-69): its
+//! outcome is recorded once over the decisions API (by an admin, or by the run's own caller) or
+//! the CLI, refused (409) once airlock was told to execute it, and read back on the run. The quickstart's offline agent proposes the write.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -160,4 +160,55 @@ fn proposal_from_the_cli(dir: &Path) -> String {
     let stdout = String::from_utf8_lossy(&run.stdout);
     let report: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
     report["proposals"][0]["id"].as_str().unwrap().to_owned()
+}
+
+/// Another caller's token, added to the quickstart (principal `mallory`, every scope).
+const OTHER: &str = "other-caller-token-1e2d3c4b5a69";
+
+#[tokio::test]
+async fn a_runs_caller_records_its_own_proposals_and_no_one_elses() {
+    // AGENT-69: `claude-code` (the quickstart's caller) records the outcome of its run's
+    // proposal with its own token; `mallory`, another caller, is answered as for a call nobody
+    // recorded, whatever it sends.
+    let dir = tempfile::tempdir().unwrap();
+    crate::quickstart::copy_dir(&crate::examples().join("quickstart"), dir.path());
+    let toml = dir.path().join("airlock.toml");
+    let mut config = std::fs::read_to_string(&toml).unwrap();
+    config.push_str(
+        "\n[[mcp.tokens]]\ncredential = \"airlock.other_token\"\nprincipal = \"mallory\"\n",
+    );
+    std::fs::write(&toml, config).unwrap();
+    let creds = dir.path().join("credentials.example.yml");
+    let yaml = std::fs::read_to_string(&creds).unwrap();
+    let yaml = yaml.replacen(
+        "airlock:\n",
+        &format!("airlock:\n  other_token: {OTHER}\n"),
+        1,
+    );
+    std::fs::write(&creds, yaml).unwrap();
+    let (addr, _) = serve_in_process(dir.path()).await;
+    let (run, id) = proposed(addr).await;
+
+    let by = |token: &'static str, id: String, body: Value| async move {
+        let path = format!("/v1/invocations/{id}/record");
+        let (status, body, _) = http(addr, "POST", &path, Some(token), Some(body)).await;
+        (status, body)
+    };
+    let done = json!({"outcome": "completed", "result": {"order": 7}});
+    let nobody = airlock_ledger::InvocationId::new().to_string();
+    let (status, unknown) = by(OTHER, nobody.clone(), done.clone()).await;
+    assert_eq!(status, 404, "{unknown}");
+    let unknown: Value = serde_json::from_str(&unknown.to_string().replace(&nobody, &id)).unwrap();
+    for body in [done.clone(), json!({"outcome": "maybe"})] {
+        assert_eq!(by(OTHER, id.clone(), body).await, (404, unknown.clone()));
+    }
+    let path = format!("/v1/invocations/{id}/record");
+    let (status, _, _) = http(addr, "POST", &path, None, Some(done.clone())).await;
+    assert_eq!(status, 401);
+
+    let (status, row) = by(CALLER, id.clone(), done).await;
+    assert_eq!((status, &row["state"]), (200, &json!("succeeded")), "{row}");
+    let proposal = read_back(addr, &run).await;
+    assert_eq!(proposal["decision"]["decision"], "recorded", "{proposal}");
+    assert_eq!(proposal["decision"]["by"], "claude-code", "{proposal}");
 }

@@ -1,6 +1,6 @@
-//! The run WebSocket (docs/rules.md AGENT-50, AGENT-51) with a real client: events in order,
-//! `done` last; a refused request as one error frame and a 4xxx close; a client that goes away
-//! cancels its run.
+//! The run WebSocket (docs/rules.md AGENT-50, AGENT-51, AGENT-68) with a real client: events in
+//! order, `done` last; a refused request as one error frame and a 4xxx close; a client that goes
+//! away cancels its run; another principal's session is unknown to a caller.
 
 use std::net::SocketAddr;
 
@@ -12,7 +12,7 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
-use super::{CALLER, helper_deployment, until_status};
+use super::{CALLER, EVERY_SCOPE, helper_deployment, start_run, until_status};
 use crate::support::serve_in_process;
 
 type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
@@ -196,4 +196,72 @@ async fn a_client_that_disconnects_cancels_its_run() {
     assert_eq!(run["steps"], 1, "{run}");
     assert_eq!(erp.seen(), ["/customers?id=7"]);
     assert_eq!(model.requests(), 2, "nothing asked after the client left");
+}
+
+/// Sends `request` as the first frame over a new socket by `token`; the frames and the close.
+async fn one_request(
+    addr: SocketAddr,
+    token: &str,
+    request: &Value,
+) -> (Vec<Value>, Option<(u16, String)>) {
+    let mut socket = connect(addr, "helper", Some(token)).await.unwrap();
+    socket
+        .send(Message::text(request.to_string()))
+        .await
+        .unwrap();
+    frames(&mut socket).await
+}
+
+#[tokio::test]
+async fn another_principal_cannot_continue_a_session_it_did_not_start() {
+    // AGENT-68: `carol` runs a conversation; `root` (granted the agent too) sends its session id
+    // over the WebSocket and the run API, and is answered as for a session nobody opened —
+    // while the session is idle and while its next run waits for a person alike.
+    let fetch = FakeCall::new("call_1", "fetch", &json!({"url": "http://127.0.0.1:9/"}));
+    let model = FakeModel::openai(vec![
+        ModelReply::text(&["Hello."]),
+        ModelReply::calls(vec![fetch]),
+    ])
+    .await;
+    let dir = helper_deployment(&model.endpoint(), "http://127.0.0.1:9");
+    let (addr, _) = serve_in_process(dir.path()).await;
+    let (frames_of_carol, close) = one_request(addr, CALLER, &json!({"input": "hi"})).await;
+    assert_eq!(
+        close,
+        Some((1000, "completed".to_owned())),
+        "{frames_of_carol:?}"
+    );
+    let session = frames_of_carol.last().unwrap()["session_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    let nobody = airlock_ledger::SessionId::new().to_string();
+    let (unknown, close) = one_request(
+        addr,
+        EVERY_SCOPE,
+        &json!({"input": "x", "session_id": nobody}),
+    )
+    .await;
+    assert_eq!(close.map(|c| c.0), Some(4404), "{unknown:?}");
+    let unknown: Value =
+        serde_json::from_str(&unknown[0].to_string().replace(&nobody, &session)).unwrap();
+    assert_eq!(unknown["error"], "unknown_session", "{unknown}");
+
+    let theirs = json!({"input": "what did carol ask?", "session_id": session});
+    for round in ["idle", "parked"] {
+        let (frames, close) = one_request(addr, EVERY_SCOPE, &theirs).await;
+        assert_eq!(frames, std::slice::from_ref(&unknown), "{round}");
+        assert_eq!(close.map(|c| c.0), Some(4404), "{round}");
+        let (status, body) = start_run(addr, "helper", EVERY_SCOPE, theirs.clone()).await;
+        let same = json!({"error": unknown["error"], "message": unknown["message"]});
+        assert_eq!((status, body), (404, same), "{round}");
+        if round == "idle" {
+            // carol's next run in her session parks on the fetch.
+            let next = json!({"input": "fetch it", "session_id": session});
+            let (_, close) = one_request(addr, CALLER, &next).await;
+            assert_eq!(close, Some((1000, "parked".to_owned())));
+        }
+    }
+    assert_eq!(model.requests(), 2, "no foreign request reached the model");
 }
