@@ -1,7 +1,7 @@
-//! The run API (docs/rules.md AGENT-40 … AGENT-48, AGENT-67 … AGENT-70): `POST /v1/agents/{name}/run` runs an agent
-//! to its end — completed, parked or failed — and answers its report; `GET /v1/runs/{id}` reads a
-//! run back at any time, also after a restart; `POST /v1/runs/{id}/cancel` cancels one. The
-//! WebSocket twin is [`ws`].
+//! The run API (docs/rules.md AGENT-40 … AGENT-48, AGENT-67 … AGENT-70): `POST
+//! /v1/agents/{name}/run` runs an agent to its end — completed, parked or failed — and answers
+//! its report; `GET /v1/runs/{id}` reads a run back at any time, also after a restart; `POST
+//! /v1/runs/{id}/cancel` cancels one. The WebSocket twin is [`ws`].
 //!
 //! Guarantees: deny by default (a caller token granted `agent:<name>`, AGENT-40); a bad body is a
 //! precise 400/413/415 before anything is recorded (AGENT-41); a run, once started, runs to its
