@@ -118,13 +118,7 @@ mod tests {
     /// A pool on a fresh schema of the test database; `None` (skipped) without one, except in
     /// CI, where the PostgreSQL half must run.
     async fn pool() -> Option<PgPool> {
-        let Ok(url) = std::env::var("AIRLOCK_TEST_DATABASE_URL") else {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "AIRLOCK_TEST_DATABASE_URL is unset"
-            );
-            return None;
-        };
+        let url = airlock_testkit::postgres_url()?;
         let schema = format!("t_{}", uuid::Uuid::new_v4().simple());
         let admin = PgPool::connect(&url).await.unwrap();
         let create = format!(

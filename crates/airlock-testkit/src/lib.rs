@@ -22,6 +22,7 @@ mod model;
 mod otlp;
 mod raw;
 mod receiver;
+mod skip;
 mod slack;
 mod upstream;
 
@@ -34,5 +35,6 @@ pub use model::{
 pub use otlp::{Collector, ExportedSpan, kind as span_kind};
 pub use raw::{Cue, RawServer};
 pub use receiver::{Delivery, Receiver};
+pub use skip::{postgres_url, skip};
 pub use slack::{FakeSlack, SlackCall};
 pub use upstream::{Script, Seen, Server};

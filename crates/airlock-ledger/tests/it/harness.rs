@@ -112,17 +112,7 @@ pub(crate) fn config(clock: &ManualClock) -> StoreConfig {
 
 /// The PostgreSQL URL, or `None` to skip; in CI a missing URL fails the test.
 pub(crate) fn pg_url() -> Option<String> {
-    match std::env::var("AIRLOCK_TEST_DATABASE_URL") {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ => {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "CI is set but AIRLOCK_TEST_DATABASE_URL is not: the PostgreSQL half of the \
-                 ledger suite must run in CI"
-            );
-            None
-        }
-    }
+    airlock_testkit::postgres_url()
 }
 
 /// Connect options for `schema` (a fresh schema per test keeps parallel tests apart).

@@ -151,13 +151,7 @@ async fn store_with(
 /// Connect options for a fresh PostgreSQL schema; `None` skips the PostgreSQL half outside CI
 /// when `AIRLOCK_TEST_DATABASE_URL` is unset (CI fails instead).
 async fn fresh_schema() -> Option<sqlx::postgres::PgConnectOptions> {
-    let Ok(url) = std::env::var("AIRLOCK_TEST_DATABASE_URL") else {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI must set AIRLOCK_TEST_DATABASE_URL"
-        );
-        return None;
-    };
+    let url = airlock_testkit::postgres_url()?;
     let schema = format!("gw_{}", uuid::Uuid::new_v4().simple());
     let admin = sqlx::PgPool::connect(&url).await.unwrap();
     sqlx::query(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))

@@ -23,14 +23,7 @@ const CALLER: &str = crate::runs::CALLER;
 /// A fresh database on the test server (`AIRLOCK_TEST_DATABASE_URL`); `None` skips outside CI
 /// when the variable is unset, and CI fails instead.
 pub(crate) async fn fresh_database() -> Option<String> {
-    let Ok(url) = std::env::var("AIRLOCK_TEST_DATABASE_URL") else {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI must set AIRLOCK_TEST_DATABASE_URL: the replica tests need PostgreSQL"
-        );
-        eprintln!("skipped: AIRLOCK_TEST_DATABASE_URL is not set");
-        return None;
-    };
+    let url = airlock_testkit::postgres_url()?;
     let name = format!("rep_{}", uuid_like());
     let admin = sqlx::PgPool::connect(&url).await.unwrap();
     sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
