@@ -197,8 +197,10 @@ fn declare_operation(api: &Api, op: Operation, d: &mut Diag) -> Option<Declared>
         select: op.select,
     });
     // A read changes nothing, so its unanswered request is an ordinary failure, never a
-    // call in doubt (LEDGER-71): GET is safe by definition, whatever `writes` says.
-    let reads = !op.writes || op.request.method == Method::Get;
+    // call in doubt (LEDGER-71). A read is a `GET` declared `writes: false`: a `POST` may not
+    // be safe to repeat whatever its declaration says (the same rule decides which calls
+    // carry an idempotency key), and a `GET` declared `writes: true` says it is not one.
+    let reads = !op.writes && op.request.method == Method::Get;
     let policy = Policy {
         writes: op.writes,
         mode: op.mode,
