@@ -21,7 +21,7 @@ use serde_json::Value;
 use crate::client::McpClient;
 use crate::direct;
 use crate::error::{CallErrorKind, McpCallError};
-use crate::rounds::{self, Round};
+use crate::rounds::Round;
 use crate::target::McpTarget;
 
 pub use crate::host::Entry;
@@ -101,7 +101,9 @@ impl McpClient {
         target: &McpTarget,
         params: Entry,
     ) -> Result<Answered, McpCallError> {
-        if let Some(round) = rounds::current().filter(|_| self.speaks_modern(target)) {
+        if let Some(round) =
+            (target.downstream.round.clone()).filter(|_| self.speaks_modern(target))
+        {
             let asked = Relayed::<ReadResourceResult>::new("resources/read", "uri");
             return self.relaying(target, params, &round, asked).await;
         }
@@ -128,7 +130,9 @@ impl McpClient {
         target: &McpTarget,
         params: Entry,
     ) -> Result<Answered, McpCallError> {
-        if let Some(round) = rounds::current().filter(|_| self.speaks_modern(target)) {
+        if let Some(round) =
+            (target.downstream.round.clone()).filter(|_| self.speaks_modern(target))
+        {
             let asked = Relayed::<GetPromptResult>::new("prompts/get", "name");
             return self.relaying(target, params, &round, asked).await;
         }

@@ -28,7 +28,6 @@ use crate::direct::{self, Framing};
 use crate::error::{CallErrorKind, McpCallError};
 use crate::http::not_json_rpc;
 use crate::relay;
-use crate::rounds;
 use crate::session::{self, Opened, Speaks};
 use crate::target::{IDEMPOTENCY_META_KEY, McpTarget, RemoteTool, ToolCall, ToolResult};
 use crate::upstream_task::{self, CallAnswer, TaskParams, UpstreamTaskState};
@@ -82,7 +81,9 @@ impl McpClient {
         call: &ToolCall,
     ) -> Result<ToolResult, McpCallError> {
         let mut known = self.memory().get(&target.url).cloned();
-        if known.is_none() && target.protocol != McpProtocol::Legacy && rounds::current().is_some()
+        if known.is_none()
+            && target.protocol != McpProtocol::Legacy
+            && target.downstream.round.is_some()
         {
             // A relayed round needs the request airlock frames itself (MCP-68): learn what the
             // upstream speaks first, with no call in the session.
@@ -105,7 +106,7 @@ impl McpClient {
             }
             return result;
         }
-        let params = call_params(call)?;
+        let params = call_params(call, target)?;
         let outcome = self
             .session(target, |peer| async move { peer.call_tool(params).await })
             .await?;
@@ -118,7 +119,7 @@ impl McpClient {
         });
         // The server answered the call: whatever is wrong with the answer, it is an answer.
         result
-            .and_then(|r| to_tool_result(&r))
+            .and_then(|r| to_tool_result(&r, target.downstream.round.is_some()))
             .map_err(|e| McpCallError {
                 delivery: Delivery::Answered,
                 ..e
@@ -137,7 +138,7 @@ impl McpClient {
         target: &McpTarget,
         call: &ToolCall,
     ) -> Result<CallAnswer, McpCallError> {
-        if upstream_task::offered() && self.speaks_modern(target) {
+        if target.downstream.offers_task && self.speaks_modern(target) {
             return direct::call(&self.guard, target, Framing::Modern, call, true).await;
         }
         self.call_tool(target, call).await.map(CallAnswer::Result)
@@ -157,7 +158,8 @@ impl McpClient {
             .task_request(target, "tasks/get", task_id, None)
             .await?;
         let result = direct::result_of(&answer).map_err(direct::answered)?;
-        upstream_task::state(result).map_err(direct::answered)
+        let relays_round = target.downstream.round.is_some();
+        upstream_task::state(result, relays_round).map_err(direct::answered)
     }
 
     /// Asks the upstream to cancel its task `task_id` (`tasks/cancel`, MCP-79).
@@ -296,14 +298,14 @@ fn handshake_free<'a>(target: &McpTarget, seen: &'a Opened) -> Option<Framing<'a
 }
 
 /// The `tools/call` parameters: the remote name and the arguments exactly as given.
-fn call_params(call: &ToolCall) -> Result<CallToolRequestParams, McpCallError> {
+fn call_params(call: &ToolCall, target: &McpTarget) -> Result<CallToolRequestParams, McpCallError> {
     let mut params = CallToolRequestParams::new(call.remote_name.clone());
     params.arguments = Some(call.arguments_object()?.clone());
     let mut meta = JsonObject::new();
     if let Some(key) = &call.idempotency_key {
         meta.insert(IDEMPOTENCY_META_KEY.to_owned(), Value::String(key.clone()));
     }
-    relay::ask_upstream(&mut meta);
+    relay::ask_upstream(&mut meta, target.downstream.relay.as_ref());
     if !meta.is_empty() {
         params.meta = Some(RequestMetaObject(MetaObject(meta)));
     }

@@ -10,13 +10,15 @@
 use serde_json::Value;
 
 use crate::error::{CallErrorKind, McpCallError};
-use crate::rounds;
 use crate::target::ToolResult;
 
 /// Converts a result (as JSON) into a tool result, or a tool error when `isError` is true.
-pub(crate) fn to_tool_result(result: &Value) -> Result<ToolResult, McpCallError> {
+pub(crate) fn to_tool_result(
+    result: &Value,
+    relays_round: bool,
+) -> Result<ToolResult, McpCallError> {
     if result.get("resultType").and_then(Value::as_str) == Some("input_required") {
-        return input_required(result);
+        return input_required(result, relays_round);
     }
     let content = result
         .get("content")
@@ -46,8 +48,8 @@ pub(crate) fn to_tool_result(result: &Value) -> Result<ToolResult, McpCallError>
 
 /// An `input_required` answer (MCP-68): kept as `{"inputRequests", "requestState"}` for the
 /// endpoint request the call relays a round of; without one nobody could answer it.
-fn input_required(result: &Value) -> Result<ToolResult, McpCallError> {
-    if rounds::current().is_none() {
+fn input_required(result: &Value, relays_round: bool) -> Result<ToolResult, McpCallError> {
+    if !relays_round {
         return Err(McpCallError::new(
             CallErrorKind::ToolError,
             "the MCP server asked for the client's input (input_required), and this call has no client to answer it",
@@ -123,7 +125,7 @@ mod tests {
             {"type": "resource_link", "uri": "file:///y", "name": "y"},
             {"type": "text", "text": "b"}
         ], "structuredContent": {"n": 1}});
-        let out = to_tool_result(&result).unwrap();
+        let out = to_tool_result(&result, false).unwrap();
         assert_eq!(
             out.text,
             "a\n[image: image/png, 3 bytes]\n[audio: audio/wav, 2 bytes]\n[resource: file:///x]\n[resource link: file:///y]\nb"
@@ -136,6 +138,7 @@ mod tests {
     fn is_error_becomes_a_tool_error_with_its_text() {
         let err = to_tool_result(
             &json!({"content": [{"type": "text", "text": "nope"}], "isError": true}),
+            false,
         )
         .unwrap_err();
         assert_eq!(err.kind, CallErrorKind::ToolError);

@@ -75,7 +75,7 @@ pub(crate) async fn call(
     offer_task: bool,
 ) -> Result<CallAnswer, McpCallError> {
     let arguments = call.arguments_object()?;
-    let round = rounds::current().filter(|_| matches!(framing, Framing::Modern));
+    let round = (target.downstream.round.clone()).filter(|_| matches!(framing, Framing::Modern));
     let (version, mut meta) = match framing {
         Framing::Modern => (
             ProtocolVersion::V_2026_07_28.to_string(),
@@ -86,7 +86,7 @@ pub(crate) async fn call(
     if let Some(key) = &call.idempotency_key {
         meta.insert(IDEMPOTENCY_META_KEY.to_owned(), Value::String(key.clone()));
     }
-    relay::ask_upstream(&mut meta);
+    relay::ask_upstream(&mut meta, target.downstream.relay.as_ref());
     let params = Params {
         name: &call.remote_name,
         arguments,
@@ -104,7 +104,8 @@ pub(crate) async fn call(
     if let Some(round) = &round {
         round.note(&answer);
     }
-    read_answer(&answer, offer_task).map_err(answered)
+    let relays_round = target.downstream.round.is_some();
+    read_answer(&answer, offer_task, relays_round).map_err(answered)
 }
 
 /// An error read from the server's answer: whatever it says, the request was answered (MCP-23).
@@ -271,7 +272,11 @@ pub(crate) fn result_of(answer: &Value) -> Result<&Value, McpCallError> {
 
 /// A `tools/call` answer: the tool's result, or — only when one was offered — the upstream's
 /// task.
-fn read_answer(answer: &Value, offered_task: bool) -> Result<CallAnswer, McpCallError> {
+fn read_answer(
+    answer: &Value,
+    offered_task: bool,
+    relays_round: bool,
+) -> Result<CallAnswer, McpCallError> {
     let result = result_of(answer)?;
     match result.get("resultType").and_then(Value::as_str) {
         Some("task") if offered_task => upstream_task::created(result).map(CallAnswer::Task),
@@ -279,6 +284,6 @@ fn read_answer(answer: &Value, offered_task: bool) -> Result<CallAnswer, McpCall
             CallErrorKind::BadReply,
             "the MCP server answered with a task that was not asked for",
         )),
-        _ => to_tool_result(result).map(CallAnswer::Result),
+        _ => to_tool_result(result, relays_round).map(CallAnswer::Result),
     }
 }

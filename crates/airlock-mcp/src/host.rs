@@ -220,13 +220,34 @@ impl HostCall {
 
 /// Who is calling: the principal the request's bearer token maps to (a configured token, or
 /// an OAuth access token's claims).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Default)]
 pub struct Caller {
     /// The principal named in the endpoint's configuration for the token presented, or the
     /// configured claim (default `sub`) of an OAuth access token.
     pub principal: String,
     /// Groups the principal belongs to: from the token's configuration or its groups claim.
     pub groups: Vec<String>,
+    /// What the client of the request being served can take back from the upstream calls the
+    /// host makes for it: the host puts it on each [`crate::McpTarget`] it calls for the
+    /// request. None outside a `tools/call` or an offer read.
+    pub downstream: crate::Downstream,
+}
+
+/// Two callers are the same caller when principal and groups are: what a request's client can
+/// take back is an attachment of one request, not part of who calls.
+impl PartialEq for Caller {
+    fn eq(&self, other: &Self) -> bool {
+        self.principal == other.principal && self.groups == other.groups
+    }
+}
+
+impl Eq for Caller {}
+
+impl std::hash::Hash for Caller {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.principal.hash(state);
+        self.groups.hash(state);
+    }
 }
 
 /// Where a client puts its own call key: `params._meta["io.airlock/call_key"]` of a

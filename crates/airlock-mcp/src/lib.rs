@@ -28,6 +28,7 @@ mod catalog;
 mod client;
 mod content;
 mod direct;
+mod downstream;
 mod error;
 mod host;
 mod http;
@@ -42,6 +43,7 @@ mod upstream_task;
 
 pub use catalog::{Answered, Entry, RemoteCatalog};
 pub use client::McpClient;
+pub use downstream::Downstream;
 pub use error::{CallErrorKind, McpCallError};
 pub use host::{
     CALL_KEY_META, CallKey, Caller, CallerDecision, CallerPrompt, CallerRefusal, CallerUse,

@@ -237,6 +237,7 @@ impl ResourceServer {
         let caller = Caller {
             principal: verify::principal(&claims, &settings.principal_claim)?,
             groups: verify::groups(&claims, &settings.groups_claim)?,
+            ..Default::default()
         };
         let token_scopes = verify::scopes(&claims);
         let granted = settings

@@ -3,9 +3,10 @@
 //! MCP-65 to MCP-67).
 //!
 //! Guarantees:
-//! - Only calls made inside [`relaying`] are tapped: the endpoint wraps the one host call of a
-//!   `tools/call` whose client asked for progress or a log level. Boot discovery, agent runs and
-//!   calls run later by an approver relay nothing, and their upstreams are asked for nothing.
+//! - Only calls whose target carries a [`Relay`] (in its [`crate::Downstream`]) are tapped: the
+//!   endpoint makes one for a `tools/call` whose client asked for progress or a log level. Boot
+//!   discovery, agent runs and calls run later by an approver carry none: they relay nothing,
+//!   and their upstreams are asked for nothing.
 //! - Only `notifications/progress` (for the token airlock sent) and `notifications/message` (at
 //!   or above the level asked) are read, each reduced to the fields MCP defines for it — numbers
 //!   and a message string; a level, a logger name and the data — so nothing else an upstream
@@ -88,19 +89,13 @@ impl Relay {
     }
 }
 
-tokio::task_local! {
-    static RELAY: Relay;
-}
-
-/// Runs `call` with `relay` tapping every upstream call it makes from this task.
-pub(crate) async fn relaying<F: Future>(relay: Relay, call: F) -> F::Output {
-    RELAY.scope(relay, call).await
-}
-
-/// What the upstream of a call made now is asked for in its `_meta`: a progress token and the
-/// log level, when the endpoint request this call serves asked for them.
-pub(crate) fn ask_upstream(meta: &mut Map<String, Value>) {
-    let Ok((progress, level)) = RELAY.try_with(|r| (r.progress, r.level)) else {
+/// What the upstream of a call is asked for in its `_meta`: a progress token and the log level,
+/// when the endpoint request the call serves asked for them (`relay`).
+pub(crate) fn ask_upstream(meta: &mut Map<String, Value>, relay: Option<&Relay>) {
+    let Some(Relay {
+        progress, level, ..
+    }) = relay.cloned()
+    else {
         return;
     };
     if progress {
@@ -123,9 +118,9 @@ pub(crate) struct Tap {
 }
 
 impl Tap {
-    /// The tap for a session opened now with `secret`: `None` outside [`relaying`].
-    pub(crate) fn current(secret: Option<SecretString>) -> Option<Self> {
-        RELAY.try_with(Relay::clone).ok().map(|relay| Self {
+    /// The tap of a session opened with `secret` for a call relaying to `relay`, if any.
+    pub(crate) fn of(relay: Option<&Relay>, secret: Option<SecretString>) -> Option<Self> {
+        relay.cloned().map(|relay| Self {
             relay,
             secret,
             token: Arc::new(Mutex::new(Value::from(UPSTREAM_TOKEN))),
@@ -312,18 +307,15 @@ mod tests {
         assert!(got.try_recv().is_err());
     }
 
-    #[tokio::test]
-    async fn only_calls_inside_relaying_ask_their_upstream() {
+    #[test]
+    fn only_calls_carrying_a_relay_ask_their_upstream() {
         let mut meta = Map::new();
-        ask_upstream(&mut meta);
+        ask_upstream(&mut meta, None);
         assert!(meta.is_empty());
-        assert!(Tap::current(None).is_none());
+        assert!(Tap::of(None, None).is_none());
         let (relay, _got) = Relay::new(true, Some(Level::Info));
-        relaying(relay, async {
-            ask_upstream(&mut meta);
-            assert!(Tap::current(None).is_some());
-        })
-        .await;
+        ask_upstream(&mut meta, Some(&relay));
+        assert!(Tap::of(Some(&relay), None).is_some());
         assert_eq!(meta["progressToken"], UPSTREAM_TOKEN);
         assert_eq!(meta[LOG_LEVEL_META], "info");
     }

@@ -3,8 +3,8 @@
 //! it answers.
 //!
 //! Guarantees:
-//! - Only calls made inside [`relaying_round`] carry a round: the endpoint wraps the one host
-//!   call of a 2026-07-28 `tools/call`. Agent runs, boot discovery and calls an approver's
+//! - Only calls whose target's [`crate::Downstream`] carries a round relay one: the endpoint
+//!   makes one for a 2026-07-28 `tools/call`. Agent runs, boot discovery and calls an approver's
 //!   decision runs later have none, so their upstreams are told airlock's own (empty) client
 //!   capabilities and an `input_required` answer is a tool error.
 //! - The upstream is told only the capabilities an input request can need (`elicitation`,
@@ -95,51 +95,31 @@ impl Round {
     }
 }
 
-tokio::task_local! {
-    static ROUND: Round;
+/// A round for a 2026-07-28 client that declared `declared`, with the `responses` its request
+/// carried; a session-era request (`None`) relays none.
+pub(crate) fn round_if_modern(
+    declared: Option<&Map<String, Value>>,
+    responses: Option<Value>,
+) -> Option<Round> {
+    declared.map(|declared| Round::new(declared).answering(responses, None))
 }
 
-/// Runs `call` with every upstream call it makes from this task relaying `round`; a round its
-/// upstream refused for capabilities the client did not declare is that refusal instead.
-pub(crate) async fn relaying_round<T, E, F>(round: Round, call: F) -> Result<T, E>
-where
-    F: Future<Output = Result<T, E>>,
-    E: From<HostError>,
-{
-    let refused = Arc::clone(&round.refused);
-    // Whether the host made the refusal a tool error (a call) or a failure (a prompt).
-    let answered = ROUND.scope(round, call).await;
-    let missing = std::mem::take(&mut *refused.lock().unwrap_or_else(PoisonError::into_inner));
+/// `answered`, the outcome of the call that relayed `round` — unless its upstream refused the
+/// round for capabilities the client did not declare: then that refusal.
+pub(crate) fn settled<T, E: From<HostError>>(
+    round: Option<&Round>,
+    answered: Result<T, E>,
+) -> Result<T, E> {
+    let Some(round) = round else {
+        return answered;
+    };
+    let missing =
+        std::mem::take(&mut *round.refused.lock().unwrap_or_else(PoisonError::into_inner));
     if missing.is_empty() {
         answered
     } else {
         Err(HostError::MissingClientCapabilities(missing).into())
     }
-}
-
-/// Runs `call` relaying a round for a 2026-07-28 client that declared `declared`, with the
-/// `responses` its request carried; a session-era request (`None`) relays none.
-pub(crate) async fn relaying_if_modern<T, E, F>(
-    declared: Option<&Map<String, Value>>,
-    responses: Option<Value>,
-    call: F,
-) -> Result<T, E>
-where
-    F: Future<Output = Result<T, E>>,
-    E: From<HostError>,
-{
-    match declared {
-        Some(declared) => {
-            let round = Round::new(declared).answering(responses, None);
-            relaying_round(round, call).await
-        }
-        None => call.await,
-    }
-}
-
-/// The round of the endpoint request this call serves, if it relays one.
-pub(crate) fn current() -> Option<Round> {
-    ROUND.try_with(Clone::clone).ok()
 }
 
 #[cfg(test)]
@@ -152,32 +132,29 @@ mod tests {
             "data": {"requiredCapabilities": required}}})
     }
 
-    #[tokio::test]
-    async fn mcp_80_an_upstream_refusal_for_an_undeclared_capability_is_the_answer() {
+    #[test]
+    fn mcp_80_an_upstream_refusal_for_an_undeclared_capability_is_the_answer() {
         let declared = json!({"elicitation": {}});
-        let round = Round::new(declared.as_object().unwrap());
-        let answered = relaying_round(round, async {
-            let round = current().unwrap();
-            // Declared, or not one the client answers: the call's own failure.
-            round.note(&refusal(
-                &json!({"elicitation": {}, "extensions": {"x": {}}}),
-            ));
-            Ok::<_, HostError>(1)
-        });
-        assert_eq!(answered.await, Ok(1));
-        let round = Round::new(declared.as_object().unwrap());
-        let refused = relaying_round(round, async {
-            current()
-                .unwrap()
-                .note(&refusal(&json!({"sampling": {}, "roots": {}})));
-            Ok::<_, HostError>(1)
-        });
+        let round = round_if_modern(declared.as_object(), None).unwrap();
+        // Declared, or not one the client answers: the call's own failure.
+        round.note(&refusal(
+            &json!({"elicitation": {}, "extensions": {"x": {}}}),
+        ));
+        assert_eq!(settled(Some(&round), Ok::<_, HostError>(1)), Ok(1));
+        let round = round_if_modern(declared.as_object(), None).unwrap();
+        round
+            .clone()
+            .note(&refusal(&json!({"sampling": {}, "roots": {}})));
         assert_eq!(
-            refused.await,
+            settled(Some(&round), Ok::<_, HostError>(1)),
             Err(HostError::MissingClientCapabilities(vec![
                 "sampling".into(),
                 "roots".into()
             ]))
+        );
+        assert!(
+            round_if_modern(None, None).is_none(),
+            "a session-era request relays none"
         );
     }
 }

@@ -75,7 +75,7 @@ pub(crate) async fn prepare(
         credential,
         prepared.max_body_bytes,
         guard.policy().deadline,
-        Tap::current(target.credential.secret()),
+        Tap::of(target.downstream.relay.as_ref(), target.credential.secret()),
     );
     Ok(Prepared {
         http,

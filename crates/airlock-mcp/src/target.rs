@@ -9,6 +9,7 @@ use http::HeaderName;
 use secrecy::{ExposeSecret, SecretString};
 use serde_json::Value;
 
+use crate::downstream::Downstream;
 use crate::error::{CallErrorKind, McpCallError};
 
 /// How a request to the upstream is authenticated.
@@ -104,6 +105,9 @@ pub struct McpTarget {
     /// once one succeeded (docs/rules.md MCP-28): set for connection files, whose server is
     /// airlock's own long-lived connection; never for a tenant's inline tool (MCP-17).
     pub keep_handshake: bool,
+    /// What the client of the endpoint request this call serves can take back (none by
+    /// default: a call for nobody's request relays nothing).
+    pub(crate) downstream: Downstream,
 }
 
 impl McpTarget {
@@ -115,7 +119,15 @@ impl McpTarget {
             credential: McpCredential::None,
             protocol: McpProtocol::Legacy,
             keep_handshake: false,
+            downstream: Downstream::default(),
         }
+    }
+
+    /// Calls to this target serve the endpoint request whose client can take `downstream`.
+    #[must_use]
+    pub fn with_downstream(mut self, downstream: Downstream) -> Self {
+        self.downstream = downstream;
+        self
     }
 
     /// Sets the credential.

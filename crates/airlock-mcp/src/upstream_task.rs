@@ -2,9 +2,9 @@
 //! (`io.modelcontextprotocol/tasks`, SEP-2663; docs/rules.md MCP-76 to MCP-79).
 //!
 //! Guarantees:
-//! - An upstream is offered a task only by a call made inside [`offering`] — the endpoint wraps
-//!   the one host call of a 2026-07-28 `tools/call` whose client declared the extension — and
-//!   only on the handshake-free 2026-07-28 path (MCP-27). Boot discovery, an approver's later
+//! - An upstream is offered a task only by a call whose target's [`crate::Downstream`] offers
+//!   one — the endpoint's for a 2026-07-28 `tools/call` whose client declared the extension —
+//!   and only on the handshake-free 2026-07-28 path (MCP-27). Boot discovery, an approver's later
 //!   run and agent runs never offer one, so their upstreams answer with results as before.
 //! - What the upstream sends about a task is hostile data: its task id is kept only when it is
 //!   1 to [`MAX_TASK_ID_CHARS`] visible ASCII characters (it is stored and sent back in a
@@ -31,25 +31,6 @@ pub(crate) const MAX_INPUT_REQUESTS: usize = 16;
 
 /// The longest message of an upstream task's failure airlock keeps, in characters.
 pub const MAX_FAILURE_CHARS: usize = 2_000;
-
-tokio::task_local! {
-    static OFFERED: ();
-}
-
-/// Runs `call`, offering every upstream call it makes from this task a task of its own when
-/// `offer` (MCP-76).
-pub(crate) async fn offering<F: Future>(offer: bool, call: F) -> F::Output {
-    if offer {
-        OFFERED.scope((), call).await
-    } else {
-        call.await
-    }
-}
-
-/// Whether the call being made now may be answered with an upstream task.
-pub(crate) fn offered() -> bool {
-    OFFERED.try_with(|()| ()).is_ok()
-}
 
 /// A task the upstream created for a call: its id on the upstream.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -121,7 +102,7 @@ pub(crate) fn created(result: &Value) -> Result<UpstreamTask, McpCallError> {
 }
 
 /// A `tasks/get` result (`DetailedTask`) read into where the task stands.
-pub(crate) fn state(result: &Value) -> Result<UpstreamTaskState, McpCallError> {
+pub(crate) fn state(result: &Value, relays_round: bool) -> Result<UpstreamTaskState, McpCallError> {
     match result.get("status").and_then(Value::as_str) {
         Some("working") => Ok(UpstreamTaskState::Working),
         Some("input_required") => match result.get("inputRequests").and_then(Value::as_object) {
@@ -133,9 +114,10 @@ pub(crate) fn state(result: &Value) -> Result<UpstreamTaskState, McpCallError> {
             )),
         },
         Some("completed") => match result.get("result") {
-            Some(inner) if inner.is_object() => {
-                Ok(UpstreamTaskState::Completed(to_tool_result(inner)))
-            }
+            Some(inner) if inner.is_object() => Ok(UpstreamTaskState::Completed(to_tool_result(
+                inner,
+                relays_round,
+            ))),
             _ => Err(bad("the MCP server's completed task has no result")),
         },
         Some("failed") => {
@@ -176,30 +158,36 @@ mod tests {
     fn states_are_read_from_the_detailed_task() {
         let done =
             json!({"status": "completed", "result": {"content": [{"type": "text", "text": "ok"}]}});
-        let UpstreamTaskState::Completed(Ok(result)) = state(&done).unwrap() else {
+        let UpstreamTaskState::Completed(Ok(result)) = state(&done, false).unwrap() else {
             panic!("completed");
         };
         assert_eq!(result.text, "ok");
         let tool_error = json!({"status": "completed", "result": {"content": [{"type": "text", "text": "no"}], "isError": true}});
-        let UpstreamTaskState::Completed(Err(e)) = state(&tool_error).unwrap() else {
+        let UpstreamTaskState::Completed(Err(e)) = state(&tool_error, false).unwrap() else {
             panic!("tool error");
         };
         assert_eq!(e.kind, CallErrorKind::ToolError);
         let failed =
             json!({"status": "failed", "error": {"code": -32603, "message": "x".repeat(5000)}});
-        let UpstreamTaskState::Failed(message) = state(&failed).unwrap() else {
+        let UpstreamTaskState::Failed(message) = state(&failed, false).unwrap() else {
             panic!("failed");
         };
         assert_eq!(message.len(), MAX_FAILURE_CHARS);
         let asks =
             json!({"status": "input_required", "inputRequests": {"k": {"method": "roots/list"}}});
-        let UpstreamTaskState::InputRequired(requests) = state(&asks).unwrap() else {
+        let UpstreamTaskState::InputRequired(requests) = state(&asks, false).unwrap() else {
             panic!("input_required");
         };
         assert!(requests.contains_key("k"));
-        assert!(state(&json!({"status": "input_required"})).is_err());
-        assert!(state(&json!({"status": "input_required", "inputRequests": {}})).is_err());
-        assert!(state(&json!({"status": "done"})).is_err());
-        assert!(state(&json!({"status": "completed"})).is_err());
+        assert!(state(&json!({"status": "input_required"}), false).is_err());
+        assert!(
+            state(
+                &json!({"status": "input_required", "inputRequests": {}}),
+                false
+            )
+            .is_err()
+        );
+        assert!(state(&json!({"status": "done"}), false).is_err());
+        assert!(state(&json!({"status": "completed"}), false).is_err());
     }
 }

@@ -78,6 +78,7 @@ async fn run(label: &str, gateway: &Arc<Gateway>, callers: usize) {
                         principal: Some("bench".into()),
                         groups: None,
                         channel: "bench",
+                        downstream: Default::default(),
                     };
                     let t = Instant::now();
                     let outcome = gateway.call(&ctx, "noop", json!({})).await.unwrap();

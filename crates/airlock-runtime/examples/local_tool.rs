@@ -80,6 +80,7 @@ async fn main() {
         principal: Some("support-bot".into()),
         groups: None,
         channel: "example",
+        downstream: Default::default(),
     };
     let parked = gateway
         .call(&ctx, "refund_order", json!({"order": "A-17", "amount": 5}))

@@ -256,6 +256,7 @@ impl Gateway {
             principal,
             groups: Some(caller.groups.clone()),
             channel: "mcp",
+            downstream: caller.downstream.clone(),
         };
         let called = match key {
             None => {

@@ -22,7 +22,7 @@ use std::sync::Arc;
 
 use airlock_egress::GuardedClient;
 use airlock_ledger::{Invocation, TxTool};
-use airlock_mcp::{McpClient, McpTarget, UpstreamTask};
+use airlock_mcp::{Downstream, McpClient, McpTarget, UpstreamTask};
 use airlock_spec::{
     ApiConnection, Builtin, ConnectionSpec, Credentials, Method, ToolSource, ToolSpec,
 };
@@ -67,6 +67,15 @@ pub(crate) struct Executors {
     pub(crate) local: HashMap<String, Arc<dyn LocalTool>>,
 }
 
+/// What one call carries besides its tool and arguments, explicitly, from the request (or run)
+/// it serves to its executor: the connections its run's caller supplied (`None`: a call outside
+/// any run), and what the client of the MCP request it serves can take back from its upstream.
+#[derive(Clone, Copy)]
+pub(crate) struct Reach<'a> {
+    pub(crate) supplied: Option<&'a RunConnections>,
+    pub(crate) downstream: &'a Downstream,
+}
+
 /// A connection as one call reaches it: where, with which credentials, through which guard.
 struct Reached<'a> {
     connection: &'a ApiConnection,
@@ -105,17 +114,18 @@ impl Executors {
         self.mcp = client;
     }
 
-    /// Runs `spec` with `arguments` (validated, defaults filled) for a call whose run supplied
-    /// `supplied` (`None`: a call outside any run). `idempotency_key` (the row's, the same on
-    /// every run of one invocation) goes upstream with every call that is not a read
-    /// (LEDGER-9, LEDGER-17): an upstream can then deduplicate a retry of ours.
+    /// Runs `spec` with `arguments` (validated, defaults filled) as `reach` says. The
+    /// `idempotency_key` (the row's, the same on every run of one invocation) goes upstream with
+    /// every call that is not a read (LEDGER-9, LEDGER-17): an upstream can then deduplicate a
+    /// retry of ours.
     pub(crate) async fn run(
         &self,
         spec: &ToolSpec,
         arguments: Value,
         idempotency_key: &str,
-        supplied: Option<&RunConnections>,
+        reach: Reach<'_>,
     ) -> Result<Ran, ToolError> {
+        let supplied = reach.supplied;
         let key = (!is_read(spec)).then_some(idempotency_key);
         let value = match &spec.source {
             ToolSource::Api(op) => {
@@ -155,6 +165,7 @@ impl Executors {
             // Only a remote MCP tool may answer with a task (MCP-76).
             ToolSource::McpInline(_) | ToolSource::Connection(_) => {
                 let (client, target, remote_name) = self.mcp_target(&spec.source, supplied)?;
+                let target = target.with_downstream(reach.downstream.clone());
                 return mcp::call(client, &target, remote_name, arguments, key).await;
             }
             // The gateway never resolves a sub-agent (it runs inside its caller's agent run,

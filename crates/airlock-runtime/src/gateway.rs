@@ -29,6 +29,7 @@ use airlock_ledger::{
     CallKind, Invocation, InvocationId, InvocationState, LedgerError, NewInvocation, NewSession,
     RoundUse, SessionId, Store,
 };
+use airlock_mcp::Downstream;
 use airlock_spec::{Builtin, Credentials, Scope, ScopeId, ToolSource, ToolSpec};
 use serde_json::Value;
 
@@ -62,6 +63,10 @@ pub struct CallContext {
     pub groups: Option<Vec<String>>,
     /// Where the call came from (`mcp`, `cli`, …), as its session was opened; logged.
     pub channel: &'static str,
+    /// What the client of the endpoint request this call serves can take back from the
+    /// upstream (an input round, the upstream's task, notices): handed on, as a value, to the
+    /// MCP target the call runs against. None for every other caller.
+    pub downstream: airlock_mcp::Downstream,
 }
 
 /// Why a call could not even be recorded.
@@ -336,7 +341,9 @@ impl Gateway {
             telemetry::recorded(&recorded.invocation);
         }
         if recorded.created && recorded.invocation.state == InvocationState::Running {
-            return self.run_claimed(tool, recorded.invocation).await;
+            return self
+                .run_claimed(tool, recorded.invocation, &ctx.downstream)
+                .await;
         }
         let refused = recorded.invocation.state == InvocationState::Denied;
         if let (Some(error), true, false) = (invalid, recorded.created, refused) {
@@ -344,7 +351,8 @@ impl Gateway {
             let row = self.fail_unclaimed(recorded.invocation, error).await?;
             return Ok(Outcome::from_row(row));
         }
-        self.advance(prepared, tool, recorded.invocation).await
+        self.advance(prepared, tool, recorded.invocation, &ctx.downstream)
+            .await
     }
 
     /// The prepared scope and the tool `name` in it.
@@ -373,7 +381,11 @@ impl Gateway {
         let opened = self.store.get_session(row.session_id).await?;
         let resolved = session::scope(&opened).and_then(|s| self.resolve(&s, &row.tool).ok());
         match resolved {
-            Some((prepared, tool)) => self.advance(prepared, tool, row).await,
+            // Nobody's request waits on it: its upstream relays nothing.
+            Some((prepared, tool)) => {
+                self.advance(prepared, tool, row, &Downstream::default())
+                    .await
+            }
             // An approved call whose tool is gone fails once, instead of waiting forever.
             None if row.state == InvocationState::Approved => {
                 let error = ToolError::new(
@@ -405,13 +417,17 @@ impl Gateway {
     /// Runs a row a decision claimed for this gateway in its own commit (see
     /// [`Gateway::claim_in_decision`]) under the definition it was recorded for; a row whose
     /// tool changed or is gone since fails, as a stale approval does.
-    pub(crate) async fn run_claimed_row(&self, row: Invocation) -> Result<Outcome, GatewayError> {
+    pub(crate) async fn run_claimed_row(
+        &self,
+        row: Invocation,
+        downstream: &Downstream,
+    ) -> Result<Outcome, GatewayError> {
         let opened = self.store.get_session(row.session_id).await?;
         let current = session::scope(&opened)
             .and_then(|s| self.resolve(&s, &row.tool).ok())
             .filter(|(prepared, tool)| tool.recorded_under(&row.definitions_digest, prepared));
         if let Some((_, tool)) = current {
-            return self.run_claimed(tool, row).await;
+            return self.run_claimed(tool, row, downstream).await;
         }
         let error = ToolError::new(
             ToolErrorKind::BadDeclaration,
@@ -432,6 +448,7 @@ impl Gateway {
         prepared: &PreparedScope,
         tool: &PreparedTool,
         row: Invocation,
+        downstream: &Downstream,
     ) -> Result<Outcome, GatewayError> {
         let spec = &tool.spec;
         let refusal = match row.state {
@@ -462,7 +479,7 @@ impl Gateway {
         }
         let claimed = self.store.claim(row.id, &self.owner, self.lease).await;
         match claimed {
-            Ok(claimed) => self.run_claimed(tool, claimed).await,
+            Ok(claimed) => self.run_claimed(tool, claimed, downstream).await,
             taken @ Err(LedgerError::Taken { .. }) => self.as_it_stands(row.id, taken).await,
             Err(e) => Err(e.into()),
         }

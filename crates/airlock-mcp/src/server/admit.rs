@@ -182,6 +182,7 @@ async fn authorize(gate: &Gate, scope: &ScopeId, request: &Parts) -> Result<Call
     Ok(Caller {
         principal: token.principal.clone(),
         groups: token.groups.clone(),
+        ..Default::default()
     })
 }
 

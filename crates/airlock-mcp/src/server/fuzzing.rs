@@ -47,6 +47,7 @@ pub fn parse_request(content_type: &[u8], body: &[u8]) -> Answer {
         caller: Caller {
             principal: "fuzz".to_owned(),
             groups: Vec::new(),
+            ..Default::default()
         },
     };
     match AdmittedRequest::parse(parts, admitted, Bytes::copy_from_slice(body)) {

@@ -40,8 +40,9 @@ use super::request::Admitted;
 use super::request_state::RequestStates;
 use super::{mrtr, relayed, relayed_offer};
 use super::{offered, tasks, trace};
+use crate::Downstream;
 use crate::host::{CALL_KEY_META, CallKey, HostCall, HostError, HostOutcome, ToolHost};
-use crate::{rounds, upstream_task};
+use crate::rounds::{self, Round};
 
 /// The handler rmcp builds per request (a clone of one `Arc`).
 #[derive(Clone)]
@@ -101,7 +102,17 @@ impl Endpoint {
             return Err(tasks::required());
         }
         let declared = declared(&context);
+        let (relay, receiving) = notices::relay_for(&context, &self.levels, &admitted).unzip();
+        // What this request's client can take back from its upstream, handed to the host with
+        // the caller (never held in ambient state, docs/rules.md MCP-63, MCP-68, MCP-76).
+        let downstream = |round: Option<Round>| Downstream {
+            round,
+            relay: relay.clone(),
+            offers_task: wants_task && modern,
+        };
         if let Some(state) = request.request_state.as_deref() {
+            let round = rounds::round_if_modern(declared.as_ref(), None);
+            let admitted = admitted.serving(downstream(round.clone()));
             let none = Map::new();
             let retry = mrtr::Retry {
                 tool: &request.name,
@@ -114,11 +125,12 @@ impl Endpoint {
             let states = self.request_states.as_ref();
             // An approving retry runs the call in this request (MCP-49): its messages too, and
             // its upstream's own input requests (MCP-68).
-            let resume = mrtr::resume(self.host.as_ref(), states, &admitted, retry);
-            let resume = rounds::relaying_if_modern(declared.as_ref(), None, resume);
             // A round that runs may be answered with its upstream's task (MCP-76, MCP-82).
-            let resume = upstream_task::offering(wants_task && modern, resume);
-            return notices::relayed_if_wanted(&context, &self.levels, &admitted, resume).await;
+            let resume = async {
+                let resumed = mrtr::resume(self.host.as_ref(), states, &admitted, retry).await;
+                rounds::settled(round.as_ref(), resumed)
+            };
+            return notices::forwarded(receiving, &context.peer, resume).await;
         }
         // Kept only when the person at the client could be asked (MCP-46).
         let asks = self
@@ -127,21 +139,27 @@ impl Endpoint {
             .filter(|_| asks_person(&context));
         let asked_about = asks.map(|_| arguments.clone());
         let relayed_about = declared.as_ref().map(|_| arguments.clone());
-        let call = self.host.call_tool_keyed(
-            &admitted.scope,
-            &admitted.caller,
-            &request.name,
-            Value::Object(arguments),
-            key.as_ref(),
-        );
         // Answers sent without a state go on as sent: the upstream may take them (MCP-70).
         let responses = request
             .input_responses
             .map(|r| Value::Object(r.into_iter().collect()));
-        let call = rounds::relaying_if_modern(declared.as_ref(), responses, call);
+        let round = rounds::round_if_modern(declared.as_ref(), responses);
         // A client that follows tasks may get the upstream's own task relayed (MCP-76).
-        let call = upstream_task::offering(wants_task && modern, call);
-        let outcome = notices::relayed_if_wanted(&context, &self.levels, &admitted, call).await;
+        let serving = admitted.serving(downstream(round.clone()));
+        let call = async {
+            let called = self
+                .host
+                .call_tool_keyed(
+                    &serving.scope,
+                    &serving.caller,
+                    &request.name,
+                    Value::Object(arguments),
+                    key.as_ref(),
+                )
+                .await;
+            rounds::settled(round.as_ref(), called)
+        };
+        let outcome = notices::forwarded(receiving, &context.peer, call).await;
         if let (Ok(call), Some(declared), Some(arguments)) = (&outcome, &declared, &relayed_about)
             && matches!(call.outcome, HostOutcome::InputRequired { .. })
         {

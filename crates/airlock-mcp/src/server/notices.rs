@@ -25,7 +25,9 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::request::Admitted;
-use crate::relay::{self, LOG_LEVEL_META, Level, Notice, Relay};
+use tokio::sync::mpsc;
+
+use crate::relay::{LOG_LEVEL_META, Level, Notice, Relay};
 use airlock_spec::ScopeId;
 
 /// Principals whose session-era log level is remembered at most; past it the memory starts
@@ -67,15 +69,35 @@ struct Wanted {
     level: Option<Level>,
 }
 
-/// Runs `call`, relaying what its upstream sends when the request in `context` asked for it.
-pub(super) async fn relayed_if_wanted<F: Future>(
+/// The receiving end of one request's relay: the messages its upstream calls send, and what
+/// the request asked to see of them.
+pub(super) struct Receiving {
+    wanted: Wanted,
+    messages: mpsc::Receiver<Notice>,
+}
+
+/// The relay the upstream calls of the request in `context` send through, when it asked for
+/// progress or a log level, and its receiving end for [`forwarded`].
+pub(super) fn relay_for(
     context: &RequestContext<RoleServer>,
     levels: &Levels,
     admitted: &Admitted,
+) -> Option<(Relay, Receiving)> {
+    let wanted = wanted(context, levels, admitted)?;
+    let (relay, messages) = Relay::new(wanted.token.is_some(), wanted.level);
+    Some((relay, Receiving { wanted, messages }))
+}
+
+/// Runs `call`, forwarding to `peer` what its upstream calls send through the relay of
+/// `receiving` (none: plain JSON), and returns its outcome once every message that preceded it
+/// has been sent.
+pub(super) async fn forwarded<F: Future>(
+    receiving: Option<Receiving>,
+    peer: &Peer<RoleServer>,
     call: F,
 ) -> F::Output {
-    match wanted(context, levels, admitted) {
-        Some(wanted) => relayed(wanted, &context.peer, call).await,
+    match receiving {
+        Some(receiving) => relayed(receiving, peer, call).await,
         None => call.await,
     }
 }
@@ -104,9 +126,11 @@ pub(super) fn is_modern(context: &RequestContext<RoleServer>) -> bool {
 
 /// Runs `call` while relaying what its upstream sends to `peer`, and returns its outcome once
 /// every message that preceded it has been sent.
-async fn relayed<F: Future>(wanted: Wanted, peer: &Peer<RoleServer>, call: F) -> F::Output {
-    let (relay, mut messages) = Relay::new(wanted.token.is_some(), wanted.level);
-    let call = relay::relaying(relay, call);
+async fn relayed<F: Future>(receiving: Receiving, peer: &Peer<RoleServer>, call: F) -> F::Output {
+    let Receiving {
+        wanted,
+        mut messages,
+    } = receiving;
     tokio::pin!(call);
     let outcome = loop {
         tokio::select! {
@@ -177,6 +201,7 @@ mod tests {
         let caller = Caller {
             principal: principal.to_owned(),
             groups: Vec::new(),
+            ..Default::default()
         };
         Admitted { scope, caller }
     }

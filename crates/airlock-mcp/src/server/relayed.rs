@@ -28,7 +28,7 @@ use super::request_state::{
 };
 use super::tasks;
 use crate::host::{CallerRefusal, HostCall, HostError, HostOutcome, RoundCall, ToolHost};
-use crate::rounds::{NEEDED, Round, relaying_round};
+use crate::rounds::{self, NEEDED, Round};
 
 /// What the client of this request declared it can do (its `clientCapabilities`).
 pub(super) type Declared = Map<String, Value>;
@@ -189,11 +189,17 @@ pub(super) async fn next_round(
         tool: call.tool.to_owned(),
         arguments: Value::Object(call.arguments.clone()),
     };
-    let ran = relaying_round(
-        round,
-        host.continue_round(&admitted.scope, &admitted.caller, next),
-    )
-    .await;
+    let serving = admitted.serving(
+        admitted
+            .caller
+            .downstream
+            .clone()
+            .with_round(Some(round.clone())),
+    );
+    let continued = host
+        .continue_round(&serving.scope, &serving.caller, next)
+        .await;
+    let ran = rounds::settled(Some(&round), continued);
     match ran {
         Ok(done) => answer(
             Some(states),

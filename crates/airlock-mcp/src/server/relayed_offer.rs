@@ -28,7 +28,7 @@ use super::relayed::{Asking, Declared, Unrelayable, sealed};
 use super::request::Admitted;
 use super::request_state::{Asked, Binding, Refusal, RequestStates, arguments_digest, refused};
 use crate::host::{CallerRefusal, HostError, OfferAnswer, OfferRequest, RoundCall, ToolHost};
-use crate::rounds::{self, Round, relaying_round};
+use crate::rounds::{self, Round};
 
 /// What the endpoint request brings beside the host.
 pub(super) struct Relaying<'a> {
@@ -119,7 +119,6 @@ async fn relay(
     params: Map<String, Value>,
 ) -> Result<Relayed, ErrorData> {
     let admitted = relaying.admitted;
-    let (scope, caller) = (&admitted.scope, &admitted.caller);
     let responses = offer.responses.take();
     let responses = responses.map(|r| Value::Object(r.into_iter().collect()));
     let answer = match (offer.state.take(), relaying.declared) {
@@ -129,12 +128,15 @@ async fn relay(
         // Only a 2026-07-28 request is ever given a state.
         (Some(_), None) => return Err(refused(Refusal::Tampered)),
         (None, declared) => {
+            let round = rounds::round_if_modern(declared, responses);
+            let serving =
+                admitted.serving(admitted.caller.downstream.clone().with_round(round.clone()));
+            let (scope, caller) = (&serving.scope, &serving.caller);
             let asked = match offer.request {
-                OfferRequest::Prompt => host.get_prompt(scope, caller, params),
-                OfferRequest::Resource => host.read_resource(scope, caller, &offer.name),
+                OfferRequest::Prompt => host.get_prompt(scope, caller, params).await,
+                OfferRequest::Resource => host.read_resource(scope, caller, &offer.name).await,
             };
-            let asked = rounds::relaying_if_modern(declared, responses, asked).await;
-            asked.map_err(to_error_data)?
+            rounds::settled(round.as_ref(), asked).map_err(to_error_data)?
         }
     };
     answered(relaying, offer, answer)
@@ -170,9 +172,18 @@ async fn next_round(
         tool: offer.name.clone(),
         arguments: offer.arguments.clone(),
     };
-    let (scope, caller) = (&admitted.scope, &admitted.caller);
-    let asked = host.continue_offer(scope, caller, offer.request, next);
-    match relaying_round(round, asked).await {
+    let serving = admitted.serving(
+        admitted
+            .caller
+            .downstream
+            .clone()
+            .with_round(Some(round.clone())),
+    );
+    let (scope, caller) = (&serving.scope, &serving.caller);
+    let asked = host
+        .continue_offer(scope, caller, offer.request, next)
+        .await;
+    match rounds::settled(Some(&round), asked) {
         Ok(answer) => Ok(answer),
         Err(CallerRefusal::Replayed) => Err(refused(Refusal::Replayed)),
         Err(CallerRefusal::Host(err)) => Err(to_error_data(err)),

@@ -32,6 +32,18 @@ pub(super) struct Admitted {
     pub(super) caller: Caller,
 }
 
+impl Admitted {
+    /// This caller, whose host calls serve a request whose client can take `downstream`.
+    pub(super) fn serving(&self, downstream: crate::Downstream) -> Self {
+        let mut caller = self.caller.clone();
+        caller.downstream = downstream;
+        Self {
+            scope: self.scope.clone(),
+            caller,
+        }
+    }
+}
+
 #[cfg(test)]
 impl Admitted {
     /// alice on the gateway scope: the caller of the steps' unit tests.
@@ -41,6 +53,7 @@ impl Admitted {
             caller: Caller {
                 principal: "alice".to_owned(),
                 groups: Vec::new(),
+                ..Default::default()
             },
         }
     }

@@ -47,6 +47,7 @@ async fn agent(State(shared): State<Shared>, Path(name): Path<String>) -> Respon
     let anyone = Caller {
         principal: String::new(),
         groups: Vec::new(),
+        ..Default::default()
     };
     if shared.1.list_tools(&scope, &anyone).is_err() {
         return StatusCode::NOT_FOUND.into_response();

@@ -47,6 +47,7 @@ pub(super) async fn through_gateway(
         principal: ctx.detail.principal.clone(),
         groups: ctx.detail.groups.clone(),
         channel: CHANNEL,
+        downstream: Default::default(),
     };
     let run = RunCall {
         run: ctx.detail.root,

@@ -99,7 +99,7 @@ impl Gateway {
             "decided"
         );
         let outcome = match decided.state {
-            InvocationState::Running => self.run_claimed_row(decided).await,
+            InvocationState::Running => self.run_claimed_row(decided, &caller.downstream).await,
             InvocationState::Approved => self.continue_approved(decided.id).await,
             _ => Ok(Outcome::from_row(decided)),
         };

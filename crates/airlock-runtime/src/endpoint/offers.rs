@@ -52,7 +52,12 @@ impl Gateway {
         let arguments = params.get("arguments").cloned().unwrap_or(Value::Null);
         params.insert("name".into(), Value::String(upstream_name));
         let work = async {
-            let got = client.get_prompt(&source.target, params).await;
+            // The round of the request this read serves, if it relays one (MCP-81).
+            let target = source
+                .target
+                .clone()
+                .with_downstream(caller.downstream.clone());
+            let got = client.get_prompt(&target, params).await;
             got.map(|r| served(source, r, served_messages))
                 .map_err(mcp_error)
         };
@@ -83,7 +88,11 @@ impl Gateway {
         let mut params = Map::new();
         params.insert("uri".into(), Value::String(upstream));
         let work = async {
-            let read = client.read_resource(&source.target, params).await;
+            let target = source
+                .target
+                .clone()
+                .with_downstream(caller.downstream.clone());
+            let read = client.read_resource(&target, params).await;
             read.map(|r| served(source, r, served_contents))
                 .map_err(mcp_error)
         };

@@ -61,6 +61,7 @@ impl Gateway {
             principal: principal.clone(),
             groups: Some(caller.groups.clone()),
             channel: "mcp",
+            downstream: caller.downstream.clone(),
         };
         let new = NewSession {
             channel: "mcp".to_owned(),

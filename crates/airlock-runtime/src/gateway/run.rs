@@ -10,12 +10,13 @@
 use std::sync::Arc;
 
 use airlock_ledger::{Invocation, InvocationId, InvocationState, LedgerError, RunId};
+use airlock_mcp::Downstream;
 use airlock_spec::{ToolSource, ToolSpec};
 use serde_json::Value;
 
 use super::{Gateway, GatewayError, PreparedTool, events};
 use crate::error::{ToolError, ToolErrorKind};
-use crate::execute::{Ran, RunConnections};
+use crate::execute::{Ran, Reach, RunConnections};
 use crate::outcome::Outcome;
 
 impl Gateway {
@@ -25,12 +26,17 @@ impl Gateway {
         &self,
         tool: &PreparedTool,
         mut claimed: Invocation,
+        downstream: &Downstream,
     ) -> Result<Outcome, GatewayError> {
         let started = std::time::Instant::now();
         // Moved, not copied, to the request: a call's arguments may be megabytes.
         let result = match tool.check.prepare(std::mem::take(&mut claimed.arguments)) {
             Err(e) => Err(e),
-            Ok(map) => self.execute(&tool.spec, &claimed, Value::Object(map)).await,
+            Ok(map) => {
+                let arguments = Value::Object(map);
+                self.execute(&tool.spec, &claimed, arguments, downstream)
+                    .await
+            }
         };
         let result = match result {
             Ok(Ran::Task(task)) => return self.relay(claimed.id, task).await,
@@ -75,11 +81,16 @@ impl Gateway {
         spec: &ToolSpec,
         row: &Invocation,
         arguments: Value,
+        downstream: &Downstream,
     ) -> Result<Ran, ToolError> {
         let supplied = self.supplied_for(spec, row).await?;
+        let reach = Reach {
+            supplied: supplied.as_deref(),
+            downstream,
+        };
         let work = self
             .executors
-            .run(spec, arguments, &row.idempotency_key, supplied.as_deref());
+            .run(spec, arguments, &row.idempotency_key, reach);
         tokio::pin!(work);
         // The first renewal is a period away: `interval`'s "immediate" first tick still waits
         // for the timer driver's next millisecond, which cost every call about 1 ms.

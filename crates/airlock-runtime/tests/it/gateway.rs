@@ -279,6 +279,7 @@ pub(crate) async fn ctx_on(gateway: &Gateway, principal: &str, call_id: &str) ->
         principal,
         groups: None,
         channel: "test",
+        downstream: Default::default(),
     }
 }
 
@@ -813,6 +814,7 @@ async fn parked_through_mcp() -> Option<(Fixture, airlock_mcp::Caller, String)> 
     let ada = Caller {
         principal: "ada".into(),
         groups: Vec::new(),
+        ..Default::default()
     };
     let parked = f
         .gateway
@@ -841,6 +843,7 @@ async fn mcp_hints_of_a_local_tool_assume_it_writes() {
         let caller = airlock_mcp::Caller {
             principal: "ada".into(),
             groups: Vec::new(),
+            ..Default::default()
         };
         let tools = f.gateway.list_tools(&ScopeId::Gateway, &caller).unwrap();
         let count = tools.iter().find(|t| t.name == "count").unwrap();
@@ -864,6 +867,7 @@ async fn an_unknown_mcp_tool_writes_nothing() {
     let caller = Caller {
         principal: "ada".into(),
         groups: Vec::new(),
+        ..Default::default()
     };
     let refused = f
         .gateway
@@ -895,6 +899,7 @@ async fn await_refuses_calls_from_other_channels_principals_and_scopes() {
     let eve = Caller {
         principal: "eve".into(),
         groups: Vec::new(),
+        ..Default::default()
     };
     assert_eq!(
         f.gateway
@@ -970,6 +975,7 @@ async fn an_in_doubt_mcp_call_resolved_as_ran_shows_the_resolver_and_note() {
     let ada = Caller {
         principal: "ada".into(),
         groups: Vec::new(),
+        ..Default::default()
     };
     let settled = f
         .gateway
@@ -1108,6 +1114,7 @@ async fn a_running_call_keeps_its_lease(backend: Backend) {
         principal: None,
         groups: None,
         channel: "test",
+        downstream: Default::default(),
     };
     let sweeper = async {
         tokio::time::sleep(Duration::from_millis(650)).await;

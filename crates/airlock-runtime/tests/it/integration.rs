@@ -162,6 +162,7 @@ async fn call_row(gateway: &Gateway, tool: &str, arguments: Value) -> Invocation
         principal: None,
         groups: None,
         channel: "cli",
+        downstream: Default::default(),
     };
     gateway
         .call(&ctx, tool, arguments)

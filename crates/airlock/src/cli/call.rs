@@ -77,6 +77,7 @@ async fn call(
         // The operator at the deployment: `[[access]]` binds token callers (POLICY-47).
         groups: None,
         channel: "cli",
+        downstream: Default::default(),
     };
     let outcome = booted.gateway.call(&ctx, &args.tool, arguments).await?;
     let row = outcome.invocation();

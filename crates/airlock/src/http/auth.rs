@@ -102,6 +102,7 @@ pub(super) fn agent_caller(
     Ok(Caller {
         principal: token.principal.clone(),
         groups: token.groups.clone(),
+        ..Default::default()
     })
 }
 

@@ -98,6 +98,7 @@ async fn a_call_outside_the_policy_is_recorded_denied_and_never_runs() {
     let claude = Caller {
         principal: "claude".into(),
         groups: Vec::new(),
+        ..Default::default()
     };
     let question = json!({"question": "Ship it?"});
     let host_call = gateway
@@ -119,6 +120,7 @@ async fn a_call_outside_the_policy_is_recorded_denied_and_never_runs() {
     let ops = Caller {
         principal: "other".into(),
         groups: vec!["ops".into()],
+        ..Default::default()
     };
     let asked = gateway
         .call_tool(&ScopeId::Gateway, &ops, "ask_human", question)

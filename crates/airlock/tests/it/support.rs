@@ -74,6 +74,7 @@ pub(crate) async fn call_context(
         principal: principal.map(Into::into),
         groups: None,
         channel: "test",
+        downstream: Default::default(),
     }
 }
 

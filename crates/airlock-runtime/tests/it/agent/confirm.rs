@@ -213,6 +213,7 @@ async fn outside_a_run_a_confirm_action_is_refused() {
         principal: None,
         groups: None,
         channel: "mcp",
+        downstream: Default::default(),
     };
     let outcome = gateway
         .call(&ctx, "confirm", json!({"amount": 1}))

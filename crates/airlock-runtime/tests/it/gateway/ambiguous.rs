@@ -76,6 +76,7 @@ fn ada() -> Caller {
     Caller {
         principal: "ada".into(),
         groups: Vec::new(),
+        ..Default::default()
     }
 }
 

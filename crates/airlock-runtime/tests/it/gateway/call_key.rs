@@ -16,6 +16,7 @@ fn caller(principal: &str) -> Caller {
     Caller {
         principal: principal.into(),
         groups: Vec::new(),
+        ..Default::default()
     }
 }
 

@@ -24,6 +24,7 @@ fn ada() -> Caller {
     Caller {
         principal: "ada".into(),
         groups: Vec::new(),
+        ..Default::default()
     }
 }
 
@@ -117,6 +118,7 @@ pub(super) async fn an_abandoned_call_never_runs(backend: Backend) {
         principal: Some("ada".into()),
         groups: None,
         channel: "mcp",
+        downstream: Default::default(),
     };
     let again = f
         .gateway
