@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Crate arrows point one way: from user to used, never back (the crate table in README.md,
-# "Layout"). Fails if a crate reaches upward or into a forbidden dependency; the spec crate is
-# checked transitively (it must stay free of network, async runtime and database crates).
+# Crate arrows point one way: from user to used, never back (the crate map in
+# docs/architecture.md, "The crates"). Fails if a crate reaches upward or into a forbidden
+# dependency; the spec crate is checked transitively (it must stay free of network, async
+# runtime and database crates).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 fail=0

@@ -1,4 +1,4 @@
-//! The exit statuses of `airlock`, one table for every command (the README's "Exit codes"):
+//! The exit statuses of `airlock`, one table for every command (docs/cli.md, "Exit codes"):
 //! 0 done, 1 error, 2 usage (clap), and these for outcomes a script must tell apart.
 //!
 //! Guarantees: each number means one thing across commands, so a script can branch on it

