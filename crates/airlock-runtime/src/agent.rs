@@ -42,7 +42,7 @@ use airlock_spec::{AgentSpec, Scope, ScopeId};
 use tokio::sync::mpsc::Sender;
 use tokio_util::sync::CancellationToken;
 
-use crate::execute::RunConnections;
+use crate::execute::{RunConnections, SuppliedNames};
 use crate::gateway::Gateway;
 use crate::session;
 use record::{Detail, Snapshot};
@@ -307,7 +307,7 @@ impl Agents {
     pub async fn continue_resumed(&self, id: RunId) -> Result<RunReport, AgentError> {
         let run = self.store().get_run(id).await?;
         if self.inner.gateway.held_supplied(id).is_none() {
-            let names = supplied_names(self.store(), id).await?;
+            let names = SuppliedNames::of(self.store(), id).await?;
             if !names.is_empty() {
                 return self.fail_unsupplied(id, &names).await;
             }
@@ -458,7 +458,9 @@ impl Agents {
             elapsed_ms: 0,
             answer: None,
             error: None,
-            supplied: request.connections.keys().cloned().collect(),
+            supplied: SuppliedNames {
+                supplied: request.connections.keys().cloned().collect(),
+            },
         };
         let consent = self.inner.yes_words.consents(&request.input);
         let row = detail.row(id, None)?;
@@ -507,14 +509,6 @@ fn supplied(request: &RunRequest) -> Arc<RunConnections> {
         connections.insert(name, &c.base_url, &c.credential);
     }
     Arc::new(connections)
-}
-
-/// The names of the connections root run `run`'s caller supplied, as its details keep them.
-pub(crate) async fn supplied_names(
-    store: &dyn Store,
-    run: RunId,
-) -> Result<Vec<String>, airlock_ledger::LedgerError> {
-    Ok(Detail::load(store, run).await?.0.supplied)
 }
 
 fn busy(session: SessionId, run: Option<RunId>) -> AgentError {

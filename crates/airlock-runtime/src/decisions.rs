@@ -98,7 +98,7 @@ async fn supplied_refusal(
     else {
         return Ok(None);
     };
-    let names = crate::agent::supplied_names(store, run).await?;
+    let names = crate::execute::SuppliedNames::of(store, run).await?;
     if names.is_empty() {
         return Ok(None);
     }

@@ -30,7 +30,8 @@ use serde_json::Value;
 
 use crate::{ToolError, ToolErrorKind};
 use local::{LocalBody, LocalTool};
-pub(crate) use supplied::{RunConnections, SuppliedRuns};
+pub use supplied::RunCredential;
+pub(crate) use supplied::{RunConnections, SuppliedNames, SuppliedRuns};
 
 /// What an executor ran to: the result to store, or — for a remote MCP tool offered a task
 /// (docs/rules.md MCP-76) — the upstream's task that runs the call.

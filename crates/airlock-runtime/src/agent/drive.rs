@@ -4,6 +4,7 @@
 //! call parks, or the run is cancelled. A sub-agent's call drives its nested run here, and
 //! [`serve_root`] serves a root run to its stop.
 
+use crate::execute::SuppliedNames;
 use std::sync::Arc;
 
 use airlock_ledger::{LedgerError, NewRun, ResumeOutcome, RunId, RunStatus, RunStep};
@@ -381,7 +382,7 @@ async fn start_child(
         answer: None,
         error: None,
         // The root's caller supplied them; the calls of the whole tree carry the root's id.
-        supplied: Vec::new(),
+        supplied: SuppliedNames::default(),
     };
     let row = detail.row(id, Some((ctx.run, call_id.to_owned())))?;
     // A model's words never answer what the session held (POLICY-35): no consent at all.

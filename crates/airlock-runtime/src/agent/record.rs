@@ -5,6 +5,7 @@
 //!
 //! Guarantees: nothing stored here holds a supplied connection or its credential.
 
+use crate::execute::SuppliedNames;
 use std::collections::{BTreeMap, HashMap};
 
 use airlock_ledger::{Invocation, LedgerError, RunDetail, RunId, Store};
@@ -42,10 +43,9 @@ pub(super) struct Detail {
     pub(super) answer: Option<String>,
     /// Why it failed.
     pub(super) error: Option<String>,
-    /// The names of the connections its caller supplied (never their URLs or credentials):
-    /// what a call of the run must never reach through another connection (AGENT-63).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub(super) supplied: Vec<String>,
+    /// The names of the connections its caller supplied (AGENT-63).
+    #[serde(flatten)]
+    pub(super) supplied: SuppliedNames,
 }
 
 impl Detail {

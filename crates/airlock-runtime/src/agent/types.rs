@@ -9,7 +9,6 @@ use std::collections::BTreeMap;
 
 use airlock_ledger::{InvocationId, LedgerError, RunId, SessionId};
 use airlock_model::Usage;
-use secrecy::SecretString;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -37,6 +36,8 @@ pub struct RunRequest {
     pub proposals_enabled: bool,
 }
 
+pub use crate::execute::RunCredential;
+
 /// A connection supplied with a run.
 #[derive(Debug, Clone)]
 pub struct RunConnection {
@@ -44,23 +45,6 @@ pub struct RunConnection {
     pub base_url: String,
     /// The credential sent to it, sent as the tool's `auth.scheme` says.
     pub credential: RunCredential,
-}
-
-/// A supplied connection's credential, in the shapes `airlock.toml`'s credentials take
-/// (docs/rules.md AGENT-65). `Debug` never shows a secret.
-#[derive(Debug, Clone)]
-pub enum RunCredential {
-    /// None: for an API without auth (`auth: { scheme: none }`).
-    None,
-    /// One value: a bearer token, a header's value, a query parameter's value.
-    Token(SecretString),
-    /// A `basic` credential's user name and password.
-    Basic {
-        /// The user name.
-        username: SecretString,
-        /// The password.
-        password: SecretString,
-    },
 }
 
 /// Where a run is, as its caller sees it.

@@ -10,12 +10,51 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use airlock_ledger::RunId;
+use airlock_ledger::{LedgerError, RunId, Store};
 use airlock_spec::{ApiConnection, CredentialPath, Credentials};
-use secrecy::ExposeSecret;
+use secrecy::{ExposeSecret, SecretString};
+use serde::{Deserialize, Serialize};
 
-use crate::agent::RunCredential;
 use crate::{ToolError, ToolErrorKind};
+
+/// A supplied connection's credential, in the shapes `airlock.toml`'s credentials take
+/// (docs/rules.md AGENT-65). `Debug` never shows a secret.
+#[derive(Debug, Clone)]
+pub enum RunCredential {
+    /// None: for an API without auth (`auth: { scheme: none }`).
+    None,
+    /// One value: a bearer token, a header's value, a query parameter's value.
+    Token(SecretString),
+    /// A `basic` credential's user name and password.
+    Basic {
+        /// The user name.
+        username: SecretString,
+        /// The password.
+        password: SecretString,
+    },
+}
+
+/// The names of the connections a root run's caller supplied (never their URLs or
+/// credentials), as the run's stored details keep them: what a call of the run must never
+/// reach through another connection (AGENT-63). Flattened into the run's details.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct SuppliedNames {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) supplied: Vec<String>,
+}
+
+impl SuppliedNames {
+    /// The names root run `run`'s caller supplied, read from its stored details.
+    pub(crate) async fn of(store: &dyn Store, run: RunId) -> Result<Vec<String>, LedgerError> {
+        let row = store
+            .run_detail(run)
+            .await?
+            .ok_or(LedgerError::RunNotFound(run))?;
+        let names: Self = serde_json::from_value(row.detail)
+            .map_err(|e| LedgerError::Invalid(format!("stored run detail: {e}")))?;
+        Ok(names.supplied)
+    }
+}
 
 /// The path under which a supplied connection's credential is held in its own bundle.
 const RUN_CREDENTIAL: &str = "run.credential";

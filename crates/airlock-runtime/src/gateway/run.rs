@@ -16,7 +16,7 @@ use serde_json::Value;
 
 use super::{Gateway, GatewayError, PreparedTool, events};
 use crate::error::{ToolError, ToolErrorKind};
-use crate::execute::{Ran, Reach, RunConnections};
+use crate::execute::{Ran, Reach, RunConnections, SuppliedNames};
 use crate::outcome::Outcome;
 
 impl Gateway {
@@ -125,7 +125,7 @@ impl Gateway {
         if let Some(held) = self.supplied.get(run) {
             return Ok(Some(held));
         }
-        let names = crate::agent::supplied_names(self.store.as_ref(), run)
+        let names = SuppliedNames::of(self.store.as_ref(), run)
             .await
             .map_err(|e| ToolError::new(ToolErrorKind::Database, e.to_string()))?;
         Ok((!names.is_empty()).then(|| Arc::new(RunConnections::gone(names))))
