@@ -369,7 +369,9 @@ impl Agents {
         live.cancels.remove(&run);
         if let Some(report) = report {
             live.sessions.remove(&report.session_id);
-            if report.status != RunState::Parked {
+            // Kept while the run may go on: parked, or `running` because another serve (a
+            // resume that won the run while this one finished) is using them now.
+            if !matches!(report.status, RunState::Parked | RunState::Running) {
                 self.inner.gateway.release_supplied(run);
             }
         }

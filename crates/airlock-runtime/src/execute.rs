@@ -210,7 +210,7 @@ impl Executors {
     ) -> Result<Reached<'a>, ToolError> {
         let from_run = supplied.map_or(Ok(None), |run| run.get(name))?;
         if let Some((connection, credentials)) = from_run {
-            let guard = self.guard_of(name);
+            let guard = self.guard_of_supplied(name, &connection.base_url);
             return Ok(Reached {
                 connection,
                 credentials,
@@ -237,15 +237,35 @@ impl Executors {
         })
     }
 
-    /// The guard of `[connections.<name>]`, supplied per run or not: the operator's only
+    /// The guard of `[connections.<name>]` as airlock.toml declares it: the operator's only
     /// when it vouched for that name with `use_egress_allow`.
     fn guard_of(&self, name: &str) -> Guard {
         let vouched = self
             .connections
             .get(name)
-            .is_some_and(|c| c.use_egress_allow)
-            || self.vouched_per_run.contains(name);
+            .is_some_and(|c| c.use_egress_allow);
         if vouched {
+            Guard::Operator
+        } else {
+            Guard::Tenant
+        }
+    }
+
+    /// The guard of a URL a run's caller supplied as connection `name`: the operator's only
+    /// when the operator vouched for a connection each caller supplies (`per_run` with
+    /// `use_egress_allow`), or for this name's own destination — the same scheme, host and port
+    /// as its `base_url` in airlock.toml. A caller may give a vouched connection another path or
+    /// credential, never another destination: vouching for one internal service must not open
+    /// the whole `[egress] allow` list to every caller (docs/rules.md EGRESS-38).
+    fn guard_of_supplied(&self, name: &str, supplied: &str) -> Guard {
+        if self.vouched_per_run.contains(name) {
+            return Guard::Operator;
+        }
+        let origin = |url: &str| url::Url::parse(url).ok().map(|u| u.origin());
+        let same_destination = self.connections.get(name).is_some_and(|c| {
+            c.use_egress_allow && origin(&c.base_url).is_some_and(|o| Some(o) == origin(supplied))
+        });
+        if same_destination {
             Guard::Operator
         } else {
             Guard::Tenant

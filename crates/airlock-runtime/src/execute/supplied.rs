@@ -101,7 +101,7 @@ impl RunConnections {
         let connection = ApiConnection {
             base_url: base_url.to_owned(),
             credential: path,
-            // A URL the caller chose is never one the operator vouched for.
+            // Not read: the executors decide a supplied URL's guard (`guard_of_supplied`).
             use_egress_allow: false,
         };
         self.gone.remove(name);

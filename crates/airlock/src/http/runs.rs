@@ -101,6 +101,17 @@ async fn reachable_run(state: &AppState, headers: &HeaderMap, id: &str) -> Resul
         tracing::warn!(run = %id, ?requester, "run refused: another principal started it");
         return Err(AgentError::RunNotFound(id).into());
     }
+    if let RunRequester::Caller(_) = requester {
+        // Its own run, through a token still granted the run's agent (AGENT-40): a token
+        // scoped to the gateway or to another agent reaches none of that agent's runs.
+        let run = state
+            .gateway
+            .store()
+            .get_run(id)
+            .await
+            .map_err(ApiError::from)?;
+        agent_caller(state, headers, &run.agent)?;
+    }
     Ok(id)
 }
 

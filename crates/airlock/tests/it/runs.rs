@@ -21,6 +21,8 @@ use crate::support::{Server, cli, deployment_with, http, serve_in_process};
 
 /// A token of `[[mcp.tokens]]` granted `agent:helper` (principal `carol`).
 pub(crate) const CALLER: &str = "caller-token-5f1d3c0e8a9b4c7d";
+/// `carol`'s other token, granted only the gateway scope.
+pub(crate) const CAROL_GATEWAY: &str = "carol-gateway-token-3e8d0c51";
 /// A token granted only the gateway scope.
 const GATEWAY_ONLY: &str = "gateway-token-2b7e151628aed2a6";
 /// A token without `scopes`: every scope.
@@ -35,6 +37,7 @@ pub(crate) fn helper_deployment(model: &str, erp: &str) -> tempfile::TempDir {
         "listen = \"127.0.0.1:0\"\n\
          [[mcp.tokens]]\ncredential = \"airlock.caller\"\nprincipal = \"carol\"\nscopes = [\"agent:helper\"]\n\
          [[mcp.tokens]]\ncredential = \"airlock.gateway\"\nprincipal = \"gus\"\nscopes = [\"gateway\"]\n\
+         [[mcp.tokens]]\ncredential = \"airlock.carol_gateway\"\nprincipal = \"carol\"\nscopes = [\"gateway\"]\n\
          [[mcp.tokens]]\ncredential = \"airlock.every\"\nprincipal = \"root\"\n\
          [[admin.tokens]]\ncredential = \"airlock.admin\"\nprincipal = \"alice\"\n\
          [egress]\nallow = [\"127.0.0.1/32\"]\n\
@@ -42,7 +45,7 @@ pub(crate) fn helper_deployment(model: &str, erp: &str) -> tempfile::TempDir {
          [connections.erp]\nuse_egress_allow = true\nbase_url = \"{erp}\"\ncredential = \"erp.token\"\n"
     );
     let creds = format!(
-        "airlock:\n  caller: {CALLER}\n  gateway: {GATEWAY_ONLY}\n  every: {EVERY_SCOPE}\n  admin: {ADMIN}\nopenai:\n  key: {}\nerp:\n  token: configured-erp-token\n",
+        "airlock:\n  caller: {CALLER}\n  carol_gateway: {CAROL_GATEWAY}\n  gateway: {GATEWAY_ONLY}\n  every: {EVERY_SCOPE}\n  admin: {ADMIN}\nopenai:\n  key: {}\nerp:\n  token: configured-erp-token\n",
         FakeModel::KEY
     );
     let dir = deployment_with(&toml, &creds);
@@ -125,8 +128,10 @@ async fn a_run_answers_its_report_and_its_supplied_credential_is_nowhere() {
     ])
     .await;
     let erp = upstream().await;
-    let refusing = RawServer::refusing_port().await;
-    let dir = helper_deployment(&model.endpoint(), &format!("http://127.0.0.1:{refusing}"));
+    // airlock.toml's `erp` (vouched for) is the same destination under another path: a caller
+    // may re-point a vouched connection's path and credential, never its destination (EGRESS-38).
+    let configured = format!("http://127.0.0.1:{}/configured", erp.port);
+    let dir = helper_deployment(&model.endpoint(), &configured);
     let mut command = Server::command(dir.path(), &[]);
     command.env("NO_COLOR", "1").env("AIRLOCK_LOG", "debug");
     let server = Server::spawn(command);
@@ -149,7 +154,7 @@ async fn a_run_answers_its_report_and_its_supplied_credential_is_nowhere() {
     for key in ["run_id", "session_id"] {
         assert!(run[key].is_string(), "{key}: {run}");
     }
-    // The supplied connection was used (the configured one refuses connections).
+    // The supplied connection was used (the configured one's path is `/configured`).
     assert_eq!(erp.seen(), ["/customers?id=7"]);
     assert_eq!(model.requests(), 2);
 

@@ -84,7 +84,8 @@ async fn a_supplied_connection_is_used_for_the_run_and_never_stored() {
     let configured = ApiConnection {
         // A loopback test upstream: the operator vouches for it (EGRESS-38).
         use_egress_allow: true,
-        base_url: "http://api.tenant.example.com:9/v0".into(),
+        // The same destination as the supplied one, another path: the one vouched for.
+        base_url: format!("http://api.tenant.example.com:{port}/v0"),
         credential: Some(CredentialPath::try_from("erp.token").unwrap()),
     };
     let extras = Extras {
@@ -186,37 +187,54 @@ fn seen(count: &std::sync::atomic::AtomicUsize) -> usize {
 }
 
 /// EGRESS-38: a URL a run's caller supplies reaches public addresses only, whatever `[egress]
-/// allow` says, unless the operator vouched for the connection's name: the call is a tool
-/// error the model sees, nothing reaches the loopback upstream, and the run goes on.
+/// allow` says — unless the operator vouched for the connection's name and the URL keeps its
+/// destination. Supplying another destination under a vouched name (here: another port of the
+/// loopback host) is blocked too: vouching for one service opens no other. A blocked call is a
+/// tool error the model sees, nothing reaches the upstream, and the run goes on.
 #[tokio::test]
 async fn a_supplied_url_reaches_public_addresses_only_unless_the_operator_vouched() {
-    let w = World::new(Backend::Sqlite).await.unwrap();
     let (port, count) = counting_server().await;
-    let agents = w.agents_with(
-        Arc::clone(&w.store),
-        TREE,
-        Limits::default(),
-        deployment_at(port, false, erp_tool()),
-    );
-    w.script(
-        "boss",
-        [calls(&[("erp_total", json!({}))]), answer("blocked")],
-    );
+    let (elsewhere, _) = counting_server().await;
+    for (configured_at, vouched) in [(port, false), (elsewhere, true)] {
+        let w = World::new(Backend::Sqlite).await.unwrap();
+        let extras = deployment_at(configured_at, vouched, erp_tool());
+        let agents = w.agents_with(Arc::clone(&w.store), TREE, Limits::default(), extras);
+        w.script(
+            "boss",
+            [calls(&[("erp_total", json!({}))]), answer("blocked")],
+        );
+        let report = agents
+            .run(supplying(port), None, Default::default())
+            .await
+            .unwrap();
+        assert_eq!(report.status, RunState::Completed, "{report:?}");
+        let row = &w.store.run_invocations(report.run_id).await.unwrap()[0];
+        let error = row.error.clone().expect("a tool error");
+        assert_eq!(
+            error.kind,
+            airlock_runtime::ToolErrorKind::Blocked,
+            "{error:?}"
+        );
+        // The name resolved to loopback: the caller is not told so.
+        assert!(!error.message.contains("127.0.0.1"), "{}", error.message);
+    }
+    assert_eq!(seen(&count), 0);
+    // Vouched, and the supplied URL keeps the destination: it is reached.
+    let w = World::new(Backend::Sqlite).await.unwrap();
+    let extras = deployment_at(port, true, erp_tool());
+    let agents = w.agents_with(Arc::clone(&w.store), TREE, Limits::default(), extras);
+    w.script("boss", [calls(&[("erp_total", json!({}))]), answer("42")]);
     let report = agents
         .run(supplying(port), None, Default::default())
         .await
         .unwrap();
-    assert_eq!(report.status, RunState::Completed, "{report:?}");
     let row = &w.store.run_invocations(report.run_id).await.unwrap()[0];
-    let error = row.error.clone().expect("a tool error");
     assert_eq!(
-        error.kind,
-        airlock_runtime::ToolErrorKind::Blocked,
-        "{error:?}"
+        row.state,
+        airlock_runtime::ledger::InvocationState::Succeeded,
+        "{row:?}"
     );
-    // The name resolved to loopback: the caller is not told so.
-    assert!(!error.message.contains("127.0.0.1"), "{}", error.message);
-    assert_eq!(seen(&count), 0);
+    assert_eq!(seen(&count), 1);
 }
 
 /// AGENT-63: a run whose caller supplied `erp_main` parks; the process restarts, a person

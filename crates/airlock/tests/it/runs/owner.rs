@@ -7,7 +7,9 @@ use std::net::SocketAddr;
 use airlock_testkit::{FakeCall, FakeModel, ModelReply};
 use serde_json::{Value, json};
 
-use super::{CALLER, EVERY_SCOPE, GATEWAY_ONLY, helper_deployment, read_run, start_run};
+use super::{
+    CALLER, CAROL_GATEWAY, EVERY_SCOPE, GATEWAY_ONLY, helper_deployment, read_run, start_run,
+};
 use crate::serve::ADMIN;
 use crate::support::{http, serve_in_process};
 
@@ -76,4 +78,23 @@ async fn parked_run(addr: SocketAddr) -> Value {
         "{parked}"
     );
     parked
+}
+
+/// AGENT-40 with AGENT-67: the run's own principal reaches it only through a token still granted
+/// the run's agent — `carol`'s gateway-only token is refused (403: the run is hers, so nothing
+/// is revealed), her agent token reads it.
+#[tokio::test]
+async fn the_owner_reaches_a_run_only_through_a_token_granted_its_agent() {
+    let fetch = || FakeCall::new("call_1", "fetch", &json!({"url": "http://127.0.0.1:9/"}));
+    let model = FakeModel::openai(vec![ModelReply::calls(vec![fetch()])]).await;
+    let dir = helper_deployment(&model.endpoint(), "http://127.0.0.1:9");
+    let (addr, _) = serve_in_process(dir.path()).await;
+    let parked = parked_run(addr).await;
+    let run = parked["run_id"].as_str().unwrap();
+    let (status, refused) = read_run(addr, run, CAROL_GATEWAY).await;
+    assert_eq!(status, 403, "{refused}");
+    let (status, _) = cancel_run(addr, run, CAROL_GATEWAY).await;
+    assert_eq!(status, 403);
+    let (status, read) = read_run(addr, run, CALLER).await;
+    assert_eq!((status, &read["status"]), (200, &json!("parked")), "{read}");
 }
