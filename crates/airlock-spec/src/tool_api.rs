@@ -2,7 +2,7 @@
 //! described inline or in `apis/<slug>.yml`; one tool per operation, named
 //! `<slug with _>_<operation>`.
 //! Reads execute; writes only propose. An operation's `approval` overrides the declaration's.
-//! A read (`writes: false`, or a GET) is `idempotent` whatever the declaration says, so an
+//! A read (a GET declared `writes: false`) is `idempotent` whatever the declaration says, so an
 //! unanswered read fails as a tool error and never waits for a person; `effect` (DECL-88)
 //! applies to the writes, `at_most_once` by default.
 
