@@ -189,13 +189,7 @@ pub(super) async fn next_round(
         tool: call.tool.to_owned(),
         arguments: Value::Object(call.arguments.clone()),
     };
-    let serving = admitted.serving(
-        admitted
-            .caller
-            .downstream
-            .clone()
-            .with_round(Some(round.clone())),
-    );
+    let serving = admitted.relaying(Some(round.clone()));
     let continued = host
         .continue_round(&serving.scope, &serving.caller, next)
         .await;

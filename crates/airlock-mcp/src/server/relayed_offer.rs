@@ -129,8 +129,7 @@ async fn relay(
         (Some(_), None) => return Err(refused(Refusal::Tampered)),
         (None, declared) => {
             let round = rounds::round_if_modern(declared, responses);
-            let serving =
-                admitted.serving(admitted.caller.downstream.clone().with_round(round.clone()));
+            let serving = admitted.relaying(round.clone());
             let (scope, caller) = (&serving.scope, &serving.caller);
             let asked = match offer.request {
                 OfferRequest::Prompt => host.get_prompt(scope, caller, params).await,
@@ -172,13 +171,7 @@ async fn next_round(
         tool: offer.name.clone(),
         arguments: offer.arguments.clone(),
     };
-    let serving = admitted.serving(
-        admitted
-            .caller
-            .downstream
-            .clone()
-            .with_round(Some(round.clone())),
-    );
+    let serving = admitted.relaying(Some(round.clone()));
     let (scope, caller) = (&serving.scope, &serving.caller);
     let asked = host
         .continue_offer(scope, caller, offer.request, next)

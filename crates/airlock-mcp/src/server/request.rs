@@ -33,6 +33,12 @@ pub(super) struct Admitted {
 }
 
 impl Admitted {
+    /// This caller and what its request's client can take back, relaying `round` instead of
+    /// the round it had (a retry's next round, an offer's read).
+    pub(super) fn relaying(&self, round: Option<crate::rounds::Round>) -> Self {
+        self.serving(self.caller.downstream.clone().with_round(round))
+    }
+
     /// This caller, whose host calls serve a request whose client can take `downstream`.
     pub(super) fn serving(&self, downstream: crate::Downstream) -> Self {
         let mut caller = self.caller.clone();

@@ -72,39 +72,12 @@ fn erp_tool() -> ToolSpec {
 async fn a_supplied_connection_is_used_for_the_run_and_never_stored() {
     let w = World::new(Backend::Sqlite).await.unwrap();
     let (port, head) = server().await;
-    let mut policy = EgressPolicy::default();
-    policy.allow_cidrs.push("127.0.0.1/32".parse().unwrap());
-    let resolver =
-        StaticResolver::new().with("api.tenant.example.com", [IpAddr::V4(Ipv4Addr::LOCALHOST)]);
-    let egress = GuardedClient::builder(policy)
-        .resolver(Arc::new(resolver))
-        .build()
-        .unwrap();
-    // airlock.toml's connection points nowhere useful, with another credential.
-    let configured = ApiConnection {
-        // A loopback test upstream: the operator vouches for it (EGRESS-38).
-        use_egress_allow: true,
-        // The same destination as the supplied one, another path: the one vouched for.
-        base_url: format!("http://api.tenant.example.com:{port}/v0"),
-        credential: Some(CredentialPath::try_from("erp.token").unwrap()),
-    };
-    let extras = Extras {
-        egress: Some(egress),
-        connections: BTreeMap::from([("erp_main".to_owned(), configured)]),
-        credentials: Credentials::from_pairs([("erp.token".to_owned(), "toml-secret".to_owned())]),
-        boss_tools: vec![erp_tool()],
-        clock: None,
-    };
+    // airlock.toml's `erp_main` is vouched for at the same destination, under another path
+    // and with another credential: the supplied one is what the call uses.
+    let extras = deployment_at(port, true, erp_tool());
     let agents = w.agents_with(Arc::clone(&w.store), TREE, Limits::default(), extras);
     w.script("boss", [calls(&[("erp_total", json!({}))]), answer("42")]);
-    let mut req = request("boss", "the total?");
-    req.connections.insert(
-        "erp_main".into(),
-        RunConnection {
-            base_url: format!("http://api.tenant.example.com:{port}/v1"),
-            credential: RunCredential::Token(RUN_SECRET.to_owned().into()),
-        },
-    );
+    let req = supplying(port);
     let debugged = format!("{req:?}");
     let (report, events) = run_with_events(&agents, req).await;
     assert_eq!(report.status, RunState::Completed, "{report:?}");
