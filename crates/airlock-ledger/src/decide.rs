@@ -23,6 +23,7 @@ const DENY_FROM: &[S] = &[S::AwaitingApproval, S::AwaitingAnswer, S::Proposed];
 const ANSWER_FROM: &[S] = &[S::AwaitingAnswer];
 const RESOLVE_FROM: &[S] = &[S::InDoubt];
 const RECORD_FROM: &[S] = &[S::Proposed];
+const WITHDRAW_FROM: &[S] = &[S::AwaitingApproval, S::AwaitingAnswer];
 
 fn expected_for(decision: &Decision) -> &'static [S] {
     match decision {
@@ -31,6 +32,7 @@ fn expected_for(decision: &Decision) -> &'static [S] {
         Decision::Answer { .. } => ANSWER_FROM,
         Decision::Resolve { .. } => RESOLVE_FROM,
         Decision::Record { .. } => RECORD_FROM,
+        Decision::Withdraw => WITHDRAW_FROM,
     }
 }
 
@@ -99,6 +101,10 @@ pub(crate) async fn decide(
         Decision::Deny { reason } => {
             next.state = S::Denied;
             next.decision = Some(record(DecisionKind::Denied, Some(reason.clone())));
+        }
+        Decision::Withdraw => {
+            next.state = S::Denied;
+            next.decision = Some(record(DecisionKind::Withdrawn, None));
         }
         Decision::Answer { text } => {
             next.state = S::Succeeded;

@@ -219,11 +219,14 @@ pub enum ToolErrorKind {
     /// The tool ran and reported its own failure: a local tool's error, an MCP tool's
     /// `isError: true` result.
     ToolFailed,
+    /// The upstream ran the call as a task of its own, and that task failed at the protocol
+    /// level (docs/rules.md MCP-78): the message is the upstream's.
+    TaskFailed,
 }
 
 impl ToolErrorKind {
     /// Every kind, in the order the documentation lists them.
-    pub const ALL: [Self; 14] = [
+    pub const ALL: [Self; 15] = [
         Self::BadArguments,
         Self::BadDeclaration,
         Self::CredentialMissing,
@@ -238,6 +241,7 @@ impl ToolErrorKind {
         Self::Unavailable,
         Self::Database,
         Self::ToolFailed,
+        Self::TaskFailed,
     ];
 
     /// The stable word stored on ledger rows and shown to clients.
@@ -258,6 +262,7 @@ impl ToolErrorKind {
             Self::Unavailable => "unavailable",
             Self::Database => "database",
             Self::ToolFailed => "tool_failed",
+            Self::TaskFailed => "task_failed",
         }
     }
 

@@ -210,6 +210,9 @@ pub enum Decision {
         /// The operator's note (kept on the row); for `abandoned`, the required reason.
         note: String,
     },
+    /// The caller withdraws its own `awaiting_approval` or `awaiting_answer` call (a cancelled
+    /// MCP task): the row is `denied`, its decision recorded as withdrawn.
+    Withdraw,
     /// Settle a `proposed` row the caller executed (or rejected) itself, instead of approving
     /// it for airlock to execute (docs/rules.md DECIDE-13).
     Record {
@@ -255,6 +258,7 @@ impl Decision {
                 outcome: CallerOutcome::Rejected { reason },
             } if reason.trim().is_empty() => Some("rejecting a proposal needs a reason"),
             Self::Approve
+            | Self::Withdraw
             | Self::Deny { .. }
             | Self::Answer { .. }
             | Self::Resolve { .. }
@@ -358,6 +362,9 @@ pub struct Invocation {
     pub updated_at: OffsetDateTime,
 }
 
+/// What a withdrawn call's caller reads as its denial.
+const WITHDRAWN: &str = "withdrawn by its caller";
+
 /// Who decided a call the access policy refused (docs/rules.md LEDGER-48): never a person's
 /// name, since principals and deciders are configured names without spaces.
 pub const ACCESS_POLICY: &str = "access policy";
@@ -442,11 +449,11 @@ impl Invocation {
             InvocationState::Succeeded => self.result.as_ref().map(Settlement::Succeeded),
             InvocationState::Failed => self.error.as_ref().map(Settlement::Failed),
             InvocationState::Denied => Some(Settlement::Denied {
-                reason: self
-                    .decision
-                    .as_ref()
-                    .and_then(|d| d.reason.as_deref())
-                    .unwrap_or("denied"),
+                reason: match &self.decision {
+                    Some(d) if d.decision == DecisionKind::Withdrawn => WITHDRAWN,
+                    Some(d) => d.reason.as_deref().unwrap_or("denied"),
+                    None => "denied",
+                },
             }),
             InvocationState::Expired => Some(Settlement::Expired),
             InvocationState::Resolved => self.resolution.as_ref().map(|r| Settlement::Resolved {

@@ -112,6 +112,9 @@ words! {
         /// A proposal the caller executed or rejected itself; the row holds how it went
         /// (docs/rules.md DECIDE-13).
         Recorded = "recorded",
+        /// The caller withdrew its own waiting call (a cancelled MCP task): the row is
+        /// `denied` and never runs (docs/rules.md MCP-12).
+        Withdrawn = "withdrawn",
     }
 }
 

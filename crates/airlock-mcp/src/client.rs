@@ -13,6 +13,13 @@
 //! speaks is remembered per endpoint URL for the life of the client, so only the first session
 //! pays for the probe.
 
+pub(crate) mod catalog;
+pub(crate) mod direct;
+pub(crate) mod session;
+pub(crate) mod target;
+pub(crate) mod transport;
+pub(crate) mod upstream_task;
+
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -23,14 +30,14 @@ use rmcp::model::{
 };
 use serde_json::{Map, Value};
 
+use crate::client::target::{IDEMPOTENCY_META_KEY, McpTarget, RemoteTool, ToolCall, ToolResult};
+use crate::client::transport::not_json_rpc;
 use crate::content::to_tool_result;
-use crate::direct::{self, Framing};
 use crate::error::{CallErrorKind, McpCallError};
-use crate::http::not_json_rpc;
 use crate::relay;
-use crate::session::{self, Opened, Speaks};
-use crate::target::{IDEMPOTENCY_META_KEY, McpTarget, RemoteTool, ToolCall, ToolResult};
-use crate::upstream_task::{self, CallAnswer, TaskParams, UpstreamTaskState};
+use direct::Framing;
+use session::{Opened, Speaks};
+use upstream_task::{CallAnswer, TaskParams, UpstreamTaskState};
 
 /// Upstreams remembered at most; past it the memory starts over (a probe is only slower).
 const MAX_REMEMBERED: usize = 1024;

@@ -9,8 +9,8 @@
 
 use serde_json::Value;
 
+use crate::client::target::ToolResult;
 use crate::error::{CallErrorKind, McpCallError};
-use crate::target::ToolResult;
 
 /// Converts a result (as JSON) into a tool result, or a tool error when `isError` is true.
 pub(crate) fn to_tool_result(

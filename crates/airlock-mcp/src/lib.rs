@@ -24,25 +24,25 @@
 //! # }
 //! ```
 
-mod catalog;
 mod client;
 mod content;
-mod direct;
 mod downstream;
 mod error;
 mod host;
-mod http;
 mod oauth;
 mod offer;
 mod relay;
 mod rounds;
 mod server;
-mod session;
-mod target;
-mod upstream_task;
 
-pub use catalog::{Answered, Entry, RemoteCatalog};
 pub use client::McpClient;
+pub use client::catalog::{Answered, Entry, RemoteCatalog};
+pub use client::target::{
+    IDEMPOTENCY_META_KEY, McpCredential, McpTarget, RemoteTool, ToolCall, ToolResult,
+};
+pub use client::upstream_task::{
+    CallAnswer, MAX_FAILURE_CHARS, MAX_TASK_ID_CHARS, UpstreamTask, UpstreamTaskState,
+};
 pub use downstream::Downstream;
 pub use error::{CallErrorKind, McpCallError};
 pub use host::{
@@ -58,10 +58,4 @@ pub use oauth::{Clock, OAuthConfigError, OAuthSettings, ResourceServer, TokenErr
 pub use server::fuzzing;
 pub use server::{
     AWAIT_TOOL, EndpointConfig, EndpointToken, MAX_AWAIT, RequestStateKey, RequestStates, router,
-};
-pub use target::{
-    IDEMPOTENCY_META_KEY, McpCredential, McpTarget, RemoteTool, ToolCall, ToolResult,
-};
-pub use upstream_task::{
-    CallAnswer, MAX_FAILURE_CHARS, MAX_TASK_ID_CHARS, UpstreamTask, UpstreamTaskState,
 };

@@ -46,15 +46,15 @@ mod mrtr;
 mod no_oauth;
 mod notices;
 mod oauth_admit;
+mod offer_rounds;
 mod offered;
 mod param_headers;
 mod plain;
-mod relayed;
-mod relayed_offer;
 mod request;
 mod request_state;
 mod resource_metadata;
 mod tasks;
+mod tool_rounds;
 mod trace;
 
 use std::sync::Arc;

@@ -10,7 +10,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use airlock_egress::{EgressPolicy, GuardedClient, StaticResolver};
-use airlock_runtime::api::{ArgumentCheck, execute};
+use airlock_runtime::api::execute;
+use airlock_runtime::arguments::ArgumentCheck;
 use airlock_spec::{ApiAuth, ApiConnection, ApiOperation, CredentialPath, Credentials, Method};
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

@@ -57,6 +57,7 @@ pub async fn record(
         Decision::Answer { .. } => ("answer", None),
         Decision::Resolve { resolution, .. } => ("resolve", Some(resolution.as_str())),
         Decision::Record { .. } => ("record", None),
+        Decision::Withdraw => ("withdraw", None),
     };
     if matches!(decision, Decision::Approve)
         && let Some(reason) = supplied_refusal(store, id).await?

@@ -16,9 +16,9 @@ mod events;
 mod pinned;
 mod proposals;
 mod reads;
-mod relayed;
 mod run;
 mod telemetry;
+mod upstream_task;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -35,14 +35,15 @@ use serde_json::Value;
 
 pub use builder::{GatewayBuilder, InvalidSchema};
 pub use events::{HowToDecide, TARGET as EVENTS};
+pub use pinned::Definitions;
 pub use proposals::{MAX_PROPOSALS_PER_RUN, ProposalRoom, RunCall};
 use proposals::{oversized_proposal, proposal_refusal};
 pub(crate) use reads::Read;
-pub(crate) use relayed::{Updated, is_relayed, task_failure};
+pub(crate) use upstream_task::{RELAY_LEASE, is_upstream_task, task_failure};
 
+use crate::arguments::ArgumentCheck;
 use crate::error::{ToolError, ToolErrorKind};
 use crate::execute::Executors;
-use crate::execute::api::ArgumentCheck;
 use crate::outcome::{Outcome, OutcomeKind};
 use crate::rate_limit;
 use crate::session;
@@ -92,7 +93,7 @@ pub enum GatewayError {
 }
 
 /// One scope's tools, prepared once: digests and compiled argument checks.
-struct PreparedScope {
+pub(crate) struct PreparedScope {
     scope: Scope,
     /// The scope's digest, which rows recorded before tool digests hold (see
     /// [`PreparedTool::recorded_under`]).
@@ -101,8 +102,8 @@ struct PreparedScope {
 }
 
 /// One tool of a prepared scope: it cannot exist without its argument check.
-struct PreparedTool {
-    spec: ToolSpec,
+pub(crate) struct PreparedTool {
+    pub(crate) spec: ToolSpec,
     check: ArgumentCheck,
     /// The tool's own digest in its scope, stored on its rows; approvals and `once` grants
     /// are bound to it (docs/rules.md POLICY-6).
@@ -118,10 +119,13 @@ impl PreparedTool {
     }
 }
 
+/// A tool looked up in its prepared scope: the one lookup of a call.
+pub(crate) type Resolved<'a> = (&'a PreparedScope, &'a PreparedTool);
+
 /// Everything a call needs, built once at boot.
 pub struct Gateway {
     store: Arc<dyn Store>,
-    executors: Executors,
+    pub(crate) executors: Executors,
     scopes: HashMap<ScopeId, PreparedScope>,
     owner: String,
     lease: Duration,
@@ -131,11 +135,8 @@ pub struct Gateway {
     how_to_decide: Option<HowToDecide>,
     /// `[[access]]`: who may see and call what (empty: no filtering).
     access: airlock_spec::AccessPolicy,
-    /// Connection tools their server no longer lists though they are pinned: kept in the
-    /// scope so their calls fail naming them, never listed (docs/rules.md OPS-51).
-    removed: std::collections::HashSet<String>,
-    /// Connection tools withheld until an operator accepts them (docs/rules.md OPS-49).
-    pending: std::sync::Mutex<Vec<crate::pins::Pending>>,
+    /// Connection tools removed by their server or withheld at boot (OPS-49, OPS-51).
+    definitions: Definitions,
     /// What the scopes' upstreams offer beside tools (docs/rules.md MCP-54).
     offered: crate::offered::Offered,
     /// The connections supplied with the runs this process serves or holds parked.
@@ -195,6 +196,12 @@ impl Gateway {
         self.how_to_decide.as_ref().and_then(|how| how(row))
     }
 
+    /// What boot found of the connection tools' definitions against their pins.
+    #[must_use]
+    pub fn definitions(&self) -> &Definitions {
+        &self.definitions
+    }
+
     /// The tools of a scope.
     #[must_use]
     pub fn scope(&self, id: &ScopeId) -> Option<&Scope> {
@@ -239,6 +246,18 @@ impl Gateway {
         tool: &str,
         arguments: Value,
     ) -> Result<Outcome, GatewayError> {
+        let tool = self.resolve(&ctx.scope, tool)?;
+        self.call_as(ctx, None, tool, arguments, None).await
+    }
+
+    /// [`Gateway::call`] of a tool its caller has already resolved, so that a call looks its
+    /// tool up once (the MCP endpoint refuses an unknown one before it writes anything).
+    pub(crate) async fn call_resolved(
+        &self,
+        ctx: &CallContext,
+        tool: Resolved<'_>,
+        arguments: Value,
+    ) -> Result<Outcome, GatewayError> {
         self.call_as(ctx, None, tool, arguments, None).await
     }
 
@@ -252,6 +271,7 @@ impl Gateway {
         arguments: Value,
         follows: RoundUse,
     ) -> Result<Outcome, GatewayError> {
+        let tool = self.resolve(&ctx.scope, tool)?;
         self.call_as(ctx, None, tool, arguments, Some(follows))
             .await
     }
@@ -266,6 +286,7 @@ impl Gateway {
         tool: &str,
         arguments: Value,
     ) -> Result<Outcome, GatewayError> {
+        let tool = self.resolve(&ctx.scope, tool)?;
         self.call_as(ctx, Some(run), tool, arguments, None).await
     }
 
@@ -273,11 +294,11 @@ impl Gateway {
         &self,
         ctx: &CallContext,
         run: Option<&RunCall>,
-        tool: &str,
+        tool: Resolved<'_>,
         arguments: Value,
         follows: Option<RoundUse>,
     ) -> Result<Outcome, GatewayError> {
-        events::received(ctx, tool);
+        events::received(ctx, tool.1.spec.definition.name.as_str());
         let began = std::time::Instant::now();
         let outcome = self
             .record_and_run(ctx, run, tool, arguments, follows)
@@ -289,19 +310,19 @@ impl Gateway {
         outcome
     }
 
-    /// Resolve, validate, record; then run at once, fail a bad call, or go on by state.
+    /// Validate, record; then run at once, fail a bad call, or go on by state.
     async fn record_and_run(
         &self,
         ctx: &CallContext,
         run: Option<&RunCall>,
-        tool: &str,
+        (prepared, tool): Resolved<'_>,
         arguments: Value,
         follows: Option<RoundUse>,
     ) -> Result<Outcome, GatewayError> {
-        let (prepared, tool) = self.resolve(&ctx.scope, tool)?;
         let spec = &tool.spec;
         let room = run.map_or(ProposalRoom::NoReceiver, |r| r.proposals);
         let invalid = self
+            .definitions
             .removed_refusal(spec)
             .or_else(|| validate(tool, &arguments))
             .or_else(|| proposal_refusal(spec, room))
@@ -356,11 +377,11 @@ impl Gateway {
     }
 
     /// The prepared scope and the tool `name` in it.
-    fn resolve(
+    pub(crate) fn resolve(
         &self,
         scope: &ScopeId,
         name: &str,
-    ) -> Result<(&PreparedScope, &PreparedTool), GatewayError> {
+    ) -> Result<Resolved<'_>, GatewayError> {
         let prepared = self
             .scopes
             .get(scope)
@@ -429,11 +450,9 @@ impl Gateway {
         if let Some((_, tool)) = current {
             return self.run_claimed(tool, row, downstream).await;
         }
-        let error = ToolError::new(
-            ToolErrorKind::BadDeclaration,
-            "the tool's declaration changed after this call was recorded; call it again",
-        );
-        Ok(Outcome::from_row(self.finish(row.id, Err(error)).await?))
+        Ok(Outcome::from_row(
+            self.finish(row.id, Err(declaration_changed())).await?,
+        ))
     }
 
     /// The policy by state, then the claim: a pending or approved row is refused or claimed
@@ -451,14 +470,13 @@ impl Gateway {
         downstream: &Downstream,
     ) -> Result<Outcome, GatewayError> {
         let spec = &tool.spec;
+        // A row's arguments were checked once, when it was recorded, against the definition
+        // it was recorded under: it never runs under another (a retry can find its row pending
+        // after a restart changed the tool).
+        let changed = !tool.recorded_under(&row.definitions_digest, prepared);
         let refusal = match row.state {
-            InvocationState::Approved
-                if !tool.recorded_under(&row.definitions_digest, prepared) =>
-            {
-                Some(ToolError::new(
-                    ToolErrorKind::BadDeclaration,
-                    "the tool's declaration changed after this call was recorded; call it again",
-                ))
+            InvocationState::Approved | InvocationState::Pending if changed => {
+                Some(declaration_changed())
             }
             InvocationState::Approved => None,
             InvocationState::Pending => {
@@ -542,6 +560,14 @@ fn count(outcome: &Outcome) -> &'static str {
             .increment(1);
     }
     what
+}
+
+/// A row recorded under a definition its tool no longer has: it never runs.
+fn declaration_changed() -> ToolError {
+    ToolError::new(
+        ToolErrorKind::BadDeclaration,
+        "the tool's declaration changed after this call was recorded; call it again",
+    )
 }
 
 /// Why `arguments` cannot be recorded for `tool` as a runnable call, if they cannot.

@@ -7,9 +7,11 @@
 //! - `execute`: the executors by source — tenant HTTP APIs ([`api`]), remote MCP servers, the
 //!   `fetch` builtin and [`LocalTool`]s — each through the egress guard; [`egress_policy`]
 //!   turns `[egress]` settings into the guard's policy.
+//! - [`arguments`]: every tool's arguments checked against its input schema, once per call.
 //! - [`decisions`]: a person's decision on a parked call, the list of what waits for one, and
 //!   the worker that runs approvals nobody waits for.
-//! - `endpoint`: the gateway as the MCP endpoint's tool host.
+//! - [`McpHost`] (`mcp_host`): the gateway as the MCP endpoint's tool and offer host — what
+//!   only the endpoint needs (call keys, awaits, withdrawals, rounds, relayed tasks) lives there.
 //! - [`agent`]: agent runs — the loop that sends a model's tool calls along the one path,
 //!   parks, resumes exactly once, proposes and nests sub-agents — and its resume worker.
 //! - [`notify`]: the outbox's notifications delivered to webhooks and Slack, and Slack's
@@ -19,12 +21,13 @@
 //! [`ToolError`] stored on its row, never an `Err`.
 
 pub mod agent;
+pub mod arguments;
 pub mod decisions;
 mod egress;
-mod endpoint;
 mod error;
 mod execute;
 mod gateway;
+mod mcp_host;
 pub mod notify;
 mod offered;
 mod outcome;
@@ -40,8 +43,9 @@ pub use execute::api;
 pub use execute::local::{LocalBody, LocalTool};
 pub use execute::mcp::{Discovered, DiscoveryError, discover};
 pub use gateway::{
-    CallContext, EVENTS, Gateway, GatewayBuilder, GatewayError, HowToDecide, InvalidSchema,
-    MAX_PROPOSALS_PER_RUN, ProposalRoom, RunCall,
+    CallContext, Definitions, EVENTS, Gateway, GatewayBuilder, GatewayError, HowToDecide,
+    InvalidSchema, MAX_PROPOSALS_PER_RUN, ProposalRoom, RunCall,
 };
+pub use mcp_host::McpHost;
 pub use offered::Offered;
 pub use outcome::{Outcome, OutcomeKind};

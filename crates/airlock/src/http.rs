@@ -14,9 +14,9 @@ mod slack;
 use std::sync::Arc;
 
 use airlock_mcp::{EndpointConfig, ToolHost};
-use airlock_runtime::Gateway;
 use airlock_runtime::agent::Agents;
 use airlock_runtime::notify::SlackInteractions;
+use airlock_runtime::{Gateway, McpHost};
 use airlock_spec::ServerLimits;
 use axum::Router;
 
@@ -47,7 +47,7 @@ pub struct AppState {
 /// ones counts against the in-flight bounds (OPS-13); a WebSocket only while it is being
 /// upgraded.
 pub fn app(state: AppState) -> Router {
-    let host: Arc<dyn ToolHost> = state.gateway.clone();
+    let host: Arc<dyn ToolHost> = Arc::new(McpHost::new(state.gateway.clone()));
     let mcp = airlock_mcp::router(host, state.mcp.clone());
     let in_flight = in_flight::InFlight::new(&state, &state.limits);
     let bounded = Router::new()

@@ -38,7 +38,7 @@ use super::convert::{
 use super::notices::{self, Levels};
 use super::request::Admitted;
 use super::request_state::RequestStates;
-use super::{mrtr, relayed, relayed_offer};
+use super::{mrtr, offer_rounds, tool_rounds};
 use super::{offered, tasks, trace};
 use crate::Downstream;
 use crate::host::{CALL_KEY_META, CallKey, HostCall, HostError, HostOutcome, ToolHost};
@@ -166,7 +166,7 @@ impl Endpoint {
             let states = self.request_states.as_ref();
             let (tool, call) = (&request.name, call.clone());
             let wants_task = wants_task && modern;
-            return relayed::answer(
+            return tool_rounds::answer(
                 states, &admitted, call, tool, arguments, declared, wants_task,
             );
         }
@@ -299,12 +299,12 @@ impl ServerHandler for Endpoint {
     ) -> Result<ReadResourceResponse, ErrorData> {
         let admitted = admitted(&context)?;
         let declared = declared(&context);
-        let relaying = relayed_offer::Relaying {
+        let relaying = offer_rounds::Relaying {
             states: self.request_states.as_ref(),
             admitted: &admitted,
             declared: declared.as_ref(),
         };
-        relayed_offer::read(self.host.as_ref(), relaying, request).await
+        offer_rounds::read(self.host.as_ref(), relaying, request).await
     }
 
     async fn list_prompts(
@@ -322,12 +322,12 @@ impl ServerHandler for Endpoint {
     ) -> Result<GetPromptResponse, ErrorData> {
         let admitted = admitted(&context)?;
         let declared = declared(&context);
-        let relaying = relayed_offer::Relaying {
+        let relaying = offer_rounds::Relaying {
             states: self.request_states.as_ref(),
             admitted: &admitted,
             declared: declared.as_ref(),
         };
-        relayed_offer::prompt(self.host.as_ref(), relaying, request).await
+        offer_rounds::prompt(self.host.as_ref(), relaying, request).await
     }
 
     async fn complete(
@@ -409,7 +409,7 @@ impl ServerHandler for Endpoint {
         let asks = call
             .task_input
             .take()
-            .and_then(|asks| relayed::task_input(&asks, &declared));
+            .and_then(|asks| tool_rounds::task_input(&asks, &declared));
         Ok(tasks::detailed(call, asks))
     }
 
@@ -458,7 +458,7 @@ fn settled(outcome: Result<HostCall, HostError>) -> Result<CallToolResult, Error
 
 /// What a 2026-07-28 request's client declared it can do; `None` on the session-era revisions,
 /// which relay no input round (MCP-68).
-fn declared(context: &RequestContext<RoleServer>) -> Option<relayed::Declared> {
+fn declared(context: &RequestContext<RoleServer>) -> Option<tool_rounds::Declared> {
     if !is_modern(context) {
         return None;
     }

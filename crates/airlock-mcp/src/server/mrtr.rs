@@ -24,9 +24,9 @@ use rmcp::model::{
 use serde_json::{Map, Value, json};
 
 use super::convert::from_host_error;
-use super::relayed::{self, Declared};
 use super::request::Admitted;
 use super::request_state::{Asked, Binding, Refusal, RequestStates, arguments_digest, refused};
+use super::tool_rounds::{self, Declared};
 use crate::host::{
     CallerDecision, CallerPrompt, CallerRefusal, CallerUse, HostCall, HostOutcome, ParkedStatus,
     ToolHost,
@@ -164,14 +164,14 @@ pub(super) async fn resume(
     };
     opened.binding.check(&presented).map_err(refused)?;
     if opened.binding.asked == Asked::Relay {
-        let next = relayed::Next {
+        let next = tool_rounds::Next {
             tool: retry.tool,
             arguments: retry.arguments,
             responses: retry.responses,
             declared: retry.declared,
             wants_task: retry.wants_task,
         };
-        return relayed::next_round(host, states, admitted, opened, next).await;
+        return tool_rounds::next_round(host, states, admitted, opened, next).await;
     }
     let response = retry.responses.and_then(|r| r.get(INPUT_KEY));
     let Some(decision) = response.and_then(|r| decision(opened.binding.asked, r)) else {
@@ -195,7 +195,7 @@ pub(super) async fn resume(
         .await
     {
         // The approved call may itself need the client's input (a relayed round, MCP-68).
-        Ok(call) => relayed::answer(
+        Ok(call) => tool_rounds::answer(
             Some(states),
             admitted,
             call,

@@ -14,8 +14,8 @@ use airlock_spec::{
 };
 
 use super::{Gateway, HowToDecide, PreparedScope, PreparedTool};
+use crate::arguments::ArgumentCheck;
 use crate::execute::Executors;
-use crate::execute::api::ArgumentCheck;
 use crate::execute::local::LocalTool;
 
 /// Default lease of a running call; renewed every third of it while the call runs.
@@ -43,8 +43,7 @@ impl GatewayBuilder {
                 polls_ended: tokio::sync::watch::Sender::new(false),
                 how_to_decide: None,
                 access: airlock_spec::AccessPolicy::default(),
-                removed: std::collections::HashSet::new(),
-                pending: std::sync::Mutex::default(),
+                definitions: super::Definitions::default(),
                 offered: crate::offered::Offered::default(),
                 supplied: crate::execute::SuppliedRuns::default(),
             },
@@ -163,7 +162,7 @@ impl GatewayBuilder {
     /// scope (see [`crate::pins::removed_spec`]) but never listed, and every call of one fails.
     #[must_use]
     pub fn removed(mut self, names: impl IntoIterator<Item = String>) -> Self {
-        self.gateway.removed.extend(names);
+        self.gateway.definitions.removed.extend(names);
         self
     }
 
@@ -178,7 +177,7 @@ impl GatewayBuilder {
     /// The connection tools withheld at boot (docs/rules.md OPS-49), for the inbox to show.
     #[must_use]
     pub fn pending_definitions(self, pending: Vec<crate::pins::Pending>) -> Self {
-        if let Ok(mut held) = self.gateway.pending.lock() {
+        if let Ok(mut held) = self.gateway.definitions.pending.lock() {
             *held = pending;
         }
         self

@@ -3,14 +3,26 @@
 //! pins (docs/rules.md OPS-49), as found at boot, and accepting them from a surface of this
 //! process (the inbox, INBOX-10); accepted definitions are served from the next start.
 
-use airlock_ledger::LedgerError;
+use std::collections::HashSet;
+use std::sync::Mutex;
+
+use airlock_ledger::{LedgerError, Store};
 use airlock_spec::ToolSpec;
 
-use super::Gateway;
 use crate::pins::{self, Pending};
 use crate::{ToolError, ToolErrorKind};
 
-impl Gateway {
+/// What boot found of the connection tools' definitions against their pins.
+#[derive(Debug, Default)]
+pub struct Definitions {
+    /// Connection tools their server no longer lists though they are pinned: kept in the
+    /// scope so their calls fail naming them, never listed (docs/rules.md OPS-51).
+    pub(super) removed: HashSet<String>,
+    /// Connection tools withheld until an operator accepts them (docs/rules.md OPS-49).
+    pub(super) pending: Mutex<Vec<Pending>>,
+}
+
+impl Definitions {
     /// Whether `name` is a pinned connection tool its server no longer lists.
     #[must_use]
     pub fn is_removed(&self, name: &str) -> bool {
@@ -32,23 +44,24 @@ impl Gateway {
 
     /// What waits for an operator, as found at boot, less what was accepted since.
     #[must_use]
-    pub fn pending_definitions(&self) -> Vec<Pending> {
+    pub fn pending(&self) -> Vec<Pending> {
         self.pending.lock().map(|p| p.clone()).unwrap_or_default()
     }
 
     /// Accepts what `connection`'s server said at boot (every waiting tool, or only `tool`),
-    /// recorded under `by`; returns what was accepted.
+    /// recorded in `store` under `by`; returns what was accepted.
     ///
     /// # Errors
     /// The ledger's, or nothing of `connection` (`tool`) waiting.
-    pub async fn accept_definitions(
+    pub async fn accept(
         &self,
+        store: &dyn Store,
         connection: &str,
         tool: Option<&str>,
         by: &str,
     ) -> Result<Vec<Pending>, LedgerError> {
-        let waiting = self.pending_definitions();
-        let accepted = pins::accept(self.store.as_ref(), &waiting, connection, tool, by).await?;
+        let waiting = self.pending();
+        let accepted = pins::accept(store, &waiting, connection, tool, by).await?;
         if let Ok(mut pending) = self.pending.lock() {
             pending.retain(|p| !accepted.contains(p));
         }

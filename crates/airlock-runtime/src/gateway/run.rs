@@ -29,8 +29,9 @@ impl Gateway {
         downstream: &Downstream,
     ) -> Result<Outcome, GatewayError> {
         let started = std::time::Instant::now();
-        // Moved, not copied, to the request: a call's arguments may be megabytes.
-        let result = match tool.check.prepare(std::mem::take(&mut claimed.arguments)) {
+        // Moved, not copied, to the request: a call's arguments may be megabytes. They were
+        // checked when the row was recorded, under this definition (`advance`).
+        let result = match tool.check.complete(std::mem::take(&mut claimed.arguments)) {
             Err(e) => Err(e),
             Ok(map) => {
                 let arguments = Value::Object(map);

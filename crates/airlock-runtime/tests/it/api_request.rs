@@ -1,7 +1,8 @@
 //! Request building for api tools, with literal expected URLs and bodies.
 
 use airlock_runtime::ToolErrorKind;
-use airlock_runtime::api::{ApiRequest, build_request, prepare_arguments};
+use airlock_runtime::api::{ApiRequest, build_request};
+use airlock_runtime::arguments::prepare_arguments;
 use airlock_spec::{ApiAuth, ApiConnection, ApiOperation, CredentialPath, Credentials, Method};
 use proptest::prelude::*;
 use serde_json::{Map, Value, json};

@@ -12,7 +12,8 @@ use airlock_runtime::ledger::{
     SourceKind, SqliteStore, Store, StoreConfig, ToolError, ToolErrorKind, tx_tool,
 };
 use airlock_runtime::{
-    CallContext, Gateway, LocalBody, LocalTool, Outcome, OutcomeKind, ProposalRoom, RunCall,
+    CallContext, Gateway, LocalBody, LocalTool, McpHost, Outcome, OutcomeKind, ProposalRoom,
+    RunCall,
 };
 use airlock_spec::{
     Approval, Builtin, Credentials, Effect, Mode, Policy, RateLimit, Scope, ScopeId,
@@ -31,7 +32,8 @@ use ambiguous::{
     an_answered_or_unsent_failure_still_fails, an_unanswered_api_call_parks_in_doubt,
 };
 use definitions::{
-    a_once_grant_follows_its_own_tool_only, a_retry_runs_its_approval_after_another_tool_changed,
+    a_once_grant_follows_its_own_tool_only, a_pending_row_never_runs_under_another_definition,
+    a_retry_runs_its_approval_after_another_tool_changed,
     an_approval_does_not_survive_a_change_to_its_own_tool,
     an_approval_recorded_under_the_scope_digest_still_runs,
     an_approval_survives_a_change_to_another_tool,
@@ -88,7 +90,7 @@ impl LocalTool for Counter {
 }
 
 struct Fixture {
-    gateway: Gateway,
+    gateway: Arc<Gateway>,
     runs: Arc<AtomicUsize>,
     _dir: tempfile::TempDir,
 }
@@ -204,6 +206,7 @@ on_both_backends!(
     an_approval_does_not_survive_a_change_to_its_own_tool,
     a_once_grant_follows_its_own_tool_only,
     an_approval_recorded_under_the_scope_digest_still_runs,
+    a_pending_row_never_runs_under_another_definition,
     the_worker_runs_an_approval_committed_by_another_process,
     an_unanswered_api_call_parks_in_doubt,
     an_answered_or_unsent_failure_still_fails,
@@ -259,7 +262,7 @@ fn counter_gateway(
         .local(tool)
         .build();
     Fixture {
-        gateway,
+        gateway: Arc::new(gateway),
         runs,
         _dir: dir,
     }
@@ -284,6 +287,11 @@ pub(crate) async fn ctx_on(gateway: &Gateway, principal: &str, call_id: &str) ->
 }
 
 impl Fixture {
+    /// The gateway as the MCP endpoint's host.
+    fn host(&self) -> McpHost {
+        McpHost::new(Arc::clone(&self.gateway))
+    }
+
     async fn ctx(&self, call_id: &str) -> CallContext {
         ctx_on(&self.gateway, "ada", call_id).await
     }
@@ -817,7 +825,7 @@ async fn parked_through_mcp() -> Option<(Fixture, airlock_mcp::Caller, String)> 
         ..Default::default()
     };
     let parked = f
-        .gateway
+        .host()
         .call_tool(&ScopeId::Gateway, &ada, "count", json!({"amount": 1}))
         .await
         .unwrap();
@@ -845,7 +853,7 @@ async fn mcp_hints_of_a_local_tool_assume_it_writes() {
             groups: Vec::new(),
             ..Default::default()
         };
-        let tools = f.gateway.list_tools(&ScopeId::Gateway, &caller).unwrap();
+        let tools = f.host().list_tools(&ScopeId::Gateway, &caller).unwrap();
         let count = tools.iter().find(|t| t.name == "count").unwrap();
         assert_eq!(
             (count.read_only, count.destructive, count.idempotent),
@@ -870,7 +878,7 @@ async fn an_unknown_mcp_tool_writes_nothing() {
         ..Default::default()
     };
     let refused = f
-        .gateway
+        .host()
         .call_tool(&ScopeId::Gateway, &caller, "nope", json!({}))
         .await
         .unwrap_err();
@@ -888,7 +896,7 @@ async fn await_refuses_calls_from_other_channels_principals_and_scopes() {
     };
     let gateway = ScopeId::Gateway;
     let waiting = f
-        .gateway
+        .host()
         .await_decision(&gateway, &ada, &id, Duration::ZERO)
         .await
         .unwrap();
@@ -902,7 +910,7 @@ async fn await_refuses_calls_from_other_channels_principals_and_scopes() {
         ..Default::default()
     };
     assert_eq!(
-        f.gateway
+        f.host()
             .await_decision(&gateway, &eve, &id, Duration::ZERO)
             .await
             .unwrap_err(),
@@ -910,7 +918,7 @@ async fn await_refuses_calls_from_other_channels_principals_and_scopes() {
     );
     let elsewhere = ScopeId::Agent("helper".into());
     assert_eq!(
-        f.gateway
+        f.host()
             .await_decision(&elsewhere, &ada, &id, Duration::ZERO)
             .await
             .unwrap_err(),
@@ -919,7 +927,7 @@ async fn await_refuses_calls_from_other_channels_principals_and_scopes() {
         ))
     );
     assert_eq!(
-        f.gateway.withdraw(&gateway, &eve, &id).await.unwrap_err(),
+        f.host().withdraw(&gateway, &eve, &id).await.unwrap_err(),
         HostError::NotFound(format!("invocation {id} belongs to another principal"))
     );
     // A call made on another channel (here: the test's own session) is not the endpoint's.
@@ -929,7 +937,7 @@ async fn await_refuses_calls_from_other_channels_principals_and_scopes() {
         .await
         .unwrap();
     let err = f
-        .gateway
+        .host()
         .await_decision(
             &gateway,
             &ada,
@@ -978,7 +986,7 @@ async fn an_in_doubt_mcp_call_resolved_as_ran_shows_the_resolver_and_note() {
         ..Default::default()
     };
     let settled = f
-        .gateway
+        .host()
         .await_decision(&ScopeId::Gateway, &ada, &row.id.to_string(), Duration::ZERO)
         .await
         .unwrap();
@@ -1005,19 +1013,19 @@ async fn a_caller_withdraws_its_own_waiting_call() {
         return;
     };
     let scope = ScopeId::Gateway;
-    let withdrawn = f.gateway.withdraw(&scope, &ada, &id).await.unwrap();
+    let withdrawn = f.host().withdraw(&scope, &ada, &id).await.unwrap();
     assert_eq!(withdrawn.outcome, HostOutcome::Withdrawn);
     let row = f.gateway.store().get(id.parse().unwrap()).await.unwrap();
     assert_eq!(row.state, InvocationState::Denied);
     assert_eq!(row.decision.unwrap().by, "ada");
-    let again = f.gateway.withdraw(&scope, &ada, &id).await.unwrap();
+    let again = f.host().withdraw(&scope, &ada, &id).await.unwrap();
     assert_eq!(
         again.outcome,
         HostOutcome::Withdrawn,
         "withdrawing twice changes nothing"
     );
     let awaited = f
-        .gateway
+        .host()
         .await_decision(&scope, &ada, &id, Duration::ZERO)
         .await
         .unwrap();

@@ -5,6 +5,7 @@
 
 use airlock_ledger::{ACCESS_POLICY, InvocationState};
 use airlock_mcp::{Caller, HostOutcome, ToolHost};
+use airlock_runtime::McpHost;
 use airlock_spec::ScopeId;
 use serde_json::{Value, json};
 
@@ -101,7 +102,8 @@ async fn a_call_outside_the_policy_is_recorded_denied_and_never_runs() {
         ..Default::default()
     };
     let question = json!({"question": "Ship it?"});
-    let host_call = gateway
+    let host = McpHost::new(gateway.clone());
+    let host_call = host
         .call_tool(&ScopeId::Gateway, &claude, "ask_human", question.clone())
         .await
         .unwrap();
@@ -122,7 +124,7 @@ async fn a_call_outside_the_policy_is_recorded_denied_and_never_runs() {
         groups: vec!["ops".into()],
         ..Default::default()
     };
-    let asked = gateway
+    let asked = host
         .call_tool(&ScopeId::Gateway, &ops, "ask_human", question)
         .await
         .unwrap();

@@ -386,7 +386,15 @@ async fn mcp_78_tool_errors_complete_and_protocol_errors_fail() {
     let message = task["error"]["message"].as_str().unwrap();
     assert!(message.contains("protocol_error_job crashed"), "{failed}");
     assert!(task.get("result").is_none(), "{failed}");
-    assert_eq!(row(&gateway, &id).await.state, InvocationState::Failed);
+    // The sub-state is the stored kind, not a prefix of the message.
+    let stored = row(&gateway, &id).await;
+    assert_eq!(stored.state, InvocationState::Failed);
+    let error = stored.error.unwrap();
+    assert_eq!(error.kind, airlock_ledger::ToolErrorKind::TaskFailed);
+    assert!(
+        error.message.contains("protocol_error_job crashed"),
+        "{error:?}"
+    );
 }
 
 /// MCP-79: cancelling a relayed task forwards the cancel to the upstream and acknowledges; the

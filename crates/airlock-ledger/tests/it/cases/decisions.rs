@@ -107,6 +107,39 @@ pub(crate) async fn decide_3_deny(h: &Harness) {
     assert_eq!(h.store.get_run(r).await.unwrap().status, RunStatus::Running);
 }
 
+/// MCP-15: a withdrawal is a decision of its own word, not a denial's reason: the row is
+/// `denied` (nothing claims it) with the decision `withdrawn`, and only a waiting row can be
+/// withdrawn.
+pub(crate) async fn mcp_15_withdraw_is_its_own_decision(h: &Harness) {
+    let s = h.session().await;
+    let row = parked(h, s, None, json!({"amount": 5})).await;
+    let withdrawn = h
+        .store
+        .decide(row.id, "ada", Decision::Withdraw)
+        .await
+        .unwrap();
+    assert_eq!(withdrawn.state, S::Denied);
+    let decision = withdrawn.decision.clone().unwrap();
+    assert_eq!(
+        (decision.decision, decision.reason),
+        (DecisionKind::Withdrawn, None)
+    );
+    assert!(h.store.claim(row.id, "w1", LEASE).await.is_err());
+    // Read back from the database, the word is kept.
+    let read = h.store.get(row.id).await.unwrap();
+    assert_eq!(read.decision.unwrap().decision, DecisionKind::Withdrawn);
+    let approved = parked(h, s, None, json!({"amount": 6})).await;
+    h.store
+        .decide(approved.id, "bob", Decision::Approve)
+        .await
+        .unwrap();
+    let refused = h.store.decide(approved.id, "ada", Decision::Withdraw).await;
+    assert!(
+        matches!(refused, Err(LedgerError::AlreadyDecided { .. })),
+        "{refused:?}"
+    );
+}
+
 /// DECIDE-4: In doubt → "did not run" → re-executed exactly once; "it ran" → settled with the note.
 pub(crate) async fn decide_4_resolve_in_doubt(h: &Harness) {
     let s = h.session().await;

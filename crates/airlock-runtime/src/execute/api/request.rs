@@ -223,8 +223,8 @@ enum Secret<'a> {
     Basic(&'a SecretString, &'a SecretString),
 }
 
-/// Builds the request of one call of `op` on `connection`, with `arguments` already prepared
-/// by [`super::ArgumentCheck::prepare`].
+/// Builds the request of one call of `op` on `connection`, with `arguments` already checked and
+/// completed by [`crate::arguments::ArgumentCheck`].
 ///
 /// # Errors
 /// `credential_missing` when the connection has no credential or it is absent or misshapen (no

@@ -21,7 +21,12 @@ const LEASE: Duration = Duration::from_secs(60);
 /// A gateway whose only tool is an at-most-once api write to 127.0.0.1:`port`, reached
 /// through the guard (loopback allowed by the operator) with an egress `deadline`, claiming
 /// calls for `lease`.
-fn api_gateway(store: Arc<dyn Store>, port: u16, deadline: Duration, lease: Duration) -> Gateway {
+fn api_gateway(
+    store: Arc<dyn Store>,
+    port: u16,
+    deadline: Duration,
+    lease: Duration,
+) -> Arc<Gateway> {
     let operation = ApiOperation {
         slug: "erp".into(),
         operation: "create_invoice".into(),
@@ -64,12 +69,13 @@ fn api_gateway(store: Arc<dyn Store>, port: u16, deadline: Duration, lease: Dura
         .build()
         .unwrap();
     let credentials = Credentials::from_pairs([("erp.token".to_owned(), "tok-1".to_owned())]);
-    Gateway::builder(store, egress, Arc::new(credentials))
+    let gateway = Gateway::builder(store, egress, Arc::new(credentials))
         .scope(scope)
         .expect("the scope's schemas compile")
         .connections(BTreeMap::from([("erp_main".to_owned(), connection)]))
         .lease(lease)
-        .build()
+        .build();
+    Arc::new(gateway)
 }
 
 fn ada() -> Caller {
@@ -81,8 +87,8 @@ fn ada() -> Caller {
 }
 
 /// Calls the tool through the MCP endpoint adapter; returns what the client sees and the row.
-async fn call_over_mcp(gateway: &Gateway) -> (HostOutcome, Invocation) {
-    let call = gateway
+async fn call_over_mcp(gateway: &Arc<Gateway>) -> (HostOutcome, Invocation) {
+    let call = McpHost::new(Arc::clone(gateway))
         .call_tool(&ScopeId::Gateway, &ada(), TOOL, json!({"cents": 500}))
         .await
         .unwrap();
@@ -174,7 +180,8 @@ pub(super) async fn a_call_in_flight_when_swept_in_doubt_returns_its_answer(back
         lease,
     );
     let caller = ada();
-    let calling = gateway.call_tool(&ScopeId::Gateway, &caller, TOOL, json!({"cents": 500}));
+    let host = McpHost::new(Arc::clone(&gateway));
+    let calling = host.call_tool(&ScopeId::Gateway, &caller, TOOL, json!({"cents": 500}));
     let stall = async {
         upstream.held().await;
         // The stall: the ledger's clock jumps an hour past the lease, and the sweeper runs.

@@ -28,7 +28,7 @@ async fn send(
 ) -> Result<airlock_mcp::HostCall, HostError> {
     let key = CallKey::new(key).unwrap();
     let arguments = json!({ "amount": amount });
-    f.gateway
+    f.host()
         .call_tool_keyed(
             &ScopeId::Gateway,
             &caller(who),
@@ -63,7 +63,7 @@ async fn a_resent_call_is_one_row_and_one_run(backend: Backend) {
     let bob = send(&f, "bob", "k-1", 1).await.unwrap();
     assert_ne!(bob.invocation_id, first.invocation_id);
     let unkeyed = f
-        .gateway
+        .host()
         .call_tool(
             &ScopeId::Gateway,
             &caller("ada"),

@@ -206,6 +206,40 @@ pub(super) async fn an_approval_recorded_under_the_scope_digest_still_runs(backe
     assert_eq!(f.runs() + changed.runs(), 1);
 }
 
+/// A call's arguments are checked once, when it is recorded: a retry that finds its row still
+/// `pending` (its process stopped between the record and the run) after the tool's own
+/// definition changed fails it instead of running it unchecked under the new definition.
+pub(super) async fn a_pending_row_never_runs_under_another_definition(backend: Backend) {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(store) = store(backend, &dir).await else {
+        return;
+    };
+    let before = gateway_with(&store, Approval::Never, "", BEFORE);
+    let ctx = before.ctx("c1").await;
+    let digest = |f: &Fixture| {
+        let scope = f.gateway.scope(&ScopeId::Gateway).unwrap();
+        scope.tool_digest(&scope.get("count").unwrap().definition)
+    };
+    let arguments = json!({"amount": 5});
+    let mut new = NewInvocation::new(ctx.session, "c1", "count", arguments, &digest(&before));
+    new.principal = ctx.principal.clone();
+    let recorded = store.record(new).await.unwrap().invocation;
+    assert_eq!(recorded.state, InvocationState::Pending);
+    let after = gateway_with(&store, Approval::Never, " Now different.", BEFORE);
+    assert_ne!(digest(&before), digest(&after));
+    let retried = after
+        .gateway
+        .call(&ctx, "count", json!({"amount": 5}))
+        .await
+        .unwrap();
+    let row = expect(retried, OutcomeKind::Completed);
+    assert_eq!((row.id, row.state), (recorded.id, InvocationState::Failed));
+    let error = row.error.unwrap();
+    assert_eq!(error.kind, ToolErrorKind::BadDeclaration);
+    assert!(error.message.contains("declaration changed"), "{error:?}");
+    assert_eq!(after.runs(), 0);
+}
+
 /// DECL-37: a tool whose schema the validator refuses is not added to a gateway — no call
 /// of it could be checked — and the error names the scope and the tool.
 #[tokio::test]

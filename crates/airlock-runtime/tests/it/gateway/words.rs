@@ -12,7 +12,7 @@ const LATER: Duration = Duration::from_secs(30 * 24 * 3600);
 /// A call of `count` by `ada` through the MCP host, parked for approval.
 async fn parked_for(f: &Fixture, ada: &Caller) -> String {
     let parked = f
-        .gateway
+        .host()
         .call_tool(&ScopeId::Gateway, ada, "count", json!({"amount": 1}))
         .await
         .unwrap();
@@ -51,7 +51,7 @@ pub(super) async fn an_expired_call_reads_back_as_expired(backend: Backend) {
     );
 
     let awaited = f
-        .gateway
+        .host()
         .await_decision(&ScopeId::Gateway, &ada, &id, Duration::ZERO)
         .await
         .unwrap();
@@ -93,7 +93,7 @@ pub(super) async fn an_abandoned_call_never_runs(backend: Backend) {
     assert_eq!(settled.state, InvocationState::Abandoned);
 
     let awaited = f
-        .gateway
+        .host()
         .await_decision(
             &ScopeId::Gateway,
             &ada(),

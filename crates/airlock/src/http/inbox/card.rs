@@ -251,6 +251,7 @@ async fn apply(
         Decision::Resolve { .. } => "Resolved.",
         // The inbox offers no such form (a caller records its own outcome over the API).
         Decision::Record { .. } => "Recorded.",
+        Decision::Withdraw => "Withdrawn.",
     };
     let gateway = &inbox.app.gateway;
     match decisions::decide(gateway, id, &signed.principal, decision, "inbox").await {

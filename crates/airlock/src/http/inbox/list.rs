@@ -97,7 +97,7 @@ pub(super) async fn list(
     let page = pending::list(store, &wanted).await?;
     let origins = pending::origins(store, &page.rows).await?;
     let flash = inbox.sessions.take_flash(&signed.cookie);
-    let definitions = inbox.app.gateway.pending_definitions().len();
+    let definitions = inbox.app.gateway.definitions().pending().len();
     let body = html! {
         @if definitions > 0 {
             p.flash { a href="/inbox/tools" { (definitions) " connection tool definition(s) changed and wait to be accepted" } }

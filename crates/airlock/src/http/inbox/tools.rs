@@ -28,7 +28,7 @@ pub(super) struct AcceptForm {
 
 /// `GET /inbox/tools`.
 pub(super) async fn list(State(inbox): State<Inbox>, signed: Signed) -> Html<String> {
-    let pending = inbox.app.gateway.pending_definitions();
+    let pending = inbox.app.gateway.definitions().pending();
     let flash = inbox.sessions.take_flash(&signed.cookie);
     let body = html! {
         h1 { "Tool definitions waiting" }
@@ -84,8 +84,15 @@ pub(super) async fn accept(
         return Err(InboxError::csrf());
     }
     let gateway = &inbox.app.gateway;
+    let (connection, tool) = (&form.connection, form.tool.as_deref());
     let accepted = gateway
-        .accept_definitions(&form.connection, form.tool.as_deref(), &signed.principal)
+        .definitions()
+        .accept(
+            gateway.store().as_ref(),
+            connection,
+            tool,
+            &signed.principal,
+        )
         .await;
     let message = match accepted {
         Ok(accepted) => {

@@ -19,10 +19,10 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::client::McpClient;
-use crate::direct;
+use crate::client::direct;
+use crate::client::target::McpTarget;
 use crate::error::{CallErrorKind, McpCallError};
 use crate::rounds::Round;
-use crate::target::McpTarget;
 
 pub use crate::host::Entry;
 

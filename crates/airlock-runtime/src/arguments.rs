@@ -1,7 +1,10 @@
-//! Arguments of an api tool call: defaults filled, then validated against the input schema.
+//! Every tool's arguments against its input schema: defaults filled, then validated.
 //!
-//! Guarantees: a call that reaches request building has an object of arguments that satisfies
-//! the tool's input schema. A violation is a `bad_arguments` tool error listing every problem,
+//! Guarantees: a call is checked once, when it is recorded (the gateway refuses to record a
+//! runnable call whose arguments fail); when it runs, its arguments are only completed
+//! ([`ArgumentCheck::complete`]), since a row never runs under a definition other than the one
+//! it was recorded under. So a call that reaches an executor has an object of arguments that
+//! satisfies the tool's input schema. A violation is a `bad_arguments` tool error listing every problem,
 //! each with its JSON pointer, so the model can correct all of them in one retry. The schema is
 //! compiled by `airlock_spec::compile_input_schema`, the compilation the load checks declared
 //! schemas with (without network or file access: a `$ref` to a remote document fails to
@@ -60,6 +63,20 @@ impl ArgumentCheck {
     /// # Errors
     /// `bad_arguments` listing every violation, or saying the arguments are not an object.
     pub fn prepare(&self, arguments: Value) -> Result<Map<String, Value>, ToolError> {
+        let args = Value::Object(self.complete(arguments)?);
+        self.validate(&args)?;
+        match args {
+            Value::Object(args) => Ok(args),
+            _ => Ok(Map::new()),
+        }
+    }
+
+    /// Fills defaults for absent (or `null`) arguments of a call [`Self::check`] accepted when
+    /// it was recorded, without validating them again.
+    ///
+    /// # Errors
+    /// `bad_arguments` when the arguments are not an object.
+    pub fn complete(&self, arguments: Value) -> Result<Map<String, Value>, ToolError> {
         let mut args = match arguments {
             Value::Object(map) => map,
             Value::Null => Map::new(),
@@ -73,12 +90,7 @@ impl ArgumentCheck {
                 args.insert(name.clone(), default.clone());
             }
         }
-        let instance = Value::Object(args);
-        self.validate(&instance)?;
-        match instance {
-            Value::Object(args) => Ok(args),
-            _ => Ok(Map::new()),
-        }
+        Ok(args)
     }
 
     /// Whether [`Self::prepare`] would accept `arguments`, without keeping them: they are read

@@ -24,9 +24,9 @@ use serde_json::{Map, Value};
 
 use super::convert::to_error_data;
 use super::offered::{complete_result, from_value, not_declared, to_map};
-use super::relayed::{Asking, Declared, Unrelayable, sealed};
 use super::request::Admitted;
 use super::request_state::{Asked, Binding, Refusal, RequestStates, arguments_digest, refused};
+use super::tool_rounds::{Asking, Declared, Unrelayable, sealed};
 use crate::host::{CallerRefusal, HostError, OfferAnswer, OfferRequest, RoundCall, ToolHost};
 use crate::rounds::{self, Round};
 

@@ -18,10 +18,10 @@ use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{Peer, RoleClient, ServiceError};
 
+use crate::client::target::McpTarget;
+use crate::client::transport::GuardedHttp;
 use crate::error::{CallErrorKind, McpCallError};
-use crate::http::GuardedHttp;
 use crate::relay::Tap;
-use crate::target::McpTarget;
 
 /// Which lifecycle an upstream speaks, as far as we know.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,5 +1,6 @@
-//! The MCP endpoint's adapter: the gateway as the endpoint's [`ToolHost`], translating rows
-//! into what an MCP client sees. Every `tools/call` is its own session on
+//! The MCP endpoint's adapter: [`McpHost`], the gateway as the endpoint's [`ToolHost`] and
+//! [`OfferHost`](airlock_mcp::OfferHost), translating rows into what an MCP client sees. What
+//! only the endpoint needs lives here, so [`Gateway`] keeps the one call path. Every `tools/call` is its own session on
 //! channel `mcp`, recorded under the authenticated principal, through [`Gateway::call`]; a call
 //! under the client's own key has the session that key names, so a re-send is the same row. The
 //! await tool (and a task's `get`) long-polls the ledger (woken by its notifier, never by
@@ -8,16 +9,18 @@
 //! Withdrawing (a cancelled task) is a denial recorded under the caller's own name with a
 //! fixed reason, so a withdrawn call reads back as withdrawn after any restart. A call its
 //! upstream runs as a task is the exception: a `get` looks once, a cancel is forwarded
-//! (`relayed_task`, `gateway::relayed`, MCP-78, MCP-79, MCP-83, MCP-84).
+//! (`upstream_task`, `gateway::upstream_task`, MCP-78, MCP-79, MCP-83, MCP-84).
 
 mod caller;
 mod offers;
-mod relayed_task;
 mod rounds;
+mod upstream_task;
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use airlock_ledger::{APPROVAL_EXPIRED, Decision, Invocation, InvocationId, InvocationState};
+use airlock_ledger::InvocationState;
+use airlock_ledger::{APPROVAL_EXPIRED, Decision, DecisionKind, Invocation, InvocationId};
 use airlock_ledger::{LedgerError, NewSession, SessionId, Settlement, SourceKind};
 use airlock_mcp::{
     CallKey, Caller, CallerPrompt, CallerRefusal, CallerUse, HostCall, HostError, HostOutcome,
@@ -28,12 +31,25 @@ use futures::future::BoxFuture;
 use serde_json::{Map, Value, json};
 use time::format_description::well_known::Rfc3339;
 
-use crate::gateway::{CallContext, Gateway, GatewayError, is_relayed, task_failure};
+use crate::gateway::{
+    CallContext, Gateway, GatewayError, Resolved, is_upstream_task, task_failure,
+};
 use crate::outcome::{Outcome, OutcomeKind};
 use crate::session;
 
-/// The reason recorded when a caller withdraws its own waiting call.
-const WITHDRAWN: &str = "withdrawn by the caller (MCP task cancelled)";
+/// The gateway as the MCP endpoint sees it: every `tools/call`, await, withdrawal, round and
+/// offer of the endpoint goes through one of these onto the gateway's one call path.
+#[derive(Clone)]
+pub struct McpHost {
+    gateway: Arc<Gateway>,
+}
+
+impl McpHost {
+    /// The endpoint's host for `gateway`.
+    pub fn new(gateway: Arc<Gateway>) -> Self {
+        Self { gateway }
+    }
+}
 
 /// The endpoint names an unknown scope by its agent: only an agent's URL can name none.
 fn unknown_scope(scope: &ScopeId) -> HostError {
@@ -89,6 +105,15 @@ fn output_schema(spec: &ToolSpec) -> Option<Map<String, Value>> {
     }
 }
 
+/// What the endpoint answers for a call the gateway could not record.
+fn host_error(error: GatewayError) -> HostError {
+    match error {
+        GatewayError::UnknownTool(name) => HostError::UnknownTool(name),
+        e @ GatewayError::CallIdReused { .. } => HostError::InvalidParams(e.to_string()),
+        e @ (GatewayError::UnknownScope(_) | GatewayError::Ledger(_)) => internal(&e),
+    }
+}
+
 fn internal(error: &GatewayError) -> HostError {
     tracing::error!(%error, "MCP call failed inside the gateway");
     HostError::Internal(error.to_string())
@@ -135,11 +160,10 @@ fn host_outcome(outcome: &Outcome) -> HostOutcome {
     }
 }
 
-/// Denied by its own caller with the withdrawal reason.
+/// Withdrawn by its own caller.
 fn is_withdrawn(row: &Invocation) -> bool {
-    row.decision.as_ref().is_some_and(|d| {
-        Some(d.by.as_str()) == row.principal.as_deref() && d.reason.as_deref() == Some(WITHDRAWN)
-    })
+    let decision = row.decision.as_ref().map(|d| d.decision);
+    decision == Some(DecisionKind::Withdrawn)
 }
 
 /// The call as the endpoint sees it: the row's id and times, and its outcome.
@@ -226,7 +250,7 @@ fn value_result(result: &Value) -> HostOutcome {
     }
 }
 
-impl Gateway {
+impl McpHost {
     async fn mcp_call(
         &self,
         scope: &ScopeId,
@@ -235,14 +259,13 @@ impl Gateway {
         arguments: Value,
         key: Option<&CallKey>,
     ) -> Result<HostCall, HostError> {
-        let Some(tools) = self.scope(scope) else {
-            return Err(unknown_scope(scope));
+        // The call's one lookup, before anything is written: an unknown name leaves no empty
+        // session behind (and costs no commit).
+        let tool = match self.gateway.resolve(scope, name) {
+            Ok(tool) => tool,
+            Err(GatewayError::UnknownScope(_)) => return Err(unknown_scope(scope)),
+            Err(e) => return Err(host_error(e)),
         };
-        // Refused before anything is written: an unknown name leaves no empty session behind
-        // (and costs no commit).
-        if tools.get(name).is_none() {
-            return Err(HostError::UnknownTool(name.to_owned()));
-        }
         let principal = Some(caller.principal.clone());
         let new = NewSession {
             channel: "mcp".to_owned(),
@@ -264,22 +287,17 @@ impl Gateway {
                 // queues right behind it on the same writer lane (a call's record is refused if
                 // its session failed).
                 let (opened, called) = futures::join!(
-                    self.store().create_session(ctx.session, new),
-                    self.call(&ctx, name, arguments)
+                    self.gateway.store().create_session(ctx.session, new),
+                    self.gateway.call_resolved(&ctx, tool, arguments)
                 );
                 opened.map_err(|e| internal(&e.into()))?;
                 called
             }
-            Some(key) => self.keyed_call(ctx, new, name, arguments, key).await?,
+            Some(key) => self.keyed_call(ctx, new, tool, arguments, key).await?,
         };
-        match called {
-            Ok(outcome) => Ok(host_call(&outcome)),
-            Err(GatewayError::UnknownTool(name)) => Err(HostError::UnknownTool(name)),
-            Err(e @ GatewayError::CallIdReused { .. }) => {
-                Err(HostError::InvalidParams(e.to_string()))
-            }
-            Err(e @ (GatewayError::UnknownScope(_) | GatewayError::Ledger(_))) => Err(internal(&e)),
-        }
+        called
+            .map(|outcome| host_call(&outcome))
+            .map_err(host_error)
     }
 
     /// A call under the client's own key (MCP-22). Its session is derived from the principal,
@@ -291,26 +309,27 @@ impl Gateway {
         &self,
         mut ctx: CallContext,
         mut new: NewSession,
-        name: &str,
+        tool: Resolved<'_>,
         arguments: Value,
         key: &CallKey,
     ) -> Result<Result<Outcome, GatewayError>, HostError> {
         let seed = json!(["mcp", ctx.principal, ctx.scope.to_string(), key.as_str()]);
         ctx.session = SessionId::derived(&seed.to_string());
         new.metadata["call_key"] = Value::String(key.as_str().to_owned());
-        match self.store().get_session(ctx.session).await {
+        match self.gateway.store().get_session(ctx.session).await {
             Ok(_) => {
+                let name = tool.1.spec.definition.name.as_str();
                 self.same_call(&ctx, name, &arguments, key).await?;
-                Ok(self.call(&ctx, name, arguments).await)
+                Ok(self.gateway.call_resolved(&ctx, tool, arguments).await)
             }
             Err(LedgerError::SessionNotFound(_)) => {
                 let (opened, called) = futures::join!(
-                    self.store().create_session(ctx.session, new),
-                    self.call(&ctx, name, arguments)
+                    self.gateway.store().create_session(ctx.session, new),
+                    self.gateway.call_resolved(&ctx, tool, arguments)
                 );
                 if let Err(e) = opened {
                     // A concurrent send of the same key opened it first; otherwise it failed.
-                    let theirs = self.store().get_session(ctx.session).await;
+                    let theirs = self.gateway.store().get_session(ctx.session).await;
                     theirs.map_err(|_| internal(&e.into()))?;
                 }
                 Ok(called)
@@ -327,7 +346,7 @@ impl Gateway {
         arguments: &Value,
         key: &CallKey,
     ) -> Result<(), HostError> {
-        let rows = self.store().session_invocations(ctx.session).await;
+        let rows = self.gateway.store().session_invocations(ctx.session).await;
         let rows = rows.map_err(|e| internal(&e.into()))?;
         match rows.iter().find(|r| r.call_id == ctx.call_id) {
             Some(first) if first.tool != name || first.arguments != *arguments => {
@@ -352,13 +371,14 @@ impl Gateway {
     ) -> Result<Invocation, HostError> {
         let not_found = || HostError::NotFound(format!("invocation {id}"));
         let id: InvocationId = id.parse().map_err(|_| not_found())?;
-        let row = match self.store().get(id).await {
+        let row = match self.gateway.store().get(id).await {
             Ok(row) => row,
             Err(LedgerError::NotFound(_)) => return Err(not_found()),
             Err(e) => return Err(internal(&e.into())),
         };
         // Calls made on other channels (an agent run, the CLI) are settled there, not here.
         let opened = self
+            .gateway
             .store()
             .get_session(row.session_id)
             .await
@@ -395,8 +415,8 @@ impl Gateway {
     ) -> Result<HostCall, HostError> {
         let deadline = tokio::time::Instant::now() + wait;
         let mut row = self.mcp_row(scope, caller, id).await?;
-        if is_relayed(&row) {
-            match self.look_relayed(row).await? {
+        if is_upstream_task(&row) {
+            match self.look_at_upstream_task(row).await? {
                 Ok(running) => return Ok(running),
                 Err(settled) => row = settled,
             }
@@ -405,6 +425,7 @@ impl Gateway {
             if row.state == InvocationState::Approved {
                 // Run it if we claim it first; if someone else did, wait for their result.
                 let outcome = self
+                    .gateway
                     .continue_approved(row.id)
                     .await
                     .map_err(|e| internal(&e))?;
@@ -416,8 +437,8 @@ impl Gateway {
             }
             // Only the wait is cut short at shutdown, never a call this await runs above.
             let changed = tokio::select! {
-                changed = self.store().wait_for_change(row.id, Some(row.version), deadline) => changed,
-                () = self.until_long_polls_end() => return Ok(host_call(&outcome)),
+                changed = self.gateway.store().wait_for_change(row.id, Some(row.version), deadline) => changed,
+                () = self.gateway.until_long_polls_end() => return Ok(host_call(&outcome)),
             };
             row = changed.map_err(|e| internal(&e.into()))?;
         }
@@ -434,17 +455,16 @@ impl Gateway {
             row.state,
             InvocationState::AwaitingApproval | InvocationState::AwaitingAnswer
         );
-        let row = if is_relayed(&row) {
-            self.cancel_relayed(row).await.map_err(|e| internal(&e))?
+        let row = if is_upstream_task(&row) {
+            self.cancel_upstream_task(row)
+                .await
+                .map_err(|e| internal(&e))?
         } else if waiting {
-            let deny = Decision::Deny {
-                reason: WITHDRAWN.to_owned(),
-            };
             match crate::decisions::record(
-                self.store().as_ref(),
+                self.gateway.store().as_ref(),
                 row.id,
                 &caller.principal,
-                deny,
+                Decision::Withdraw,
                 "mcp",
             )
             .await
@@ -465,11 +485,12 @@ impl Gateway {
     }
 }
 
-impl Gateway {
+impl McpHost {
     /// Whether the MCP `caller` may see `spec` of `scope` under `[[access]]`.
     fn caller_sees(&self, scope: &ScopeId, caller: &Caller, spec: &ToolSpec) -> bool {
         let name = spec.definition.name.as_str();
-        self.may_see(scope, Some(&caller.principal), Some(&caller.groups), name)
+        self.gateway
+            .may_see(scope, Some(&caller.principal), Some(&caller.groups), name)
     }
 }
 
@@ -479,20 +500,28 @@ fn only_in_a_run(spec: &ToolSpec) -> bool {
     matches!(spec.source, ToolSource::Agent(_)) || spec.policy.confirm || proposes
 }
 
-impl ToolHost for Gateway {
+impl ToolHost for McpHost {
     fn list_tools(
         &self,
         scope: &ScopeId,
         caller: &Caller,
     ) -> Result<Vec<ToolDescriptor>, HostError> {
-        let tools = self.scope(scope).ok_or_else(|| unknown_scope(scope))?;
+        let tools = self
+            .gateway
+            .scope(scope)
+            .ok_or_else(|| unknown_scope(scope))?;
         // A sub-agent runs only inside an agent run: not a tool here (docs/rules.md AGENT-30);
         // a tool no `[[access]]` rule grants the caller is not shown (POLICY-46).
         let callable = tools
             .tools()
             .iter()
             .filter(|t| !only_in_a_run(t) && self.caller_sees(scope, caller, t))
-            .filter(|t| !self.is_removed(t.definition.name.as_str()));
+            .filter(|t| {
+                !self
+                    .gateway
+                    .definitions()
+                    .is_removed(t.definition.name.as_str())
+            });
         Ok(callable.map(descriptor).collect())
     }
 
@@ -502,7 +531,11 @@ impl ToolHost for Gateway {
         caller: &Caller,
         name: &str,
     ) -> Option<Map<String, Value>> {
-        let spec = self.scope(scope)?.get(name).filter(|t| !only_in_a_run(t))?;
+        let spec = self
+            .gateway
+            .scope(scope)?
+            .get(name)
+            .filter(|t| !only_in_a_run(t))?;
         if !self.caller_sees(scope, caller, spec) {
             return None;
         }
@@ -510,7 +543,7 @@ impl ToolHost for Gateway {
     }
 
     fn requires_tasks(&self, scope: &ScopeId, caller: &Caller, name: &str) -> bool {
-        let spec = self.scope(scope).and_then(|tools| tools.get(name));
+        let spec = self.gateway.scope(scope).and_then(|tools| tools.get(name));
         spec.is_some_and(|t| {
             matches!(&t.source, ToolSource::McpInline(m) if m.requires_tasks)
                 && self.caller_sees(scope, caller, t)
@@ -596,6 +629,6 @@ impl ToolHost for Gateway {
     }
 
     fn long_polls_ended(&self) -> bool {
-        Gateway::long_polls_ended(self)
+        self.gateway.long_polls_ended()
     }
 }

@@ -19,9 +19,9 @@
 use serde::Serialize;
 use serde_json::{Map, Value};
 
+use crate::client::target::ToolResult;
 use crate::content::to_tool_result;
 use crate::error::{CallErrorKind, McpCallError};
-use crate::target::ToolResult;
 
 /// The longest upstream task id airlock keeps, in characters.
 pub const MAX_TASK_ID_CHARS: usize = 256;

@@ -21,19 +21,21 @@ use airlock_spec::ScopeId;
 use futures::future::BoxFuture;
 use serde_json::{Map, Value, json};
 
+use super::McpHost;
 use super::{internal, unknown_scope};
 use crate::error::{ToolError, mcp_error};
-use crate::gateway::{Gateway, GatewayError, Read};
+use crate::gateway::{GatewayError, Read};
 use crate::offered::Source;
 
-impl Gateway {
+impl McpHost {
     /// Whether `caller` may see the entry served as `name` in `scope`.
     fn sees(&self, scope: &ScopeId, caller: &Caller, name: &str) -> bool {
-        self.may_see(scope, Some(&caller.principal), Some(&caller.groups), name)
+        self.gateway
+            .may_see(scope, Some(&caller.principal), Some(&caller.groups), name)
     }
 }
 
-impl Gateway {
+impl McpHost {
     /// `prompts/get` of the served prompt `params` names, recorded as a read (continuing the
     /// read `follows` names, if any).
     async fn got_prompt(
@@ -45,7 +47,8 @@ impl Gateway {
     ) -> Result<OfferAnswer, CallerRefusal> {
         let name = text(&params, "name").to_owned();
         let visible = |name: &str| self.sees(scope, caller, name);
-        let Some((source, upstream_name)) = self.offered().prompt(scope, &name, &visible) else {
+        let Some((source, upstream_name)) = self.gateway.offered().prompt(scope, &name, &visible)
+        else {
             return Err(HostError::InvalidParams(format!("unknown prompt: {name}")).into());
         };
         let client = &source.client;
@@ -81,7 +84,7 @@ impl Gateway {
         follows: Option<RoundUse>,
     ) -> Result<OfferAnswer, CallerRefusal> {
         let visible = |name: &str| self.sees(scope, caller, name);
-        let Some((source, upstream)) = self.offered().resource(scope, uri, &visible) else {
+        let Some((source, upstream)) = self.gateway.offered().resource(scope, uri, &visible) else {
             return Err(HostError::ResourceNotFound(uri.to_owned()).into());
         };
         let client = &source.client;
@@ -117,7 +120,7 @@ impl Gateway {
     where
         W: Future<Output = Result<Answered, ToolError>>,
     {
-        let (row, answer) = match self.record_read(read, work, summary).await {
+        let (row, answer) = match self.gateway.record_read(read, work, summary).await {
             Ok(recorded) => recorded,
             Err(GatewayError::Ledger(LedgerError::RequestStateUsed { .. })) => {
                 return Err(CallerRefusal::Replayed);
@@ -177,9 +180,9 @@ fn host_only(refused: CallerRefusal) -> HostError {
     }
 }
 
-impl OfferHost for Gateway {
+impl OfferHost for McpHost {
     fn offers(&self, scope: &ScopeId) -> Offers {
-        self.offered().offers(scope)
+        self.gateway.offered().offers(scope)
     }
 
     fn list_offered(
@@ -188,11 +191,11 @@ impl OfferHost for Gateway {
         caller: &Caller,
         list: Listed,
     ) -> Result<Vec<Entry>, HostError> {
-        if self.scope(scope).is_none() {
+        if self.gateway.scope(scope).is_none() {
             return Err(unknown_scope(scope));
         }
         let visible = |name: &str| self.sees(scope, caller, name);
-        Ok(self.offered().list(scope, list, &visible))
+        Ok(self.gateway.offered().list(scope, list, &visible))
     }
 
     fn read_resource<'a>(
@@ -257,7 +260,7 @@ impl OfferHost for Gateway {
                 Some(Value::Object(reference)) => reference.clone(),
                 _ => return Err(HostError::InvalidParams("`ref` must be an object".into())),
             };
-            let offered = self.offered();
+            let offered = self.gateway.offered();
             let (source, key, upstream_ref) = match text(&reference, "type") {
                 "ref/prompt" => {
                     let found = offered.prompt(scope, text(&reference, "name"), &visible);

@@ -20,14 +20,14 @@ use rmcp::model::{JsonObject, ProtocolVersion, RequestMetaObject, TASKS_EXTENSIO
 use serde::Serialize;
 use serde_json::{Map, Value};
 
+use crate::client::session::{self, Prepared, client_info, delivered};
+use crate::client::target::{IDEMPOTENCY_META_KEY, McpTarget, ToolCall};
+use crate::client::transport::{GuardedHttp, Reply, Sent, not_json_rpc};
+use crate::client::upstream_task::{self, CallAnswer};
 use crate::content::to_tool_result;
 use crate::error::{CallErrorKind, McpCallError};
-use crate::http::{GuardedHttp, Reply, Sent, not_json_rpc};
 use crate::relay;
 use crate::rounds::{self, Round};
-use crate::session::{self, Prepared, client_info, delivered};
-use crate::target::{IDEMPOTENCY_META_KEY, McpTarget, ToolCall};
-use crate::upstream_task::{self, CallAnswer};
 
 /// How a handshake-free call is framed.
 #[derive(Debug, Clone, Copy)]

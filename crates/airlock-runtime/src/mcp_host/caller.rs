@@ -21,11 +21,12 @@ use airlock_mcp::{
 use airlock_spec::{Approval, Builtin, ScopeId, ToolSource};
 use serde_json::Value;
 
+use super::McpHost;
 use super::{host_call, internal};
-use crate::gateway::{EVENTS, Gateway};
+use crate::gateway::EVENTS;
 use crate::outcome::Outcome;
 
-impl Gateway {
+impl McpHost {
     pub(super) fn mcp_caller_prompt(
         &self,
         scope: &ScopeId,
@@ -33,7 +34,7 @@ impl Gateway {
         status: ParkedStatus,
         arguments: &Value,
     ) -> Option<CallerPrompt> {
-        let spec = self.scope(scope)?.get(tool)?;
+        let spec = self.gateway.scope(scope)?.get(tool)?;
         match (status, &spec.source) {
             (ParkedStatus::AwaitingAnswer, ToolSource::Builtin(Builtin::AskHuman)) => {
                 let question = arguments["question"].as_str()?;
@@ -72,8 +73,8 @@ impl Gateway {
             by: caller.principal.clone(),
             decision,
         };
-        let claim = self.claim_in_decision(scope, &row.tool);
-        let decided = match self.store().decide_once(state, claim).await {
+        let claim = self.gateway.claim_in_decision(scope, &row.tool);
+        let decided = match self.gateway.store().decide_once(state, claim).await {
             Ok(decided) => decided,
             Err(LedgerError::RequestStateUsed { .. }) => return Err(CallerRefusal::Replayed),
             // Decided, expired or moved on by someone else first: report what stands.
@@ -99,8 +100,12 @@ impl Gateway {
             "decided"
         );
         let outcome = match decided.state {
-            InvocationState::Running => self.run_claimed_row(decided, &caller.downstream).await,
-            InvocationState::Approved => self.continue_approved(decided.id).await,
+            InvocationState::Running => {
+                self.gateway
+                    .run_claimed_row(decided, &caller.downstream)
+                    .await
+            }
+            InvocationState::Approved => self.gateway.continue_approved(decided.id).await,
             _ => Ok(Outcome::from_row(decided)),
         };
         Ok(host_call(&outcome.map_err(|e| internal(&e))?))

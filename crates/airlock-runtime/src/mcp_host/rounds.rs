@@ -14,8 +14,9 @@ use airlock_mcp::{Caller, CallerRefusal, HostCall, HostError, HostOutcome, Round
 use airlock_spec::ScopeId;
 use serde_json::Value;
 
+use super::McpHost;
 use super::{host_call, internal};
-use crate::gateway::{CallContext, Gateway, GatewayError};
+use crate::gateway::{CallContext, GatewayError};
 use crate::session;
 
 /// A row that ended needing input, as the endpoint relays it: the upstream's requests and its
@@ -40,7 +41,7 @@ pub(super) fn input_required(row: &airlock_ledger::Invocation) -> HostOutcome {
     }
 }
 
-impl Gateway {
+impl McpHost {
     pub(super) async fn mcp_continue_round(
         &self,
         scope: &ScopeId,
@@ -70,7 +71,7 @@ impl Gateway {
         };
         // Written first: the round is recorded on the lane of the round it follows, not on
         // its session's (LEDGER-62).
-        let opened = self.store().create_session(ctx.session, new).await;
+        let opened = self.gateway.store().create_session(ctx.session, new).await;
         opened.map_err(|e| internal(&e.into()))?;
         let follows = RoundUse {
             nonce: round.state_id,
@@ -78,6 +79,7 @@ impl Gateway {
             by: caller.principal.clone(),
         };
         match self
+            .gateway
             .call_round(&ctx, &round.tool, round.arguments, follows)
             .await
         {

@@ -1,45 +1,39 @@
-//! Calls an upstream runs as a task of its own (docs/rules.md MCP-76 to MCP-79, LEDGER-64 to
-//! LEDGER-66): the claimed row is handed to the upstream's task, followed when its client asks,
-//! and settled once.
+//! A call its upstream runs as a task, seen from the endpoint: one look at the upstream
+//! (docs/rules.md MCP-78), with the input requests its task waits on (MCP-83), and the client's
+//! answers to them (MCP-84).
 //!
-//! Guarantees: the row stays `running` under the relay's lease while the upstream works, so any
-//! replica can follow it after any restart; each `tasks/get` asks the upstream once (through the
-//! egress guard, under the call's deadline) and, when the upstream's task has settled, finishes
-//! the row with its result or error in one commit — of concurrent followers exactly one wins the
-//! finish, the others read the row it left. An upstream that cannot be asked leaves the row as
-//! it is. Each look that finds the task still working (or waiting for the client's input, whose
-//! requests the look hands back, never stored: MCP-83) renews the relay lease; a task nobody
-//! follows for [`RELAY_LEASE`] is left to the sweeper, as a call whose runner went away. The
-//! client's answers go to the upstream's task by the id the row was handed (MCP-84), so the
-//! client never sees nor names the upstream's id.
-
-use std::time::Duration;
+//! Guarantees: a look never waits (nothing would wake the wait); only the caller who made the
+//! call, through the scope it was made in, may answer (as for `tasks/get`); the answers go to the upstream's task the row was handed, by the id
+//! airlock keeps for it; a call whose upstream runs no task of its own, or whose upstream does
+//! not take the answers, is refused with -32602 and nothing is recorded.
+//!
+//! Each `tasks/get` asks the upstream once (through the egress guard, under the call's
+//! deadline) and, when the upstream's task has settled, finishes the row with its result or
+//! error in one commit — of concurrent followers exactly one wins the finish, the others read
+//! the row it left. An upstream that cannot be asked leaves the row as it is. Each look that
+//! finds the task still working (or waiting for the client's input, whose requests the look
+//! hands back, never stored: MCP-83) renews the relay lease.
 
 use airlock_ledger::{
-    Invocation, InvocationId, InvocationState, LedgerError, RELAY_OWNER, ToolError, ToolErrorKind,
+    Invocation, InvocationId, LedgerError, RELAY_OWNER, ToolError, ToolErrorKind,
 };
-use airlock_mcp::{McpClient, McpTarget, UpstreamTask, UpstreamTaskState};
+use airlock_mcp::{Caller, HostCall, HostError, McpClient, McpTarget, UpstreamTaskState};
+use airlock_spec::ScopeId;
 use serde_json::{Map, Value};
 
-use super::{Gateway, GatewayError};
+use super::{McpHost, host_call, internal};
 use crate::error::mcp_error;
 use crate::execute::mcp;
+use crate::gateway::{GatewayError, RELAY_LEASE, is_upstream_task};
 use crate::outcome::Outcome;
 use crate::session;
 
-/// How long a relayed row's lease lasts past the last look that found its upstream's task still
-/// working (docs/rules.md LEDGER-66, airlock's choice).
-pub(crate) const RELAY_LEASE: Duration = Duration::from_secs(24 * 60 * 60);
-
-/// How the stored error of a relayed call whose upstream task failed begins (MCP-78).
-pub(crate) const TASK_FAILED: &str = "the upstream's task failed: ";
-
 /// A relayed row as one look left it, with the input requests its upstream's task waits on.
-pub(crate) type Followed = (Invocation, Option<Map<String, Value>>);
+type Followed = (Invocation, Option<Map<String, Value>>);
 
 /// What became of the client's answers to a relayed task's input requests (MCP-84).
 #[derive(Debug)]
-pub(crate) enum Updated {
+enum Updated {
     /// The upstream took them.
     Sent,
     /// The row is not a call its upstream runs as a task.
@@ -48,47 +42,55 @@ pub(crate) enum Updated {
     Refused,
 }
 
-/// Whether `row` is a call its upstream runs as a task that airlock follows.
-pub(crate) fn is_relayed(row: &Invocation) -> bool {
-    row.state == InvocationState::Running
-        && row.lease.as_ref().is_some_and(|l| l.owner == RELAY_OWNER)
-}
-
-/// The upstream's message, when `row` is a relayed call whose upstream task failed at the
-/// protocol level (MCP-78): a `failed` task to the endpoint, not a tool error.
-pub(crate) fn task_failure(row: &Invocation) -> Option<&str> {
-    let relayed = row.lease.as_ref().is_some_and(|l| l.owner == RELAY_OWNER);
-    let error = row.error.as_ref().filter(|_| relayed)?;
-    let failed = row.state == InvocationState::Failed && error.kind == ToolErrorKind::UpstreamError;
-    failed
-        .then(|| error.message.strip_prefix(TASK_FAILED))
-        .flatten()
-}
-
-impl Gateway {
-    /// Hands the row this gateway claimed to the upstream's `task` (LEDGER-64). A lease lost
-    /// meanwhile (a stall the sweeper saw) leaves the row as the sweeper or a person left it.
-    pub(super) async fn relay(
+impl McpHost {
+    /// One look at the upstream of the relayed `row`: the call while its upstream's task runs,
+    /// with the input requests it waits on; `Err` with the row once the look settled it.
+    pub(super) async fn look_at_upstream_task(
         &self,
-        id: InvocationId,
-        task: UpstreamTask,
-    ) -> Result<Outcome, GatewayError> {
-        let relayed = self
-            .store
-            .relay_task(id, &self.owner, task.id, RELAY_LEASE)
-            .await;
-        match relayed {
-            Ok(row) => Ok(Outcome::from_row(row)),
-            Err(LedgerError::LeaseLost { .. }) => Ok(Outcome::from_row(self.store.get(id).await?)),
-            Err(e) => Err(e.into()),
+        row: Invocation,
+    ) -> Result<Result<HostCall, Invocation>, HostError> {
+        let (row, asks) = self
+            .follow_upstream_task(row)
+            .await
+            .map_err(|e| internal(&e))?;
+        if !is_upstream_task(&row) {
+            return Ok(Err(row));
+        }
+        let call = host_call(&Outcome::from_row(row));
+        Ok(Ok(HostCall {
+            task_input: asks,
+            ..call
+        }))
+    }
+
+    pub(super) async fn mcp_update(
+        &self,
+        scope: &ScopeId,
+        caller: &Caller,
+        id: &str,
+        responses: &Map<String, Value>,
+    ) -> Result<(), HostError> {
+        let row = self.mcp_row(scope, caller, id).await?;
+        let updated = self
+            .update_upstream_task(&row, responses)
+            .await
+            .map_err(|e| internal(&e))?;
+        match updated {
+            Updated::Sent => Ok(()),
+            Updated::NotRelayed => Err(HostError::InvalidParams(format!(
+                "task {id} does not wait for input"
+            ))),
+            Updated::Refused => Err(HostError::InvalidParams(format!(
+                "the upstream of task {id} did not take the answers"
+            ))),
         }
     }
 
     /// Asks the upstream where the task of the relayed `row` stands and settles the row once the
     /// task has (MCP-78); a task waiting for input hands back its requests (MCP-83). Any other
     /// row is returned as it is.
-    pub(crate) async fn follow_relayed(&self, row: Invocation) -> Result<Followed, GatewayError> {
-        let Some((client, target, task)) = self.relayed_target(&row).await? else {
+    async fn follow_upstream_task(&self, row: Invocation) -> Result<Followed, GatewayError> {
+        let Some((client, target, task)) = self.upstream_task_target(&row).await? else {
             return Ok((row, None));
         };
         match client.task_state(&target, &task).await {
@@ -96,7 +98,7 @@ impl Gateway {
                 let renewed = self.renew_relay(row.id).await?;
                 Ok((renewed, Some(asks)))
             }
-            Ok(state) => Ok((self.settle_relayed(row, state).await?, None)),
+            Ok(state) => Ok((self.settle_upstream_task(row, state).await?, None)),
             Err(error) => {
                 tracing::warn!(invocation = %row.id, %error, "the upstream's task could not be read; it is asked again at the next tasks/get");
                 Ok((row, None))
@@ -105,12 +107,12 @@ impl Gateway {
     }
 
     /// Sends the client's `responses` to the upstream's task of the relayed `row` (MCP-84).
-    pub(crate) async fn update_relayed(
+    async fn update_upstream_task(
         &self,
         row: &Invocation,
         responses: &Map<String, Value>,
     ) -> Result<Updated, GatewayError> {
-        let Some((client, target, task)) = self.relayed_target(row).await? else {
+        let Some((client, target, task)) = self.upstream_task_target(row).await? else {
             return Ok(Updated::NotRelayed);
         };
         match client.update_task(&target, &task, responses).await {
@@ -125,37 +127,40 @@ impl Gateway {
     /// Forwards a cancel of the relayed `row` to its upstream, then follows the task, so the
     /// cancellation is recorded once the upstream reports it (MCP-79). Any other row is returned
     /// as it is.
-    pub(crate) async fn cancel_relayed(&self, row: Invocation) -> Result<Invocation, GatewayError> {
-        let Some((client, target, task)) = self.relayed_target(&row).await? else {
+    pub(super) async fn cancel_upstream_task(
+        &self,
+        row: Invocation,
+    ) -> Result<Invocation, GatewayError> {
+        let Some((client, target, task)) = self.upstream_task_target(&row).await? else {
             return Ok(row);
         };
         if let Err(error) = client.cancel_task(&target, &task).await {
             tracing::warn!(invocation = %row.id, %error, "the upstream refused to cancel its task");
         }
-        Ok(self.follow_relayed(row).await?.0)
+        Ok(self.follow_upstream_task(row).await?.0)
     }
 
     /// Where the relayed `row`'s upstream is and its task id there; `None` for a row that is not
     /// relayed, or whose tool is no longer declared in its scope (its lease then lapses to the
     /// sweeper).
-    async fn relayed_target(
+    async fn upstream_task_target(
         &self,
         row: &Invocation,
     ) -> Result<Option<(&McpClient, McpTarget, String)>, GatewayError> {
-        if !is_relayed(row) {
+        if !is_upstream_task(row) {
             return Ok(None);
         }
-        let Some(task) = self.store.relayed_task(row.id).await? else {
+        let Some(task) = self.gateway.store().relayed_task(row.id).await? else {
             return Ok(None);
         };
-        let opened = self.store.get_session(row.session_id).await?;
+        let opened = self.gateway.store().get_session(row.session_id).await?;
         let Some(scope) = session::scope(&opened) else {
             return Ok(None);
         };
-        let Ok((_, tool)) = self.resolve(&scope, &row.tool) else {
+        let Ok((_, tool)) = self.gateway.resolve(&scope, &row.tool) else {
             return Ok(None);
         };
-        let supplied = match self.supplied_for(&tool.spec, row).await {
+        let supplied = match self.gateway.supplied_for(&tool.spec, row).await {
             Ok(supplied) => supplied,
             Err(error) => {
                 tracing::warn!(invocation = %row.id, %error, "the connection of a relayed task cannot be reached");
@@ -163,6 +168,7 @@ impl Gateway {
             }
         };
         match self
+            .gateway
             .executors
             .mcp_target(&tool.spec.source, supplied.as_deref())
         {
@@ -175,7 +181,7 @@ impl Gateway {
     }
 
     /// Settles the relayed `row` by its task's `state`, or renews the relay lease while it works.
-    async fn settle_relayed(
+    async fn settle_upstream_task(
         &self,
         row: Invocation,
         state: UpstreamTaskState,
@@ -186,10 +192,9 @@ impl Gateway {
             }
             UpstreamTaskState::Completed(Ok(result)) => Ok(mcp::stored(&result)),
             UpstreamTaskState::Completed(Err(error)) => Err(mcp_error(error)),
-            UpstreamTaskState::Failed(message) => Err(ToolError::new(
-                ToolErrorKind::UpstreamError,
-                format!("{TASK_FAILED}{message}"),
-            )),
+            UpstreamTaskState::Failed(message) => {
+                Err(ToolError::new(ToolErrorKind::TaskFailed, message))
+            }
             UpstreamTaskState::Cancelled => Err(ToolError::new(
                 ToolErrorKind::ToolFailed,
                 "cancelled: the upstream's task was cancelled before it finished",
@@ -197,13 +202,21 @@ impl Gateway {
         };
         // Finished in the relay's name: of concurrent followers one wins the row's
         // compare-and-swap, and the others read what it left (LEDGER-65).
-        let finished = self.store.finish(row.id, RELAY_OWNER, result).await;
+        let finished = self
+            .gateway
+            .store()
+            .finish(row.id, RELAY_OWNER, result)
+            .await;
         self.as_left(row.id, finished).await
     }
 
     /// Renews the relay lease of the row `id`, whose upstream's task is not done.
     async fn renew_relay(&self, id: InvocationId) -> Result<Invocation, GatewayError> {
-        let renewed = self.store.renew_lease(id, RELAY_OWNER, RELAY_LEASE).await;
+        let renewed = self
+            .gateway
+            .store()
+            .renew_lease(id, RELAY_OWNER, RELAY_LEASE)
+            .await;
         self.as_left(id, renewed).await
     }
 
@@ -217,7 +230,7 @@ impl Gateway {
         match written {
             Ok(row) => Ok(row),
             Err(LedgerError::LeaseLost { .. } | LedgerError::AlreadyFinished { .. }) => {
-                Ok(self.store.get(id).await?)
+                Ok(self.gateway.store().get(id).await?)
             }
             Err(e) => Err(e.into()),
         }
