@@ -14,6 +14,7 @@
 //! pays for the probe.
 
 pub(crate) mod catalog;
+pub(crate) mod content;
 pub(crate) mod direct;
 pub(crate) mod session;
 pub(crate) mod target;
@@ -30,9 +31,9 @@ use rmcp::model::{
 };
 use serde_json::{Map, Value};
 
+use crate::client::content::to_tool_result;
 use crate::client::target::{IDEMPOTENCY_META_KEY, McpTarget, RemoteTool, ToolCall, ToolResult};
 use crate::client::transport::not_json_rpc;
-use crate::content::to_tool_result;
 use crate::error::{CallErrorKind, McpCallError};
 use crate::relay;
 use direct::Framing;

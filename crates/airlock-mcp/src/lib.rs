@@ -25,7 +25,6 @@
 //! ```
 
 mod client;
-mod content;
 mod downstream;
 mod error;
 mod host;

@@ -44,7 +44,7 @@ pub(crate) use upstream_task::{RELAY_LEASE, is_upstream_task, task_failure};
 use crate::arguments::ArgumentCheck;
 use crate::error::{ToolError, ToolErrorKind};
 use crate::execute::Executors;
-use crate::outcome::{Outcome, OutcomeKind};
+use crate::outcome::Outcome;
 use crate::rate_limit;
 use crate::session;
 
@@ -304,7 +304,7 @@ impl Gateway {
             .record_and_run(ctx, run, tool, arguments, follows)
             .await;
         if let Ok(outcome) = &outcome {
-            let what = count(outcome);
+            let what = telemetry::count(outcome);
             telemetry::answered(ctx.channel, outcome, what, began);
         }
         outcome
@@ -534,32 +534,6 @@ impl Gateway {
         events::refused(&failed);
         Ok(failed)
     }
-}
-
-/// Counts a call answered by [`Gateway::call`] by tool and the outcome its caller saw
-/// (`airlock_tool_calls_total`, served at `/metrics`; a retry of a call id is answered, and
-/// counted, again), and a failed one also by its kind (`airlock_tool_failures_total`, the
-/// stored word). Executions, however they were started, are `airlock_tool_runs_total`.
-/// Returns the outcome word it counted.
-fn count(outcome: &Outcome) -> &'static str {
-    let row = outcome.invocation();
-    let what = match outcome.kind() {
-        OutcomeKind::Completed if row.state == InvocationState::Failed => "failed",
-        OutcomeKind::Completed => "succeeded",
-        OutcomeKind::Parked => "parked",
-        OutcomeKind::Proposed => "proposed",
-        OutcomeKind::Denied => "denied",
-        OutcomeKind::Expired => "expired",
-        OutcomeKind::Abandoned => "abandoned",
-        OutcomeKind::InputRequired => "input_required",
-    };
-    metrics::counter!("airlock_tool_calls_total", "tool" => row.tool.clone(), "outcome" => what)
-        .increment(1);
-    if let (OutcomeKind::Completed, Some(error)) = (outcome.kind(), &row.error) {
-        metrics::counter!("airlock_tool_failures_total", "tool" => row.tool.clone(), "kind" => error.kind.as_str())
-            .increment(1);
-    }
-    what
 }
 
 /// A row recorded under a definition its tool no longer has: it never runs.

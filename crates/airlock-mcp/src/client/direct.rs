@@ -20,11 +20,11 @@ use rmcp::model::{JsonObject, ProtocolVersion, RequestMetaObject, TASKS_EXTENSIO
 use serde::Serialize;
 use serde_json::{Map, Value};
 
+use crate::client::content::to_tool_result;
 use crate::client::session::{self, Prepared, client_info, delivered};
 use crate::client::target::{IDEMPOTENCY_META_KEY, McpTarget, ToolCall};
 use crate::client::transport::{GuardedHttp, Reply, Sent, not_json_rpc};
 use crate::client::upstream_task::{self, CallAnswer};
-use crate::content::to_tool_result;
 use crate::error::{CallErrorKind, McpCallError};
 use crate::relay;
 use crate::rounds::{self, Round};

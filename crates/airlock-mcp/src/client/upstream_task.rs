@@ -19,8 +19,8 @@
 use serde::Serialize;
 use serde_json::{Map, Value};
 
+use crate::client::content::to_tool_result;
 use crate::client::target::ToolResult;
-use crate::content::to_tool_result;
 use crate::error::{CallErrorKind, McpCallError};
 
 /// The longest upstream task id airlock keeps, in characters.

@@ -133,7 +133,7 @@ pub(super) fn to_call_result(outcome: HostOutcome) -> CallToolResult {
 /// revision does not know becomes its text placeholder rather than failing the whole result.
 fn to_block(block: &Value) -> ContentBlock {
     serde_json::from_value(block.clone())
-        .unwrap_or_else(|_| ContentBlock::text(crate::content::block_text(block)))
+        .unwrap_or_else(|_| ContentBlock::text(crate::client::content::block_text(block)))
 }
 
 /// What the await tool returns for a settled call: `{status, decided_by, result}` as both its

@@ -1,5 +1,5 @@
 //! What the one path tells metrics and the call's trace (docs/rules.md OPS-25, OPS-27,
-//! OPS-28): the latency histogram of every answered call, the count of parked calls, and the
+//! OPS-28): the count and latency histogram of every answered call, the count of parked calls, and the
 //! airlock attributes of the caller's server span.
 //!
 //! Guarantees: attributes go only on a span that records (a traced call; nothing when
@@ -74,4 +74,30 @@ pub(super) fn recorded(row: &Invocation) {
         metrics::counter!("airlock_parks_total", "tool" => row.tool.clone(), "state" => row.state.as_str())
             .increment(1);
     }
+}
+
+/// Counts a call answered by [`Gateway::call`] by tool and the outcome its caller saw
+/// (`airlock_tool_calls_total`, served at `/metrics`; a retry of a call id is answered, and
+/// counted, again), and a failed one also by its kind (`airlock_tool_failures_total`, the
+/// stored word). Executions, however they were started, are `airlock_tool_runs_total`.
+/// Returns the outcome word it counted.
+pub(super) fn count(outcome: &Outcome) -> &'static str {
+    let row = outcome.invocation();
+    let what = match outcome.kind() {
+        OutcomeKind::Completed if row.state == InvocationState::Failed => "failed",
+        OutcomeKind::Completed => "succeeded",
+        OutcomeKind::Parked => "parked",
+        OutcomeKind::Proposed => "proposed",
+        OutcomeKind::Denied => "denied",
+        OutcomeKind::Expired => "expired",
+        OutcomeKind::Abandoned => "abandoned",
+        OutcomeKind::InputRequired => "input_required",
+    };
+    metrics::counter!("airlock_tool_calls_total", "tool" => row.tool.clone(), "outcome" => what)
+        .increment(1);
+    if let (OutcomeKind::Completed, Some(error)) = (outcome.kind(), &row.error) {
+        metrics::counter!("airlock_tool_failures_total", "tool" => row.tool.clone(), "kind" => error.kind.as_str())
+            .increment(1);
+    }
+    what
 }

@@ -22,7 +22,8 @@ use airlock_spec::{Approval, Builtin, ScopeId, ToolSource};
 use serde_json::Value;
 
 use super::McpHost;
-use super::{host_call, internal};
+use super::internal;
+use super::view::host_call;
 use crate::gateway::EVENTS;
 use crate::outcome::Outcome;
 

@@ -1,6 +1,6 @@
-//! The next round of a relayed MCP call (docs/rules.md MCP-70, LEDGER-61, LEDGER-62): a round
-//! whose upstream needed the client's input, read as the endpoint relays it, and the retry that
-//! continues it.
+//! The next round of a relayed MCP call (docs/rules.md MCP-70, LEDGER-61, LEDGER-62): the retry
+//! that continues a round whose upstream needed the client's input (the round as the endpoint
+//! relays it is read in `view`).
 //!
 //! Guarantees: a round is continued only from the caller's own round of the same tool, made
 //! through the MCP endpoint of the same scope, that ended `input_required`. The next round is
@@ -9,37 +9,15 @@
 //! records and claims it, so of any number of retries with one state exactly one runs; the
 //! others are replays. The access policy still applies to every round.
 
-use airlock_ledger::{InvocationState, LedgerError, NewSession, RoundUse, SessionId, Settlement};
-use airlock_mcp::{Caller, CallerRefusal, HostCall, HostError, HostOutcome, RoundCall};
+use airlock_ledger::{InvocationState, LedgerError, NewSession, RoundUse, SessionId};
+use airlock_mcp::{Caller, CallerRefusal, HostCall, HostError, RoundCall};
 use airlock_spec::ScopeId;
-use serde_json::Value;
 
 use super::McpHost;
-use super::{host_call, internal};
+use super::internal;
+use super::view::host_call;
 use crate::gateway::{CallContext, GatewayError};
 use crate::session;
-
-/// A row that ended needing input, as the endpoint relays it: the upstream's requests and its
-/// own state, as the round stored them.
-pub(super) fn input_required(row: &airlock_ledger::Invocation) -> HostOutcome {
-    let asked = match row.settlement() {
-        Some(Settlement::InputRequired(result)) => result.get(airlock_ledger::INPUT_REQUIRED_KEY),
-        _ => None,
-    };
-    let requests = asked
-        .and_then(|a| a.get("inputRequests"))
-        .and_then(Value::as_object)
-        .cloned()
-        .unwrap_or_default();
-    let upstream_state = asked
-        .and_then(|a| a.get("requestState"))
-        .and_then(Value::as_str)
-        .map(str::to_owned);
-    HostOutcome::InputRequired {
-        requests,
-        upstream_state,
-    }
-}
 
 impl McpHost {
     pub(super) async fn mcp_continue_round(

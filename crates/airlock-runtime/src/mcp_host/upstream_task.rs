@@ -21,7 +21,8 @@ use airlock_mcp::{Caller, HostCall, HostError, McpClient, McpTarget, UpstreamTas
 use airlock_spec::ScopeId;
 use serde_json::{Map, Value};
 
-use super::{McpHost, host_call, internal};
+use super::view::host_call;
+use super::{McpHost, internal};
 use crate::error::mcp_error;
 use crate::execute::mcp;
 use crate::gateway::{GatewayError, RELAY_LEASE, is_upstream_task};
