@@ -56,6 +56,12 @@ pub(crate) fn claimed(
     if !CLAIM_FROM.contains(&inv.state) {
         return Err(taken(inv));
     }
+    // The relay's name marks a row that runs as its upstream's task; no process may hold it.
+    if owner == crate::RELAY_OWNER {
+        return Err(LedgerError::Invalid(format!(
+            "`{owner}` is the upstream task's lease owner, not a process's"
+        )));
+    }
     // An approval is bound to the exact arguments: refuse a row whose arguments no longer
     // match the hash that was recorded (and approved).
     if arguments_hash(&inv.arguments) != inv.arguments_hash {

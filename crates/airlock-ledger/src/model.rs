@@ -440,6 +440,15 @@ impl Invocation {
             && (self.state == InvocationState::Proposed || self.decision.is_some())
     }
 
+    /// Whether the row runs as its upstream's task (docs/rules.md LEDGER-64): `running` under
+    /// the relay's lease, which no process can hold (a claim under its name is refused).
+    #[must_use]
+    pub fn runs_as_upstream_task(&self) -> bool {
+        self.state == InvocationState::Running
+            && self.lease.as_ref().is_some_and(|l| l.owner == crate::RELAY_OWNER)
+    }
+
+
     /// How the row ended, or `None` while it is not settled. A terminal row always carries
     /// what its state names (the ledger writes them together); one that does not (edited by
     /// hand) reads as unsettled rather than as an invented result.

@@ -39,7 +39,7 @@ pub use pinned::Definitions;
 pub use proposals::{MAX_PROPOSALS_PER_RUN, ProposalRoom, RunCall};
 use proposals::{oversized_proposal, proposal_refusal};
 pub(crate) use reads::Read;
-pub(crate) use upstream_task::{RELAY_LEASE, is_upstream_task, task_failure};
+pub(crate) use upstream_task::{RELAY_LEASE, task_failure};
 
 use crate::arguments::ArgumentCheck;
 use crate::error::{ToolError, ToolErrorKind};

@@ -33,7 +33,7 @@ use airlock_spec::{Mode, ScopeId, ToolSource, ToolSpec};
 use futures::future::BoxFuture;
 use serde_json::{Map, Value, json};
 
-use crate::gateway::{CallContext, Gateway, GatewayError, Resolved, is_upstream_task};
+use crate::gateway::{CallContext, Gateway, GatewayError, Resolved};
 use crate::outcome::{Outcome, OutcomeKind};
 use crate::session;
 
@@ -238,7 +238,7 @@ impl McpHost {
     ) -> Result<HostCall, HostError> {
         let deadline = tokio::time::Instant::now() + wait;
         let mut row = self.mcp_row(scope, caller, id).await?;
-        if is_upstream_task(&row) {
+        if row.runs_as_upstream_task() {
             match self.look_at_upstream_task(row).await? {
                 Ok(running) => return Ok(running),
                 Err(settled) => row = settled,
@@ -278,7 +278,7 @@ impl McpHost {
             row.state,
             InvocationState::AwaitingApproval | InvocationState::AwaitingAnswer
         );
-        let row = if is_upstream_task(&row) {
+        let row = if row.runs_as_upstream_task() {
             self.cancel_upstream_task(row)
                 .await
                 .map_err(|e| internal(&e))?

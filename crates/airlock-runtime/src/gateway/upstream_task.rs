@@ -11,7 +11,7 @@
 use std::time::Duration;
 
 use airlock_ledger::ToolErrorKind;
-use airlock_ledger::{Invocation, InvocationId, InvocationState, LedgerError, RELAY_OWNER};
+use airlock_ledger::{Invocation, InvocationId, InvocationState, LedgerError};
 use airlock_mcp::UpstreamTask;
 
 use super::{Gateway, GatewayError};
@@ -20,12 +20,6 @@ use crate::outcome::Outcome;
 /// How long a relayed row's lease lasts past the last look that found its upstream's task still
 /// working (docs/rules.md LEDGER-66, airlock's choice).
 pub(crate) const RELAY_LEASE: Duration = Duration::from_secs(24 * 60 * 60);
-
-/// Whether `row` is a call its upstream runs as a task that airlock follows.
-pub(crate) fn is_upstream_task(row: &Invocation) -> bool {
-    row.state == InvocationState::Running
-        && row.lease.as_ref().is_some_and(|l| l.owner == RELAY_OWNER)
-}
 
 /// The upstream's message, when `row` is a relayed call whose upstream task failed at the
 /// protocol level (MCP-78): a `failed` task to the endpoint, not a tool error.

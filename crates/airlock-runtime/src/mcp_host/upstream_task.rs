@@ -25,7 +25,7 @@ use super::view::host_call;
 use super::{McpHost, internal};
 use crate::error::mcp_error;
 use crate::execute::mcp;
-use crate::gateway::{GatewayError, RELAY_LEASE, is_upstream_task};
+use crate::gateway::{GatewayError, RELAY_LEASE};
 use crate::outcome::Outcome;
 use crate::session;
 
@@ -54,7 +54,7 @@ impl McpHost {
             .follow_upstream_task(row)
             .await
             .map_err(|e| internal(&e))?;
-        if !is_upstream_task(&row) {
+        if !row.runs_as_upstream_task() {
             return Ok(Err(row));
         }
         let call = host_call(&Outcome::from_row(row));
@@ -148,7 +148,7 @@ impl McpHost {
         &self,
         row: &Invocation,
     ) -> Result<Option<(&McpClient, McpTarget, String)>, GatewayError> {
-        if !is_upstream_task(row) {
+        if !row.runs_as_upstream_task() {
             return Ok(None);
         }
         let Some(task) = self.gateway.store().relayed_task(row.id).await? else {
