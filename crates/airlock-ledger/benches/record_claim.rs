@@ -26,6 +26,7 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use airlock_ledger::roles::Invocations;
 use airlock_ledger::{
     Approval, Decision, InvocationState, NewInvocation, NewSession, PgStore, SessionId,
     SqliteStore, Store, StoreConfig,

@@ -1,5 +1,5 @@
 //! The durable ledger: one row per tool call, its state machine, and the SQLite/PostgreSQL
-//! backends behind the [`Store`] trait.
+//! backends behind the [`Store`] trait, the union of the store's [`roles`].
 //!
 //! Guarantees:
 //! - every call is a durable row before anything runs, deduplicated on (session, call id);
@@ -9,9 +9,10 @@
 //!   `in_doubt` for a person, never a silent re-run; idempotent calls re-run with the same key;
 //! - approvals, answers and in-doubt resolutions are single decisions by named people, bound
 //!   to the exact row, and expire;
-//! - every write is appended to a hash chain that [`Store::verify`] checks;
-//! - a transition a person is told about writes its notifications (the [`Outbox`]) in its own
-//!   transaction, when notifications are configured.
+//! - every write is appended to a hash chain that [`Reads::verify`](roles::Reads::verify)
+//!   checks;
+//! - a transition a person is told about writes its notifications (the
+//!   [`Outbox`](roles::Outbox)) in its own transaction, when notifications are configured.
 //!
 //! Throughput comes from group commit (see `writer`), not from weaker durability. The crate
 //! README maps the modules.
@@ -63,7 +64,7 @@ mod sweep;
 mod telemetry;
 mod writer;
 
-// The store: one `Ledger` type behind the `Store` trait, opened on either backend.
+// The store: one `Ledger` type playing every role of `Store`, opened on either backend.
 mod ledger;
 mod outbox;
 mod postgres;
@@ -71,6 +72,16 @@ mod reads;
 mod sqlite;
 mod store;
 mod store_config;
+mod with_invocations;
+
+/// The store's roles, each a trait of at most 15 methods (`.ci/check-roles.sh`): import the ones
+/// you call on a concrete store, or implement one in a test double and lend it to
+/// [`WithInvocations`]. On `dyn Store` every role's methods are callable without an import.
+pub mod roles {
+    pub use crate::store::{
+        AgentRuns, Confirmations, Invocations, Outbox, Pins, Rates, Reads, Sessions,
+    };
+}
 
 pub use agent_runs::{RunDetail, RunStep};
 pub use airlock_spec::{Approval, Effect, Mode, NotifyEvent, SourceKind};
@@ -94,6 +105,7 @@ pub use relayed::RELAY_OWNER;
 pub use request_states::StateUse;
 pub use sqlite::SqliteStore;
 pub use state::{CallKind, DecisionKind, InvocationState, Resolution, RunStatus};
-pub use store::{LedgerFuture, Outbox, Store};
+pub use store::{LedgerFuture, Store};
 pub use store_config::StoreConfig;
 pub use tx::{LedgerTx, TxTool, tx_tool};
+pub use with_invocations::WithInvocations;

@@ -79,7 +79,7 @@ pub struct Run {
     pub updated_at: OffsetDateTime,
 }
 
-/// What [`crate::Store::resume_run`] found.
+/// What [`crate::roles::Sessions::resume_run`] found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ResumeOutcome {
     /// This caller moved the run from `parked` to `running`: it, and only it, resumes the run.
@@ -179,7 +179,7 @@ impl NewInvocation {
     }
 }
 
-/// What [`crate::Store::record`] did.
+/// What [`crate::roles::Invocations::record`] did.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Recorded {
     /// The row (new, or the existing one for this session and call id).
@@ -488,7 +488,7 @@ impl Invocation {
     }
 }
 
-/// Filters for [`crate::Store::pending_approvals`]; empty means everything.
+/// Filters for [`crate::roles::Reads::pending_approvals`]; empty means everything.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ApprovalFilter {
     /// Only this tool.
@@ -503,7 +503,7 @@ pub struct ApprovalFilter {
     pub newest_first: bool,
 }
 
-/// What one [`crate::Store::sweep`] changed.
+/// What one [`crate::roles::Invocations::sweep`] changed.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SweepReport {
     /// At-most-once rows whose lease ran out: now `in_doubt`.
@@ -514,7 +514,7 @@ pub struct SweepReport {
     pub expired: Vec<InvocationId>,
 }
 
-/// The result of [`crate::Store::verify`].
+/// The result of [`crate::roles::Reads::verify`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AuditReport {
     /// Chain events checked.

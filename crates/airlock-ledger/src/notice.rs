@@ -34,7 +34,7 @@ pub struct OutboxRoute {
 /// The routes of a store; empty means no outbox rows at all.
 pub(crate) type Routes = Arc<[OutboxRoute]>;
 
-/// A notification claimed for delivery (see [`crate::Outbox::claim_notices`]).
+/// A notification claimed for delivery (see [`crate::roles::Outbox::claim_notices`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Notice {
     /// The delivery id: the same on every attempt, so a receiver can drop a repeat.
@@ -181,7 +181,7 @@ fn binds(n: &NewNotice) -> [SqlValue; 8] {
     ]
 }
 
-/// A notice and where its delivery stands (see [`crate::Outbox::notices_of`]).
+/// A notice and where its delivery stands (see [`crate::roles::Outbox::notices_of`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct NoticeRecord {
     /// The notice.

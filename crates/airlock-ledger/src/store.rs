@@ -1,9 +1,19 @@
-//! The [`Store`] trait: the only way anything changes an invocation's state.
+//! The store's roles, the only ways anything changes an invocation's state, and [`Store`],
+//! their union.
 //!
-//! Methods return boxed futures rather than `async fn` so the trait is dyn-compatible: the
+//! Guarantees: every write is committed durably before its future resolves, and every
+//! transition is a compare-and-swap, so of any number of concurrent callers exactly one wins.
+//! Each role is a whole concern with nothing left optional: a store plays it fully or not at
+//! all, so no caller meets a method that answers "this store keeps none". Whatever plays every
+//! role is a [`Store`]; a test double plays one role and takes the rest from a real store
+//! ([`WithInvocations`](crate::WithInvocations)).
+//!
+//! Methods return boxed futures rather than `async fn` so the traits are dyn-compatible: the
 //! runtime holds an `Arc<dyn Store>` chosen at boot from configuration, and tests run one suite
 //! against both backends through the same object type. (RPITIT `async fn` in traits is not
 //! dyn-compatible; the box costs one allocation per call, small next to a database write.)
+//! A role's methods are callable on `dyn Store` without importing the role; on a concrete
+//! store, import it from [`roles`](crate::roles).
 
 use std::time::Duration;
 
@@ -30,14 +40,23 @@ use crate::request_states::StateUse;
 use crate::state::{InvocationState, RunStatus};
 use crate::tx::TxTool;
 
-/// A result in the future, as every [`Store`] method returns.
+/// A result in the future, as every role's method returns.
 pub type LedgerFuture<'a, T> = BoxFuture<'a, Result<T, LedgerError>>;
 
-/// The ledger: durable rows for sessions, runs and invocations, and their state machine.
-///
-/// Every write is committed durably before its future resolves. Every transition is a
-/// compare-and-swap, so of any number of concurrent callers exactly one wins.
-pub trait Store: Send + Sync + 'static {
+/// The ledger: durable rows for sessions, runs and invocations, and their state machine; every
+/// role at once, so an `Arc<dyn Store>` reaches every method and upcasts to any one role.
+pub trait Store:
+    Sessions + AgentRuns + Invocations + Reads + Confirmations + Pins + Rates + Outbox + 'static
+{
+}
+
+impl<T> Store for T where
+    T: Sessions + AgentRuns + Invocations + Reads + Confirmations + Pins + Rates + Outbox + 'static
+{
+}
+
+/// Sessions and the runs in them: opening, parking, resuming, cancelling and ending a run.
+pub trait Sessions: Send + Sync {
     /// Opens session `id` (a fresh [`SessionId::new`]). The caller names the id so it can queue
     /// the session's first call right behind it without waiting: both then share one commit.
     fn create_session(&self, id: SessionId, new: NewSession) -> LedgerFuture<'_, Session>;
@@ -59,20 +78,81 @@ pub trait Store: Send + Sync + 'static {
         status: RunStatus,
         reason: Option<String>,
     ) -> LedgerFuture<'_, Run>;
+    /// Cancels a run that has not ended: `cancelled`, and its calls still waiting for a person
+    /// expire in the same commit (docs/rules.md AGENT-9).
+    fn cancel_run(&self, id: RunId) -> LedgerFuture<'_, Run>;
+    /// The run of session `session` that has not ended and no other run started, if any.
+    fn open_run_in_session(&self, session: SessionId) -> LedgerFuture<'_, Option<RunId>>;
+}
 
+/// What an agent run stores (its steps and details, its sub-agents) and who drives it (its
+/// lease).
+pub trait AgentRuns: Send + Sync {
+    /// Starts agent run `detail.run_id` (status `running`) with its details in one commit;
+    /// `consent` — whether the person's message that started it consents — answers what its
+    /// session held in the same commit (`None`: no person's message, a sub-agent's run).
+    /// docs/rules.md LEDGER-35.
+    fn start_run(
+        &self,
+        new: NewRun,
+        detail: RunDetail,
+        consent: Option<bool>,
+    ) -> LedgerFuture<'_, (Run, Answered)>;
+    /// Stores (or replaces) `steps` of agent run `detail.run_id` and the run's details in one
+    /// commit (docs/rules.md AGENT-5, AGENT-8, LEDGER-35); returns the run's status as that
+    /// commit saw it.
+    fn save_run_steps(&self, steps: Vec<RunStep>, detail: RunDetail)
+    -> LedgerFuture<'_, RunStatus>;
+    /// Stores `steps` and the details of agent run `detail.run_id` and moves it to `status`
+    /// (parked, or ended with `reason`; a cancel also cancels its nested runs), one commit
+    /// (docs/rules.md LEDGER-35). A run not in a state that allows it is refused as
+    /// `RunWrongState` and nothing is stored.
+    fn finish_run(
+        &self,
+        steps: Vec<RunStep>,
+        detail: RunDetail,
+        status: RunStatus,
+        reason: Option<String>,
+    ) -> LedgerFuture<'_, Run>;
+    /// The stored steps of agent run `run`, in order.
+    fn run_steps(&self, run: RunId) -> LedgerFuture<'_, Vec<RunStep>>;
+    /// An agent run's details, if any were stored.
+    fn run_detail(&self, run: RunId) -> LedgerFuture<'_, Option<RunDetail>>;
+    /// The sub-agent run that call `call_id` of run `parent` started, if any.
+    fn child_run(&self, parent: RunId, call_id: String) -> LedgerFuture<'_, Option<RunId>>;
+    /// Up to `limit` parked runs that no other run started and none of whose calls waits for a
+    /// person, longest parked first: what a resume worker tries (docs/rules.md AGENT-7).
+    fn parked_root_runs(&self, limit: u32) -> LedgerFuture<'_, Vec<RunId>>;
+    /// [`Sessions::resume_run`], the run then held under `lease` in the same swap
+    /// (docs/rules.md LEDGER-56): the resumer drives it, renewing the lease, until it parks or
+    /// ends.
+    fn resume_run_leased(&self, id: RunId, lease: RunLease) -> LedgerFuture<'_, ResumeOutcome>;
+    /// Extends `owner`'s lease on running run `id` by `ttl` (LEDGER-57); `false` when another
+    /// owner holds the run now, so the caller must stop driving it.
+    fn renew_run_lease(&self, id: RunId, owner: &str, ttl: Duration) -> LedgerFuture<'_, bool>;
+    /// Takes over up to `limit` running runs whose lease ran out (their driver died or
+    /// stalled), each now held under `lease`: the runs the caller is to drive. Of concurrent
+    /// takers, in any process, exactly one gets each run (LEDGER-58).
+    fn take_over_runs(&self, lease: RunLease, limit: u32) -> LedgerFuture<'_, Vec<RunId>>;
+}
+
+/// An invocation's writes: recording a call, leasing and settling it, a person's decision, an
+/// upstream task it was handed to, and the sweep of expired leases and overdue rows.
+pub trait Invocations: Send + Sync {
     /// Records a call, or returns the existing row for its (session, call id). The approval
     /// policy picks the first state atomically with the insert: `never` → `pending`;
     /// `always` → `awaiting_approval`; `once` → `pending` if an identical call in the same
     /// session or by the same principal was approved by a person, else `awaiting_approval`;
     /// `mode: propose` → `proposed`; a question → `awaiting_answer`.
     fn record(&self, new: NewInvocation) -> LedgerFuture<'_, Recorded>;
-    /// [`Store::record`], then — only if that created the row and it may run now (`pending`:
-    /// approval `never`, or `once` already approved) — [`Store::claim`] under `owner`'s lease,
-    /// both in one durable commit. A row parked for a person is returned unclaimed, and so is
-    /// an existing row for the same (session, call id): a retried call is never claimed twice.
-    /// Check `created && invocation.state == Running` before dispatching.
+    /// [`Invocations::record`], then — only if that created the row and it may run now
+    /// (`pending`: approval `never`, or `once` already approved) — [`Invocations::claim`] under
+    /// `owner`'s lease, both in one durable commit. A row parked for a person is returned
+    /// unclaimed, and so is an existing row for the same (session, call id): a retried call is
+    /// never claimed twice. Check `created && invocation.state == Running` before dispatching.
     ///
-    /// The default takes two commits; the built-in stores override it with one.
+    /// The default takes two commits, through `self`'s own `record` and `claim` (what a double
+    /// that overrides `claim` wants); the built-in store overrides it with one.
     fn record_and_claim(
         &self,
         new: NewInvocation,
@@ -129,71 +209,39 @@ pub trait Store: Send + Sync + 'static {
         decision: Decision,
     ) -> LedgerFuture<'_, Invocation>;
     /// A decision taken through a request state the MCP endpoint sealed (docs/rules.md
-    /// LEDGER-46): [`Store::decide`] by `used.by`, then — for an approval, when `claim_for`
-    /// names an owner and a lease — [`Store::claim`], and the state's nonce recorded as used,
-    /// in one commit. A nonce used before is [`LedgerError::RequestStateUsed`], whatever the
-    /// row's state; of concurrent uses exactly one decides.
-    ///
-    /// The default refuses: a store that keeps no used nonces could not refuse a replay.
+    /// LEDGER-46): [`Invocations::decide`] by `used.by`, then — for an approval, when
+    /// `claim_for` names an owner and a lease — [`Invocations::claim`], and the state's nonce
+    /// recorded as used, in one commit. A nonce used before is
+    /// [`LedgerError::RequestStateUsed`], whatever the row's state; of concurrent uses exactly
+    /// one decides.
     fn decide_once(
         &self,
         used: StateUse,
         claim_for: Option<(String, Duration)>,
-    ) -> LedgerFuture<'_, Invocation> {
-        let _ = claim_for;
-        Box::pin(async move {
-            Err(LedgerError::Invalid(format!(
-                "this store keeps no request states; invocation {} was not decided",
-                used.invocation
-            )))
-        })
-    }
+    ) -> LedgerFuture<'_, Invocation>;
     /// Hands the running row `id`, held by `owner`, to the upstream's task `task` that runs its
     /// call (docs/rules.md LEDGER-64): in one commit its lease passes to
     /// [`RELAY_OWNER`](crate::RELAY_OWNER) until `lease` from now and `task` is stored beside
-    /// it. Whoever follows the task then renews that lease ([`Store::renew_lease`]) and settles
-    /// the row ([`Store::finish`]) as `RELAY_OWNER`. A row `owner` no longer holds is
-    /// [`LedgerError::LeaseLost`].
-    ///
-    /// The default refuses: a store that keeps no relayed tasks could not follow one.
+    /// it. Whoever follows the task then renews that lease ([`Invocations::renew_lease`]) and
+    /// settles the row ([`Invocations::finish`]) as `RELAY_OWNER`. A row `owner` no longer
+    /// holds is [`LedgerError::LeaseLost`].
     fn relay_task(
         &self,
         id: InvocationId,
         owner: &str,
         task: String,
         lease: Duration,
-    ) -> LedgerFuture<'_, Invocation> {
-        let _ = (owner, task, lease);
-        Box::pin(async move {
-            Err(LedgerError::Invalid(format!(
-                "this store keeps no relayed tasks; invocation {id} was not handed to one"
-            )))
-        })
-    }
-    /// The upstream task row `id` was handed to ([`Store::relay_task`]), if any.
-    fn relayed_task(&self, id: InvocationId) -> LedgerFuture<'_, Option<String>> {
-        let _ = id;
-        Box::pin(async { Ok(None) })
-    }
+    ) -> LedgerFuture<'_, Invocation>;
+    /// The upstream task row `id` was handed to ([`Invocations::relay_task`]), if any.
+    fn relayed_task(&self, id: InvocationId) -> LedgerFuture<'_, Option<String>>;
     /// Expired leases → `in_doubt` (at-most-once) or `approved` (idempotent, re-run); parked
     /// rows past `expires_at` → `expired`.
     fn sweep(&self, now: OffsetDateTime) -> LedgerFuture<'_, SweepReport>;
+}
 
-    /// Takes one call from every budget in `budgets`, or from none: `None` when the call may
-    /// run now, else the budget that refused it and when it has room (POLICY-16). Budgets are
-    /// shared by every store on the same database, at the store's clock.
-    ///
-    /// The default refuses with an error, so a store that keeps no budgets never lets a
-    /// rate-limited call through unlimited.
-    fn take_rate(&self, budgets: Vec<RateBudget>) -> LedgerFuture<'_, Option<RateRefusal>> {
-        let _ = budgets;
-        Box::pin(async {
-            Err(LedgerError::Invalid(
-                "this store keeps no rate-limit budgets; a rate-limited call cannot run".into(),
-            ))
-        })
-    }
-
+/// Reading invocations (a row, the rows in a state, a session's or a run's), waiting for them
+/// to change, and checking the audit chain.
+pub trait Reads: Send + Sync {
     /// Reads a row (expiring it first if it is overdue).
     fn get(&self, id: InvocationId) -> LedgerFuture<'_, Invocation>;
     /// Waits until the row's version differs from `seen` (default: its version now), or until
@@ -208,8 +256,8 @@ pub trait Store: Send + Sync + 'static {
     /// for a re-run — or an agent run's call was settled by a person (or expired, or finished
     /// after a decision), through this store or, on PostgreSQL and on a SQLite store opened
     /// with [`StoreConfig::listen`](crate::StoreConfig::listen), through another process. What
-    /// a worker waits on before [`Store::approved_unclaimed`] or [`Store::parked_root_runs`];
-    /// a hint: the rows say what is so.
+    /// a worker waits on before [`Reads::approved_unclaimed`] or
+    /// [`AgentRuns::parked_root_runs`]; a hint: the rows say what is so.
     fn approvals(&self) -> watch::Receiver<()>;
     /// Rows waiting for a person's approval or answer, oldest first.
     fn pending_approvals(&self, filter: ApprovalFilter) -> LedgerFuture<'_, Vec<Invocation>>;
@@ -221,7 +269,7 @@ pub trait Store: Send + Sync + 'static {
     /// Up to `limit` rows a person approved (or resolved as "did not run") that nobody has
     /// claimed yet and that belong to no agent run (a run claims its own when it resumes),
     /// oldest first — what a background worker picks up. Reading guarantees
-    /// nothing: run them through [`Store::claim`], which lets exactly one claimer win.
+    /// nothing: run them through [`Invocations::claim`], which lets exactly one claimer win.
     fn approved_unclaimed(&self, limit: u32) -> LedgerFuture<'_, Vec<Invocation>>;
     /// A session's invocations in the order they were recorded.
     fn session_invocations(&self, id: SessionId) -> LedgerFuture<'_, Vec<Invocation>>;
@@ -229,107 +277,13 @@ pub trait Store: Send + Sync + 'static {
     fn run_invocations(&self, id: RunId) -> LedgerFuture<'_, Vec<Invocation>>;
     /// Checks the audit chain against every row; names the first break.
     fn verify(&self) -> LedgerFuture<'_, AuditReport>;
+}
 
-    /// Cancels a run that has not ended: `cancelled`, and its calls still waiting for a person
-    /// expire in the same commit (docs/rules.md AGENT-9).
-    fn cancel_run(&self, id: RunId) -> LedgerFuture<'_, Run> {
-        let _ = id;
-        no_agent_runs()
-    }
-    /// Starts agent run `detail.run_id` (status `running`) with its details in one commit;
-    /// `consent` — whether the person's message that started it consents — answers what its
-    /// session held in the same commit (`None`: no person's message, a sub-agent's run).
-    /// docs/rules.md LEDGER-35.
-    fn start_run(
-        &self,
-        new: NewRun,
-        detail: RunDetail,
-        consent: Option<bool>,
-    ) -> LedgerFuture<'_, (Run, Answered)> {
-        let _ = (new, detail, consent);
-        no_agent_runs()
-    }
-    /// Stores (or replaces) `steps` of agent run `detail.run_id` and the run's details in one
-    /// commit (docs/rules.md AGENT-5, AGENT-8, LEDGER-35); returns the run's status as that
-    /// commit saw it.
-    fn save_run_steps(
-        &self,
-        steps: Vec<RunStep>,
-        detail: RunDetail,
-    ) -> LedgerFuture<'_, RunStatus> {
-        let _ = (steps, detail);
-        no_agent_runs()
-    }
-    /// Stores `steps` and the details of agent run `detail.run_id` and moves it to `status`
-    /// (parked, or ended with `reason`; a cancel also cancels its nested runs), one commit
-    /// (docs/rules.md LEDGER-35). A run not in a state that allows it is refused as
-    /// `RunWrongState` and nothing is stored.
-    fn finish_run(
-        &self,
-        steps: Vec<RunStep>,
-        detail: RunDetail,
-        status: RunStatus,
-        reason: Option<String>,
-    ) -> LedgerFuture<'_, Run> {
-        let _ = (steps, detail, status, reason);
-        no_agent_runs()
-    }
-    /// The stored steps of agent run `run`, in order.
-    fn run_steps(&self, run: RunId) -> LedgerFuture<'_, Vec<RunStep>> {
-        let _ = run;
-        no_agent_runs()
-    }
-    /// An agent run's details, if any were stored.
-    fn run_detail(&self, run: RunId) -> LedgerFuture<'_, Option<RunDetail>> {
-        let _ = run;
-        no_agent_runs()
-    }
-    /// The sub-agent run that call `call_id` of run `parent` started, if any.
-    fn child_run(&self, parent: RunId, call_id: String) -> LedgerFuture<'_, Option<RunId>> {
-        let _ = (parent, call_id);
-        no_agent_runs()
-    }
-    /// Up to `limit` parked runs that no other run started and none of whose calls waits for a
-    /// person, longest parked first: what a resume worker tries (docs/rules.md AGENT-7).
-    fn parked_root_runs(&self, limit: u32) -> LedgerFuture<'_, Vec<RunId>> {
-        let _ = limit;
-        no_agent_runs()
-    }
-    /// [`Store::resume_run`], the run then held under `lease` in the same swap (docs/rules.md
-    /// LEDGER-56): the resumer drives it, renewing the lease, until it parks or ends.
-    fn resume_run_leased(&self, id: RunId, lease: RunLease) -> LedgerFuture<'_, ResumeOutcome> {
-        let _ = (id, lease);
-        no_agent_runs()
-    }
-    /// Extends `owner`'s lease on running run `id` by `ttl` (LEDGER-57); `false` when another
-    /// owner holds the run now, so the caller must stop driving it.
-    fn renew_run_lease(&self, id: RunId, owner: &str, ttl: Duration) -> LedgerFuture<'_, bool> {
-        let _ = (id, owner, ttl);
-        no_agent_runs()
-    }
-    /// Takes over up to `limit` running runs whose lease ran out (their driver died or
-    /// stalled), each now held under `lease`: the runs the caller is to drive. Of concurrent
-    /// takers, in any process, exactly one gets each run (LEDGER-58).
-    fn take_over_runs(&self, lease: RunLease, limit: u32) -> LedgerFuture<'_, Vec<RunId>> {
-        let _ = (lease, limit);
-        no_agent_runs()
-    }
-    /// The run of session `session` that has not ended and no other run started, if any.
-    fn open_run_in_session(&self, session: SessionId) -> LedgerFuture<'_, Option<RunId>> {
-        let _ = session;
-        no_agent_runs()
-    }
-    /// The notification outbox (LEDGER-30), if this store keeps one.
-    fn outbox(&self) -> Option<&dyn Outbox> {
-        None
-    }
-
+/// A call held for the person's consent in a session (docs/rules.md POLICY-31 … POLICY-34).
+pub trait Confirmations: Send + Sync {
     /// Holds `held` for the person's consent, replacing what its session held (docs/rules.md
     /// POLICY-31).
-    fn hold_confirmation(&self, held: Confirmation) -> LedgerFuture<'_, ()> {
-        let _ = held;
-        no_agent_runs()
-    }
+    fn hold_confirmation(&self, held: Confirmation) -> LedgerFuture<'_, ()>;
     /// A person's message in `session` started run `run`: grants the held call to `run` when
     /// the message is a `consent` and the call waits, else removes it (POLICY-33).
     fn answer_confirmation(
@@ -337,10 +291,7 @@ pub trait Store: Send + Sync + 'static {
         session: SessionId,
         run: RunId,
         consent: bool,
-    ) -> LedgerFuture<'_, Answered> {
-        let _ = (session, run, consent);
-        no_agent_runs()
-    }
+    ) -> LedgerFuture<'_, Answered>;
     /// Whether call `call_id` of run `run` goes through on the consent held in `session` for
     /// (`tool`, arguments `fingerprint`): true once for one call, and again for that call only
     /// (POLICY-34).
@@ -350,42 +301,27 @@ pub trait Store: Send + Sync + 'static {
         run: RunId,
         held: (String, String),
         call_id: String,
-    ) -> LedgerFuture<'_, bool> {
-        let _ = (session, run, held, call_id);
-        no_agent_runs()
-    }
+    ) -> LedgerFuture<'_, bool>;
     /// What session `session` holds for the person's consent, if anything.
-    fn held_confirmation(&self, session: SessionId) -> LedgerFuture<'_, Option<Confirmation>> {
-        let _ = session;
-        no_agent_runs()
-    }
-    /// Every pinned tool definition, by connection then tool (docs/rules.md LEDGER-49).
-    fn tool_pins(&self) -> LedgerFuture<'_, Vec<ToolPin>> {
-        no_pins()
-    }
+    fn held_confirmation(&self, session: SessionId) -> LedgerFuture<'_, Option<Confirmation>>;
+}
+
+/// Pinned tool definitions (docs/rules.md LEDGER-49).
+pub trait Pins: Send + Sync {
+    /// Every pinned tool definition, by connection then tool.
+    fn tool_pins(&self) -> LedgerFuture<'_, Vec<ToolPin>>;
     /// Pins `pin`'s definition (replacing the one pinned before); its time is the ledger's.
-    fn pin_tool(&self, pin: ToolPin) -> LedgerFuture<'_, ()> {
-        let _ = pin;
-        no_pins()
-    }
+    fn pin_tool(&self, pin: ToolPin) -> LedgerFuture<'_, ()>;
     /// Removes the pin of `tool` of `connection` (a removed tool the operator accepted).
-    fn unpin_tool(&self, connection: String, tool: String) -> LedgerFuture<'_, ()> {
-        let _ = (connection, tool);
-        no_pins()
-    }
+    fn unpin_tool(&self, connection: String, tool: String) -> LedgerFuture<'_, ()>;
 }
 
-/// The answer of a store that keeps no agent runs.
-fn no_pins<'a, T: Send + 'a>() -> LedgerFuture<'a, T> {
-    Box::pin(async { Err(LedgerError::Invalid("this store keeps no tool pins".into())) })
-}
-
-fn no_agent_runs<'a, T: Send + 'a>() -> LedgerFuture<'a, T> {
-    Box::pin(async {
-        Err(LedgerError::Invalid(
-            "this store keeps no agent runs".into(),
-        ))
-    })
+/// Rate-limit budgets (POLICY-16).
+pub trait Rates: Send + Sync {
+    /// Takes one call from every budget in `budgets`, or from none: `None` when the call may
+    /// run now, else the budget that refused it and when it has room. Budgets are shared by
+    /// every store on the same database, at the store's clock.
+    fn take_rate(&self, budgets: Vec<RateBudget>) -> LedgerFuture<'_, Option<RateRefusal>>;
 }
 
 /// The notification outbox: rows the state machine wrote with its transitions (see

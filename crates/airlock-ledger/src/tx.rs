@@ -1,11 +1,11 @@
 //! The ledger's own transaction, lent to a transactional local tool.
 //!
-//! Inside [`crate::Store::run_transactional`] the tool's statements run in the same database
-//! transaction that claims the row and stores its result, behind a savepoint: the tool's
-//! writes and `succeeded` commit together, and a failing tool rolls back to the savepoint so
-//! its writes vanish while the row still commits as `failed`. The tool sees only this narrow
-//! API, never the ledger's tables by design (though SQL can reach them: tools are trusted code
-//! compiled into the process).
+//! Inside [`crate::roles::Invocations::run_transactional`] the tool's statements run in the
+//! same database transaction that claims the row and stores its result, behind a savepoint:
+//! the tool's writes and `succeeded` commit together, and a failing tool rolls back to the
+//! savepoint so its writes vanish while the row still commits as `failed`. The tool sees only
+//! this narrow API, never the ledger's tables by design (though SQL can reach them: tools are
+//! trusted code compiled into the process).
 
 use futures::future::BoxFuture;
 use serde_json::Value;

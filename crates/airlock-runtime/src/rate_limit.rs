@@ -2,9 +2,10 @@
 //! declaration — (scope, declaration) — shared by every tool the declaration makes and by every
 //! principal, so all callers together send the tenant's API at most the declared rate; and,
 //! with `rate_limit.per_principal`, each principal's own budget on top. The budgets live in the
-//! ledger ([`Store::take_rate`]), so every process and replica on one database spends from the
-//! same ones. A call over a limit is refused before it runs, as `rate_limited` with a
-//! retry-after (POLICY-17), and spends nothing from its other budget.
+//! ledger ([`Rates::take_rate`](airlock_ledger::roles::Rates::take_rate)), so every process and
+//! replica on one database spends from the same ones. A call over a limit is refused before it
+//! runs, as `rate_limited` with a retry-after (POLICY-17), and spends nothing from its other
+//! budget.
 
 use std::time::Duration;
 

@@ -1,5 +1,5 @@
 //! The writer job of a transactional tool, which
-//! [`Store::run_transactional`](crate::Store::run_transactional) queues.
+//! [`Invocations::run_transactional`](crate::roles::Invocations::run_transactional) queues.
 //!
 //! Guarantees: the tool's body runs alone, in a transaction of its own, and at most once: a
 //! rerun of the job (a lane retrying a lost race) finds the body spent and answers

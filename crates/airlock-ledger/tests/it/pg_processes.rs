@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use airlock_ledger::roles::{Invocations, Reads, Sessions};
 use airlock_ledger::{Approval, Decision, InvocationState as S, PgStore, Store};
 use serde_json::json;
 use sqlx::Connection as _;

@@ -3,7 +3,7 @@
 //! another — including runs parked before a restart.
 //!
 //! Woken at start, whenever the ledger signals that a run's call was settled by a person (or
-//! became approved, or expired: `Store::approvals`), and by a slow safety-net poll
+//! became approved, or expired: `Reads::approvals`), and by a slow safety-net poll
 //! ([`SAFETY_NET`]) for a signal that never arrived. It lists parked root runs and asks the
 //! ledger to resume each; exactly once comes from `resume_run`'s compare-and-swap: of every
 //! worker, in every process, one caller gets `Resumed` and drives the run. On stop it resumes

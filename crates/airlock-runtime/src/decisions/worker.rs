@@ -4,7 +4,7 @@
 //! to the run, which claims them when it resumes (docs/rules.md AGENT-12).
 //!
 //! Woken at start, whenever the ledger signals that a row became approved (in this process or
-//! another: `Store::approvals`, DECIDE-13), and by a slow safety-net poll ([`SAFETY_NET`]) for
+//! another: `Reads::approvals`, DECIDE-13), and by a slow safety-net poll ([`SAFETY_NET`]) for
 //! a signal that never arrived, it lists approved-but-unclaimed rows and runs each through
 //! [`Gateway::continue_approved`]. Exactly once comes from the ledger's claim: a waiter,
 //! another process's worker or this one may race for a row, and only one runs it. On stop it

@@ -12,7 +12,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use airlock_egress::GuardedClient;
-use airlock_ledger::{Notice, NotifyEvent, Outbox, SessionId, Store};
+use airlock_ledger::roles::Outbox;
+use airlock_ledger::{Notice, NotifyEvent, SessionId, Store};
 use serde_json::Value;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
@@ -53,10 +54,7 @@ pub async fn deliver(
     owner: String,
     mut stop: oneshot::Receiver<()>,
 ) {
-    let Some(mut woken) = store.outbox().map(|o| o.notices()) else {
-        tracing::warn!("this ledger keeps no outbox: notifications are not delivered");
-        return;
-    };
+    let mut woken = store.notices();
     let worker = Worker {
         store,
         egress,
@@ -85,9 +83,7 @@ struct Worker {
 impl Worker {
     /// Claims and delivers until nothing is due.
     async fn drain(&self) {
-        let Some(outbox) = self.store.outbox() else {
-            return;
-        };
+        let outbox: &dyn Outbox = self.store.as_ref();
         loop {
             let notices = match outbox.claim_notices(&self.owner, LEASE, BATCH).await {
                 Ok(notices) => notices,

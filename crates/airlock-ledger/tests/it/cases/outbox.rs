@@ -4,9 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use airlock_ledger::{
-    Approval, Decision, Invocation, NotifyEvent, Outbox, OutboxRoute, SessionId, Store,
-};
+use airlock_ledger::{Approval, Decision, Invocation, NotifyEvent, OutboxRoute, SessionId, Store};
 use serde_json::json;
 
 use crate::harness::{Harness, LEASE, TTL, config};
@@ -34,10 +32,6 @@ async fn notifying(h: &Harness) -> Arc<dyn Store> {
     .await
 }
 
-fn outbox(store: &Arc<dyn Store>) -> &dyn Outbox {
-    store.outbox().expect("the ledger keeps an outbox")
-}
-
 async fn parked(h: &Harness, store: &Arc<dyn Store>, s: SessionId) -> Invocation {
     let mut call = h.call(s, "refund", json!({"card": "4111111111111111"}));
     call.approval = Approval::Always;
@@ -46,7 +40,7 @@ async fn parked(h: &Harness, store: &Arc<dyn Store>, s: SessionId) -> Invocation
 
 /// (event, destination) of every notice of `id`, in order.
 async fn events(store: &Arc<dyn Store>, id: airlock_ledger::InvocationId) -> Vec<(String, String)> {
-    let mut out: Vec<(String, String)> = outbox(store)
+    let mut out: Vec<(String, String)> = store
         .notices_of(id)
         .await
         .unwrap()
@@ -74,7 +68,7 @@ pub(crate) async fn ledger_30_transitions_write_their_notices(h: &Harness) {
         reason: "not <today>".into(),
     };
     store.decide(row.id, "bob", deny).await.unwrap();
-    let notices = outbox(&store).notices_of(row.id).await.unwrap();
+    let notices = store.notices_of(row.id).await.unwrap();
     let decided = notices
         .iter()
         .find(|r| r.notice.event == NotifyEvent::Decided && r.notice.destination == "webhook:a")
@@ -138,8 +132,8 @@ pub(crate) async fn ledger_31_one_holder_one_delivery(h: &Harness) {
     let s = h.session().await;
     let row = parked(h, &store, s).await;
     let (a, b) = tokio::join!(
-        outbox(&store).claim_notices("w1", LEASE, 10),
-        outbox(&other).claim_notices("w2", LEASE, 10)
+        store.claim_notices("w1", LEASE, 10),
+        other.claim_notices("w2", LEASE, 10)
     );
     let (a, b) = (a.unwrap(), b.unwrap());
     assert_eq!(
@@ -155,26 +149,18 @@ pub(crate) async fn ledger_31_one_holder_one_delivery(h: &Harness) {
     let (n, holder) = all[0];
     let thief = if holder == "w1" { "w2" } else { "w1" };
     assert_eq!(n.attempts, 1);
+    assert!(!store.notice_delivered(n.id, thief, None).await.unwrap());
     assert!(
-        !outbox(&store)
-            .notice_delivered(n.id, thief, None)
-            .await
-            .unwrap()
-    );
-    assert!(
-        outbox(&store)
+        store
             .notice_delivered(n.id, holder, Some("C1 1700000000.0001".into()))
             .await
             .unwrap()
     );
     assert!(
-        !outbox(&other)
-            .notice_delivered(n.id, holder, None)
-            .await
-            .unwrap(),
+        !other.notice_delivered(n.id, holder, None).await.unwrap(),
         "one delivered transition"
     );
-    let reference = outbox(&other)
+    let reference = other
         .notice_reference(row.id, &n.destination)
         .await
         .unwrap();
@@ -183,14 +169,14 @@ pub(crate) async fn ledger_31_one_holder_one_delivery(h: &Harness) {
     // The other notice's holder crashed: after its lease it is due again, attempt 2; the
     // delivered one never is.
     assert!(
-        outbox(&other)
+        other
             .claim_notices("w3", LEASE, 10)
             .await
             .unwrap()
             .is_empty()
     );
     h.clock.advance(LEASE + Duration::from_secs(1));
-    let again = outbox(&other).claim_notices("w3", LEASE, 10).await.unwrap();
+    let again = other.claim_notices("w3", LEASE, 10).await.unwrap();
     assert_eq!(again.len(), 1, "{again:?}");
     assert_eq!(again[0].id, all[1].0.id);
     assert_eq!(again[0].attempts, 2);
@@ -202,31 +188,31 @@ pub(crate) async fn ledger_32_retry_then_give_up(h: &Harness) {
     let store = notifying(h).await;
     let s = h.session().await;
     parked(h, &store, s).await;
-    let first = outbox(&store).claim_notices("w", LEASE, 1).await.unwrap();
+    let first = store.claim_notices("w", LEASE, 1).await.unwrap();
     let id = first[0].id;
     let wait = Duration::from_secs(5);
     assert!(
-        outbox(&store)
+        store
             .notice_undelivered(id, "w", Some(wait), "HTTP 500".into())
             .await
             .unwrap()
     );
-    let early = outbox(&store).claim_notices("w", LEASE, 10).await.unwrap();
+    let early = store.claim_notices("w", LEASE, 10).await.unwrap();
     assert!(!early.iter().any(|n| n.id == id), "not before its time");
     h.clock.advance(wait);
-    let retried = outbox(&store).claim_notices("w", LEASE, 10).await.unwrap();
+    let retried = store.claim_notices("w", LEASE, 10).await.unwrap();
     let retried = retried.iter().find(|n| n.id == id).expect("due again");
     assert_eq!(retried.attempts, 2);
     assert!(
-        outbox(&store)
+        store
             .notice_undelivered(id, "w", None, "HTTP 500".into())
             .await
             .unwrap()
     );
     h.clock.advance(Duration::from_secs(3600));
-    let after = outbox(&store).claim_notices("w", LEASE, 10).await.unwrap();
+    let after = store.claim_notices("w", LEASE, 10).await.unwrap();
     assert!(!after.iter().any(|n| n.id == id), "failed for good");
-    let record = outbox(&store)
+    let record = store
         .notices_of(retried.invocation_id)
         .await
         .unwrap()

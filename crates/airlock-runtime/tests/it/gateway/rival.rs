@@ -3,23 +3,23 @@
 
 use std::time::Duration;
 
+use airlock_runtime::ledger::roles::Invocations;
 use airlock_runtime::ledger::{
-    ApprovalFilter, AuditReport, Decision, Invocation, InvocationId, InvocationState, LedgerFuture,
-    NewInvocation, NewRun, NewSession, RateBudget, RateRefusal, Recorded, ResumeOutcome, Run,
-    RunId, RunStatus, Session, SessionId, SweepReport, ToolError as StoredError, TxTool,
+    Decision, Invocation, InvocationId, LedgerFuture, NewInvocation, Recorded, StateUse,
+    SweepReport, ToolError as StoredError, TxTool, WithInvocations,
 };
 use time::OffsetDateTime;
-use tokio::time::Instant;
 
 use super::*;
 
-/// A ledger where a rival process wins every claim race: before each claim, `rival` claims
-/// the row (and keeps it running).
+/// A ledger's invocations where a rival process wins every claim race: before each claim, the
+/// rival claims the row (and keeps it running). `record_and_claim` keeps the trait's default,
+/// so a fused claim loses the race too.
 struct RivalClaims {
     inner: Arc<dyn Store>,
 }
 
-impl Store for RivalClaims {
+impl Invocations for RivalClaims {
     fn claim(
         &self,
         id: InvocationId,
@@ -31,32 +31,6 @@ impl Store for RivalClaims {
             let _ = self.inner.claim(id, "rival", lease).await;
             self.inner.claim(id, &owner, lease).await
         })
-    }
-    fn create_session(&self, id: SessionId, new: NewSession) -> LedgerFuture<'_, Session> {
-        self.inner.create_session(id, new)
-    }
-    fn get_session(&self, id: SessionId) -> LedgerFuture<'_, Session> {
-        self.inner.get_session(id)
-    }
-    fn create_run(&self, new: NewRun) -> LedgerFuture<'_, Run> {
-        self.inner.create_run(new)
-    }
-    fn get_run(&self, id: RunId) -> LedgerFuture<'_, Run> {
-        self.inner.get_run(id)
-    }
-    fn park_run(&self, id: RunId) -> LedgerFuture<'_, Run> {
-        self.inner.park_run(id)
-    }
-    fn resume_run(&self, id: RunId) -> LedgerFuture<'_, ResumeOutcome> {
-        self.inner.resume_run(id)
-    }
-    fn end_run(
-        &self,
-        id: RunId,
-        status: RunStatus,
-        reason: Option<String>,
-    ) -> LedgerFuture<'_, Run> {
-        self.inner.end_run(id, status, reason)
     }
     fn record(&self, new: NewInvocation) -> LedgerFuture<'_, Recorded> {
         self.inner.record(new)
@@ -93,47 +67,27 @@ impl Store for RivalClaims {
     ) -> LedgerFuture<'_, Invocation> {
         self.inner.decide(id, by, decision)
     }
-    fn sweep(&self, now: OffsetDateTime) -> LedgerFuture<'_, SweepReport> {
-        self.inner.sweep(now)
+    fn decide_once(
+        &self,
+        used: StateUse,
+        claim_for: Option<(String, Duration)>,
+    ) -> LedgerFuture<'_, Invocation> {
+        self.inner.decide_once(used, claim_for)
     }
-    fn take_rate(&self, budgets: Vec<RateBudget>) -> LedgerFuture<'_, Option<RateRefusal>> {
-        self.inner.take_rate(budgets)
-    }
-    fn get(&self, id: InvocationId) -> LedgerFuture<'_, Invocation> {
-        self.inner.get(id)
-    }
-    fn wait_for_change(
+    fn relay_task(
         &self,
         id: InvocationId,
-        seen: Option<i64>,
-        deadline: Instant,
+        owner: &str,
+        task: String,
+        lease: Duration,
     ) -> LedgerFuture<'_, Invocation> {
-        self.inner.wait_for_change(id, seen, deadline)
+        self.inner.relay_task(id, owner, task, lease)
     }
-    fn approvals(&self) -> tokio::sync::watch::Receiver<()> {
-        self.inner.approvals()
+    fn relayed_task(&self, id: InvocationId) -> LedgerFuture<'_, Option<String>> {
+        self.inner.relayed_task(id)
     }
-    fn pending_approvals(&self, filter: ApprovalFilter) -> LedgerFuture<'_, Vec<Invocation>> {
-        self.inner.pending_approvals(filter)
-    }
-    fn in_doubt(&self) -> LedgerFuture<'_, Vec<Invocation>> {
-        self.inner.in_doubt()
-    }
-
-    fn open_counts(&self) -> LedgerFuture<'_, Vec<(InvocationState, u64)>> {
-        self.inner.open_counts()
-    }
-    fn approved_unclaimed(&self, limit: u32) -> LedgerFuture<'_, Vec<Invocation>> {
-        self.inner.approved_unclaimed(limit)
-    }
-    fn session_invocations(&self, id: SessionId) -> LedgerFuture<'_, Vec<Invocation>> {
-        self.inner.session_invocations(id)
-    }
-    fn run_invocations(&self, id: RunId) -> LedgerFuture<'_, Vec<Invocation>> {
-        self.inner.run_invocations(id)
-    }
-    fn verify(&self) -> LedgerFuture<'_, AuditReport> {
-        self.inner.verify()
+    fn sweep(&self, now: OffsetDateTime) -> LedgerFuture<'_, SweepReport> {
+        self.inner.sweep(now)
     }
 }
 
@@ -152,7 +106,10 @@ pub(super) async fn a_refused_call_another_claimer_holds_is_reported_as_it_stand
     let Some(inner) = store(backend, &dir).await else {
         return;
     };
-    let rival: Arc<dyn Store> = Arc::new(RivalClaims { inner });
+    let claims = Arc::new(RivalClaims {
+        inner: inner.clone(),
+    });
+    let rival: Arc<dyn Store> = Arc::new(WithInvocations::new(inner, claims));
     let f = gateway_on(rival, one_call_a_minute(Approval::Never), "", dir).await;
     // The first call spends the minute's budget; the rival runs it.
     let first = f

@@ -1,0 +1,56 @@
+//! [`Confirmations`] for [`Ledger`]: what a session holds for the person's consent.
+//!
+//! Guarantees: a session's held call changes only on the session's lane, so holding, answering
+//! and taking it serialize with each other.
+
+use super::Ledger;
+use crate::confirmations::{self, Answered, Confirmation};
+use crate::ids::{RunId, SessionId};
+use crate::store::{Confirmations, LedgerFuture};
+use crate::writer::Prefetch;
+
+impl Confirmations for Ledger {
+    fn hold_confirmation(&self, held: Confirmation) -> LedgerFuture<'_, ()> {
+        let key = held.session_id.0;
+        Box::pin(self.writer.submit(key, Prefetch::Nothing, move |tx, b| {
+            let held = held.clone();
+            Box::pin(async move { confirmations::hold(tx, b, &held).await })
+        }))
+    }
+
+    fn answer_confirmation(
+        &self,
+        session: SessionId,
+        run: RunId,
+        consent: bool,
+    ) -> LedgerFuture<'_, Answered> {
+        Box::pin(
+            self.writer
+                .submit(session.0, Prefetch::Nothing, move |tx, _| {
+                    Box::pin(confirmations::answer(tx, session, run, consent))
+                }),
+        )
+    }
+
+    fn take_confirmation(
+        &self,
+        session: SessionId,
+        run: RunId,
+        held: (String, String),
+        call_id: String,
+    ) -> LedgerFuture<'_, bool> {
+        Box::pin(
+            self.writer
+                .submit(session.0, Prefetch::Nothing, move |tx, _| {
+                    let (held, call_id) = (held.clone(), call_id.clone());
+                    Box::pin(async move {
+                        confirmations::take(tx, session, run, (&held.0, &held.1), &call_id).await
+                    })
+                }),
+        )
+    }
+
+    fn held_confirmation(&self, session: SessionId) -> LedgerFuture<'_, Option<Confirmation>> {
+        Box::pin(confirmations::held(&self.pool, session))
+    }
+}

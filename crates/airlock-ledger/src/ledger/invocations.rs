@@ -1,0 +1,178 @@
+//! [`Invocations`] for [`Ledger`]: every write to an invocation is a writer job on a lane its
+//! keys choose.
+//!
+//! Guarantees: a session's records queue on the session's lane (a later round of a relayed call
+//! on the lane of the round it follows, LEDGER-62), so (session, call id) dedupes inside the
+//! process and a session's events stay in one chain in order; every other write to a row queues
+//! on the row's lane; a transactional tool runs as a job of its own (`tx_job`); the sweep runs
+//! on one fixed lane and changes at most `StoreConfig::sweep_limit` rows of each kind.
+
+use std::time::Duration;
+
+use serde_json::Value;
+use time::OffsetDateTime;
+use tokio::sync::oneshot;
+
+use super::Ledger;
+use super::tx_job::TxJob;
+use crate::clock::truncate;
+use crate::error::{LedgerError, ToolError};
+use crate::ids::InvocationId;
+use crate::model::{Decision, Invocation, NewInvocation, Recorded, SweepReport};
+use crate::request_states::{self, StateUse};
+use crate::store::{Invocations, LedgerFuture};
+use crate::tx::TxTool;
+use crate::writer::Prefetch;
+use crate::{decide, lease, record, relayed, sweep};
+
+impl Invocations for Ledger {
+    fn record(&self, new: NewInvocation) -> LedgerFuture<'_, Recorded> {
+        // Keyed by session: records of one session serialize, so (session, call id) dedupes
+        // inside the process without relying on the unique index alone, and a session's events
+        // stay in one lane's chain in order. A later round of a relayed call queues on the
+        // lane of the round it follows (LEDGER-62).
+        let key = new
+            .follows
+            .as_ref()
+            .map_or(new.session_id.0, |r| r.previous.0);
+        Box::pin(self.writer.submit(key, Prefetch::Nothing, move |tx, b| {
+            Box::pin(record::record(tx, b, new.clone()))
+        }))
+    }
+
+    fn record_and_claim(
+        &self,
+        new: NewInvocation,
+        owner: &str,
+        lease: Duration,
+    ) -> LedgerFuture<'_, Recorded> {
+        // Keyed by session, like `record`; a later round of a relayed call by the round it
+        // follows, so concurrent uses of one state queue on one lane (LEDGER-62).
+        let key = new
+            .follows
+            .as_ref()
+            .map_or(new.session_id.0, |r| r.previous.0);
+        let owner = owner.to_owned();
+        Box::pin(self.writer.submit(key, Prefetch::Nothing, move |tx, b| {
+            let (new, owner) = (new.clone(), owner.clone());
+            Box::pin(async move { record::record_and_claim(tx, b, new, &owner, lease).await })
+        }))
+    }
+
+    fn claim(
+        &self,
+        id: InvocationId,
+        owner: &str,
+        lease: Duration,
+    ) -> LedgerFuture<'_, Invocation> {
+        let owner = owner.to_owned();
+        Box::pin(self.writer.submit(id.0, Prefetch::Fresh(id), move |tx, b| {
+            let owner = owner.clone();
+            Box::pin(async move { lease::claim(tx, b, id, &owner, lease).await })
+        }))
+    }
+
+    fn renew_lease(
+        &self,
+        id: InvocationId,
+        owner: &str,
+        lease: Duration,
+    ) -> LedgerFuture<'_, Invocation> {
+        let owner = owner.to_owned();
+        let hint = Prefetch::Running(id, owner.clone());
+        Box::pin(self.writer.submit(id.0, hint, move |tx, b| {
+            let owner = owner.clone();
+            Box::pin(async move { lease::renew(tx, b, id, &owner, lease).await })
+        }))
+    }
+
+    fn finish(
+        &self,
+        id: InvocationId,
+        owner: &str,
+        outcome: Result<Value, ToolError>,
+    ) -> LedgerFuture<'_, Invocation> {
+        let owner = owner.to_owned();
+        let hint = Prefetch::Running(id, owner.clone());
+        Box::pin(self.writer.submit(id.0, hint, move |tx, b| {
+            let (owner, outcome) = (owner.clone(), outcome.clone());
+            Box::pin(async move { lease::finish(tx, b, id, &owner, outcome).await })
+        }))
+    }
+
+    fn run_transactional(
+        &self,
+        id: InvocationId,
+        owner: &str,
+        tool: TxTool,
+    ) -> LedgerFuture<'_, Invocation> {
+        let owner = owner.to_owned();
+        Box::pin(async move {
+            let (reply, rx) = oneshot::channel();
+            let job = TxJob {
+                id,
+                owner,
+                tool: Some(tool),
+                out: None,
+                reply,
+            };
+            self.writer.submit_job(id.0, Box::new(job))?;
+            rx.await.map_err(|_| LedgerError::Closed)?
+        })
+    }
+
+    fn decide(
+        &self,
+        id: InvocationId,
+        by: &str,
+        decision: Decision,
+    ) -> LedgerFuture<'_, Invocation> {
+        let by = by.to_owned();
+        Box::pin(self.writer.submit(id.0, Prefetch::Fresh(id), move |tx, b| {
+            let (by, decision) = (by.clone(), decision.clone());
+            Box::pin(async move { decide::decide(tx, b, id, &by, &decision).await })
+        }))
+    }
+
+    fn decide_once(
+        &self,
+        used: StateUse,
+        claim_for: Option<(String, Duration)>,
+    ) -> LedgerFuture<'_, Invocation> {
+        let id = used.invocation;
+        Box::pin(self.writer.submit(id.0, Prefetch::Fresh(id), move |tx, b| {
+            let (used, claim_for) = (used.clone(), claim_for.clone());
+            Box::pin(async move {
+                let claim_for = claim_for.as_ref().map(|(o, l)| (o.as_str(), *l));
+                request_states::decide_once(tx, b, &used, claim_for).await
+            })
+        }))
+    }
+
+    fn relay_task(
+        &self,
+        id: InvocationId,
+        owner: &str,
+        task: String,
+        lease: Duration,
+    ) -> LedgerFuture<'_, Invocation> {
+        let owner = owner.to_owned();
+        let hint = Prefetch::Running(id, owner.clone());
+        Box::pin(self.writer.submit(id.0, hint, move |tx, b| {
+            let (owner, task) = (owner.clone(), task.clone());
+            Box::pin(async move { relayed::relay(tx, b, id, &owner, &task, lease).await })
+        }))
+    }
+
+    fn relayed_task(&self, id: InvocationId) -> LedgerFuture<'_, Option<String>> {
+        Box::pin(relayed::upstream_task(&self.pool, id))
+    }
+
+    fn sweep(&self, now: OffsetDateTime) -> LedgerFuture<'_, SweepReport> {
+        let (now, limit) = (truncate(now), self.sweep_limit);
+        let key = uuid::Uuid::nil();
+        Box::pin(self.writer.submit(key, Prefetch::Nothing, move |tx, b| {
+            Box::pin(sweep::sweep(tx, b, now, limit))
+        }))
+    }
+}
