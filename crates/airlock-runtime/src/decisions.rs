@@ -1,8 +1,9 @@
 //! Decisions, shared by every surface (HTTP API, CLI, the MCP endpoint's inbox): one ledger
 //! transition by a named person, then — for an approval — the call runs through the gateway's
-//! claim in a background task, never inside the person's request. Whoever claims first runs
-//! it exactly once. What waits for a person is listed by [`pending`]; approvals nobody
-//! waits for are run by the [`worker`].
+//! claim in a background task, never inside the person's request, and a serving process waits
+//! for that task at shutdown as for its own. Whoever claims first runs it exactly once. What
+//! waits for a person is listed by [`pending`]; approvals nobody waits for are run by the
+//! [`worker`].
 
 pub mod pending;
 pub mod worker;
@@ -15,7 +16,7 @@ use airlock_spec::{Mode, SourceKind};
 use crate::gateway::{EVENTS, Gateway, GatewayError};
 
 /// Records `decision` on `id` by `decider`, taken on `surface` (`api`, `cli`, `mcp`); an
-/// approved row is then run in the background.
+/// approved row is then run in the background, on the gateway's tracked tasks.
 ///
 /// # Errors
 /// The ledger's refusal: a second decision (naming the first), a wrong state, an expired row.
@@ -28,9 +29,9 @@ pub async fn decide(
 ) -> Result<Invocation, GatewayError> {
     let row = record(gateway.store().as_ref(), id, decider, decision, surface).await?;
     if row.state == InvocationState::Approved {
-        let gateway = Arc::clone(gateway);
-        tokio::spawn(async move {
-            if let Err(error) = gateway.continue_approved(id).await {
+        let runner = Arc::clone(gateway);
+        gateway.spawn_tracked(async move {
+            if let Err(error) = runner.continue_approved(id).await {
                 tracing::error!(%id, %error, "running an approved call failed");
             }
         });

@@ -17,6 +17,7 @@ mod pinned;
 mod proposals;
 mod reads;
 mod run;
+mod shutdown;
 mod telemetry;
 mod upstream_task;
 
@@ -129,8 +130,10 @@ pub struct Gateway {
     scopes: HashMap<ScopeId, PreparedScope>,
     owner: String,
     lease: Duration,
-    /// Set once at shutdown: every long poll answers at once (see [`Gateway::end_long_polls`]).
-    polls_ended: tokio::sync::watch::Sender<bool>,
+    /// Cancelled at shutdown (see [`GatewayBuilder::shutdown`]).
+    long_polls: tokio_util::sync::CancellationToken,
+    /// What the serving process waits for at shutdown (see [`GatewayBuilder::shutdown`]).
+    tasks: tokio_util::task::TaskTracker,
     /// What a park's log line says to do; the binary knows its commands and routes.
     how_to_decide: Option<HowToDecide>,
     /// `[[access]]`: who may see and call what (empty: no filtering).
@@ -167,26 +170,6 @@ impl Gateway {
             owner: self.owner.clone(),
             ttl: self.lease,
         }
-    }
-
-    /// Shutdown has begun: every long poll (the MCP await tool, a task's result) answers now
-    /// with the call's current state, and every later one at once, so clients call again
-    /// instead of holding the server open. Nothing is decided or dropped (docs/rules.md OPS-9).
-    pub fn end_long_polls(&self) {
-        self.polls_ended.send_replace(true);
-    }
-
-    /// Whether [`Gateway::end_long_polls`] was called.
-    #[must_use]
-    pub fn long_polls_ended(&self) -> bool {
-        *self.polls_ended.borrow()
-    }
-
-    /// Resolves once [`Gateway::end_long_polls`] is called (at once if it was).
-    pub async fn until_long_polls_end(&self) {
-        let mut ended = self.polls_ended.subscribe();
-        // The sender lives as long as the gateway: an error cannot happen while `self` is borrowed.
-        let _ = ended.wait_for(|ended| *ended).await;
     }
 
     /// How an operator decides parked row `row`, as the serving binary words it (the command

@@ -63,7 +63,8 @@ async fn serve_airlock(dir: &Path) -> String {
         slack: booted.slack,
     };
     let limits = state.limits;
-    tokio::spawn(serve(listener, app(state), limits, std::future::pending()));
+    let never = tokio_util::sync::CancellationToken::new();
+    tokio::spawn(serve(listener, app(state), limits, never));
     format!("http://{addr}")
 }
 

@@ -275,7 +275,8 @@ async fn serve_airlock(dir: &Path, store: Arc<dyn Store>) -> String {
         slack: booted.slack.clone(),
     };
     let limits = state.limits;
-    tokio::spawn(serve(listener, app(state), limits, std::future::pending()));
+    let never = tokio_util::sync::CancellationToken::new();
+    tokio::spawn(serve(listener, app(state), limits, never));
     format!("http://{addr}")
 }
 

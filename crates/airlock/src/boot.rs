@@ -19,6 +19,8 @@ use airlock_runtime::{Gateway, HowToDecide, Offered, discover, egress_policy, pi
 use airlock_spec::{AgentSpec, Credentials, Deployment, EndpointAuth, Scope, ScopeId, ToolSpec};
 use anyhow::Context as _;
 use secrecy::{ExposeSecret as _, SecretString};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use crate::telemetry::Telemetry;
 
@@ -50,30 +52,42 @@ pub struct Tokens(pub Arc<Vec<(SecretString, String)>>);
 
 /// Loads the deployment and builds the gateway. Any problem aborts with a clear message.
 pub async fn boot(dir: &Path) -> anyhow::Result<Booted> {
-    load(dir, None, false).await
+    load(dir, None).await
 }
 
 /// [`boot`] as `serve` boots: the ledger hears other processes' changes (a CLI decision wakes
-/// this process's waiters and worker, DECIDE-10), and the gateway's lease on running calls may
-/// be overridden (default 60 s).
+/// this process's waiters and worker, DECIDE-10), the gateway's lease on running calls may be
+/// overridden (default 60 s), and the gateway stops with the process: its long polls end when
+/// `long_polls` is cancelled, and its background calls run on `tasks`
+/// (`GatewayBuilder::shutdown`, docs/rules.md OPS-9).
 pub async fn boot_serving(
     dir: &Path,
     lease: Option<std::time::Duration>,
+    long_polls: CancellationToken,
+    tasks: TaskTracker,
 ) -> anyhow::Result<Booted> {
-    load(dir, lease, true).await
+    let serving = Serving {
+        lease,
+        long_polls,
+        tasks,
+    };
+    load(dir, Some(serving)).await
 }
 
-async fn load(
-    dir: &Path,
+/// What only a serving process gives its gateway.
+struct Serving {
     lease: Option<std::time::Duration>,
-    listen: bool,
-) -> anyhow::Result<Booted> {
+    long_polls: CancellationToken,
+    tasks: TaskTracker,
+}
+
+async fn load(dir: &Path, serving: Option<Serving>) -> anyhow::Result<Booted> {
     // The gate `airlock check` uses: what it refuses, boot refuses in its words (OPS-70).
     let deployment = crate::preflight::load(dir).map_err(|e| anyhow::anyhow!("{e}"))?;
     let credentials = load_credentials(dir, &deployment)?;
-    let config = store_config(&deployment.config, listen);
+    let config = store_config(&deployment.config, serving.is_some());
     let store = open_ledger(&deployment.config.database_url, config).await?;
-    assemble(deployment, credentials, store, lease).await
+    assemble(deployment, credentials, store, serving).await
 }
 
 /// [`boot`] on a ledger the caller opened (benchmarks and tests: e.g. a store with other
@@ -97,7 +111,7 @@ async fn assemble(
     deployment: Deployment,
     credentials: Arc<Credentials>,
     store: Arc<dyn Store>,
-    lease: Option<std::time::Duration>,
+    serving: Option<Serving>,
 ) -> anyhow::Result<Booted> {
     let config = &deployment.config;
     let egress =
@@ -154,8 +168,11 @@ async fn assemble(
         .access(config.access.clone())
         .offered(offered)
         .scope(gateway_scope)?;
-    if let Some(lease) = lease {
-        builder = builder.lease(lease);
+    if let Some(serving) = serving {
+        builder = builder.shutdown(serving.long_polls, serving.tasks);
+        if let Some(lease) = serving.lease {
+            builder = builder.lease(lease);
+        }
     }
     for scope in agent_scopes {
         builder = builder.scope(scope)?;

@@ -17,8 +17,8 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use airlock_ledger::{ResumeOutcome, RunId, RunLease};
-use tokio::sync::oneshot;
 use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
 
 use super::Agents;
 
@@ -29,17 +29,14 @@ const TAKEOVER_MIN: Duration = Duration::from_millis(100);
 /// The most parked runs looked at per wake.
 const BATCH: u32 = 64;
 
-/// Runs until `stop` fires, then waits for the runs it resumed. Spawn it once per process.
-pub async fn work(agents: Agents, stop: oneshot::Receiver<()>) {
+/// Runs until `stop` is cancelled, then waits for the runs it resumed. Spawn it once per
+/// process.
+pub async fn work(agents: Agents, stop: CancellationToken) {
     work_polling_every(agents, stop, SAFETY_NET).await;
 }
 
 /// [`work`] with the safety-net poll every `safety_net`.
-pub async fn work_polling_every(
-    agents: Agents,
-    mut stop: oneshot::Receiver<()>,
-    safety_net: Duration,
-) {
+pub async fn work_polling_every(agents: Agents, stop: CancellationToken, safety_net: Duration) {
     let mut signal = agents.store().approvals();
     let mut tick = tokio::time::interval(safety_net);
     let lease = agents.gateway().run_lease();
@@ -49,7 +46,7 @@ pub async fn work_polling_every(
     let mut driving: HashSet<RunId> = HashSet::new();
     loop {
         tokio::select! {
-            _ = &mut stop => break,
+            () = stop.cancelled() => break,
             Some(done) = running.join_next() => {
                 if let Ok(id) = done {
                     driving.remove(&id);

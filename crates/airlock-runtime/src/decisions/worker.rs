@@ -17,8 +17,8 @@ use std::time::Duration;
 use crate::gateway::Gateway;
 use crate::outcome::OutcomeKind;
 use airlock_ledger::InvocationId;
-use tokio::sync::oneshot;
 use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
 
 /// How often the worker looks for approved rows without being signalled: only a signal lost
 /// on the way (a dropped `LISTEN` connection, a full wake socket) waits this long.
@@ -26,8 +26,9 @@ pub const SAFETY_NET: Duration = Duration::from_secs(30);
 /// The most rows picked up per look.
 const BATCH: u32 = 64;
 
-/// Runs until `stop` fires, then waits for the calls it started. Spawn it once per process.
-pub async fn work(gateway: Arc<Gateway>, stop: oneshot::Receiver<()>) {
+/// Runs until `stop` is cancelled, then waits for the calls it started. Spawn it once per
+/// process.
+pub async fn work(gateway: Arc<Gateway>, stop: CancellationToken) {
     work_polling_every(gateway, stop, SAFETY_NET).await;
 }
 
@@ -35,7 +36,7 @@ pub async fn work(gateway: Arc<Gateway>, stop: oneshot::Receiver<()>) {
 /// not the poll, woke the worker).
 pub async fn work_polling_every(
     gateway: Arc<Gateway>,
-    mut stop: oneshot::Receiver<()>,
+    stop: CancellationToken,
     safety_net: Duration,
 ) {
     let mut approvals = gateway.store().approvals();
@@ -45,7 +46,7 @@ pub async fn work_polling_every(
     let mut in_flight: HashSet<InvocationId> = HashSet::new();
     loop {
         tokio::select! {
-            _ = &mut stop => break,
+            () = stop.cancelled() => break,
             Some(done) = running.join_next_with_id() => {
                 let task = match done {
                     Ok((task, ())) => task,

@@ -12,6 +12,8 @@ use airlock_mcp::McpClient;
 use airlock_spec::{
     ApiConnection, ConnectionSpec, Credentials, PerRunConnection, Scope, ScopeId, ToolSpec,
 };
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use super::{Gateway, HowToDecide, PreparedScope, PreparedTool};
 use crate::arguments::ArgumentCheck;
@@ -40,7 +42,8 @@ impl GatewayBuilder {
                 scopes: HashMap::new(),
                 owner,
                 lease: LEASE,
-                polls_ended: tokio::sync::watch::Sender::new(false),
+                long_polls: CancellationToken::new(),
+                tasks: TaskTracker::new(),
                 how_to_decide: None,
                 access: airlock_spec::AccessPolicy::default(),
                 definitions: super::Definitions::default(),
@@ -138,6 +141,19 @@ impl GatewayBuilder {
     #[must_use]
     pub fn lease(mut self, lease: Duration) -> Self {
         self.gateway.lease = lease.max(Duration::from_millis(30));
+        self
+    }
+
+    /// Ties the gateway to its serving process's shutdown (docs/rules.md OPS-9): once
+    /// `long_polls` is cancelled every long poll (the MCP await tool, a task's result) answers
+    /// with the call's current state, and every later one at once, so clients call again
+    /// instead of holding the server open; and the calls it runs off a request (an approval's)
+    /// are spawned on `tasks`, which the process waits for before it exits. Without it long
+    /// polls wait their full time and nothing waits for those calls.
+    #[must_use]
+    pub fn shutdown(mut self, long_polls: CancellationToken, tasks: TaskTracker) -> Self {
+        self.gateway.long_polls = long_polls;
+        self.gateway.tasks = tasks;
         self
     }
 

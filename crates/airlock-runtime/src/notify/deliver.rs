@@ -7,6 +7,8 @@
 //! delivery at the same time; a crash before the mark leaves it due again once the lease ends,
 //! and the retry carries the same delivery id, so a receiver drops the repeat. Woken when this
 //! process commits notices, and every [`POLL`] for other processes' notices and for retries.
+//! Stopping is that crash made orderly: the worker ends at once, even mid-send, so a shutdown
+//! never waits on a receiver (docs/rules.md OPS-9).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,7 +19,7 @@ use airlock_ledger::{Notice, NotifyEvent, SessionId, Store};
 use serde_json::Value;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
-use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
 
 use super::{Notifications, SLACK, Undelivered, slack, webhook};
 use crate::gateway::EVENTS;
@@ -46,13 +48,15 @@ pub fn backoff(attempts: u32, delivery: uuid::Uuid) -> Duration {
     full.mul_f64(spread)
 }
 
-/// Runs until `stop` fires. Spawn it once per serving process; `owner` names its leases.
+/// Runs until `stop` is cancelled, then ends at once: a notice it is sending keeps its lease
+/// and is sent again after it, under the same delivery id (LEDGER-31). Spawn it once per
+/// serving process; `owner` names its leases.
 pub async fn deliver(
     store: Arc<dyn Store>,
     egress: GuardedClient,
     notifications: Arc<Notifications>,
     owner: String,
-    mut stop: oneshot::Receiver<()>,
+    stop: CancellationToken,
 ) {
     let mut woken = store.notices();
     let worker = Worker {
@@ -64,12 +68,14 @@ pub async fn deliver(
     let mut tick = tokio::time::interval(POLL);
     loop {
         tokio::select! {
-            _ = &mut stop => break,
+            () = stop.cancelled() => break,
             _ = tick.tick() => {}
             Ok(()) = woken.changed() => {}
         }
         woken.borrow_and_update();
-        worker.drain().await;
+        if stop.run_until_cancelled(worker.drain()).await.is_none() {
+            break;
+        }
     }
 }
 

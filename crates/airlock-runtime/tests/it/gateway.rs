@@ -24,6 +24,7 @@ use serde_json::{Value, json};
 mod ambiguous;
 mod definitions;
 mod rival;
+mod shutdown;
 mod words;
 mod worker;
 

@@ -3,11 +3,16 @@
 //! sweeper, the worker (approved calls nobody claimed), the resume worker (parked runs whose
 //! calls were decided, AGENT-7) and, with `[notify]`, the delivery of notifications; serve HTTP.
 //!
-//! Shutdown (docs/rules.md OPS-9): the first SIGTERM/SIGINT stops accepting, ends every long
-//! poll at once with the call's current state (the row stays parked; the client calls again),
-//! and lets running calls finish within the grace period (`--grace`); a second signal, or the
-//! end of the grace period, exits at once with status 1 — a call cut off keeps its lease, and
-//! the next start's sweep settles it as any crash.
+//! Shutdown (docs/rules.md OPS-9): the first SIGTERM/SIGINT cancels the process's one stop
+//! token. Long polls end first, at once, with the call's current state (the row stays parked;
+//! the client calls again); the server stops accepting. The server, the workers and an
+//! approval's call run on one task tracker, and status 0 means each of them ended within the
+//! grace period (`--grace`): the server's requests in progress, the worker's calls, the resume
+//! worker's runs and an approval's call have finished, while the sweeper, the memory give-back
+//! and the delivery of notifications stopped at once (a notice being sent keeps its lease and
+//! is sent again after it, LEDGER-31). A second signal, or the end of the grace period, exits
+//! at once with status 1 — a call cut off keeps its lease, and the next start's sweep settles
+//! it as any crash.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -18,8 +23,10 @@ use airlock_ledger::Store;
 use airlock_spec::ServerLimits;
 use anyhow::Context as _;
 use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
-use crate::boot::{boot_serving, scope_paths};
+use crate::boot::{Booted, boot_serving, scope_paths};
 use crate::http::{AppState, app, serve};
 use crate::open_files::{FileLimit, RESERVED, connection_cap};
 
@@ -90,7 +97,15 @@ fn workers_for(cores: usize) -> usize {
 }
 
 async fn serve_dir(args: &Args, dir: &Path, files: FileLimit) -> anyhow::Result<ExitCode> {
-    let booted = boot_serving(dir, args.lease.map(Duration::from_secs)).await?;
+    // The process's one shutdown (OPS-9): `stop` is cancelled at the first signal, and every
+    // task serving starts is on `tasks`, each ended before this returns.
+    let stop = CancellationToken::new();
+    let tasks = TaskTracker::new();
+    // Ended first: the server's drain waits for every request in progress, and an await must
+    // not make it wait out its time.
+    let long_polls = stop.child_token();
+    let lease = args.lease.map(Duration::from_secs);
+    let booted = boot_serving(dir, lease, long_polls.clone(), tasks.clone()).await?;
     let listen = args.listen.unwrap_or(booted.deployment.config.listen);
     // Before the banner: a signal sent once it is printed must find its handler.
     let mut signals = Signals::new()?;
@@ -113,43 +128,13 @@ async fn serve_dir(args: &Args, dir: &Path, files: FileLimit) -> anyhow::Result<
     );
     println!("  runs: /v1/agents/{{name}}/run|ws  /v1/runs/{{id}}[/cancel]");
     println!("  MCP: {}", scope_paths(&booted).join(" "));
-    let gateway = booted.gateway.clone();
     let telemetry = booted.telemetry.clone();
-    // Ends with the runtime; nothing of it needs to finish at shutdown.
-    tokio::spawn(crate::memory::give_back_when_quiet(
-        crate::memory::collect_allocator,
-    ));
-    let sweeper = tokio::spawn(sweep(
-        gateway.store().clone(),
+    start_workers(
+        &booted,
         Duration::from_secs(args.sweep_every),
-    ));
-    let (stop_worker, worker_stop) = tokio::sync::oneshot::channel::<()>();
-    let worker = tokio::spawn(airlock_runtime::decisions::worker::work(
-        gateway.clone(),
-        worker_stop,
-    ));
-    let (stop_resumer, resumer_stop) = tokio::sync::oneshot::channel::<()>();
-    let resumer = tokio::spawn(airlock_runtime::agent::resume::work(
-        booted.agents.clone(),
-        resumer_stop,
-    ));
-    let (stop_notify, notify_stop) = tokio::sync::oneshot::channel::<()>();
-    if let Some(notifications) = booted.notifications.clone() {
-        // Not waited for at shutdown: a notice in flight keeps its lease and is sent again
-        // after it (LEDGER-31).
-        tokio::spawn(airlock_runtime::notify::deliver(
-            gateway.store().clone(),
-            booted.egress.clone(),
-            notifications,
-            // Unique per process: a restarted server's leases are not its predecessor's.
-            format!(
-                "serve-{}-{}",
-                std::process::id(),
-                time::OffsetDateTime::now_utc().unix_timestamp_nanos()
-            ),
-            notify_stop,
-        ));
-    }
+        &stop,
+        &tasks,
+    );
     let state = AppState {
         gateway: booted.gateway,
         agents: booted.agents,
@@ -158,31 +143,22 @@ async fn serve_dir(args: &Args, dir: &Path, files: FileLimit) -> anyhow::Result<
         limits: within_file_limit(booted.deployment.config.server, files),
         slack: booted.slack,
     };
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let limits = state.limits;
-    let server = tokio::spawn(serve(listener, app(state), limits, async move {
-        let _ = stop_rx.await;
-    }));
+    let server = tasks.spawn(serve(listener, app(state), limits, stop.clone()));
     signals.next().await;
     let grace = Duration::from_secs(args.grace);
     println!(
         "shutting down: no new requests, long polls answered now, running calls get {} s (a second signal exits at once)",
         grace.as_secs()
     );
-    gateway.end_long_polls();
-    let _ = stop_tx.send(());
-    let _ = stop_worker.send(());
-    let _ = stop_resumer.send(());
-    let _ = stop_notify.send(());
-    sweeper.abort();
-    let drained = async {
-        let (served, _, _) = tokio::join!(server, worker, resumer);
-        served
-    };
+    long_polls.cancel();
+    stop.cancel();
+    // Closed after the cancel: a call an approval starts during the drain is still waited for.
+    tasks.close();
     let exit = tokio::select! {
-        served = tokio::time::timeout(grace, drained) => match served {
-            Ok(served) => {
-                served.context("server task")?.context("serving")?;
+        drained = tokio::time::timeout(grace, tasks.wait()) => match drained {
+            Ok(()) => {
+                server.await.context("server task")?.context("serving")?;
                 ExitCode::SUCCESS
             }
             Err(_) => cut_off(&format!("running calls did not finish within {} s", grace.as_secs())),
@@ -194,6 +170,44 @@ async fn serve_dir(args: &Args, dir: &Path, files: FileLimit) -> anyhow::Result<
         telemetry.shutdown().await;
     }
     Ok(exit)
+}
+
+/// Starts, on `tasks`, everything that works beside the server until `stop` is cancelled: the
+/// memory give-back, the sweeper (every `sweep_every`), the worker (approved calls nobody
+/// claimed), the resume worker and, with `[notify]`, the delivery of notifications.
+fn start_workers(
+    booted: &Booted,
+    sweep_every: Duration,
+    stop: &CancellationToken,
+    tasks: &TaskTracker,
+) {
+    // Stops at once: a give-back skipped costs nothing.
+    let give_back = crate::memory::give_back_when_quiet(crate::memory::collect_allocator);
+    tasks.spawn(stop.clone().run_until_cancelled_owned(give_back));
+    let store = booted.gateway.store().clone();
+    tasks.spawn(sweep(store, sweep_every, stop.clone()));
+    tasks.spawn(airlock_runtime::decisions::worker::work(
+        booted.gateway.clone(),
+        stop.clone(),
+    ));
+    tasks.spawn(airlock_runtime::agent::resume::work(
+        booted.agents.clone(),
+        stop.clone(),
+    ));
+    if let Some(notifications) = booted.notifications.clone() {
+        tasks.spawn(airlock_runtime::notify::deliver(
+            booted.gateway.store().clone(),
+            booted.egress.clone(),
+            notifications,
+            // Unique per process: a restarted server's leases are not its predecessor's.
+            format!(
+                "serve-{}-{}",
+                std::process::id(),
+                time::OffsetDateTime::now_utc().unix_timestamp_nanos()
+            ),
+            stop.clone(),
+        ));
+    }
 }
 
 /// `limits` with `max_connections` kept below the open-file limit (OPS-67, OPS-68), said in
@@ -221,11 +235,12 @@ fn cut_off(why: &str) -> ExitCode {
     ExitCode::FAILURE
 }
 
-/// Turns expired leases into in-doubt rows or re-runs, and overdue approvals into expired rows.
-async fn sweep(store: std::sync::Arc<dyn Store>, every: Duration) {
+/// Turns expired leases into in-doubt rows or re-runs, and overdue approvals into expired rows,
+/// until `stop` is cancelled.
+async fn sweep(store: std::sync::Arc<dyn Store>, every: Duration, stop: CancellationToken) {
     let mut tick = tokio::time::interval(every);
-    loop {
-        tick.tick().await;
+    // A sweep begun finishes: it is one short transaction, well inside the grace period.
+    while stop.run_until_cancelled(tick.tick()).await.is_some() {
         match store.sweep(time::OffsetDateTime::now_utc()).await {
             Ok(report) => {
                 for id in &report.in_doubt {

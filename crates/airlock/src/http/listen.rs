@@ -3,12 +3,12 @@
 //! `max_connections` are served at once. A connection arriving at the cap takes the place of the
 //! oldest one with no request in progress (a client that never sends a byte cannot crowd out
 //! one that does), once that one has had [`EVICTABLE_AFTER`] to send its request; when there is
-//! none it is answered `503` with `Retry-After` and closed. Accept errors (file descriptors exhausted) back off instead of spinning, and are
-//! logged once per episode. Shutdown stops accepting and lets each connection finish the
-//! request it is serving (OPS-9). Accepted sockets send without Nagle's delay (OPS-22).
+//! none it is answered `503` with `Retry-After` and closed. Accept errors (file descriptors
+//! exhausted) back off instead of spinning, and are logged once per episode. Shutdown stops
+//! accepting, and returns once each connection has finished the request it is serving and each
+//! refusal has been written (OPS-9). Accepted sockets send without Nagle's delay (OPS-22).
 
 use std::collections::BTreeMap;
-use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -20,8 +20,9 @@ use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Notify, Semaphore, watch};
+use tokio::sync::{Notify, Semaphore};
 use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
 use tower::ServiceExt as _;
 
 use super::in_flight::BUSY_BODY;
@@ -39,23 +40,24 @@ const REFUSE_WITHIN: Duration = Duration::from_millis(250);
 /// The longest pause after a failed `accept`.
 const BACKOFF_MAX: Duration = Duration::from_secs(1);
 
-/// Serves `app` on `listener` within `limits` until `shutdown` resolves, then stops accepting
-/// and lets every connection finish the request it is serving.
+/// Serves `app` on `listener` within `limits` until `stop` is cancelled, then stops accepting
+/// and returns once every connection has finished the request it is serving.
 pub async fn serve(
     listener: TcpListener,
     app: Router,
     limits: ServerLimits,
-    shutdown: impl Future<Output = ()> + Send + 'static,
+    stop: CancellationToken,
 ) -> std::io::Result<()> {
     let table = Arc::new(Table::new(limits.max_connections));
     let refusers = Arc::new(Semaphore::new(REFUSERS));
-    let (stop, stopped) = watch::channel(false);
+    // Not `stop` itself: connections start closing only once the listener is closed, so none
+    // closes while this stopping server may still admit a new one.
+    let draining = CancellationToken::new();
     let mut connections = JoinSet::new();
     let mut backoff = Backoff::default();
-    tokio::pin!(shutdown);
     loop {
         let stream = tokio::select! {
-            () = &mut shutdown => break,
+            () = stop.cancelled() => break,
             Some(_) = connections.join_next(), if !connections.is_empty() => continue,
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => {
@@ -74,15 +76,15 @@ pub async fn serve(
                     app: app.clone(),
                     header_timeout: limits.header_timeout,
                     slot,
-                    stop: stopped.clone(),
+                    draining: draining.clone(),
                 };
                 connections.spawn(connection.run(stream));
             }
-            None => refuse(stream, &refusers),
+            None => refuse(stream, &refusers, &mut connections),
         }
     }
     drop(listener);
-    let _ = stop.send(true);
+    draining.cancel();
     while connections.join_next().await.is_some() {}
     Ok(())
 }
@@ -200,11 +202,11 @@ struct Connection {
     app: Router,
     header_timeout: Duration,
     slot: Slot,
-    stop: watch::Receiver<bool>,
+    draining: CancellationToken,
 }
 
 impl Connection {
-    async fn run(mut self, stream: TcpStream) {
+    async fn run(self, stream: TcpStream) {
         let state = self.slot.state.clone();
         let app = self.app.clone();
         let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
@@ -229,7 +231,7 @@ impl Connection {
         let evicted = tokio::select! {
             served = connection.as_mut() => return log_end(served),
             () = self.slot.state.evict.notified() => true,
-            _ = self.stop.wait_for(|stop| *stop) => false,
+            () = self.draining.cancelled() => false,
         };
         connection.as_mut().graceful_shutdown();
         if !evicted {
@@ -251,12 +253,13 @@ fn log_end(served: hyper::Result<()>) {
 }
 
 /// Answers a connection over the cap `503` with `Retry-After` and closes it, in the background
-/// and bounded: at most [`REFUSERS`] at once, each within [`REFUSE_WITHIN`].
-fn refuse(stream: TcpStream, refusers: &Arc<Semaphore>) {
+/// among `connections` (so shutdown waits for it too) and bounded: at most [`REFUSERS`] at once,
+/// each within [`REFUSE_WITHIN`].
+fn refuse(stream: TcpStream, refusers: &Arc<Semaphore>, connections: &mut JoinSet<()>) {
     let Ok(permit) = refusers.clone().try_acquire_owned() else {
         return;
     };
-    tokio::spawn(async move {
+    connections.spawn(async move {
         let _permit = permit;
         let _ = tokio::time::timeout(REFUSE_WITHIN, answer_busy(stream)).await;
     });

@@ -8,7 +8,7 @@ use std::process::{Child, ChildStdout, Stdio};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::io::AsyncReadExt as _;
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpListener;
 
 use crate::airlock;
@@ -174,4 +174,88 @@ async fn a_second_signal_or_the_end_of_the_grace_period_exits_at_once() {
         assert_eq!(exit.code(), Some(1), "cut off (grace {grace}): {exit}");
         running.abort();
     }
+}
+
+/// A deployment whose `fetch` waits for an approval, and whose notifications go to `hook`.
+fn gated_deployment(hook: &str) -> tempfile::TempDir {
+    let toml = format!(
+        "listen = \"127.0.0.1:0\"\n[[mcp.tokens]]\ncredential = \"airlock.mcp\"\nprincipal = \"claude\"\n[[admin.tokens]]\ncredential = \"airlock.admin\"\nprincipal = \"ops\"\n[egress]\nallow = [\"127.0.0.1/32\"]\n[credentials]\nfile = \"creds.yml\"\n[builtins.fetch]\napproval = \"always\"\n[[notify.webhooks]]\nurl = \"{hook}\"\nsecret = \"hooks.secret\"\n"
+    );
+    let creds = format!(
+        "airlock:\n  mcp: {TOKEN}\n  admin: {ADMIN}\nhooks:\n  secret: whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\n"
+    );
+    deployment_with(&toml, &creds)
+}
+
+/// An upstream that answers its one request only once told; says when it was asked.
+async fn upstream_answering_when_told() -> (
+    String,
+    tokio::sync::oneshot::Receiver<()>,
+    tokio::sync::oneshot::Sender<()>,
+) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/", listener.local_addr().unwrap());
+    let (asked, asked_rx) = tokio::sync::oneshot::channel();
+    let (answer, told) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(async move {
+        let (mut socket, _) = listener.accept().await.unwrap();
+        let mut buf = [0u8; 2048];
+        let _ = socket.read(&mut buf).await;
+        let _ = asked.send(());
+        if told.await.is_ok() {
+            let reply = b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: 4\r\nconnection: close\r\n\r\nlate";
+            let _ = socket.write_all(reply).await;
+        }
+    });
+    (url, asked_rx, answer)
+}
+
+/// Every task `serve` started beside its server has ended before it exits 0 (OPS-9). An
+/// approved call runs in a background task no request waits for; the signal comes while it
+/// runs, its upstream answers only after that, and the call is recorded as finished — so the
+/// process waited for it (whether the approval's own task or the worker ran it). Meanwhile the
+/// delivery of notifications is mid-send to a receiver that never answers: it stops at once,
+/// so the exit comes far inside a 120 s grace period.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_task_serve_started_has_ended_when_it_exits() {
+    let (hook, hooked) = silent_upstream().await;
+    let dir = gated_deployment(&hook);
+    let (mut child, addr, mut lines) = start(dir.path(), &["--grace", "120"]);
+    let base = format!("http://{addr}");
+    let (page, asked, answer) = upstream_answering_when_told().await;
+    let parked = tools_call(&base, "fetch", json!({"url": page})).await;
+    let id = parked["result"]["structuredContent"]["invocation_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{parked}"))
+        .to_owned();
+    // The park's notice is on its way to the receiver that never answers.
+    tokio::time::timeout(Duration::from_secs(20), hooked)
+        .await
+        .expect("the park was never notified")
+        .unwrap();
+    let approved = reqwest::Client::new()
+        .post(format!("{base}/v1/invocations/{id}/approve"))
+        .bearer_auth(ADMIN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(approved.status(), 200, "{}", approved.text().await.unwrap());
+    tokio::time::timeout(Duration::from_secs(20), asked)
+        .await
+        .expect("the approved call never reached its upstream")
+        .unwrap();
+    sigterm(child.id());
+    let said = tokio::task::spawn_blocking(move || {
+        lines.find(|l| l.as_ref().is_ok_and(|l| l.starts_with("shutting down")))
+    })
+    .await
+    .unwrap();
+    assert!(said.is_some(), "no shutdown line");
+    answer.send(()).unwrap();
+    let exit = exits_within(&mut child, Duration::from_secs(15), "after SIGTERM").await;
+    assert!(exit.success(), "{exit}");
+
+    let shown = crate::support::cli(dir.path(), &["invocations", "show", &id, "--json"]);
+    let row: Value = serde_json::from_slice(&shown.stdout).unwrap();
+    assert_eq!(row["state"], "succeeded", "the call ran to its end: {row}");
 }

@@ -52,7 +52,8 @@ pub(crate) async fn serve_in_process(dir: &Path) -> (SocketAddr, Arc<Gateway>) {
         slack: booted.slack.clone(),
     };
     let limits = state.limits;
-    tokio::spawn(serve(listener, app(state), limits, std::future::pending()));
+    let never = tokio_util::sync::CancellationToken::new();
+    tokio::spawn(serve(listener, app(state), limits, never));
     (addr, gateway)
 }
 

@@ -111,10 +111,10 @@ async fn the_resume_worker_resumes_a_run_once_its_call_is_decided() {
     );
     let agents = w.agents(TREE);
     let (parked, _) = run_with_events(&agents, request("boss", "gate it")).await;
-    let (stop, stopped) = tokio::sync::oneshot::channel();
+    let stop = tokio_util::sync::CancellationToken::new();
     let worker = tokio::spawn(airlock_runtime::agent::resume::work_polling_every(
         agents.clone(),
-        stopped,
+        stop.clone(),
         std::time::Duration::from_secs(3600),
     ));
     approve(w.store.as_ref(), parked.waiting[0]).await;
@@ -128,7 +128,7 @@ async fn the_resume_worker_resumes_a_run_once_its_call_is_decided() {
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
     assert_eq!(status, RunStatus::Succeeded);
-    stop.send(()).unwrap();
+    stop.cancel();
     worker.await.unwrap();
     assert_eq!((w.asked("boss"), w.ran("gate")), (2, 1));
 }

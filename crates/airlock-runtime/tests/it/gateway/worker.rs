@@ -49,11 +49,11 @@ pub(super) async fn the_worker_runs_an_approval_committed_by_another_process(bac
         _dir,
     } = f;
     let gateway = Arc::new(gateway);
-    let (stop, stopped) = tokio::sync::oneshot::channel();
+    let stop = tokio_util::sync::CancellationToken::new();
     let safety_net = Duration::from_secs(3600);
     let working = tokio::spawn(worker::work_polling_every(
         Arc::clone(&gateway),
-        stopped,
+        stop.clone(),
         safety_net,
     ));
 
@@ -79,6 +79,6 @@ pub(super) async fn the_worker_runs_an_approval_committed_by_another_process(bac
     .expect("the worker did not run the other process's approval");
     assert_eq!(settled.state, InvocationState::Succeeded, "{settled:?}");
     assert_eq!(runs.load(Ordering::SeqCst), 1);
-    let _ = stop.send(());
+    stop.cancel();
     working.await.unwrap();
 }
