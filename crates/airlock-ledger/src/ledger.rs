@@ -10,22 +10,22 @@
 
 mod agent_runs;
 mod confirmations;
-mod current;
+mod fresh_reads;
 mod invocations;
+mod open;
 mod pins;
 mod rates;
 mod reads;
 mod sessions;
-mod start;
-mod tx_job;
+mod transactional;
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
-use crate::clock::Clock;
-use crate::db::DbPool;
-use crate::notify::Notifier;
-use crate::writer::Writer;
+use crate::commit::writer::Writer;
+use crate::sql::db::DbPool;
+use crate::support::wakeups::Wakeups;
+use crate::vocabulary::clock::Clock;
 
 /// Aborts a background task when the store goes away.
 pub(crate) struct AbortOnDrop(pub(crate) tokio::task::JoinHandle<()>);
@@ -42,7 +42,7 @@ impl Drop for AbortOnDrop {
 pub struct Ledger {
     pub(crate) pool: DbPool,
     pub(crate) writer: Writer,
-    pub(crate) notifier: Arc<Notifier>,
+    pub(crate) wakeups: Arc<Wakeups>,
     clock: Arc<dyn Clock>,
     sweep_limit: i64,
     pub(crate) listener: Option<AbortOnDrop>,
@@ -66,5 +66,5 @@ impl std::fmt::Debug for Ledger {
 pub(crate) struct Announce {
     /// SQLite: the database's wake sockets.
     #[cfg(unix)]
-    pub(crate) wake: Option<crate::wake::Announcer>,
+    pub(crate) wake: Option<crate::support::wake::Announcer>,
 }

@@ -21,48 +21,15 @@
 // one below, and no two modules use each other (`.ci/check-module-cycles.sh`).
 
 // Vocabulary.
-mod clock;
-mod error;
-mod ids;
-mod model;
-mod state;
-
+mod vocabulary;
 // SQL mapping.
-mod db;
-mod pg_statement;
-mod pg_tx;
-mod row;
-mod tx;
-mod write;
-
-// Under the state machine: the audit chain, queued writes, caches and waiters.
-mod cache;
-mod chain;
-mod deferred;
-mod notice;
-mod notify;
-#[cfg(unix)]
-mod wake;
-
+mod sql;
+// Under the state machine: the audit chain, queued writes, caches and wake-ups.
+mod support;
 // The state machine: every transition works on one `Batch`.
-mod agent_runs;
-mod batch;
-mod confirmations;
-mod decide;
-mod expiry;
-mod lease;
-mod pins;
-mod rate;
-mod record;
-mod relayed;
-mod request_states;
-mod run_lease;
-mod runs;
-mod sweep;
-
+mod transitions;
 // Group commit: runs the transitions as jobs in shared transactions; no transition sees it.
-mod telemetry;
-mod writer;
+mod commit;
 
 // The store: one `Ledger` type playing every role of `Store`, opened on either backend.
 mod ledger;
@@ -83,29 +50,29 @@ pub mod roles {
     };
 }
 
-pub use agent_runs::{RunDetail, RunStep};
 pub use airlock_spec::{Approval, Effect, Mode, NotifyEvent, SourceKind};
-pub use clock::{Clock, ManualClock, SystemClock};
-pub use confirmations::{Answered, Confirmation};
-pub use db::SqlValue;
-pub use error::{LedgerError, ToolError, ToolErrorKind};
-pub use ids::{InvocationId, RunId, SessionId};
 pub use ledger::Ledger;
-pub use model::{
+pub use postgres::PgStore;
+pub use sql::db::SqlValue;
+pub use sql::tx::{LedgerTx, TxTool, tx_tool};
+pub use sqlite::SqliteStore;
+pub use store::{LedgerFuture, Store};
+pub use store_config::StoreConfig;
+pub use support::notice::{Notice, NoticeRecord, OutboxRoute};
+pub use transitions::agent_runs::{RunDetail, RunStep};
+pub use transitions::confirmations::{Answered, Confirmation};
+pub use transitions::pins::ToolPin;
+pub use transitions::rate::{RateBudget, RateRefusal};
+pub use transitions::request_states::StateUse;
+pub use transitions::upstream_task::RELAY_OWNER;
+pub use vocabulary::clock::{Clock, ManualClock, SystemClock};
+pub use vocabulary::error::{LedgerError, ToolError, ToolErrorKind};
+pub use vocabulary::ids::{InvocationId, RunId, SessionId};
+pub use vocabulary::model::{
     ACCESS_POLICY, APPROVAL_EXPIRED, ApprovalFilter, AuditReport, CallerOutcome, ChainBreak,
     Decision, DecisionRecord, INPUT_REQUIRED_KEY, Invocation, Lease, NewInvocation, NewRun,
     NewSession, Recorded, ResolutionRecord, ResumeOutcome, RoundUse, Run, RunLease, Session,
     Settlement, SweepReport,
 };
-pub use notice::{Notice, NoticeRecord, OutboxRoute};
-pub use pins::ToolPin;
-pub use postgres::PgStore;
-pub use rate::{RateBudget, RateRefusal};
-pub use relayed::RELAY_OWNER;
-pub use request_states::StateUse;
-pub use sqlite::SqliteStore;
-pub use state::{CallKind, DecisionKind, InvocationState, Resolution, RunStatus};
-pub use store::{LedgerFuture, Store};
-pub use store_config::StoreConfig;
-pub use tx::{LedgerTx, TxTool, tx_tool};
+pub use vocabulary::state::{CallKind, DecisionKind, InvocationState, Resolution, RunStatus};
 pub use with_invocations::WithInvocations;

@@ -17,14 +17,14 @@ use time::OffsetDateTime;
 use tokio::sync::watch;
 use uuid::Uuid;
 
-use crate::clock::{from_micros, to_micros};
-use crate::db::{DbRow, DbTx};
-use crate::error::LedgerError;
-use crate::ids::InvocationId;
+use crate::commit::writer::Prefetch;
 use crate::ledger::Ledger;
-use crate::notice::{Notice, NoticeRecord};
+use crate::sql::db::{DbRow, DbTx};
 use crate::store::{LedgerFuture, Outbox};
-use crate::writer::Prefetch;
+use crate::support::notice::{Notice, NoticeRecord};
+use crate::vocabulary::clock::{from_micros, to_micros};
+use crate::vocabulary::error::LedgerError;
+use crate::vocabulary::ids::InvocationId;
 
 /// Columns a claim returns and a listing reads.
 const NOTICE_COLUMNS: &str = "id, destination, event, invocation_id, payload, created_at, \
@@ -241,6 +241,6 @@ impl Outbox for Ledger {
     }
 
     fn notices(&self) -> watch::Receiver<()> {
-        self.notifier.notices()
+        self.wakeups.notices()
     }
 }

@@ -14,11 +14,11 @@ use std::time::Duration;
 
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions, PgSslMode};
 
-use crate::db::DbPool;
-use crate::error::LedgerError;
 use crate::ledger::{AbortOnDrop, Announce, Ledger};
-use crate::notify::Notifier;
+use crate::sql::db::DbPool;
 use crate::store_config::StoreConfig;
+use crate::support::wakeups::Wakeups;
+use crate::vocabulary::error::LedgerError;
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
 
@@ -65,7 +65,7 @@ impl Ledger {
                 wake: None,
             },
         );
-        let task = tokio::spawn(listen(listener, ledger.notifier()));
+        let task = tokio::spawn(listen(listener, ledger.wakeups()));
         ledger.listener = Some(AbortOnDrop(task));
         Ok(ledger)
     }
@@ -110,17 +110,17 @@ fn plain_on_loopback(options: PgConnectOptions, sslmode_chosen: bool) -> PgConne
     }
 }
 
-/// Feeds notifications from every process into this process's notifier.
-async fn listen(mut listener: PgListener, notifier: Arc<Notifier>) {
+/// Feeds notifications from every process into this process's wakeups.
+async fn listen(mut listener: PgListener, wakeups: Arc<Wakeups>) {
     loop {
         match listener.try_recv().await {
-            Ok(Some(n)) => notifier.hear(n.payload()),
+            Ok(Some(n)) => wakeups.hear(n.payload()),
             // The connection dropped and will be re-established: anything sent meanwhile was
             // missed, so wake every waiter to re-read its row.
-            Ok(None) => notifier.notify_all(),
+            Ok(None) => wakeups.notify_all(),
             Err(e) => {
                 tracing::warn!(error = %e, "ledger LISTEN connection failed; retrying");
-                notifier.notify_all();
+                wakeups.notify_all();
                 // Back off before reconnecting (not polling rows: waiters are already woken).
                 tokio::time::sleep(Duration::from_millis(500)).await;
             }

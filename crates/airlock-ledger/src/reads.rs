@@ -4,14 +4,14 @@
 
 use sqlx::AssertSqlSafe;
 
-use crate::db::{DbPool, SqlValue};
-use crate::error::LedgerError;
-use crate::ids::{InvocationId, RunId, SessionId};
-use crate::model::{Invocation, Run, Session};
-use crate::row::{
+use crate::sql::db::{DbPool, SqlValue};
+use crate::sql::row::{
     INVOCATION_COLUMNS, InvocationRow, RUN_COLUMNS, RunRow, SESSION_COLUMNS, SessionRow, open_rows,
 };
-use crate::state::InvocationState;
+use crate::vocabulary::error::LedgerError;
+use crate::vocabulary::ids::{InvocationId, RunId, SessionId};
+use crate::vocabulary::model::{Invocation, Run, Session};
+use crate::vocabulary::state::InvocationState;
 
 /// Parked rows waiting for a person, filtered by tool (`$1`), principal (`$2`) and recorded
 /// before (`$3`), each when not null; ordered by the given `ORDER BY`, at most `$4`.

@@ -18,12 +18,12 @@ use std::time::Duration;
 
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 
-use crate::db::{DbPool, SQLITE_GUARD_TABLE};
-use crate::error::LedgerError;
 use crate::ledger::{AbortOnDrop, Announce, Ledger};
+use crate::sql::db::{DbPool, SQLITE_GUARD_TABLE};
 use crate::store_config::StoreConfig;
 #[cfg(unix)]
-use crate::wake::{self, Announcer, Bound};
+use crate::support::wake::{self, Announcer, Bound};
+use crate::vocabulary::error::LedgerError;
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
 
@@ -111,7 +111,7 @@ impl Ledger {
         );
         #[cfg(unix)]
         if let Some(bound) = bound {
-            let task = tokio::spawn(wake::listen(bound, ledger.notifier()));
+            let task = tokio::spawn(wake::listen(bound, ledger.wakeups()));
             ledger.listener = Some(AbortOnDrop(task));
         }
         Ok(ledger)
@@ -141,8 +141,8 @@ mod tests {
     use sqlx::sqlite::SqlitePoolOptions;
 
     use super::MIGRATOR;
-    use crate::row::open_rows;
-    use crate::state::InvocationState;
+    use crate::sql::row::open_rows;
+    use crate::vocabulary::state::InvocationState;
 
     #[test]
     fn the_open_rows_are_the_states_that_are_not_terminal() {
@@ -195,13 +195,19 @@ mod tests {
             .unwrap();
         MIGRATOR.run(&pool).await.unwrap();
         let queries = [
-            (crate::sweep::EXPIRED_LEASES, "invocations_open"),
-            (crate::sweep::EXPIRED_WAITS, "invocations_open"),
+            (
+                crate::transitions::sweep::EXPIRED_LEASES,
+                "invocations_open",
+            ),
+            (crate::transitions::sweep::EXPIRED_WAITS, "invocations_open"),
             (crate::reads::PENDING_APPROVALS, "invocations_open"),
             (crate::reads::APPROVED_UNCLAIMED, "invocations_open"),
             (crate::reads::IN_DOUBT, "invocations_open"),
             (crate::reads::RUN_INVOCATIONS, "invocations_run_order"),
-            (crate::runs::WAITING_IN_RUN, "invocations_run_order"),
+            (
+                crate::transitions::runs::WAITING_IN_RUN,
+                "invocations_run_order",
+            ),
         ];
         for (where_, index) in queries {
             let sql = format!("EXPLAIN QUERY PLAN SELECT id FROM invocations WHERE {where_}");

@@ -24,21 +24,21 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use uuid::Uuid;
 
-use crate::agent_runs::{RunDetail, RunStep};
-use crate::confirmations::{Answered, Confirmation};
-use crate::error::{LedgerError, ToolError};
-use crate::ids::{InvocationId, RunId, SessionId};
-use crate::model::RunLease;
-use crate::model::{
+use crate::sql::tx::TxTool;
+use crate::support::notice::{Notice, NoticeRecord};
+use crate::transitions::agent_runs::{RunDetail, RunStep};
+use crate::transitions::confirmations::{Answered, Confirmation};
+use crate::transitions::pins::ToolPin;
+use crate::transitions::rate::{RateBudget, RateRefusal};
+use crate::transitions::request_states::StateUse;
+use crate::vocabulary::error::{LedgerError, ToolError};
+use crate::vocabulary::ids::{InvocationId, RunId, SessionId};
+use crate::vocabulary::model::RunLease;
+use crate::vocabulary::model::{
     ApprovalFilter, AuditReport, Decision, Invocation, NewInvocation, NewRun, NewSession, Recorded,
     ResumeOutcome, Run, Session, SweepReport,
 };
-use crate::notice::{Notice, NoticeRecord};
-use crate::pins::ToolPin;
-use crate::rate::{RateBudget, RateRefusal};
-use crate::request_states::StateUse;
-use crate::state::{InvocationState, RunStatus};
-use crate::tx::TxTool;
+use crate::vocabulary::state::{InvocationState, RunStatus};
 
 /// A result in the future, as every role's method returns.
 pub type LedgerFuture<'a, T> = BoxFuture<'a, Result<T, LedgerError>>;

@@ -4,8 +4,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::clock::{Clock, SystemClock};
-use crate::notice::OutboxRoute;
+use crate::support::notice::OutboxRoute;
+use crate::vocabulary::clock::{Clock, SystemClock};
 
 /// Settings shared by both backends.
 #[derive(Clone)]

@@ -13,24 +13,24 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use uuid::Uuid;
 
-use crate::agent_runs::{RunDetail, RunStep};
-use crate::confirmations::{Answered, Confirmation};
-use crate::error::ToolError;
-use crate::ids::{InvocationId, RunId, SessionId};
-use crate::model::{
-    ApprovalFilter, AuditReport, Decision, Invocation, NewInvocation, NewRun, NewSession, Recorded,
-    ResumeOutcome, Run, RunLease, Session, SweepReport,
-};
-use crate::notice::{Notice, NoticeRecord};
-use crate::pins::ToolPin;
-use crate::rate::{RateBudget, RateRefusal};
-use crate::request_states::StateUse;
-use crate::state::{InvocationState, RunStatus};
+use crate::sql::tx::TxTool;
 use crate::store::{
     AgentRuns, Confirmations, Invocations, LedgerFuture, Outbox, Pins, Rates, Reads, Sessions,
     Store,
 };
-use crate::tx::TxTool;
+use crate::support::notice::{Notice, NoticeRecord};
+use crate::transitions::agent_runs::{RunDetail, RunStep};
+use crate::transitions::confirmations::{Answered, Confirmation};
+use crate::transitions::pins::ToolPin;
+use crate::transitions::rate::{RateBudget, RateRefusal};
+use crate::transitions::request_states::StateUse;
+use crate::vocabulary::error::ToolError;
+use crate::vocabulary::ids::{InvocationId, RunId, SessionId};
+use crate::vocabulary::model::{
+    ApprovalFilter, AuditReport, Decision, Invocation, NewInvocation, NewRun, NewSession, Recorded,
+    ResumeOutcome, Run, RunLease, Session, SweepReport,
+};
+use crate::vocabulary::state::{InvocationState, RunStatus};
 
 /// `base` with `invocations` in its [`Invocations`] role; itself a [`Store`]. The override
 /// usually wraps the same base and changes one or two methods.

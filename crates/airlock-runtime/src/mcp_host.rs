@@ -3,7 +3,7 @@
 //! only the endpoint needs lives here, so [`Gateway`] keeps the one call path. Every `tools/call` is its own session on
 //! channel `mcp`, recorded under the authenticated principal, through [`Gateway::call`]; a call
 //! under the client's own key has the session that key names, so a re-send is the same row. The
-//! await tool (and a task's `get`) long-polls the ledger (woken by its notifier, never by
+//! await tool (and a task's `get`) long-polls the ledger (woken by its wakeups, never by
 //! polling), runs an approved call itself if it claims it first, and only shows a caller its
 //! own calls made on the MCP channel from the same scope, with who decided them.
 //! Withdrawing (a cancelled task) is a denial recorded under the caller's own name with a

@@ -8,14 +8,15 @@
 use std::time::Duration;
 
 use super::Ledger;
-use crate::agent_runs::{self, RunDetail, RunStep};
-use crate::confirmations::Answered;
-use crate::ids::RunId;
-use crate::model::{NewRun, ResumeOutcome, Run, RunLease};
-use crate::state::RunStatus;
+use crate::commit::writer::Prefetch;
 use crate::store::{AgentRuns, LedgerFuture};
-use crate::writer::Prefetch;
-use crate::{run_lease, runs};
+use crate::transitions::agent_runs::{self, RunDetail, RunStep};
+use crate::transitions::confirmations::Answered;
+use crate::transitions::run_lease;
+use crate::transitions::runs;
+use crate::vocabulary::ids::RunId;
+use crate::vocabulary::model::{NewRun, ResumeOutcome, Run, RunLease};
+use crate::vocabulary::state::RunStatus;
 
 impl AgentRuns for Ledger {
     fn start_run(

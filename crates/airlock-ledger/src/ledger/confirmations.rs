@@ -4,10 +4,10 @@
 //! and taking it serialize with each other.
 
 use super::Ledger;
-use crate::confirmations::{self, Answered, Confirmation};
-use crate::ids::{RunId, SessionId};
+use crate::commit::writer::Prefetch;
 use crate::store::{Confirmations, LedgerFuture};
-use crate::writer::Prefetch;
+use crate::transitions::confirmations::{self, Answered, Confirmation};
+use crate::vocabulary::ids::{RunId, SessionId};
 
 impl Confirmations for Ledger {
     fn hold_confirmation(&self, held: Confirmation) -> LedgerFuture<'_, ()> {

@@ -4,7 +4,7 @@
 //! Guarantees: a session's records queue on the session's lane (a later round of a relayed call
 //! on the lane of the round it follows, LEDGER-62), so (session, call id) dedupes inside the
 //! process and a session's events stay in one chain in order; every other write to a row queues
-//! on the row's lane; a transactional tool runs as a job of its own (`tx_job`); the sweep runs
+//! on the row's lane; a transactional tool runs as a job of its own (`transactional`); the sweep runs
 //! on one fixed lane and changes at most `StoreConfig::sweep_limit` rows of each kind.
 
 use std::time::Duration;
@@ -14,16 +14,20 @@ use time::OffsetDateTime;
 use tokio::sync::oneshot;
 
 use super::Ledger;
-use super::tx_job::TxJob;
-use crate::clock::truncate;
-use crate::error::{LedgerError, ToolError};
-use crate::ids::InvocationId;
-use crate::model::{Decision, Invocation, NewInvocation, Recorded, SweepReport};
-use crate::request_states::{self, StateUse};
+use super::transactional::TxJob;
+use crate::commit::writer::Prefetch;
+use crate::sql::tx::TxTool;
 use crate::store::{Invocations, LedgerFuture};
-use crate::tx::TxTool;
-use crate::writer::Prefetch;
-use crate::{decide, lease, record, relayed, sweep};
+use crate::transitions::decide;
+use crate::transitions::lease;
+use crate::transitions::record;
+use crate::transitions::request_states::{self, StateUse};
+use crate::transitions::sweep;
+use crate::transitions::upstream_task;
+use crate::vocabulary::clock::truncate;
+use crate::vocabulary::error::{LedgerError, ToolError};
+use crate::vocabulary::ids::InvocationId;
+use crate::vocabulary::model::{Decision, Invocation, NewInvocation, Recorded, SweepReport};
 
 impl Invocations for Ledger {
     fn record(&self, new: NewInvocation) -> LedgerFuture<'_, Recorded> {
@@ -160,12 +164,12 @@ impl Invocations for Ledger {
         let hint = Prefetch::Running(id, owner.clone());
         Box::pin(self.writer.submit(id.0, hint, move |tx, b| {
             let (owner, task) = (owner.clone(), task.clone());
-            Box::pin(async move { relayed::relay(tx, b, id, &owner, &task, lease).await })
+            Box::pin(async move { upstream_task::relay(tx, b, id, &owner, &task, lease).await })
         }))
     }
 
     fn relayed_task(&self, id: InvocationId) -> LedgerFuture<'_, Option<String>> {
-        Box::pin(relayed::upstream_task(&self.pool, id))
+        Box::pin(upstream_task::upstream_task(&self.pool, id))
     }
 
     fn sweep(&self, now: OffsetDateTime) -> LedgerFuture<'_, SweepReport> {

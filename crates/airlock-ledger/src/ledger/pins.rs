@@ -4,9 +4,9 @@
 //! the ledger's.
 
 use super::Ledger;
-use crate::pins::{self, ToolPin};
+use crate::commit::writer::Prefetch;
 use crate::store::{LedgerFuture, Pins};
-use crate::writer::Prefetch;
+use crate::transitions::pins::{self, ToolPin};
 
 impl Pins for Ledger {
     fn tool_pins(&self) -> LedgerFuture<'_, Vec<ToolPin>> {

@@ -6,11 +6,11 @@
 //! spends from the same budget.
 
 use super::Ledger;
-use crate::clock::to_micros;
-use crate::db::DbPool;
-use crate::rate::{self, RateBudget, RateRefusal};
+use crate::commit::writer::Prefetch;
+use crate::sql::db::DbPool;
 use crate::store::{LedgerFuture, Rates};
-use crate::writer::Prefetch;
+use crate::transitions::rate::{self, RateBudget, RateRefusal};
+use crate::vocabulary::clock::to_micros;
 
 impl Rates for Ledger {
     fn take_rate(&self, budgets: Vec<RateBudget>) -> LedgerFuture<'_, Option<RateRefusal>> {

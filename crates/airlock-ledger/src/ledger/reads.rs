@@ -1,4 +1,4 @@
-//! [`Reads`] for [`Ledger`]: reads go to the read pool, through `current` so an overdue parked
+//! [`Reads`] for [`Ledger`]: reads go to the read pool, through `fresh_reads` so an overdue parked
 //! row is expired before anyone sees it.
 //!
 //! Guarantees: a read waits on a writer lane only to expire an overdue row; a waiter registers
@@ -11,13 +11,13 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::Ledger;
-use crate::chain;
-use crate::clock::to_micros;
-use crate::ids::{InvocationId, RunId, SessionId};
-use crate::model::{ApprovalFilter, AuditReport, Invocation};
 use crate::reads::{self, text};
-use crate::state::InvocationState;
 use crate::store::{LedgerFuture, Reads};
+use crate::support::chain;
+use crate::vocabulary::clock::to_micros;
+use crate::vocabulary::ids::{InvocationId, RunId, SessionId};
+use crate::vocabulary::model::{ApprovalFilter, AuditReport, Invocation};
+use crate::vocabulary::state::InvocationState;
 
 impl Reads for Ledger {
     fn get(&self, id: InvocationId) -> LedgerFuture<'_, Invocation> {
@@ -34,7 +34,7 @@ impl Reads for Ledger {
         deadline: Instant,
     ) -> LedgerFuture<'_, Invocation> {
         Box::pin(async move {
-            let watch = self.notifier.watch(id);
+            let watch = self.wakeups.watch(id);
             let mut notified = pin!(watch.notify.notified());
             // Registered before the read: a change committed after this line wakes us.
             notified.as_mut().enable();
@@ -61,7 +61,7 @@ impl Reads for Ledger {
     }
 
     fn approvals(&self) -> watch::Receiver<()> {
-        self.notifier.approvals()
+        self.wakeups.approvals()
     }
 
     fn pending_approvals(&self, filter: ApprovalFilter) -> LedgerFuture<'_, Vec<Invocation>> {

@@ -6,14 +6,14 @@
 //! later one, never racing it; a cancel cancels the run's nested runs in the same commit.
 
 use super::Ledger;
-use crate::agent_runs;
-use crate::ids::{RunId, SessionId};
-use crate::model::{NewRun, NewSession, ResumeOutcome, Run, Session};
+use crate::commit::writer::Prefetch;
 use crate::reads;
-use crate::runs;
-use crate::state::RunStatus;
 use crate::store::{LedgerFuture, Sessions};
-use crate::writer::Prefetch;
+use crate::transitions::agent_runs;
+use crate::transitions::runs;
+use crate::vocabulary::ids::{RunId, SessionId};
+use crate::vocabulary::model::{NewRun, NewSession, ResumeOutcome, Run, Session};
+use crate::vocabulary::state::RunStatus;
 
 impl Sessions for Ledger {
     fn create_session(&self, id: SessionId, new: NewSession) -> LedgerFuture<'_, Session> {

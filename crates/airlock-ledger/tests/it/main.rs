@@ -18,6 +18,7 @@ harness::both_backends!(
     ledger_8_expired_lease_in_doubt,
     ledger_9_idempotent_rerun,
     ledger_10_claimed_row_does_not_stay_running,
+    ledger_64_no_process_claims_as_the_upstream_task,
     decl_11_remote_never_transactional,
     policy_1_always_parks,
     policy_2_never_runs_at_once,

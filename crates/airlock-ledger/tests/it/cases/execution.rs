@@ -323,6 +323,27 @@ pub(crate) async fn ledger_9_idempotent_rerun(h: &Harness) {
 
 /// LEDGER-10: (ledger side) A row claimed by a process that stops renewing its lease does not stay
 /// running: renewals keep it alive, and after the lease it is in doubt or re-run.
+/// LEDGER-64: the relay's lease owner marks a row that runs as its upstream's task, so no
+/// process may claim under that name; a row claimed by a process is not such a row.
+pub(crate) async fn ledger_64_no_process_claims_as_the_upstream_task(h: &Harness) {
+    let s = h.session().await;
+    let id = h
+        .store
+        .record(h.call(s, "mcp_write", json!({"a": 1})))
+        .await
+        .unwrap()
+        .invocation
+        .id;
+    let refused = h.store.claim(id, airlock_ledger::RELAY_OWNER, LEASE).await;
+    assert!(
+        matches!(refused, Err(LedgerError::Invalid(_))),
+        "{refused:?}"
+    );
+    assert_eq!(h.store.get(id).await.unwrap().state, S::Pending);
+    let claimed = h.store.claim(id, "endpoint-1", LEASE).await.unwrap();
+    assert!(!claimed.runs_as_upstream_task());
+}
+
 pub(crate) async fn ledger_10_claimed_row_does_not_stay_running(h: &Harness) {
     let s = h.session().await;
     let amo = h

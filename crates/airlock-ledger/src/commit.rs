@@ -1,0 +1,5 @@
+//! Group commit: runs the transitions as jobs in shared transactions, one fsync a batch; no
+//! transition sees it.
+
+pub(crate) mod telemetry;
+pub(crate) mod writer;

@@ -1,0 +1,576 @@
+//! Group commit: every write goes through a writer lane that batches whatever is queued into
+//! one transaction, so one fsync covers many callers' writes.
+//!
+//! Guarantees. A caller's write is acknowledged only after the transaction containing it has
+//! committed (durably: see the store's `synchronous` / `synchronous_commit` settings). Jobs in
+//! a batch run one after another in arrival order, so they see each other's writes exactly as
+//! if each had committed alone. A job's own refusal (wrong state, taken, …) writes nothing and
+//! does not disturb its batch; a database error rolls the whole batch back, and each job is
+//! then retried alone, so one bad job never fails its neighbours.
+//!
+//! A store has one lane on SQLite (one writer at a time is all SQLite allows) and several on
+//! PostgreSQL (each its own connection and audit chain). Jobs for one row always go to the same
+//! lane, so they never race each other inside the process; across processes the row-level
+//! compare-and-swap decides.
+//!
+//! This is the seam between the state machine and the database: the writer runs [`Job`]s on a
+//! [`Batch`] and commits them, and knows nothing of the transitions the jobs run (the store in
+//! `ledger` builds the jobs). A reader of the state machine can leave this module for last.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use tokio::sync::{mpsc, oneshot};
+use uuid::Uuid;
+
+use crate::commit::telemetry::{self, CommitSpan};
+use crate::sql::db::{CountedWrite, DbPool};
+use crate::sql::tx::LedgerTx;
+use crate::support::cache::{RecentRows, SessionCache};
+use crate::support::chain::{self, Chain};
+use crate::support::deferred;
+use crate::support::notice::Routes;
+#[cfg(unix)]
+use crate::support::wake::Announcer;
+use crate::support::wakeups::{self, Wakeups};
+use crate::transitions::batch::Batch;
+use crate::vocabulary::clock::{Clock, truncate};
+use crate::vocabulary::error::LedgerError;
+use crate::vocabulary::ids::InvocationId;
+use crate::vocabulary::state::InvocationState;
+
+/// The most jobs one transaction takes.
+const MAX_BATCH: usize = 256;
+
+/// Most times a lane yields to let callers queue more before it starts a batch.
+const GATHER_YIELDS: usize = 4;
+
+/// A unit of work for a writer lane.
+pub(crate) trait Job: Send {
+    /// Runs alone in its own transaction (a transactional tool's body).
+    fn exclusive(&self) -> bool {
+        false
+    }
+    /// The invocation the job reads first, fetched for the whole batch in one query.
+    fn prefetch(&self) -> Prefetch {
+        Prefetch::Nothing
+    }
+    /// Applies the job. `Err` only for database errors, which abort the batch.
+    fn run<'a>(
+        &'a mut self,
+        tx: &'a mut LedgerTx,
+        batch: &'a mut Batch,
+    ) -> BoxFuture<'a, Result<(), sqlx::Error>>;
+    /// Sends the job's outcome (called after commit).
+    fn reply(self: Box<Self>);
+    /// Sends a database error (the job's transaction did not commit).
+    fn fail(self: Box<Self>, e: sqlx::Error);
+}
+
+/// The row a job reads first, so the batch can read its jobs' rows in one query.
+#[derive(Debug, Clone)]
+pub(crate) enum Prefetch {
+    Nothing,
+    /// Read in the transaction: the job checks the row's content (a claim verifies the
+    /// arguments before anything runs, a decision binds to them), which only the database
+    /// holds as it is now.
+    Fresh(InvocationId),
+    /// A call this process runs under the lease of `owner` (renew, finish): the row as the
+    /// last commit left it will do, if the writer still has it running under that lease
+    /// (see `cache`).
+    Running(InvocationId, String),
+}
+
+/// A retryable job built from a closure.
+struct FnJob<T, F> {
+    f: F,
+    hint: Prefetch,
+    out: Option<Result<T, LedgerError>>,
+    reply: oneshot::Sender<Result<T, LedgerError>>,
+}
+
+impl<T, F> Job for FnJob<T, F>
+where
+    T: Send + 'static,
+    F: for<'a> Fn(&'a mut LedgerTx, &'a mut Batch) -> BoxFuture<'a, Result<T, LedgerError>>
+        + Send
+        + 'static,
+{
+    fn prefetch(&self) -> Prefetch {
+        self.hint.clone()
+    }
+
+    fn run<'a>(
+        &'a mut self,
+        tx: &'a mut LedgerTx,
+        batch: &'a mut Batch,
+    ) -> BoxFuture<'a, Result<(), sqlx::Error>> {
+        Box::pin(async move {
+            match (self.f)(tx, batch).await {
+                Err(LedgerError::Database(e)) => Err(e),
+                other => {
+                    self.out = Some(other);
+                    Ok(())
+                }
+            }
+        })
+    }
+
+    fn reply(self: Box<Self>) {
+        let out = self.out.unwrap_or(Err(LedgerError::Closed));
+        // The caller may have gone away (cancelled); the write stands regardless.
+        let _ = self.reply.send(out);
+    }
+
+    fn fail(self: Box<Self>, e: sqlx::Error) {
+        let _ = self.reply.send(Err(LedgerError::Database(e)));
+    }
+}
+
+/// Shared by the lanes.
+pub(crate) struct LaneContext {
+    pub(crate) pool: DbPool,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) wakeups: Arc<Wakeups>,
+    pub(crate) approval_ttl: Duration,
+    pub(crate) sessions: Arc<SessionCache>,
+    pub(crate) recent: RecentRows,
+    /// The outbox's routes (LEDGER-30); empty: no outbox rows.
+    pub(crate) routes: Routes,
+    /// SQLite: tells the database's listening stores in other processes (see `wake`).
+    #[cfg(unix)]
+    pub(crate) wake: Option<Announcer>,
+    /// Transactions the lanes committed (see `Ledger::commits`).
+    pub(crate) commits: Arc<AtomicU64>,
+    /// Their time in nanoseconds, from `BEGIN` to the commit's acknowledgement (see
+    /// `Ledger::commit_time`).
+    pub(crate) commit_ns: Arc<AtomicU64>,
+    /// PostgreSQL: acknowledge a batch's callers at its commit, not once its `NOTIFY` is sent
+    /// (OPS-57): a process that listens serves on, so its announcements leave anyway.
+    pub(crate) ack_at_commit: bool,
+}
+
+/// What a committed transaction changed, for the wake-ups.
+struct Committed {
+    changed: Vec<InvocationId>,
+    /// Some changed row is now approved (a worker should look).
+    approved: bool,
+    /// The commit wrote outbox rows (the delivery worker should look).
+    noticed: bool,
+}
+
+/// Handles to the writer lanes; dropping it stops them once their queues drain.
+pub(crate) struct Writer {
+    lanes: Vec<mpsc::UnboundedSender<Box<dyn Job>>>,
+}
+
+impl Writer {
+    pub(crate) fn start(ctx: &Arc<LaneContext>, lanes: usize) -> Self {
+        let notices = match &ctx.pool {
+            DbPool::Postgres(pool) => {
+                let (tx, rx) = mpsc::unbounded_channel();
+                tokio::spawn(pg_announcer(pool.clone(), rx));
+                Some(tx)
+            }
+            DbPool::Sqlite(_) => None,
+        };
+        let lanes = (0..lanes.max(1))
+            .map(|lane| {
+                let (tx, rx) = mpsc::unbounded_channel();
+                let lane = Lane {
+                    ctx: Arc::clone(ctx),
+                    lane: i64::try_from(lane).unwrap_or(0),
+                    head: None,
+                    notices: notices.clone(),
+                };
+                tokio::spawn(lane_loop(lane, rx));
+                tx
+            })
+            .collect();
+        Self { lanes }
+    }
+
+    fn lane_for(&self, key: Uuid) -> &mpsc::UnboundedSender<Box<dyn Job>> {
+        &self.lanes[self.lane_index(key)]
+    }
+
+    fn lane_index(&self, key: Uuid) -> usize {
+        let n = self.lanes.len() as u128;
+        // UUIDv7's low bits are random: an even spread, and one row always maps to one lane.
+        usize::try_from(key.as_u128() % n).unwrap_or(0)
+    }
+
+    /// Queues `f` on the lane of `key` and waits for the commit that contains it. `hint` names
+    /// the invocation `f` reads first, so the batch can fetch it with its neighbours'.
+    pub(crate) async fn submit<T, F>(
+        &self,
+        key: Uuid,
+        hint: Prefetch,
+        f: F,
+    ) -> Result<T, LedgerError>
+    where
+        T: Send + 'static,
+        F: for<'a> Fn(&'a mut LedgerTx, &'a mut Batch) -> BoxFuture<'a, Result<T, LedgerError>>
+            + Send
+            + 'static,
+    {
+        let (reply, rx) = oneshot::channel();
+        let job = FnJob {
+            f,
+            hint,
+            out: None,
+            reply,
+        };
+        // LEDGER-38: a traced call's write is a span, queueing included.
+        let traced = CommitSpan::start(self.lane_index(key));
+        let result = match self.submit_job(key, Box::new(job)) {
+            Ok(()) => rx.await.unwrap_or(Err(LedgerError::Closed)),
+            Err(e) => Err(e),
+        };
+        if let Some(traced) = traced {
+            traced.finish(&result);
+        }
+        result
+    }
+
+    /// Queues a prepared job on the lane of `key`.
+    pub(crate) fn submit_job(&self, key: Uuid, job: Box<dyn Job>) -> Result<(), LedgerError> {
+        self.lane_for(key)
+            .send(job)
+            .map_err(|_| LedgerError::Closed)
+    }
+}
+
+/// One writer lane: its number, and the head of its audit chain as its last commit left it.
+///
+/// The cached head saves a read per batch. Another process writing the same lane (a CLI
+/// decision, a second replica) makes it stale; then the batch's first event collides with that
+/// process's on the chain's primary key `(lane, seq)`, and the batch is run again on a head
+/// read afresh — a stale head can cost a retry, never a fork of the chain.
+struct Lane {
+    ctx: Arc<LaneContext>,
+    lane: i64,
+    head: Option<(i64, String)>,
+    /// PostgreSQL: the store's announcer, which sends the NOTIFYs (see [`pg_announcer`]).
+    notices: Option<mpsc::UnboundedSender<Notice>>,
+}
+
+async fn lane_loop(mut lane: Lane, mut rx: mpsc::UnboundedReceiver<Box<dyn Job>>) {
+    while let Some(first) = rx.recv().await {
+        let queued = gather(first, &mut rx).await;
+        let mut group = Vec::with_capacity(queued.len());
+        for job in queued {
+            if job.exclusive() {
+                lane.run_group(std::mem::take(&mut group)).await;
+                lane.run_group(vec![job]).await;
+            } else {
+                group.push(job);
+            }
+        }
+        lane.run_group(group).await;
+    }
+}
+
+/// Group commit: takes what queued while the previous batch was committing, then yields to
+/// let callers that batch just answered queue their next write, for as long as that brings
+/// more. Without this the lane starts a batch with the first caller back and everyone else
+/// waits a whole commit behind it. Yielding costs microseconds, not a timer's milliseconds.
+async fn gather(
+    first: Box<dyn Job>,
+    rx: &mut mpsc::UnboundedReceiver<Box<dyn Job>>,
+) -> Vec<Box<dyn Job>> {
+    let mut queued = vec![first];
+    for _ in 0..GATHER_YIELDS {
+        let before = queued.len();
+        while queued.len() < MAX_BATCH {
+            match rx.try_recv() {
+                Ok(job) => queued.push(job),
+                Err(_) => break,
+            }
+        }
+        if queued.len() >= MAX_BATCH || (queued.len() == before && before > 1) {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    queued
+}
+
+impl Lane {
+    async fn run_group(&mut self, mut jobs: Vec<Box<dyn Job>>) {
+        if jobs.is_empty() {
+            return;
+        }
+        match self.attempt(&mut jobs).await {
+            Ok(committed) => {
+                self.settle(&committed, jobs);
+            }
+            Err(e) if jobs.len() == 1 => {
+                tracing::warn!(error = %e, "ledger write failed");
+                if let Some(job) = jobs.pop() {
+                    job.fail(e);
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, jobs = jobs.len(), "ledger batch failed; retrying jobs one by one");
+                for job in jobs {
+                    let mut one = vec![job];
+                    match self.attempt(&mut one).await {
+                        Ok(committed) => {
+                            self.settle(&committed, one);
+                        }
+                        Err(e) => one.into_iter().for_each(|j| j.fail(clone_error(&e))),
+                    }
+                }
+            }
+        }
+    }
+
+    /// One transaction for `jobs`, from the cached chain head and with queued writes; run
+    /// again from a head read afresh if the cached one was stale, and a lone job again with
+    /// immediate writes if a queued write lost its race, so its refusal names exactly what it
+    /// met (taken, wrong state, already recorded).
+    async fn attempt(&mut self, jobs: &mut [Box<dyn Job>]) -> Result<Committed, sqlx::Error> {
+        // A transactional tool's body runs once: its job cannot be rerun, so it reads the
+        // head fresh (under the lane's write lock, where it cannot be stale) and writes at once.
+        let rerunnable = !jobs.iter().any(|j| j.exclusive());
+        let mut head = self.head.take().filter(|_| rerunnable);
+        let mut queued = rerunnable;
+        // A lost race for the lane's next `seq` is run again on a head read afresh. A head read
+        // under the lane's lock can still lose to another process's lone write, which takes
+        // no lock (LEDGER-53), so that is retried too — a bounded number of times. The lost
+        // race of a queued write clears its own condition.
+        let mut collisions = 0;
+        let result = loop {
+            match attempt(&self.ctx, self.lane, jobs, head.take(), queued).await {
+                Err(e) if is_unique_violation(&e) && collisions < MAX_COLLISIONS => {
+                    collisions += 1;
+                }
+                Err(e) if queued && jobs.len() == 1 && deferred::is_lost_race(&e) => {
+                    queued = false;
+                }
+                other => break other,
+            }
+        };
+        result.map(|(changed, head)| {
+            self.head = Some(head);
+            changed
+        })
+    }
+}
+
+/// Whether a committed row is news for a background worker: it became approved (the decisions
+/// worker runs it), or it is an agent run's call a person settled — decided, answered, expired,
+/// resolved — or that finished after being decided, so the run may resume (docs/rules.md
+/// AGENT-7).
+fn wakes_workers(row: &crate::vocabulary::model::Invocation) -> bool {
+    let decided = row.decision.is_some() || row.resolution.is_some();
+    row.state == InvocationState::Approved
+        || (row.run_id.is_some()
+            && (decided || row.state == InvocationState::Expired)
+            && row.state.is_terminal())
+}
+
+/// How often one batch is run again after colliding on its lane's chain key.
+const MAX_COLLISIONS: u32 = 8;
+
+fn is_unique_violation(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(db) if db.is_unique_violation())
+}
+
+/// Not inside the write transaction: a transaction that notifies holds PostgreSQL's
+/// database-wide notify lock from before its commit record until after the commit is flushed,
+/// so every lane's commits (and their fsyncs) would queue one behind another. The notification
+/// is only a hint — a waiter re-reads the row, and one that misses it still wakes at its
+/// deadline — so it goes in a transaction of its own that skips the flush wait. Nor is it on
+/// the lane's path: the lane hands it, with the batch's jobs, to the store's announcer and
+/// starts its next batch at once; the announcer acknowledges the jobs once the notification is
+/// sent, so a caller that exits as soon as its write is acknowledged (a CLI decision) has still
+/// told every other process (docs/rules.md OPS-43). A store that listens serves on (OPS-57):
+/// its callers are answered at the commit, two round trips sooner on a call's path, and the
+/// announcement still leaves, in commit order, right behind.
+impl Lane {
+    fn settle(&self, committed: &Committed, jobs: Vec<Box<dyn Job>>) {
+        let ctx = &self.ctx;
+        ctx.wakeups.wake_many(&committed.changed);
+        if committed.approved {
+            ctx.wakeups.approved();
+        }
+        if committed.noticed {
+            ctx.wakeups.noticed();
+        }
+        let messages = wakeups::messages(&committed.changed, committed.approved);
+        #[cfg(unix)]
+        if let Some(wake) = &ctx.wake {
+            wake.send(&messages);
+        }
+        let Some(notices) = &self.notices else {
+            jobs.into_iter().for_each(Job::reply);
+            return;
+        };
+        // OPS-57: a serving process answers its callers now; only the announcement is left.
+        let (jobs, held) = if ctx.ack_at_commit {
+            (Vec::new(), jobs)
+        } else {
+            (jobs, Vec::new())
+        };
+        held.into_iter().for_each(Job::reply);
+        if messages.is_empty() && jobs.is_empty() {
+            return;
+        }
+        if let Err(mpsc::error::SendError(notice)) = notices.send(Notice { messages, jobs }) {
+            // The announcer ends only after the lanes; acknowledge here all the same.
+            notice.jobs.into_iter().for_each(Job::reply);
+        }
+    }
+}
+
+/// A committed batch's announcements and the jobs to acknowledge once they are sent.
+struct Notice {
+    messages: Vec<String>,
+    jobs: Vec<Box<dyn Job>>,
+}
+
+/// Most batches one NOTIFY statement announces.
+const NOTICES_PER_STATEMENT: usize = 64;
+
+/// Sends the lanes' announcements — whatever queued meanwhile in one statement, so one round
+/// trip however many batches committed while the last one was out, in commit order — then
+/// acknowledges their jobs. Ends when every lane has ended.
+async fn pg_announcer(pool: sqlx::PgPool, mut rx: mpsc::UnboundedReceiver<Notice>) {
+    while let Some(first) = rx.recv().await {
+        let mut notices = vec![first];
+        while notices.len() < NOTICES_PER_STATEMENT {
+            match rx.try_recv() {
+                Ok(notice) => notices.push(notice),
+                Err(_) => break,
+            }
+        }
+        let messages: Vec<String> = notices
+            .iter_mut()
+            .flat_map(|n| std::mem::take(&mut n.messages))
+            .collect();
+        if !messages.is_empty()
+            && let Err(error) = notify(&pool, messages).await
+        {
+            tracing::warn!(%error, "ledger NOTIFY failed; other processes' waiters wake at their deadline");
+        }
+        for notice in notices {
+            notice.jobs.into_iter().for_each(Job::reply);
+        }
+    }
+}
+
+/// One statement, so one round trip: its implicit transaction commits with the local
+/// `synchronous_commit = off` the same statement set.
+async fn notify(pool: &sqlx::PgPool, messages: Vec<String>) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "SELECT set_config('synchronous_commit', 'off', true), pg_notify('airlock_ledger', m) \
+         FROM unnest($1::text[]) AS m",
+    )
+    .bind(messages)
+    .execute(pool)
+    .await
+    .map(|_| ())
+}
+
+/// `sqlx::Error` is not `Clone`; keep the message for the one job it belongs to.
+fn clone_error(e: &sqlx::Error) -> sqlx::Error {
+    sqlx::Error::Protocol(e.to_string())
+}
+
+/// One transaction: the jobs, their writes and events, the commit. Returns what changed and
+/// the lane's chain head after the commit.
+async fn attempt(
+    ctx: &LaneContext,
+    lane: i64,
+    jobs: &mut [Box<dyn Job>],
+    head: Option<(i64, String)>,
+    queued: bool,
+) -> Result<(Committed, (i64, String)), sqlx::Error> {
+    let begun = std::time::Instant::now();
+    let mut inner = ctx.pool.begin_write(lane).await?;
+    inner.set_sole(jobs.len() == 1);
+    let mut tx = LedgerTx { inner };
+    let result = match fill(ctx, lane, &mut tx, jobs, head, queued).await {
+        Ok((writes, batch)) => match tx.inner.commit_writes(writes).await {
+            Ok(true) => {
+                ctx.commits.fetch_add(1, Ordering::Relaxed);
+                let spent = u64::try_from(begun.elapsed().as_nanos()).unwrap_or(u64::MAX);
+                ctx.commit_ns.fetch_add(spent, Ordering::Relaxed);
+                telemetry::committed(begun, jobs.len());
+                ctx.recent.keep(batch.rows.values());
+                let approved = batch
+                    .changed
+                    .iter()
+                    .filter_map(|id| batch.rows.get(id))
+                    .any(wakes_workers);
+                let committed = Committed {
+                    changed: batch.changed,
+                    approved,
+                    noticed: batch.noticed,
+                };
+                Ok((committed, batch.chain.into_head()))
+            }
+            Ok(false) => Err(deferred::lost_race()),
+            Err(e) => Err(e),
+        },
+        Err(e) => {
+            let _ = tx.inner.rollback().await;
+            Err(e)
+        }
+    };
+    if result.is_err() {
+        // A session this batch created may have been cached, and a cached row it started from
+        // may have moved on; neither is known after all.
+        ctx.sessions.clear();
+        ctx.recent.clear();
+    }
+    result
+}
+
+/// Runs the jobs in the open transaction; returns the writes still to make (queued rows, then
+/// audit events) and the batch as the jobs left it.
+async fn fill(
+    ctx: &LaneContext,
+    lane: i64,
+    tx: &mut LedgerTx,
+    jobs: &mut [Box<dyn Job>],
+    head: Option<(i64, String)>,
+    queued: bool,
+) -> Result<(Vec<CountedWrite>, Batch), sqlx::Error> {
+    let head = match head {
+        Some(head) => head,
+        None => chain::head(&mut tx.inner, lane).await?,
+    };
+    let mut batch = Batch::new(
+        truncate(ctx.clock.now()),
+        ctx.approval_ttl,
+        Chain::new(lane, head),
+        Arc::clone(&ctx.sessions),
+        queued,
+        Arc::clone(&ctx.routes),
+    );
+    let (mut fresh, mut running) = (Vec::new(), Vec::new());
+    for job in jobs.iter() {
+        match job.prefetch() {
+            Prefetch::Nothing => {}
+            Prefetch::Fresh(id) => fresh.push(id),
+            // A stale row here fails the batch's guard and the batch reruns from the database.
+            Prefetch::Running(id, owner) if queued => running.push((id, owner)),
+            Prefetch::Running(id, _) => fresh.push(id),
+        }
+    }
+    fresh.extend(ctx.recent.lend(running, &mut batch.rows));
+    // A row both fresh and lent is read again: the fresh read wins.
+    fresh.sort_unstable();
+    fresh.dedup();
+    batch.prefetch(tx, &fresh).await?;
+    for job in jobs.iter_mut() {
+        job.run(tx, &mut batch).await?;
+    }
+    let writes = batch.take_writes(&tx.inner);
+    Ok((writes, batch))
+}

@@ -1,0 +1,198 @@
+//! Decisions by named people, and the transactional effect mode.
+//!
+//! A decision is one compare-and-swap from a parked state; the first decision stands and every
+//! later one is refused with the first decider's name. Expiry is applied before deciding, so an
+//! overdue row is expired (and stays expired) instead of approved.
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::sql::tx::{LedgerTx, TxTool};
+use crate::transitions::batch::Batch;
+use crate::transitions::expiry::load_current;
+use crate::transitions::lease::{CLAIM_FROM, claimed, finished};
+use crate::transitions::runs::check_run_open;
+use crate::vocabulary::error::{LedgerError, ToolError, ToolErrorKind};
+use crate::vocabulary::ids::InvocationId;
+use crate::vocabulary::model::{
+    CallerOutcome, Decision, DecisionRecord, Invocation, ResolutionRecord,
+};
+use crate::vocabulary::state::{DecisionKind, InvocationState as S, Resolution};
+
+const APPROVE_FROM: &[S] = &[S::AwaitingApproval, S::Proposed];
+const DENY_FROM: &[S] = &[S::AwaitingApproval, S::AwaitingAnswer, S::Proposed];
+const ANSWER_FROM: &[S] = &[S::AwaitingAnswer];
+const RESOLVE_FROM: &[S] = &[S::InDoubt];
+const RECORD_FROM: &[S] = &[S::Proposed];
+const WITHDRAW_FROM: &[S] = &[S::AwaitingApproval, S::AwaitingAnswer];
+
+fn expected_for(decision: &Decision) -> &'static [S] {
+    match decision {
+        Decision::Approve => APPROVE_FROM,
+        Decision::Deny { .. } => DENY_FROM,
+        Decision::Answer { .. } => ANSWER_FROM,
+        Decision::Resolve { .. } => RESOLVE_FROM,
+        Decision::Record { .. } => RECORD_FROM,
+        Decision::Withdraw => WITHDRAW_FROM,
+    }
+}
+
+/// Why `decision` cannot apply to `inv` as it stands.
+fn refuse(inv: &Invocation, decision: &Decision) -> LedgerError {
+    if inv.state == S::Expired {
+        return LedgerError::Expired {
+            id: inv.id,
+            expires_at: inv.expires_at.unwrap_or(inv.updated_at),
+        };
+    }
+    let first = match decision {
+        Decision::Resolve { .. } => inv
+            .resolution
+            .as_ref()
+            .map(|r| (r.by.clone(), format!("resolved: {}", r.resolution))),
+        _ => inv
+            .decision
+            .as_ref()
+            .map(|d| (d.by.clone(), d.decision.to_string())),
+    };
+    match first {
+        Some((by, decision)) => LedgerError::AlreadyDecided {
+            id: inv.id,
+            by,
+            decision,
+        },
+        None => LedgerError::WrongState {
+            id: inv.id,
+            expected: expected_for(decision),
+            actual: inv.state,
+        },
+    }
+}
+
+pub(crate) async fn decide(
+    tx: &mut LedgerTx,
+    batch: &mut Batch,
+    id: InvocationId,
+    by: &str,
+    decision: &Decision,
+) -> Result<Invocation, LedgerError> {
+    if let Some(problem) = decision.problem() {
+        return Err(LedgerError::Invalid(problem.to_owned()));
+    }
+    let inv = load_current(tx, batch, id).await?;
+    if !expected_for(decision).contains(&inv.state) {
+        return Err(refuse(&inv, decision));
+    }
+    // A proposal outlives its run (AGENT-31): the run that made it may have ended any way.
+    if inv.state != S::Proposed {
+        check_run_open(tx, &inv).await?;
+    }
+    let mut next = inv.clone();
+    let record = |kind, reason| DecisionRecord {
+        by: by.to_owned(),
+        decision: kind,
+        reason,
+        at: batch.now,
+    };
+    match decision {
+        Decision::Approve => {
+            next.state = S::Approved;
+            next.decision = Some(record(DecisionKind::Approved, None));
+        }
+        Decision::Deny { reason } => {
+            next.state = S::Denied;
+            next.decision = Some(record(DecisionKind::Denied, Some(reason.clone())));
+        }
+        Decision::Withdraw => {
+            next.state = S::Denied;
+            next.decision = Some(record(DecisionKind::Withdrawn, None));
+        }
+        Decision::Answer { text } => {
+            next.state = S::Succeeded;
+            next.result = Some(json!({ "answer": text }));
+            next.decision = Some(record(DecisionKind::Answered, Some(text.clone())));
+        }
+        Decision::Resolve { resolution, note } => {
+            next.state = match resolution {
+                Resolution::Ran => S::Resolved,
+                Resolution::DidNotRun => S::Approved,
+                // Never runs: nothing can claim an `abandoned` row (LEDGER-2).
+                Resolution::Abandoned => S::Abandoned,
+            };
+            next.lease = None;
+            next.resolution = Some(ResolutionRecord {
+                by: by.to_owned(),
+                resolution: *resolution,
+                note: note.clone(),
+                at: batch.now,
+            });
+        }
+        // DECIDE-13: the caller's own outcome settles the proposal; airlock never runs it.
+        Decision::Record { outcome } => {
+            let reason = match outcome {
+                CallerOutcome::Completed { result } => {
+                    next.state = S::Succeeded;
+                    next.result = Some(result.clone());
+                    None
+                }
+                CallerOutcome::ToolError { message } => {
+                    next.state = S::Failed;
+                    next.error = Some(ToolError::new(ToolErrorKind::ToolFailed, message.clone()));
+                    None
+                }
+                CallerOutcome::Rejected { reason } => {
+                    next.state = S::Denied;
+                    Some(reason.clone())
+                }
+            };
+            next.decision = Some(record(DecisionKind::Recorded, reason));
+        }
+    }
+    next.expires_at = None;
+    batch
+        .save_or(tx, &inv, next, |now| refuse(now, decision))
+        .await
+}
+
+/// Claim, the tool's own writes, and the result, in one transaction (see [`crate::LedgerTx`]).
+pub(crate) async fn run_transactional(
+    tx: &mut LedgerTx,
+    batch: &mut Batch,
+    id: InvocationId,
+    owner: &str,
+    tool: TxTool,
+) -> Result<Invocation, LedgerError> {
+    let inv = load_current(tx, batch, id).await?;
+    if inv.source_kind != airlock_spec::SourceKind::Local {
+        return Err(LedgerError::Invalid(format!(
+            "tool {} is {}: only local tools can run in the ledger's transaction",
+            inv.tool, inv.source_kind
+        )));
+    }
+    let next = claimed(&inv, owner, Duration::from_secs(60), batch.now)?;
+    let running = batch
+        .save_or(tx, &inv, next, |now| LedgerError::WrongState {
+            id,
+            expected: CLAIM_FROM,
+            actual: now.state,
+        })
+        .await?;
+    tx.inner.execute("SAVEPOINT airlock_tool", &[]).await?;
+    let outcome = tool(tx).await;
+    // A failed tool leaves no writes behind; the row still commits, as `failed`.
+    let end = if outcome.is_ok() {
+        "RELEASE SAVEPOINT airlock_tool"
+    } else {
+        "ROLLBACK TO SAVEPOINT airlock_tool"
+    };
+    tx.inner.execute(end, &[]).await?;
+    let done = finished(&running, outcome);
+    batch
+        .save_or(tx, &running, done, |now| LedgerError::Taken {
+            id,
+            state: now.state,
+            holder: now.lease.as_ref().map(|l| l.owner.clone()),
+        })
+        .await
+}
