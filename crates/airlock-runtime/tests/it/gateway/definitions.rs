@@ -221,7 +221,7 @@ pub(super) async fn a_pending_row_never_runs_under_another_definition(backend: B
         scope.tool_digest(&scope.get("count").unwrap().definition)
     };
     let arguments = json!({"amount": 5});
-    let mut new = NewInvocation::new(ctx.session, "c1", "count", arguments, &digest(&before));
+    let mut new = NewInvocation::new(ctx.session, "c1", "count", arguments, digest(&before));
     new.principal = ctx.principal.clone();
     let recorded = store.record(new).await.unwrap().invocation;
     assert_eq!(recorded.state, InvocationState::Pending);
