@@ -10,6 +10,7 @@
 
 mod agent_runs;
 mod confirmations;
+mod freezes;
 mod fresh_reads;
 mod invocations;
 mod open;

@@ -46,7 +46,7 @@ mod with_invocations;
 /// [`WithInvocations`]. On `dyn Store` every role's methods are callable without an import.
 pub mod roles {
     pub use crate::store::{
-        AgentRuns, Confirmations, Invocations, Outbox, Pins, Rates, Reads, Sessions,
+        AgentRuns, Confirmations, Freezes, Invocations, Outbox, Pins, Rates, Reads, Sessions,
     };
 }
 
@@ -61,6 +61,7 @@ pub use store_config::StoreConfig;
 pub use support::notice::{Notice, NoticeRecord, OutboxRoute};
 pub use transitions::agent_runs::{RunDetail, RunStep};
 pub use transitions::confirmations::{Answered, Confirmation};
+pub use transitions::freezes::{Freeze, FreezeTarget};
 pub use transitions::pins::ToolPin;
 pub use transitions::rate::{RateBudget, RateRefusal};
 pub use transitions::request_states::StateUse;
@@ -70,9 +71,9 @@ pub use vocabulary::error::{LedgerError, ToolError, ToolErrorKind};
 pub use vocabulary::ids::{InvocationId, RunId, SessionId};
 pub use vocabulary::model::{
     ACCESS_POLICY, APPROVAL_EXPIRED, ApprovalFilter, AuditReport, CallerOutcome, ChainBreak,
-    Decision, DecisionRecord, INPUT_REQUIRED_KEY, Invocation, Lease, NewInvocation, NewRun,
-    NewSession, Recorded, ResolutionRecord, ResumeOutcome, RoundUse, Run, RunLease, Session,
-    Settlement, SweepReport,
+    Decision, DecisionRecord, FREEZE, INPUT_REQUIRED_KEY, Invocation, Lease, NewInvocation, NewRun,
+    NewSession, Recorded, Refusal, Refuser, ResolutionRecord, ResumeOutcome, RoundUse, Run,
+    RunLease, Session, Settlement, SweepReport,
 };
 pub use vocabulary::state::{CallKind, DecisionKind, InvocationState, Resolution, RunStatus};
 pub use with_invocations::WithInvocations;

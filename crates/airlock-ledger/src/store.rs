@@ -28,6 +28,7 @@ use crate::sql::tx::TxTool;
 use crate::support::notice::{Notice, NoticeRecord};
 use crate::transitions::agent_runs::{RunDetail, RunStep};
 use crate::transitions::confirmations::{Answered, Confirmation};
+use crate::transitions::freezes::{Freeze, FreezeTarget};
 use crate::transitions::pins::ToolPin;
 use crate::transitions::rate::{RateBudget, RateRefusal};
 use crate::transitions::request_states::StateUse;
@@ -46,12 +47,30 @@ pub type LedgerFuture<'a, T> = BoxFuture<'a, Result<T, LedgerError>>;
 /// The ledger: durable rows for sessions, runs and invocations, and their state machine; every
 /// role at once, so an `Arc<dyn Store>` reaches every method and upcasts to any one role.
 pub trait Store:
-    Sessions + AgentRuns + Invocations + Reads + Confirmations + Pins + Rates + Outbox + 'static
+    Sessions
+    + AgentRuns
+    + Invocations
+    + Reads
+    + Confirmations
+    + Pins
+    + Rates
+    + Freezes
+    + Outbox
+    + 'static
 {
 }
 
 impl<T> Store for T where
-    T: Sessions + AgentRuns + Invocations + Reads + Confirmations + Pins + Rates + Outbox + 'static
+    T: Sessions
+        + AgentRuns
+        + Invocations
+        + Reads
+        + Confirmations
+        + Pins
+        + Rates
+        + Freezes
+        + Outbox
+        + 'static
 {
 }
 
@@ -322,6 +341,17 @@ pub trait Rates: Send + Sync {
     /// run now, else the budget that refused it and when it has room. Budgets are shared by
     /// every store on the same database, at the store's clock.
     fn take_rate(&self, budgets: Vec<RateBudget>) -> LedgerFuture<'_, Option<RateRefusal>>;
+}
+
+/// Freezes (docs/rules.md LEDGER-73): the kill switch every replica reads.
+pub trait Freezes: Send + Sync {
+    /// Freezes `freeze.target` (its time is the ledger's) and returns the freeze in force: a
+    /// target frozen already keeps its first freeze.
+    fn freeze(&self, freeze: Freeze) -> LedgerFuture<'_, Freeze>;
+    /// Lifts the freeze of `target` in `by`'s name; `None` when it was not frozen.
+    fn unfreeze(&self, target: FreezeTarget, by: String) -> LedgerFuture<'_, Option<Freeze>>;
+    /// Every freeze in force, oldest first: one small read, every replica's view of them.
+    fn freezes(&self) -> LedgerFuture<'_, Vec<Freeze>>;
 }
 
 /// The notification outbox: rows the state machine wrote with its transitions (see

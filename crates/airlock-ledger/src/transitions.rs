@@ -5,6 +5,7 @@ pub(crate) mod batch;
 pub(crate) mod confirmations;
 pub(crate) mod decide;
 pub(crate) mod expiry;
+pub(crate) mod freezes;
 pub(crate) mod lease;
 pub(crate) mod pins;
 pub(crate) mod rate;

@@ -15,12 +15,13 @@ use uuid::Uuid;
 
 use crate::sql::tx::TxTool;
 use crate::store::{
-    AgentRuns, Confirmations, Invocations, LedgerFuture, Outbox, Pins, Rates, Reads, Sessions,
-    Store,
+    AgentRuns, Confirmations, Freezes, Invocations, LedgerFuture, Outbox, Pins, Rates, Reads,
+    Sessions, Store,
 };
 use crate::support::notice::{Notice, NoticeRecord};
 use crate::transitions::agent_runs::{RunDetail, RunStep};
 use crate::transitions::confirmations::{Answered, Confirmation};
+use crate::transitions::freezes::{Freeze, FreezeTarget};
 use crate::transitions::pins::ToolPin;
 use crate::transitions::rate::{RateBudget, RateRefusal};
 use crate::transitions::request_states::StateUse;
@@ -153,6 +154,14 @@ impl Pins for WithInvocations {
 impl Rates for WithInvocations {
     delegate! { base:
         fn take_rate(&self, budgets: Vec<RateBudget>) -> LedgerFuture<'_, Option<RateRefusal>>;
+    }
+}
+
+impl Freezes for WithInvocations {
+    delegate! { base:
+        fn freeze(&self, freeze: Freeze) -> LedgerFuture<'_, Freeze>;
+        fn unfreeze(&self, target: FreezeTarget, by: String) -> LedgerFuture<'_, Option<Freeze>>;
+        fn freezes(&self) -> LedgerFuture<'_, Vec<Freeze>>;
     }
 }
 

@@ -19,9 +19,7 @@ use crate::transitions::request_states;
 use crate::transitions::runs;
 use crate::vocabulary::error::LedgerError;
 use crate::vocabulary::ids::InvocationId;
-use crate::vocabulary::model::{
-    ACCESS_POLICY, DecisionRecord, Invocation, NewInvocation, Recorded,
-};
+use crate::vocabulary::model::{DecisionRecord, Invocation, NewInvocation, Recorded};
 use crate::vocabulary::state::{CallKind, DecisionKind, InvocationState as S};
 
 async fn load_by_call(
@@ -159,10 +157,10 @@ fn new_row(
         principal,
         definitions_digest: new.definitions_digest.clone(),
         approval_ref,
-        decision: new.refusal.as_ref().map(|reason| DecisionRecord {
-            by: ACCESS_POLICY.to_owned(),
+        decision: new.refusal.as_ref().map(|refusal| DecisionRecord {
+            by: refusal.by.decider().to_owned(),
             decision: DecisionKind::Denied,
-            reason: Some(reason.clone()),
+            reason: Some(refusal.reason.clone()),
             at: batch.now,
         }),
         resolution: None,

@@ -122,10 +122,10 @@ pub struct NewInvocation {
     pub definitions_digest: String,
     /// How long a parked row waits; default: the store's approval TTL.
     pub approval_ttl: Option<Duration>,
-    /// Why the access policy refuses the call, when it does: the row is then born `denied`,
-    /// decided by [`ACCESS_POLICY`] with this reason, and never runs (docs/rules.md
-    /// LEDGER-48).
-    pub refusal: Option<String>,
+    /// Why the call is refused before any policy, when it is (the access policy, a freeze):
+    /// the row is then born `denied`, decided in the refuser's name with this reason, and never
+    /// runs (docs/rules.md LEDGER-48, LEDGER-73).
+    pub refusal: Option<Refusal>,
     /// The round this call continues, when it is the next round of a relayed MCP call
     /// (docs/rules.md LEDGER-62): the row is recorded ungated, and the sealed state's nonce is
     /// used in the same commit.
@@ -368,6 +368,38 @@ const WITHDRAWN: &str = "withdrawn by its caller";
 /// Who decided a call the access policy refused (docs/rules.md LEDGER-48): never a person's
 /// name, since principals and deciders are configured names without spaces.
 pub const ACCESS_POLICY: &str = "access policy";
+
+/// Who decided a call a freeze refused (docs/rules.md LEDGER-73), as [`ACCESS_POLICY`] is.
+pub const FREEZE: &str = "airlock freeze";
+
+/// What refuses a call before any policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refuser {
+    /// No `[[access]]` rule grants the call.
+    AccessPolicy,
+    /// A freeze covers the call.
+    Freeze,
+}
+
+impl Refuser {
+    /// The decider its refusals are recorded under.
+    #[must_use]
+    pub fn decider(self) -> &'static str {
+        match self {
+            Self::AccessPolicy => ACCESS_POLICY,
+            Self::Freeze => FREEZE,
+        }
+    }
+}
+
+/// A call refused before any policy: by what, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// What refused it.
+    pub by: Refuser,
+    /// Why, as the caller reads it.
+    pub reason: String,
+}
 
 /// The reason an expired call is shown with, where a declined call shows the person's
 /// (docs/rules.md POLICY-15).

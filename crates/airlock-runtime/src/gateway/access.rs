@@ -6,6 +6,7 @@
 //! the operator and is not. A refused call is recorded `denied` by the access policy in the
 //! commit that records it, so it is never runnable, and the caller reads the reason.
 
+use airlock_ledger::{Refusal, Refuser};
 use airlock_spec::{AccessPolicy, Approval, Principal, ScopeId, Verdict};
 
 use super::{CallContext, Gateway};
@@ -51,12 +52,16 @@ fn verdict(
 }
 
 /// What a refused caller reads, and what the row records as the denial's reason.
-pub(super) fn refusal(ctx: &CallContext, tool: &str) -> String {
+pub(super) fn refusal(ctx: &CallContext, tool: &str) -> Refusal {
     let who = ctx.principal.as_deref().unwrap_or_default();
-    format!(
+    let reason = format!(
         "not permitted: no [[access]] rule grants `{tool}` in scope {} to principal {who}; nothing was run",
         ctx.scope
-    )
+    );
+    Refusal {
+        by: Refuser::AccessPolicy,
+        reason,
+    }
 }
 
 /// The approval a granted call is recorded under: the policy's override, else the declared.

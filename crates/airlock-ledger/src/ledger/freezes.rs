@@ -1,0 +1,34 @@
+//! [`Freezes`] for [`Ledger`]: freezes and unfreezes on one fixed lane, one after another, with
+//! the ledger's time; the freezes in force read from the read pool.
+
+use super::Ledger;
+use crate::commit::writer::Prefetch;
+use crate::store::{Freezes, LedgerFuture};
+use crate::transitions::freezes::{self, Freeze, FreezeTarget};
+
+impl Freezes for Ledger {
+    fn freeze(&self, freeze: Freeze) -> LedgerFuture<'_, Freeze> {
+        // Freezes are rare (an operator's act): one fixed lane serializes them.
+        Box::pin(
+            self.writer
+                .submit(uuid::Uuid::nil(), Prefetch::Nothing, move |tx, b| {
+                    let freeze = freeze.clone();
+                    Box::pin(async move { freezes::freeze(tx, b, &freeze).await })
+                }),
+        )
+    }
+
+    fn unfreeze(&self, target: FreezeTarget, by: String) -> LedgerFuture<'_, Option<Freeze>> {
+        Box::pin(
+            self.writer
+                .submit(uuid::Uuid::nil(), Prefetch::Nothing, move |tx, b| {
+                    let (target, by) = (target.clone(), by.clone());
+                    Box::pin(async move { freezes::unfreeze(tx, b, &target, &by).await })
+                }),
+        )
+    }
+
+    fn freezes(&self) -> LedgerFuture<'_, Vec<Freeze>> {
+        Box::pin(freezes::all(&self.pool))
+    }
+}
