@@ -10,9 +10,11 @@ pub mod worker;
 
 use std::sync::Arc;
 
+use airlock_ledger::Resolution;
 use airlock_ledger::{Decision, Invocation, InvocationId, InvocationState, LedgerError, Store};
 use airlock_spec::{Mode, SourceKind};
 
+use crate::freeze::{self, Covered};
 use crate::gateway::{EVENTS, Gateway, GatewayError};
 
 /// Records `decision` on `id` by `decider`, taken on `surface` (`api`, `cli`, `mcp`); an
@@ -27,7 +29,12 @@ pub async fn decide(
     decision: Decision,
     surface: &'static str,
 ) -> Result<Invocation, GatewayError> {
-    let row = record(gateway.store().as_ref(), id, decider, decision, surface).await?;
+    let connection = connection_of(gateway, id).await?;
+    let store = gateway.store().as_ref();
+    let judged = Judged {
+        connection: connection.as_deref(),
+    };
+    let row = record_judged(store, id, decider, decision, surface, judged).await?;
     if row.state == InvocationState::Approved {
         let runner = Arc::clone(gateway);
         gateway.spawn_tracked(async move {
@@ -52,6 +59,27 @@ pub async fn record(
     decision: Decision,
     surface: &'static str,
 ) -> Result<Invocation, LedgerError> {
+    let judged = Judged { connection: None };
+    record_judged(store, id, decider, decision, surface, judged).await
+}
+
+/// What a surface could tell of a row beyond the ledger's own columns.
+struct Judged<'a> {
+    /// The connection the row's tool goes through (known only with the declarations).
+    connection: Option<&'a str>,
+}
+
+async fn record_judged(
+    store: &dyn Store,
+    id: InvocationId,
+    decider: &str,
+    decision: Decision,
+    surface: &'static str,
+    judged: Judged<'_>,
+) -> Result<Invocation, LedgerError> {
+    if let Some(reason) = frozen_refusal(store, id, &decision, &judged).await? {
+        return Err(LedgerError::DecisionRefused { id, reason });
+    }
     let (what, resolution) = match &decision {
         Decision::Approve => ("approve", None),
         Decision::Deny { .. } => ("deny", None),
@@ -81,6 +109,65 @@ pub async fn record(
     metrics::counter!("airlock_decisions_total", "surface" => surface, "decision" => what)
         .increment(1);
     Ok(row)
+}
+
+/// The connection row `id`'s tool goes through, as the gateway declares it.
+async fn connection_of(
+    gateway: &Gateway,
+    id: InvocationId,
+) -> Result<Option<String>, GatewayError> {
+    let row = gateway.store().get(id).await?;
+    let opened = gateway.store().get_session(row.session_id).await?;
+    let spec = crate::session::scope(&opened).and_then(|s| {
+        let scope = gateway.scope(&s)?;
+        scope.get(&row.tool).cloned()
+    });
+    Ok(spec.and_then(|s| s.source.connection().map(str::to_owned)))
+}
+
+/// Why `decision` on `id` is refused while a freeze covers the call (docs/rules.md POLICY-54):
+/// a decision that could let it run or settle it as run waits until the freeze is lifted; a
+/// denial, a withdrawal or giving an in-doubt call up only stops it, and is taken. The
+/// freezes are read from the ledger, not a process's copy, so the CLI judges them as a
+/// serving replica does; a connection freeze is judged where the declarations are known (the
+/// serving surfaces), and a serving gateway never runs an approved call it covers.
+async fn frozen_refusal(
+    store: &dyn Store,
+    id: InvocationId,
+    decision: &Decision,
+    judged: &Judged<'_>,
+) -> Result<Option<String>, LedgerError> {
+    let stops = matches!(
+        decision,
+        Decision::Deny { .. }
+            | Decision::Withdraw
+            | Decision::Resolve {
+                resolution: Resolution::Abandoned,
+                ..
+            }
+    );
+    if stops {
+        return Ok(None);
+    }
+    let freezes = store.freezes().await?;
+    if freezes.is_empty() {
+        return Ok(None);
+    }
+    let row = store.get(id).await?;
+    let opened = store.get_session(row.session_id).await?;
+    let scope = crate::session::scope(&opened);
+    let covered = Covered {
+        agent: scope.as_ref().and_then(freeze::agent_of),
+        principal: row.principal.as_deref(),
+        tool: &row.tool,
+        connection: judged.connection,
+    };
+    Ok(freeze::covering(&freezes, &covered).map(|f| {
+        format!(
+            "{}; decisions that would let the call run wait until it is lifted (`airlock unfreeze`)",
+            freeze::describe(f)
+        )
+    }))
 }
 
 /// Why approving `id` is refused, when it is a proposal of a run whose caller supplied

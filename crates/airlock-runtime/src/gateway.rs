@@ -45,6 +45,7 @@ pub(crate) use upstream_task::{RELAY_LEASE, task_failure};
 use crate::arguments::ArgumentCheck;
 use crate::error::{ToolError, ToolErrorKind};
 use crate::execute::Executors;
+use crate::freeze::{self, Covered, FreezeWatch};
 use crate::outcome::Outcome;
 use crate::rate_limit;
 use crate::session;
@@ -144,6 +145,8 @@ pub struct Gateway {
     offered: crate::offered::Offered,
     /// The connections supplied with the runs this process serves or holds parked.
     supplied: crate::execute::SuppliedRuns,
+    /// This process's copy of the freezes in force (docs/rules.md POLICY-51).
+    freezes: Arc<FreezeWatch>,
 }
 
 impl Gateway {
@@ -183,6 +186,12 @@ impl Gateway {
     #[must_use]
     pub fn definitions(&self) -> &Definitions {
         &self.definitions
+    }
+
+    /// The freezes in force, and the way to change them.
+    #[must_use]
+    pub fn freezes(&self) -> &Arc<FreezeWatch> {
+        &self.freezes
     }
 
     /// The tools of a scope.
@@ -314,7 +323,11 @@ impl Gateway {
         let mut new = new_invocation(ctx, spec, arguments, &tool.digest, invalid.is_some());
         new.run_id = run.map(|r| r.run);
         new.follows = follows;
-        if verdict == airlock_spec::Verdict::Refused {
+        let covered = Covered::call(&ctx.scope, ctx.principal.as_deref(), spec);
+        if let Some(frozen) = self.freezes.covering(&covered) {
+            // Refused before any policy, in the freeze's name (POLICY-52).
+            new.refusal = Some(freeze::refusal(&frozen));
+        } else if verdict == airlock_spec::Verdict::Refused {
             // Recorded as the policy's denial, never as a runnable call (POLICY-45).
             new.refusal = Some(access::refusal(ctx, spec.definition.name.as_str()));
         } else if invalid.is_none() {
@@ -457,7 +470,20 @@ impl Gateway {
         // it was recorded under: it never runs under another (a retry can find its row pending
         // after a restart changed the tool).
         let changed = !tool.recorded_under(&row.definitions_digest, prepared);
+        let covered = Covered::call(&prepared.scope.id, row.principal.as_deref(), spec);
+        let frozen = matches!(
+            row.state,
+            InvocationState::Approved | InvocationState::Pending
+        )
+        .then(|| self.freezes.covering(&covered))
+        .flatten();
         let refusal = match row.state {
+            // An approved call waits out the freeze and runs once it is lifted (POLICY-53).
+            InvocationState::Approved if frozen.is_some() => return Ok(Outcome::from_row(row)),
+            InvocationState::Pending if let Some(frozen) = &frozen => Some(ToolError::new(
+                ToolErrorKind::Unavailable,
+                freeze::reason(frozen),
+            )),
             InvocationState::Approved | InvocationState::Pending if changed => {
                 Some(declaration_changed())
             }

@@ -26,6 +26,7 @@ pub mod decisions;
 mod egress;
 mod error;
 mod execute;
+pub mod freeze;
 mod gateway;
 mod mcp_host;
 pub mod notify;

@@ -96,6 +96,20 @@ impl ToolSource {
             Self::Local => SourceKind::Local,
         }
     }
+
+    /// The connection its calls go through, by the name an operator freezes it under: a
+    /// connection file's namespace, a `[connections.<name>]` entry, or `catalog/<slug>` for an
+    /// integration. None for tools that reach no connection.
+    #[must_use]
+    pub fn connection(&self) -> Option<&str> {
+        match self {
+            Self::Api(op) => Some(&op.connection),
+            Self::McpInline(tool) => Some(&tool.connection),
+            Self::Integration(action) => Some(&action.request.connection),
+            Self::Connection(tool) => Some(&tool.namespace),
+            Self::Agent(_) | Self::Builtin(_) | Self::Local => None,
+        }
+    }
 }
 
 /// The tools built into airlock.

@@ -192,6 +192,12 @@ async fn assemble(
         oauth: resource_server(&deployment, &egress).context("[mcp.oauth]")?,
     };
     let gateway = Arc::new(builder.build());
+    // A process serves no call before it knows what is frozen (POLICY-51).
+    gateway
+        .freezes()
+        .refresh()
+        .await
+        .context("reading the freezes")?;
     let models = models(egress.clone(), credentials);
     // An empty `[confirm] yes_words` means the runtime's defaults (POLICY-33).
     let yes_words = if config.yes_words.is_empty() {

@@ -14,6 +14,7 @@ mod deployment;
 mod discover;
 mod egress;
 mod exit;
+mod freeze;
 mod logs;
 mod operator;
 mod run;
@@ -61,6 +62,8 @@ enum Command {
     Audit(audit::Command),
     #[command(flatten)]
     Decisions(approvals::Command),
+    #[command(flatten)]
+    Freezes(freeze::Command),
     /// Print a shell completion script (e.g. `airlock completions bash > /etc/bash_completion.d/airlock`).
     Completions {
         /// The shell.
@@ -93,6 +96,7 @@ pub fn run() -> ExitCode {
         Command::Audit(cmd) => audit::run(cmd),
         Command::Tools(cmd) => tools::run(cmd),
         Command::Decisions(cmd) => approvals::run(cmd),
+        Command::Freezes(cmd) => freeze::run(cmd),
         Command::Completions { shell } => {
             clap_complete::generate(
                 shell,

@@ -4,6 +4,7 @@
 mod approvals;
 mod auth;
 mod error;
+mod freezes;
 mod in_flight;
 mod inbox;
 mod listen;
@@ -54,6 +55,7 @@ pub fn app(state: AppState) -> Router {
         .nest(
             "/v1",
             approvals::router()
+                .merge(freezes::router())
                 .merge(runs::router())
                 .merge(slack::router()),
         )

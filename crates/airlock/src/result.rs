@@ -6,7 +6,7 @@
 //! row and the approvals page as the API answers them, which the CLI's `--json` prints too; and
 //! a run's state in its one written form.
 
-use airlock_ledger::{Invocation, Settlement};
+use airlock_ledger::{Freeze, Invocation, Settlement};
 use airlock_runtime::decisions::pending::Page;
 use serde_json::{Value, json};
 use time::format_description::well_known::Rfc3339;
@@ -33,6 +33,18 @@ pub fn result_json(row: &Invocation) -> Option<Value> {
 fn time(t: Option<time::OffsetDateTime>) -> Value {
     t.and_then(|t| t.format(&Rfc3339).ok())
         .map_or(Value::Null, Value::String)
+}
+
+/// A freeze in force, as the API and `airlock freezes --json` show it.
+#[must_use]
+pub fn freeze_json(freeze: &Freeze) -> Value {
+    json!({
+        "kind": freeze.target.kind(),
+        "name": freeze.target.name(),
+        "reason": freeze.reason,
+        "by": freeze.by,
+        "at": freeze.at.format(&Rfc3339).ok(),
+    })
 }
 
 /// A row as the API shows it (arguments are shown: approvers decide on them).

@@ -30,6 +30,8 @@ enum StepEnd {
     Parked,
     /// The run was cancelled meanwhile.
     Cancelled,
+    /// A freeze stopped the run before one of its calls, with this reason.
+    Stopped(String),
 }
 
 /// Serves root run `run`: drives it, writes its ending, and — when it parked but its last
@@ -118,6 +120,9 @@ async fn drive_steps(agents: &Agents, ctx: &mut RunCtx<'_>) -> Result<Ending, Ag
                 StepEnd::Settled(results) => store_results(ctx, results)?,
                 StepEnd::Parked => return Ok(Ending::Parked),
                 StepEnd::Cancelled => return Ok(Ending::Cancelled),
+                StepEnd::Stopped(reason) => {
+                    return Ok(Ending::Failed(format!("stopped by a freeze: {reason}")));
+                }
             }
             continue;
         }
@@ -247,6 +252,8 @@ async fn step(agents: &Agents, ctx: &mut RunCtx<'_>) -> Result<StepEnd, AgentErr
             }
             Settled::Waiting => parked = true,
             Settled::Cancelled => return Ok(StepEnd::Cancelled),
+            // Before the step's next call: the calls after it are not sent.
+            Settled::Stopped(reason) => return Ok(StepEnd::Stopped(reason)),
         }
     }
     Ok(if parked {

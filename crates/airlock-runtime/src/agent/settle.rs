@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use airlock_ledger::{Invocation, InvocationState, Settlement, SourceKind};
+use airlock_ledger::{FREEZE, Invocation, InvocationState, Settlement, SourceKind};
 use airlock_model::ToolCall;
 use airlock_spec::Mode;
 use serde_json::Value;
@@ -13,6 +13,7 @@ use serde_json::Value;
 use super::ctx::RunCtx;
 use super::types::{AgentError, HowToApprove, RunEvent};
 use super::{Agents, CHANNEL};
+use crate::freeze::{self, Covered};
 use crate::gateway::{CallContext, GatewayError, MAX_PROPOSALS_PER_RUN, ProposalRoom, RunCall};
 use crate::outcome::{Outcome, OutcomeKind};
 
@@ -24,6 +25,8 @@ pub(super) enum Settled {
     Waiting,
     /// The run was cancelled meanwhile.
     Cancelled,
+    /// A freeze covers the call: the run stops before it, with this reason (POLICY-55).
+    Stopped(String),
 }
 
 pub(super) fn error(content: String) -> Settled {
@@ -119,6 +122,10 @@ async fn settled(
                     Err(GatewayError::Ledger(e)) => return Err(e.into()),
                     Err(e) => return Ok(error(e.to_string())),
                 };
+                // Still approved: a freeze holds it back (POLICY-53), and the run stops here.
+                if row.state == InvocationState::Approved {
+                    return Ok(frozen_approval(agents, ctx, &row));
+                }
             }
             InvocationState::Running => {
                 let deadline = tokio::time::Instant::now() + WAIT;
@@ -136,8 +143,30 @@ async fn settled(
     Ok(Settled::Waiting)
 }
 
-/// What the model reads for a row that left the claimers' hands.
+/// An approved call of the run that a freeze holds back: the run stops before it (its row
+/// stays approved and runs once the freeze is lifted); without a freeze covering it (lifted a
+/// moment ago), the run waits for it as for any call another claimer runs.
+fn frozen_approval(agents: &Agents, ctx: &RunCtx<'_>, row: &Invocation) -> Settled {
+    let Some(scope) = agents.gateway().scope(&ctx.scope) else {
+        return Settled::Waiting;
+    };
+    let Some(spec) = scope.get(&row.tool) else {
+        return Settled::Waiting;
+    };
+    let covered = Covered::call(&ctx.scope, row.principal.as_deref(), spec);
+    match agents.gateway().freezes().covering(&covered) {
+        Some(frozen) => Settled::Stopped(freeze::describe(&frozen)),
+        None => Settled::Waiting,
+    }
+}
+
+/// What the model reads for a row that left the claimers' hands; a call a freeze refused stops
+/// the run instead (POLICY-55).
 pub(super) async fn shown(agents: &Agents, ctx: &RunCtx<'_>, row: &Invocation) -> Settled {
+    let by_freeze = row.decision.as_ref().filter(|d| d.by == FREEZE);
+    if let (InvocationState::Denied, Some(decision)) = (row.state, by_freeze) {
+        return Settled::Stopped(decision.reason.clone().unwrap_or_default());
+    }
     let outcome = Outcome::from_row(row.clone());
     match outcome.kind() {
         OutcomeKind::Parked => {

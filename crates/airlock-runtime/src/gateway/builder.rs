@@ -35,9 +35,11 @@ impl GatewayBuilder {
         credentials: Arc<Credentials>,
     ) -> Self {
         let owner = format!("airlock-{}-{}", std::process::id(), uuid_suffix());
+        let freezes = Arc::new(crate::freeze::FreezeWatch::new(Arc::clone(&store)));
         Self {
             gateway: Gateway {
                 store,
+                freezes,
                 executors: Executors::new(egress, credentials),
                 scopes: HashMap::new(),
                 owner,

@@ -23,6 +23,7 @@ use serde_json::{Value, json};
 
 mod ambiguous;
 mod definitions;
+mod freeze;
 mod rival;
 mod shutdown;
 mod words;
@@ -38,6 +39,11 @@ use definitions::{
     an_approval_does_not_survive_a_change_to_its_own_tool,
     an_approval_recorded_under_the_scope_digest_still_runs,
     an_approval_survives_a_change_to_another_tool,
+};
+use freeze::{
+    a_freeze_on_one_replica_refuses_the_next_call_on_another,
+    decisions_wait_out_a_freeze_and_approved_calls_run_after_it,
+    the_refresh_loop_brings_in_another_replicas_freeze,
 };
 use rival::a_refused_call_another_claimer_holds_is_reported_as_it_stands;
 use words::{an_abandoned_call_never_runs, an_expired_call_reads_back_as_expired};
@@ -212,6 +218,9 @@ on_both_backends!(
     an_unanswered_api_call_parks_in_doubt,
     an_answered_or_unsent_failure_still_fails,
     a_call_in_flight_when_swept_in_doubt_returns_its_answer,
+    a_freeze_on_one_replica_refuses_the_next_call_on_another,
+    the_refresh_loop_brings_in_another_replicas_freeze,
+    decisions_wait_out_a_freeze_and_approved_calls_run_after_it,
 );
 
 // After the macro, which it uses.

@@ -72,6 +72,13 @@ pub(crate) struct Reader {
     json: bool,
 }
 
+impl Reader {
+    /// Whether to print JSON.
+    pub(super) fn json(&self) -> bool {
+        self.json
+    }
+}
+
 /// Arguments of `airlock approvals list`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct ListArgs {
@@ -246,12 +253,12 @@ async fn dispatch(cmd: Command) -> anyhow::Result<()> {
 }
 
 /// Opens the deployment's existing ledger (never creates one).
-async fn open(reader: &Reader) -> anyhow::Result<Arc<dyn Store>> {
+pub(super) async fn open(reader: &Reader) -> anyhow::Result<Arc<dyn Store>> {
     let (_, deployment) = reader.deployment.load()?;
     deployment::existing_ledger(&deployment).await
 }
 
-fn print_json(value: &serde_json::Value) -> anyhow::Result<()> {
+pub(super) fn print_json(value: &serde_json::Value) -> anyhow::Result<()> {
     println!("{}", serde_json::to_string_pretty(value)?);
     Ok(())
 }

@@ -186,6 +186,11 @@ fn start_workers(
     tasks.spawn(stop.clone().run_until_cancelled_owned(give_back));
     let store = booted.gateway.store().clone();
     tasks.spawn(sweep(store, sweep_every, stop.clone()));
+    // Freezes made on any replica reach this one within a refresh (POLICY-51).
+    let freezes = std::sync::Arc::clone(booted.gateway.freezes());
+    let every = airlock_runtime::freeze::REFRESH;
+    let watching = stop.clone();
+    tasks.spawn(async move { freezes.run(every, watching).await });
     tasks.spawn(airlock_runtime::decisions::worker::work(
         booted.gateway.clone(),
         stop.clone(),
