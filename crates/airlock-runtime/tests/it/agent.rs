@@ -28,6 +28,7 @@ use tokio_util::sync::CancellationToken;
 use crate::gateway::{Backend, Location, location, open};
 
 mod confirm;
+mod freeze;
 mod park;
 mod propose;
 mod reads;
