@@ -130,3 +130,15 @@ fn quiet_on_closed_pipe() {
         default(info);
     }));
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory as _;
+
+    /// Every subcommand's arguments are well formed (unique names, valid defaults): clap checks
+    /// a command only when it is parsed, so one no test runs would fail at its first use.
+    #[test]
+    fn every_command_is_well_formed() {
+        super::Cli::command().debug_assert();
+    }
+}

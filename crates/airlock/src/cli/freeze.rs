@@ -32,14 +32,15 @@ pub(crate) struct TargetArgs {
     /// `everything`, `agent`, `principal`, `connection` or `tool`.
     kind: String,
     /// The agent's, principal's, connection's or tool's name (none for `everything`).
-    name: Option<String>,
+    #[arg(value_name = "NAME")]
+    target: Option<String>,
 }
 
 impl TargetArgs {
     fn target(&self) -> anyhow::Result<FreezeTarget> {
         Ok(FreezeTarget::parse(
             &self.kind,
-            self.name.as_deref().unwrap_or_default(),
+            self.target.as_deref().unwrap_or_default(),
         )?)
     }
 }

@@ -508,3 +508,75 @@ async fn a_rate_limit_is_one_budget_for_every_replica() {
         "the tenant saw the declared rate"
     );
 }
+
+/// `free__echo` called on `server` until a freeze refuses it (bounded); the refusal's text.
+async fn until_frozen(server: &Server, tool: &str) -> String {
+    for n in 0..500 {
+        let result = call(&server.addr, tool, json!({"n": n})).await;
+        let text = result["content"][0]["text"].as_str().unwrap_or_default();
+        if result["isError"] == true && text.contains("frozen") {
+            return text.to_owned();
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("{tool} was never refused by the freeze on {}", server.addr);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_freeze_on_one_replica_reaches_the_other_and_lifting_restores_it() {
+    // POLICY-51 … POLICY-54: a freeze made through B's API refuses A's next calls (recorded
+    // `denied` by the freeze) and A's approvals; lifting it through the CLI restores both.
+    let Some(pair) = Pair::start(&[]).await else {
+        return;
+    };
+    let parked = park(&pair.a, 1).await;
+    let body = json!({"kind": "connection", "name": "free", "reason": "incident 9"});
+    let (status, frozen) = admin(&pair.b, "POST", "/v1/freezes", Some(body.clone())).await;
+    assert_eq!(status, 201, "{frozen}");
+    assert_eq!(
+        (frozen["by"].as_str(), frozen["kind"].as_str()),
+        (Some("alice"), Some("connection"))
+    );
+    let (again, _) = admin(&pair.b, "POST", "/v1/freezes", Some(body)).await;
+    assert_eq!(again, 200, "a frozen target keeps its first freeze");
+    let refusal = until_frozen(&pair.a, "free__echo").await;
+    assert!(
+        refusal.contains("connection `free` is frozen by alice (incident 9)"),
+        "{refusal}"
+    );
+    // Another connection's calls still run on A.
+    let gated_then = park(&pair.a, 2).await;
+    assert_ne!(gated_then, parked);
+    // Everything frozen through the CLI: A refuses an approval with 409, B too.
+    let out = cli(
+        pair.dir.path(),
+        &["freeze", "everything", "--reason", "audit", "--as", "ops"],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let approve = format!("/v1/invocations/{parked}/approve");
+    let (status, body) = admin(&pair.a, "POST", &approve, Some(json!({}))).await;
+    assert_eq!(status, 409, "{body}");
+    assert!(
+        body.to_string().contains("everything is frozen by ops"),
+        "{body}"
+    );
+    let (_, listed) = admin(&pair.a, "GET", "/v1/freezes", None).await;
+    assert_eq!(listed["freezes"].as_array().unwrap().len(), 2, "{listed}");
+    let out = cli(pair.dir.path(), &["freezes", "--json"]);
+    let shown: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(shown, listed);
+    // Lifted: the CLI lifts everything, B's API the connection; A approves, and the call runs.
+    let out = cli(pair.dir.path(), &["unfreeze", "everything", "--as", "ops"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let lift = json!({"kind": "connection", "name": "free"});
+    let (status, lifted) = admin(&pair.b, "POST", "/v1/freezes/lift", Some(lift.clone())).await;
+    assert_eq!(status, 200, "{lifted}");
+    let (status, _) = admin(&pair.b, "POST", "/v1/freezes/lift", Some(lift)).await;
+    assert_eq!(status, 404, "nothing left to lift");
+    let (status, body) = admin(&pair.a, "POST", &approve, Some(json!({}))).await;
+    assert_eq!(status, 200, "{body}");
+    until_state(&pair.a, &parked, "succeeded").await;
+    assert_eq!(pair.executions(&parked), 1);
+    let out = cli(pair.dir.path(), &["unfreeze", "everything", "--as", "ops"]);
+    assert!(!out.status.success(), "nothing is frozen any more");
+}
