@@ -131,11 +131,9 @@ impl FreezeWatch {
     /// The ledger's; the copy is then left as it was.
     pub async fn refresh(&self) -> Result<(), LedgerError> {
         let read = self.store.freezes().await?;
-        let changed = *self.current() != read;
+        // OPS-73: what this replica holds frozen, as of its last read.
+        metrics::gauge!("airlock_freezes").set(read.len() as f64);
         *self.copy.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(read);
-        if changed {
-            metrics::gauge!("airlock_freezes").set(self.current().len() as f64);
-        }
         Ok(())
     }
 

@@ -14,6 +14,7 @@
 //!   no page holds a script, and every action is a plain form.
 
 mod card;
+mod freezes;
 mod list;
 mod sessions;
 mod sign_in;
@@ -65,6 +66,9 @@ pub(super) fn router(app: AppState) -> Router {
         .route("/inbox/runs/{id}", get(story::run))
         .route("/inbox/tools", get(tools::list))
         .route("/inbox/tools/accept", post(tools::accept))
+        .route("/inbox/freezes", get(freezes::list))
+        .route("/inbox/freezes/freeze", post(freezes::freeze))
+        .route("/inbox/freezes/lift", post(freezes::lift))
         .with_state(inbox)
         .layer(middleware::from_fn(security_headers))
 }

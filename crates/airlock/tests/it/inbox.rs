@@ -643,3 +643,89 @@ async fn failed_sign_ins_close_sign_in_for_a_while() {
     assert!(page.body.contains("Too many failed sign-ins"));
     assert!(!guesser.has_session());
 }
+
+/// INBOX-13, POLICY-56: an admin freezes from the inbox (CSRF-checked, under the admin's name),
+/// every page shows what is frozen, a frozen call is refused, and the Lift button restores it.
+#[tokio::test]
+async fn freezes_are_made_shown_and_lifted_from_the_inbox() {
+    let (base, gateway, _dir) = start().await;
+    let mut inbox = InboxClient::signed_in(&base, ALICE).await;
+    let forged = inbox
+        .post(
+            "/inbox/freezes/freeze",
+            &[
+                ("csrf", "nope"),
+                ("kind", "tool"),
+                ("name", "fetch"),
+                ("reason", "x"),
+            ],
+        )
+        .await;
+    assert_eq!(forged.status, 403, "{}", forged.body);
+    assert!(gateway.store().freezes().await.unwrap().is_empty());
+    let csrf = inbox.csrf("/inbox/freezes").await;
+    let reason = "<b>leak</b>";
+    let frozen = inbox
+        .post(
+            "/inbox/freezes/freeze",
+            &[
+                ("csrf", &csrf),
+                ("kind", "tool"),
+                ("name", "fetch"),
+                ("reason", reason),
+            ],
+        )
+        .await;
+    assert_eq!((frozen.status, frozen.location()), (303, "/inbox/freezes"));
+    let stored = gateway.store().freezes().await.unwrap();
+    assert_eq!((stored.len(), stored[0].by.as_str()), (1, "alice"));
+    let page = inbox.get("/inbox/freezes").await;
+    assert!(page.body.contains("tool `fetch`"), "{}", page.body);
+    assert!(
+        page.body.contains("&lt;b&gt;leak&lt;/b&gt;"),
+        "escaped: {}",
+        page.body
+    );
+    let front = inbox.get("/inbox").await;
+    assert!(
+        front.body.contains("Frozen: tool `fetch`"),
+        "{}",
+        front.body
+    );
+    let refused = fetch_call(&gateway, 1).await;
+    assert_eq!(refused.decision.unwrap().by, airlock_ledger::FREEZE);
+    let bad = inbox
+        .post(
+            "/inbox/freezes/freeze",
+            &[
+                ("csrf", &csrf),
+                ("kind", "agent"),
+                ("name", ""),
+                ("reason", "r"),
+            ],
+        )
+        .await;
+    assert_eq!(bad.status, 303);
+    let page = inbox.get("/inbox/freezes").await;
+    assert!(page.body.contains("Nothing was frozen"), "{}", page.body);
+    let lifted = inbox
+        .post(
+            "/inbox/freezes/lift",
+            &[("csrf", &csrf), ("kind", "tool"), ("name", "fetch")],
+        )
+        .await;
+    assert_eq!(lifted.status, 303);
+    assert!(gateway.store().freezes().await.unwrap().is_empty());
+    let page = inbox.get("/inbox/freezes").await;
+    assert!(page.body.contains("Lifted: tool `fetch`"), "{}", page.body);
+    let parked = fetch_call(&gateway, 2).await;
+    assert_eq!(parked.state, InvocationState::AwaitingApproval);
+}
+
+/// A `fetch` call by `claude` in the gateway scope, as recorded.
+async fn fetch_call(gateway: &Gateway, n: u32) -> airlock_ledger::Invocation {
+    let ctx = call_context(gateway, ScopeId::Gateway, Some("claude"), &format!("f{n}")).await;
+    let url = json!({"url": format!("http://127.0.0.1:9/{n}")});
+    let outcome = gateway.call(&ctx, "fetch", url).await.unwrap();
+    outcome.invocation().clone()
+}

@@ -98,7 +98,11 @@ pub(super) async fn list(
     let origins = pending::origins(store, &page.rows).await?;
     let flash = inbox.sessions.take_flash(&signed.cookie);
     let definitions = inbox.app.gateway.definitions().pending().len();
+    let frozen = inbox.app.gateway.freezes().current();
     let body = html! {
+        @if !frozen.is_empty() {
+            p.flash { a href="/inbox/freezes" { "Frozen: " (view::visible(&frozen.iter().map(|f| f.target.to_string()).collect::<Vec<_>>().join(", "))) } }
+        }
         @if definitions > 0 {
             p.flash { a href="/inbox/tools" { (definitions) " connection tool definition(s) changed and wait to be accepted" } }
         }

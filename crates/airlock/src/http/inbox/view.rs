@@ -79,6 +79,7 @@ pub(super) fn page(
                 header {
                     a.brand href="/inbox" { "airlock inbox" }
                     @if let Some(signed) = signed {
+                        a href="/inbox/freezes" { "Freezes" }
                         span.muted { "signed in as " strong { (visible(&signed.principal)) } }
                         form.inline method="post" action="/inbox/sign-out" {
                             input type="hidden" name="csrf" value=(signed.csrf);
