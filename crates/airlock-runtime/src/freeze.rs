@@ -93,6 +93,8 @@ pub(crate) fn refusal(freeze: &Freeze) -> Refusal {
 pub struct FreezeWatch {
     store: Arc<dyn Store>,
     copy: RwLock<Arc<Vec<Freeze>>>,
+    /// Changes whenever a refresh finds a freeze gone: the approved calls it held back may run.
+    lifted: tokio::sync::watch::Sender<()>,
 }
 
 impl std::fmt::Debug for FreezeWatch {
@@ -110,7 +112,14 @@ impl FreezeWatch {
         Self {
             store,
             copy: RwLock::new(Arc::new(Vec::new())),
+            lifted: tokio::sync::watch::Sender::new(()),
         }
+    }
+
+    /// A signal that changes whenever this process sees a freeze lifted.
+    #[must_use]
+    pub fn lifted(&self) -> tokio::sync::watch::Receiver<()> {
+        self.lifted.subscribe()
     }
 
     /// The freezes in force, as of the last read.
@@ -133,7 +142,13 @@ impl FreezeWatch {
         let read = self.store.freezes().await?;
         // OPS-73: what this replica holds frozen, as of its last read.
         metrics::gauge!("airlock_freezes").set(read.len() as f64);
-        *self.copy.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(read);
+        let before = std::mem::replace(
+            &mut *self.copy.write().unwrap_or_else(PoisonError::into_inner),
+            Arc::new(read.clone()),
+        );
+        if before.iter().any(|f| !read.contains(f)) {
+            self.lifted.send_replace(());
+        }
         Ok(())
     }
 

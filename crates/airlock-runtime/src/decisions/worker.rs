@@ -40,6 +40,7 @@ pub async fn work_polling_every(
     safety_net: Duration,
 ) {
     let mut approvals = gateway.store().approvals();
+    let mut lifted = gateway.freezes().lifted();
     let mut tick = tokio::time::interval(safety_net);
     let mut running = JoinSet::new();
     let mut tasks: HashMap<tokio::task::Id, InvocationId> = HashMap::new();
@@ -60,6 +61,8 @@ pub async fn work_polling_every(
             _ = tick.tick() => {}
             // A closed signal (its store gone) leaves the poll.
             Ok(()) = approvals.changed() => {}
+            // Approved calls a freeze held back run once it is lifted (POLICY-53).
+            Ok(()) = lifted.changed() => {}
         }
         // Seen before the listing: an approval committed after this line signals again.
         approvals.borrow_and_update();

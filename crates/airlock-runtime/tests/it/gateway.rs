@@ -44,6 +44,7 @@ use freeze::{
     a_freeze_on_one_replica_refuses_the_next_call_on_another,
     decisions_wait_out_a_freeze_and_approved_calls_run_after_it,
     the_refresh_loop_brings_in_another_replicas_freeze,
+    the_worker_runs_a_held_approval_when_the_freeze_is_lifted,
 };
 use rival::a_refused_call_another_claimer_holds_is_reported_as_it_stands;
 use words::{an_abandoned_call_never_runs, an_expired_call_reads_back_as_expired};
@@ -221,6 +222,7 @@ on_both_backends!(
     a_freeze_on_one_replica_refuses_the_next_call_on_another,
     the_refresh_loop_brings_in_another_replicas_freeze,
     decisions_wait_out_a_freeze_and_approved_calls_run_after_it,
+    the_worker_runs_a_held_approval_when_the_freeze_is_lifted,
 );
 
 // After the macro, which it uses.

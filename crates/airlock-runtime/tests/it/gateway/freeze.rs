@@ -192,3 +192,58 @@ pub(super) async fn decisions_wait_out_a_freeze_and_approved_calls_run_after_it(
     let approved = decisions::decide(&a.gateway, parked[0], "bob", Decision::Approve, "api").await;
     assert_eq!(approved.unwrap().state, InvocationState::Approved);
 }
+
+/// POLICY-53: the decisions worker runs an approved call the freeze held back as soon as the
+/// freeze is lifted — woken by the lift, not by its safety-net poll (an hour here).
+pub(super) async fn the_worker_runs_a_held_approval_when_the_freeze_is_lifted(backend: Backend) {
+    let dir = tempfile::tempdir().unwrap();
+    let Some((a, _b)) = replicas(backend, Approval::Always, &dir).await else {
+        return;
+    };
+    let ctx = a.ctx("held").await;
+    let outcome = a
+        .gateway
+        .call(&ctx, "count", json!({"amount": 1}))
+        .await
+        .unwrap();
+    let id = expect(outcome, OutcomeKind::Parked).id;
+    a.gateway
+        .freezes()
+        .freeze(FreezeTarget::Everything, "change window", "ops")
+        .await
+        .unwrap();
+    let stop = tokio_util::sync::CancellationToken::new();
+    let worker = tokio::spawn(airlock_runtime::decisions::worker::work_polling_every(
+        Arc::clone(&a.gateway),
+        stop.clone(),
+        Duration::from_secs(3600),
+    ));
+    // Decided in the ledger before the freeze reached the decider (the worker is woken by it).
+    let store = Arc::clone(a.gateway.store());
+    let approved = store.decide(id, "bob", Decision::Approve).await.unwrap();
+    let seen = Some(approved.version);
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(300);
+    let held = store.wait_for_change(id, seen, deadline).await.unwrap();
+    assert_eq!(
+        held.state,
+        InvocationState::Approved,
+        "held back by the freeze"
+    );
+    a.gateway
+        .freezes()
+        .unfreeze(FreezeTarget::Everything, "ops")
+        .await
+        .unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    let mut row = held;
+    while !row.state.is_terminal() && tokio::time::Instant::now() < deadline {
+        row = store
+            .wait_for_change(id, Some(row.version), deadline)
+            .await
+            .unwrap();
+    }
+    assert_eq!(row.state, InvocationState::Succeeded, "{row:?}");
+    assert_eq!(a.runs(), 1);
+    stop.cancel();
+    worker.await.unwrap();
+}
