@@ -62,6 +62,8 @@ pub(crate) struct Executors {
     pub(crate) vouched_per_run: BTreeSet<String>,
     /// `[egress] allow_integrations`: the catalog integrations the operator vouched for.
     pub(crate) vouched_integrations: BTreeSet<String>,
+    /// `[egress] allow_fetch`: the `fetch` builtin goes through the operator's guard.
+    pub(crate) vouched_fetch: bool,
     /// The loaded connection files, by namespace.
     pub(crate) mcp_connections: HashMap<String, ConnectionSpec>,
     /// Local tools' implementations, by tool name.
@@ -104,6 +106,7 @@ impl Executors {
             per_run: BTreeSet::new(),
             vouched_per_run: BTreeSet::new(),
             vouched_integrations: BTreeSet::new(),
+            vouched_fetch: false,
             mcp_connections: HashMap::new(),
             local: HashMap::new(),
         }
@@ -150,7 +153,15 @@ impl Executors {
             }
             // `fetch` is enabled by the operator in airlock.toml (`[builtins.fetch]`), so it
             // keeps the operator's guard.
-            ToolSource::Builtin(Builtin::Fetch) => fetch::fetch(&self.egress, &arguments).await,
+            ToolSource::Builtin(Builtin::Fetch) => {
+                // Its URL is the model's or the caller's: public-only unless vouched (EGRESS-40).
+                let guard = if self.vouched_fetch {
+                    &self.egress
+                } else {
+                    &self.tenant
+                };
+                fetch::fetch(guard, &arguments).await
+            }
             ToolSource::Local => match self.local_body(spec, arguments) {
                 Some(LocalBody::Plain(body)) => body.await,
                 Some(LocalBody::Transactional(_)) | None => {

@@ -37,6 +37,10 @@ pub struct EgressSettings {
     /// `allow` lets through; every other one reaches public addresses only (docs/rules.md
     /// EGRESS-38). Default: none.
     pub allow_integrations: Vec<String>,
+    /// `allow_fetch`: whether the `fetch` builtin may reach what `allow` lets through; by
+    /// default it reaches public addresses only, since its URL is whatever a model or a caller
+    /// asks for (docs/rules.md EGRESS-40). Default: `false`.
+    pub allow_fetch: bool,
 }
 
 pub(crate) fn read_egress(node: Option<&Node>, d: &mut Diag) -> EgressSettings {
@@ -49,6 +53,7 @@ pub(crate) fn read_egress(node: Option<&Node>, d: &mut Diag) -> EgressSettings {
         deadline: DEFAULT_EGRESS_DEADLINE,
         body_cap: DEFAULT_BODY_CAP,
         allow_integrations: Vec::new(),
+        allow_fetch: false,
     };
     let Some(f) = node.and_then(|n| {
         Fields::open(
@@ -61,6 +66,7 @@ pub(crate) fn read_egress(node: Option<&Node>, d: &mut Diag) -> EgressSettings {
                 "deadline",
                 "body_cap",
                 "allow_integrations",
+                "allow_fetch",
             ],
             d,
         )
@@ -69,6 +75,9 @@ pub(crate) fn read_egress(node: Option<&Node>, d: &mut Diag) -> EgressSettings {
     };
     (settings.allow_cidrs, settings.allow_hosts) = cidrs_and_hosts(&f, "allow", d);
     (settings.deny_cidrs, settings.deny_hosts) = cidrs_and_hosts(&f, "deny", d);
+    if let Ok(Some(allow)) = f.opt_bool("allow_fetch", d) {
+        settings.allow_fetch = allow;
+    }
     if let Some(slugs) = f.opt_str_list("allow_integrations", d) {
         settings.allow_integrations = slugs.into_iter().map(|(slug, _)| slug).collect();
     }

@@ -72,7 +72,7 @@ fn deployment(dir: &Path, upstream: &str, port: u16) {
             "listen = \"127.0.0.1:{port}\"\n\
              [mcp]\nallowed_hosts = [\"localhost\", \"127.0.0.1\"]\n\
              [[mcp.tokens]]\ncredential = \"airlock.mcp_token\"\nprincipal = \"bench\"\n\
-             [egress]\nallow = [\"127.0.0.1/32\"]\n\
+             [egress]\nallow = [\"127.0.0.1/32\"]\nallow_fetch = true\n\
              [credentials]\nfile = \"credentials.yml\"\n"
         ),
     )

@@ -163,6 +163,7 @@ async fn assemble(
         .connections(config.connections.clone())
         .per_run_connections(&config.per_run_connections)
         .integrations_use_egress_allow(&config.egress.allow_integrations)
+        .fetch_uses_egress_allow(config.egress.allow_fetch)
         .mcp_connections(deployment.connections.clone())
         .mcp_client(mcp_client)
         .access(config.access.clone())

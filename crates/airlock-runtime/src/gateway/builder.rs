@@ -118,6 +118,14 @@ impl GatewayBuilder {
         self
     }
 
+    /// `[egress] allow_fetch`: the `fetch` builtin may reach what `[egress] allow` lets
+    /// through; otherwise public addresses only (docs/rules.md EGRESS-40).
+    #[must_use]
+    pub fn fetch_uses_egress_allow(mut self, vouched: bool) -> Self {
+        self.gateway.executors.vouched_fetch = vouched;
+        self
+    }
+
     /// The MCP client that discovered the connection files at boot: what it learnt of each
     /// upstream (its protocol revision, whether it keeps sessions) saves the first call a
     /// handshake (docs/rules.md MCP-27, MCP-28). It must send through this gateway's guard.

@@ -141,6 +141,8 @@ async fn gateway(address: Option<IpAddr>, port: u16, dir: &tempfile::TempDir) ->
             )]
             .into(),
         )
+        // The same loopback upstream for `fetch`: vouched for as well (EGRESS-40).
+        .fetch_uses_egress_allow(true)
         .build()
 }
 

@@ -28,6 +28,7 @@ principal = "other"
 groups = ["ops"]
 [egress]
 allow = ["127.0.0.1/32"]
+allow_fetch = true
 [credentials]
 file = "creds.yml"
 [builtins.ask_human]

@@ -14,7 +14,7 @@ const ADMIN: &str = "admin-5d41402abc4b2a76b9719d911017c592";
 const CLIENT: &str = "mcp-7d793037a0760186574b0282f2f435e7";
 
 fn deployment() -> tempfile::TempDir {
-    let toml = "[[admin.tokens]]\ncredential = \"airlock.admin\"\nprincipal = \"alice\"\n[[mcp.tokens]]\ncredential = \"airlock.client\"\nprincipal = \"claude\"\n[egress]\nallow = [\"127.0.0.1/32\"]\n[credentials]\nfile = \"creds.yml\"\n[builtins.fetch]\napproval = \"never\"\n";
+    let toml = "[[admin.tokens]]\ncredential = \"airlock.admin\"\nprincipal = \"alice\"\n[[mcp.tokens]]\ncredential = \"airlock.client\"\nprincipal = \"claude\"\n[egress]\nallow = [\"127.0.0.1/32\"]\nallow_fetch = true\n[credentials]\nfile = \"creds.yml\"\n[builtins.fetch]\napproval = \"never\"\n";
     deployment_with(
         toml,
         &format!("airlock:\n  admin: {ADMIN}\n  client: {CLIENT}\n"),

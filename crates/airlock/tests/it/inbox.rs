@@ -22,7 +22,7 @@ const HELPER: &str = "apiVersion: airlock/v1\nkind: Agent\nmetadata:\n  name: he
 /// Two admins (`alice`, `bob`), an MCP client (`claude`), `ask_human`, gated `fetch`, loopback
 /// egress, and the agent `helper` (gated `fetch`).
 pub(crate) fn deployment() -> tempfile::TempDir {
-    let toml = "[[admin.tokens]]\ncredential = \"airlock.alice\"\nprincipal = \"alice\"\n[[admin.tokens]]\ncredential = \"airlock.bob\"\nprincipal = \"bob\"\n[[mcp.tokens]]\ncredential = \"airlock.claude\"\nprincipal = \"claude\"\n[egress]\nallow = [\"127.0.0.1/32\"]\n[credentials]\nfile = \"creds.yml\"\n[builtins.ask_human]\n[builtins.fetch]\napproval = \"always\"\n";
+    let toml = "[[admin.tokens]]\ncredential = \"airlock.alice\"\nprincipal = \"alice\"\n[[admin.tokens]]\ncredential = \"airlock.bob\"\nprincipal = \"bob\"\n[[mcp.tokens]]\ncredential = \"airlock.claude\"\nprincipal = \"claude\"\n[egress]\nallow = [\"127.0.0.1/32\"]\nallow_fetch = true\n[credentials]\nfile = \"creds.yml\"\n[builtins.ask_human]\n[builtins.fetch]\napproval = \"always\"\n";
     let dir = deployment_with(
         toml,
         &format!("airlock:\n  alice: {ALICE}\n  bob: {BOB}\n  claude: {CLAUDE}\n"),

@@ -11,7 +11,7 @@ pub(crate) const CLAUDE: &str = "mcp-fcde2b2edba56bf408601fb721fe9b5c";
 pub(crate) const OTHER: &str = "mcp-9b74c9897bac770ffc029102a200c5de";
 
 pub(crate) fn deployment() -> tempfile::TempDir {
-    let toml = "[[admin.tokens]]\ncredential = \"airlock.admin\"\nprincipal = \"alice\"\n[[mcp.tokens]]\ncredential = \"airlock.claude\"\nprincipal = \"claude\"\n[[mcp.tokens]]\ncredential = \"airlock.other\"\nprincipal = \"other\"\n[egress]\nallow = [\"127.0.0.1/32\"]\n[credentials]\nfile = \"creds.yml\"\n[builtins.ask_human]\n[builtins.fetch]\napproval = \"always\"\n";
+    let toml = "[[admin.tokens]]\ncredential = \"airlock.admin\"\nprincipal = \"alice\"\n[[mcp.tokens]]\ncredential = \"airlock.claude\"\nprincipal = \"claude\"\n[[mcp.tokens]]\ncredential = \"airlock.other\"\nprincipal = \"other\"\n[egress]\nallow = [\"127.0.0.1/32\"]\nallow_fetch = true\n[credentials]\nfile = \"creds.yml\"\n[builtins.ask_human]\n[builtins.fetch]\napproval = \"always\"\n";
     deployment_with(
         toml,
         &format!("airlock:\n  admin: {ADMIN}\n  claude: {CLAUDE}\n  other: {OTHER}\n"),
@@ -194,7 +194,7 @@ async fn a_question_waits_for_a_person_and_a_failure_is_an_error() {
 /// token without `scopes` reaches every scope.
 #[tokio::test]
 async fn a_token_reaches_only_its_scopes() {
-    let toml = "[[mcp.tokens]]\ncredential = \"airlock.claude\"\nprincipal = \"claude\"\nscopes = [\"agent:support\"]\n[[mcp.tokens]]\ncredential = \"airlock.other\"\nprincipal = \"other\"\n[egress]\nallow = [\"127.0.0.1/32\"]\n[credentials]\nfile = \"creds.yml\"\n[builtins.fetch]\n";
+    let toml = "[[mcp.tokens]]\ncredential = \"airlock.claude\"\nprincipal = \"claude\"\nscopes = [\"agent:support\"]\n[[mcp.tokens]]\ncredential = \"airlock.other\"\nprincipal = \"other\"\n[egress]\nallow = [\"127.0.0.1/32\"]\nallow_fetch = true\n[credentials]\nfile = \"creds.yml\"\n[builtins.fetch]\n";
     let dir = deployment_with(
         toml,
         &format!("airlock:\n  claude: {CLAUDE}\n  other: {OTHER}\n"),

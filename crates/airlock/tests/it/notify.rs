@@ -33,7 +33,7 @@ fn deployment(notify: &str, top: &str) -> tempfile::TempDir {
 /// A deployment whose `fetch` has `approval`, with `notify` appended to its `airlock.toml`.
 fn deployment_fetching(approval: &str, notify: &str, top: &str) -> tempfile::TempDir {
     let toml = format!(
-        "{top}[[admin.tokens]]\ncredential = \"airlock.admin\"\nprincipal = \"alice\"\n[[mcp.tokens]]\ncredential = \"airlock.claude\"\nprincipal = \"claude\"\n[egress]\nallow = [\"127.0.0.1/32\"]\n[credentials]\nfile = \"creds.yml\"\n[builtins.fetch]\napproval = \"{approval}\"\n[server]\npublic_url = \"https://airlock.example.com/\"\n{notify}"
+        "{top}[[admin.tokens]]\ncredential = \"airlock.admin\"\nprincipal = \"alice\"\n[[mcp.tokens]]\ncredential = \"airlock.claude\"\nprincipal = \"claude\"\n[egress]\nallow = [\"127.0.0.1/32\"]\nallow_fetch = true\n[credentials]\nfile = \"creds.yml\"\n[builtins.fetch]\napproval = \"{approval}\"\n[server]\npublic_url = \"https://airlock.example.com/\"\n{notify}"
     );
     let creds = format!(
         "airlock:\n  admin: {ADMIN}\n  claude: {CLAUDE}\nhooks:\n  secret: whsec_{KEY}\nslack:\n  bot: {BOT_TOKEN}\n  signing: {SIGNING_SECRET}\n"

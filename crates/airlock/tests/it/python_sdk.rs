@@ -25,7 +25,7 @@ async fn the_python_sdk_lists_calls_and_awaits_an_approved_call() {
     if !installed(&python, "the MCP Python SDK venv", install) {
         return;
     }
-    let toml = "[[admin.tokens]]\ncredential = \"airlock.admin\"\nprincipal = \"alice\"\n[[mcp.tokens]]\ncredential = \"airlock.claude\"\nprincipal = \"claude\"\n[egress]\nallow = [\"127.0.0.1/32\"]\n[credentials]\nfile = \"creds.yml\"\n[builtins.fetch]\napproval = \"always\"\n";
+    let toml = "[[admin.tokens]]\ncredential = \"airlock.admin\"\nprincipal = \"alice\"\n[[mcp.tokens]]\ncredential = \"airlock.claude\"\nprincipal = \"claude\"\n[egress]\nallow = [\"127.0.0.1/32\"]\nallow_fetch = true\n[credentials]\nfile = \"creds.yml\"\n[builtins.fetch]\napproval = \"always\"\n";
     let deployment = deployment_with(
         toml,
         &format!("airlock:\n  admin: {ADMIN}\n  claude: {CLAUDE}\n"),

@@ -58,7 +58,7 @@ fn deployment(
          [[admin.tokens]]\ncredential = \"airlock.admin\"\nprincipal = \"alice\"\n\
          [[mcp.tokens]]\ncredential = \"airlock.client\"\nprincipal = \"claude\"\n\
          [[mcp.tokens]]\ncredential = \"airlock.caller\"\nprincipal = \"carol\"\nscopes = [\"agent:helper\"]\n\
-         [egress]\nallow = [\"127.0.0.1/32\"]\n[credentials]\nfile = \"creds.yml\"\n\
+         [egress]\nallow = [\"127.0.0.1/32\"]\nallow_fetch = true\n[credentials]\nfile = \"creds.yml\"\n\
          [connections.tenant]\nuse_egress_allow = true\nbase_url = \"http://127.0.0.1:{api}\"\ncredential = \"tenant.token\"\n\
          [connections.up]\nuse_egress_allow = true\nbase_url = \"http://127.0.0.1:{upstream}\"\n\
          [connections.slow]\nuse_egress_allow = true\nbase_url = \"http://127.0.0.1:{slow}\"\n"

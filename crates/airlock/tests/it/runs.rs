@@ -40,7 +40,7 @@ pub(crate) fn helper_deployment(model: &str, erp: &str) -> tempfile::TempDir {
          [[mcp.tokens]]\ncredential = \"airlock.carol_gateway\"\nprincipal = \"carol\"\nscopes = [\"gateway\"]\n\
          [[mcp.tokens]]\ncredential = \"airlock.every\"\nprincipal = \"root\"\n\
          [[admin.tokens]]\ncredential = \"airlock.admin\"\nprincipal = \"alice\"\n\
-         [egress]\nallow = [\"127.0.0.1/32\"]\n\
+         [egress]\nallow = [\"127.0.0.1/32\"]\nallow_fetch = true\n\
          [credentials]\nfile = \"creds.yml\"\n\
          [connections.erp]\nuse_egress_allow = true\nbase_url = \"{erp}\"\ncredential = \"erp.token\"\n"
     );

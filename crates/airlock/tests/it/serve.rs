@@ -30,7 +30,7 @@ pub(crate) async fn post(addr: SocketAddr, path: &str, body: Option<Value>) -> (
 
 /// The deployment of the API tests: an admin token for `alice`, `ask_human`, gated `fetch`.
 pub(crate) fn deployment() -> tempfile::TempDir {
-    let toml = "listen = \"127.0.0.1:0\"\n[[admin.tokens]]\ncredential = \"airlock.admin\"\nprincipal = \"alice\"\n[egress]\nallow = [\"127.0.0.1/32\"]\n[credentials]\nfile = \"creds.yml\"\n[builtins.ask_human]\n[builtins.fetch]\napproval = \"always\"\n";
+    let toml = "listen = \"127.0.0.1:0\"\n[[admin.tokens]]\ncredential = \"airlock.admin\"\nprincipal = \"alice\"\n[egress]\nallow = [\"127.0.0.1/32\"]\nallow_fetch = true\n[credentials]\nfile = \"creds.yml\"\n[builtins.ask_human]\n[builtins.fetch]\napproval = \"always\"\n";
     deployment_with(toml, &format!("airlock:\n  admin: {ADMIN}\n"))
 }
 
@@ -224,7 +224,7 @@ fn serve_fails_loudly_on_a_bad_deployment() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn graceful_shutdown_lets_an_in_flight_call_finish() {
     let token = "mcp-5994471abb01112afcc18159f6cc74b4";
-    let toml = "listen = \"127.0.0.1:0\"\n[[mcp.tokens]]\ncredential = \"airlock.mcp\"\nprincipal = \"claude\"\n[egress]\nallow = [\"127.0.0.1/32\"]\n[credentials]\nfile = \"creds.yml\"\n[builtins.fetch]\n";
+    let toml = "listen = \"127.0.0.1:0\"\n[[mcp.tokens]]\ncredential = \"airlock.mcp\"\nprincipal = \"claude\"\n[egress]\nallow = [\"127.0.0.1/32\"]\nallow_fetch = true\n[credentials]\nfile = \"creds.yml\"\n[builtins.fetch]\n";
     let dir = deployment_with(toml, &format!("airlock:\n  mcp: {token}\n"));
 
     // An upstream that answers only when the test says so.
@@ -300,7 +300,7 @@ async fn an_empty_token_credential_refuses_to_boot() {
 #[tokio::test]
 async fn fetch_of_a_page_answering_500_fails() {
     const ERROR: &[u8] = b"HTTP/1.1 500 Internal Server Error\r\ncontent-type: text/plain\r\ncontent-length: 4\r\nconnection: close\r\n\r\noops";
-    let toml = "[egress]\nallow = [\"127.0.0.1/32\"]\n[credentials]\nfile = \"creds.yml\"\n[builtins.fetch]\n";
+    let toml = "[egress]\nallow = [\"127.0.0.1/32\"]\nallow_fetch = true\n[credentials]\nfile = \"creds.yml\"\n[builtins.fetch]\n";
     let dir = deployment_with(toml, "airlock: {}\n");
     let gateway = airlock::boot::boot(dir.path()).await.unwrap().gateway;
     let page = crate::support::upstream_answering(ERROR).await;

@@ -20,7 +20,7 @@ const ADMIN: &str = "admin-2f9c41d7e08b4a6c95d3e1f0a7b8c6d5";
 /// A deployment with an MCP token, an admin token (for `/metrics`), `ask_human` (parks) and
 /// `fetch` (runs at once).
 fn deployment() -> tempfile::TempDir {
-    let toml = "listen = \"127.0.0.1:0\"\n[[mcp.tokens]]\ncredential = \"airlock.mcp\"\nprincipal = \"claude\"\n[[admin.tokens]]\ncredential = \"airlock.admin\"\nprincipal = \"ops\"\n[egress]\nallow = [\"127.0.0.1/32\"]\n[credentials]\nfile = \"creds.yml\"\n[builtins.ask_human]\n[builtins.fetch]\n";
+    let toml = "listen = \"127.0.0.1:0\"\n[[mcp.tokens]]\ncredential = \"airlock.mcp\"\nprincipal = \"claude\"\n[[admin.tokens]]\ncredential = \"airlock.admin\"\nprincipal = \"ops\"\n[egress]\nallow = [\"127.0.0.1/32\"]\nallow_fetch = true\n[credentials]\nfile = \"creds.yml\"\n[builtins.ask_human]\n[builtins.fetch]\n";
     deployment_with(
         toml,
         &format!("airlock:\n  mcp: {TOKEN}\n  admin: {ADMIN}\n"),
@@ -179,7 +179,7 @@ async fn a_second_signal_or_the_end_of_the_grace_period_exits_at_once() {
 /// A deployment whose `fetch` waits for an approval, and whose notifications go to `hook`.
 fn gated_deployment(hook: &str) -> tempfile::TempDir {
     let toml = format!(
-        "listen = \"127.0.0.1:0\"\n[[mcp.tokens]]\ncredential = \"airlock.mcp\"\nprincipal = \"claude\"\n[[admin.tokens]]\ncredential = \"airlock.admin\"\nprincipal = \"ops\"\n[egress]\nallow = [\"127.0.0.1/32\"]\n[credentials]\nfile = \"creds.yml\"\n[builtins.fetch]\napproval = \"always\"\n[[notify.webhooks]]\nurl = \"{hook}\"\nsecret = \"hooks.secret\"\n"
+        "listen = \"127.0.0.1:0\"\n[[mcp.tokens]]\ncredential = \"airlock.mcp\"\nprincipal = \"claude\"\n[[admin.tokens]]\ncredential = \"airlock.admin\"\nprincipal = \"ops\"\n[egress]\nallow = [\"127.0.0.1/32\"]\nallow_fetch = true\n[credentials]\nfile = \"creds.yml\"\n[builtins.fetch]\napproval = \"always\"\n[[notify.webhooks]]\nurl = \"{hook}\"\nsecret = \"hooks.secret\"\n"
     );
     let creds = format!(
         "airlock:\n  mcp: {TOKEN}\n  admin: {ADMIN}\nhooks:\n  secret: whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\n"

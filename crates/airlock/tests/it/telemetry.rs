@@ -20,7 +20,7 @@ const ARGUMENT: &str = "argument-value-never-in-a-span";
 /// builtins `ask_human` and `fetch` (ungated), and `extra` appended to `airlock.toml`.
 fn deployment(upstream: &str, extra: &str) -> tempfile::TempDir {
     let toml = format!(
-        "[[admin.tokens]]\ncredential = \"airlock.admin\"\nprincipal = \"alice\"\n[[mcp.tokens]]\ncredential = \"airlock.client\"\nprincipal = \"claude\"\n[egress]\nallow = [\"127.0.0.1/32\"]\n[credentials]\nfile = \"creds.yml\"\n[builtins.ask_human]\n[builtins.fetch]\napproval = \"never\"\n{extra}"
+        "[[admin.tokens]]\ncredential = \"airlock.admin\"\nprincipal = \"alice\"\n[[mcp.tokens]]\ncredential = \"airlock.client\"\nprincipal = \"claude\"\n[egress]\nallow = [\"127.0.0.1/32\"]\nallow_fetch = true\n[credentials]\nfile = \"creds.yml\"\n[builtins.ask_human]\n[builtins.fetch]\napproval = \"never\"\n{extra}"
     );
     let creds = format!(
         "airlock:\n  admin: {ADMIN}\n  client: {CLIENT}\ncrm:\n  key: {UPSTREAM_KEY}\notel:\n  key: {OTEL_KEY}\n"
