@@ -9,15 +9,8 @@
 //! ([`Call::send_streaming`]) under the same rules. The precise rules are EGRESS-1 to EGRESS-34
 //! in docs/rules.md.
 //!
-//! ```no_run
-//! # async fn demo() -> Result<(), airlock_egress::EgressError> {
-//! use airlock_egress::{EgressPolicy, GuardedClient, Request};
-//! let client = GuardedClient::new(EgressPolicy::default())?;
-//! let call = client.call(); // one deadline, one resolution per host
-//! let reply = call.send(Request::get("https://api.example.com/v1/items")).await?;
-//! println!("{}", reply.error_for_status()?.text());
-//! # Ok(()) }
-//! ```
+//! `examples/get.rs` is a whole call in a few lines: one [`GuardedClient::call`], one
+//! [`Request::get`], the reply's text.
 
 mod address;
 mod body;

@@ -12,17 +12,8 @@
 //! [`ToolCall`], [`ToolResult`] and [`RemoteTool`], and the endpoint's port types in [`ToolHost`]'s
 //! vocabulary, never an rmcp type.
 //!
-//! ```no_run
-//! # async fn demo(guard: airlock_egress::GuardedClient) {
-//! use airlock_mcp::{McpClient, McpTarget, ToolCall};
-//! let client = McpClient::new(guard);
-//! let target = McpTarget::new("https://mcp.example.com/mcp");
-//! match client.call_tool(&target, &ToolCall::new("search", serde_json::json!({"q": "x"}))).await {
-//!     Ok(result) => println!("{}", result.text),
-//!     Err(err) => println!("{}: {}", err.kind, err.message),
-//! }
-//! # }
-//! ```
+//! `examples/call_tool.rs` is one call in a few lines: an [`McpClient`] over the guard, an
+//! [`McpTarget`], a [`ToolCall`], and its result or error kind.
 
 mod client;
 mod downstream;

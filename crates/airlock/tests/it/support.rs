@@ -19,6 +19,7 @@ use airlock::http::{AppState, app, serve};
 use airlock_ledger::Invocation;
 use airlock_runtime::{CallContext, Gateway};
 use airlock_spec::ScopeId;
+use airlock_testkit::Needs;
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpListener;
@@ -324,11 +325,11 @@ pub(crate) fn mcp_request(base: &str) -> reqwest::RequestBuilder {
 /// Whether a client that `.ci/run` installs (`installed` is one of its files) is here. Missing
 /// under `CI` is a failure, never a skip, so CI cannot pass by skipping; locally the test says
 /// how to install it and is skipped.
-pub(crate) fn installed(installed: &Path, what: &str, install: &str) -> bool {
+pub(crate) fn installed(installed: &Path, needs: Needs) -> bool {
     if installed.exists() {
         return true;
     }
-    airlock_testkit::skip(what, &format!("run `{install}`"));
+    airlock_testkit::skip(needs);
     false
 }
 
@@ -337,21 +338,39 @@ pub(crate) fn installed(installed: &Path, what: &str, install: &str) -> bool {
 /// installed (outside CI). The upstream lives as long as the child handle.
 pub(crate) async fn sdk_fixture() -> Option<(tokio::process::Child, u16)> {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../airlock-mcp/tests/sdk");
-    node_fixture(&dir, "@modelcontextprotocol/sdk", "fixture.mjs").await
+    node_fixture(
+        &dir,
+        "@modelcontextprotocol/sdk",
+        Needs::TypeScriptSdk,
+        "fixture.mjs",
+    )
+    .await
 }
 
 /// Starts `crates/airlock/tests/upstream-v2/tasks.mjs`, a 2026-07-28 MCP upstream built with the
 /// official TypeScript SDK v2 that runs the conformance suite's task tools as tasks; as
 /// [`sdk_fixture`].
 pub(crate) async fn tasks_fixture() -> Option<(tokio::process::Child, u16)> {
-    node_fixture(&upstream_v2(), "@modelcontextprotocol/server", "tasks.mjs").await
+    node_fixture(
+        &upstream_v2(),
+        "@modelcontextprotocol/server",
+        Needs::TypeScriptSdkV2,
+        "tasks.mjs",
+    )
+    .await
 }
 
 /// Starts `crates/airlock/tests/upstream-v2/mrtr.mjs`, a 2026-07-28 upstream built with the
 /// official TypeScript SDK v2 that asks its client for input (the conformance suite's
 /// input-required tools); as [`sdk_fixture`].
 pub(crate) async fn mrtr_fixture() -> Option<(tokio::process::Child, u16)> {
-    node_fixture(&upstream_v2(), "@modelcontextprotocol/server", "mrtr.mjs").await
+    node_fixture(
+        &upstream_v2(),
+        "@modelcontextprotocol/server",
+        Needs::TypeScriptSdkV2,
+        "mrtr.mjs",
+    )
+    .await
 }
 
 /// The npm package directory of the upstreams built with the TypeScript SDK v2.
@@ -359,15 +378,15 @@ fn upstream_v2() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/upstream-v2")
 }
 
-/// Starts `script` of the npm package directory `dir` (which must have `package` installed)
-/// and reads the port it prints first.
+/// Starts `script` of the npm package directory `dir` (which must have `package` installed, as
+/// `needs` says how) and reads the port it prints first.
 async fn node_fixture(
     dir: &Path,
     package: &str,
+    needs: Needs,
     script: &str,
 ) -> Option<(tokio::process::Child, u16)> {
-    let install = format!("npm ci --prefix {}", dir.display());
-    if !installed(&dir.join("node_modules").join(package), package, &install) {
+    if !installed(&dir.join("node_modules").join(package), needs) {
         return None;
     }
     let mut child = tokio::process::Command::new("node")

@@ -16,10 +16,7 @@ use super::{Endpoint, TOKEN};
 async fn typescript_sdk_lists_calls_parks_and_awaits() {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/sdk");
     if !dir.join("node_modules/@modelcontextprotocol/sdk").is_dir() {
-        airlock_testkit::skip(
-            "the MCP TypeScript SDK (Node)",
-            "run `npm ci --prefix crates/airlock-mcp/tests/sdk`",
-        );
+        airlock_testkit::skip(airlock_testkit::Needs::TypeScriptSdk);
         return;
     }
     let server = Endpoint::start().await;
@@ -117,10 +114,7 @@ async fn typescript_sdk_lists_calls_parks_and_awaits() {
 async fn typescript_sdk_completes_the_oauth_flow() {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/sdk");
     if !dir.join("node_modules/@modelcontextprotocol/sdk").is_dir() {
-        airlock_testkit::skip(
-            "the MCP TypeScript SDK (Node)",
-            "run `npm ci --prefix crates/airlock-mcp/tests/sdk`",
-        );
+        airlock_testkit::skip(airlock_testkit::Needs::TypeScriptSdk);
         return;
     }
     let issuer = Issuer::start(KeyKind::Rs256).await;
