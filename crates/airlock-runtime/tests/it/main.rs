@@ -5,6 +5,7 @@ mod agent;
 mod api_execute;
 mod api_request;
 mod api_response;
+mod fetch;
 mod gateway;
 mod integration;
 mod same_cause;
