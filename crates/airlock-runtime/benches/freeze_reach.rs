@@ -2,8 +2,8 @@
 //! freeze's commit returning on replica B to replica A's copy covering the call — with A
 //! refreshing as `serve` does (every `freeze::REFRESH`), on SQLite (two stores on one file, as two
 //! processes would open it) and on PostgreSQL (two pools; when `AIRLOCK_TEST_DATABASE_URL` is
-//! set). Reports p50, p99 and the worst of 40 freezes, and what judging a call against 100
-//! freezes costs. Run with `cargo bench -p airlock-runtime --bench freeze_reach`.
+//! set). Reports p50, p99 and the worst of 40 freezes made at spread phases of A's period, and
+//! what judging a call against 100 freezes costs. Run with `cargo bench -p airlock-runtime --bench freeze_reach`.
 
 #![allow(clippy::unwrap_used, missing_docs)]
 
@@ -49,7 +49,10 @@ async fn reach(label: &str, a: Arc<dyn Store>, b: Arc<dyn Store>) {
     let scope = ScopeId::Gateway;
     let call = Covered::call(&scope, Some("bench"), &spec);
     let mut took = Vec::with_capacity(FREEZES);
-    for _ in 0..FREEZES {
+    for i in 0..FREEZES {
+        // Freezes land at every phase of A's refresh period, as operators' do.
+        let phase = freeze::REFRESH.mul_f64((i as f64 * 0.618_034).fract());
+        tokio::time::sleep(phase).await;
         let target = FreezeTarget::Tool("send".into());
         b.freezes()
             .freeze(target.clone(), "bench", "ops")
