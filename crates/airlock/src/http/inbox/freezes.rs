@@ -80,22 +80,18 @@ pub(super) async fn freeze(
     signed: Signed,
     Form(form): Form<FreezeForm>,
 ) -> Result<Response, InboxError> {
-    // INBOX-3: nothing is read or written before the form is known to be the session's.
-    if !signed.csrf_matches(&form.csrf) {
-        return Err(InboxError::csrf());
-    }
-    let message = match FreezeTarget::parse(&form.kind, form.name.trim()) {
-        Err(e) => format!("Nothing was frozen: {e}"),
-        Ok(target) => {
-            let watch = inbox.app.gateway.freezes();
-            match watch.freeze(target, &form.reason, &signed.principal).await {
-                Ok(f) => format!("Frozen: {} (by {}: {})", f.target, f.by, f.reason),
-                Err(e) => format!("Nothing was frozen: {e}"),
-            }
+    let change = async {
+        let target = match FreezeTarget::parse(&form.kind, form.name.trim()) {
+            Ok(target) => target,
+            Err(e) => return format!("Nothing was frozen: {e}"),
+        };
+        let watch = inbox.app.gateway.freezes();
+        match watch.freeze(target, &form.reason, &signed.principal).await {
+            Ok(f) => format!("Frozen: {} (by {}: {})", f.target, f.by, f.reason),
+            Err(e) => format!("Nothing was frozen: {e}"),
         }
     };
-    inbox.sessions.flash(&signed.cookie, message);
-    Ok(Redirect::to("/inbox/freezes").into_response())
+    changed(&inbox, &signed, &form.csrf, change).await
 }
 
 /// `POST /inbox/freezes/lift`.
@@ -104,20 +100,33 @@ pub(super) async fn lift(
     signed: Signed,
     Form(form): Form<FreezeForm>,
 ) -> Result<Response, InboxError> {
-    if !signed.csrf_matches(&form.csrf) {
-        return Err(InboxError::csrf());
-    }
-    let message = match FreezeTarget::parse(&form.kind, &form.name) {
-        Err(e) => format!("Nothing was lifted: {e}"),
-        Ok(target) => {
-            let watch = inbox.app.gateway.freezes();
-            match watch.unfreeze(target.clone(), &signed.principal).await {
-                Ok(Some(_)) => format!("Lifted: {target}"),
-                Ok(None) => format!("{target} was not frozen"),
-                Err(e) => format!("Nothing was lifted: {e}"),
-            }
+    let change = async {
+        let target = match FreezeTarget::parse(&form.kind, &form.name) {
+            Ok(target) => target,
+            Err(e) => return format!("Nothing was lifted: {e}"),
+        };
+        let watch = inbox.app.gateway.freezes();
+        match watch.unfreeze(target.clone(), &signed.principal).await {
+            Ok(Some(_)) => format!("Lifted: {target}"),
+            Ok(None) => format!("{target} was not frozen"),
+            Err(e) => format!("Nothing was lifted: {e}"),
         }
     };
+    changed(&inbox, &signed, &form.csrf, change).await
+}
+
+/// Makes `change` only when `csrf` is the session's (INBOX-3: nothing is read or written
+/// before), then shows what it said on the freezes page.
+async fn changed(
+    inbox: &Inbox,
+    signed: &Signed,
+    csrf: &str,
+    change: impl std::future::Future<Output = String>,
+) -> Result<Response, InboxError> {
+    if !signed.csrf_matches(csrf) {
+        return Err(InboxError::csrf());
+    }
+    let message = change.await;
     inbox.sessions.flash(&signed.cookie, message);
     Ok(Redirect::to("/inbox/freezes").into_response())
 }
