@@ -9,6 +9,7 @@
 //! after its commit is durable, and no read returns an overdue parked row as still waiting.
 
 mod agent_runs;
+mod budgets;
 mod confirmations;
 mod freezes;
 mod fresh_reads;
@@ -44,7 +45,7 @@ pub struct Ledger {
     pub(crate) pool: DbPool,
     pub(crate) writer: Writer,
     pub(crate) wakeups: Arc<Wakeups>,
-    clock: Arc<dyn Clock>,
+    pub(crate) clock: Arc<dyn Clock>,
     sweep_limit: i64,
     pub(crate) listener: Option<AbortOnDrop>,
     commits: Arc<AtomicU64>,

@@ -46,7 +46,8 @@ mod with_invocations;
 /// [`WithInvocations`]. On `dyn Store` every role's methods are callable without an import.
 pub mod roles {
     pub use crate::store::{
-        AgentRuns, Confirmations, Freezes, Invocations, Outbox, Pins, Rates, Reads, Sessions,
+        AgentRuns, Budgets, Confirmations, Freezes, Invocations, Outbox, Pins, Rates, Reads,
+        Sessions,
     };
 }
 
@@ -66,6 +67,7 @@ pub use transitions::pins::ToolPin;
 pub use transitions::rate::{RateBudget, RateRefusal};
 pub use transitions::request_states::StateUse;
 pub use transitions::upstream_task::RELAY_OWNER;
+pub use vocabulary::budget::{BudgetShare, BudgetUse, LimitUsage, OverLimit};
 pub use vocabulary::clock::{Clock, ManualClock, SystemClock};
 pub use vocabulary::error::{LedgerError, ToolError, ToolErrorKind};
 pub use vocabulary::ids::{InvocationId, RunId, SessionId};

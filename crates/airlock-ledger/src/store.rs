@@ -32,6 +32,7 @@ use crate::transitions::freezes::{Freeze, FreezeTarget};
 use crate::transitions::pins::ToolPin;
 use crate::transitions::rate::{RateBudget, RateRefusal};
 use crate::transitions::request_states::StateUse;
+use crate::vocabulary::budget::{BudgetUse, LimitUsage};
 use crate::vocabulary::error::{LedgerError, ToolError};
 use crate::vocabulary::ids::{InvocationId, RunId, SessionId};
 use crate::vocabulary::model::RunLease;
@@ -55,6 +56,7 @@ pub trait Store:
     + Pins
     + Rates
     + Freezes
+    + Budgets
     + Outbox
     + 'static
 {
@@ -69,6 +71,7 @@ impl<T> Store for T where
         + Pins
         + Rates
         + Freezes
+        + Budgets
         + Outbox
         + 'static
 {
@@ -352,6 +355,15 @@ pub trait Freezes: Send + Sync {
     fn unfreeze(&self, target: FreezeTarget, by: String) -> LedgerFuture<'_, Option<Freeze>>;
     /// Every freeze in force, oldest first: one small read, every replica's view of them.
     fn freezes(&self) -> LedgerFuture<'_, Vec<Freeze>>;
+}
+
+/// Budgets (docs/rules.md LEDGER-74): what calls reserved of their tools' limits. The shares are
+/// judged and written by [`Invocations::record`]; this role reads them.
+pub trait Budgets: Send + Sync {
+    /// The shares call `id` reserved, with what each limit held when it was recorded.
+    fn budget_uses(&self, id: InvocationId) -> LedgerFuture<'_, Vec<BudgetUse>>;
+    /// Every limit with shares counting in its window now, and what it holds.
+    fn limit_usage(&self) -> LedgerFuture<'_, Vec<LimitUsage>>;
 }
 
 /// The notification outbox: rows the state machine wrote with its transitions (see

@@ -2,6 +2,7 @@
 
 pub(crate) mod agent_runs;
 pub(crate) mod batch;
+pub(crate) mod budgets;
 pub(crate) mod confirmations;
 pub(crate) mod decide;
 pub(crate) mod expiry;

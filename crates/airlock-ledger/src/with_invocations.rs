@@ -15,8 +15,8 @@ use uuid::Uuid;
 
 use crate::sql::tx::TxTool;
 use crate::store::{
-    AgentRuns, Confirmations, Freezes, Invocations, LedgerFuture, Outbox, Pins, Rates, Reads,
-    Sessions, Store,
+    AgentRuns, Budgets, Confirmations, Freezes, Invocations, LedgerFuture, Outbox, Pins, Rates,
+    Reads, Sessions, Store,
 };
 use crate::support::notice::{Notice, NoticeRecord};
 use crate::transitions::agent_runs::{RunDetail, RunStep};
@@ -25,6 +25,7 @@ use crate::transitions::freezes::{Freeze, FreezeTarget};
 use crate::transitions::pins::ToolPin;
 use crate::transitions::rate::{RateBudget, RateRefusal};
 use crate::transitions::request_states::StateUse;
+use crate::vocabulary::budget::{BudgetUse, LimitUsage};
 use crate::vocabulary::error::ToolError;
 use crate::vocabulary::ids::{InvocationId, RunId, SessionId};
 use crate::vocabulary::model::{
@@ -154,6 +155,13 @@ impl Pins for WithInvocations {
 impl Rates for WithInvocations {
     delegate! { base:
         fn take_rate(&self, budgets: Vec<RateBudget>) -> LedgerFuture<'_, Option<RateRefusal>>;
+    }
+}
+
+impl Budgets for WithInvocations {
+    delegate! { base:
+        fn budget_uses(&self, id: InvocationId) -> LedgerFuture<'_, Vec<BudgetUse>>;
+        fn limit_usage(&self) -> LedgerFuture<'_, Vec<LimitUsage>>;
     }
 }
 

@@ -313,16 +313,21 @@ impl Gateway {
     ) -> Result<Outcome, GatewayError> {
         let spec = &tool.spec;
         let room = run.map_or(ProposalRoom::NoReceiver, |r| r.proposals);
+        let shares = crate::budget::shares(spec, ctx, run, &arguments);
         let invalid = self
             .definitions
             .removed_refusal(spec)
             .or_else(|| validate(tool, &arguments))
+            .or_else(|| shares.as_ref().err().cloned())
             .or_else(|| proposal_refusal(spec, room))
             .or_else(|| confirm_refusal(spec, run));
         let verdict = self.verdict(ctx, spec.definition.name.as_str());
         let mut new = new_invocation(ctx, spec, arguments, &tool.digest, invalid.is_some());
         new.run_id = run.map(|r| r.run);
         new.follows = follows;
+        if invalid.is_none() {
+            new.shares = shares.unwrap_or_default();
+        }
         let covered = Covered::call(&ctx.scope, ctx.principal.as_deref(), spec);
         if let Some(frozen) = self.freezes.covering(&covered) {
             // Refused before any policy, in the freeze's name (POLICY-52).

@@ -22,6 +22,7 @@
 
 pub mod agent;
 pub mod arguments;
+mod budget;
 pub mod decisions;
 mod egress;
 mod error;

@@ -145,6 +145,7 @@ pub(crate) fn shared_policy(f: &Fields<'_>, d: &mut Diag) -> Policy {
         approval,
         rate_limit,
         per_principal_rate_limit,
+        limits: crate::limits::limits(f, d),
         ..Policy::default()
     }
 }

@@ -19,6 +19,7 @@ mod deployment;
 mod diag;
 mod egress_settings;
 mod fields;
+mod limits;
 mod model_script;
 mod names;
 mod notify;
@@ -52,11 +53,14 @@ pub use credentials::{CredentialError, Credentials, ENV_PREFIX, MASTER_KEY_ENV, 
 pub use deployment::{Deployment, MAX_FILE_BYTES};
 pub use diag::{SpecErrors, SpecIssue};
 pub use egress_settings::{DEFAULT_BODY_CAP, DEFAULT_EGRESS_DEADLINE, EgressSettings};
+pub use limits::{Limit, Measure};
 pub use model_script::{ModelScript, ScriptedCall, ScriptedConversation, ScriptedTurn};
 pub use names::{AWAIT_TOOL, CredentialPath, MAX_TOOL_NAME, ToolName};
 pub use notify::{NotifySettings, SLACK_API, SlackSettings, WebhookSettings};
 pub use oauth::{DEFAULT_OAUTH_ALGORITHMS, DEFAULT_OAUTH_LEEWAY, OAuthSpec};
-pub use policy::{Approval, Effect, Mode, NotifyEvent, SourceKind, UnknownWord};
+pub use policy::{
+    Approval, Effect, LimitBy, LimitOver, Mode, NotifyEvent, SourceKind, UnknownWord,
+};
 pub use refs::{Reach, Reference, Referenced};
 pub use schema::{MAX_SCHEMA_BYTES, MAX_SCHEMA_DEPTH, compile_input_schema};
 pub use scope::{NameCollision, ParseScopeError, Scope, ScopeId, definitions_digest};

@@ -106,6 +106,32 @@ words! {
 }
 
 words! {
+    /// Whose budget a limit keeps.
+    LimitBy {
+        /// The declaration's tools as a whole.
+        #[default]
+        Tool = "tool",
+        /// Each principal's calls.
+        Principal = "principal",
+        /// Each agent run's calls (each session's, outside a run).
+        Run = "run",
+        /// Each agent's calls (the gateway scope's, for the MCP endpoint's).
+        Agent = "agent",
+    }
+}
+
+words! {
+    /// What a call over a limit gets.
+    LimitOver {
+        /// A tool error naming the limit and what is left; nothing is sent.
+        #[default]
+        Deny = "deny",
+        /// The call waits for a person, who sees the figures.
+        Approval = "approval",
+    }
+}
+
+words! {
     /// Where a tool runs.
     SourceKind {
         /// Compiled into the process.

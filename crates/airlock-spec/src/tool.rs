@@ -47,6 +47,9 @@ pub struct Policy {
     /// Calls each principal may make per window, on top of `rate_limit`
     /// (`rate_limit.per_principal`, POLICY-16).
     pub per_principal_rate_limit: Option<RateLimit>,
+    /// `limits:` — caps on what the declaration's calls add up to over a window
+    /// (docs/rules.md POLICY-57).
+    pub limits: Vec<crate::Limit>,
     /// How long a parked call waits for a person before it expires (`approval_ttl`); `None`:
     /// the server's default.
     pub approval_ttl: Option<Duration>,

@@ -21,7 +21,7 @@ use crate::schema::{check_input_schema, from_parameters};
 use crate::tool::{ApiAuth, ApiOperation, Method, Policy, ToolSource};
 use crate::tree::Node;
 
-pub(crate) const KEYS: [&str; 11] = [
+pub(crate) const KEYS: [&str; 12] = [
     "name",
     "type",
     "connection",
@@ -30,6 +30,7 @@ pub(crate) const KEYS: [&str; 11] = [
     "operations",
     "description",
     "rate_limit",
+    "limits",
     "approval",
     "base_url",
     "confirm",

@@ -20,7 +20,7 @@ pub const MAX_MCP_SLUG: usize = 30;
 /// Longest remote tool name.
 pub const MAX_REMOTE_TOOL_NAME: usize = 128;
 
-pub(crate) const KEYS: [&str; 13] = [
+pub(crate) const KEYS: [&str; 14] = [
     "name",
     "type",
     "connection",
@@ -29,6 +29,7 @@ pub(crate) const KEYS: [&str; 13] = [
     "tools",
     "description",
     "rate_limit",
+    "limits",
     "approval",
     "effect",
     "protocol",

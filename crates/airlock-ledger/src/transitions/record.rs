@@ -13,11 +13,12 @@ use sqlx::AssertSqlSafe;
 use crate::sql::row::{INVOCATION_COLUMNS, InvocationRow, content_hash};
 use crate::sql::tx::LedgerTx;
 use crate::transitions::batch::Batch;
+use crate::transitions::budgets::{self, Judged};
 use crate::transitions::expiry::settle_expiry;
 use crate::transitions::lease::{arguments_hash, claimed};
 use crate::transitions::request_states;
 use crate::transitions::runs;
-use crate::vocabulary::error::LedgerError;
+use crate::vocabulary::error::{LedgerError, ToolError, ToolErrorKind};
 use crate::vocabulary::ids::InvocationId;
 use crate::vocabulary::model::{DecisionRecord, Invocation, NewInvocation, Recorded};
 use crate::vocabulary::state::{CallKind, DecisionKind, InvocationState as S};
@@ -87,9 +88,31 @@ async fn record_with(
     }
     let principal = new.principal.clone().or(session_principal);
     let args_hash = arguments_hash(&new.arguments);
-    let (state, approval_ref) =
+    let (mut state, mut approval_ref) =
         initial_state(tx, batch, &new, &args_hash, principal.as_deref()).await?;
-    let inv = new_row(batch, &new, principal, args_hash, state, approval_ref);
+    let (uses, over) = match state {
+        S::Denied => (Vec::new(), None),
+        _ if new.shares.is_empty() => (Vec::new(), None),
+        _ => match budgets::judge(tx, batch, &new.shares).await? {
+            Judged::Within(uses) => (uses, None),
+            Judged::Denied(uses, message) => {
+                state = S::Failed;
+                (
+                    uses,
+                    Some(ToolError::new(ToolErrorKind::OverLimit, message)),
+                )
+            }
+            Judged::Approval(uses) => {
+                // A person decides a call over an `approval` limit, whatever its policy.
+                if state == S::Pending {
+                    (state, approval_ref) = (S::AwaitingApproval, None);
+                }
+                (uses, None)
+            }
+        },
+    };
+    let mut inv = new_row(batch, &new, principal, args_hash, state, approval_ref);
+    inv.error = over;
     // Claimed at birth: the row is inserted as `running` (version 2) and the chain records
     // both versions, exactly as a record and a claim would, in one statement.
     let running = match claim {
@@ -101,6 +124,9 @@ async fn record_with(
         _ => None,
     };
     if insert(tx, batch, &inv, running.as_ref()).await? {
+        if !uses.is_empty() {
+            budgets::reserve(tx, batch, inv.id, &uses).await?;
+        }
         if let Some(round) = &new.follows {
             request_states::record_use(tx, batch, &round.nonce, round.previous, &round.by).await?;
         }

@@ -222,11 +222,14 @@ pub enum ToolErrorKind {
     /// The upstream ran the call as a task of its own, and that task failed at the protocol
     /// level (docs/rules.md MCP-78): the message is the upstream's.
     TaskFailed,
+    /// The call would take one of its tool's limits past its cap (docs/rules.md POLICY-57): the
+    /// message names the limit and what is left. Nothing was sent.
+    OverLimit,
 }
 
 impl ToolErrorKind {
     /// Every kind, in the order the documentation lists them.
-    pub const ALL: [Self; 15] = [
+    pub const ALL: [Self; 16] = [
         Self::BadArguments,
         Self::BadDeclaration,
         Self::CredentialMissing,
@@ -242,6 +245,7 @@ impl ToolErrorKind {
         Self::Database,
         Self::ToolFailed,
         Self::TaskFailed,
+        Self::OverLimit,
     ];
 
     /// The stable word stored on ledger rows and shown to clients.
@@ -263,6 +267,7 @@ impl ToolErrorKind {
             Self::Database => "database",
             Self::ToolFailed => "tool_failed",
             Self::TaskFailed => "task_failed",
+            Self::OverLimit => "over_limit",
         }
     }
 

@@ -126,6 +126,10 @@ pub struct NewInvocation {
     /// the row is then born `denied`, decided in the refuser's name with this reason, and never
     /// runs (docs/rules.md LEDGER-48, LEDGER-73).
     pub refusal: Option<Refusal>,
+    /// The call's shares of its tool's limits (docs/rules.md LEDGER-74): judged and reserved in
+    /// the commit that records it; over a `deny` limit the row is born `failed` (`over_limit`),
+    /// over an `approval` one it waits for a person.
+    pub shares: Vec<crate::vocabulary::budget::BudgetShare>,
     /// The round this call continues, when it is the next round of a relayed MCP call
     /// (docs/rules.md LEDGER-62): the row is recorded ungated, and the sealed state's nonce is
     /// used in the same commit.
@@ -174,6 +178,7 @@ impl NewInvocation {
             definitions_digest: definitions_digest.into(),
             approval_ttl: None,
             refusal: None,
+            shares: Vec::new(),
             follows: None,
         }
     }

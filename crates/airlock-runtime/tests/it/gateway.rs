@@ -22,6 +22,7 @@ use airlock_spec::{
 use serde_json::{Value, json};
 
 mod ambiguous;
+mod budget;
 mod definitions;
 mod freeze;
 mod rival;
@@ -32,6 +33,10 @@ mod worker;
 use ambiguous::{
     a_call_in_flight_when_swept_in_doubt_returns_its_answer,
     an_answered_or_unsent_failure_still_fails, an_unanswered_api_call_parks_in_doubt,
+};
+use budget::{
+    a_call_over_an_approval_limit_waits_for_a_person,
+    concurrent_calls_from_two_replicas_never_pass_a_sum_cap,
 };
 use definitions::{
     a_once_grant_follows_its_own_tool_only, a_pending_row_never_runs_under_another_definition,
@@ -223,6 +228,8 @@ on_both_backends!(
     the_refresh_loop_brings_in_another_replicas_freeze,
     decisions_wait_out_a_freeze_and_approved_calls_run_after_it,
     the_worker_runs_a_held_approval_when_the_freeze_is_lifted,
+    concurrent_calls_from_two_replicas_never_pass_a_sum_cap,
+    a_call_over_an_approval_limit_waits_for_a_person,
 );
 
 // After the macro, which it uses.

@@ -1,0 +1,219 @@
+//! Budgets (docs/rules.md LEDGER-74): a call's shares of its tool's limits, judged and reserved
+//! in the transaction that records the call — no commit of their own.
+//!
+//! Guarantees: of any number of concurrent calls against one limit, on any number of replicas,
+//! the ones recorded as able to run never add up past it: on PostgreSQL the limit's key is
+//! locked for the rest of the recording transaction before its use is read (SQLite has one
+//! writer); a share counts while its call may run, runs, ran or may have run, and stops
+//! counting when the call is denied, expires, is given up, or fails before anything was sent —
+//! its row's state says which, so no transition writes the budget again and a crash leaves
+//! nothing to clean: a call in doubt keeps its share until a person settles it.
+
+use std::time::Duration;
+
+use crate::sql::db::{DbPool, DbRow, DbTx};
+use crate::sql::tx::LedgerTx;
+use crate::transitions::batch::Batch;
+use crate::vocabulary::budget::{BudgetShare, BudgetUse, LimitUsage, OverLimit};
+use crate::vocabulary::clock::to_micros;
+use crate::vocabulary::error::LedgerError;
+use crate::vocabulary::ids::InvocationId;
+
+/// What a call's shares come to.
+#[derive(Debug)]
+pub(crate) enum Judged {
+    /// Every share fits.
+    Within(Vec<BudgetUse>),
+    /// A `deny` limit is over: the call fails with this message.
+    Denied(Vec<BudgetUse>, String),
+    /// Only `approval` limits are over: the call waits for a person.
+    Approval(Vec<BudgetUse>),
+}
+
+/// The states whose shares count, and the failures that may have reached the upstream.
+const COUNTING: &str = "(i.state IN ('pending', 'proposed', 'awaiting_approval', \
+    'awaiting_answer', 'approved', 'running', 'in_doubt', 'succeeded', 'resolved', \
+    'input_required') OR (i.state = 'failed' AND i.error_kind IN ('timeout', 'upstream_error', \
+    'bad_response', 'tool_failed', 'task_failed')))";
+
+/// Judges `shares` against what their limits hold now. Flushes the batch first (its queued
+/// rows count) and, on PostgreSQL, locks each key until the transaction ends.
+pub(crate) async fn judge(
+    tx: &mut LedgerTx,
+    batch: &mut Batch,
+    shares: &[BudgetShare],
+) -> Result<Judged, LedgerError> {
+    batch.flush(tx).await?;
+    let mut keys: Vec<&str> = shares.iter().map(|s| s.key.as_str()).collect();
+    keys.sort_unstable();
+    keys.dedup();
+    if matches!(tx.inner, DbTx::Postgres(_)) {
+        for key in keys {
+            tx.inner
+                .execute(
+                    "SELECT pg_advisory_xact_lock(hashtextextended(current_schema() || '/budget/' || $1, 0))",
+                    &[key.into()],
+                )
+                .await?;
+        }
+    }
+    let mut uses = Vec::with_capacity(shares.len());
+    for share in shares {
+        let since = to_micros(batch.now - share.window);
+        let row = tx
+            .inner
+            .fetch_optional(
+                sqlx::AssertSqlSafe(format!(
+                    "SELECT CAST(COALESCE(SUM(s.share), 0) AS BIGINT) AS used FROM budget_shares s \
+                     JOIN invocations i ON i.id = s.invocation_id \
+                     WHERE s.limit_key = $1 AND s.at > $2 AND {COUNTING}"
+                )),
+                &[share.key.clone().into(), since.into()],
+            )
+            .await?;
+        let used = row
+            .map(|r| r.int("used"))
+            .transpose()?
+            .flatten()
+            .unwrap_or(0);
+        uses.push(BudgetUse {
+            key: share.key.clone(),
+            label: share.label.clone(),
+            unit: share.unit.clone(),
+            share: share.share,
+            used_before: used,
+            cap: share.cap,
+            window: share.window,
+            over: used.saturating_add(share.share) > share.cap,
+        });
+    }
+    let over = |mode| {
+        uses.iter()
+            .zip(shares)
+            .find(|(u, s)| u.over && s.over == mode)
+            .map(|(u, _)| u.clone())
+    };
+    Ok(match (over(OverLimit::Deny), over(OverLimit::Approval)) {
+        (Some(first), _) => {
+            let message = format!(
+                "over the limit {}: nothing was sent ({} left before this call)",
+                first.figures(),
+                first.left()
+            );
+            Judged::Denied(uses, message)
+        }
+        (None, Some(_)) => Judged::Approval(uses),
+        (None, None) => Judged::Within(uses),
+    })
+}
+
+/// Reserves the judged `uses` for the row `id` just inserted (flushing it first, so the shares
+/// never name a row that is not there).
+pub(crate) async fn reserve(
+    tx: &mut LedgerTx,
+    batch: &mut Batch,
+    id: InvocationId,
+    uses: &[BudgetUse],
+) -> Result<(), LedgerError> {
+    batch.flush(tx).await?;
+    for u in uses {
+        tx.inner
+            .execute(
+                "INSERT INTO budget_shares (invocation_id, limit_key, label, unit, share, \
+                 used_before, cap, window_us, over_cap, at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+                &[
+                    id.to_string().into(),
+                    u.key.clone().into(),
+                    u.label.clone().into(),
+                    u.unit.clone().into(),
+                    u.share.into(),
+                    u.used_before.into(),
+                    u.cap.into(),
+                    i64::try_from(u.window.as_micros())
+                        .unwrap_or(i64::MAX)
+                        .into(),
+                    i64::from(u.over).into(),
+                    to_micros(batch.now).into(),
+                ],
+            )
+            .await?;
+    }
+    Ok(())
+}
+
+/// The shares row `id` reserved, as they were judged.
+pub(crate) async fn of(pool: &DbPool, id: InvocationId) -> Result<Vec<BudgetUse>, LedgerError> {
+    let rows = pool
+        .fetch_all(
+            "SELECT limit_key, label, unit, share, used_before, cap, window_us, over_cap \
+             FROM budget_shares WHERE invocation_id = $1 ORDER BY limit_key",
+            &[id.to_string().into()],
+        )
+        .await?;
+    rows.iter().map(read_use).collect()
+}
+
+/// Every limit with a share recorded within its window, and what it holds now.
+pub(crate) async fn usage(
+    pool: &DbPool,
+    now: time::OffsetDateTime,
+) -> Result<Vec<LimitUsage>, LedgerError> {
+    let latest = pool
+        .fetch_all(
+            "SELECT s.limit_key, s.label, s.unit, s.cap, s.window_us FROM budget_shares s \
+             WHERE s.at = (SELECT MAX(t.at) FROM budget_shares t WHERE t.limit_key = s.limit_key) \
+             ORDER BY s.limit_key",
+            &[],
+        )
+        .await?;
+    let mut out = Vec::new();
+    for row in &latest {
+        let key = row.req_text("limit_key")?;
+        if out.iter().any(|u: &LimitUsage| u.key == key) {
+            continue;
+        }
+        let window = Duration::from_micros(u64::try_from(row.req_int("window_us")?).unwrap_or(0));
+        let since = to_micros(now - window);
+        let used = pool
+            .fetch_optional(
+                sqlx::AssertSqlSafe(format!(
+                    "SELECT CAST(COALESCE(SUM(s.share), 0) AS BIGINT) AS used FROM budget_shares s \
+                     JOIN invocations i ON i.id = s.invocation_id \
+                     WHERE s.limit_key = $1 AND s.at > $2 AND {COUNTING}"
+                )),
+                &[key.clone().into(), since.into()],
+            )
+            .await?
+            .map(|r| r.int("used"))
+            .transpose()?
+            .flatten()
+            .unwrap_or(0);
+        if used == 0 {
+            continue;
+        }
+        out.push(LimitUsage {
+            key,
+            label: row.req_text("label")?,
+            unit: row.text("unit")?,
+            used,
+            cap: row.req_int("cap")?,
+            window,
+        });
+    }
+    Ok(out)
+}
+
+fn read_use(row: &DbRow) -> Result<BudgetUse, LedgerError> {
+    let window_us = row.req_int("window_us")?;
+    Ok(BudgetUse {
+        key: row.req_text("limit_key")?,
+        label: row.req_text("label")?,
+        unit: row.text("unit")?,
+        share: row.req_int("share")?,
+        used_before: row.req_int("used_before")?,
+        cap: row.req_int("cap")?,
+        window: Duration::from_micros(u64::try_from(window_us).unwrap_or(0)),
+        over: row.req_int("over_cap")? != 0,
+    })
+}

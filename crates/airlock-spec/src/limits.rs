@@ -1,0 +1,163 @@
+//! `limits:` of a declaration (docs/rules.md POLICY-57 … POLICY-60): caps on what its tools'
+//! calls add up to over a window — the number of calls, a count taken from an argument (the
+//! length of a list), or an amount taken from one (with a unit) — per principal, per run, per
+//! agent or for the declaration as a whole.
+//!
+//! Guarantees: a limit is read whole or reported whole — every wrong key of every limit is named
+//! at its file, line and key; a limit's `name` is unique in its declaration; an argument path is
+//! a JSON pointer; a cap is a positive number (a whole one for calls and counts).
+
+use std::time::Duration;
+
+use crate::diag::Diag;
+use crate::fields::Fields;
+use crate::policy::{LimitBy, LimitOver};
+use crate::tree::NodeValue;
+use crate::values::duration;
+
+/// What a limit adds up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Measure {
+    /// Each call counts one.
+    Calls,
+    /// Each call counts the length of the list at this JSON pointer of its arguments.
+    Count(String),
+    /// Each call counts the number at this JSON pointer of its arguments, in `unit`.
+    Amount {
+        /// The JSON pointer.
+        pointer: String,
+        /// The unit (`EUR`), if declared.
+        unit: Option<String>,
+    },
+}
+
+/// One limit of a declaration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Limit {
+    /// Its name, unique in the declaration (`daily_spend`).
+    pub name: String,
+    /// What it adds up.
+    pub measure: Measure,
+    /// The cap over the window (a whole number for calls and counts).
+    pub max: f64,
+    /// The window shares are summed over.
+    pub per: Duration,
+    /// Whose budget it keeps.
+    pub by: LimitBy,
+    /// What a call over it gets.
+    pub over: LimitOver,
+}
+
+const KEYS: [&str; 8] = ["name", "count", "sum", "unit", "max", "per", "by", "over"];
+
+/// Reads `limits:` of a declaration; the limits read whole, every problem reported.
+pub(crate) fn limits(f: &Fields<'_>, d: &mut Diag) -> Vec<Limit> {
+    let Some(items) = f.opt_list("limits", d) else {
+        return Vec::new();
+    };
+    let mut out: Vec<Limit> = Vec::new();
+    for (path, item) in items {
+        let Some(l) = Fields::open(item, &path, &KEYS, d) else {
+            continue;
+        };
+        let Some(limit) = limit(&l, d) else {
+            continue;
+        };
+        if out.iter().any(|o| o.name == limit.name) {
+            let message = format!("a second limit named `{}`: names are unique", limit.name);
+            d.push(l.key_at("name"), &l.key("name"), message);
+            continue;
+        }
+        out.push(limit);
+    }
+    out
+}
+
+fn limit(l: &Fields<'_>, d: &mut Diag) -> Option<Limit> {
+    let name = l.req_str("name", d);
+    let measure = measure(l, d);
+    let max = l.required("max", d).and_then(|n| match n.value {
+        NodeValue::Int(i) if i > 0 => Some(i as f64),
+        NodeValue::Float(x) if x > 0.0 && x.is_finite() => Some(x),
+        _ => {
+            d.push(
+                l.key_at("max"),
+                &l.key("max"),
+                "expected a number above zero",
+            );
+            None
+        }
+    });
+    let per = l
+        .required("per", d)
+        .and_then(|n| duration(n, &l.key("per"), d));
+    let by = l.word::<LimitBy>("by", d).ok()?.unwrap_or_default();
+    let over = l.word::<LimitOver>("over", d).ok()?.unwrap_or_default();
+    let (name, measure, max, per) = (name?, measure?, max?, per?);
+    if per.is_zero() {
+        d.push(
+            l.key_at("per"),
+            &l.key("per"),
+            "the window must be longer than zero",
+        );
+        return None;
+    }
+    if !matches!(measure, Measure::Amount { .. }) && max.fract() != 0.0 {
+        let why = "calls and counts are whole: expected a whole number";
+        d.push(l.key_at("max"), &l.key("max"), why);
+        return None;
+    }
+    Some(Limit {
+        name,
+        measure,
+        max,
+        per,
+        by,
+        over,
+    })
+}
+
+fn measure(l: &Fields<'_>, d: &mut Diag) -> Option<Measure> {
+    let pointer = |key: &str, d: &mut Diag| {
+        let p = l.opt_str(key, d)?;
+        if p.starts_with('/') {
+            Some(p)
+        } else {
+            let why = format!("expected a JSON pointer into the arguments (`/{p}`)");
+            d.push(l.key_at(key), &l.key(key), why);
+            None
+        }
+    };
+    match (l.has("count"), l.has("sum")) {
+        (true, true) => {
+            d.push(
+                l.key_at("sum"),
+                &l.key("sum"),
+                "a limit adds up `count` or `sum`, not both",
+            );
+            None
+        }
+        (true, false) if l.has("unit") => {
+            d.push(
+                l.key_at("unit"),
+                &l.key("unit"),
+                "`unit` goes with `sum` (an amount)",
+            );
+            None
+        }
+        (true, false) => pointer("count", d).map(Measure::Count),
+        (false, true) => {
+            let unit = l.opt_str("unit", d);
+            pointer("sum", d).map(|pointer| Measure::Amount { pointer, unit })
+        }
+        (false, false) if l.has("unit") => {
+            d.push(
+                l.key_at("unit"),
+                &l.key("unit"),
+                "`unit` goes with `sum` (an amount)",
+            );
+            None
+        }
+        (false, false) => Some(Measure::Calls),
+    }
+}
