@@ -90,18 +90,18 @@ fn limit(l: &Fields<'_>, d: &mut Diag) -> Option<Limit> {
     });
     let per = l
         .required("per", d)
-        .and_then(|n| duration(n, &l.key("per"), d));
-    let by = l.word::<LimitBy>("by", d).ok()?.unwrap_or_default();
-    let over = l.word::<LimitOver>("over", d).ok()?.unwrap_or_default();
+        .and_then(|n| duration(n, &l.key("per"), d))
+        .filter(|per| {
+            if per.is_zero() {
+                let why = "the window must be longer than zero";
+                d.push(l.key_at("per"), &l.key("per"), why);
+            }
+            !per.is_zero()
+        });
+    let by = l.word::<LimitBy>("by", d);
+    let over = l.word::<LimitOver>("over", d);
     let (name, measure, max, per) = (name?, measure?, max?, per?);
-    if per.is_zero() {
-        d.push(
-            l.key_at("per"),
-            &l.key("per"),
-            "the window must be longer than zero",
-        );
-        return None;
-    }
+    let (by, over) = (by.ok()?.unwrap_or_default(), over.ok()?.unwrap_or_default());
     if !matches!(measure, Measure::Amount { .. }) && max.fract() != 0.0 {
         let why = "calls and counts are whole: expected a whole number";
         d.push(l.key_at("max"), &l.key("max"), why);

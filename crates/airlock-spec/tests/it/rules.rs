@@ -574,6 +574,106 @@ fn bad_rate_limits_are_refused_at_their_key() {
     }
 }
 
+/// An api declaration with `limits` written as `limits` (a flow list of mappings).
+fn limited_api(limits: &str) -> String {
+    format!(
+        "    - name: pay\n      type: api\n      connection: erp_main\n      auth: {{ scheme: bearer }}\n      limits: {limits}\n      operations:\n        - name: send\n          description: Send.\n          writes: false\n          request: {{ method: GET, path: /x }}\n"
+    )
+}
+
+/// POLICY-57: `limits:` are read — calls, counts and amounts, by whom, what over them gets.
+#[test]
+fn limits_are_read_with_their_measure_window_and_owner() {
+    let limits = "[ { name: daily, sum: /amount, unit: EUR, max: 500.5, per: 1d, by: principal, over: approval }, { name: sends, max: 50, per: 1h }, { name: recipients, count: /to, max: 10, per: 1d, by: run } ]";
+    let dir = Dir::new().file("agents/r.yml", &agent("r", &limited_api(limits)));
+    let deployment = dir.load().unwrap();
+    let scope = deployment.agent_scope("r").unwrap();
+    let limits = &scope.get("pay_send").unwrap().policy.limits;
+    let day = std::time::Duration::from_secs(86_400);
+    assert_eq!(limits.len(), 3);
+    assert_eq!(limits[0].name, "daily");
+    assert_eq!(
+        limits[0].measure,
+        airlock_spec::Measure::Amount {
+            pointer: "/amount".into(),
+            unit: Some("EUR".into())
+        }
+    );
+    assert_eq!((limits[0].max, limits[0].per), (500.5, day));
+    assert_eq!(limits[0].by, airlock_spec::LimitBy::Principal);
+    assert_eq!(limits[0].over, airlock_spec::LimitOver::Approval);
+    assert_eq!(limits[1].measure, airlock_spec::Measure::Calls);
+    assert_eq!(
+        (limits[1].by, limits[1].over),
+        (airlock_spec::LimitBy::Tool, airlock_spec::LimitOver::Deny)
+    );
+    assert_eq!(
+        limits[2].measure,
+        airlock_spec::Measure::Count("/to".into())
+    );
+}
+
+/// POLICY-57: every mistake in every limit is named at its line and key, all at once.
+#[test]
+fn bad_limits_are_refused_at_their_key() {
+    let cases = [
+        (
+            "[ { name: a, max: 0, per: 1d } ]",
+            "limits[0].max: expected a number above zero",
+        ),
+        (
+            "[ { name: a, max: 1.5, per: 1d } ]",
+            "limits[0].max: calls and counts are whole",
+        ),
+        (
+            "[ { name: a, max: 5, per: 0s } ]",
+            "limits[0].per: the window must be longer than zero",
+        ),
+        (
+            "[ { name: a, sum: amount, max: 5, per: 1d } ]",
+            "limits[0].sum: expected a JSON pointer",
+        ),
+        (
+            "[ { name: a, sum: /x, count: /y, max: 5, per: 1d } ]",
+            "limits[0].sum: a limit adds up `count` or `sum`, not both",
+        ),
+        (
+            "[ { name: a, unit: EUR, max: 5, per: 1d } ]",
+            "limits[0].unit: `unit` goes with `sum`",
+        ),
+        ("[ { name: a, max: 5, per: 1d, by: team } ]", "limits[0].by"),
+        (
+            "[ { name: a, max: 5, per: 1d, over: warn } ]",
+            "limits[0].over",
+        ),
+        (
+            "[ { name: a, max: 5, per: 1d, burst: 2 } ]",
+            "limits[0].burst",
+        ),
+        ("[ { max: 5, per: 1d } ]", "limits[0].name"),
+        (
+            "[ { name: a, max: 5, per: 1d }, { name: a, max: 6, per: 1d } ]",
+            "limits[1].name: a second limit named `a`",
+        ),
+    ];
+    for (limits, expected) in cases {
+        let errors = Dir::new()
+            .file("agents/r.yml", &agent("r", &limited_api(limits)))
+            .errors();
+        assert_eq!(errors.len(), 1, "{limits}: {errors:?}");
+        assert!(
+            errors[0].starts_with("agents/r.yml:13:") && errors[0].contains(expected),
+            "{limits}: {}",
+            errors[0]
+        );
+    }
+    let both = "[ { name: a, max: 0, per: 0s }, { name: b, sum: x, max: 1, per: 1d } ]";
+    let errors = Dir::new()
+        .file("agents/r.yml", &agent("r", &limited_api(both)))
+        .errors();
+    assert_eq!(errors.len(), 3, "every mistake at once: {errors:?}");
+}
+
 /// docs/rules.md POLICY-43, POLICY-44: `[[access]]` rules and token groups are read, and every
 /// mistake in them is reported with its line and key.
 #[test]
