@@ -7,6 +7,7 @@ mod error;
 mod freezes;
 mod in_flight;
 mod inbox;
+mod limits;
 mod listen;
 mod ops;
 mod runs;
@@ -56,6 +57,7 @@ pub fn app(state: AppState) -> Router {
             "/v1",
             approvals::router()
                 .merge(freezes::router())
+                .merge(limits::router())
                 .merge(runs::router())
                 .merge(slack::router()),
         )

@@ -134,3 +134,78 @@ async fn tools_refused_on_the_endpoint_are_not_listed() {
         "{refused}"
     );
 }
+
+/// POLICY-57 … POLICY-60 end to end: `limits:` declared in an `apis/` file hold on the MCP
+/// endpoint — over an `approval` limit a call waits with the figures on its inbox card, over a
+/// `deny` one it is a tool error naming the limit, and `GET /v1/limits` shows what is left.
+#[tokio::test]
+async fn declared_limits_park_deny_and_are_listed() {
+    let upstream = airlock_testkit::RawServer::start(
+        Some("no-such-method"),
+        airlock_testkit::Cue::Status(500),
+    )
+    .await;
+    let dir = deployment(upstream.port);
+    let pay = "name: pay\nconnection: billing\nauth: { scheme: bearer }\nlimits:\n  - { name: daily, sum: /amount, unit: EUR, max: 100, per: 1d, by: principal, over: approval }\n  - { name: sends, max: 3, per: 1h }\noperations:\n  - name: send\n    description: Send money.\n    writes: false\n    parameters: { amount: { type: integer, required: true } }\n    request: { method: GET, path: /pay, query: { amount: '{amount}' } }\n";
+    std::fs::write(dir.path().join("apis/pay.yml"), pay).unwrap();
+    let base = start(dir.path()).await;
+    let first = call(&base, CLAUDE, "pay_send", json!({"amount": 60})).await;
+    assert_eq!(first["isError"], false, "{first}");
+    let parked = call(&base, CLAUDE, "pay_send", json!({"amount": 60})).await;
+    let status = &parked["structuredContent"];
+    assert_eq!(status["status"], "awaiting_approval", "{parked}");
+    let id = status["invocation_id"].as_str().unwrap().to_owned();
+    let mut inbox = crate::support::inbox_client::InboxClient::signed_in(&base, ADMIN).await;
+    let card = inbox.get(&format!("/inbox/invocations/{id}")).await;
+    assert!(
+        card.body.contains("Over its limit: ")
+            && card
+                .body
+                .contains("120 of 100 EUR in 1d (daily per principal claude)"),
+        "{}",
+        card.body
+    );
+    let third = call(&base, CLAUDE, "pay_send", json!({"amount": 1})).await;
+    assert_eq!(
+        third["structuredContent"]["status"], "awaiting_approval",
+        "still over daily: {third}"
+    );
+    let fourth = call(&base, CLAUDE, "pay_send", json!({"amount": 0})).await;
+    assert_eq!(fourth["isError"], true, "{fourth}");
+    let text = fourth["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.contains("over_limit") && text.contains("4 of 3 in 1h (sends)"),
+        "{text}"
+    );
+    let client = reqwest::Client::new();
+    let limits: serde_json::Value = client
+        .get(format!("{base}/v1/limits"))
+        .bearer_auth(ADMIN)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let listed = limits["limits"].as_array().unwrap();
+    let daily = listed
+        .iter()
+        .find(|l| l["label"] == "daily per principal claude")
+        .unwrap();
+    assert_eq!(
+        (daily["used"].as_f64(), daily["max"].as_f64()),
+        (Some(121.0), Some(100.0)),
+        "{limits}"
+    );
+    assert_eq!(daily["left"].as_f64(), Some(0.0));
+    let sends = listed.iter().find(|l| l["label"] == "sends").unwrap();
+    assert_eq!(sends["used"].as_f64(), Some(3.0), "{limits}");
+    let status = client
+        .get(format!("{base}/v1/limits"))
+        .send()
+        .await
+        .unwrap()
+        .status();
+    assert_eq!(status, 401, "an admin token is needed");
+    assert_eq!(upstream.seen().len(), 1, "only the first call was sent");
+}

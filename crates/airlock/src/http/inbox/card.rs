@@ -56,9 +56,22 @@ pub(super) async fn card(
         .and_then(|s| s.get(&row.tool))
         .map(|tool| tool.definition.description.clone());
     let flash = inbox.sessions.take_flash(&signed.cookie);
+    // POLICY-59: what the call's limits stood at when it was recorded.
+    let limits = store.budget_uses(row.id).await?;
     let body = html! {
         h1 { (visible(&row.tool)) " " span.state { (row.state.to_string()) } }
         (facts(&row, origin.as_ref().map(|o| o.channel.as_str()), scope.as_ref()))
+        @if !limits.is_empty() {
+            h2 { "Limits" }
+            ul {
+                @for u in &limits {
+                    li {
+                        @if u.over { strong { "Over its limit: " } }
+                        (visible(&u.figures()))
+                    }
+                }
+            }
+        }
         h2 { "What the tool does" }
         p { (visible(description.as_deref().unwrap_or("(this tool is no longer declared)"))) }
         h2 { "Arguments" }
