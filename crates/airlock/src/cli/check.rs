@@ -95,7 +95,7 @@ fn scope_label(scope: &Scope) -> String {
     }
 }
 
-fn row(tool: &ToolSpec) -> [String; 6] {
+fn row(tool: &ToolSpec) -> [String; 7] {
     let p = &tool.policy;
     [
         tool.definition.name.to_string(),
@@ -104,7 +104,39 @@ fn row(tool: &ToolSpec) -> [String; 6] {
         p.effect.to_string(),
         p.mode.to_string(),
         rate_limit(p),
+        limits(p),
     ]
+}
+
+/// `name max[ unit]/Ws[ per by][, approval]` for each of the declaration's `limits:`
+/// (POLICY-57), `;`-separated.
+fn limits(p: &Policy) -> String {
+    if p.limits.is_empty() {
+        return "-".to_owned();
+    }
+    let one = |l: &airlock_spec::Limit| {
+        let unit = match &l.measure {
+            airlock_spec::Measure::Amount { unit: Some(u), .. } => format!(" {u}"),
+            _ => String::new(),
+        };
+        let what = match &l.measure {
+            airlock_spec::Measure::Calls => "calls".to_owned(),
+            airlock_spec::Measure::Count(p) => format!("count {p}"),
+            airlock_spec::Measure::Amount { pointer, .. } => format!("sum {pointer}"),
+        };
+        let by = match l.by {
+            airlock_spec::LimitBy::Tool => String::new(),
+            by => format!(" per {by}"),
+        };
+        format!(
+            "{} {what} {}{unit}/{}s{by}, over: {}",
+            l.name,
+            l.max,
+            l.per.as_secs(),
+            l.over
+        )
+    };
+    p.limits.iter().map(one).collect::<Vec<_>>().join("; ")
 }
 
 /// `N/Ws` for the declaration's limit, `+ N/Ws per principal` for each principal's on top.
@@ -127,11 +159,20 @@ fn rate_limit(p: &Policy) -> String {
 
 fn print_scope(scope: &Scope) {
     println!("{}  digest {}", scope_label(scope), scope.digest());
-    let header = ["TOOL", "SOURCE", "APPROVAL", "EFFECT", "MODE", "RATE LIMIT"].map(str::to_owned);
-    let rows: Vec<[String; 6]> = std::iter::once(header)
+    let header = [
+        "TOOL",
+        "SOURCE",
+        "APPROVAL",
+        "EFFECT",
+        "MODE",
+        "RATE LIMIT",
+        "LIMITS",
+    ]
+    .map(str::to_owned);
+    let rows: Vec<[String; 7]> = std::iter::once(header)
         .chain(scope.tools().iter().map(row))
         .collect();
-    let widths: Vec<usize> = (0..6)
+    let widths: Vec<usize> = (0..7)
         .map(|i| rows.iter().map(|r| r[i].len()).max().unwrap_or(0))
         .collect();
     for r in &rows {
@@ -185,8 +226,8 @@ fn scope_json(scope: &Scope) -> Value {
         .tools()
         .iter()
         .map(|t| {
-            let [name, source, approval, effect, mode, rate_limit] = row(t);
-            json!({"name": name, "source": source, "approval": approval, "effect": effect, "mode": mode, "rate_limit": rate_limit})
+            let [name, source, approval, effect, mode, rate_limit, limits] = row(t);
+            json!({"name": name, "source": source, "approval": approval, "effect": effect, "mode": mode, "rate_limit": rate_limit, "limits": limits})
         })
         .collect();
     json!({"scope": scope_label(scope), "digest": scope.digest(), "tools": tools})

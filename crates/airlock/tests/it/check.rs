@@ -295,3 +295,33 @@ fn check_says_once_that_the_credentials_cannot_be_opened() {
         "{v}"
     );
 }
+
+/// POLICY-57: `check` lists each tool's declared limits, in text and in JSON.
+#[test]
+fn check_lists_each_tools_limits() {
+    let dir = crate::support::deployment_with(
+        "[connections.billing]\nbase_url = \"https://billing.example.com\"\n",
+        "airlock: {}\n",
+    );
+    std::fs::create_dir(dir.path().join("apis")).unwrap();
+    let pay = "name: pay\nconnection: billing\nauth: { scheme: none }\nlimits:\n  - { name: daily, sum: /amount, unit: EUR, max: 100, per: 1d, by: principal, over: approval }\noperations:\n  - name: send\n    description: Send money.\n    writes: false\n    request: { method: GET, path: /pay }\n";
+    std::fs::write(dir.path().join("apis/pay.yml"), pay).unwrap();
+    let out = airlock()
+        .arg("check")
+        .arg(dir.path())
+        .arg("--json")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let tools = v["scopes"][0]["tools"].as_array().unwrap();
+    let pay = tools.iter().find(|t| t["name"] == "pay_send").unwrap();
+    let expected = "daily sum /amount 100 EUR/86400s per principal, over: approval";
+    assert_eq!(pay["limits"], expected);
+    let text = airlock().arg("check").arg(dir.path()).output().unwrap();
+    assert!(String::from_utf8_lossy(&text.stdout).contains(expected));
+}
