@@ -1,0 +1,141 @@
+//! Bench binary: what one declared limit adds to a call (docs/rules.md POLICY-58): the same
+//! ungated idempotent local no-op called 1,000 times one after another on SQLite, without a
+//! limit and with one (`calls`, a cap no call reaches), alternating rounds; reports durable
+//! commits per call (a limit must add none) and the process's CPU time per call, read from
+//! `/proc/self/stat` (Linux). Run with `cargo bench -p airlock-runtime --bench limit_cost`.
+
+#![allow(clippy::unwrap_used, missing_docs)]
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use airlock_egress::{EgressPolicy, GuardedClient};
+use airlock_runtime::ledger::{SqliteStore, StoreConfig};
+use airlock_runtime::{CallContext, Gateway, LocalBody, LocalTool};
+use airlock_spec::{
+    Credentials, Effect, Limit, LimitBy, LimitOver, Measure, Policy, Scope, ScopeId,
+    ToolDefinition, ToolName, ToolSource, ToolSpec,
+};
+use serde_json::{Value, json};
+
+const CALLS: usize = 1_000;
+
+struct Noop {
+    limits: Vec<Limit>,
+}
+
+impl LocalTool for Noop {
+    fn definition(&self) -> ToolDefinition {
+        ToolDefinition {
+            name: ToolName::try_from("noop").unwrap(),
+            description: "Does nothing.".into(),
+            input_schema: json!({"type": "object"}),
+        }
+    }
+    fn policy(&self) -> Policy {
+        Policy {
+            effect: Effect::Idempotent,
+            limits: self.limits.clone(),
+            ..Policy::default()
+        }
+    }
+    fn invoke(&self, _arguments: Value) -> LocalBody {
+        LocalBody::Plain(Box::pin(async { Ok(json!({"ok": true})) }))
+    }
+}
+
+/// The process's user + system CPU time (Linux), in clock ticks of 10 ms.
+fn cpu() -> Duration {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+    let after = &stat[stat.rfind(')').unwrap() + 2..];
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    Duration::from_millis(ticks * 10)
+}
+
+async fn gateway(store: Arc<SqliteStore>, limited: bool) -> Arc<Gateway> {
+    let limits = if limited {
+        vec![Limit {
+            name: "sends".into(),
+            measure: Measure::Calls,
+            max: 1e9,
+            per: Duration::from_secs(86_400),
+            by: LimitBy::Principal,
+            over: LimitOver::Deny,
+        }]
+    } else {
+        Vec::new()
+    };
+    let tool = Arc::new(Noop { limits });
+    let mut scope = Scope::new(ScopeId::Gateway);
+    scope
+        .add(ToolSpec {
+            definition: tool.definition(),
+            source: ToolSource::Local,
+            policy: tool.policy(),
+        })
+        .unwrap();
+    let egress = GuardedClient::new(EgressPolicy::default()).unwrap();
+    Arc::new(
+        Gateway::builder(store, egress, Arc::new(Credentials::default()))
+            .scope(scope)
+            .unwrap()
+            .local(tool)
+            .build(),
+    )
+}
+
+/// `CALLS` calls; (commits per call, CPU per call, wall per call).
+async fn round(
+    store: &Arc<SqliteStore>,
+    gateway: &Gateway,
+    tag: &str,
+) -> (f64, Duration, Duration) {
+    let commits = store.commits();
+    let (cpu0, wall0) = (cpu(), Instant::now());
+    for i in 0..CALLS {
+        let session = gateway
+            .open_session("bench", Some("bench".into()), &ScopeId::Gateway)
+            .await
+            .unwrap();
+        let ctx = CallContext {
+            scope: ScopeId::Gateway,
+            session,
+            call_id: format!("{tag}{i}"),
+            principal: Some("bench".into()),
+            groups: None,
+            channel: "bench",
+            downstream: Default::default(),
+        };
+        let outcome = gateway.call(&ctx, "noop", json!({})).await.unwrap();
+        assert!(outcome.invocation().error.is_none());
+    }
+    let n = u32::try_from(CALLS).unwrap();
+    (
+        (store.commits() - commits) as f64 / CALLS as f64,
+        (cpu() - cpu0) / n,
+        wall0.elapsed() / n,
+    )
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(
+        SqliteStore::open(dir.path().join("bench.sqlite"), StoreConfig::default())
+            .await
+            .unwrap(),
+    );
+    let plain = gateway(Arc::clone(&store), false).await;
+    let limited = gateway(Arc::clone(&store), true).await;
+    for r in 0..3 {
+        for (label, gw) in [("no limit", &plain), ("one limit", &limited)] {
+            let (commits, cpu, wall) = round(&store, gw, &format!("{r}{label}")).await;
+            println!(
+                "round {r} {label:<9}: {commits:.2} commits/call (session included), CPU {:>6.1} µs/call, wall {:>6.1} µs/call",
+                cpu.as_secs_f64() * 1e6,
+                wall.as_secs_f64() * 1e6
+            );
+        }
+    }
+}
