@@ -11,8 +11,10 @@
 //! lost database is an `Err`. Every [`Outcome`] is read from the row it reports.
 
 mod access;
+mod budget;
 mod builder;
 mod events;
+mod new_row;
 mod pinned;
 mod proposals;
 mod reads;
@@ -27,11 +29,10 @@ use std::time::Duration;
 
 use airlock_egress::GuardedClient;
 use airlock_ledger::{
-    CallKind, Invocation, InvocationId, InvocationState, LedgerError, NewInvocation, NewSession,
-    RoundUse, SessionId, Store,
+    Invocation, InvocationId, InvocationState, LedgerError, NewSession, RoundUse, SessionId, Store,
 };
 use airlock_mcp::Downstream;
-use airlock_spec::{Builtin, Credentials, Scope, ScopeId, ToolSource, ToolSpec};
+use airlock_spec::{Credentials, Scope, ScopeId, ToolSource, ToolSpec};
 use serde_json::Value;
 
 pub use builder::{GatewayBuilder, InvalidSchema};
@@ -49,6 +50,7 @@ use crate::freeze::{self, Covered, FreezeWatch};
 use crate::outcome::Outcome;
 use crate::rate_limit;
 use crate::session;
+use new_row::new_invocation;
 
 /// Who calls, from where, in which scope.
 #[derive(Debug, Clone)]
@@ -313,7 +315,7 @@ impl Gateway {
     ) -> Result<Outcome, GatewayError> {
         let spec = &tool.spec;
         let room = run.map_or(ProposalRoom::NoReceiver, |r| r.proposals);
-        let shares = crate::budget::shares(spec, ctx, run, &arguments);
+        let shares = budget::shares(spec, ctx, run, &arguments);
         let invalid = self
             .definitions
             .removed_refusal(spec)
@@ -577,32 +579,4 @@ fn confirm_refusal(spec: &ToolSpec, run: Option<&RunCall>) -> Option<ToolError> 
             "not executed: this action runs only after a person confirms it in an agent conversation, and this channel has none",
         )
     })
-}
-
-fn new_invocation(
-    ctx: &CallContext,
-    spec: &ToolSpec,
-    arguments: Value,
-    digest: &str,
-    invalid: bool,
-) -> NewInvocation {
-    let mut new = NewInvocation::new(
-        ctx.session,
-        ctx.call_id.clone(),
-        spec.definition.name.as_str(),
-        arguments,
-        digest,
-    );
-    new.source_kind = spec.source.kind();
-    new.effect = spec.policy.effect;
-    new.principal = ctx.principal.clone();
-    new.approval_ttl = spec.policy.approval_ttl;
-    if !invalid {
-        new.approval = spec.policy.approval;
-        new.mode = spec.policy.mode;
-        if matches!(spec.source, ToolSource::Builtin(Builtin::AskHuman)) {
-            new.kind = CallKind::Question;
-        }
-    }
-    new
 }

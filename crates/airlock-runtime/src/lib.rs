@@ -22,7 +22,6 @@
 
 pub mod agent;
 pub mod arguments;
-mod budget;
 pub mod decisions;
 mod egress;
 mod error;

@@ -12,8 +12,8 @@ use airlock_ledger::{BudgetShare, OverLimit};
 use airlock_spec::{Limit, LimitBy, LimitOver, Measure, ScopeId, ToolSource, ToolSpec};
 use serde_json::Value;
 
+use super::{CallContext, RunCall};
 use crate::error::{ToolError, ToolErrorKind};
-use crate::gateway::{CallContext, RunCall};
 
 /// Millionths: shares and caps are stored as whole millionths of the limit's unit.
 const MICROS: f64 = 1_000_000.0;

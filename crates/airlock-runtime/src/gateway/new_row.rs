@@ -1,0 +1,36 @@
+//! The row a call is recorded as: its call, its tool's policy — or, for a call refused before
+//! it is recorded (bad arguments, a proposal nobody receives), the policy that never parks it.
+
+use airlock_ledger::{CallKind, NewInvocation};
+use airlock_spec::{Builtin, ToolSource, ToolSpec};
+use serde_json::Value;
+
+use super::CallContext;
+
+pub(super) fn new_invocation(
+    ctx: &CallContext,
+    spec: &ToolSpec,
+    arguments: Value,
+    digest: &str,
+    invalid: bool,
+) -> NewInvocation {
+    let mut new = NewInvocation::new(
+        ctx.session,
+        ctx.call_id.clone(),
+        spec.definition.name.as_str(),
+        arguments,
+        digest,
+    );
+    new.source_kind = spec.source.kind();
+    new.effect = spec.policy.effect;
+    new.principal = ctx.principal.clone();
+    new.approval_ttl = spec.policy.approval_ttl;
+    if !invalid {
+        new.approval = spec.policy.approval;
+        new.mode = spec.policy.mode;
+        if matches!(spec.source, ToolSource::Builtin(Builtin::AskHuman)) {
+            new.kind = CallKind::Question;
+        }
+    }
+    new
+}
