@@ -35,6 +35,7 @@ pub async fn decide(
         connection: connection.as_deref(),
     };
     let row = record_judged(store, id, decider, decision, surface, judged).await?;
+
     if row.state == InvocationState::Approved {
         let runner = Arc::clone(gateway);
         gateway.spawn_tracked(async move {
@@ -109,6 +110,24 @@ async fn record_judged(
     metrics::counter!("airlock_decisions_total", "surface" => surface, "decision" => what)
         .increment(1);
     Ok(row)
+}
+
+/// Why `decision` on `id` is refused while a freeze covers the call, judged with the gateway's
+/// declarations (the connection too): for a surface that decides through its own ledger
+/// transition, such as a client confirming its own call (POLICY-54).
+///
+/// # Errors
+/// The ledger's.
+pub(crate) async fn frozen(
+    gateway: &Gateway,
+    id: InvocationId,
+    decision: &Decision,
+) -> Result<Option<String>, GatewayError> {
+    let connection = connection_of(gateway, id).await?;
+    let judged = Judged {
+        connection: connection.as_deref(),
+    };
+    Ok(frozen_refusal(gateway.store().as_ref(), id, decision, &judged).await?)
 }
 
 /// The connection row `id`'s tool goes through, as the gateway declares it.

@@ -327,7 +327,8 @@ impl Gateway {
         let mut new = new_invocation(ctx, spec, arguments, &tool.digest, invalid.is_some());
         new.run_id = run.map(|r| r.run);
         new.follows = follows;
-        if invalid.is_none() {
+        // A later round of a relayed call is the same call: its first round took the shares.
+        if invalid.is_none() && new.follows.is_none() {
             new.shares = shares.unwrap_or_default();
         }
         let covered = Covered::call(&ctx.scope, ctx.principal.as_deref(), spec);
@@ -485,12 +486,17 @@ impl Gateway {
         .then(|| self.freezes.covering(&covered))
         .flatten();
         let refusal = match row.state {
-            // An approved call waits out the freeze and runs once it is lifted (POLICY-53).
-            InvocationState::Approved if frozen.is_some() => return Ok(Outcome::from_row(row)),
-            InvocationState::Pending if let Some(frozen) = &frozen => Some(ToolError::new(
-                ToolErrorKind::Unavailable,
-                freeze::reason(frozen),
-            )),
+            // An approved call the worker runs waits out the freeze and runs once it is lifted;
+            // a run's own call fails instead, and its run stops (POLICY-53, POLICY-55).
+            InvocationState::Approved if frozen.is_some() && waits_out_freezes(&row) => {
+                return Ok(Outcome::from_row(row));
+            }
+            InvocationState::Approved | InvocationState::Pending if let Some(frozen) = &frozen => {
+                Some(ToolError::new(
+                    ToolErrorKind::Unavailable,
+                    freeze::reason(frozen),
+                ))
+            }
             InvocationState::Approved | InvocationState::Pending if changed => {
                 Some(declaration_changed())
             }
@@ -550,6 +556,12 @@ impl Gateway {
         events::refused(&failed);
         Ok(failed)
     }
+}
+
+/// Whether an approved `row` a freeze holds back waits for the lift: a call the decisions
+/// worker runs (outside any run, or a run's proposal) does; a run's own call is the run's.
+fn waits_out_freezes(row: &Invocation) -> bool {
+    row.run_id.is_none() || row.mode == airlock_spec::Mode::Propose
 }
 
 /// A row recorded under a definition its tool no longer has: it never runs.

@@ -48,6 +48,11 @@ pub struct Limit {
     pub over: LimitOver,
 }
 
+/// The largest cap: amounts are kept in millionths, exactly, within 2^53.
+const MAX_CAP: f64 = 9e9;
+/// The longest window.
+const MAX_WINDOW: Duration = Duration::from_secs(3650 * 86_400);
+
 const KEYS: [&str; 8] = ["name", "count", "sum", "unit", "max", "per", "by", "over"];
 
 /// Reads `limits:` of a declaration; the limits read whole, every problem reported.
@@ -74,17 +79,25 @@ pub(crate) fn limits(f: &Fields<'_>, d: &mut Diag) -> Vec<Limit> {
 }
 
 fn limit(l: &Fields<'_>, d: &mut Diag) -> Option<Limit> {
-    let name = l.req_str("name", d);
+    let name = l.req_str("name", d).filter(|name| {
+        let fits = !name.is_empty()
+            && name.len() <= 64
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+        if !fits {
+            let why = "a limit's name is 1 to 64 letters, digits, `_` or `-`";
+            d.push(l.key_at("name"), &l.key("name"), why);
+        }
+        fits
+    });
     let measure = measure(l, d);
     let max = l.required("max", d).and_then(|n| match n.value {
-        NodeValue::Int(i) if i > 0 => Some(i as f64),
-        NodeValue::Float(x) if x > 0.0 && x.is_finite() => Some(x),
+        NodeValue::Int(i) if i > 0 && i as f64 <= MAX_CAP => Some(i as f64),
+        NodeValue::Float(x) if x > 0.0 && x <= MAX_CAP => Some(x),
         _ => {
-            d.push(
-                l.key_at("max"),
-                &l.key("max"),
-                "expected a number above zero",
-            );
+            let why = "expected a number above zero and at most 9,000,000,000";
+            d.push(l.key_at("max"), &l.key("max"), why);
             None
         }
     });
@@ -92,11 +105,12 @@ fn limit(l: &Fields<'_>, d: &mut Diag) -> Option<Limit> {
         .required("per", d)
         .and_then(|n| duration(n, &l.key("per"), d))
         .filter(|per| {
-            if per.is_zero() {
-                let why = "the window must be longer than zero";
+            let fits = !per.is_zero() && *per <= MAX_WINDOW;
+            if !fits {
+                let why = "the window must be longer than zero and at most 3650 days";
                 d.push(l.key_at("per"), &l.key("per"), why);
             }
-            !per.is_zero()
+            fits
         });
     let by = l.word::<LimitBy>("by", d);
     let over = l.word::<LimitOver>("over", d);

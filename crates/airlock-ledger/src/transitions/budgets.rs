@@ -2,8 +2,8 @@
 //! in the transaction that records the call — no commit of their own.
 //!
 //! Guarantees: of any number of concurrent calls against one limit, on any number of replicas,
-//! the ones recorded as able to run never add up past it: on PostgreSQL the limit's key is
-//! locked for the rest of the recording transaction before its use is read (SQLite has one
+//! the ones recorded as able to run never add up past it: on PostgreSQL the database's budget
+//! lock is held for the rest of the recording transaction before a use is read (SQLite has one
 //! writer); a share counts while its call may run, runs, ran or may have run, and stops
 //! counting when the call is denied, expires, is given up, or fails before anything was sent —
 //! its row's state says which, so no transition writes the budget again and a crash leaves
@@ -25,7 +25,7 @@ pub(crate) enum Judged {
     /// Every share fits.
     Within(Vec<BudgetUse>),
     /// A `deny` limit is over: the call fails with this message.
-    Denied(Vec<BudgetUse>, String),
+    Denied(String),
     /// Only `approval` limits are over: the call waits for a person.
     Approval(Vec<BudgetUse>),
 }
@@ -44,22 +44,19 @@ pub(crate) async fn judge(
     shares: &[BudgetShare],
 ) -> Result<Judged, LedgerError> {
     batch.flush(tx).await?;
-    let mut keys: Vec<&str> = shares.iter().map(|s| s.key.as_str()).collect();
-    keys.sort_unstable();
-    keys.dedup();
     if matches!(tx.inner, DbTx::Postgres(_)) {
-        for key in keys {
-            tx.inner
-                .execute(
-                    "SELECT pg_advisory_xact_lock(hashtextextended(current_schema() || '/budget/' || $1, 0))",
-                    &[key.into()],
-                )
-                .await?;
-        }
+        // One lock for every budget of the database, not one a key: a batch judges the calls of
+        // several jobs, and locks taken key by key in each job's order could deadlock two lanes.
+        tx.inner
+            .execute(
+                "SELECT pg_advisory_xact_lock(hashtextextended(current_schema() || '/budgets', 0))",
+                &[],
+            )
+            .await?;
     }
     let mut uses = Vec::with_capacity(shares.len());
     for share in shares {
-        let since = to_micros(batch.now - share.window);
+        let since = since(batch.now, share.window);
         let row = tx
             .inner
             .fetch_optional(
@@ -100,11 +97,20 @@ pub(crate) async fn judge(
                 first.figures(),
                 first.left()
             );
-            Judged::Denied(uses, message)
+            Judged::Denied(message)
         }
         (None, Some(_)) => Judged::Approval(uses),
         (None, None) => Judged::Within(uses),
     })
+}
+
+/// The start of a window ending `now`, in microseconds; a window longer than the calendar
+/// reaches back to the first share.
+fn since(now: time::OffsetDateTime, window: Duration) -> i64 {
+    time::Duration::try_from(window)
+        .ok()
+        .and_then(|w| now.checked_sub(w))
+        .map_or(i64::MIN, to_micros)
 }
 
 /// Reserves the judged `uses` for the row `id` just inserted (flushing it first, so the shares
@@ -174,7 +180,7 @@ pub(crate) async fn usage(
             continue;
         }
         let window = Duration::from_micros(u64::try_from(row.req_int("window_us")?).unwrap_or(0));
-        let since = to_micros(now - window);
+        let since = since(now, window);
         let used = pool
             .fetch_optional(
                 sqlx::AssertSqlSafe(format!(

@@ -95,12 +95,11 @@ async fn record_with(
         _ if new.shares.is_empty() => (Vec::new(), None),
         _ => match budgets::judge(tx, batch, &new.shares).await? {
             Judged::Within(uses) => (uses, None),
-            Judged::Denied(uses, message) => {
+            // Its message holds the figures; a share that never counts is not written.
+            Judged::Denied(message) => {
                 state = S::Failed;
-                (
-                    uses,
-                    Some(ToolError::new(ToolErrorKind::OverLimit, message)),
-                )
+                let error = ToolError::new(ToolErrorKind::OverLimit, message);
+                (Vec::new(), Some(error))
             }
             Judged::Approval(uses) => {
                 // A person decides a call over an `approval` limit, whatever its policy.

@@ -26,6 +26,9 @@ pub(super) enum Ending {
     Cancelled,
     /// Some call (here or below) waits for a person.
     Parked,
+    /// A freeze covers its next call (here or in a sub-agent's run below): it ends failed,
+    /// and a caller above it stops too (POLICY-55).
+    Stopped(String),
 }
 
 /// One stored step, read back.
@@ -223,6 +226,11 @@ pub(super) async fn finish(
         }
         Ending::Cancelled => (RunStatus::Cancelled, Some("cancelled".to_owned())),
         Ending::Parked => (RunStatus::Parked, None),
+        Ending::Stopped(freeze) => {
+            let reason = format!("stopped by a freeze: {freeze}");
+            ctx.detail.error = Some(reason.clone());
+            (RunStatus::Failed, Some(reason))
+        }
     };
     // The steps not yet stored, the details and the status: one commit (AGENT-53).
     ctx.fold_elapsed();

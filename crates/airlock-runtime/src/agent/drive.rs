@@ -120,9 +120,7 @@ async fn drive_steps(agents: &Agents, ctx: &mut RunCtx<'_>) -> Result<Ending, Ag
                 StepEnd::Settled(results) => store_results(ctx, results)?,
                 StepEnd::Parked => return Ok(Ending::Parked),
                 StepEnd::Cancelled => return Ok(Ending::Cancelled),
-                StepEnd::Stopped(reason) => {
-                    return Ok(Ending::Failed(format!("stopped by a freeze: {reason}")));
-                }
+                StepEnd::Stopped(freeze) => return Ok(Ending::Stopped(freeze)),
             }
             continue;
         }
@@ -293,6 +291,11 @@ async fn sub_agent(
     agent: &str,
     call: &ToolCall,
 ) -> Result<Settled, AgentError> {
+    // A freeze on the delegating agent, its principal or the sub-agent's tool stops the run
+    // before the child starts (POLICY-55); the child's own calls are judged in its scope.
+    if let Some(freeze) = settle::frozen_call(agents, ctx, &call.name) {
+        return Ok(Settled::Stopped(freeze));
+    }
     let Some(input) = call.arguments.get("input").and_then(Value::as_str) else {
         return Ok(settle::error(
             "`input` (a string) is required: what to ask the agent".into(),
@@ -346,6 +349,7 @@ async fn sub_agent(
         Ending::Failed(reason) => settle::error(format!("sub-agent `{agent}` failed: {reason}")),
         Ending::Cancelled => Settled::Cancelled,
         Ending::Parked => Settled::Waiting,
+        Ending::Stopped(freeze) => Settled::Stopped(freeze),
     })
 }
 

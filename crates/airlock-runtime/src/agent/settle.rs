@@ -122,9 +122,9 @@ async fn settled(
                     Err(GatewayError::Ledger(e)) => return Err(e.into()),
                     Err(e) => return Ok(error(e.to_string())),
                 };
-                // Still approved: a freeze holds it back (POLICY-53), and the run stops here.
-                if row.state == InvocationState::Approved {
-                    return Ok(frozen_approval(agents, ctx, &row));
+                // Held back or failed by a freeze (POLICY-53): the run stops here.
+                if let Some(freeze) = frozen_call(agents, ctx, &row.tool) {
+                    return Ok(Settled::Stopped(freeze));
                 }
             }
             InvocationState::Running => {
@@ -143,21 +143,22 @@ async fn settled(
     Ok(Settled::Waiting)
 }
 
-/// An approved call of the run that a freeze holds back: the run stops before it (its row
-/// stays approved and runs once the freeze is lifted); without a freeze covering it (lifted a
-/// moment ago), the run waits for it as for any call another claimer runs.
-fn frozen_approval(agents: &Agents, ctx: &RunCtx<'_>, row: &Invocation) -> Settled {
-    let Some(scope) = agents.gateway().scope(&ctx.scope) else {
-        return Settled::Waiting;
+/// What freezes the run's call of `tool` now, if anything: the freeze as people read it.
+pub(super) fn frozen_call(agents: &Agents, ctx: &RunCtx<'_>, tool: &str) -> Option<String> {
+    let principal = ctx.detail.principal.as_deref();
+    let gateway = agents.gateway();
+    let spec = gateway.scope(&ctx.scope).and_then(|s| s.get(tool));
+    let covered = match spec {
+        Some(spec) => Covered::call(&ctx.scope, principal, spec),
+        None => Covered {
+            agent: freeze::agent_of(&ctx.scope),
+            principal,
+            tool,
+            connection: None,
+        },
     };
-    let Some(spec) = scope.get(&row.tool) else {
-        return Settled::Waiting;
-    };
-    let covered = Covered::call(&ctx.scope, row.principal.as_deref(), spec);
-    match agents.gateway().freezes().covering(&covered) {
-        Some(frozen) => Settled::Stopped(freeze::describe(&frozen)),
-        None => Settled::Waiting,
-    }
+    let frozen = gateway.freezes().covering(&covered)?;
+    Some(freeze::describe(&frozen))
 }
 
 /// What the model reads for a row that left the claimers' hands; a call a freeze refused stops

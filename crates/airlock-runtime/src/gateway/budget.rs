@@ -35,15 +35,18 @@ pub(crate) fn shares(
             continue;
         };
         let (whose, label) = whose(limit, ctx, run);
+        let cap = micros(limit.max);
         out.push(BudgetShare {
-            key: format!("{declaration}/{}{whose}", limit.name),
+            // The scope too: two manifests' declarations of one name keep budgets of their own.
+            key: format!("{}/{declaration}/{}{whose}", ctx.scope, limit.name),
             label,
             unit: match &limit.measure {
                 Measure::Amount { unit, .. } => unit.clone(),
                 Measure::Calls | Measure::Count(_) => None,
             },
-            share,
-            cap: micros(limit.max),
+            // Anything past the cap is over it: stored no larger, so sums never overflow.
+            share: share.min(cap.saturating_add(1)),
+            cap,
             window: limit.per,
             over: match limit.over {
                 LimitOver::Deny => OverLimit::Deny,
@@ -71,7 +74,11 @@ fn declaration(spec: &ToolSpec) -> String {
 fn whose(limit: &Limit, ctx: &CallContext, run: Option<&RunCall>) -> (String, String) {
     let value = match limit.by {
         LimitBy::Tool => return (String::new(), limit.name.clone()),
-        LimitBy::Principal => ctx.principal.clone().unwrap_or_else(|| "anonymous".into()),
+        // A principal's name has no space, so no principal shares the unnamed callers' budget.
+        LimitBy::Principal => ctx
+            .principal
+            .clone()
+            .unwrap_or_else(|| "(no principal)".into()),
         LimitBy::Run => run.map_or_else(|| ctx.session.to_string(), |r| r.run.to_string()),
         LimitBy::Agent => match &ctx.scope {
             ScopeId::Gateway => "gateway".to_owned(),

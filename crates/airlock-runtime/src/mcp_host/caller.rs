@@ -68,6 +68,11 @@ impl McpHost {
             CallerDecision::Decline { reason } => ("deny", Decision::Deny { reason }),
             CallerDecision::Answer { text } => ("answer", Decision::Answer { text }),
         };
+        // A freeze holds decisions that would let the call run, here as on every surface.
+        let frozen = crate::decisions::frozen(&self.gateway, row.id, &decision).await;
+        if let Some(reason) = frozen.map_err(|e| internal(&e))? {
+            return Err(HostError::InvalidParams(reason).into());
+        }
         let state = StateUse {
             nonce: used.state_id,
             invocation: row.id,

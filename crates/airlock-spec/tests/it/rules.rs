@@ -622,6 +622,18 @@ fn bad_limits_are_refused_at_their_key() {
             "limits[0].max: expected a number above zero",
         ),
         (
+            "[ { name: a, max: 1e12, per: 1d } ]",
+            "limits[0].max: expected a number above zero and at most",
+        ),
+        (
+            "[ { name: a, max: 5, per: 4000d } ]",
+            "limits[0].per: the window must be longer than zero and at most",
+        ),
+        (
+            "[ { name: 'a/principal:x', max: 5, per: 1d } ]",
+            "limits[0].name: a limit's name is",
+        ),
+        (
             "[ { name: a, max: 1.5, per: 1d } ]",
             "limits[0].max: calls and counts are whole",
         ),

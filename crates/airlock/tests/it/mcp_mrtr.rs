@@ -256,3 +256,39 @@ async fn a_replayed_state_is_refused_also_concurrently() {
     .await;
     assert_eq!(reason(&late), "replayed");
 }
+
+/// POLICY-54: the person at the client confirming a call is a decision like any other — a
+/// freeze made after the call parked refuses it, and the call stays parked, unrun.
+#[tokio::test]
+async fn a_confirmation_under_a_freeze_is_refused_and_nothing_runs() {
+    let dir = deployment();
+    let base = start(dir.path()).await;
+    let arguments = json!({"url": page().await});
+    let (_, state) = asked(&base, "fetch", &arguments).await;
+    let pending = admin_get(&base, "/v1/approvals").await;
+    let id = pending["approvals"][0]["id"].as_str().unwrap().to_owned();
+    let frozen = reqwest::Client::new()
+        .post(format!("{base}/v1/freezes"))
+        .bearer_auth(ADMIN)
+        .json(&json!({"kind": "principal", "name": "claude", "reason": "token leaked"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(frozen.status().as_u16(), 201);
+    let refused = retry(
+        &base,
+        CLAUDE,
+        "fetch",
+        &arguments,
+        &state,
+        json!({"approve": true}),
+    )
+    .await;
+    let text = refused.to_string();
+    assert!(
+        text.contains("principal `claude` is frozen by alice (token leaked)"),
+        "{refused}"
+    );
+    let row = admin_get(&base, &format!("/v1/invocations/{id}")).await;
+    assert_eq!(row["state"], "awaiting_approval", "{row}");
+}

@@ -12,7 +12,10 @@ use serde_json::json;
 use super::{TREE, World, answer, approve, calls, on_both_backends, request, run_with_events};
 use crate::gateway::Backend;
 
-on_both_backends!(a_freeze_stops_a_running_run_before_its_next_call);
+on_both_backends!(
+    a_freeze_stops_a_running_run_before_its_next_call,
+    a_frozen_sub_agent_is_not_started_and_a_stopped_child_stops_its_caller,
+);
 
 async fn a_freeze_stops_a_running_run_before_its_next_call(backend: Backend) {
     let Some(w) = World::new(backend).await else {
@@ -69,5 +72,55 @@ async fn a_freeze_stops_a_running_run_before_its_next_call(backend: Backend) {
         rows.len(),
         2,
         "the step's call after the frozen one was not recorded"
+    );
+}
+
+/// POLICY-55: a freeze on the sub-agent's tool stops the delegating run before the child starts;
+/// a freeze on the child's agent stops the child at its first call, and its caller with it.
+async fn a_frozen_sub_agent_is_not_started_and_a_stopped_child_stops_its_caller(backend: Backend) {
+    let Some(w) = World::new(backend).await else {
+        return;
+    };
+    let agents = w.agents(TREE);
+    let watch = agents.gateway().freezes();
+    // The sub-agent's tool frozen in the caller's scope: no child run at all.
+    w.script("boss", [calls(&[("helper", json!({"input": "go"}))])]);
+    let helper_tool = FreezeTarget::Tool("helper".into());
+    watch
+        .freeze(helper_tool.clone(), "incident", "ops")
+        .await
+        .unwrap();
+    let (done, _) = run_with_events(&agents, request("boss", "delegate")).await;
+    assert_eq!(done.status, RunState::Failed, "{done:?}");
+    let error = done.error.clone().unwrap_or_default();
+    assert!(error.contains("tool `helper` is frozen by ops"), "{error}");
+    assert_eq!(w.asked("helper"), 0, "the child never started");
+    watch.unfreeze(helper_tool, "ops").await.unwrap();
+    // The child's agent frozen: the child stops at its first call, and so does its caller.
+    w.script(
+        "boss",
+        [
+            calls(&[("helper", json!({"input": "go"}))]),
+            answer("never"),
+        ],
+    );
+    w.script(
+        "helper",
+        [calls(&[("count", json!({"amount": 1}))]), answer("never")],
+    );
+    let helper = FreezeTarget::Agent("helper".into());
+    watch.freeze(helper, "loops", "ops").await.unwrap();
+    let (done, _) = run_with_events(&agents, request("boss", "delegate again")).await;
+    assert_eq!(done.status, RunState::Failed, "{done:?}");
+    let error = done.error.clone().unwrap_or_default();
+    assert!(
+        error.contains("agent `helper` is frozen by ops (loops)"),
+        "{error}"
+    );
+    assert_eq!(w.ran("count"), 0);
+    assert_eq!(
+        (w.asked("helper"), w.asked("boss")),
+        (1, 2),
+        "nobody asked again"
     );
 }
