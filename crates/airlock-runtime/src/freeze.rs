@@ -95,6 +95,9 @@ pub struct FreezeWatch {
     copy: RwLock<Arc<Vec<Freeze>>>,
     /// Changes whenever a refresh finds a freeze gone: the approved calls it held back may run.
     lifted: tokio::sync::watch::Sender<()>,
+    /// One refresh at a time: a read begun before a change this process made cannot install
+    /// itself after the read that includes it.
+    refreshing: tokio::sync::Mutex<()>,
 }
 
 impl std::fmt::Debug for FreezeWatch {
@@ -113,6 +116,7 @@ impl FreezeWatch {
             store,
             copy: RwLock::new(Arc::new(Vec::new())),
             lifted: tokio::sync::watch::Sender::new(()),
+            refreshing: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -139,6 +143,7 @@ impl FreezeWatch {
     /// # Errors
     /// The ledger's; the copy is then left as it was.
     pub async fn refresh(&self) -> Result<(), LedgerError> {
+        let _one = self.refreshing.lock().await;
         let read = self.store.freezes().await?;
         // OPS-73: what this replica holds frozen, as of its last read.
         metrics::gauge!("airlock_freezes").set(read.len() as f64);

@@ -98,6 +98,9 @@ fn amount(micros: i64) -> String {
 }
 
 fn window(w: Duration) -> String {
+    if w.subsec_nanos() != 0 {
+        return format!("{}ms", w.as_millis());
+    }
     let s = w.as_secs();
     match s {
         s if s % 86_400 == 0 => format!("{}d", s / 86_400),

@@ -9,7 +9,8 @@
 //! `approval: never`, and `[[access]]` was applied before (an entry the caller may not see is
 //! not found, and leaves no row). A read that continues one whose upstream asked for input
 //! (a relayed prompt round, MCP-81) is recorded with `follows`, so the retry's state is used in
-//! the commit that records it (LEDGER-67).
+//! the commit that records it (LEDGER-67). A read a freeze covers (everything, the scope's
+//! agent, the caller) is recorded denied by the freeze and nothing is sent (POLICY-52).
 
 use std::future::Future;
 
@@ -18,7 +19,8 @@ use airlock_spec::{Effect, ScopeId};
 use serde_json::Value;
 
 use super::{Gateway, GatewayError};
-use crate::error::ToolError;
+use crate::error::{ToolError, ToolErrorKind};
+use crate::freeze::{self, Covered};
 use crate::session;
 
 /// What a read is recorded as: its method (the row's tool), and its arguments.
@@ -63,6 +65,16 @@ impl Gateway {
         };
         let mut new = NewInvocation::new(session, "mcp", read.method, read.arguments, digest);
         new.source_kind = SourceKind::Mcp;
+        // A freeze of everything, the scope's agent or the caller refuses a read as it refuses
+        // a call: recorded denied, nothing sent (POLICY-52).
+        let covered = Covered {
+            agent: freeze::agent_of(read.scope),
+            principal: Some(read.principal),
+            tool: read.method,
+            connection: None,
+        };
+        let frozen = self.freezes.covering(&covered);
+        new.refusal = frozen.as_ref().map(freeze::refusal);
         // Reading twice changes nothing: a read left running by a crash is not in doubt.
         new.effect = Effect::Idempotent;
         new.principal = Some(read.principal.to_owned());
@@ -81,6 +93,10 @@ impl Gateway {
             opened?;
             recorded?.invocation
         };
+        if let Some(frozen) = frozen {
+            let refused = ToolError::new(ToolErrorKind::Unavailable, freeze::reason(&frozen));
+            return Ok((row.id, Err(refused)));
+        }
         let answer = work.await;
         let stored = match &answer {
             Ok(answer) => Ok(summary(answer)),

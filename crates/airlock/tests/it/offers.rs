@@ -313,3 +313,33 @@ async fn egress_37_a_server_the_guard_refuses_offers_nothing() {
         "{said}"
     );
 }
+
+/// POLICY-52: a read a freeze covers is refused — recorded `denied` by the freeze, nothing sent.
+#[tokio::test]
+async fn a_read_a_freeze_covers_is_refused_and_recorded_denied() {
+    let Some((_upstream, port)) = sdk_fixture().await else {
+        return;
+    };
+    let dir = deployment(port, "allow = [\"127.0.0.1/32\"]");
+    let (addr, gateway) = serve_in_process(dir.path()).await;
+    let base = format!("http://{addr}");
+    let claude = airlock_ledger::FreezeTarget::Principal("claude".into());
+    gateway
+        .freezes()
+        .freeze(claude, "token leaked", "ops")
+        .await
+        .unwrap();
+    let uri = json!({"uri": "media+test://static-text"});
+    let refused = reply(&base, "", CLAUDE, "resources/read", uri).await;
+    let text = refused.to_string();
+    assert!(
+        text.contains("principal `claude` is frozen by ops (token leaked)"),
+        "{refused}"
+    );
+    let rows = rows(dir.path(), "resources/read").await;
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(
+        (rows[0].1.as_str(), rows[0].2.as_str()),
+        ("claude", "denied")
+    );
+}
