@@ -100,6 +100,7 @@ async fn freeze(args: FreezeArgs) -> anyhow::Result<ExitCode> {
         .freeze(asked)
         .await
         .with_context(|| format!("freezing {target}"))?;
+    tracing::warn!(freeze = %stored.target, by = stored.by, reason = stored.reason, "frozen");
     if args.reader.json() {
         print_json(&freeze_json(&stored))?;
     } else if stored.by == by && stored.reason == args.reason {
@@ -123,6 +124,9 @@ async fn unfreeze(args: UnfreezeArgs) -> anyhow::Result<ExitCode> {
         .unfreeze(target.clone(), by.clone())
         .await
         .with_context(|| format!("unfreezing {target}"))?;
+    if lifted.is_some() {
+        tracing::warn!(freeze = %target, by, "unfrozen");
+    }
     match lifted {
         Some(lifted) if args.reader.json() => print_json(&freeze_json(&lifted))?,
         Some(_) => println!("{target} unfrozen by {by}"),

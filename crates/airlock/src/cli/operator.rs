@@ -1,7 +1,9 @@
 //! Who is acting from the command line: `--as NAME`, else the OS user (`$USER`, `$LOGNAME`).
 //!
 //! Guarantees: a command that records a name (a decision, a call's principal) never records an
-//! empty or placeholder one; with no `--as` and no OS user it fails, saying how to name one.
+//! empty or placeholder one; with no `--as` and no OS user it fails, saying how to name one. A
+//! name is one word, as configured principals are: the names airlock records for itself
+//! (`access policy`, `airlock freeze`) have a space, so no person can be recorded as them.
 //! `--as` exists only on commands that record something.
 
 /// The `--as` option of commands that record who acted.
@@ -16,6 +18,12 @@ impl AsArg {
     /// `--as`, else the OS user; `role` says who is asked for (`deciding`, `calling`).
     pub(crate) fn resolve(&self, role: &str) -> anyhow::Result<String> {
         let named = self.name.as_ref().filter(|n| !n.trim().is_empty()).cloned();
+        if let Some(name) = named
+            .as_ref()
+            .filter(|n| n.chars().any(char::is_whitespace))
+        {
+            anyhow::bail!("--as `{name}`: a name is one word, without spaces");
+        }
         named
             .or_else(|| {
                 ["USER", "LOGNAME"]

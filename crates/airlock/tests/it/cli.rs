@@ -252,6 +252,32 @@ fn call_without_an_identity_records_nothing() {
     assert_eq!(listing(dir.path()), before, "nothing was recorded");
 }
 
+/// POLICY-52, LEDGER-48: nobody is recorded under the names airlock keeps for itself — a name
+/// with a space is refused before anything is written.
+#[test]
+fn a_name_with_a_space_is_refused_and_nothing_is_recorded() {
+    let dir = deployment();
+    let before = listing(dir.path());
+    for name in ["airlock freeze", "access policy"] {
+        let out = airlock()
+            .args([
+                "call",
+                "ask_human",
+                "--args",
+                r#"{"question":"q"}"#,
+                "--as",
+                name,
+                "--dir",
+            ])
+            .arg(dir.path())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+        assert!(text(&out).contains("a name is one word"), "{}", text(&out));
+    }
+    assert_eq!(listing(dir.path()), before, "nothing was recorded");
+}
+
 #[test]
 fn a_closed_pipe_ends_the_command_quietly() {
     let (reader, writer) = std::io::pipe().unwrap();
