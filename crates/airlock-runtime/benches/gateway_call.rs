@@ -8,56 +8,15 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use airlock_egress::{EgressPolicy, GuardedClient};
 use airlock_runtime::ledger::{PgStore, SqliteStore, Store, StoreConfig};
-use airlock_runtime::{CallContext, Gateway, LocalBody, LocalTool};
-use airlock_spec::{
-    Credentials, Effect, Policy, Scope, ScopeId, ToolDefinition, ToolName, ToolSource, ToolSpec,
-};
-use serde_json::{Value, json};
+use airlock_runtime::{CallContext, Gateway};
+use airlock_spec::ScopeId;
+use serde_json::json;
 
 const CALLS_PER_CALLER: usize = 200;
 
-struct Noop;
-
-impl LocalTool for Noop {
-    fn definition(&self) -> ToolDefinition {
-        ToolDefinition {
-            name: ToolName::try_from("noop").unwrap(),
-            description: "Does nothing.".into(),
-            input_schema: json!({"type": "object"}),
-        }
-    }
-    fn policy(&self) -> Policy {
-        Policy {
-            effect: Effect::Idempotent,
-            ..Policy::default()
-        }
-    }
-    fn invoke(&self, _arguments: Value) -> LocalBody {
-        LocalBody::Plain(Box::pin(async { Ok(json!({"ok": true})) }))
-    }
-}
-
-fn gateway(store: Arc<dyn Store>) -> Arc<Gateway> {
-    let tool = Arc::new(Noop);
-    let mut scope = Scope::new(ScopeId::Gateway);
-    scope
-        .add(ToolSpec {
-            definition: tool.definition(),
-            source: ToolSource::Local,
-            policy: tool.policy(),
-        })
-        .unwrap();
-    let egress = GuardedClient::new(EgressPolicy::default()).unwrap();
-    Arc::new(
-        Gateway::builder(store, egress, Arc::new(Credentials::default()))
-            .scope(scope)
-            .expect("schemas compile")
-            .local(tool)
-            .build(),
-    )
-}
+#[path = "support/noop.rs"]
+mod noop;
 
 async fn run(label: &str, gateway: &Arc<Gateway>, callers: usize) {
     let start = Instant::now();
@@ -112,7 +71,7 @@ async fn main() {
             .await
             .unwrap(),
     );
-    let gw = gateway(sqlite);
+    let gw = noop::gateway(sqlite, Vec::new());
     for callers in [1, 16] {
         run("sqlite", &gw, callers).await;
     }
@@ -122,7 +81,7 @@ async fn main() {
                 .await
                 .unwrap(),
         );
-        let gw = gateway(pg);
+        let gw = noop::gateway(pg, Vec::new());
         for callers in [1, 16] {
             run("postgres", &gw, callers).await;
         }

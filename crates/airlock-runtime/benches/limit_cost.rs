@@ -9,40 +9,15 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use airlock_egress::{EgressPolicy, GuardedClient};
-use airlock_runtime::ledger::{SqliteStore, StoreConfig};
-use airlock_runtime::{CallContext, Gateway, LocalBody, LocalTool};
-use airlock_spec::{
-    Credentials, Effect, Limit, LimitBy, LimitOver, Measure, Policy, Scope, ScopeId,
-    ToolDefinition, ToolName, ToolSource, ToolSpec,
-};
-use serde_json::{Value, json};
+use airlock_runtime::ledger::{SqliteStore, Store, StoreConfig};
+use airlock_runtime::{CallContext, Gateway};
+use airlock_spec::{Limit, LimitBy, LimitOver, Measure, ScopeId};
+use serde_json::json;
 
 const CALLS: usize = 1_000;
 
-struct Noop {
-    limits: Vec<Limit>,
-}
-
-impl LocalTool for Noop {
-    fn definition(&self) -> ToolDefinition {
-        ToolDefinition {
-            name: ToolName::try_from("noop").unwrap(),
-            description: "Does nothing.".into(),
-            input_schema: json!({"type": "object"}),
-        }
-    }
-    fn policy(&self) -> Policy {
-        Policy {
-            effect: Effect::Idempotent,
-            limits: self.limits.clone(),
-            ..Policy::default()
-        }
-    }
-    fn invoke(&self, _arguments: Value) -> LocalBody {
-        LocalBody::Plain(Box::pin(async { Ok(json!({"ok": true})) }))
-    }
-}
+#[path = "support/noop.rs"]
+mod noop;
 
 /// The process's user + system CPU time (Linux), in clock ticks of 10 ms.
 fn cpu() -> Duration {
@@ -53,36 +28,16 @@ fn cpu() -> Duration {
     Duration::from_millis(ticks * 10)
 }
 
-async fn gateway(store: Arc<SqliteStore>, limited: bool) -> Arc<Gateway> {
-    let limits = if limited {
-        vec![Limit {
-            name: "sends".into(),
-            measure: Measure::Calls,
-            max: 1e9,
-            per: Duration::from_secs(86_400),
-            by: LimitBy::Principal,
-            over: LimitOver::Deny,
-        }]
-    } else {
-        Vec::new()
-    };
-    let tool = Arc::new(Noop { limits });
-    let mut scope = Scope::new(ScopeId::Gateway);
-    scope
-        .add(ToolSpec {
-            definition: tool.definition(),
-            source: ToolSource::Local,
-            policy: tool.policy(),
-        })
-        .unwrap();
-    let egress = GuardedClient::new(EgressPolicy::default()).unwrap();
-    Arc::new(
-        Gateway::builder(store, egress, Arc::new(Credentials::default()))
-            .scope(scope)
-            .unwrap()
-            .local(tool)
-            .build(),
-    )
+/// One `calls` limit per principal, with a cap no call reaches.
+fn limit() -> Limit {
+    Limit {
+        name: "sends".into(),
+        measure: Measure::Calls,
+        max: 1e9,
+        per: Duration::from_secs(86_400),
+        by: LimitBy::Principal,
+        over: LimitOver::Deny,
+    }
 }
 
 /// `CALLS` calls; (commits per call, CPU per call, wall per call).
@@ -126,8 +81,8 @@ async fn main() {
             .await
             .unwrap(),
     );
-    let plain = gateway(Arc::clone(&store), false).await;
-    let limited = gateway(Arc::clone(&store), true).await;
+    let plain = noop::gateway(Arc::clone(&store) as Arc<dyn Store>, Vec::new());
+    let limited = noop::gateway(Arc::clone(&store) as Arc<dyn Store>, vec![limit()]);
     for r in 0..3 {
         for (label, gw) in [("no limit", &plain), ("one limit", &limited)] {
             let (commits, cpu, wall) = round(&store, gw, &format!("{r}{label}")).await;

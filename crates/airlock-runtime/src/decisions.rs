@@ -29,13 +29,11 @@ pub async fn decide(
     decision: Decision,
     surface: &'static str,
 ) -> Result<Invocation, GatewayError> {
-    let connection = connection_of(gateway, id).await?;
     let store = gateway.store().as_ref();
     let judged = Judged {
-        connection: connection.as_deref(),
+        declarations: Some(gateway),
     };
     let row = record_judged(store, id, decider, decision, surface, judged).await?;
-
     if row.state == InvocationState::Approved {
         let runner = Arc::clone(gateway);
         gateway.spawn_tracked(async move {
@@ -60,14 +58,15 @@ pub async fn record(
     decision: Decision,
     surface: &'static str,
 ) -> Result<Invocation, LedgerError> {
-    let judged = Judged { connection: None };
+    let judged = Judged { declarations: None };
     record_judged(store, id, decider, decision, surface, judged).await
 }
 
-/// What a surface could tell of a row beyond the ledger's own columns.
+/// What a surface can tell of a row beyond the ledger's own columns.
 struct Judged<'a> {
-    /// The connection the row's tool goes through (known only with the declarations).
-    connection: Option<&'a str>,
+    /// The gateway whose declarations say which connection the row's tool goes through; none
+    /// for a surface without them (the CLI).
+    declarations: Option<&'a Gateway>,
 }
 
 async fn record_judged(
@@ -123,25 +122,10 @@ pub(crate) async fn frozen(
     id: InvocationId,
     decision: &Decision,
 ) -> Result<Option<String>, GatewayError> {
-    let connection = connection_of(gateway, id).await?;
     let judged = Judged {
-        connection: connection.as_deref(),
+        declarations: Some(gateway),
     };
     Ok(frozen_refusal(gateway.store().as_ref(), id, decision, &judged).await?)
-}
-
-/// The connection row `id`'s tool goes through, as the gateway declares it.
-async fn connection_of(
-    gateway: &Gateway,
-    id: InvocationId,
-) -> Result<Option<String>, GatewayError> {
-    let row = gateway.store().get(id).await?;
-    let opened = gateway.store().get_session(row.session_id).await?;
-    let spec = crate::session::scope(&opened).and_then(|s| {
-        let scope = gateway.scope(&s)?;
-        scope.get(&row.tool).cloned()
-    });
-    Ok(spec.and_then(|s| s.source.connection().map(str::to_owned)))
 }
 
 /// Why `decision` on `id` is refused while a freeze covers the call (docs/rules.md POLICY-54):
@@ -175,11 +159,15 @@ async fn frozen_refusal(
     let row = store.get(id).await?;
     let opened = store.get_session(row.session_id).await?;
     let scope = crate::session::scope(&opened);
+    let spec = judged
+        .declarations
+        .zip(scope.as_ref())
+        .and_then(|(gateway, scope)| gateway.scope(scope)?.get(&row.tool));
     let covered = Covered {
         agent: scope.as_ref().and_then(freeze::agent_of),
         principal: row.principal.as_deref(),
         tool: &row.tool,
-        connection: judged.connection,
+        connection: spec.and_then(|s| s.source.connection()),
     };
     Ok(freeze::covering(&freezes, &covered).map(|f| {
         format!(
