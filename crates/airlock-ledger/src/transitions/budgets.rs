@@ -4,10 +4,12 @@
 //! Guarantees: of any number of concurrent calls against one limit, on any number of replicas,
 //! the ones recorded as able to run never add up past it: on PostgreSQL the database's budget
 //! lock is held for the rest of the recording transaction before a use is read (SQLite has one
-//! writer); a share counts while its call may run, runs, ran or may have run, and stops
-//! counting when the call is denied, expires, is given up, or fails before anything was sent —
-//! its row's state says which, so no transition writes the budget again and a crash leaves
-//! nothing to clean: a call in doubt keeps its share until a person settles it.
+//! writer). A limit's use is its key's running total (`budget_totals`), kept by the database's
+//! triggers (migration 0020) in the transaction of every write that changes it: a share adds to
+//! it when reserved and leaves it when its call stops counting — denied, expired, given up, or
+//! failed before anything was sent — or when it is found outside its window here. So judging
+//! reads one row a limit whatever the number of shares, no transition writes the budget itself,
+//! and a crash leaves nothing to clean: a call in doubt keeps its share until a person settles it.
 
 use std::time::Duration;
 
@@ -30,12 +32,6 @@ pub(crate) enum Judged {
     Approval(Vec<BudgetUse>),
 }
 
-/// The states whose shares count, and the failures that may have reached the upstream.
-const COUNTING: &str = "(i.state IN ('pending', 'proposed', 'awaiting_approval', \
-    'awaiting_answer', 'approved', 'running', 'in_doubt', 'succeeded', 'resolved', \
-    'input_required') OR (i.state = 'failed' AND i.error_kind IN ('timeout', 'upstream_error', \
-    'bad_response', 'tool_failed', 'task_failed')))";
-
 /// Judges `shares` against what their limits hold now. Flushes the batch first (its queued
 /// rows count) and, on PostgreSQL, locks each key until the transaction ends.
 pub(crate) async fn judge(
@@ -47,32 +43,12 @@ pub(crate) async fn judge(
     if matches!(tx.inner, DbTx::Postgres(_)) {
         // One lock for every budget of the database, not one a key: a batch judges the calls of
         // several jobs, and locks taken key by key in each job's order could deadlock two lanes.
-        tx.inner
-            .execute(
-                "SELECT pg_advisory_xact_lock(hashtextextended(current_schema() || '/budgets', 0))",
-                &[],
-            )
-            .await?;
+        // The triggers that keep the totals take the same one (migration 0020).
+        tx.inner.execute("SELECT budget_lock()", &[]).await?;
     }
     let mut uses = Vec::with_capacity(shares.len());
     for share in shares {
-        let since = since(batch.now, share.window);
-        let row = tx
-            .inner
-            .fetch_optional(
-                sqlx::AssertSqlSafe(format!(
-                    "SELECT CAST(COALESCE(SUM(s.share), 0) AS BIGINT) AS used FROM budget_shares s \
-                     JOIN invocations i ON i.id = s.invocation_id \
-                     WHERE s.limit_key = $1 AND s.at > $2 AND {COUNTING}"
-                )),
-                &[share.key.clone().into(), since.into()],
-            )
-            .await?;
-        let used = row
-            .map(|r| r.int("used"))
-            .transpose()?
-            .flatten()
-            .unwrap_or(0);
+        let used = used_within(tx, &share.key, since(batch.now, share.window)).await?;
         uses.push(BudgetUse {
             key: share.key.clone(),
             label: share.label.clone(),
@@ -102,6 +78,37 @@ pub(crate) async fn judge(
         (None, Some(_)) => Judged::Approval(uses),
         (None, None) => Judged::Within(uses),
     })
+}
+
+/// What `key` holds within a window starting after `since`: its running total, once the open
+/// shares that left the window are closed (which the triggers take off the total).
+async fn used_within(tx: &mut LedgerTx, key: &str, since: i64) -> Result<i64, LedgerError> {
+    let Some((used, oldest)) = total(tx, key).await? else {
+        return Ok(0);
+    };
+    if oldest.is_none_or(|oldest| oldest > since) {
+        return Ok(used);
+    }
+    tx.inner
+        .execute(
+            "UPDATE budget_shares SET open = 0 WHERE limit_key = $1 AND open = 1 AND at <= $2",
+            &[key.to_owned().into(), since.into()],
+        )
+        .await?;
+    Ok(total(tx, key).await?.map_or(0, |(used, _)| used))
+}
+
+/// The running total of `key` and its oldest open share's time.
+async fn total(tx: &mut LedgerTx, key: &str) -> Result<Option<(i64, Option<i64>)>, LedgerError> {
+    let row = tx
+        .inner
+        .fetch_optional(
+            "SELECT used, oldest FROM budget_totals WHERE limit_key = $1",
+            &[key.to_owned().into()],
+        )
+        .await?;
+    row.map(|r| Ok((r.req_int("used")?, r.int("oldest")?)))
+        .transpose()
 }
 
 /// The start of a window ending `now`, in microseconds; a window longer than the calendar
@@ -183,11 +190,8 @@ pub(crate) async fn usage(
         let since = since(now, window);
         let used = pool
             .fetch_optional(
-                sqlx::AssertSqlSafe(format!(
-                    "SELECT CAST(COALESCE(SUM(s.share), 0) AS BIGINT) AS used FROM budget_shares s \
-                     JOIN invocations i ON i.id = s.invocation_id \
-                     WHERE s.limit_key = $1 AND s.at > $2 AND {COUNTING}"
-                )),
+                "SELECT CAST(COALESCE(SUM(share), 0) AS BIGINT) AS used FROM budget_shares \
+                 WHERE limit_key = $1 AND open = 1 AND at > $2",
                 &[key.clone().into(), since.into()],
             )
             .await?

@@ -66,7 +66,7 @@ pub(crate) enum InvocationsCommand {
 #[derive(Debug, clap::Args)]
 pub(crate) struct Reader {
     #[command(flatten)]
-    deployment: DirArg,
+    pub(super) deployment: DirArg,
     /// Print JSON, as the HTTP API answers.
     #[arg(long)]
     json: bool,

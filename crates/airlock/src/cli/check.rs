@@ -5,7 +5,11 @@
 //! the same gate `serve` boots through ([`crate::preflight`]), so the two never disagree;
 //! warnings alone never fail it. Only `--discover` touches the network: it lists every
 //! connection file's tools (one `tools/list` each, through the deployment's egress policy) and
-//! shows them in the gateway scope, with the digest `serve` would have.
+//! shows them in the gateway scope, with the digest `serve` would have. The freezes in force
+//! are listed too (POLICY-51) — what `serve` refuses now beside what the declarations allow —
+//! from a SQLite ledger file when there is one, and from PostgreSQL only with `--discover`
+//! (the one flag that lets `check` reach the network); a ledger that cannot be read is a
+//! warning, not a failure, since the declarations are what `check` judges.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -13,9 +17,11 @@ use std::process::ExitCode;
 use airlock_spec::{
     Deployment, Policy, RateLimit, Scope, ScopeId, SpecErrors, SpecIssue, ToolSource, ToolSpec,
 };
+use airlock_ledger::Freeze;
 use serde_json::{Value, json};
 
 use super::deployment::DirArg;
+use crate::result::freeze_json;
 
 /// Arguments of `airlock check`.
 #[derive(Debug, clap::Args)]
@@ -45,6 +51,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
             } else {
                 None
             };
+            let freezes = freezes_in_force(&deployment, args.discover);
             if args.json {
                 println!(
                     "{}",
@@ -52,6 +59,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
                         "ok": true,
                         "warnings": deployment.warnings,
                         "scopes": scopes.iter().map(scope_json).collect::<Vec<_>>(),
+                        "freezes": freezes.as_ref().map(|f| f.iter().map(freeze_json).collect::<Vec<_>>()),
                     }))?
                 );
             } else {
@@ -61,6 +69,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
                     Some(tools) => print_discovered(&deployment, tools),
                     None => print_connections(&deployment),
                 }
+                print_freezes(&deployment, freezes.as_deref(), args.discover);
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -75,6 +84,52 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
 fn print_warnings(warnings: &[SpecIssue]) {
     for warning in warnings {
         eprintln!("warning: {warning}");
+    }
+}
+
+/// The freezes the deployment's ledger holds; `None` when it has no ledger yet, when it is on
+/// PostgreSQL and `online` is not set, or when it cannot be read (said on standard error).
+fn freezes_in_force(deployment: &Deployment, online: bool) -> Option<Vec<Freeze>> {
+    let local = deployment.config.database_url.starts_with("sqlite://");
+    if !local && !online {
+        return None;
+    }
+    // A SQLite file needs no I/O driver, whose signal pipe would be `check`'s one socket.
+    let mut runtime = tokio::runtime::Builder::new_current_thread();
+    runtime.enable_time();
+    if !local {
+        runtime.enable_io();
+    }
+    let read = async {
+        match super::deployment::ledger_if_any(deployment).await? {
+            Some(store) => Ok(Some(store.freezes().await?)),
+            None => Ok(None),
+        }
+    };
+    let freezes: anyhow::Result<Option<Vec<Freeze>>> = match runtime.build() {
+        Ok(runtime) => runtime.block_on(read),
+        Err(e) => Err(e.into()),
+    };
+    freezes
+        .inspect_err(|e| eprintln!("warning: the freezes in force could not be read: {e:#}"))
+        .ok()
+        .flatten()
+}
+
+fn print_freezes(deployment: &Deployment, freezes: Option<&[Freeze]>, online: bool) {
+    match freezes {
+        Some([]) => println!("nothing is frozen"),
+        Some(freezes) => {
+            for f in freezes {
+                let at = freeze_json(f)["at"].as_str().unwrap_or_default().to_owned();
+                println!("frozen: {} by {} at {at}: {}", f.target, f.by, f.reason);
+            }
+        }
+        None if !online && !deployment.config.database_url.starts_with("sqlite://") => println!(
+            "freezes: not read offline (the ledger is on PostgreSQL: `airlock freezes`, or \
+             `airlock check --discover`)"
+        ),
+        None => {}
     }
 }
 

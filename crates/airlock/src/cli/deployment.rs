@@ -91,15 +91,29 @@ pub(crate) fn load(dir: &Path) -> anyhow::Result<Deployment> {
 
 /// Opens the deployment's ledger only if it exists (PostgreSQL: the database must be there).
 pub(crate) async fn existing_ledger(deployment: &Deployment) -> anyhow::Result<Arc<dyn Store>> {
+    match ledger_if_any(deployment).await? {
+        Some(store) => Ok(store),
+        None => bail!(
+            "no ledger at {}: nothing was recorded in this deployment yet (`airlock serve` or \
+             `airlock call` creates it)",
+            deployment.config.database_url
+        ),
+    }
+}
+
+/// The deployment's ledger, or `None` when it is a SQLite file not created yet (opening it
+/// would create it).
+pub(crate) async fn ledger_if_any(
+    deployment: &Deployment,
+) -> anyhow::Result<Option<Arc<dyn Store>>> {
     let config = &deployment.config;
     if let Some(path) = config.database_url.strip_prefix("sqlite://")
         && !Path::new(path).exists()
     {
-        bail!(
-            "no ledger at {path}: nothing was recorded in this deployment yet (`airlock serve` \
-             or `airlock call` creates it)"
-        );
+        return Ok(None);
     }
     let settings = crate::boot::store_config(config, false);
-    crate::boot::open_ledger(&config.database_url, settings).await
+    Ok(Some(
+        crate::boot::open_ledger(&config.database_url, settings).await?,
+    ))
 }

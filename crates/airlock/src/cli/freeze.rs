@@ -89,7 +89,13 @@ async fn dispatch(cmd: Command) -> anyhow::Result<ExitCode> {
 async fn freeze(args: FreezeArgs) -> anyhow::Result<ExitCode> {
     let target = args.target.target()?;
     let by = args.operator.resolve("freezing")?;
-    let store = open(&args.reader).await?;
+    // A deployment may be frozen before it first serves: the ledger is created if need be.
+    let (_, deployment) = args.reader.deployment.load()?;
+    let store = crate::boot::open_ledger(
+        &deployment.config.database_url,
+        crate::boot::store_config(&deployment.config, false),
+    )
+    .await?;
     let asked = Freeze {
         target: target.clone(),
         reason: args.reason.clone(),

@@ -325,3 +325,42 @@ fn check_lists_each_tools_limits() {
     let text = airlock().arg("check").arg(dir.path()).output().unwrap();
     assert!(String::from_utf8_lossy(&text.stdout).contains(expected));
 }
+
+/// POLICY-51: once the deployment has a ledger, `check` lists the freezes in force beside the
+/// declarations, in text and in JSON; before, it says nothing of them.
+#[test]
+fn check_lists_the_freezes_in_force() {
+    let dir = crate::support::deployment_with("", "airlock: {}\n");
+    let json = |dir: &std::path::Path| -> serde_json::Value {
+        let out = airlock()
+            .args(["check", "--json", "--dir"])
+            .arg(dir)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out));
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    assert_eq!(json(dir.path())["freezes"], serde_json::Value::Null);
+    assert!(
+        !dir.path().join("airlock.sqlite").exists(),
+        "check creates no ledger"
+    );
+    let out = airlock()
+        .args(["freeze", "tool", "pay", "--reason", "incident 7", "--as", "ops", "--dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let freezes = json(dir.path())["freezes"].clone();
+    assert_eq!(freezes.as_array().map(Vec::len), Some(1), "{freezes}");
+    assert_eq!(
+        (&freezes[0]["kind"], &freezes[0]["name"], &freezes[0]["reason"]),
+        (&json!("tool"), &json!("pay"), &json!("incident 7"))
+    );
+    let out = airlock().arg("check").arg(dir.path()).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("frozen: tool `pay` by ops at ") && stdout.contains(": incident 7"),
+        "{stdout}"
+    );
+}

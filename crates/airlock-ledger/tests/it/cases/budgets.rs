@@ -4,7 +4,8 @@
 use std::time::Duration;
 
 use airlock_ledger::{
-    Approval, BudgetShare, Decision, InvocationState as S, OverLimit, Resolution, ToolErrorKind,
+    Approval, BudgetShare, Decision, InvocationState as S, OverLimit, Resolution, ToolError,
+    ToolErrorKind,
 };
 use serde_json::json;
 
@@ -102,4 +103,69 @@ pub(crate) async fn ledger_74_a_share_follows_its_rows_state(h: &Harness) {
         S::Pending
     );
     assert!(h.store.verify().await.unwrap().first_break.is_none());
+}
+
+/// One unit of a two-unit hourly cap.
+fn hourly() -> BudgetShare {
+    BudgetShare {
+        key: "api:send/hourly".into(),
+        label: "hourly".into(),
+        unit: None,
+        share: 1_000_000,
+        cap: 2_000_000,
+        window: Duration::from_secs(3_600),
+        over: OverLimit::Deny,
+    }
+}
+
+/// A share leaves its limit's window when the window has passed it, and a call that failed
+/// before anything was sent gives its share back; the key's running total always equals the
+/// sum of the shares that count.
+pub(crate) async fn ledger_74_a_share_leaves_its_window(h: &Harness) {
+    let s = h.session().await;
+    let record = |n: u32| {
+        let mut call = h.call(s, "send", json!({"n": n}));
+        call.shares = vec![hourly()];
+        call
+    };
+    let first = h.store.record_and_claim(record(1), "w1", LEASE).await.unwrap();
+    h.store
+        .finish(first.invocation.id, "w1", Ok(json!({"sent": 1})))
+        .await
+        .unwrap();
+    h.clock.advance(Duration::from_secs(1_800));
+    let second = h.store.record_and_claim(record(2), "w1", LEASE).await.unwrap();
+    let unsent = ToolError::new(ToolErrorKind::Unavailable, "no connection");
+    let second = h.store.finish(second.invocation.id, "w1", Err(unsent)).await.unwrap();
+    assert_eq!(second.state, S::Failed);
+    let third = h.store.record(record(3)).await.unwrap().invocation;
+    assert_eq!(third.state, S::Pending, "the unsent call gave its share back");
+    let fourth = h.store.record(record(4)).await.unwrap().invocation;
+    assert_eq!(fourth.state, S::Failed, "two shares within the hour: {fourth:?}");
+    assert_totals_match_open_shares(h, 2_000_000).await;
+    // An hour after the first share it has left the window: one more fits, not two.
+    h.clock.advance(Duration::from_secs(1_801));
+    let fifth = h.store.record(record(5)).await.unwrap().invocation;
+    assert_eq!(fifth.state, S::Pending);
+    let sixth = h.store.record(record(6)).await.unwrap().invocation;
+    assert_eq!(sixth.state, S::Failed);
+    assert_totals_match_open_shares(h, 2_000_000).await;
+    let usage = h.store.limit_usage().await.unwrap();
+    assert_eq!(usage[0].used, 2_000_000);
+}
+
+/// The running total of the test's key, and the sum of its open shares, are both `expected`.
+async fn assert_totals_match_open_shares(h: &Harness, expected: i64) {
+    let total = h
+        .raw
+        .count("SELECT used FROM budget_totals WHERE limit_key = 'api:send/hourly'")
+        .await;
+    let open = h
+        .raw
+        .count(
+            "SELECT CAST(SUM(share) AS BIGINT) FROM budget_shares \
+             WHERE limit_key = 'api:send/hourly' AND open = 1",
+        )
+        .await;
+    assert_eq!((total, open), (expected, expected));
 }
