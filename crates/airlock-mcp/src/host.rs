@@ -373,6 +373,10 @@ pub enum HostOutcome {
         tool: String,
         /// When the wait ends unanswered (RFC 3339), if it does.
         expires_at: Option<String>,
+        /// Whether the person at the client may confirm it ([`ToolHost::caller_prompt`]): its
+        /// tool is declared `approval: caller` and nothing about the call wants an approver
+        /// instead (a limit over its cap, docs/rules.md POLICY-59). Not part of the reply.
+        confirmable: bool,
     },
     /// A person (or a policy) declined the call.
     Denied {

@@ -31,6 +31,9 @@ pub struct Offered {
 pub(crate) struct Source {
     /// The URI namespace: the declaration's slug, or the connection file's namespace.
     namespace: String,
+    /// The connection a freeze names to cover it (POLICY-52): the connection file's
+    /// namespace, or the `[connections]` entry an inline declaration reaches it through.
+    pub(crate) connection: String,
     /// What its entries' names start with, as its tools' do.
     prefix: String,
     pub(crate) target: McpTarget,
@@ -249,6 +252,7 @@ fn servers(
         })?;
         let source = Source {
             namespace: connection.namespace.clone(),
+            connection: connection.namespace.clone(),
             prefix: format!("{}__", connection.namespace),
             target,
             client: client.clone(),
@@ -286,6 +290,7 @@ fn servers(
             };
             let source = Source {
                 namespace: tool.slug.clone(),
+                connection: tool.connection.clone(),
                 prefix: format!("{}_", tool.slug.replace('-', "_")),
                 target,
                 client,

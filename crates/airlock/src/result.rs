@@ -54,6 +54,7 @@ pub fn invocation_json(row: &Invocation) -> Value {
         "id": row.id.to_string(),
         "tool": row.tool,
         "state": row.state.to_string(),
+        "approval": row.approval.to_string(),
         "arguments": row.arguments,
         "principal": row.principal,
         "session_id": row.session_id.to_string(),

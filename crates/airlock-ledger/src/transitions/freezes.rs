@@ -104,6 +104,9 @@ pub struct Freeze {
     pub at: OffsetDateTime,
 }
 
+/// The longest reason a freeze may give (LEDGER-73).
+const MAX_REASON: usize = 1_000;
+
 pub(crate) async fn freeze(
     tx: &mut LedgerTx,
     batch: &Batch,
@@ -111,6 +114,12 @@ pub(crate) async fn freeze(
 ) -> Result<Freeze, LedgerError> {
     if freeze.reason.trim().is_empty() {
         return Err(LedgerError::Invalid("a freeze needs a reason".to_owned()));
+    }
+    if freeze.reason.chars().count() > MAX_REASON {
+        // Every refused caller and every person asked to decide is shown it.
+        return Err(LedgerError::Invalid(format!(
+            "a freeze's reason is at most {MAX_REASON} characters"
+        )));
     }
     let (kind, name) = (freeze.target.kind(), freeze.target.name());
     if let Some(standing) = find(tx, kind, name).await? {

@@ -90,6 +90,7 @@ async fn record_with(
     let args_hash = arguments_hash(&new.arguments);
     let (mut state, mut approval_ref) =
         initial_state(tx, batch, &new, &args_hash, principal.as_deref()).await?;
+    let mut for_approver = false;
     let (uses, over) = match state {
         S::Denied => (Vec::new(), None),
         _ if new.shares.is_empty() => (Vec::new(), None),
@@ -102,16 +103,21 @@ async fn record_with(
                 (Vec::new(), Some(error))
             }
             Judged::Approval(uses) => {
-                // A person decides a call over an `approval` limit, whatever its policy.
+                // An approver decides a call over an `approval` limit, whatever its policy —
+                // not the caller of an `approval: caller` tool (POLICY-59).
                 if state == S::Pending {
                     (state, approval_ref) = (S::AwaitingApproval, None);
                 }
+                for_approver = true;
                 (uses, None)
             }
         },
     };
     let mut inv = new_row(batch, &new, principal, args_hash, state, approval_ref);
     inv.error = over;
+    if for_approver {
+        inv.approval = Approval::Always;
+    }
     // Claimed at birth: the row is inserted as `running` (version 2) and the chain records
     // both versions, exactly as a record and a claim would, in one statement.
     let running = match claim {

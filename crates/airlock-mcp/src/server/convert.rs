@@ -102,6 +102,7 @@ pub(super) fn to_call_result(outcome: HostOutcome) -> CallToolResult {
             invocation_id,
             tool,
             expires_at,
+            ..
         } => parked(status, &invocation_id, &tool, expires_at.as_deref()),
         HostOutcome::Denied { reason } => json_result(json!({ "denied": reason }), true),
         // The status word says what happened; `denied` keeps the shape a model already reads

@@ -66,11 +66,15 @@ pub(super) fn ask(
         status: status @ (ParkedStatus::AwaitingApproval | ParkedStatus::AwaitingAnswer),
         invocation_id,
         tool,
+        confirmable,
         ..
     } = &call.outcome
     else {
         return None;
     };
+    if *status == ParkedStatus::AwaitingApproval && !confirmable {
+        return None;
+    }
     let arguments = Value::Object(arguments.clone());
     let prompt = host.caller_prompt(&admitted.scope, tool, *status, &arguments)?;
     let binding = Binding {

@@ -206,6 +206,7 @@ mod tests {
             invocation_id: "i1".into(),
             tool: "deploy".into(),
             expires_at: None,
+            confirmable: false,
         });
         let (status_, message) = status(&parked, Era::V2026);
         assert_eq!(status_, TaskStatus::Working);
@@ -226,6 +227,7 @@ mod tests {
                 invocation_id: "i1".into(),
                 tool: "confirm_delete".into(),
                 expires_at: None,
+                confirmable: false,
             })
         };
         let asks: InputRequests = serde_json::from_value(serde_json::json!({

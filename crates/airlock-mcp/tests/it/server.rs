@@ -101,6 +101,7 @@ fn parked(id: &str) -> HostOutcome {
         invocation_id: id.into(),
         tool: "deploy".into(),
         expires_at: None,
+        confirmable: true,
     }
 }
 
@@ -249,6 +250,7 @@ impl ToolHost for FakeHost {
                 invocation_id: "inv-1".into(),
                 tool: "deploy".into(),
                 expires_at: Some("2030-01-01T00:00:00Z".into()),
+                confirmable: true,
             }),
             // A round whose upstream asks the client (MCP-68).
             "ask" => Ok(HostOutcome::InputRequired {
@@ -330,6 +332,7 @@ impl ToolHost for FakeHost {
                 invocation_id: "inv-running".into(),
                 tool: "deploy".into(),
                 expires_at: None,
+                confirmable: false,
             }),
             other => Err(HostError::NotFound(format!("invocation {other}"))),
         };

@@ -8,7 +8,9 @@
 //! a signal that never arrived, it lists approved-but-unclaimed rows and runs each through
 //! [`Gateway::continue_approved`]. Exactly once comes from the ledger's claim: a waiter,
 //! another process's worker or this one may race for a row, and only one runs it. On stop it
-//! claims nothing new and lets the calls it started finish.
+//! claims nothing new and lets the calls it started finish. An approved call a freeze holds
+//! back (POLICY-53) is set aside until a freeze is lifted, and each look lists that many more
+//! rows, so held calls never crowd out the approvals behind them.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -16,7 +18,7 @@ use std::time::Duration;
 
 use crate::gateway::Gateway;
 use crate::outcome::OutcomeKind;
-use airlock_ledger::InvocationId;
+use airlock_ledger::{InvocationId, InvocationState};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
@@ -45,16 +47,20 @@ pub async fn work_polling_every(
     let mut running = JoinSet::new();
     let mut tasks: HashMap<tokio::task::Id, InvocationId> = HashMap::new();
     let mut in_flight: HashSet<InvocationId> = HashSet::new();
+    let mut held: HashSet<InvocationId> = HashSet::new();
     loop {
         tokio::select! {
             () = stop.cancelled() => break,
             Some(done) = running.join_next_with_id() => {
-                let task = match done {
-                    Ok((task, ())) => task,
-                    Err(error) => error.id(),
+                let (task, frozen) = match done {
+                    Ok((task, frozen)) => (task, frozen),
+                    Err(error) => (error.id(), false),
                 };
                 if let Some(id) = tasks.remove(&task) {
                     in_flight.remove(&id);
+                    if frozen {
+                        held.insert(id);
+                    }
                 }
                 continue;
             }
@@ -62,19 +68,22 @@ pub async fn work_polling_every(
             // A closed signal (its store gone) leaves the poll.
             Ok(()) = approvals.changed() => {}
             // Approved calls a freeze held back run once it is lifted (POLICY-53).
-            Ok(()) = lifted.changed() => {}
+            Ok(()) = lifted.changed() => held.clear(),
         }
         // Seen before the listing: an approval committed after this line signals again.
         approvals.borrow_and_update();
-        let rows = match gateway.store().approved_unclaimed(BATCH).await {
+        let limit = BATCH.saturating_add(u32::try_from(held.len()).unwrap_or(u32::MAX));
+        let rows = match gateway.store().approved_unclaimed(limit).await {
             Ok(rows) => rows,
             Err(error) => {
                 tracing::error!(%error, "listing approved calls failed");
                 continue;
             }
         };
+        // A held call no longer listed was decided otherwise (denied, expired, claimed).
+        held.retain(|id| rows.iter().any(|row| row.id == *id));
         for row in rows {
-            if in_flight.insert(row.id) {
+            if !held.contains(&row.id) && in_flight.insert(row.id) {
                 let gateway = Arc::clone(&gateway);
                 let handle = running.spawn(run_one(gateway, row.id));
                 tasks.insert(handle.id(), row.id);
@@ -84,12 +93,13 @@ pub async fn work_polling_every(
     while running.join_next().await.is_some() {}
 }
 
-async fn run_one(gateway: Arc<Gateway>, id: InvocationId) {
+/// Runs the approved call `id`; whether a freeze held it back (it is still approved).
+async fn run_one(gateway: Arc<Gateway>, id: InvocationId) -> bool {
     let outcome = match gateway.continue_approved(id).await {
         Ok(outcome) => outcome,
         Err(error) => {
             tracing::error!(%id, %error, "running an approved call failed");
-            return;
+            return false;
         }
     };
     let row = outcome.invocation();
@@ -106,4 +116,5 @@ async fn run_one(gateway: Arc<Gateway>, id: InvocationId) {
             tracing::debug!(%id, state = %row.state, "approved call not run by the worker");
         }
     }
+    row.state == InvocationState::Approved
 }

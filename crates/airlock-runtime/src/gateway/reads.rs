@@ -10,7 +10,8 @@
 //! not found, and leaves no row). A read that continues one whose upstream asked for input
 //! (a relayed prompt round, MCP-81) is recorded with `follows`, so the retry's state is used in
 //! the commit that records it (LEDGER-67). A read a freeze covers (everything, the scope's
-//! agent, the caller) is recorded denied by the freeze and nothing is sent (POLICY-52).
+//! agent, the caller, the connection its server is reached through) is recorded denied by the
+//! freeze and nothing is sent (POLICY-52).
 
 use std::future::Future;
 
@@ -33,6 +34,8 @@ pub(crate) struct Read<'a> {
     pub(crate) arguments: Value,
     /// The read whose input round this one continues, and the state's use.
     pub(crate) follows: Option<RoundUse>,
+    /// The connection the server read from is reached through.
+    pub(crate) connection: &'a str,
 }
 
 impl Gateway {
@@ -65,13 +68,13 @@ impl Gateway {
         };
         let mut new = NewInvocation::new(session, "mcp", read.method, read.arguments, digest);
         new.source_kind = SourceKind::Mcp;
-        // A freeze of everything, the scope's agent or the caller refuses a read as it refuses
-        // a call: recorded denied, nothing sent (POLICY-52).
+        // A freeze of everything, the scope's agent, the caller or the connection refuses a
+        // read as it refuses a call: recorded denied, nothing sent (POLICY-52).
         let covered = Covered {
             agent: freeze::agent_of(read.scope),
             principal: Some(read.principal),
             tool: read.method,
-            connection: None,
+            connection: Some(read.connection),
         };
         let frozen = self.freezes.covering(&covered);
         new.refusal = frozen.as_ref().map(freeze::refusal);

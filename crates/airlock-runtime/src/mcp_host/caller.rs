@@ -63,6 +63,15 @@ impl McpHost {
                 HostError::NotFound(format!("invocation {id} is a call of another tool")).into(),
             );
         }
+        // A call recorded for an approver (over an `approval` limit, POLICY-59) is not the
+        // caller's to run, whatever state a client holds.
+        if matches!(used.decision, CallerDecision::Approve) && row.approval != Approval::Caller {
+            return Err(HostError::InvalidParams(format!(
+                "invocation {} waits for an approver: it is over a limit",
+                used.invocation_id
+            ))
+            .into());
+        }
         let (what, decision) = match used.decision {
             CallerDecision::Approve => ("approve", Decision::Approve),
             CallerDecision::Decline { reason } => ("deny", Decision::Deny { reason }),

@@ -70,6 +70,7 @@ impl McpHost {
             method: OfferRequest::Prompt.method(),
             arguments: json!({ "name": name, "arguments": arguments }),
             follows,
+            connection: &source.connection,
         };
         self.recorded(read, work, prompt_summary).await
     }
@@ -105,6 +106,7 @@ impl McpHost {
             method: OfferRequest::Resource.method(),
             arguments: json!({ "uri": uri }),
             follows,
+            connection: &source.connection,
         };
         self.recorded(read, work, read_summary).await
     }

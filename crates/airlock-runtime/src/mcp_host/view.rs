@@ -94,7 +94,9 @@ fn host_outcome(outcome: &Outcome) -> HostOutcome {
                 InvocationState::AwaitingApproval => ParkedStatus::AwaitingApproval,
                 _ => ParkedStatus::Running,
             };
-            HostOutcome::Parked { status, invocation_id: row.id.to_string(), tool: row.tool.clone(), expires_at: time(row.expires_at) }
+            // The row's own policy: a call over an approval limit was recorded for an approver.
+            let confirmable = row.approval == Approval::Caller;
+            HostOutcome::Parked { status, invocation_id: row.id.to_string(), tool: row.tool.clone(), expires_at: time(row.expires_at), confirmable }
         }
     }
 }

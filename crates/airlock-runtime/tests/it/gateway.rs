@@ -49,6 +49,7 @@ use freeze::{
     a_freeze_on_one_replica_refuses_the_next_call_on_another,
     decisions_wait_out_a_freeze_and_approved_calls_run_after_it,
     the_refresh_loop_brings_in_another_replicas_freeze,
+    held_approvals_do_not_starve_the_worker,
     the_worker_runs_a_held_approval_when_the_freeze_is_lifted,
 };
 use rival::a_refused_call_another_claimer_holds_is_reported_as_it_stands;
@@ -228,6 +229,7 @@ on_both_backends!(
     the_refresh_loop_brings_in_another_replicas_freeze,
     decisions_wait_out_a_freeze_and_approved_calls_run_after_it,
     the_worker_runs_a_held_approval_when_the_freeze_is_lifted,
+    held_approvals_do_not_starve_the_worker,
     concurrent_calls_from_two_replicas_never_pass_a_sum_cap,
     a_call_over_an_approval_limit_waits_for_a_person,
 );

@@ -209,3 +209,46 @@ async fn declared_limits_park_deny_and_are_listed() {
     assert_eq!(status, 401, "an admin token is needed");
     assert_eq!(upstream.seen().len(), 1, "only the first call was sent");
 }
+
+/// POLICY-59: a call over an `approval` limit of an `approval: caller` tool waits for an
+/// approver — the person at the client is not asked to confirm it, and the row says `always`;
+/// a call within the limit is still the caller's to confirm.
+#[tokio::test]
+async fn over_an_approval_limit_the_caller_cannot_confirm_its_own_call() {
+    let upstream = airlock_testkit::RawServer::start(
+        Some("no-such-method"),
+        airlock_testkit::Cue::Status(500),
+    )
+    .await;
+    let dir = deployment(upstream.port);
+    let pay = "name: pay\nconnection: billing\nauth: { scheme: bearer }\napproval: caller\nlimits:\n  - { name: daily, sum: /amount, unit: EUR, max: 100, per: 1d, over: approval }\noperations:\n  - name: send\n    description: Send money.\n    writes: false\n    parameters: { amount: { type: integer, required: true } }\n    request: { method: GET, path: /pay, query: { amount: '{amount}' } }\n";
+    std::fs::write(dir.path().join("apis/pay.yml"), pay).unwrap();
+    let base = start(dir.path()).await;
+    let url = format!("{base}/mcp");
+    let elicitation = json!({"elicitation": {}});
+    let call_2026 = |amount: u32| {
+        let params = json!({"name": "pay_send", "arguments": {"amount": amount}});
+        crate::support::modern_tools_call(&url, CLAUDE, params, elicitation.clone())
+    };
+    let within = call_2026(60).await;
+    assert_eq!(within["result"]["resultType"], "input_required", "{within}");
+    let over = call_2026(50).await;
+    let result = &over["result"];
+    assert_ne!(result["resultType"], "input_required", "{over}");
+    assert_eq!(
+        result["structuredContent"]["status"], "awaiting_approval",
+        "{over}"
+    );
+    let id = result["structuredContent"]["invocation_id"].as_str().unwrap();
+    let row: serde_json::Value = reqwest::Client::new()
+        .get(format!("{base}/v1/invocations/{id}"))
+        .bearer_auth(ADMIN)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(row["approval"], "always", "{row}");
+    assert!(upstream.seen().is_empty(), "nothing ran: {:?}", upstream.seen());
+}

@@ -336,10 +336,24 @@ async fn a_read_a_freeze_covers_is_refused_and_recorded_denied() {
         text.contains("principal `claude` is frozen by ops (token leaked)"),
         "{refused}"
     );
-    let rows = rows(dir.path(), "resources/read").await;
-    assert_eq!(rows.len(), 1, "{rows:?}");
+    let first = rows(dir.path(), "resources/read").await;
+    assert_eq!(first.len(), 1, "{first:?}");
     assert_eq!(
-        (rows[0].1.as_str(), rows[0].2.as_str()),
+        (first[0].1.as_str(), first[0].2.as_str()),
         ("claude", "denied")
     );
+    // The connection its server is reached through covers it too.
+    let freezes = gateway.freezes();
+    let claude = airlock_ledger::FreezeTarget::Principal("claude".into());
+    freezes.unfreeze(claude, "ops").await.unwrap();
+    let media = airlock_ledger::FreezeTarget::Connection("media".into());
+    freezes.freeze(media, "upstream breach", "ops").await.unwrap();
+    let uri = json!({"uri": "media+test://static-text"});
+    let refused = reply(&base, "", CLAUDE, "resources/read", uri).await;
+    assert!(
+        refused.to_string().contains("connection `media` is frozen by ops"),
+        "{refused}"
+    );
+    let both = rows(dir.path(), "resources/read").await;
+    assert_eq!(both.iter().filter(|r| r.2 == "denied").count(), 2, "{both:?}");
 }

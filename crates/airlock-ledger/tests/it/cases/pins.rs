@@ -88,6 +88,15 @@ pub(crate) async fn ledger_73_freezes_are_stored_once_and_lifted(h: &Harness) {
         h.store.freeze(blank).await,
         Err(airlock_ledger::LedgerError::Invalid(_))
     ));
+    let long = Freeze {
+        reason: "x".repeat(1_001),
+        target: FreezeTarget::Agent("support".into()),
+        ..first.clone()
+    };
+    assert!(matches!(
+        h.store.freeze(long).await,
+        Err(airlock_ledger::LedgerError::Invalid(m)) if m.contains("1000 characters")
+    ));
     let lifted = h.store.unfreeze(tool.clone(), "ops".into()).await.unwrap();
     assert_eq!(lifted, Some(stored));
     assert_eq!(h.store.unfreeze(tool, "ops".into()).await.unwrap(), None);

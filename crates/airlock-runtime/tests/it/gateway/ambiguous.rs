@@ -125,6 +125,7 @@ pub(super) async fn an_unanswered_api_call_parks_in_doubt(backend: Backend) {
                 expires_at: row.expires_at.and_then(|t| t
                     .format(&time::format_description::well_known::Rfc3339)
                     .ok()),
+                confirmable: false,
             }
         );
         let audit = gateway.store().verify().await.unwrap();

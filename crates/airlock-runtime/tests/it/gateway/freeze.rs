@@ -247,3 +247,54 @@ pub(super) async fn the_worker_runs_a_held_approval_when_the_freeze_is_lifted(ba
     stop.cancel();
     worker.await.unwrap();
 }
+
+/// POLICY-53: approved calls a freeze holds back never crowd out the approvals behind them —
+/// with more held calls than one look lists, a later approval of a caller nobody froze runs.
+pub(super) async fn held_approvals_do_not_starve_the_worker(backend: Backend) {
+    let dir = tempfile::tempdir().unwrap();
+    let Some((a, _b)) = replicas(backend, Approval::Always, &dir).await else {
+        return;
+    };
+    let store = Arc::clone(a.gateway.store());
+    let frozen = FreezeTarget::Principal("ada".into());
+    a.gateway
+        .freezes()
+        .freeze(frozen, "token leaked", "ops")
+        .await
+        .unwrap();
+    // Approved in the ledger directly: the freeze refuses new calls, not these older rows.
+    let principal = Some("ada".to_owned());
+    let session = a.gateway.open_session("test", principal, &ScopeId::Gateway);
+    let session = session.await.unwrap();
+    for n in 0..70 {
+        let mut call = NewInvocation::new(session, "test", "count", json!({"amount": n}), "d");
+        call.approval = Approval::Always;
+        call.principal = Some("ada".into());
+        call.call_id = format!("held-{n}");
+        let row = store.record(call).await.unwrap().invocation;
+        store.decide(row.id, "bob", Decision::Approve).await.unwrap();
+    }
+    let ctx = ctx_on(&a.gateway, "bea", "free").await;
+    let outcome = a.gateway.call(&ctx, "count", json!({"amount": 1})).await;
+    let id = expect(outcome.unwrap(), OutcomeKind::Parked).id;
+    let stop = tokio_util::sync::CancellationToken::new();
+    let worker = tokio::spawn(airlock_runtime::decisions::worker::work_polling_every(
+        Arc::clone(&a.gateway),
+        stop.clone(),
+        Duration::from_millis(50),
+    ));
+    let approved = store.decide(id, "bob", Decision::Approve).await.unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    let mut row = approved;
+    while !row.state.is_terminal() && tokio::time::Instant::now() < deadline {
+        row = store
+            .wait_for_change(id, Some(row.version), deadline)
+            .await
+            .unwrap();
+    }
+    assert_eq!(row.state, InvocationState::Succeeded, "{row:?}");
+    assert_eq!(a.runs(), 1, "only bea's call ran");
+    stop.cancel();
+    worker.await.unwrap();
+}
+
