@@ -13,15 +13,16 @@ use crate::vocabulary::ids::{InvocationId, RunId, SessionId};
 use crate::vocabulary::model::{Invocation, Run, Session};
 use crate::vocabulary::state::InvocationState;
 
-/// Parked rows waiting for a person, filtered by tool (`$1`), principal (`$2`) and recorded
-/// before (`$3`), each when not null; ordered by the given `ORDER BY`, at most `$4`.
+/// Rows waiting for a person — an approval, an answer, a proposal's decision — filtered by
+/// tool (`$1`), principal (`$2`), recorded before (`$3`) and state (`$5`), each when not null;
+/// ordered by the given `ORDER BY`, at most `$4`.
 macro_rules! pending_approvals {
     ($order:literal) => {
         concat!(
-            "state IN ('awaiting_approval', 'awaiting_answer') AND ",
+            "state IN ('awaiting_approval', 'awaiting_answer', 'proposed') AND ",
             open_rows!(),
             " AND ($1 IS NULL OR tool = $1) AND ($2 IS NULL OR principal = $2) \
-             AND ($3 IS NULL OR created_at <= $3) ORDER BY ",
+             AND ($3 IS NULL OR created_at <= $3) AND ($5 IS NULL OR state = $5) ORDER BY ",
             $order,
             " LIMIT $4"
         )

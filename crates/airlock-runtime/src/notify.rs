@@ -25,10 +25,12 @@ use webhook::WebhookKey;
 /// The Slack destination's name in the outbox.
 pub const SLACK: &str = "slack";
 
-/// The events a Slack channel gets: cards for parks, replaced on a decision or an expiry.
-/// In-doubt calls are settled in the inbox or the CLI (a button cannot say whether it ran).
-const SLACK_EVENTS: [NotifyEvent; 3] = [
+/// The events a Slack channel gets: cards for parks and proposals, replaced on a decision or an
+/// expiry. In-doubt calls are settled in the inbox or the CLI (a button cannot say whether it
+/// ran).
+const SLACK_EVENTS: [NotifyEvent; 4] = [
     NotifyEvent::Parked,
+    NotifyEvent::Proposed,
     NotifyEvent::Decided,
     NotifyEvent::Expired,
 ];

@@ -49,6 +49,8 @@ words! {
         /// The call waits for a person: an approval or an answer.
         #[default]
         Parked = "invocation.parked",
+        /// The call was not run: it waits as a proposal a person may approve or deny.
+        Proposed = "invocation.proposed",
         /// A person approved, denied, answered or resolved it.
         Decided = "invocation.decided",
         /// Nobody decided before it expired.
@@ -60,7 +62,13 @@ words! {
 
 impl NotifyEvent {
     /// Every event, in the order a call meets them.
-    pub const ALL: [Self; 4] = [Self::Parked, Self::Decided, Self::Expired, Self::InDoubt];
+    pub const ALL: [Self; 5] = [
+        Self::Parked,
+        Self::Proposed,
+        Self::Decided,
+        Self::Expired,
+        Self::InDoubt,
+    ];
 }
 
 words! {

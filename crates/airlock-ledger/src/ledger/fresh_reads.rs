@@ -19,6 +19,7 @@ use crate::transitions::expiry;
 use crate::vocabulary::clock::truncate;
 use crate::vocabulary::error::LedgerError;
 use crate::vocabulary::model::Invocation;
+use crate::vocabulary::state::InvocationState;
 
 impl Ledger {
     fn now(&self) -> OffsetDateTime {
@@ -60,7 +61,10 @@ impl Ledger {
         binds: &[SqlValue],
     ) -> Result<Vec<Invocation>, LedgerError> {
         let rows = self.list(query, binds).await?;
-        Ok(rows.into_iter().filter(|i| i.state.is_parked()).collect())
+        // A proposal waits for a person too, but never expires.
+        let waiting =
+            |state: InvocationState| state.is_parked() || state == InvocationState::Proposed;
+        Ok(rows.into_iter().filter(|i| waiting(i.state)).collect())
     }
 
     /// The earlier of `deadline` and the row's expiry (so a waiter sees it expire).

@@ -71,6 +71,7 @@ impl Reads for Ledger {
                 text(filter.principal.as_deref()),
                 filter.recorded_before.map(to_micros).into(),
                 i64::from(filter.limit.unwrap_or(500)).into(),
+                text(filter.state.map(InvocationState::as_str)),
             ];
             let query = if filter.newest_first {
                 reads::PENDING_APPROVALS_NEWEST

@@ -70,12 +70,13 @@ pub(crate) fn event_of(prev: Option<&Invocation>, next: &Invocation) -> Option<N
     let parked = |s: Option<S>| matches!(s, Some(S::AwaitingApproval | S::AwaitingAnswer));
     match next.state {
         S::AwaitingApproval | S::AwaitingAnswer if !parked(was) => Some(NotifyEvent::Parked),
+        S::Proposed if was != Some(S::Proposed) => Some(NotifyEvent::Proposed),
         S::InDoubt if was != Some(S::InDoubt) => Some(NotifyEvent::InDoubt),
         S::Expired => Some(NotifyEvent::Expired),
         _ => {
             let prev = prev?;
             let decided = next.decision != prev.decision || next.resolution != prev.resolution;
-            let waited = parked(was) || was == Some(S::InDoubt);
+            let waited = parked(was) || matches!(was, Some(S::InDoubt | S::Proposed));
             (waited && decided).then_some(NotifyEvent::Decided)
         }
     }

@@ -540,6 +540,8 @@ pub struct ApprovalFilter {
     pub limit: Option<u32>,
     /// Newest first instead of oldest first (the limit then keeps the newest rows).
     pub newest_first: bool,
+    /// Only rows in this state (`awaiting_approval`, `awaiting_answer` or `proposed`).
+    pub state: Option<InvocationState>,
 }
 
 /// What one [`crate::roles::Invocations::sweep`] changed.

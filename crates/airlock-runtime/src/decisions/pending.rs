@@ -1,7 +1,7 @@
-//! What waits for a person — calls awaiting an approval or an answer, and calls in doubt — as
-//! one list shared by `GET /v1/approvals`, `airlock approvals list` and the inbox: oldest first
-//! (newest first for the inbox), filtered by tool, principal, agent and age, and paged by
-//! offset. Each row's [`Origin`] (the channel and scope of its session) is read by [`origins`].
+//! What waits for a person — calls awaiting an approval or an answer, proposals, and calls in
+//! doubt — as one list shared by `GET /v1/approvals`, `airlock approvals list` and the inbox:
+//! oldest first (newest first for the inbox), filtered by kind, tool, principal, agent and age,
+//! and paged by offset. Each row's [`Origin`] (the channel and scope of its session) is read by [`origins`].
 //!
 //! The ledger filters by tool, principal and age; the agent filter reads each row's session
 //! (the scope it was opened in) here, so with `agent` set at most [`MAX_SCAN`] of the oldest
@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 use std::time::Duration;
 
-use airlock_ledger::{ApprovalFilter, Invocation, LedgerError, SessionId, Store};
+use airlock_ledger::{ApprovalFilter, Invocation, InvocationState, LedgerError, SessionId, Store};
 use airlock_spec::ScopeId;
 use time::OffsetDateTime;
 
@@ -24,9 +24,53 @@ pub const MAX_LIMIT: u32 = 500;
 /// The most waiting rows read when filtering by agent.
 pub const MAX_SCAN: u32 = 5_000;
 
+/// What a listed call waits for (docs/rules.md DECIDE-16).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Waiting {
+    /// An approval (`awaiting_approval`).
+    Approval,
+    /// An answer to its question (`awaiting_answer`).
+    Question,
+    /// A decision on a proposal, which did not run (`proposed`).
+    Proposal,
+    /// A person to say whether it ran (`in_doubt`).
+    InDoubt,
+}
+
+impl Waiting {
+    /// The row state this kind is.
+    #[must_use]
+    pub fn state(self) -> InvocationState {
+        match self {
+            Self::Approval => InvocationState::AwaitingApproval,
+            Self::Question => InvocationState::AwaitingAnswer,
+            Self::Proposal => InvocationState::Proposed,
+            Self::InDoubt => InvocationState::InDoubt,
+        }
+    }
+}
+
+impl std::str::FromStr for Waiting {
+    type Err = String;
+
+    fn from_str(word: &str) -> Result<Self, Self::Err> {
+        match word {
+            "approval" => Ok(Self::Approval),
+            "question" => Ok(Self::Question),
+            "proposal" => Ok(Self::Proposal),
+            "in_doubt" => Ok(Self::InDoubt),
+            other => Err(format!(
+                "unknown kind `{other}`: one of approval, question, proposal, in_doubt"
+            )),
+        }
+    }
+}
+
 /// Filters and paging of the list.
 #[derive(Debug, Clone, Default)]
 pub struct Query {
+    /// Only calls waiting for this.
+    pub kind: Option<Waiting>,
     /// Only this tool.
     pub tool: Option<String>,
     /// Only calls by this principal.
@@ -71,16 +115,22 @@ pub async fn list(store: &dyn Store, query: &Query) -> Result<Page, LedgerError>
         recorded_before,
         limit: Some(wanted),
         newest_first: query.newest_first,
+        state: query.kind.map(Waiting::state),
     };
-    let mut rows = store.pending_approvals(filter).await?;
-    rows.extend(store.in_doubt().await?.into_iter().filter(|row| {
-        query.tool.as_ref().is_none_or(|t| &row.tool == t)
-            && query
-                .principal
-                .as_ref()
-                .is_none_or(|p| row.principal.as_ref() == Some(p))
-            && recorded_before.is_none_or(|before| row.created_at <= before)
-    }));
+    let mut rows = match query.kind {
+        Some(Waiting::InDoubt) => Vec::new(),
+        _ => store.pending_approvals(filter).await?,
+    };
+    if query.kind.is_none_or(|k| k == Waiting::InDoubt) {
+        rows.extend(store.in_doubt().await?.into_iter().filter(|row| {
+            query.tool.as_ref().is_none_or(|t| &row.tool == t)
+                && query
+                    .principal
+                    .as_ref()
+                    .is_none_or(|p| row.principal.as_ref() == Some(p))
+                && recorded_before.is_none_or(|before| row.created_at <= before)
+        }));
+    }
     rows.sort_by_key(|row| (row.created_at, row.id));
     if query.newest_first {
         rows.reverse();

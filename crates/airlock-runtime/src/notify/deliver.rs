@@ -177,7 +177,7 @@ impl Worker {
             .slack
             .as_ref()
             .ok_or_else(|| Undelivered::give_up("Slack is not configured any more"))?;
-        if notice.event == NotifyEvent::Parked {
+        if matches!(notice.event, NotifyEvent::Parked | NotifyEvent::Proposed) {
             return out.post(&self.egress, slack::card(data)).await.map(Some);
         }
         let reference = outbox

@@ -1,4 +1,5 @@
-//! Slack cards (docs/rules.md NOTIFY-4, NOTIFY-5, NOTIFY-7): a Block Kit card per parked call,
+//! Slack cards (docs/rules.md NOTIFY-4, NOTIFY-5, NOTIFY-7): a Block Kit card per parked or
+//! proposed call,
 //! posted with `chat.postMessage`, and the same message replaced by the outcome with
 //! `chat.update` once the call is decided anywhere or expires.
 //!
@@ -58,11 +59,12 @@ fn link_line(data: &Value) -> Value {
 /// The card of a parked call: who asks for what, where, until when, and the buttons.
 pub(crate) fn card(data: &Value) -> (String, Value) {
     let tool = field(data, "tool");
-    let question = data.get("state").and_then(Value::as_str) == Some("awaiting_answer");
-    let headline = if question {
-        format!("*A question waits for an answer:* `{tool}`")
-    } else {
-        format!("*Approval needed:* `{tool}`")
+    let state = data.get("state").and_then(Value::as_str);
+    let question = state == Some("awaiting_answer");
+    let headline = match state {
+        Some("awaiting_answer") => format!("*A question waits for an answer:* `{tool}`"),
+        Some("proposed") => format!("*Proposed, not run:* `{tool}` (approve to run it)"),
+        _ => format!("*Approval needed:* `{tool}`"),
     };
     let facts = json!({
         "type": "section",

@@ -48,8 +48,7 @@ use definitions::{
 use freeze::{
     a_freeze_on_one_replica_refuses_the_next_call_on_another,
     decisions_wait_out_a_freeze_and_approved_calls_run_after_it,
-    the_refresh_loop_brings_in_another_replicas_freeze,
-    held_approvals_do_not_starve_the_worker,
+    held_approvals_do_not_starve_the_worker, the_refresh_loop_brings_in_another_replicas_freeze,
     the_worker_runs_a_held_approval_when_the_freeze_is_lifted,
 };
 use rival::a_refused_call_another_claimer_holds_is_reported_as_it_stands;

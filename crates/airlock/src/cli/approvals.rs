@@ -84,6 +84,9 @@ impl Reader {
 pub(crate) struct ListArgs {
     #[command(flatten)]
     reader: Reader,
+    /// Only calls waiting for this: approval, question, proposal or in_doubt.
+    #[arg(long)]
+    kind: Option<pending::Waiting>,
     /// Only this tool.
     #[arg(long)]
     tool: Option<String>,
@@ -308,6 +311,7 @@ async fn decide(target: &Target, decision: Decision) -> anyhow::Result<()> {
 async fn list(args: &ListArgs) -> anyhow::Result<()> {
     let store = open(&args.reader).await?;
     let query = pending::Query {
+        kind: args.kind,
         tool: args.tool.clone(),
         principal: args.principal.clone(),
         agent: args.agent.clone(),

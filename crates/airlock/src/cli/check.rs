@@ -14,10 +14,10 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use airlock_ledger::Freeze;
 use airlock_spec::{
     Deployment, Policy, RateLimit, Scope, ScopeId, SpecErrors, SpecIssue, ToolSource, ToolSpec,
 };
-use airlock_ledger::Freeze;
 use serde_json::{Value, json};
 
 use super::deployment::DirArg;

@@ -47,6 +47,8 @@ pub(super) fn router() -> Router<AppState> {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ListQuery {
+    /// `approval`, `question`, `proposal` or `in_doubt`.
+    kind: Option<String>,
     tool: Option<String>,
     principal: Option<String>,
     /// Only calls made in this agent's scope.
@@ -212,7 +214,14 @@ async fn list(
 ) -> Result<Json<Value>, ApiError> {
     let Query(query) =
         query.map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "bad_query", e.body_text()))?;
+    let kind = query
+        .kind
+        .as_deref()
+        .map(str::parse::<pending::Waiting>)
+        .transpose()
+        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "bad_query", e))?;
     let query = pending::Query {
+        kind,
         tool: query.tool,
         principal: query.principal,
         agent: query.agent,

@@ -239,7 +239,9 @@ async fn over_an_approval_limit_the_caller_cannot_confirm_its_own_call() {
         result["structuredContent"]["status"], "awaiting_approval",
         "{over}"
     );
-    let id = result["structuredContent"]["invocation_id"].as_str().unwrap();
+    let id = result["structuredContent"]["invocation_id"]
+        .as_str()
+        .unwrap();
     let row: serde_json::Value = reqwest::Client::new()
         .get(format!("{base}/v1/invocations/{id}"))
         .bearer_auth(ADMIN)
@@ -250,5 +252,9 @@ async fn over_an_approval_limit_the_caller_cannot_confirm_its_own_call() {
         .await
         .unwrap();
     assert_eq!(row["approval"], "always", "{row}");
-    assert!(upstream.seen().is_empty(), "nothing ran: {:?}", upstream.seen());
+    assert!(
+        upstream.seen().is_empty(),
+        "nothing ran: {:?}",
+        upstream.seen()
+    );
 }

@@ -346,7 +346,16 @@ fn check_lists_the_freezes_in_force() {
         "check creates no ledger"
     );
     let out = airlock()
-        .args(["freeze", "tool", "pay", "--reason", "incident 7", "--as", "ops", "--dir"])
+        .args([
+            "freeze",
+            "tool",
+            "pay",
+            "--reason",
+            "incident 7",
+            "--as",
+            "ops",
+            "--dir",
+        ])
         .arg(dir.path())
         .output()
         .unwrap();
@@ -354,7 +363,11 @@ fn check_lists_the_freezes_in_force() {
     let freezes = json(dir.path())["freezes"].clone();
     assert_eq!(freezes.as_array().map(Vec::len), Some(1), "{freezes}");
     assert_eq!(
-        (&freezes[0]["kind"], &freezes[0]["name"], &freezes[0]["reason"]),
+        (
+            &freezes[0]["kind"],
+            &freezes[0]["name"],
+            &freezes[0]["reason"]
+        ),
         (&json!("tool"), &json!("pay"), &json!("incident 7"))
     );
     let out = airlock().arg("check").arg(dir.path()).output().unwrap();

@@ -454,3 +454,58 @@ async fn a_decision_through_the_api_updates_the_card() {
     assert_eq!(updated["channel"], "C123");
     assert!(updated.to_string().contains("alice"), "{updated}");
 }
+
+/// DECIDE-18, NOTIFY-4: a proposal gets a Slack card saying it did not run, and a signed click
+/// approves it like a parked call. The quickstart's offline agent proposes the write.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_proposal_gets_a_card_and_a_click_approves_it() {
+    let fake = FakeSlack::start(BOT_TOKEN).await;
+    let dir = tempfile::tempdir().unwrap();
+    crate::quickstart::copy_dir(&crate::examples().join("quickstart"), dir.path());
+    let toml_path = dir.path().join("airlock.toml");
+    let toml = std::fs::read_to_string(&toml_path)
+        .unwrap()
+        .replace("allow = []", "allow = [\"127.0.0.1/32\"]");
+    std::fs::write(&toml_path, format!("{toml}\n{}", slack(&fake.api_base()))).unwrap();
+    let creds_path = dir.path().join("credentials.example.yml");
+    let creds = std::fs::read_to_string(&creds_path).unwrap();
+    let slack_creds = format!("slack:\n  bot: {BOT_TOKEN}\n  signing: {SIGNING_SECRET}\n");
+    std::fs::write(&creds_path, format!("{creds}{slack_creds}")).unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let addr: std::net::SocketAddr = server.addr.parse().unwrap();
+    let run = crate::support::http(
+        addr,
+        "POST",
+        "/v1/agents/concierge/run",
+        Some("dev-mcp-token-change-me"),
+        Some(json!({"input": "Draft an order for me"})),
+    )
+    .await
+    .1;
+    let id = run["proposals"][0]["id"].as_str().unwrap().to_owned();
+
+    let posted = card(&fake, &id).await;
+    let blocks = posted["blocks"].to_string();
+    assert!(
+        blocks.contains("Proposed, not run") && blocks.contains("Approve"),
+        "{blocks}"
+    );
+    let base = format!("http://{}", server.addr);
+    let body = click_body("U_ALICE", "approve", &id);
+    let at = now();
+    assert_eq!(
+        click(&base, &body, at, &slack_signature(at, &body)).await,
+        200
+    );
+    let (status, row, _) = crate::support::http(
+        addr,
+        "GET",
+        &format!("/v1/invocations/{id}"),
+        Some("dev-admin-token-change-me"),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{row}");
+    assert_eq!(row["decision"]["by"], "slack:U_ALICE", "{row}");
+    assert_eq!(row["decision"]["decision"], "approved", "{row}");
+}

@@ -347,13 +347,22 @@ async fn a_read_a_freeze_covers_is_refused_and_recorded_denied() {
     let claude = airlock_ledger::FreezeTarget::Principal("claude".into());
     freezes.unfreeze(claude, "ops").await.unwrap();
     let media = airlock_ledger::FreezeTarget::Connection("media".into());
-    freezes.freeze(media, "upstream breach", "ops").await.unwrap();
+    freezes
+        .freeze(media, "upstream breach", "ops")
+        .await
+        .unwrap();
     let uri = json!({"uri": "media+test://static-text"});
     let refused = reply(&base, "", CLAUDE, "resources/read", uri).await;
     assert!(
-        refused.to_string().contains("connection `media` is frozen by ops"),
+        refused
+            .to_string()
+            .contains("connection `media` is frozen by ops"),
         "{refused}"
     );
     let both = rows(dir.path(), "resources/read").await;
-    assert_eq!(both.iter().filter(|r| r.2 == "denied").count(), 2, "{both:?}");
+    assert_eq!(
+        both.iter().filter(|r| r.2 == "denied").count(),
+        2,
+        "{both:?}"
+    );
 }

@@ -108,6 +108,7 @@ pub(crate) async fn ledger_15_story_in_order(h: &Harness) {
         ..Default::default()
     };
     assert_eq!(h.store.pending_approvals(old).await.unwrap().len(), 1);
+    proposals_are_listed_by_kind(h).await;
 
     h.store.claim(ids[0], "w1", LEASE).await.unwrap();
     h.store.finish(ids[0], "w1", Ok(json!("ok"))).await.unwrap();
@@ -147,6 +148,42 @@ pub(crate) async fn ledger_15_story_in_order(h: &Harness) {
             .iter()
             .all(|i| i.principal.as_deref() == Some("alice@example.com"))
     );
+}
+
+/// A proposal waits for a person too (DECIDE-18), and each kind can be listed alone (beside
+/// the two rows `ledger_15_story_in_order` leaves waiting).
+async fn proposals_are_listed_by_kind(h: &Harness) {
+    let elsewhere = h.session().await;
+    let mut proposal = h.call(elsewhere, "refund", json!({"n": 4}));
+    proposal.mode = airlock_spec::Mode::Propose;
+    let proposal = h.store.record(proposal).await.unwrap().invocation.id;
+    let of = |state| ApprovalFilter {
+        state,
+        ..Default::default()
+    };
+    let all = h.store.pending_approvals(of(None)).await.unwrap();
+    assert_eq!(all.len(), 3);
+    let proposals = h
+        .store
+        .pending_approvals(of(Some(S::Proposed)))
+        .await
+        .unwrap();
+    assert_eq!(
+        proposals.iter().map(|i| i.id).collect::<Vec<_>>(),
+        [proposal]
+    );
+    let asked = h.store.pending_approvals(of(Some(S::AwaitingApproval)));
+    assert_eq!(asked.await.unwrap().len(), 2);
+    h.store
+        .decide(
+            proposal,
+            "carol",
+            Decision::Deny {
+                reason: "not now".into(),
+            },
+        )
+        .await
+        .unwrap();
 }
 
 /// LEDGER-16: The audit chain detects an edited or deleted row and names it.

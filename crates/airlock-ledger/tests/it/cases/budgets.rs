@@ -128,20 +128,40 @@ pub(crate) async fn ledger_74_a_share_leaves_its_window(h: &Harness) {
         call.shares = vec![hourly()];
         call
     };
-    let first = h.store.record_and_claim(record(1), "w1", LEASE).await.unwrap();
+    let first = h
+        .store
+        .record_and_claim(record(1), "w1", LEASE)
+        .await
+        .unwrap();
     h.store
         .finish(first.invocation.id, "w1", Ok(json!({"sent": 1})))
         .await
         .unwrap();
     h.clock.advance(Duration::from_secs(1_800));
-    let second = h.store.record_and_claim(record(2), "w1", LEASE).await.unwrap();
+    let second = h
+        .store
+        .record_and_claim(record(2), "w1", LEASE)
+        .await
+        .unwrap();
     let unsent = ToolError::new(ToolErrorKind::Unavailable, "no connection");
-    let second = h.store.finish(second.invocation.id, "w1", Err(unsent)).await.unwrap();
+    let second = h
+        .store
+        .finish(second.invocation.id, "w1", Err(unsent))
+        .await
+        .unwrap();
     assert_eq!(second.state, S::Failed);
     let third = h.store.record(record(3)).await.unwrap().invocation;
-    assert_eq!(third.state, S::Pending, "the unsent call gave its share back");
+    assert_eq!(
+        third.state,
+        S::Pending,
+        "the unsent call gave its share back"
+    );
     let fourth = h.store.record(record(4)).await.unwrap().invocation;
-    assert_eq!(fourth.state, S::Failed, "two shares within the hour: {fourth:?}");
+    assert_eq!(
+        fourth.state,
+        S::Failed,
+        "two shares within the hour: {fourth:?}"
+    );
     assert_totals_match_open_shares(h, 2_000_000).await;
     // An hour after the first share it has left the window: one more fits, not two.
     h.clock.advance(Duration::from_secs(1_801));

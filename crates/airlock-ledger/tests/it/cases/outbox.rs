@@ -105,6 +105,27 @@ pub(crate) async fn ledger_30_transitions_write_their_notices(h: &Harness) {
         events(&store, id).await,
         [("invocation.in_doubt".into(), "webhook:a".into())]
     );
+
+    // A proposal waits for a person too (DECIDE-18): proposed, then decided.
+    let mut call = h.call(s, "refund", json!({"n": 2}));
+    call.mode = airlock_spec::Mode::Propose;
+    let proposal = store.record(call).await.unwrap().invocation;
+    assert_eq!(
+        events(&store, proposal.id).await,
+        [("invocation.proposed".into(), "webhook:a".into())]
+    );
+    store
+        .decide(proposal.id, "bob", Decision::Approve)
+        .await
+        .unwrap();
+    assert_eq!(
+        events(&store, proposal.id).await,
+        [
+            ("invocation.decided".into(), "slack".into()),
+            ("invocation.decided".into(), "webhook:a".into()),
+            ("invocation.proposed".into(), "webhook:a".into()),
+        ]
+    );
 }
 
 /// LEDGER-30: a store opened without routes writes no notification at all.

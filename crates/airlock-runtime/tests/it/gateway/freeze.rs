@@ -272,7 +272,10 @@ pub(super) async fn held_approvals_do_not_starve_the_worker(backend: Backend) {
         call.principal = Some("ada".into());
         call.call_id = format!("held-{n}");
         let row = store.record(call).await.unwrap().invocation;
-        store.decide(row.id, "bob", Decision::Approve).await.unwrap();
+        store
+            .decide(row.id, "bob", Decision::Approve)
+            .await
+            .unwrap();
     }
     let ctx = ctx_on(&a.gateway, "bea", "free").await;
     let outcome = a.gateway.call(&ctx, "count", json!({"amount": 1})).await;
@@ -297,4 +300,3 @@ pub(super) async fn held_approvals_do_not_starve_the_worker(backend: Backend) {
     stop.cancel();
     worker.await.unwrap();
 }
-

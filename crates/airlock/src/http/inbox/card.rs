@@ -137,6 +137,16 @@ fn forms(row: &Invocation, signed: &Signed) -> Markup {
             }
             (deny_form(&action("deny"), &csrf))
         },
+        // DECIDE-18: a proposal did not run; approved, it runs once, as proposed.
+        InvocationState::Proposed => html! {
+            h2 { "Decide on the proposal" }
+            p { "The caller proposed this call instead of running it. Approve to run it once, as proposed." }
+            form.decide method="post" action=(action("approve")) {
+                (csrf)
+                button type="submit" { "Approve and run" }
+            }
+            (deny_form(&action("deny"), &csrf))
+        },
         InvocationState::AwaitingAnswer => html! {
             h2 { "Answer" }
             form.decide method="post" action=(action("answer")) {
@@ -166,8 +176,7 @@ fn forms(row: &Invocation, signed: &Signed) -> Markup {
         InvocationState::Pending | InvocationState::Approved | InvocationState::Running => {
             html! { p.muted { "Nothing to decide: the call is " (row.state.to_string()) "." } }
         }
-        InvocationState::Proposed
-        | InvocationState::Succeeded
+        InvocationState::Succeeded
         | InvocationState::Failed
         | InvocationState::Denied
         | InvocationState::Expired

@@ -86,6 +86,7 @@ pub(super) async fn list(
         query.map_err(|e| InboxError::new(StatusCode::BAD_REQUEST, "bad_query", e.body_text()))?;
     let store = inbox.app.gateway.store().as_ref();
     let wanted = pending::Query {
+        kind: None,
         tool: ListQuery::filter(query.tool.as_ref()),
         principal: ListQuery::filter(query.principal.as_ref()),
         agent: ListQuery::filter(query.agent.as_ref()),

@@ -158,8 +158,8 @@ pub(super) fn waiting_for(row: &Invocation) -> &'static str {
         S::AwaitingApproval => "approval",
         S::AwaitingAnswer => "an answer",
         S::InDoubt => "a person to say whether it ran",
+        S::Proposed => "a decision on its proposal (it did not run)",
         S::Pending
-        | S::Proposed
         | S::Approved
         | S::Running
         | S::Succeeded

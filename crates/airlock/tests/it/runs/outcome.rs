@@ -212,3 +212,57 @@ async fn a_runs_caller_records_its_own_proposals_and_no_one_elses() {
     assert_eq!(proposal["decision"]["decision"], "recorded", "{proposal}");
     assert_eq!(proposal["decision"]["by"], "claude-code", "{proposal}");
 }
+
+/// DECIDE-18: a proposal waits for a person where approvals do — listed by `GET /v1/approvals`
+/// (alone with `kind=proposal`), by `airlock approvals list --kind proposal`, and in the inbox,
+/// whose card approves it; the run reads the person's decision back.
+#[tokio::test]
+async fn a_proposal_is_listed_for_people_and_approved_in_the_inbox() {
+    let (dir, addr) = quickstart().await;
+    let (run, id) = proposed(addr).await;
+    let listed = |query: &'static str| async move {
+        let path = format!("/v1/approvals{query}");
+        let (status, body, _) = http(addr, "GET", &path, Some(ADMIN), None).await;
+        assert_eq!(status, 200, "{body}");
+        let ids: Vec<String> = body["approvals"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["id"].as_str().unwrap().to_owned())
+            .collect();
+        ids
+    };
+    assert_eq!(listed("").await, std::slice::from_ref(&id));
+    assert_eq!(listed("?kind=proposal").await, std::slice::from_ref(&id));
+    assert!(listed("?kind=approval").await.is_empty());
+    let (status, body, _) = http(addr, "GET", "/v1/approvals?kind=maybe", Some(ADMIN), None).await;
+    assert_eq!(status, 400, "{body}");
+    assert!(body.to_string().contains("unknown kind `maybe`"), "{body}");
+    let out = cli(
+        dir.path(),
+        &["approvals", "list", "--kind", "proposal", "--json"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let page: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(page["approvals"][0]["state"], "proposed", "{page}");
+
+    let base = format!("http://{addr}");
+    let mut inbox = crate::support::inbox_client::InboxClient::signed_in(&base, ADMIN).await;
+    let list = inbox.get("/inbox").await;
+    assert!(list.body.contains(&id), "{}", list.body);
+    let card = format!("/inbox/invocations/{id}");
+    let page = inbox.get(&card).await;
+    assert!(page.body.contains("Approve and run"), "{}", page.body);
+    let csrf = page.field("csrf");
+    let done = inbox
+        .post(&format!("{card}/approve"), &[("csrf", &csrf)])
+        .await;
+    assert_eq!(done.status, 303, "{}", done.body);
+    let proposal = read_back(addr, &run).await;
+    assert_eq!(proposal["decision"]["decision"], "approved", "{proposal}");
+    assert_eq!(proposal["decision"]["by"], "alice", "{proposal}");
+}
