@@ -7,4 +7,5 @@ pub mod memory;
 pub mod open_files;
 pub mod preflight;
 pub mod result;
+pub mod state_key;
 pub mod telemetry;

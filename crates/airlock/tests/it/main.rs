@@ -5,6 +5,7 @@
 mod access;
 mod apis;
 mod approvals_cli;
+mod backup;
 mod big_calls;
 mod boundaries;
 mod call;
