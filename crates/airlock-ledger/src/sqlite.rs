@@ -21,8 +21,7 @@ use std::time::Duration;
 
 use sqlx::Connection as _;
 use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePoolOptions,
-    SqliteSynchronous,
+    SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous,
 };
 
 use crate::ledger::{AbortOnDrop, Announce, Ledger};
@@ -151,9 +150,9 @@ pub async fn backup(source: &Path, dest: &Path) -> Result<(), LedgerError> {
         .read_only(true)
         .busy_timeout(Duration::from_secs(10));
     let mut connection = SqliteConnection::connect_with(&opts).await?;
-    let target = dest.to_str().ok_or_else(|| {
-        LedgerError::Invalid(format!("{} is not a UTF-8 path", dest.display()))
-    })?;
+    let target = dest
+        .to_str()
+        .ok_or_else(|| LedgerError::Invalid(format!("{} is not a UTF-8 path", dest.display())))?;
     sqlx::query("VACUUM INTO ?")
         .bind(target)
         .execute(&mut connection)

@@ -8,9 +8,7 @@ use std::sync::Arc;
 
 use airlock_egress::GuardedClient;
 use airlock_ledger::{Invocation, InvocationState, PgStore, SqliteStore, Store, StoreConfig};
-use airlock_mcp::{
-    EndpointConfig, EndpointToken, McpClient, OAuthSettings, ResourceServer,
-};
+use airlock_mcp::{EndpointConfig, EndpointToken, McpClient, OAuthSettings, ResourceServer};
 use airlock_model::{ModelError, ModelErrorKind};
 use airlock_runtime::agent::{Agents, Limits, ModelFactory, YesWords};
 use airlock_runtime::notify::{self, Notifications, SlackInteractions};

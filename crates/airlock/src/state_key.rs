@@ -57,7 +57,11 @@ pub fn request_states(
         None => load_or_create(&file_of(deployment))?,
     };
     for path in &mcp.request_state_previous_keys {
-        previous.push(credential(credentials, path, "request_state_previous_keys")?);
+        previous.push(credential(
+            credentials,
+            path,
+            "request_state_previous_keys",
+        )?);
     }
     Ok(RequestStates::new(key, RequestStates::DEFAULT_TTL).opening_also(previous))
 }

@@ -40,7 +40,9 @@ fn deployment(database: Option<&str>, upstream: u16) -> tempfile::TempDir {
 
 async fn upstream() -> airlock_testkit::Server {
     let upstream = airlock_testkit::Server::start(Script::default()).await;
-    upstream.set_tools(vec![json!({"name": "echo", "inputSchema": {"type": "object"}})]);
+    upstream.set_tools(vec![
+        json!({"name": "echo", "inputSchema": {"type": "object"}}),
+    ]);
     upstream
 }
 
@@ -53,7 +55,12 @@ async fn history(dir: &Path, server: &Server) -> (Vec<String>, String) {
         let out = cli(dir, &["call", "free__echo", "--args", &args, "--json"]);
         assert!(out.status.success(), "{}", text(&out));
         let row: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        done.push(row["invocation_id"].as_str().unwrap_or_else(|| panic!("{row}")).to_owned());
+        done.push(
+            row["invocation_id"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{row}"))
+                .to_owned(),
+        );
     }
     (done, park(server, 7).await)
 }
@@ -89,16 +96,28 @@ async fn under_traffic(server: &Server, command: std::process::Command) -> std::
 
 /// The restored deployment `dir` passes `audit verify` and serves: the calls completed before
 /// the backup are there, and the parked call, approved there, runs exactly once.
-async fn serves_restored(dir: &Path, upstream: &airlock_testkit::Server, ids: &(Vec<String>, String)) {
+async fn serves_restored(
+    dir: &Path,
+    upstream: &airlock_testkit::Server,
+    ids: &(Vec<String>, String),
+) {
     let verified = cli(dir, &["audit", "verify"]);
     assert!(verified.status.success(), "{}", text(&verified));
-    assert!(text(&verified).contains("audit chain intact"), "{}", text(&verified));
+    assert!(
+        text(&verified).contains("audit chain intact"),
+        "{}",
+        text(&verified)
+    );
     let server = Server::start(dir, &[]);
     for id in &ids.0 {
         until_state(&server, id, "succeeded").await;
     }
     let parked = &ids.1;
-    assert_eq!(executions(upstream, parked), 0, "nothing ran before the decision");
+    assert_eq!(
+        executions(upstream, parked),
+        0,
+        "nothing ran before the decision"
+    );
     let path = format!("/v1/invocations/{parked}/approve");
     let (status, body) = admin(&server, "POST", &path, Some(json!({}))).await;
     assert_eq!(status, 200, "{body}");
@@ -120,12 +139,24 @@ async fn an_sqlite_backup_taken_under_traffic_restores_to_a_deployment_that_runs
     let backups = tempfile::tempdir().unwrap();
     let copy = backups.path().join("ledger.backup");
     let mut backup = crate::airlock();
-    backup.arg("backup").arg(&copy).arg("--dir").arg(source.path());
+    backup
+        .arg("backup")
+        .arg(&copy)
+        .arg("--dir")
+        .arg(source.path());
     let out = under_traffic(&server, backup).await;
     assert!(out.status.success(), "{}", text(&out));
-    assert!(text(&out).contains("backed up the ledger"), "{}", text(&out));
+    assert!(
+        text(&out).contains("backed up the ledger"),
+        "{}",
+        text(&out)
+    );
     let leftovers: Vec<_> = std::fs::read_dir(backups.path()).unwrap().collect();
-    assert_eq!(leftovers.len(), 1, "only the backup, no temporary file: {leftovers:?}");
+    assert_eq!(
+        leftovers.len(),
+        1,
+        "only the backup, no temporary file: {leftovers:?}"
+    );
     drop(server);
     let restored = deployment(None, upstream.port);
     std::fs::copy(&copy, restored.path().join("airlock.sqlite")).unwrap();
@@ -142,18 +173,29 @@ fn a_backup_never_overwrites_and_a_postgresql_ledger_is_pointed_to_pg_dump() {
     assert!(text(&none).contains("no ledger at"), "{}", text(&none));
     assert!(!dest.exists());
     let recorded = cli(dir.path(), &["call", "free__echo", "--args", "{}"]);
-    assert!(dir.path().join("airlock.sqlite").exists(), "{}", text(&recorded));
+    assert!(
+        dir.path().join("airlock.sqlite").exists(),
+        "{}",
+        text(&recorded)
+    );
     std::fs::write(&dest, "keep me").unwrap();
     let exists = cli(dir.path(), &["backup", dest.to_str().unwrap()]);
     assert_eq!(exists.status.code(), Some(1), "{}", text(&exists));
-    assert!(text(&exists).contains("never overwrites"), "{}", text(&exists));
+    assert!(
+        text(&exists).contains("never overwrites"),
+        "{}",
+        text(&exists)
+    );
     assert_eq!(std::fs::read_to_string(&dest).unwrap(), "keep me");
     let secret = "postgres://airlock:s3cret-pw@127.0.0.1:9/ledger";
     let pg = deployment(Some(secret), 9);
     let refused = cli(pg.path(), &["backup", "x"]);
     assert_eq!(refused.status.code(), Some(1), "{}", text(&refused));
     let said = text(&refused);
-    assert!(said.contains("pg_dump") && said.contains("docs/operations.md"), "{said}");
+    assert!(
+        said.contains("pg_dump") && said.contains("docs/operations.md"),
+        "{said}"
+    );
     assert!(!said.contains("s3cret-pw"), "{said}");
 }
 
@@ -176,7 +218,11 @@ async fn a_pg_dump_taken_under_traffic_restores_into_a_fresh_database_that_runs_
     let dump = tempfile::tempdir().unwrap();
     let file = dump.path().join("ledger.dump");
     let mut pg_dump = std::process::Command::new("pg_dump");
-    pg_dump.arg("--format=custom").arg("--file").arg(&file).arg(&database);
+    pg_dump
+        .arg("--format=custom")
+        .arg("--file")
+        .arg(&file)
+        .arg(&database);
     let out = under_traffic(&server, pg_dump).await;
     assert!(out.status.success(), "{}", text(&out));
     drop(server);
@@ -210,7 +256,9 @@ async fn drop_database(url: &str) {
         .await
         .unwrap();
     let sql = format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)");
-    sqlx::query(sqlx::AssertSqlSafe(sql)).execute(&admin).await.unwrap();
+    sqlx::query(sqlx::AssertSqlSafe(sql))
+        .execute(&admin)
+        .await
+        .unwrap();
     admin.close().await;
 }
-

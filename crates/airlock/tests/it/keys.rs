@@ -26,9 +26,13 @@ async fn answer(server: &Server, n: u64, state: &str) -> Value {
 
 /// The `requestState` of a new `ask_human` call `n` through `server`.
 async fn state(server: &Server, n: u64) -> String {
-    asked(&format!("http://{}", server.addr), "ask_human", &question(n))
-        .await
-        .1
+    asked(
+        &format!("http://{}", server.addr),
+        "ask_human",
+        &question(n),
+    )
+    .await
+    .1
 }
 
 fn answered(reply: &Value, n: u64) {
@@ -87,15 +91,27 @@ async fn a_credential_key_rotates_through_request_state_previous_keys() {
     let write = |mcp: &str| std::fs::write(dir.path().join("airlock.toml"), toml(mcp)).unwrap();
     let refused = cli(dir.path(), &["keys", "rotate"]);
     assert_eq!(refused.status.code(), Some(1), "{}", text(&refused));
-    assert!(text(&refused).contains("docs/operations.md"), "{}", text(&refused));
+    assert!(
+        text(&refused).contains("docs/operations.md"),
+        "{}",
+        text(&refused)
+    );
     let first = Server::start(dir.path(), &[]);
     let (one, two) = (state(&first, 1).await, state(&first, 2).await);
     drop(first);
-    write("request_state_key = \"airlock.new_key\"\nrequest_state_previous_keys = [\"airlock.old_key\", \"airlock.gone\"]");
+    write(
+        "request_state_key = \"airlock.new_key\"\nrequest_state_previous_keys = [\"airlock.old_key\", \"airlock.gone\"]",
+    );
     let check = cli(dir.path(), &["check"]);
     assert_eq!(check.status.code(), Some(1), "{}", text(&check));
-    assert!(text(&check).contains("request_state_previous_keys[1]"), "{}", text(&check));
-    write("request_state_key = \"airlock.new_key\"\nrequest_state_previous_keys = [\"airlock.old_key\"]");
+    assert!(
+        text(&check).contains("request_state_previous_keys[1]"),
+        "{}",
+        text(&check)
+    );
+    write(
+        "request_state_key = \"airlock.new_key\"\nrequest_state_previous_keys = [\"airlock.old_key\"]",
+    );
     let second = Server::start(dir.path(), &[]);
     answered(&answer(&second, 1, &one).await, 1);
     drop(second);

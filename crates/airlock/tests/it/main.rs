@@ -23,6 +23,7 @@ mod discovery;
 mod egress;
 mod inbox;
 mod inbox_browser;
+mod installed;
 mod keys;
 mod limits;
 mod logs;

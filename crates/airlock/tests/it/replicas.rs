@@ -211,7 +211,12 @@ pub(crate) async fn await_decision(addr: &str, id: &str, wait: u64) -> Value {
 }
 
 /// An admin request to `server`; the status and JSON body.
-pub(crate) async fn admin(server: &Server, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+pub(crate) async fn admin(
+    server: &Server,
+    method: &str,
+    path: &str,
+    body: Option<Value>,
+) -> (u16, Value) {
     let addr = server.addr.parse().unwrap();
     let (status, body, _) = http(addr, method, path, Some(ADMIN), body).await;
     (status, body)
