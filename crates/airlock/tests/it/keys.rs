@@ -2,7 +2,8 @@
 //! `serve` processes: after `airlock keys rotate` and a restart, a state sealed before still
 //! opens and new ones are sealed under the new key; a state whose key is no longer listed is
 //! refused as `tampered`. With the key as a credential, retired keys are listed in
-//! `[mcp] request_state_previous_keys`, and the command points to that procedure instead.
+//! `[mcp] request_state_previous_keys`, and the command points to that procedure instead. The
+//! inbox's session cookie has no key at all: a restart ends every session (OPS-77).
 
 use std::path::Path;
 
@@ -10,6 +11,7 @@ use serde_json::{Value, json};
 
 use crate::mcp::{ADMIN, CLAUDE, OTHER};
 use crate::mcp_mrtr::{asked, deployment, reason, retry};
+use crate::support::inbox_client::InboxClient;
 use crate::support::{Server, cli, deployment_with};
 use crate::text;
 
@@ -118,4 +120,25 @@ async fn a_credential_key_rotates_through_request_state_previous_keys() {
     write("request_state_key = \"airlock.new_key\"");
     let third = Server::start(dir.path(), &[]);
     assert_eq!(reason(&answer(&third, 2, &two).await), "tampered");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_inbox_cookie_is_a_random_id_that_a_restart_forgets() {
+    // OPS-77: nothing sealed to rotate; the session lives in the serving process only.
+    let dir = crate::inbox::deployment();
+    let first = Server::start(dir.path(), &[]);
+    let base = format!("http://{}", first.addr);
+    let mut alice = InboxClient::signed_in(&base, crate::inbox::ALICE).await;
+    assert_eq!(alice.get("/inbox").await.status, 200);
+    let cookie = alice.session().unwrap().to_owned();
+    assert!(
+        cookie.len() == 64 && cookie.bytes().all(|b| b.is_ascii_hexdigit()),
+        "a 256-bit random id, nothing sealed: {cookie}"
+    );
+    drop(first);
+    let second = Server::start(dir.path(), &[]);
+    let mut again = InboxClient::new(&format!("http://{}", second.addr));
+    again.set_session(&cookie);
+    let page = again.get("/inbox").await;
+    assert_eq!((page.status, page.location()), (303, "/inbox/sign-in"));
 }
