@@ -2,6 +2,7 @@
 
 pub mod boot;
 pub mod cli;
+mod durable;
 pub mod http;
 pub mod memory;
 pub mod open_files;

@@ -15,6 +15,8 @@ use std::path::{Path, PathBuf};
 use airlock_mcp::{RequestStateKey, RequestStates};
 use airlock_spec::{Credentials, Deployment};
 use anyhow::Context as _;
+
+use crate::durable::{self, Replace};
 use secrecy::ExposeSecret as _;
 use zeroize::Zeroizing;
 
@@ -139,17 +141,13 @@ pub fn rotate(path: &Path) -> anyhow::Result<bool> {
         text.push_str(&retired.to_hex());
     }
     text.push('\n');
-    let dir = path.parent().unwrap_or(Path::new("."));
-    // A fresh file beside it, mode 0600 (tempfile's default), synced, then renamed over it.
+    let dir = durable::parent(path);
+    // A fresh file beside it, mode 0600 (tempfile's default), then put in its place.
     let mut next = tempfile::Builder::new()
         .prefix(".request_state.key-")
         .tempfile_in(dir)
         .with_context(|| format!("creating a file in {}", dir.display()))?;
     std::io::Write::write_all(&mut next, text.as_bytes())?;
-    next.as_file().sync_all()?;
-    next.persist(path)
-        .map_err(|e| e.error)
-        .with_context(|| format!("replacing {}", path.display()))?;
-    std::fs::File::open(dir)?.sync_all()?;
+    durable::put_in_place(next, path, Replace::Whole)?;
     Ok(retired.is_some())
 }

@@ -14,6 +14,7 @@ use std::process::ExitCode;
 use anyhow::{Context as _, bail};
 
 use super::deployment::DirArg;
+use crate::durable::{self, Replace};
 
 /// Arguments of `airlock backup`.
 #[derive(Debug, clap::Args)]
@@ -58,13 +59,10 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Copies `source` into a temporary file beside `dest`, syncs it, then links it as `dest`
-/// (failing if `dest` appeared meanwhile) and syncs the directory; the copy's size.
+/// Copies `source` into a temporary file beside `dest`, then puts it in place as `dest`
+/// (failing if `dest` appeared meanwhile); the copy's size.
 async fn copy(source: &Path, dest: &Path) -> anyhow::Result<u64> {
-    let dir = match dest.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => dir,
-        _ => Path::new("."),
-    };
+    let dir = durable::parent(dest);
     let partial = tempfile::Builder::new()
         .prefix(".airlock-backup-")
         .suffix(".partial")
@@ -73,15 +71,9 @@ async fn copy(source: &Path, dest: &Path) -> anyhow::Result<u64> {
     airlock_ledger::backup_sqlite(source, partial.path())
         .await
         .context("copying the ledger")?;
-    // VACUUM INTO leaves the file to the OS's cache; the backup must be on disk before it is
-    // named, or a power cut could leave a complete-looking name on a torn file.
-    let file = std::fs::File::open(partial.path())?;
-    file.sync_all()?;
-    let bytes = file.metadata()?.len();
-    partial
-        .persist_noclobber(dest)
-        .map_err(|e| e.error)
-        .with_context(|| format!("naming the copy {}", dest.display()))?;
-    std::fs::File::open(dir)?.sync_all()?;
+    // VACUUM INTO wrote through its own handle and left the pages to the OS's cache; syncing
+    // the temporary file's handle flushes them (fsync is per file, not per handle).
+    let bytes = partial.as_file().metadata()?.len();
+    durable::put_in_place(partial, dest, Replace::Never)?;
     Ok(bytes)
 }
