@@ -56,7 +56,7 @@ pub use ledger::Ledger;
 pub use postgres::PgStore;
 pub use sql::db::SqlValue;
 pub use sql::tx::{LedgerTx, TxTool, tx_tool};
-pub use sqlite::SqliteStore;
+pub use sqlite::{SqliteStore, backup as backup_sqlite};
 pub use store::{LedgerFuture, Store};
 pub use store_config::StoreConfig;
 pub use support::notice::{Notice, NoticeRecord, OutboxRoute};

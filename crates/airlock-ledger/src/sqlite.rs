@@ -8,6 +8,9 @@
 //!
 //! Reads use a separate pool of read connections, which WAL lets run beside the writer.
 //!
+//! [`backup`] copies a live ledger into a new file, consistent as of one instant, while the
+//! writer keeps committing (docs/rules.md OPS-74).
+//!
 //! [`Ledger::open_relaxed`] is the one exception, for benchmarks only: `synchronous =
 //! NORMAL`, to measure the ledger's CPU cost without the fsync. It is never durable and is not
 //! reachable from a deployment's configuration.
@@ -16,7 +19,10 @@ use std::path::Path;
 use std::str::FromStr;
 use std::time::Duration;
 
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::Connection as _;
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous,
+};
 
 use crate::ledger::{AbortOnDrop, Announce, Ledger};
 use crate::sql::db::{DbPool, SQLITE_GUARD_TABLE};
@@ -123,6 +129,36 @@ impl Ledger {
         let opts = SqliteConnectOptions::from_str(&format!("sqlite://{path}"))?;
         Self::open(opts.get_filename(), config).await
     }
+}
+
+/// Writes a consistent copy of the SQLite ledger at `source` into `dest`, which must not exist
+/// or be empty; `source` is never written (docs/rules.md OPS-74).
+///
+/// `VACUUM INTO` reads the whole database inside one read transaction, so the copy is the
+/// ledger as of that transaction's start — every committed batch before it, none after — while
+/// WAL lets the writer go on committing beside it. (SQLite's online backup API copies page by
+/// page and starts over whenever another connection writes, so under steady traffic it may
+/// never finish; it is also not reachable through sqlx without unsafe code.) The copy is
+/// written without a WAL of its own, compacted, and is not synced here: the caller syncs it.
+///
+/// # Errors
+/// `source` is not an SQLite database or cannot be read; `dest` exists and is not empty, or
+/// cannot be written.
+pub async fn backup(source: &Path, dest: &Path) -> Result<(), LedgerError> {
+    let opts = SqliteConnectOptions::new()
+        .filename(source)
+        .read_only(true)
+        .busy_timeout(Duration::from_secs(10));
+    let mut connection = SqliteConnection::connect_with(&opts).await?;
+    let target = dest
+        .to_str()
+        .ok_or_else(|| LedgerError::Invalid(format!("{} is not a UTF-8 path", dest.display())))?;
+    sqlx::query("VACUUM INTO ?")
+        .bind(target)
+        .execute(&mut connection)
+        .await?;
+    connection.close().await?;
+    Ok(())
 }
 
 /// The store's wake socket, or none: a store that cannot listen still works, its waiters

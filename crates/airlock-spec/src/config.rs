@@ -111,6 +111,9 @@ pub struct EndpointAuth {
     /// `[mcp] request_state_key`: the credential holding the key input requests' states are
     /// sealed with (64 hex characters); `None`: a key file beside the ledger (MCP-48).
     pub request_state_key: Option<CredentialPath>,
+    /// `[mcp] request_state_previous_keys`: keys a rotation retired, which still open states
+    /// sealed before it and never seal one (DECL-89).
+    pub request_state_previous_keys: Vec<CredentialPath>,
     /// `[mcp.oauth]`: OAuth access tokens accepted beside `tokens` (MCP only).
     pub oauth: Option<OAuthSpec>,
 }
@@ -355,20 +358,27 @@ fn database_url(url: &str, root: &Path, at: Pos, d: &mut Diag) -> String {
 /// `[mcp]` or `[admin]`; only MCP tokens may name `scopes`, only `[mcp]` may have `oauth`.
 fn endpoint_auth(node: &Node, path: &str, d: &mut Diag) -> EndpointAuth {
     let keys = ["tokens", "allowed_hosts", "oauth", "request_state_key"];
+    let keys = [&keys[..], &["request_state_previous_keys"]].concat();
     let keys = if path == "mcp" { &keys[..] } else { &keys[..2] };
     let Some(f) = Fields::open(node, path, keys, d) else {
         return EndpointAuth::default();
     };
-    let request_state_key = f
-        .get("request_state_key")
-        .and_then(|n| credential_path(n, &f.key("request_state_key"), d));
-    if let Some(key) = &request_state_key {
-        d.refer(
-            f.key_at("request_state_key"),
-            &f.key("request_state_key"),
-            Referenced::Credential(key.clone()),
-        );
-    }
+    // Each key is a credential `check` and boot resolve, named where it is written.
+    let state_key = |path: String, at: Pos, node: &Node, d: &mut Diag| {
+        let key = credential_path(node, &path, d)?;
+        d.refer(at, &path, Referenced::Credential(key.clone()));
+        Some(key)
+    };
+    let request_state_key = f.get("request_state_key").and_then(|n| {
+        let at = f.key_at("request_state_key");
+        state_key(f.key("request_state_key"), at, n, d)
+    });
+    let previous = f.opt_list("request_state_previous_keys", d);
+    let request_state_previous_keys = previous
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|(path, n)| state_key(path, n.at, n, d))
+        .collect();
     let token_keys: &[&str] = if path == "mcp" {
         &["credential", "principal", "scopes", "groups"]
     } else {
@@ -430,6 +440,7 @@ fn endpoint_auth(node: &Node, path: &str, d: &mut Diag) -> EndpointAuth {
         tokens,
         allowed_hosts,
         request_state_key,
+        request_state_previous_keys,
         oauth: f
             .get("oauth")
             .filter(|_| path == "mcp")

@@ -23,11 +23,13 @@ pub enum Needs {
     Chromium,
     /// strace, which proves `airlock check` does no network I/O.
     Strace,
+    /// `pg_dump` and `pg_restore`, which back up and restore a PostgreSQL ledger.
+    PgClient,
 }
 
 impl Needs {
     /// Every group, in the summary's order.
-    pub const ALL: [Needs; 8] = [
+    pub const ALL: [Needs; 9] = [
         Needs::Postgres,
         Needs::TypeScriptSdk,
         Needs::TypeScriptSdkV2,
@@ -36,6 +38,7 @@ impl Needs {
         Needs::PythonSdk,
         Needs::Chromium,
         Needs::Strace,
+        Needs::PgClient,
     ];
 
     /// The group's stable name, as it is written in the run's records.
@@ -50,6 +53,7 @@ impl Needs {
             Needs::PythonSdk => "python-sdk",
             Needs::Chromium => "chromium",
             Needs::Strace => "strace",
+            Needs::PgClient => "pg-client",
         }
     }
 
@@ -73,6 +77,7 @@ impl Needs {
             Needs::PythonSdk => "the MCP Python SDK venv",
             Needs::Chromium => "Chromium with its WebDriver (chromedriver)",
             Needs::Strace => "strace",
+            Needs::PgClient => "pg_dump and pg_restore (PostgreSQL's client tools)",
         }
     }
 
@@ -94,6 +99,7 @@ impl Needs {
             }
             Needs::Chromium => "apt-get install -y chromium chromium-driver",
             Needs::Strace => "apt-get install -y strace",
+            Needs::PgClient => "apt-get install -y postgresql-client",
         }
     }
 }

@@ -8,17 +8,14 @@ use std::sync::Arc;
 
 use airlock_egress::GuardedClient;
 use airlock_ledger::{Invocation, InvocationState, PgStore, SqliteStore, Store, StoreConfig};
-use airlock_mcp::{
-    EndpointConfig, EndpointToken, McpClient, OAuthSettings, RequestStateKey, RequestStates,
-    ResourceServer,
-};
+use airlock_mcp::{EndpointConfig, EndpointToken, McpClient, OAuthSettings, ResourceServer};
 use airlock_model::{ModelError, ModelErrorKind};
 use airlock_runtime::agent::{Agents, Limits, ModelFactory, YesWords};
 use airlock_runtime::notify::{self, Notifications, SlackInteractions};
 use airlock_runtime::{Gateway, HowToDecide, Offered, discover, egress_policy, pins};
 use airlock_spec::{AgentSpec, Credentials, Deployment, EndpointAuth, Scope, ScopeId, ToolSpec};
 use anyhow::Context as _;
-use secrecy::{ExposeSecret as _, SecretString};
+use secrecy::SecretString;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -189,7 +186,7 @@ async fn assemble(
         tokens: mcp_tokens(&deployment, &credentials).context("MCP tokens")?,
         allowed_hosts: config.mcp.allowed_hosts.clone(),
         tracer: telemetry.as_ref().map(|t| t.tracer.clone()),
-        request_states: Some(request_states(&deployment, &credentials)?),
+        request_states: Some(crate::state_key::request_states(&deployment, &credentials)?),
         oauth: resource_server(&deployment, &egress).context("[mcp.oauth]")?,
     };
     let gateway = Arc::new(builder.build());
@@ -240,64 +237,6 @@ fn models(egress: GuardedClient, credentials: Arc<Credentials>) -> ModelFactory 
         };
         airlock_model::connect(&agent.model, egress.clone(), key)
     })
-}
-
-/// The file holding the request-state key when `[mcp] request_state_key` names none: beside
-/// an SQLite ledger, else in the deployment directory (docs/rules.md MCP-48).
-pub const REQUEST_STATE_KEY_FILE: &str = "request_state.key";
-
-/// How the MCP endpoint seals input requests' states: the key from `[mcp] request_state_key`,
-/// else from [`REQUEST_STATE_KEY_FILE`], generated on first boot (mode 0600). The key is never
-/// logged, and an error names where it was read, never its content.
-fn request_states(
-    deployment: &Deployment,
-    credentials: &Credentials,
-) -> anyhow::Result<RequestStates> {
-    let key = match &deployment.config.mcp.request_state_key {
-        Some(path) => {
-            let text = credentials.get(path).context("[mcp] request_state_key")?;
-            RequestStateKey::from_hex(text.expose_secret())
-                .map_err(|why| anyhow::anyhow!("[mcp] request_state_key `{path}`: {why}"))?
-        }
-        None => {
-            let url = &deployment.config.database_url;
-            let dir = url
-                .strip_prefix("sqlite://")
-                .and_then(|file| Path::new(file).parent())
-                .unwrap_or(&deployment.root);
-            key_file(&dir.join(REQUEST_STATE_KEY_FILE))?
-        }
-    };
-    Ok(RequestStates::new(key, RequestStates::DEFAULT_TTL))
-}
-
-/// The key in `path`, written there first if the file does not exist yet. Two processes
-/// booting at once agree on one key: only one can create the file, the other reads it.
-fn key_file(path: &Path) -> anyhow::Result<RequestStateKey> {
-    let read = |path: &Path| -> anyhow::Result<RequestStateKey> {
-        let text = zeroize::Zeroizing::new(std::fs::read_to_string(path)?);
-        RequestStateKey::from_hex(&text).map_err(|why| anyhow::anyhow!("{}: {why}", path.display()))
-    };
-    if path.exists() {
-        return read(path);
-    }
-    let key = RequestStateKey::generate();
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create_new(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    match options.open(path) {
-        Ok(mut file) => {
-            std::io::Write::write_all(&mut file, key.to_hex().as_bytes())
-                .with_context(|| format!("writing {}", path.display()))?;
-            file.sync_all()
-                .with_context(|| format!("writing {}", path.display()))?;
-            tracing::info!(file = %path.display(), "generated the MCP request-state key");
-            Ok(key)
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => read(path),
-        Err(e) => Err(e).with_context(|| format!("creating {}", path.display())),
-    }
 }
 
 /// Adds discovered connection tools to the gateway scope, as `serve` does.

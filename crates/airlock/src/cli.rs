@@ -7,6 +7,7 @@
 
 mod approvals;
 mod audit;
+mod backup;
 mod call;
 mod check;
 mod credentials;
@@ -15,6 +16,7 @@ mod discover;
 mod egress;
 mod exit;
 mod freeze;
+mod keys;
 mod logs;
 mod operator;
 mod run;
@@ -60,6 +62,11 @@ enum Command {
     /// Check the ledger's audit chain.
     #[command(subcommand)]
     Audit(audit::Command),
+    /// Copy the SQLite ledger to a new file, consistently, while `serve` runs.
+    Backup(backup::Args),
+    /// Rotate the key that seals the MCP endpoint's input-request states.
+    #[command(subcommand)]
+    Keys(keys::Command),
     #[command(flatten)]
     Decisions(approvals::Command),
     #[command(flatten)]
@@ -94,6 +101,8 @@ pub fn run() -> ExitCode {
         Command::Discover(args) => discover::run(&args),
         Command::Egress(cmd) => egress::run(cmd),
         Command::Audit(cmd) => audit::run(cmd),
+        Command::Backup(args) => backup::run(&args),
+        Command::Keys(cmd) => keys::run(cmd),
         Command::Tools(cmd) => tools::run(cmd),
         Command::Decisions(cmd) => approvals::run(cmd),
         Command::Freezes(cmd) => freeze::run(cmd),

@@ -9,6 +9,10 @@
 //! arguments each as its own refusal. The AEAD nonce is random per state and doubles as the
 //! state's one-time id, which the ledger records when the state is used ([`Refusal::Replayed`]
 //! for a second use). The key never appears in a log, an error or a `Debug` output.
+//!
+//! Rotation (docs/rules.md OPS-76): states are sealed under the current key only; the keys a
+//! rotation retired ([`RequestStates::opening_also`]) still open the states sealed before it,
+//! which expire as usual, and a state under any other key is [`Refusal::Tampered`].
 
 use std::fmt;
 use std::sync::Arc;
@@ -76,6 +80,8 @@ impl fmt::Debug for RequestStateKey {
 #[derive(Debug, Clone)]
 pub struct RequestStates {
     key: Arc<RequestStateKey>,
+    /// Retired keys: they open, never seal.
+    previous: Arc<[RequestStateKey]>,
     ttl: Duration,
 }
 
@@ -89,7 +95,17 @@ impl RequestStates {
     pub fn new(key: RequestStateKey, ttl: Duration) -> Self {
         Self {
             key: Arc::new(key),
+            previous: Arc::new([]),
             ttl,
+        }
+    }
+
+    /// These states, also opening states sealed under `previous` (keys a rotation retired).
+    #[must_use]
+    pub fn opening_also(self, previous: Vec<RequestStateKey>) -> Self {
+        Self {
+            previous: previous.into(),
+            ..self
         }
     }
 
@@ -126,15 +142,17 @@ impl RequestStates {
             .ok_or(Refusal::Tampered)?;
         let (nonce, sealed) = blob.split_at(NONCE_LEN);
         let nonce = XNonce::try_from(nonce).map_err(|_| Refusal::Tampered)?;
-        let payload = Payload {
-            msg: sealed,
-            aad: PURPOSE,
-        };
-        let plain = self
-            .key
-            .cipher()
-            .decrypt(&nonce, payload)
-            .map_err(|_| Refusal::Tampered)?;
+        // The current key first: after a rotation most states are sealed under it.
+        let plain = std::iter::once(&*self.key)
+            .chain(self.previous.iter())
+            .find_map(|key| {
+                let payload = Payload {
+                    msg: sealed,
+                    aad: PURPOSE,
+                };
+                key.cipher().decrypt(&nonce, payload).ok()
+            })
+            .ok_or(Refusal::Tampered)?;
         let sealed: Sealed = serde_json::from_slice(&plain).map_err(|_| Refusal::Tampered)?;
         if unix_secs(now) >= sealed.expires {
             return Err(Refusal::Expired);
@@ -346,6 +364,33 @@ mod tests {
         assert!(states.open(&sealed, now + Duration::from_secs(29)).is_ok());
         let late = states.open(&sealed, now + Duration::from_secs(30));
         assert_eq!(late.unwrap_err(), Refusal::Expired);
+    }
+
+    /// OPS-76: after a rotation, states sealed under the retired key open until they expire;
+    /// new states are sealed under the new key; a state under a key not listed is tampered.
+    #[test]
+    fn a_retired_key_opens_until_expiry_and_never_seals() {
+        let old = RequestStateKey::from_hex(&"11".repeat(32)).unwrap();
+        let before = RequestStates::new(old, Duration::from_secs(30));
+        let now = SystemTime::now();
+        let sealed_before = before.seal(binding(), now);
+        let retired = RequestStateKey::from_hex(&"11".repeat(32)).unwrap();
+        let rotated = states(30).opening_also(vec![retired]);
+        assert_eq!(
+            rotated.open(&sealed_before, now).unwrap().binding,
+            binding()
+        );
+        let late = rotated.open(&sealed_before, now + Duration::from_secs(30));
+        assert_eq!(late.unwrap_err(), Refusal::Expired);
+        let sealed_after = rotated.seal(binding(), now);
+        assert_eq!(
+            before.open(&sealed_after, now).unwrap_err(),
+            Refusal::Tampered,
+            "sealed under the new key, not the retired one"
+        );
+        assert!(rotated.open(&sealed_after, now).is_ok());
+        let unknown = states(30).seal(binding(), now);
+        assert_eq!(rotated.open(&unknown, now).unwrap_err(), Refusal::Tampered);
     }
 
     #[test]

@@ -5,6 +5,7 @@
 mod access;
 mod apis;
 mod approvals_cli;
+mod backup;
 mod big_calls;
 mod boundaries;
 mod call;
@@ -22,6 +23,8 @@ mod discovery;
 mod egress;
 mod inbox;
 mod inbox_browser;
+mod installed;
+mod keys;
 mod limits;
 mod logs;
 mod mcp;

@@ -10,7 +10,7 @@ use crate::mcp::{ADMIN, CLAUDE, OTHER, admin_get, call, page, start};
 use crate::support::{deployment_with, modern_tools_call};
 
 /// The MCP test deployment, with `fetch` confirmed by the caller.
-fn deployment() -> tempfile::TempDir {
+pub(crate) fn deployment() -> tempfile::TempDir {
     let toml = "[[admin.tokens]]\ncredential = \"airlock.admin\"\nprincipal = \"alice\"\n[[mcp.tokens]]\ncredential = \"airlock.claude\"\nprincipal = \"claude\"\n[[mcp.tokens]]\ncredential = \"airlock.other\"\nprincipal = \"other\"\n[egress]\nallow = [\"127.0.0.1/32\"]\nallow_fetch = true\n[credentials]\nfile = \"creds.yml\"\n[builtins.ask_human]\n[builtins.fetch]\napproval = \"caller\"\n";
     deployment_with(
         toml,
@@ -25,7 +25,7 @@ async fn call_2026(base: &str, token: &str, params: Value) -> Value {
 }
 
 /// Round 1: the call, answered with an input request; its `requestState`.
-async fn asked(base: &str, tool: &str, arguments: &Value) -> (Value, String) {
+pub(crate) async fn asked(base: &str, tool: &str, arguments: &Value) -> (Value, String) {
     let reply = call_2026(base, CLAUDE, json!({"name": tool, "arguments": arguments})).await;
     let result = reply["result"].clone();
     assert_eq!(result["resultType"], "input_required", "{reply}");
@@ -34,7 +34,7 @@ async fn asked(base: &str, tool: &str, arguments: &Value) -> (Value, String) {
 }
 
 /// Round 2: the retry with the person's elicitation result and the state.
-async fn retry(
+pub(crate) async fn retry(
     base: &str,
     token: &str,
     tool: &str,
@@ -51,7 +51,7 @@ async fn retry(
     call_2026(base, token, params).await
 }
 
-fn reason(reply: &Value) -> &str {
+pub(crate) fn reason(reply: &Value) -> &str {
     assert_eq!(reply["error"]["code"], -32602, "{reply}");
     reply["error"]["data"]["reason"]
         .as_str()

@@ -15,8 +15,8 @@ use serde_json::{Value, json};
 use crate::support::{Server, cli, deployment_with, http, mcp_request};
 use crate::text;
 
-const ADMIN: &str = "admin-8f14e45fceea167a5a36dedd4bea2543";
-const CLIENT: &str = "mcp-c9f0f895fb98ab9159f51fd0297e236d";
+pub(crate) const ADMIN: &str = "admin-8f14e45fceea167a5a36dedd4bea2543";
+pub(crate) const CLIENT: &str = "mcp-c9f0f895fb98ab9159f51fd0297e236d";
 /// The token of `[[mcp.tokens]]` for agent `helper`'s runs, as the run tests use it.
 const CALLER: &str = crate::runs::CALLER;
 
@@ -153,12 +153,7 @@ impl Pair {
 
     /// How many `tools/call` requests carried idempotency key `id` (an invocation id).
     fn executions(&self, id: &str) -> usize {
-        self.upstream
-            .seen()
-            .iter()
-            .filter(|s| s.method == "tools/call")
-            .filter(|s| s.body["params"]["_meta"]["airlock/idempotency_key"] == id)
-            .count()
+        executions(&self.upstream, id)
     }
 
     /// The idempotency key of the first `tools/call` of `tool`, once the upstream has one.
@@ -178,8 +173,18 @@ impl Pair {
     }
 }
 
+/// How many `tools/call` requests `upstream` saw with idempotency key `id` (an invocation id).
+pub(crate) fn executions(upstream: &airlock_testkit::Server, id: &str) -> usize {
+    upstream
+        .seen()
+        .iter()
+        .filter(|s| s.method == "tools/call")
+        .filter(|s| s.body["params"]["_meta"]["airlock/idempotency_key"] == id)
+        .count()
+}
+
 /// `tools/call` of `tool` through the MCP endpoint of the replica at `addr`; the result.
-async fn call(addr: &str, tool: &str, arguments: Value) -> Value {
+pub(crate) async fn call(addr: &str, tool: &str, arguments: Value) -> Value {
     let reply = mcp_request(&format!("http://{addr}"))
         .bearer_auth(CLIENT)
         .body(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool, "arguments": arguments}}).to_string())
@@ -192,7 +197,7 @@ async fn call(addr: &str, tool: &str, arguments: Value) -> Value {
 }
 
 /// A parked call of `gated__echo` through `server`; its invocation id.
-async fn park(server: &Server, n: u64) -> String {
+pub(crate) async fn park(server: &Server, n: u64) -> String {
     let parked = call(&server.addr, "gated__echo", json!({"n": n})).await;
     let status = &parked["structuredContent"];
     assert_eq!(status["status"], "awaiting_approval", "{parked}");
@@ -200,13 +205,18 @@ async fn park(server: &Server, n: u64) -> String {
 }
 
 /// `airlock_await_decision` on the replica at `addr` for `id`, waiting up to `wait` seconds.
-async fn await_decision(addr: &str, id: &str, wait: u64) -> Value {
+pub(crate) async fn await_decision(addr: &str, id: &str, wait: u64) -> Value {
     let args = json!({"invocation_id": id, "wait_seconds": wait});
     call(addr, "airlock_await_decision", args).await["structuredContent"].clone()
 }
 
 /// An admin request to `server`; the status and JSON body.
-async fn admin(server: &Server, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+pub(crate) async fn admin(
+    server: &Server,
+    method: &str,
+    path: &str,
+    body: Option<Value>,
+) -> (u16, Value) {
     let addr = server.addr.parse().unwrap();
     let (status, body, _) = http(addr, method, path, Some(ADMIN), body).await;
     (status, body)
@@ -220,7 +230,7 @@ async fn row(server: &Server, id: &str) -> Value {
 }
 
 /// Waits (bounded polling) until `id` is in `state` as `server` shows it; the row.
-async fn until_state(server: &Server, id: &str, state: &str) -> Value {
+pub(crate) async fn until_state(server: &Server, id: &str, state: &str) -> Value {
     let mut last = Value::Null;
     for _ in 0..1500 {
         last = row(server, id).await;

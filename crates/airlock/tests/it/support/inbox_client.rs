@@ -139,6 +139,11 @@ impl InboxClient {
         self.cookies.contains_key("airlock_inbox")
     }
 
+    /// The session cookie's value, if one is held.
+    pub(crate) fn session(&self) -> Option<&str> {
+        self.cookies.get("airlock_inbox").map(String::as_str)
+    }
+
     /// Drops every cookie but the session's replaced by `value` (a forged or stale one).
     pub(crate) fn set_session(&mut self, value: &str) {
         self.cookies.insert("airlock_inbox".into(), value.into());
