@@ -1,8 +1,8 @@
 //! Bench binary: what one declared limit adds to a call (docs/rules.md POLICY-58): the same
-//! ungated idempotent local no-op called 1,000 times one after another on SQLite, without a
+//! ungated idempotent local no-op called 2,000 times one after another on SQLite, without a
 //! limit and with one (`calls`, a cap no call reaches), alternating rounds; reports durable
 //! commits per call (a limit must add none) and the process's CPU time per call, read from
-//! `/proc/self/stat` (Linux). Run with `cargo bench -p airlock-runtime --bench limit_cost`.
+//! `/proc/self/task/*/schedstat` (Linux, nanoseconds). Run with `cargo bench -p airlock-runtime --bench limit_cost`.
 
 #![allow(clippy::unwrap_used, missing_docs)]
 
@@ -14,18 +14,23 @@ use airlock_runtime::{CallContext, Gateway};
 use airlock_spec::{Limit, LimitBy, LimitOver, Measure, ScopeId};
 use serde_json::json;
 
-const CALLS: usize = 1_000;
+const CALLS: usize = 2_000;
 
 #[path = "support/noop.rs"]
 mod noop;
 
-/// The process's user + system CPU time (Linux), in clock ticks of 10 ms.
+/// The process's CPU time (Linux), in nanoseconds: the sum over its threads of the time each
+/// spent running (`/proc/self/task/*/schedstat`), which `/proc/self/stat`'s 10 ms ticks are too
+/// coarse for. The bench's threads (the runtime, SQLite's) live through every round.
 fn cpu() -> Duration {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
-    let after = &stat[stat.rfind(')').unwrap() + 2..];
-    let fields: Vec<&str> = after.split_whitespace().collect();
-    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
-    Duration::from_millis(ticks * 10)
+    let mut total = 0u64;
+    for task in std::fs::read_dir("/proc/self/task").unwrap() {
+        let path = task.unwrap().path().join("schedstat");
+        if let Ok(stat) = std::fs::read_to_string(path) {
+            total += stat.split_whitespace().next().unwrap().parse::<u64>().unwrap();
+        }
+    }
+    Duration::from_nanos(total)
 }
 
 /// One `calls` limit per principal, with a cap no call reaches.

@@ -13,7 +13,8 @@
 
 use std::time::Duration;
 
-use crate::sql::db::{DbPool, DbRow, DbTx};
+use crate::sql::db::{DbPool, DbRow, DbTx, SqlValue};
+use crate::support::deferred::{QueuedShare, SHARE_COLUMNS};
 use crate::sql::tx::LedgerTx;
 use crate::transitions::batch::Batch;
 use crate::vocabulary::budget::{BudgetShare, BudgetUse, LimitUsage, OverLimit};
@@ -32,14 +33,14 @@ pub(crate) enum Judged {
     Approval(Vec<BudgetUse>),
 }
 
-/// Judges `shares` against what their limits hold now. Flushes the batch first (its queued
-/// rows count) and, on PostgreSQL, locks each key until the transaction ends.
+/// Judges `shares` against what their limits hold now: the running totals, plus the shares
+/// this batch has queued and not yet written. On PostgreSQL the budget lock is held until the
+/// transaction ends.
 pub(crate) async fn judge(
     tx: &mut LedgerTx,
     batch: &mut Batch,
     shares: &[BudgetShare],
 ) -> Result<Judged, LedgerError> {
-    batch.flush(tx).await?;
     if matches!(tx.inner, DbTx::Postgres(_)) {
         // One lock for every budget of the database, not one a key: a batch judges the calls of
         // several jobs, and locks taken key by key in each job's order could deadlock two lanes.
@@ -48,7 +49,9 @@ pub(crate) async fn judge(
     }
     let mut uses = Vec::with_capacity(shares.len());
     for share in shares {
-        let used = used_within(tx, &share.key, since(batch.now, share.window)).await?;
+        let queued = batch.deferred.as_ref().map_or(0, |d| d.queued_share(&share.key));
+        let written = used_within(tx, &share.key, since(batch.now, share.window)).await?;
+        let used = written.saturating_add(queued);
         uses.push(BudgetUse {
             key: share.key.clone(),
             label: share.label.clone(),
@@ -120,37 +123,43 @@ fn since(now: time::OffsetDateTime, window: Duration) -> i64 {
         .map_or(i64::MIN, to_micros)
 }
 
-/// Reserves the judged `uses` for the row `id` just inserted (flushing it first, so the shares
-/// never name a row that is not there).
+/// Reserves the judged `uses` for the row `id` just recorded: queued with the batch's other
+/// writes when it queues them (the row's own insert is queued too), else written at once.
 pub(crate) async fn reserve(
     tx: &mut LedgerTx,
     batch: &mut Batch,
     id: InvocationId,
     uses: &[BudgetUse],
 ) -> Result<(), LedgerError> {
-    batch.flush(tx).await?;
     for u in uses {
-        tx.inner
-            .execute(
-                "INSERT INTO budget_shares (invocation_id, limit_key, label, unit, share, \
-                 used_before, cap, window_us, over_cap, at) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
-                &[
-                    id.to_string().into(),
-                    u.key.clone().into(),
-                    u.label.clone().into(),
-                    u.unit.clone().into(),
-                    u.share.into(),
-                    u.used_before.into(),
-                    u.cap.into(),
-                    i64::try_from(u.window.as_micros())
-                        .unwrap_or(i64::MAX)
-                        .into(),
-                    i64::from(u.over).into(),
-                    to_micros(batch.now).into(),
-                ],
-            )
-            .await?;
+        let binds: Vec<SqlValue> = vec![
+            id.to_string().into(),
+            u.key.clone().into(),
+            u.label.clone().into(),
+            u.unit.clone().into(),
+            u.share.into(),
+            u.used_before.into(),
+            u.cap.into(),
+            i64::try_from(u.window.as_micros())
+                .unwrap_or(i64::MAX)
+                .into(),
+            i64::from(u.over).into(),
+            to_micros(batch.now).into(),
+        ];
+        match batch.deferred.as_mut() {
+            Some(deferred) => deferred.push_share(QueuedShare {
+                key: u.key.clone(),
+                share: u.share,
+                binds,
+            }),
+            None => {
+                let sql = format!(
+                    "INSERT INTO budget_shares ({SHARE_COLUMNS}) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
+                );
+                tx.inner.execute(sqlx::AssertSqlSafe(sql), &binds).await?;
+            }
+        }
     }
     Ok(())
 }
