@@ -11,7 +11,8 @@
 //!   own state with the round's invocation (`request_state`), under the same bindings and
 //!   refusals as airlock's own input request, and opened only by the retry that continues it.
 //! - A retry's state is used once: the host records its use in the commit that records and
-//!   claims the next round (`ToolHost::continue_round`).
+//!   claims the next round (`ToolHost::continue_round`); a retry whose answers do not match the
+//!   elicitations it answers is refused before that (`elicited`, MCP-87).
 
 use std::time::SystemTime;
 
@@ -22,6 +23,7 @@ use rmcp::model::{InputRequiredResult, InputResponses};
 use serde_json::{Map, Value};
 
 use super::convert::{from_host_error, to_call_result, to_error_data};
+use super::elicited;
 use super::request::Admitted;
 use super::request_state::{
     Asked, Binding, Opened, Refusal, RequestStates, arguments_digest, refused,
@@ -99,6 +101,7 @@ pub(super) fn sealed(
     declared: &Declared,
 ) -> Result<InputRequiredResult, Unrelayable> {
     let requests = relayable(requests, declared)?;
+    let schemas = elicited::asked(&requests);
     let binding = Binding {
         principal: admitted.caller.principal.clone(),
         scope: admitted.scope.to_string(),
@@ -107,6 +110,7 @@ pub(super) fn sealed(
         invocation: asking.invocation,
         asked: Asked::Relay,
         upstream: asking.upstream_state,
+        schemas,
     };
     let state = states.seal(binding, SystemTime::now());
     Ok(InputRequiredResult::new(Some(requests), Some(state)))
@@ -179,6 +183,11 @@ pub(super) async fn next_round(
     opened: Opened,
     call: Next<'_>,
 ) -> Result<CallToolResponse, ErrorData> {
+    // Answers that do not match what was asked never go upstream (MCP-87).
+    elicited::check(
+        &opened.binding.schemas,
+        call.responses.into_iter().flatten(),
+    )?;
     let responses = call
         .responses
         .map(|r| Value::Object(r.iter().map(|(k, v)| (k.clone(), v.clone())).collect()));
