@@ -1,5 +1,5 @@
 //! `[notify]` of `airlock.toml`: who is told when a call waits for a person or is decided
-//! (docs/rules.md NOTIFY-1 … NOTIFY-9, DECL-55 … DECL-58). Secrets are credential paths, never
+//! (docs/rules.md NOTIFY-1 … NOTIFY-10, DECL-55 … DECL-58). Secrets are credential paths, never
 //! values; URLs are checked like every other URL the gateway reaches.
 
 use crate::diag::Diag;

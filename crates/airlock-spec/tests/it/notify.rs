@@ -1,6 +1,6 @@
 //! `[notify]` and `[server] public_url` (docs/rules.md DECL-55 … DECL-59).
 
-use airlock_spec::{NotifyEvent, SLACK_API};
+use airlock_spec::{NotifyEvent, Referenced, SLACK_API};
 
 use crate::support::Dir;
 
@@ -8,7 +8,15 @@ use crate::support::Dir;
 #[test]
 fn notify_settings_and_their_defaults() {
     let toml = "[server]\npublic_url = \"https://airlock.example.com/\"\n[[notify.webhooks]]\nurl = \"https://hooks.example.com/a\"\nsecret = \"hooks.a\"\n[[notify.webhooks]]\nurl = \"http://127.0.0.1:9000/b\"\nsecret = \"hooks.b\"\nprevious_secrets = [\"hooks.b_old\", \"hooks.b_older\"]\nevents = [\"invocation.in_doubt\"]\n[notify.slack]\nbot_token = \"slack.bot\"\nsigning_secret = \"slack.signing\"\nchannel = \"C1\"\ndeciders = [\"U1\"]\n";
-    let config = Dir::new().file("airlock.toml", toml).load().unwrap().config;
+    let loaded = Dir::new().file("airlock.toml", toml).load().unwrap();
+    // DECL-58: a rotated-out secret is a credential `airlock check` resolves, like `secret`.
+    let old = loaded
+        .references
+        .iter()
+        .find(|r| r.key == "notify.webhooks[1].previous_secrets[0]")
+        .unwrap();
+    assert!(matches!(&old.target, Referenced::Credential(p) if p.as_str() == "hooks.b_old"));
+    let config = loaded.config;
     assert_eq!(
         config.public_url.as_deref(),
         Some("https://airlock.example.com")
