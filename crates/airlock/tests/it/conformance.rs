@@ -1,5 +1,6 @@
 //! The official MCP conformance suite (npm `@modelcontextprotocol/conformance`, pinned with the
-//! Node.js 22 it needs in `tests/conformance/package.json`) against the `airlock serve` binary.
+//! Node.js 22 it needs in `tests/conformance/package.json`) against the `airlock serve` binary
+//! (docs/rules.md MCP-21).
 //!
 //! Guarantees: every server scenario of the 2025-11-25 and 2026-07-28 requirement sets runs, and
 //! so does each server scenario those sets run without scoring (extensions such as Tasks, pending
