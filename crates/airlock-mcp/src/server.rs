@@ -37,6 +37,7 @@
 mod admit;
 mod budget;
 mod convert;
+mod elicited;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;

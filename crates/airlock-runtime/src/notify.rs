@@ -77,7 +77,8 @@ pub enum NotifyError {
 struct Webhook {
     destination: String,
     url: String,
-    key: WebhookKey,
+    /// The current secret's key first, then those of `previous_secrets` (NOTIFY-10).
+    keys: Vec<WebhookKey>,
 }
 
 /// Every destination, with its secrets, and where links point.
@@ -108,13 +109,14 @@ impl Notifications {
     ) -> Result<Self, NotifyError> {
         let mut webhooks = Vec::with_capacity(settings.webhooks.len());
         for w in &settings.webhooks {
-            let secret = credentials.get(&w.secret)?;
-            let key = WebhookKey::parse(secret.expose_secret())
-                .ok_or_else(|| NotifyError::BadWebhookSecret(w.secret.clone()))?;
+            let keys = std::iter::once(&w.secret)
+                .chain(&w.previous_secrets)
+                .map(|path| webhook_key(path, credentials))
+                .collect::<Result<_, _>>()?;
             webhooks.push(Webhook {
                 destination: webhook_destination(&w.url),
                 url: w.url.clone(),
-                key,
+                keys,
             });
         }
         let slack = match &settings.slack {
@@ -143,6 +145,16 @@ impl Notifications {
         let base = self.public_url.as_deref().unwrap_or("");
         format!("{base}/inbox/invocations/{invocation}")
     }
+}
+
+/// The signing key the credential at `path` holds.
+fn webhook_key(
+    path: &CredentialPath,
+    credentials: &Credentials,
+) -> Result<WebhookKey, NotifyError> {
+    let secret = credentials.get(path)?;
+    WebhookKey::parse(secret.expose_secret())
+        .ok_or_else(|| NotifyError::BadWebhookSecret(path.clone()))
 }
 
 /// The Slack verifier `[notify.slack]` asks for, if any.
@@ -188,8 +200,31 @@ impl Undelivered {
         Self::retry(error.to_string())
     }
 
-    /// Any answer but 2xx is retried: a receiver that is down or overloaded comes back.
+    /// Any answer but 2xx is retried — a receiver that is down or overloaded comes back —
+    /// except `410 Gone` (the receiver says it wants no more of this) and `413 Payload Too
+    /// Large` (the same bytes are sent again on a retry), which are final (NOTIFY-12).
     pub(crate) fn status(status: u16) -> Self {
-        Self::retry(format!("the receiver answered HTTP {status}"))
+        let reason = format!("the receiver answered HTTP {status}");
+        if matches!(status, 410 | 413) {
+            Self::give_up(format!("{reason}, which is final"))
+        } else {
+            Self::retry(reason)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// NOTIFY-12: 410 and 413 end a delivery; every other failed status is retried.
+    #[test]
+    fn gone_and_too_large_are_final_and_other_statuses_are_retried() {
+        for status in [410, 413] {
+            assert!(Undelivered::status(status).give_up, "{status}");
+        }
+        for status in [400, 404, 408, 429, 500, 502, 503] {
+            assert!(!Undelivered::status(status).give_up, "{status}");
+        }
     }
 }

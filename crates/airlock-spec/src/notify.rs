@@ -1,5 +1,5 @@
 //! `[notify]` of `airlock.toml`: who is told when a call waits for a person or is decided
-//! (docs/rules.md NOTIFY-1 … NOTIFY-9, DECL-55 … DECL-58). Secrets are credential paths, never
+//! (docs/rules.md NOTIFY-1 … NOTIFY-10, DECL-55 … DECL-58). Secrets are credential paths, never
 //! values; URLs are checked like every other URL the gateway reaches.
 
 use crate::diag::Diag;
@@ -38,6 +38,9 @@ pub struct WebhookSettings {
     pub url: String,
     /// `secret`: credential path of the signing secret (`whsec_<base64>`, or raw text).
     pub secret: CredentialPath,
+    /// `previous_secrets`: credential paths of secrets being rotated out; each delivery is
+    /// signed with them too, after `secret` (default none).
+    pub previous_secrets: Vec<CredentialPath>,
     /// `events`: which events this receiver gets (default: all four).
     pub events: Vec<NotifyEvent>,
 }
@@ -73,8 +76,10 @@ pub(crate) fn read_notify(node: Option<&Node>, d: &mut Diag) -> NotifySettings {
 }
 
 fn webhook(node: &Node, path: &str, d: &mut Diag) -> Option<WebhookSettings> {
-    let f = Fields::open(node, path, &["url", "secret", "events"], d)?;
+    let keys = ["url", "secret", "previous_secrets", "events"];
+    let f = Fields::open(node, path, &keys, d)?;
     let secret = secret(&f, "secret", d);
+    let previous_secrets = previous_secrets(&f, d);
     let url = url(&f, "url", d);
     let events = match f.opt_str_list("events", d) {
         None => NotifyEvent::ALL.to_vec(),
@@ -90,6 +95,7 @@ fn webhook(node: &Node, path: &str, d: &mut Diag) -> Option<WebhookSettings> {
     Some(WebhookSettings {
         url: url?,
         secret: secret?,
+        previous_secrets: previous_secrets?,
         events,
     })
 }
@@ -136,6 +142,24 @@ fn secret(f: &Fields<'_>, key: &str, d: &mut Diag) -> Option<CredentialPath> {
         Referenced::Credential(path.clone()),
     );
     Some(path)
+}
+
+/// `previous_secrets`: credential paths, each referenced like `secret`; `None` after an error.
+fn previous_secrets(f: &Fields<'_>, d: &mut Diag) -> Option<Vec<CredentialPath>> {
+    let Some(items) = f.opt_list("previous_secrets", d) else {
+        return f.get("previous_secrets").is_none().then(Vec::new);
+    };
+    let count = items.len();
+    let paths: Vec<CredentialPath> = items
+        .into_iter()
+        .filter_map(|(at, item)| {
+            let path = credential_path(item, &at, d)?;
+            d.refer(item.at, &at, Referenced::Credential(path.clone()));
+            Some(path)
+        })
+        .collect();
+    // Every item is checked (all problems reported at once); one bad item fails the key.
+    (paths.len() == count).then_some(paths)
 }
 
 /// A required http(s) URL, referenced so `airlock check` applies the egress rules to it.

@@ -6,8 +6,8 @@
 //! is a bare HTTP/1.1 upstream that hangs up, holds or fails a request on cue (a [`Cue`]).
 //! [`FakeModel`] is a model provider (OpenAI-compatible or Anthropic) streaming scripted
 //! [`ModelReply`]s and counting the requests it gets. [`Receiver`] records webhook deliveries
-//! and answers queued statuses; [`FakeSlack`] is Slack's Web API (`chat.postMessage`,
-//! `chat.update`) checking the bot token. [`Collector`] is an OTLP/HTTP trace collector
+//! and answers queued statuses (a redirect with its `Location` too); [`FakeSlack`] is Slack's
+//! Web API (`chat.postMessage`, `chat.update`) checking the bot token. [`Collector`] is an OTLP/HTTP trace collector
 //! decoding the protobuf spans an exporter sends. [`Issuer`] is an OAuth token issuer and
 //! authorization server: signing keys, a JWKS endpoint, RFC 8414 metadata, PKCE authorization
 //! and forged tokens for the negative cases. Fixtures panic on setup failure (a port that cannot

@@ -1,6 +1,7 @@
 //! A webhook receiver on 127.0.0.1: records every request (headers and the exact body bytes)
-//! and answers the statuses a test queued, then 200. It can be started on a port chosen in
-//! advance, so a test can send to a receiver that is down and bring it up later.
+//! and answers the statuses a test queued, then 200; a queued 3xx points `Location` where the
+//! test said. It can be started on a port chosen in advance, so a test can send to a receiver
+//! that is down and bring it up later.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -8,7 +9,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
 
 /// One request the receiver got.
 #[derive(Debug, Clone)]
@@ -37,6 +39,7 @@ impl Delivery {
 struct Inbox {
     received: Arc<Mutex<Vec<Delivery>>>,
     statuses: Arc<Mutex<VecDeque<u16>>>,
+    location: Arc<Mutex<String>>,
 }
 
 /// A running receiver; it lives until the test's runtime ends.
@@ -79,6 +82,18 @@ impl Receiver {
         queue.extend(statuses);
     }
 
+    /// Answers the next request with a `status` redirect to `location`.
+    pub fn redirect(&self, status: u16, location: &str) {
+        location.clone_into(
+            &mut self
+                .inbox
+                .location
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        );
+        self.answer(&[status]);
+    }
+
     /// Every request so far, in order.
     #[must_use]
     pub fn received(&self) -> Vec<Delivery> {
@@ -90,7 +105,7 @@ impl Receiver {
     }
 }
 
-async fn handle(State(inbox): State<Inbox>, headers: HeaderMap, body: Bytes) -> StatusCode {
+async fn handle(State(inbox): State<Inbox>, headers: HeaderMap, body: Bytes) -> Response {
     let status = inbox
         .statuses
         .lock()
@@ -106,5 +121,14 @@ async fn handle(State(inbox): State<Inbox>, headers: HeaderMap, body: Bytes) -> 
             body,
             status,
         });
-    StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
+    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut response = status.into_response();
+    let location = inbox
+        .location
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
+    if let (true, Ok(value)) = (status.is_redirection(), HeaderValue::from_str(&location)) {
+        response.headers_mut().insert(header::LOCATION, value);
+    }
+    response
 }

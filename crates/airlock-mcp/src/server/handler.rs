@@ -414,7 +414,8 @@ impl ServerHandler for Endpoint {
     }
 
     /// Relays the client's answers to the input requests its task's upstream waits on
-    /// (MCP-84); the ack carries nothing of the task, whose next state `tasks/get` shows.
+    /// (MCP-84), once they match what those ask (MCP-87); the ack carries nothing of the task,
+    /// whose next state `tasks/get` shows.
     async fn update_task(
         &self,
         request: UpdateTaskParams,
@@ -422,6 +423,9 @@ impl ServerHandler for Endpoint {
     ) -> Result<(), ErrorData> {
         let admitted = admitted(&context)?;
         let responses: Map<String, Value> = request.input_responses.into_iter().collect();
+        let declared = declared(&context).unwrap_or_default();
+        let (host, task) = (self.host.as_ref(), request.task_id.as_str());
+        tool_rounds::check_task_answers(host, &admitted, task, &declared, &responses).await?;
         self.host
             .update_task(
                 &admitted.scope,

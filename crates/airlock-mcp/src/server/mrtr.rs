@@ -85,6 +85,7 @@ pub(super) fn ask(
         invocation: invocation_id.clone(),
         asked: asked(&prompt),
         upstream: None,
+        schemas: Map::new(),
     };
     let state = states.seal(binding, SystemTime::now());
     input_required(&prompt, tool, &arguments, state)
@@ -165,6 +166,7 @@ pub(super) async fn resume(
         invocation: opened.binding.invocation.clone(),
         asked: opened.binding.asked,
         upstream: None,
+        schemas: Map::new(),
     };
     opened.binding.check(&presented).map_err(refused)?;
     if opened.binding.asked == Asked::Relay {

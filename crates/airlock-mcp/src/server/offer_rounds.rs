@@ -12,8 +12,9 @@
 //!   (names no tool has, so a tool's state never continues a prompt or a read, nor the
 //!   reverse), the prompt's arguments and the request's row. A request airlock does not relay
 //!   fails the request (-32603, MCP-61).
-//! - A retry's state is checked as MCP-72 says before anything is recorded, and used once: the
-//!   host records its use in the commit that records the next request (LEDGER-67).
+//! - A retry's state is checked as MCP-72 says, and its answers against the elicitations they
+//!   answer (MCP-87), before anything is recorded; it is used once: the host records its use
+//!   in the commit that records the next request (LEDGER-67).
 
 use std::time::SystemTime;
 
@@ -23,6 +24,7 @@ use rmcp::model::{ReadResourceRequestParams, ReadResourceResponse};
 use serde_json::{Map, Value};
 
 use super::convert::to_error_data;
+use super::elicited;
 use super::offered::{complete_result, from_value, not_declared, to_map};
 use super::request::Admitted;
 use super::request_state::{Asked, Binding, Refusal, RequestStates, arguments_digest, refused};
@@ -162,8 +164,12 @@ async fn next_round(
         invocation: opened.binding.invocation.clone(),
         asked: Asked::Relay,
         upstream: None,
+        schemas: Map::new(),
     };
     opened.binding.check(&presented).map_err(refused)?;
+    // Answers that do not match what was asked never go upstream (MCP-87).
+    let answers = responses.as_ref().and_then(Value::as_object);
+    elicited::check(&opened.binding.schemas, answers.into_iter().flatten())?;
     let round = Round::new(declared).answering(responses, opened.binding.upstream);
     let next = RoundCall {
         state_id: opened.id,

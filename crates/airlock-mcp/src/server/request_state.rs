@@ -24,7 +24,7 @@ use chacha20poly1305::aead::{Aead, Generate, Payload};
 use chacha20poly1305::{KeyInit, XChaCha20Poly1305, XNonce};
 use rmcp::ErrorData;
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 use zeroize::Zeroizing;
 
 /// The format's prefix; a state without it is not airlock's.
@@ -181,6 +181,10 @@ pub(super) struct Binding {
     /// A relayed round's upstream `requestState`, carried sealed (MCP-71).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(super) upstream: Option<String>,
+    /// A relayed round's form-mode elicitations: the `requestedSchema` of each, by key, which
+    /// the retry's answers must match (MCP-87).
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub(super) schemas: Map<String, Value>,
 }
 
 impl Binding {
@@ -312,6 +316,7 @@ mod tests {
             invocation: "inv-1".into(),
             asked: Asked::Confirm,
             upstream: None,
+            schemas: Map::new(),
         }
     }
 

@@ -11,9 +11,11 @@
 //!   own state with the round's invocation (`request_state`), under the same bindings and
 //!   refusals as airlock's own input request, and opened only by the retry that continues it.
 //! - A retry's state is used once: the host records its use in the commit that records and
-//!   claims the next round (`ToolHost::continue_round`).
+//!   claims the next round (`ToolHost::continue_round`); a retry whose answers do not match the
+//!   elicitations it answers is refused before that (`elicited`, MCP-87), as is a `tasks/update`
+//!   whose answers do not match what its upstream's task waits on.
 
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use rmcp::ErrorData;
 use rmcp::model::{CallToolResponse, CallToolResult, ContentBlock};
@@ -22,6 +24,7 @@ use rmcp::model::{InputRequiredResult, InputResponses};
 use serde_json::{Map, Value};
 
 use super::convert::{from_host_error, to_call_result, to_error_data};
+use super::elicited;
 use super::request::Admitted;
 use super::request_state::{
     Asked, Binding, Opened, Refusal, RequestStates, arguments_digest, refused,
@@ -99,6 +102,7 @@ pub(super) fn sealed(
     declared: &Declared,
 ) -> Result<InputRequiredResult, Unrelayable> {
     let requests = relayable(requests, declared)?;
+    let schemas = elicited::asked(&requests);
     let binding = Binding {
         principal: admitted.caller.principal.clone(),
         scope: admitted.scope.to_string(),
@@ -107,6 +111,7 @@ pub(super) fn sealed(
         invocation: asking.invocation,
         asked: Asked::Relay,
         upstream: asking.upstream_state,
+        schemas,
     };
     let state = states.seal(binding, SystemTime::now());
     Ok(InputRequiredResult::new(Some(requests), Some(state)))
@@ -134,6 +139,29 @@ pub(super) fn task_input(asks: &Map<String, Value>, declared: &Declared) -> Opti
             )
         })
         .ok()
+}
+
+/// Checks a `tasks/update`'s answers against the elicitations the task's upstream waits on now
+/// (MCP-87), as `tasks/get` would relay them, before they are relayed (MCP-84). A task that
+/// cannot be read, or waits on nothing, is left to the update to refuse.
+///
+/// # Errors
+/// -32602 naming the answer and the field that does not match.
+pub(super) async fn check_task_answers(
+    host: &dyn ToolHost,
+    admitted: &Admitted,
+    task: &str,
+    declared: &Declared,
+    responses: &Map<String, Value>,
+) -> Result<(), ErrorData> {
+    let read = host
+        .await_decision(&admitted.scope, &admitted.caller, task, Duration::ZERO)
+        .await;
+    let asks = read.ok().and_then(|call| call.task_input);
+    match asks.and_then(|asks| task_input(&asks, declared)) {
+        Some(asked) => elicited::check(&elicited::asked(&asked), responses),
+        None => Ok(()),
+    }
 }
 
 /// `requests` as relayed: each read as an input request MCP allows, and each needing only a
@@ -179,6 +207,11 @@ pub(super) async fn next_round(
     opened: Opened,
     call: Next<'_>,
 ) -> Result<CallToolResponse, ErrorData> {
+    // Answers that do not match what was asked never go upstream (MCP-87).
+    elicited::check(
+        &opened.binding.schemas,
+        call.responses.into_iter().flatten(),
+    )?;
     let responses = call
         .responses
         .map(|r| Value::Object(r.iter().map(|(k, v)| (k.clone(), v.clone())).collect()));

@@ -1,6 +1,6 @@
-//! The delivery worker (docs/rules.md NOTIFY-8, LEDGER-31 … LEDGER-33): claims due notices
-//! from the ledger's outbox, sends each, and settles it — delivered, retried after a backoff,
-//! or given up with a log line after [`MAX_ATTEMPTS`].
+//! The delivery worker (docs/rules.md NOTIFY-8, NOTIFY-11, NOTIFY-12, LEDGER-31 … LEDGER-33):
+//! claims due notices from the ledger's outbox, sends each, and settles it — delivered, retried
+//! after a backoff, or given up with a log line after [`MAX_ATTEMPTS`] or on a final answer.
 //!
 //! Guarantees. A notice is sent only while this worker holds its lease ([`LEASE`], longer than
 //! the egress deadline), so two workers — in one process or in replicas — never send the same
@@ -8,7 +8,9 @@
 //! and the retry carries the same delivery id, so a receiver drops the repeat. Woken when this
 //! process commits notices, and every [`POLL`] for other processes' notices and for retries.
 //! Stopping is that crash made orderly: the worker ends at once, even mid-send, so a shutdown
-//! never waits on a receiver (docs/rules.md OPS-9).
+//! never waits on a receiver (docs/rules.md OPS-9). Every attempt is a request of its own
+//! through the egress guard: the destination is checked again each time, and a redirect is a
+//! failed attempt whose `Location` is never followed.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -151,9 +153,12 @@ impl Worker {
             .ok_or_else(|| Undelivered::give_up("no such destination is configured any more"))?;
         let id = notice.id.to_string();
         let created = notice.created_at.format(&Rfc3339).unwrap_or_default();
-        let body = webhook::body(notice.event.as_str(), &id, &created, &data);
+        let body = webhook::body(notice.event.as_str(), &id, &created, &data)?;
         let now = OffsetDateTime::now_utc().unix_timestamp();
-        let request = webhook::request(&hook.url, &hook.key, &id, now, body);
+        let request = webhook::request(&hook.url, &hook.keys, &id, now, body);
+        // A call of its own per attempt (NOTIFY-11): the receiver's name is resolved and its
+        // addresses judged again each time, so one that turned private is refused; the guard
+        // follows no redirect.
         let response = self
             .egress
             .send(request)

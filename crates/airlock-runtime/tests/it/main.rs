@@ -8,4 +8,5 @@ mod api_response;
 mod fetch;
 mod gateway;
 mod integration;
+mod notify;
 mod same_cause;

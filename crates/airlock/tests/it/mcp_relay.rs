@@ -141,6 +141,44 @@ async fn mcp_68_an_upstream_elicitation_is_relayed_and_answered() {
     );
 }
 
+/// MCP-87: an answer not matching the elicitation's `requestedSchema` is refused with -32602
+/// naming the field, and goes nowhere: the state stays unused (a matching answer then
+/// continues the round) and the upstream sees only that answer.
+#[tokio::test]
+async fn mcp_87_an_answer_not_matching_the_requested_schema_is_refused() {
+    let Some((_up, _dir, url)) = gateway().await else {
+        return;
+    };
+    let result = asked(&url, "elicitation").await;
+    for (content, field) in [(json!({"name": 7}), "name"), (json!({}), "name")] {
+        let wrong = json!({"user_name": accept(content)});
+        let refused = answer(&url, CLAUDE, "elicitation", &result, wrong).await;
+        assert_eq!(refused["error"]["code"], -32602, "{refused}");
+        assert_eq!(refused["error"]["data"]["field"], field, "{refused}");
+        let message = refused["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.starts_with("inputResponses.user_name.content.name: "),
+            "{refused}"
+        );
+    }
+    let responses = json!({"user_name": accept(json!({"name": "Alice"}))});
+    let done = answer(&url, CLAUDE, "elicitation", &result, responses.clone()).await;
+    assert_eq!(text(&done), "Hello, Alice!", "{done}");
+    assert_eq!(
+        done["result"]["structuredContent"]["inputResponses"],
+        responses
+    );
+
+    let (_, first) = get_prompt(&url, CLAUDE, json!({}), every_capability()).await;
+    let wrong = json!({
+        "inputResponses": {"user_context": accept(json!({"context": true}))},
+        "requestState": first["result"]["requestState"],
+    });
+    let (_, refused) = get_prompt(&url, CLAUDE, wrong, every_capability()).await;
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    assert_eq!(refused["error"]["data"]["field"], "context", "{refused}");
+}
+
 /// MCP-68: sampling and roots requests are relayed too, and so are several in one round.
 #[tokio::test]
 async fn mcp_68_sampling_roots_and_several_requests_are_relayed() {

@@ -306,6 +306,29 @@ async fn mcp_84_tasks_update_resumes_the_upstream_task() {
     assert_eq!(row(&gateway, &id).await.state, InvocationState::Succeeded);
 }
 
+/// MCP-87: a `tasks/update` answer not matching the `requestedSchema` its upstream's task asked
+/// with is -32602 naming the field, and is not relayed: the task still asks both questions.
+#[tokio::test]
+async fn mcp_87_a_task_update_not_matching_the_requested_schema_is_refused() {
+    let Some((_upstream, port)) = tasks_fixture().await else {
+        return;
+    };
+    let (_dir, base, _gateway) = serve(port).await;
+    let id = asking_task(&base, "multi_input").await;
+    get(&base, &id).await;
+    let wrong = json!({"confirm": {"action": "accept", "content": {"confirm": "yes"}}});
+    let (_, refused) = update(&base, &id, wrong).await;
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    assert_eq!(refused["error"]["data"]["field"], "confirm", "{refused}");
+    let still = get(&base, &id).await;
+    let pending = still["result"]["inputRequests"].as_object().unwrap();
+    assert_eq!(
+        pending.keys().collect::<Vec<_>>(),
+        ["confirm", "name"],
+        "{still}"
+    );
+}
+
 /// MCP-84: `tasks/update` of a task whose upstream runs no task of its own (here one already
 /// settled) or of an unknown task is -32602; from a client without the extension, -32021.
 #[tokio::test]

@@ -17,6 +17,8 @@ use crate::support::{Server, cli, deployment_with, mcp_request};
 
 /// The webhook secret's key, base64 (the Standard Webhooks README's example secret).
 const KEY: &str = "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+/// The key rotated in after [`KEY`], base64.
+const NEXT_KEY: &str = "c2Vjb25kLWtleS1mb3Itcm90YXRpb24=";
 const BOT_TOKEN: &str = "xoxb-test-0a1b2c3d";
 const SIGNING_SECRET: &str = "8f742231b10e8888abcd99yyyzzz85a5";
 /// A value only an argument holds: it must never reach a receiver.
@@ -36,7 +38,7 @@ fn deployment_fetching(approval: &str, notify: &str, top: &str) -> tempfile::Tem
         "{top}[[admin.tokens]]\ncredential = \"airlock.admin\"\nprincipal = \"alice\"\n[[mcp.tokens]]\ncredential = \"airlock.claude\"\nprincipal = \"claude\"\n[egress]\nallow = [\"127.0.0.1/32\"]\nallow_fetch = true\n[credentials]\nfile = \"creds.yml\"\n[builtins.fetch]\napproval = \"{approval}\"\n[server]\npublic_url = \"https://airlock.example.com/\"\n{notify}"
     );
     let creds = format!(
-        "airlock:\n  admin: {ADMIN}\n  claude: {CLAUDE}\nhooks:\n  secret: whsec_{KEY}\nslack:\n  bot: {BOT_TOKEN}\n  signing: {SIGNING_SECRET}\n"
+        "airlock:\n  admin: {ADMIN}\n  claude: {CLAUDE}\nhooks:\n  secret: whsec_{KEY}\n  next: whsec_{NEXT_KEY}\nslack:\n  bot: {BOT_TOKEN}\n  signing: {SIGNING_SECRET}\n"
     );
     deployment_with(&toml, &creds)
 }
@@ -75,14 +77,20 @@ async fn eventually<T>(what: impl Fn() -> Option<T>) -> T {
     }
 }
 
-/// The event of a delivery, after checking its Standard Webhooks signature independently.
-fn verified(r: &Delivery) -> Value {
+/// The Standard Webhooks signature of a delivery under the base64 `key`.
+fn signature(key: &str, r: &Delivery) -> String {
     let (id, ts) = (r.header("webhook-id"), r.header("webhook-timestamp"));
-    let key = STANDARD.decode(KEY).unwrap();
+    let key = STANDARD.decode(key).unwrap();
     let mut mac = Hmac::<Sha256>::new_from_slice(&key).unwrap();
     mac.update(format!("{id}.{ts}.").as_bytes());
     mac.update(&r.body);
-    let expected = format!("v1,{}", STANDARD.encode(mac.finalize().into_bytes()));
+    format!("v1,{}", STANDARD.encode(mac.finalize().into_bytes()))
+}
+
+/// The event of a delivery, after checking its Standard Webhooks signature independently.
+fn verified(r: &Delivery) -> Value {
+    let (id, ts) = (r.header("webhook-id"), r.header("webhook-timestamp"));
+    let expected = signature(KEY, r);
     let signatures = r.header("webhook-signature");
     assert!(
         signatures.split(' ').any(|s| s == expected),
@@ -149,6 +157,30 @@ async fn webhook_events_are_signed_and_carry_no_arguments() {
             "an argument reached a receiver: {body}"
         );
     }
+}
+
+/// NOTIFY-10: while `hooks.secret` is rotated out for `hooks.next`, each delivery carries
+/// one signature per secret, the current one first: a receiver holding either verifies it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn during_a_rotation_a_receiver_holding_either_secret_verifies() {
+    let receiver = Receiver::start().await;
+    let hook = format!(
+        "[[notify.webhooks]]\nurl = \"{}\"\nsecret = \"hooks.next\"\nprevious_secrets = [\"hooks.secret\"]\n",
+        receiver.url()
+    );
+    let dir = deployment(&hook, "");
+    let server = Server::start(dir.path(), &[]);
+    let id = park(&format!("http://{}", server.addr)).await;
+    // `verified` holds the old key only: it accepts the delivery.
+    let parked = eventually(|| delivered(&receiver, "invocation.parked", &id)).await;
+    let sent = receiver
+        .received()
+        .into_iter()
+        .find(|r| r.header("webhook-id") == parked["id"].as_str().unwrap())
+        .unwrap();
+    let signatures = sent.header("webhook-signature");
+    let each: Vec<&str> = signatures.split(' ').collect();
+    assert_eq!(each, [signature(NEXT_KEY, &sent), signature(KEY, &sent)]);
 }
 
 /// NOTIFY-2, LEDGER-30: a call nobody decides is told expired.
