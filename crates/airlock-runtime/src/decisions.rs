@@ -34,15 +34,53 @@ pub async fn decide(
         declarations: Some(gateway),
     };
     let row = record_judged(store, id, decider, decision, surface, judged).await?;
-    if row.state == InvocationState::Approved {
-        let runner = Arc::clone(gateway);
-        gateway.spawn_tracked(async move {
-            if let Err(error) = runner.continue_approved(id).await {
-                tracing::error!(%id, %error, "running an approved call failed");
-            }
-        });
-    }
+    run_if_approved(gateway, &row);
     Ok(row)
+}
+
+/// One decision — approve, or deny with a reason — on several waiting calls (docs/rules.md
+/// DECIDE-19), by `decider` on `surface`: each call is judged as [`decide`] judges one (a
+/// freeze, a supplied connection), then all are decided in one commit or none is. Approved
+/// calls then run as after [`decide`]; an agent run waiting on them resumes once, since they
+/// changed together.
+///
+/// # Errors
+/// The first refusal, naming its call; nothing was decided.
+pub async fn decide_all(
+    gateway: &Arc<Gateway>,
+    ids: Vec<InvocationId>,
+    decider: &str,
+    decision: Decision,
+    surface: &'static str,
+) -> Result<Vec<Invocation>, GatewayError> {
+    let store = gateway.store().as_ref();
+    let judged = Judged {
+        declarations: Some(gateway),
+    };
+    for &id in &ids {
+        if let Some(reason) = refusal(store, id, &decision, &judged).await? {
+            return Err(LedgerError::DecisionRefused { id, reason }.into());
+        }
+    }
+    let rows = store.decide_all(ids, decider, decision.clone()).await?;
+    for row in &rows {
+        decided(row, decider, &decision, surface);
+        run_if_approved(gateway, row);
+    }
+    Ok(rows)
+}
+
+/// An approved row runs in the background, on the gateway's tracked tasks.
+fn run_if_approved(gateway: &Arc<Gateway>, row: &Invocation) {
+    if row.state != InvocationState::Approved {
+        return;
+    }
+    let (runner, id) = (Arc::clone(gateway), row.id);
+    gateway.spawn_tracked(async move {
+        if let Err(error) = runner.continue_approved(id).await {
+            tracing::error!(%id, %error, "running an approved call failed");
+        }
+    });
 }
 
 /// The ledger transition of every decision, wherever it is taken (a process without a
@@ -77,10 +115,34 @@ async fn record_judged(
     surface: &'static str,
     judged: Judged<'_>,
 ) -> Result<Invocation, LedgerError> {
-    if let Some(reason) = frozen_refusal(store, id, &decision, &judged).await? {
+    if let Some(reason) = refusal(store, id, &decision, &judged).await? {
         return Err(LedgerError::DecisionRefused { id, reason });
     }
-    let (what, resolution) = match &decision {
+    let row = store.decide(id, decider, decision.clone()).await?;
+    decided(&row, decider, &decision, surface);
+    Ok(row)
+}
+
+/// Why a surface refuses `decision` on `id` before the ledger sees it: a freeze covers the
+/// call, or an approval would run a proposal through a connection its caller supplied.
+async fn refusal(
+    store: &dyn Store,
+    id: InvocationId,
+    decision: &Decision,
+    judged: &Judged<'_>,
+) -> Result<Option<String>, LedgerError> {
+    if let Some(reason) = frozen_refusal(store, id, decision, judged).await? {
+        return Ok(Some(reason));
+    }
+    if matches!(decision, Decision::Approve) {
+        return supplied_refusal(store, id).await;
+    }
+    Ok(None)
+}
+
+/// The `decided` event (OPS-11) and the decisions counter (OPS-29) of one decided row.
+fn decided(row: &Invocation, decider: &str, decision: &Decision, surface: &'static str) {
+    let (what, resolution) = match decision {
         Decision::Approve => ("approve", None),
         Decision::Deny { .. } => ("deny", None),
         Decision::Answer { .. } => ("answer", None),
@@ -88,12 +150,7 @@ async fn record_judged(
         Decision::Record { .. } => ("record", None),
         Decision::Withdraw => ("withdraw", None),
     };
-    if matches!(decision, Decision::Approve)
-        && let Some(reason) = supplied_refusal(store, id).await?
-    {
-        return Err(LedgerError::DecisionRefused { id, reason });
-    }
-    let row = store.decide(id, decider, decision).await?;
+    let id = row.id;
     tracing::info!(
         target: EVENTS,
         %id,
@@ -108,7 +165,6 @@ async fn record_judged(
     // OPS-29: counted by the process that took it (a CLI decision: the CLI's own process).
     metrics::counter!("airlock_decisions_total", "surface" => surface, "decision" => what)
         .increment(1);
-    Ok(row)
 }
 
 /// Why `decision` on `id` is refused while a freeze covers the call, judged with the gateway's
