@@ -526,6 +526,8 @@ pub struct Offers {
     pub prompts: bool,
     /// Some upstream that completes its prompts' or templates' arguments.
     pub completions: bool,
+    /// Some skill (the SEP-2640 extension, MCP-88).
+    pub skills: bool,
 }
 
 /// One of the lists a scope serves beside `tools/list`.
@@ -537,6 +539,8 @@ pub enum Listed {
     Templates,
     /// `prompts/list`.
     Prompts,
+    /// `skills/list` (MCP-88).
+    Skills,
 }
 
 /// What a scope offers beside tools, and what reaches it. Implemented by the runtime.

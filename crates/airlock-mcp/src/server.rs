@@ -222,6 +222,8 @@ impl Pipeline {
                 | "resources/templates/list"
                 | "resources/read"
                 | "prompts/list"
+                | "skills/list"
+                | "skills/get"
         );
         let response = rmcp.run(request.into_rmcp()).await;
         let mut response = match edit {

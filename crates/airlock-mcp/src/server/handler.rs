@@ -23,9 +23,9 @@ use rmcp::model::{
 };
 use rmcp::model::{
     CompleteRequestParams, CompleteResult, DiscoverResult, GetPromptRequestParams,
-    GetPromptResponse, InitializeRequestParams, InitializeResult, ListPromptsResult,
-    ListResourceTemplatesResult, ListResourcesResult, ReadResourceRequestParams,
-    ReadResourceResponse,
+    GetPromptResponse, GetSkillRequestParams, GetSkillResult, InitializeRequestParams,
+    InitializeResult, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
+    ListSkillsResult, ReadResourceRequestParams, ReadResourceResponse,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -232,10 +232,14 @@ impl ServerHandler for Endpoint {
         reason = "MCP logging is deprecated (SEP-2577) yet part of 2025-11-25"
     )]
     fn get_info(&self) -> ServerConfig {
+        // Resources and skills are declared per scope (`offered::declare` takes them out where
+        // a scope has none); rmcp answers `skills/*` only for a server that declares them.
         let capabilities = ServerCapabilities::builder()
             .enable_tools()
             .enable_tasks()
             .enable_logging()
+            .enable_resources()
+            .enable_skills()
             .build();
         ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("airlock", env!("CARGO_PKG_VERSION")))
@@ -282,6 +286,22 @@ impl ServerHandler for Endpoint {
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
         offered::resources(self.host.as_ref(), &admitted(&context)?)
+    }
+
+    async fn list_skills(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListSkillsResult, ErrorData> {
+        offered::skills(self.host.as_ref(), &admitted(&context)?)
+    }
+
+    async fn get_skill(
+        &self,
+        request: GetSkillRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetSkillResult, ErrorData> {
+        offered::skill(self.host.as_ref(), &admitted(&context)?, &request.uri)
     }
 
     async fn list_resource_templates(

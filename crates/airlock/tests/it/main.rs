@@ -43,6 +43,7 @@ mod replicas;
 mod runs;
 mod serve;
 mod shutdown;
+mod skills;
 mod support;
 mod telemetry;
 mod words;
