@@ -17,10 +17,13 @@ const GUIDE: &str = "skill://git-workflow/references/GUIDE.md";
 const SERVED_SKILL: &str = "crm+skill://git-workflow/SKILL.md";
 const SERVED_GUIDE: &str = "crm+skill://git-workflow/references/GUIDE.md";
 
-fn deployment(url: &str) -> tempfile::TempDir {
-    let toml = "[[admin.tokens]]\ncredential = \"airlock.admin\"\nprincipal = \"alice\"\n[[mcp.tokens]]\ncredential = \"airlock.claude\"\nprincipal = \"claude\"\n[egress]\nallow = [\"127.0.0.1/32\"]\n[credentials]\nfile = \"creds.yml\"\n";
+/// Connection `crm` on the upstream at `url`, with `access` (`[[access]]` rules, or nothing).
+fn deployment(url: &str, access: &str) -> tempfile::TempDir {
+    let toml = format!(
+        "[[admin.tokens]]\ncredential = \"airlock.admin\"\nprincipal = \"alice\"\n[[mcp.tokens]]\ncredential = \"airlock.claude\"\nprincipal = \"claude\"\n{access}[egress]\nallow = [\"127.0.0.1/32\"]\n[credentials]\nfile = \"creds.yml\"\n"
+    );
     let dir = deployment_with(
-        toml,
+        &toml,
         &format!("airlock:\n  admin: {ADMIN}\n  claude: {CLAUDE}\n"),
     );
     std::fs::create_dir(dir.path().join("connections")).unwrap();
@@ -54,11 +57,11 @@ fn boot(dir: &std::path::Path) -> (Server, String) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mcp_88_a_connections_skills_are_relayed_namespaced_and_their_files_read_as_listed() {
     let upstream = Upstream::start(Script::default()).await;
-    upstream.set_skill_files(&[
-        (SKILL, "---\nname: git-workflow\n---\nBranch."),
-        (GUIDE, "Rebase."),
-    ]);
-    let dir = deployment(&upstream.loopback_url());
+    let hidden = "skill://deploy/SKILL.md";
+    upstream.set_skill_files(&[(hidden, "Ship."), (SKILL, "Branch."), (GUIDE, "Rebase.")]);
+    // MCP-88: `[[access]]` grants a skill by the prefix and its frontmatter name.
+    let access = "[[access]]\nprincipals = [\"claude\"]\ntools = [\"crm__git-workflow\"]\n";
+    let dir = deployment(&upstream.loopback_url(), access);
     let (_server, base) = boot(dir.path());
     let hello = json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}});
     let caps = ask(&base, "initialize", hello).await["result"]["capabilities"].clone();
@@ -83,6 +86,12 @@ async fn mcp_88_a_connections_skills_are_relayed_namespaced_and_their_files_read
     let unknown = ask(&base, "skills/get", json!({"uri": SKILL})).await;
     assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
     assert_eq!(unknown["error"]["data"]["uri"], SKILL, "{unknown}");
+    assert_eq!(list["skills"].as_array().unwrap().len(), 1, "{list}");
+    let hidden = "crm+skill://deploy/SKILL.md";
+    let got = ask(&base, "skills/get", json!({"uri": hidden})).await;
+    assert_eq!(got["error"]["code"], -32602, "{got}");
+    let read = ask(&base, "resources/read", json!({"uri": hidden})).await;
+    assert_eq!(read["error"]["code"], -32602, "{read}");
 
     // A file its skill lists is read through airlock, though `resources/list` names none.
     let read = ask(&base, "resources/read", json!({"uri": SERVED_GUIDE})).await;
@@ -105,7 +114,7 @@ async fn ops_79_a_skill_whose_files_change_waits_for_an_operator_across_restarts
     let upstream = Upstream::start(Script::default()).await;
     let deploy = ("skill://deploy/SKILL.md", "Ship.");
     upstream.set_skill_files(&[deploy, (SKILL, "Branch."), (GUIDE, "Rebase.")]);
-    let dir = deployment(&upstream.loopback_url());
+    let dir = deployment(&upstream.loopback_url(), "");
     // First boot: trust on first use.
     let (first, base) = boot(dir.path());
     let both = ["crm+skill://deploy/SKILL.md", SERVED_SKILL];
@@ -147,4 +156,11 @@ async fn ops_79_a_skill_whose_files_change_waits_for_an_operator_across_restarts
     assert_eq!(skills(&base).await, both);
     let read = ask(&base, "resources/read", json!({"uri": SERVED_GUIDE})).await;
     assert_eq!(read["result"]["contents"][0]["text"], "Merge.", "{read}");
+
+    // A pinned skill the server stops listing is reported removed.
+    upstream.set_skill_files(&[release, (SKILL, "Branch."), (GUIDE, "Merge.")]);
+    let out = cli(dir.path(), &["tools", "diff"]);
+    let report = String::from_utf8_lossy(&out.stdout);
+    let removed = "crm: skill `skill://deploy/SKILL.md` was removed by the server";
+    assert!(report.contains(removed), "{report}");
 }
