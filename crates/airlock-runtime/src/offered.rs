@@ -47,6 +47,9 @@ pub(crate) struct Source {
     catalog: RemoteCatalog,
     /// A connection file's server: its skills are pinned (OPS-79).
     pinned: bool,
+    /// The files (upstream URIs) of its skills withheld from their pins: never read, even
+    /// when its `resources/list` names them (OPS-79).
+    withheld: HashSet<String>,
 }
 
 /// One server to ask at boot.
@@ -122,6 +125,7 @@ impl Offered {
             let checked =
                 pins::check_skills(store, connection, listed, &pinned, new, first_use).await?;
             source.catalog.skills = checked.served;
+            source.withhold(&checked.pending);
             pending.extend(checked.pending);
         }
         Ok(pending)
@@ -166,6 +170,7 @@ impl Offered {
                 };
                 entries
                     .iter()
+                    .filter(move |e| !source.withheld.contains(field(e, "uri")))
                     .filter(move |e| visible(&source.access_name(list, e)))
                     .map(move |e| source.serve(list, e))
             })
@@ -182,6 +187,9 @@ impl Offered {
     ) -> Option<(&Source, String)> {
         self.sources(scope).iter().find_map(|source| {
             let upstream = uri::upstream(&source.namespace, served)?;
+            if source.withheld.contains(upstream) {
+                return None;
+            }
             let listed = source
                 .catalog
                 .resources
@@ -313,6 +321,7 @@ fn servers(
             client: client.clone(),
             catalog: RemoteCatalog::default(),
             pinned: true,
+            withheld: HashSet::new(),
         };
         asked.push(Asked {
             scope: ScopeId::Gateway,
@@ -352,6 +361,7 @@ fn servers(
                 client,
                 catalog: RemoteCatalog::default(),
                 pinned: false,
+                withheld: HashSet::new(),
             };
             asked.push(Asked {
                 scope: scope.id.clone(),

@@ -182,8 +182,9 @@ impl Server {
     /// Serves skills (SEP-2640) from the next request on: `files` maps `skill://<name>/<path>`
     /// to its text; each `skill://<name>/SKILL.md` is a skill (frontmatter `name` and
     /// `description: "A test skill."`) listing every file under `skill://<name>/` with its
-    /// SHA-256 digest and size, and `resources/read` answers each file's text. The
-    /// `initialize` reply then declares `resources` and the skills extension.
+    /// SHA-256 digest and size, and `resources/read` answers each file's text; `resources/list`
+    /// names each `SKILL.md`. The `initialize` reply then declares `resources` and the skills
+    /// extension.
     pub fn set_skill_files(&self, files: &[(&str, &str)]) {
         let files: std::collections::BTreeMap<String, String> = files
             .iter()
@@ -242,7 +243,15 @@ fn skills_reply(method: &str, params: &Value, files: &SkillFiles) -> Option<Valu
             Some(skill) => Ok(json!({ "skill": skill })),
             None => not_found(),
         },
-        "resources/list" => Ok(json!({ "resources": [] })),
+        // Each skill's `SKILL.md` is a listed resource, as the extension suggests; its other
+        // files are read by URI only.
+        "resources/list" => {
+            let listed = skills.iter().map(|s| {
+                let name = &s["frontmatter"]["name"];
+                json!({"uri": s["uri"], "name": name, "mimeType": "text/markdown"})
+            });
+            Ok(json!({ "resources": listed.collect::<Vec<_>>() }))
+        }
         "resources/templates/list" => Ok(json!({ "resourceTemplates": [] })),
         "resources/read" => match files.read.get(uri) {
             Some(text) => {

@@ -10,7 +10,9 @@
 //! its bytes (a text's UTF-8, a blob's decoded base64) have exactly the entry's size and SHA-256
 //! digest: a server that changes a file without changing its entry is refused, never relayed.
 //! An entry whose `resources` is not a list (`"dynamic"`) lists no file, so none of it is read
-//! through a skill; it is served, and pinned, as the server describes it.
+//! through a skill; it is served, and pinned, as the server describes it. The files of a skill
+//! withheld from its pin — as listed now and as pinned — are not read at all, even when the
+//! server's `resources/list` names them (OPS-79).
 
 use base64::Engine as _;
 use serde_json::Value;
@@ -18,6 +20,7 @@ use sha2::{Digest, Sha256};
 
 use super::{Source, field, uri};
 use crate::error::ToolError;
+use crate::pins::{Difference, Pending};
 use airlock_ledger::ToolErrorKind;
 use airlock_mcp::Entry;
 
@@ -60,6 +63,25 @@ impl Source {
                 .find(|f| field(f, "uri") == upstream)?;
             visible(&self.skill_name(skill)).then_some(file)
         })
+    }
+
+    /// Withholds the files of the skills `pending` names, as listed now and as pinned.
+    pub(super) fn withhold(&mut self, pending: &[Pending]) {
+        for p in pending {
+            let pinned = match &p.difference {
+                Difference::Changed { pinned } | Difference::Removed { pinned } => Some(pinned),
+                Difference::New | Difference::Renamed { .. } => None,
+            };
+            for entry in std::iter::once(&p.definition).chain(pinned) {
+                self.withheld.insert(p.tool.clone());
+                let files = entry.get("resources").and_then(Value::as_array);
+                let uris = files
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|f| f["uri"].as_str());
+                self.withheld.extend(uris.map(str::to_owned));
+            }
+        }
     }
 
     /// `read` (a `resources/read` result of the upstream URI `upstream`) when it is not a skill

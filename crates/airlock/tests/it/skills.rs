@@ -93,7 +93,8 @@ async fn mcp_88_a_connections_skills_are_relayed_namespaced_and_their_files_read
     let read = ask(&base, "resources/read", json!({"uri": hidden})).await;
     assert_eq!(read["error"]["code"], -32602, "{read}");
 
-    // A file its skill lists is read through airlock, though `resources/list` names none.
+    // A file its skill lists is read through airlock, though `resources/list` names only
+    // `SKILL.md` files.
     let read = ask(&base, "resources/read", json!({"uri": SERVED_GUIDE})).await;
     assert_eq!(read["result"]["contents"][0]["text"], "Rebase.", "{read}");
     assert_eq!(read["result"]["contents"][0]["uri"], SERVED_GUIDE, "{read}");
@@ -135,9 +136,15 @@ async fn ops_79_a_skill_whose_files_change_waits_for_an_operator_across_restarts
     assert_eq!(skills(&base).await, ["crm+skill://deploy/SKILL.md"]);
     let got = ask(&base, "skills/get", json!({"uri": SERVED_SKILL})).await;
     assert_eq!(got["error"]["code"], -32602, "{got}");
-    let read = ask(&base, "resources/read", json!({"uri": SERVED_GUIDE})).await;
-    assert_eq!(read["error"]["code"], -32602, "{read}");
-    assert!(!read.to_string().contains("Merge."), "{read}");
+    // Its files are not read, though the server's `resources/list` names its `SKILL.md`.
+    for file in [SERVED_GUIDE, SERVED_SKILL] {
+        let read = ask(&base, "resources/read", json!({"uri": file})).await;
+        assert_eq!(read["error"]["code"], -32602, "{read}");
+        assert!(!read.to_string().contains("Merge."), "{read}");
+    }
+    let listed = ask(&base, "resources/list", json!({})).await.to_string();
+    assert!(listed.contains("crm+skill://deploy/SKILL.md"), "{listed}");
+    assert!(!listed.contains(SERVED_SKILL), "{listed}");
     drop(second);
 
     let out = cli(dir.path(), &["tools", "diff"]);
