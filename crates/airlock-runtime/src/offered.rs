@@ -10,10 +10,12 @@
 //! the reversible mapping of [`uri`]. A served name or URI resolves back to exactly one
 //! server's entry, or to none; nothing is resolved that was not listed (or, for a URI, matched
 //! by a listed template, or listed as a file of a listed skill). A connection file's skills are
-//! served only as pinned ([`Offered::pin_skills`], OPS-79).
+//! served only as pinned ([`Offered::pin_skills`], OPS-79). A client's resource subscriptions
+//! are relayed from the upstreams that declared them (`watch`, MCP-92).
 
 mod skills;
 mod uri;
+mod watch;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -149,6 +151,7 @@ impl Offered {
                 c.completions && !(c.prompts.is_empty() && c.templates.is_empty())
             }),
             skills: any(|c| !c.skills.is_empty()),
+            subscribe: any(|c| c.subscribe && !(c.resources.is_empty() && c.templates.is_empty())),
         }
     }
 

@@ -1,7 +1,8 @@
 //! A real MCP server on 127.0.0.1 for the tests: Streamable HTTP written by hand on axum, so
 //! each test scripts what it answers (JSON or SSE, isError, JSON-RPC errors, 3xx, 401, silence,
 //! oversized streams, pagination, a tools list that changes, skills of the SEP-2640 extension
-//! whose files change) and reads back exactly what it was sent. Every request on any path is recorded; only `/mcp` answers as an MCP server.
+//! whose files change, a `subscriptions/listen` stream of resource updates) and reads back
+//! exactly what it was sent. Every request on any path is recorded; only `/mcp` answers as an MCP server.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -13,6 +14,7 @@ use axum::extract::{ConnectInfo, DefaultBodyLimit, State};
 use axum::http::{HeaderMap, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
+use futures::StreamExt as _;
 use serde_json::{Value, json};
 
 /// The largest request body the upstream reads: above the endpoint's 4 MiB cap plus the
@@ -46,6 +48,11 @@ pub struct Script {
     /// Issue this `Mcp-Session-Id` on the `initialize` reply (by default the server keeps no
     /// sessions and issues none).
     pub session_id: Option<String>,
+    /// Offer resources that can be subscribed to: declare `resources.subscribe`, list
+    /// `test://watched` and `test://unwatched`, and answer `subscriptions/listen` with an event
+    /// stream that acknowledges, sends `notifications/resources/updated` for `test://elsewhere`
+    /// (never asked for) and then for each URI asked for, then stays open.
+    pub subscribe: bool,
 }
 
 /// One request the upstream saw.
@@ -205,6 +212,43 @@ impl Server {
     }
 }
 
+/// What the upstream declares: tools, and resources (subscribable ones too) and the skills
+/// extension when it serves them.
+fn capabilities(script: &Script, serves_skills: bool) -> Value {
+    let mut capabilities = json!({"tools": {}});
+    if serves_skills {
+        capabilities["resources"] = json!({});
+        capabilities["extensions"] = json!({"io.modelcontextprotocol/skills": {}});
+    }
+    if script.subscribe {
+        capabilities["resources"] = json!({"subscribe": true});
+    }
+    capabilities
+}
+
+/// A `subscriptions/listen` stream: the acknowledgment, an update of a URI never asked for, one
+/// of each URI asked for, then nothing more, open until the client goes.
+fn listen_stream(id: &Value, params: &Value) -> Response {
+    let asked = params["notifications"]["resourceSubscriptions"].clone();
+    let meta = json!({"io.modelcontextprotocol/subscriptionId": id});
+    let ack = json!({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
+        "params": {"notifications": {"resourceSubscriptions": asked}, "_meta": meta}});
+    let uris = asked.as_array().cloned().unwrap_or_default();
+    let updates = std::iter::once(json!("test://elsewhere"))
+        .chain(uris)
+        .map(|uri| {
+            json!({"jsonrpc": "2.0", "method": "notifications/resources/updated",
+            "params": {"uri": uri, "_meta": meta}})
+        });
+    let events: Vec<Result<String, std::convert::Infallible>> = std::iter::once(ack)
+        .chain(updates)
+        .map(|m| Ok(format!("event: message\ndata: {m}\n\n")))
+        .collect();
+    let stream = futures::stream::iter(events).chain(futures::stream::pending());
+    let body = axum::body::Body::from_stream(stream);
+    ([(header::CONTENT_TYPE, "text/event-stream")], body).into_response()
+}
+
 /// The `skills/list` entries of `files`.
 fn skill_entries(files: &SkillFiles) -> Vec<Value> {
     use sha2::Digest as _;
@@ -320,18 +364,31 @@ async fn handle(
         let reply = serves.then(|| skills_reply(&method, &body["params"], &skills));
         (serves, reply.flatten())
     };
+    if up.script.subscribe && method == "subscriptions/listen" {
+        return listen_stream(&id, &body["params"]);
+    }
     let reply = match method.as_str() {
+        _ if up.script.subscribe && method.starts_with("resources/") => {
+            let watched = [
+                ("test://watched", "watched"),
+                ("test://unwatched", "unwatched"),
+            ];
+            let resources: Vec<Value> = (watched.iter())
+                .map(|(uri, name)| json!({"uri": uri, "name": name}))
+                .collect();
+            let listed = match method.as_str() {
+                "resources/list" => json!({ "resources": resources }),
+                _ => json!({ "resourceTemplates": [] }),
+            };
+            ok(&id, listed)
+        }
         _ if let Some(mut answer) = skill_reply => {
             answer["jsonrpc"] = json!("2.0");
             answer["id"] = id;
             answer
         }
         "initialize" => {
-            let mut capabilities = json!({"tools": {}});
-            if serves_skills {
-                capabilities["resources"] = json!({});
-                capabilities["extensions"] = json!({"io.modelcontextprotocol/skills": {}});
-            }
+            let capabilities = capabilities(&up.script, serves_skills);
             let mut result = json!({
                 "protocolVersion": body["params"]["protocolVersion"],
                 "capabilities": capabilities,
@@ -347,7 +404,7 @@ async fn handle(
             json!({
                 "resultType": "complete",
                 "supportedVersions": ["2026-07-28"],
-                "capabilities": {"tools": {}},
+                "capabilities": capabilities(&up.script, serves_skills),
                 "ttlMs": 0,
                 "cacheScope": "private"
             }),

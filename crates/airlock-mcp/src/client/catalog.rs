@@ -41,6 +41,9 @@ pub struct RemoteCatalog {
     /// `skills/list`, every page (empty when the server does not declare the skills
     /// extension, SEP-2640).
     pub skills: Vec<Entry>,
+    /// The server declares `resources.subscribe` and speaks 2026-07-28: its resource updates
+    /// can be listened to ([`McpClient::listen_resources`], MCP-92).
+    pub subscribe: bool,
 }
 
 impl RemoteCatalog {
@@ -86,17 +89,19 @@ impl McpClient {
                 if caps.supports_skills() {
                     skills = Some(servable(peer.list_all_skills().await?));
                 }
-                let completions = caps.completions.is_some();
-                Ok((resources, templates, prompts, skills, completions))
+                Ok((caps, resources, templates, prompts, skills))
             })
             .await?;
-        let (resources, templates, prompts, skills, completions) = listed;
+        let (caps, resources, templates, prompts, skills) = listed;
+        let subscribable = caps.resources.as_ref().and_then(|r| r.subscribe);
         Ok(RemoteCatalog {
             resources: wire_entries(resources)?,
             templates: wire_entries(templates)?,
             prompts: wire_entries(prompts)?,
-            completions,
+            completions: caps.completions.is_some(),
             skills: wire_entries(skills)?,
+            // Relayed only from an upstream that speaks 2026-07-28 (MCP-92).
+            subscribe: subscribable == Some(true) && self.speaks_modern(target),
         })
     }
 

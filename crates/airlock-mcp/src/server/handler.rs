@@ -16,6 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use opentelemetry::context::FutureExt;
+use rmcp::model::SubscriptionFilter;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
     GetTaskParams, GetTaskResult, Implementation, ListToolsResult, PaginatedRequestParams,
@@ -27,7 +28,7 @@ use rmcp::model::{
     InitializeResult, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
     ListSkillsResult, ReadResourceRequestParams, ReadResourceResponse,
 };
-use rmcp::service::RequestContext;
+use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Map, Value};
 
@@ -39,7 +40,7 @@ use super::notices::{self, Levels};
 use super::request::Admitted;
 use super::request_state::RequestStates;
 use super::{mrtr, offer_rounds, tool_rounds};
-use super::{offered, tasks, trace};
+use super::{offered, subscriptions, tasks, trace};
 use crate::Downstream;
 use crate::host::{CALL_KEY_META, CallKey, HostCall, HostError, HostOutcome, ToolHost};
 use crate::rounds::{self, Round};
@@ -239,6 +240,7 @@ impl ServerHandler for Endpoint {
             .enable_tasks()
             .enable_logging()
             .enable_resources()
+            .enable_resources_subscribe()
             .enable_skills()
             .build();
         ServerConfig::new(capabilities)
@@ -262,6 +264,7 @@ impl ServerHandler for Endpoint {
             self.host.as_ref(),
             &admitted(&context)?,
             &mut info.capabilities,
+            false,
         );
         Ok(info)
     }
@@ -275,6 +278,7 @@ impl ServerHandler for Endpoint {
             self.host.as_ref(),
             &admitted(&context)?,
             &mut info.capabilities,
+            true,
         );
         let versions = self.supported_protocol_versions().into_owned();
         Ok(DiscoverResult::from_server_info(versions, info))
@@ -286,6 +290,18 @@ impl ServerHandler for Endpoint {
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
         offered::resources(self.host.as_ref(), &admitted(&context)?)
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        Some(subscriptions::accepted(requested))
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        let admitted = admitted(context.request_context())?;
+        subscriptions::listen(self.host.as_ref(), &admitted, context).await
     }
 
     async fn list_skills(

@@ -7,8 +7,9 @@
 //! `io.modelcontextprotocol/skills` extension only when it has something for them, in
 //! `initialize` and `server/discover` alike, and a method of a capability the scope does not
 //! declare is -32601 as before; `skills/get` answers only a skill `skills/list` shows the
-//! caller (-32602 otherwise, with `error.data.uri`); never `directoryRead`, `subscribe` or
-//! `listChanged` (the endpoint is stateless and sends no notification). Lists are served whole
+//! caller (-32602 otherwise, with `error.data.uri`); `subscribe` only to a 2026-07-28 client
+//! of a scope with a subscribable resource (MCP-92); never `directoryRead` or
+//! `listChanged` (a scope's lists are fixed at boot). Lists are served whole
 //! (one page), filtered for their caller. An entry the host hands over that the SDK cannot
 //! read is an internal error, never a partly served list.
 
@@ -28,8 +29,15 @@ use super::request::Admitted;
 use crate::host::ToolHost;
 use crate::host::{Listed, Offers};
 
-/// Declares exactly the capabilities beside tools the scope of `admitted` has entries for.
-pub(super) fn declare(host: &dyn ToolHost, admitted: &Admitted, caps: &mut ServerCapabilities) {
+/// Declares exactly the capabilities beside tools the scope of `admitted` has entries for;
+/// `resources.subscribe` only to a 2026-07-28 client (`modern`), whose `subscriptions/listen`
+/// carries updates (MCP-92): a session-era client's `resources/subscribe` stays -32601.
+pub(super) fn declare(
+    host: &dyn ToolHost,
+    admitted: &Admitted,
+    caps: &mut ServerCapabilities,
+    modern: bool,
+) {
     caps.resources = None;
     if let Some(extensions) = caps.extensions.as_mut() {
         extensions.remove(SKILLS_EXTENSION_ID);
@@ -40,9 +48,12 @@ pub(super) fn declare(host: &dyn ToolHost, admitted: &Admitted, caps: &mut Serve
         prompts,
         completions,
         skills,
+        subscribe,
     } = host.offers(&admitted.scope);
     if resources {
-        caps.resources = Some(ResourcesCapability::default());
+        let mut declared = ResourcesCapability::default();
+        declared.subscribe = (subscribe && modern).then_some(true);
+        caps.resources = Some(declared);
     }
     if prompts {
         caps.prompts = Some(PromptsCapability::default());

@@ -20,6 +20,7 @@ use airlock_mcp::{Answered, OfferAnswer, OfferRequest, RoundCall};
 use airlock_mcp::{Caller, CallerRefusal, Entry, HostError, Listed, OfferHost, Offers};
 use airlock_spec::ScopeId;
 use futures::future::BoxFuture;
+use futures::stream::BoxStream;
 use serde_json::{Map, Value, json};
 
 use super::McpHost;
@@ -253,6 +254,20 @@ impl OfferHost for McpHost {
                 }
             }
         })
+    }
+
+    fn watch_resources(
+        &self,
+        scope: &ScopeId,
+        caller: &Caller,
+        uris: Vec<String>,
+    ) -> BoxStream<'static, String> {
+        let visible = |name: &str| self.sees(scope, caller, name);
+        let updates = self.gateway.offered().watch(scope, &uris, &visible);
+        let next = |mut updates: tokio::sync::mpsc::Receiver<String>| async move {
+            updates.recv().await.map(|uri| (uri, updates))
+        };
+        Box::pin(futures::stream::unfold(updates, next))
     }
 
     fn complete<'a>(

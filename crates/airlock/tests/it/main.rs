@@ -44,6 +44,7 @@ mod runs;
 mod serve;
 mod shutdown;
 mod skills;
+mod subscriptions;
 mod support;
 mod telemetry;
 mod words;
