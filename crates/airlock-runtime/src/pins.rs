@@ -7,6 +7,8 @@
 //! changed tool, a new one, or one renamed (a new name whose definition, name aside, is that of
 //! a pinned tool now gone) is withheld and reported; a pinned tool the server no longer lists is
 //! reported removed, and its calls fail naming it. Accepting pins what the server says now.
+//! What waits is described on one line, a skill's URI (the server's own text) with every
+//! character that could disguise it written as an escape (INBOX-4).
 
 use std::collections::BTreeMap;
 
@@ -74,7 +76,9 @@ impl Pending {
     /// One line for a log or a terminal.
     #[must_use]
     pub fn describe(&self) -> String {
-        let (c, t) = (&self.connection, &self.tool);
+        // A skill's URI is the server's own text, shown on one line with nothing hidden.
+        let t = airlock_spec::visible_text(&self.tool).replace('\n', "\\n");
+        let (c, t) = (&self.connection, t.replace('\t', "\\t"));
         let (kind, changed) = match self.kind {
             Pinned::Tool => ("tool", "its definition"),
             Pinned::Skill => ("skill", "its files or frontmatter"),

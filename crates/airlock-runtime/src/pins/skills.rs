@@ -117,3 +117,23 @@ fn pin_of(connection: &str, uri: &str, definition: &Value) -> ToolPin {
         pinned_at: time::OffsetDateTime::now_utc(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_skills_uri_is_described_on_one_line_with_nothing_hidden() {
+        let pending = Pending {
+            connection: "crm".into(),
+            tool: "skill://a\u{202E}b\nwithheld: nothing/SKILL.md".into(),
+            kind: Pinned::Skill,
+            difference: Difference::New,
+            definition: Value::Null,
+        };
+        assert_eq!(
+            pending.describe(),
+            "crm: skill `skill://a\\u{202E}b\\nwithheld: nothing/SKILL.md` is new"
+        );
+    }
+}
