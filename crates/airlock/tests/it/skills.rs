@@ -114,7 +114,9 @@ async fn mcp_88_a_connections_skills_are_relayed_namespaced_and_their_files_read
 async fn ops_79_a_skill_whose_files_change_waits_for_an_operator_across_restarts() {
     let upstream = Upstream::start(Script::default()).await;
     let deploy = ("skill://deploy/SKILL.md", "Ship.");
-    upstream.set_skill_files(&[deploy, (SKILL, "Branch."), (GUIDE, "Rebase.")]);
+    // MCP-88: a skill whose name breaks the extension's rules is neither served nor pinned.
+    let malformed = ("skill://Not_A_Name/SKILL.md", "Bad.");
+    upstream.set_skill_files(&[deploy, malformed, (SKILL, "Branch."), (GUIDE, "Rebase.")]);
     let dir = deployment(&upstream.loopback_url(), "");
     // First boot: trust on first use.
     let (first, base) = boot(dir.path());
