@@ -11,10 +11,13 @@ use serde_json::{Value, json};
 use crate::mcp::{CLAUDE, rpc};
 use crate::support::{deployment_with, serve_in_process};
 
-/// Connection `crm` on `url`; `claude` may read `crm__watched` only.
-fn deployment(url: &str) -> tempfile::TempDir {
-    let toml = "[[mcp.tokens]]\ncredential = \"airlock.claude\"\nprincipal = \"claude\"\n[[access]]\nprincipals = [\"claude\"]\ntools = [\"crm__watched\"]\n[egress]\nallow = [\"127.0.0.1/32\"]\n[credentials]\nfile = \"creds.yml\"\n";
-    let dir = deployment_with(toml, &format!("airlock:\n  claude: {CLAUDE}\n"));
+/// Connection `crm` on `url`; `claude` may read `crm__watched` only; `egress` adds to
+/// `[egress]`.
+fn deployment(url: &str, egress: &str) -> tempfile::TempDir {
+    let toml = format!(
+        "[[mcp.tokens]]\ncredential = \"airlock.claude\"\nprincipal = \"claude\"\n[[access]]\nprincipals = [\"claude\"]\ntools = [\"crm__watched\"]\n[egress]\nallow = [\"127.0.0.1/32\"]\n{egress}[credentials]\nfile = \"creds.yml\"\n"
+    );
+    let dir = deployment_with(&toml, &format!("airlock:\n  claude: {CLAUDE}\n"));
     std::fs::create_dir(dir.path().join("connections")).unwrap();
     let file = format!("url: {url}\nprotocol: 2026-07-28\n");
     std::fs::write(dir.path().join("connections/crm.yml"), file).unwrap();
@@ -39,10 +42,11 @@ fn modern(base: &str, method: &str, mut params: Value) -> reqwest::RequestBuilde
         .body(body.to_string())
 }
 
-/// The stream's messages up to the first update of `uri`.
-async fn until_updated(mut response: reqwest::Response, uri: &str) -> Vec<Value> {
+/// The stream's messages up to the `times`th update of `uri`.
+async fn until_updated(mut response: reqwest::Response, uri: &str, times: usize) -> Vec<Value> {
     let mut text = String::new();
     let mut messages = Vec::new();
+    let mut heard = 0;
     loop {
         let chunk = response.chunk().await.unwrap().expect("the stream ended");
         text.push_str(&String::from_utf8_lossy(&chunk));
@@ -52,10 +56,13 @@ async fn until_updated(mut response: reqwest::Response, uri: &str) -> Vec<Value>
             let Ok(message) = serde_json::from_str::<Value>(data.collect::<String>().trim()) else {
                 continue;
             };
-            let done = message["method"] == "notifications/resources/updated"
-                && message["params"]["uri"] == uri;
+            if message["method"] == "notifications/resources/updated"
+                && message["params"]["uri"] == uri
+            {
+                heard += 1;
+            }
             messages.push(message);
-            if done {
+            if heard == times {
                 return messages;
             }
         }
@@ -70,7 +77,7 @@ async fn mcp_92_a_listening_client_hears_the_upstreams_updates_of_what_it_may_re
         ..Script::default()
     };
     let upstream = Upstream::start(script).await;
-    let dir = deployment(&upstream.loopback_url());
+    let dir = deployment(&upstream.loopback_url(), "");
     let (addr, _) = serve_in_process(dir.path()).await;
     let base = format!("http://{addr}");
 
@@ -106,7 +113,7 @@ async fn mcp_92_a_listening_client_hears_the_upstreams_updates_of_what_it_may_re
     assert!(kind.starts_with("text/event-stream"), "{kind}");
     let heard = tokio::time::timeout(
         Duration::from_secs(20),
-        until_updated(stream, "crm+test://watched"),
+        until_updated(stream, "crm+test://watched", 1),
     )
     .await
     .expect("no update within 20 s");
@@ -123,4 +130,32 @@ async fn mcp_92_a_listening_client_hears_the_upstreams_updates_of_what_it_may_re
         .map(|s| s.body["params"]["notifications"]["resourceSubscriptions"].clone())
         .collect();
     assert_eq!(listens, [json!(["test://watched"])]);
+}
+
+/// MCP-93: the guard's deadline ends each upstream stream, and airlock listens again at once,
+/// so the client's one stream goes on hearing updates.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_93_an_upstream_stream_the_deadline_ends_is_listened_to_again() {
+    let script = Script {
+        modern: true,
+        subscribe: true,
+        ..Script::default()
+    };
+    let upstream = Upstream::start(script).await;
+    let dir = deployment(&upstream.loopback_url(), "deadline = \"1s\"\n");
+    let (addr, _) = serve_in_process(dir.path()).await;
+    let listen = json!({"notifications": {"resourceSubscriptions": ["crm+test://watched"]}});
+    let stream = modern(&format!("http://{addr}"), "subscriptions/listen", listen);
+    let stream = stream.send().await.unwrap();
+    // The upstream sends one update per stream: a second one comes from a second stream.
+    let heard = tokio::time::timeout(
+        Duration::from_secs(20),
+        until_updated(stream, "crm+test://watched", 2),
+    )
+    .await
+    .expect("no second update within 20 s");
+    assert!(!heard.is_empty());
+    let listens = upstream.methods().into_iter();
+    let listens = listens.filter(|m| m == "subscriptions/listen").count();
+    assert!(listens >= 2, "{listens}");
 }
