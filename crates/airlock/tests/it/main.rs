@@ -43,6 +43,8 @@ mod replicas;
 mod runs;
 mod serve;
 mod shutdown;
+mod skills;
+mod subscriptions;
 mod support;
 mod telemetry;
 mod words;
