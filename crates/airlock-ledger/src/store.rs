@@ -30,6 +30,7 @@ use crate::transitions::agent_runs::{RunDetail, RunStep};
 use crate::transitions::confirmations::{Answered, Confirmation};
 use crate::transitions::decide::Voted;
 use crate::transitions::freezes::{Freeze, FreezeTarget};
+use crate::transitions::grants::Grant;
 use crate::transitions::pins::ToolPin;
 use crate::transitions::rate::{RateBudget, RateRefusal};
 use crate::transitions::request_states::StateUse;
@@ -240,6 +241,9 @@ pub trait Invocations: Send + Sync {
         by: &str,
         decision: Decision,
     ) -> LedgerFuture<'_, Vec<Invocation>>;
+    /// Approves `id` by `by` and, in the same commit, grants later calls of its principal
+    /// through without asking again, as `grant` bounds them (docs/rules.md LEDGER-77).
+    fn grant(&self, id: InvocationId, by: &str, grant: Grant) -> LedgerFuture<'_, Invocation>;
     /// `by`'s approval of a call that needs `needed` distinct approvals (docs/rules.md
     /// LEDGER-76): one compare-and-swap that leaves it waiting, or makes it approved when this
     /// vote completes the quorum. A second vote by `by` is [`LedgerError::AlreadyDecided`].

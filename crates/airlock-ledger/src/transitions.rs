@@ -7,6 +7,7 @@ pub(crate) mod confirmations;
 pub(crate) mod decide;
 pub(crate) mod expiry;
 pub(crate) mod freezes;
+pub(crate) mod grants;
 pub(crate) mod lease;
 pub(crate) mod pins;
 pub(crate) mod rate;

@@ -23,6 +23,7 @@ use crate::transitions::agent_runs::{RunDetail, RunStep};
 use crate::transitions::confirmations::{Answered, Confirmation};
 use crate::transitions::decide::Voted;
 use crate::transitions::freezes::{Freeze, FreezeTarget};
+use crate::transitions::grants::Grant;
 use crate::transitions::pins::ToolPin;
 use crate::transitions::rate::{RateBudget, RateRefusal};
 use crate::transitions::request_states::StateUse;
@@ -76,6 +77,7 @@ impl Invocations for WithInvocations {
         fn decide_all(&self, ids: Vec<InvocationId>, by: &str, decision: Decision)
             -> LedgerFuture<'_, Vec<Invocation>>;
         fn vote(&self, id: InvocationId, by: &str, needed: u32) -> LedgerFuture<'_, Voted>;
+        fn grant(&self, id: InvocationId, by: &str, grant: Grant) -> LedgerFuture<'_, Invocation>;
         fn decide_once(&self, used: StateUse, claim_for: Option<(String, Duration)>)
             -> LedgerFuture<'_, Invocation>;
         fn relay_task(&self, id: InvocationId, owner: &str, task: String, lease: Duration)

@@ -12,7 +12,9 @@ pub mod worker;
 use std::sync::Arc;
 
 use airlock_ledger::Resolution;
-use airlock_ledger::{Decision, Invocation, InvocationId, InvocationState, LedgerError, Store};
+use airlock_ledger::{
+    Decision, Grant, Invocation, InvocationId, InvocationState, LedgerError, Store,
+};
 use airlock_spec::{Mode, Scope, ScopeId, SourceKind, ToolSpec};
 
 use crate::freeze::{self, Covered};
@@ -72,6 +74,35 @@ pub async fn decide_all(
         run_if_approved(gateway, row);
     }
     Ok(rows)
+}
+
+/// Approves `id` by `decider` and grants later calls of its principal through as `grant`
+/// bounds them (docs/rules.md POLICY-62), judged as an approval is (a freeze, a supplied
+/// connection); refused for a call whose tool names its approvers, since one person's grant
+/// cannot stand for them. The approved call then runs as after [`decide`].
+///
+/// # Errors
+/// The refusal, as [`decide`]'s; nothing was decided.
+pub async fn grant(
+    gateway: &Arc<Gateway>,
+    id: InvocationId,
+    decider: &str,
+    grant: Grant,
+    surface: &'static str,
+) -> Result<Invocation, GatewayError> {
+    let store = gateway.store().as_ref();
+    let judged = Judged {
+        declarations: Some(gateway),
+        scopes: &[],
+    };
+    approvers::refuse_in_batch(store, id, &judged).await?;
+    if let Some(reason) = refusal(store, id, &Decision::Approve, &judged).await? {
+        return Err(LedgerError::DecisionRefused { id, reason }.into());
+    }
+    let row = store.grant(id, decider, grant).await?;
+    decided(&row, decider, &Decision::Approve, surface);
+    run_if_approved(gateway, &row);
+    Ok(row)
 }
 
 /// An approved row runs in the background, on the gateway's tracked tasks.

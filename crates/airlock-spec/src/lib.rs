@@ -73,4 +73,5 @@ pub use tool::{
 };
 pub use tool_mcp::{MAX_MCP_SLUG, MAX_REMOTE_TOOL_NAME};
 pub use tree::Pos;
+pub use values::parse_duration;
 pub use visible::{disguises, visible_text};

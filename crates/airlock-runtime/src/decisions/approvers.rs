@@ -37,8 +37,8 @@ pub(super) async fn take(
     }
 }
 
-/// A batch decision (DECIDE-19) is refused for a call whose tool asks more than one approval:
-/// one person's batch cannot stand for a quorum.
+/// A batch decision (DECIDE-19) or a grant (POLICY-62) is refused for a call whose tool names
+/// its approvers: one person's act cannot stand for them.
 pub(super) async fn refuse_in_batch(
     store: &dyn Store,
     id: InvocationId,
@@ -47,7 +47,9 @@ pub(super) async fn refuse_in_batch(
     match of(store, id, judged).await? {
         Some((approvers, _)) if !approvers.is_plain() => Err(LedgerError::DecisionRefused {
             id,
-            reason: "its tool names its approvers (`approvers:`): decide it on its own".to_owned(),
+            reason:
+                "its tool names its approvers (`approvers:`): decide it on its own, without a grant"
+                    .to_owned(),
         }),
         _ => Ok(()),
     }

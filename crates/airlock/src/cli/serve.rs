@@ -142,6 +142,7 @@ async fn serve_dir(args: &Args, dir: &Path, files: FileLimit) -> anyhow::Result<
         mcp: booted.mcp,
         limits: within_file_limit(booted.deployment.config.server, files),
         slack: booted.slack,
+        max_grant: booted.deployment.config.max_grant,
     };
     let limits = state.limits;
     let server = tasks.spawn(serve(listener, app(state), limits, stop.clone()));
