@@ -6,6 +6,7 @@
 //! [`worker`].
 
 mod approvers;
+pub mod escalations;
 pub mod pending;
 pub mod worker;
 

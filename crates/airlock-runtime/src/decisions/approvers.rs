@@ -26,7 +26,18 @@ pub(super) async fn take(
     let Some((approvers, principal)) = of(store, id, judged).await? else {
         return store.decide(id, decider, decision.clone()).await;
     };
-    if let Some(reason) = refusal(&approvers, principal.as_deref(), decider, decision) {
+    // Escalated (POLICY-63): its `to` may decide too.
+    let escalated_to = match &approvers.escalate {
+        Some(e) if store.escalated(id).await? => e.to.as_slice(),
+        _ => &[],
+    };
+    if let Some(reason) = refusal(
+        &approvers,
+        escalated_to,
+        principal.as_deref(),
+        decider,
+        decision,
+    ) {
         return Err(LedgerError::DecisionRefused { id, reason });
     }
     match decision {
@@ -77,6 +88,7 @@ async fn of(
 /// Why `decider` may not take `decision` under `approvers` on a call of `principal`.
 fn refusal(
     approvers: &Approvers,
+    escalated_to: &[String],
     principal: Option<&str>,
     decider: &str,
     decision: &Decision,
@@ -85,7 +97,8 @@ fn refusal(
     if matches!(decision, Decision::Withdraw | Decision::Record { .. }) {
         return None;
     }
-    if !approvers.deciders.is_empty() && !approvers.deciders.iter().any(|d| d == decider) {
+    let named = |names: &[String]| names.iter().any(|d| d == decider);
+    if !approvers.deciders.is_empty() && !named(&approvers.deciders) && !named(escalated_to) {
         return Some(format!(
             "{decider} is not one of this call's deciders ({})",
             approvers.deciders.join(", ")

@@ -196,6 +196,11 @@ fn start_workers(
         booted.gateway.clone(),
         stop.clone(),
     ));
+    tasks.spawn(airlock_runtime::decisions::escalations::work(
+        booted.gateway.clone(),
+        airlock_runtime::decisions::escalations::EVERY,
+        stop.clone(),
+    ));
     tasks.spawn(airlock_runtime::agent::resume::work(
         booted.agents.clone(),
         stop.clone(),

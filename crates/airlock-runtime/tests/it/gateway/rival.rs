@@ -75,6 +75,14 @@ impl Invocations for RivalClaims {
     ) -> LedgerFuture<'_, Vec<Invocation>> {
         self.inner.decide_all(ids, by, decision)
     }
+    fn escalate(
+        &self,
+        id: InvocationId,
+        after: Duration,
+        to: Vec<String>,
+    ) -> LedgerFuture<'_, bool> {
+        self.inner.escalate(id, after, to)
+    }
     fn grant(&self, id: InvocationId, by: &str, grant: Grant) -> LedgerFuture<'_, Invocation> {
         self.inner.grant(id, by, grant)
     }
