@@ -29,6 +29,7 @@ use crate::support::notice::{Notice, NoticeRecord};
 use crate::transitions::agent_runs::{RunDetail, RunStep};
 use crate::transitions::confirmations::{Answered, Confirmation};
 use crate::transitions::decide::Voted;
+use crate::transitions::delegations::Delegation;
 use crate::transitions::freezes::{Freeze, FreezeTarget};
 use crate::transitions::grants::Grant;
 use crate::transitions::pins::ToolPin;
@@ -58,6 +59,7 @@ pub trait Store:
     + Pins
     + Rates
     + Freezes
+    + Delegations
     + Budgets
     + Outbox
     + 'static
@@ -73,6 +75,7 @@ impl<T> Store for T where
         + Pins
         + Rates
         + Freezes
+        + Delegations
         + Budgets
         + Outbox
         + 'static
@@ -373,6 +376,14 @@ pub trait Rates: Send + Sync {
     /// run now, else the budget that refused it and when it has room. Budgets are shared by
     /// every store on the same database, at the store's clock.
     fn take_rate(&self, budgets: Vec<RateBudget>) -> LedgerFuture<'_, Option<RateRefusal>>;
+}
+
+/// Delegations (docs/rules.md LEDGER-79): deciders handing their role on for a while.
+pub trait Delegations: Send + Sync {
+    /// Records `delegation`, starting at the ledger's time.
+    fn delegate(&self, delegation: Delegation) -> LedgerFuture<'_, Delegation>;
+    /// The delegations to `principal` in force now.
+    fn delegations_to(&self, principal: String) -> LedgerFuture<'_, Vec<Delegation>>;
 }
 
 /// Freezes (docs/rules.md LEDGER-73): the kill switch every replica reads.

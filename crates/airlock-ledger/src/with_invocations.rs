@@ -15,13 +15,14 @@ use uuid::Uuid;
 
 use crate::sql::tx::TxTool;
 use crate::store::{
-    AgentRuns, Budgets, Confirmations, Freezes, Invocations, LedgerFuture, Outbox, Pins, Rates,
-    Reads, Sessions, Store,
+    AgentRuns, Budgets, Confirmations, Delegations, Freezes, Invocations, LedgerFuture, Outbox,
+    Pins, Rates, Reads, Sessions, Store,
 };
 use crate::support::notice::{Notice, NoticeRecord};
 use crate::transitions::agent_runs::{RunDetail, RunStep};
 use crate::transitions::confirmations::{Answered, Confirmation};
 use crate::transitions::decide::Voted;
+use crate::transitions::delegations::Delegation;
 use crate::transitions::freezes::{Freeze, FreezeTarget};
 use crate::transitions::grants::Grant;
 use crate::transitions::pins::ToolPin;
@@ -171,6 +172,13 @@ impl Budgets for WithInvocations {
     delegate! { base:
         fn budget_uses(&self, id: InvocationId) -> LedgerFuture<'_, Vec<BudgetUse>>;
         fn limit_usage(&self) -> LedgerFuture<'_, Vec<LimitUsage>>;
+    }
+}
+
+impl Delegations for WithInvocations {
+    delegate! { base:
+        fn delegate(&self, delegation: Delegation) -> LedgerFuture<'_, Delegation>;
+        fn delegations_to(&self, principal: String) -> LedgerFuture<'_, Vec<Delegation>>;
     }
 }
 

@@ -68,6 +68,7 @@ harness::both_backends!(
     ledger_76_votes_complete_a_quorum_once,
     ledger_77_a_grant_lets_bounded_calls_through,
     ledger_77_concurrent_calls_use_a_grant_at_most_its_uses,
+    ledger_79_a_delegation_holds_for_its_window,
     ledger_49_tool_pins_are_replaced_and_removed,
     policy_16_a_call_takes_from_every_budget_or_none,
     policy_16_stores_on_one_database_share_the_budget,

@@ -1,7 +1,8 @@
 //! Who may decide a call and how many must approve it (docs/rules.md POLICY-61): its tool's
 //! `approvers:`, applied on every surface before the ledger is asked.
 //!
-//! Guarantees: a decider not named in `deciders` decides nothing (a withdrawal by the caller
+//! Guarantees: a decider not named in `deciders` (nor standing in for one by a delegation in
+//! force, nor named by the call's escalation) decides nothing (a withdrawal by the caller
 //! and a caller's recorded outcome are not decisions of a decider); with `forbid_self` the
 //! call's own principal may not approve it; with a quorum above one an approval is a vote
 //! ([`Invocations::vote`]): the call is approved by the vote that completes the quorum, in the
@@ -27,17 +28,21 @@ pub(super) async fn take(
         return store.decide(id, decider, decision.clone()).await;
     };
     // Escalated (POLICY-63): its `to` may decide too.
-    let escalated_to = match &approvers.escalate {
-        Some(e) if store.escalated(id).await? => e.to.as_slice(),
-        _ => &[],
+    let mut also: Vec<String> = match &approvers.escalate {
+        Some(e) if store.escalated(id).await? => e.to.clone(),
+        _ => Vec::new(),
     };
-    if let Some(reason) = refusal(
-        &approvers,
-        escalated_to,
-        principal.as_deref(),
-        decider,
-        decision,
-    ) {
+    // Standing in for a decider who delegated their role (POLICY-64).
+    if !approvers.deciders.is_empty() && !approvers.deciders.iter().any(|d| d == decider) {
+        let delegations = store.delegations_to(decider.to_owned()).await?;
+        if delegations
+            .iter()
+            .any(|d| approvers.deciders.contains(&d.from))
+        {
+            also.push(decider.to_owned());
+        }
+    }
+    if let Some(reason) = refusal(&approvers, &also, principal.as_deref(), decider, decision) {
         return Err(LedgerError::DecisionRefused { id, reason });
     }
     match decision {
@@ -88,7 +93,7 @@ async fn of(
 /// Why `decider` may not take `decision` under `approvers` on a call of `principal`.
 fn refusal(
     approvers: &Approvers,
-    escalated_to: &[String],
+    also: &[String],
     principal: Option<&str>,
     decider: &str,
     decision: &Decision,
@@ -98,7 +103,7 @@ fn refusal(
         return None;
     }
     let named = |names: &[String]| names.iter().any(|d| d == decider);
-    if !approvers.deciders.is_empty() && !named(&approvers.deciders) && !named(escalated_to) {
+    if !approvers.deciders.is_empty() && !named(&approvers.deciders) && !named(also) {
         return Some(format!(
             "{decider} is not one of this call's deciders ({})",
             approvers.deciders.join(", ")

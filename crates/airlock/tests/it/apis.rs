@@ -335,3 +335,82 @@ async fn a_quorum_of_named_deciders_approves_and_the_call_runs_once() {
     }
     assert_eq!(upstream.seen().len(), 1, "run once");
 }
+
+/// POLICY-64: a decider hands their role on — `dave` may not decide until `alice` (a named
+/// decider) delegates to him, and then he may; the delegation is listed, and a bad one refused.
+#[tokio::test]
+async fn a_delegated_decider_may_decide_in_their_place() {
+    let upstream = airlock_testkit::RawServer::start(
+        Some("no-such-method"),
+        airlock_testkit::Cue::Status(200),
+    )
+    .await;
+    let toml = format!(
+        "[[admin.tokens]]\ncredential = \"airlock.admin\"\nprincipal = \"alice\"\n[[admin.tokens]]\ncredential = \"airlock.dave\"\nprincipal = \"dave\"\n[[mcp.tokens]]\ncredential = \"airlock.claude\"\nprincipal = \"claude\"\n[egress]\nallow = [\"127.0.0.1/32\"]\n[connections.billing]\nuse_egress_allow = true\nbase_url = \"http://127.0.0.1:{}/api\"\ncredential = \"billing.token\"\n[credentials]\nfile = \"creds.yml\"\n",
+        upstream.port
+    );
+    let dave = "tok-dave-0a9b8c7d";
+    let dir = deployment_with(
+        &toml,
+        &format!(
+            "airlock:\n  admin: {ADMIN}\n  dave: {dave}\n  claude: {CLAUDE}\nbilling:\n  token: {TOKEN}\n"
+        ),
+    );
+    std::fs::create_dir(dir.path().join("apis")).unwrap();
+    let pay = "name: pay\nconnection: billing\nauth: { scheme: bearer }\napproval: always\napprovers: { deciders: [alice] }\noperations:\n  - name: send\n    description: Send money.\n    writes: false\n    request: { method: GET, path: /pay }\n";
+    std::fs::write(dir.path().join("apis/pay.yml"), pay).unwrap();
+    let base = start(dir.path()).await;
+    let parked = call(&base, CLAUDE, "pay_send", json!({})).await;
+    let id = parked["structuredContent"]["invocation_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let client = reqwest::Client::new();
+    let approve = || async {
+        let answer = client
+            .post(format!("{base}/v1/invocations/{id}/approve"))
+            .bearer_auth(dave)
+            .send()
+            .await
+            .unwrap();
+        answer.status().as_u16()
+    };
+    assert_eq!(approve().await, 409, "not a decider yet");
+    let delegate = |body: serde_json::Value| {
+        client
+            .post(format!("{base}/v1/delegations"))
+            .bearer_auth(ADMIN)
+            .json(&body)
+            .send()
+    };
+    let refused = delegate(json!({"to": "dave", "for": "90d"})).await.unwrap();
+    assert_eq!(refused.status(), 422);
+    let refused = delegate(json!({"to": "dave", "for": "1h", "from": "bob"}))
+        .await
+        .unwrap();
+    assert_eq!(
+        refused.status(),
+        422,
+        "the delegator is the token's principal"
+    );
+    let given = delegate(json!({"to": "dave", "for": "1h"})).await.unwrap();
+    assert_eq!(given.status(), 201);
+    let listed: serde_json::Value = client
+        .get(format!("{base}/v1/delegations?to=dave"))
+        .bearer_auth(ADMIN)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(listed["delegations"][0]["from"], "alice", "{listed}");
+    assert_eq!(approve().await, 200);
+    for _ in 0..200 {
+        if !upstream.seen().is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert_eq!(upstream.seen().len(), 1, "run once");
+}

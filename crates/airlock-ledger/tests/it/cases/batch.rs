@@ -211,3 +211,38 @@ pub(crate) async fn ledger_77_concurrent_calls_use_a_grant_at_most_its_uses(h: &
     assert_eq!(through, 3, "{states:?}");
     assert_eq!(states.len() - through, 97);
 }
+
+/// LEDGER-79: a delegation is in force from the ledger's time until its end, then no longer;
+/// one to oneself, or ending before it starts, is refused.
+pub(crate) async fn ledger_79_a_delegation_holds_for_its_window(h: &Harness) {
+    let until = h.clock_now() + std::time::Duration::from_secs(3600);
+    let to_dave = |from: &str, until| airlock_ledger::Delegation {
+        from: from.into(),
+        to: "dave".into(),
+        until,
+    };
+    h.store.delegate(to_dave("alice", until)).await.unwrap();
+    let held = h.store.delegations_to("dave".into()).await.unwrap();
+    assert_eq!(held, vec![to_dave("alice", until)]);
+    assert!(
+        h.store
+            .delegations_to("eve".into())
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    for refused in [to_dave("dave", until), to_dave("bob", h.clock_now())] {
+        assert!(matches!(
+            h.store.delegate(refused).await,
+            Err(LedgerError::Invalid(_))
+        ));
+    }
+    h.clock.advance(std::time::Duration::from_secs(3601));
+    assert!(
+        h.store
+            .delegations_to("dave".into())
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
