@@ -259,7 +259,14 @@ pub trait Invocations: Send + Sync {
     /// `by`'s approval of a call that needs `needed` distinct approvals (docs/rules.md
     /// LEDGER-76): one compare-and-swap that leaves it waiting, or makes it approved when this
     /// vote completes the quorum. A second vote by `by` is [`LedgerError::AlreadyDecided`].
-    fn vote(&self, id: InvocationId, by: &str, needed: u32) -> LedgerFuture<'_, Voted>;
+    /// `slot`, when given, is the role this vote fills: each is filled once.
+    fn vote(
+        &self,
+        id: InvocationId,
+        by: &str,
+        needed: u32,
+        slot: Option<String>,
+    ) -> LedgerFuture<'_, Voted>;
     /// A decision taken through a request state the MCP endpoint sealed (docs/rules.md
     /// LEDGER-46): [`Invocations::decide`] by `used.by`, then — for an approval, when
     /// `claim_for` names an owner and a lease — [`Invocations::claim`], and the state's nonce
@@ -323,6 +330,9 @@ pub trait Reads: Send + Sync {
     /// oldest first — what a background worker picks up. Reading guarantees
     /// nothing: run them through [`Invocations::claim`], which lets exactly one claimer win.
     fn approved_unclaimed(&self, limit: u32) -> LedgerFuture<'_, Vec<Invocation>>;
+    /// The votes cast to approve `id` (LEDGER-76): each voter and the slot they filled, in
+    /// the order they were cast.
+    fn votes(&self, id: InvocationId) -> LedgerFuture<'_, Vec<(String, Option<String>)>>;
     /// Whether the call `id` was escalated (LEDGER-78).
     fn escalated(&self, id: InvocationId) -> LedgerFuture<'_, bool>;
     /// A session's invocations in the order they were recorded.

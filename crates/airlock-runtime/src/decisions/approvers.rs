@@ -46,10 +46,44 @@ pub(super) async fn take(
         return Err(LedgerError::DecisionRefused { id, reason });
     }
     match decision {
-        Decision::Approve if approvers.quorum > 1 => {
-            Ok(store.vote(id, decider, approvers.quorum).await?.invocation)
+        Decision::Approve if approvers.quorum > 1 || !approvers.slots.is_empty() => {
+            let slot = seat(store, id, &approvers, decider).await?;
+            let voted = store.vote(id, decider, approvers.quorum, slot).await?;
+            Ok(voted.invocation)
         }
         _ => store.decide(id, decider, decision.clone()).await,
+    }
+}
+
+/// The slot `decider`'s approval fills (POLICY-65): the first open one they may fill — with
+/// `stages`, the first open one, which they must be able to fill; `None` without slots.
+async fn seat(
+    store: &dyn Store,
+    id: InvocationId,
+    approvers: &Approvers,
+    decider: &str,
+) -> Result<Option<String>, LedgerError> {
+    if approvers.slots.is_empty() {
+        return Ok(None);
+    }
+    let votes = store.votes(id).await?;
+    let filled = |name: &str| votes.iter().any(|(_, s)| s.as_deref() == Some(name));
+    let mut open = approvers.slots.iter().filter(|s| !filled(&s.name));
+    let mine = |slot: &&airlock_spec::Slot| slot.deciders.iter().any(|d| d == decider);
+    let found = if approvers.stages {
+        open.next().filter(mine)
+    } else {
+        open.find(mine)
+    };
+    let refuse = |reason: String| LedgerError::DecisionRefused { id, reason };
+    match found {
+        Some(slot) => Ok(Some(slot.name.clone())),
+        None if approvers.stages => Err(refuse(format!(
+            "{decider} may not fill the stage this call waits for now"
+        ))),
+        None => Err(refuse(format!(
+            "{decider} fills none of this call's open slots"
+        ))),
     }
 }
 
@@ -103,7 +137,9 @@ fn refusal(
         return None;
     }
     let named = |names: &[String]| names.iter().any(|d| d == decider);
-    if !approvers.deciders.is_empty() && !named(&approvers.deciders) && !named(also) {
+    let in_a_slot = approvers.slots.iter().any(|s| named(&s.deciders));
+    let listed = !approvers.deciders.is_empty() || !approvers.slots.is_empty();
+    if listed && !named(&approvers.deciders) && !in_a_slot && !named(also) {
         return Some(format!(
             "{decider} is not one of this call's deciders ({})",
             approvers.deciders.join(", ")

@@ -84,16 +84,16 @@ pub(crate) async fn ledger_76_votes_complete_a_quorum_once(h: &Harness) {
     let other = h.second_store().await;
     let ids = three_waiting(h, "q").await;
     let id = ids[0];
-    let first = h.store.vote(ids[1], "ann", 2).await.unwrap();
+    let first = h.store.vote(ids[1], "ann", 2, None).await.unwrap();
     assert_eq!(first.invocation.state, S::AwaitingApproval);
     assert!(matches!(
-        h.store.vote(ids[1], "ann", 2).await,
+        h.store.vote(ids[1], "ann", 2, None).await,
         Err(LedgerError::AlreadyDecided { .. })
     ));
     let votes = (0..50).map(|n| {
         let store = if n % 2 == 0 { &h.store } else { &other };
         let voter = format!("voter-{n}");
-        async move { store.vote(id, &voter, 2).await }
+        async move { store.vote(id, &voter, 2, None).await }
     });
     let results = futures::future::join_all(votes).await;
     let counted: Vec<_> = results.iter().filter_map(|r| r.as_ref().ok()).collect();
