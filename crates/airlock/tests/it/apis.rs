@@ -448,3 +448,31 @@ async fn two_slots_in_stages_need_two_people() {
     assert_eq!(body["decision"]["by"], "bob, carol", "{body}");
     assert_eq!(requests_seen(&upstream).await, 1, "run once");
 }
+
+/// POLICY-61: an `approval: caller` tool that names its approvers is theirs to approve — the
+/// person at the MCP client is not asked to confirm the call.
+#[tokio::test]
+async fn a_caller_tool_with_approvers_is_not_confirmed_by_its_caller() {
+    let upstream = airlock_testkit::RawServer::start(
+        Some("no-such-method"),
+        airlock_testkit::Cue::Status(200),
+    )
+    .await;
+    let dir = approvers_deployment(upstream.port, &[], "{ quorum: 1, deciders: [alice] }");
+    let pay = dir.path().join("apis/pay.yml");
+    let caller = std::fs::read_to_string(&pay)
+        .unwrap()
+        .replace("approval: always", "approval: caller");
+    std::fs::write(&pay, caller).unwrap();
+    let base = start(dir.path()).await;
+    let params = json!({"name": "pay_send", "arguments": {}});
+    let url = format!("{base}/mcp");
+    let reply =
+        crate::support::modern_tools_call(&url, CLAUDE, params, json!({"elicitation": {}})).await;
+    let result = &reply["result"];
+    assert_ne!(result["resultType"], "input_required", "{reply}");
+    assert_eq!(
+        result["structuredContent"]["status"], "awaiting_approval",
+        "{reply}"
+    );
+}
