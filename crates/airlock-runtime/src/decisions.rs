@@ -30,6 +30,9 @@ pub async fn decide(
     surface: &'static str,
 ) -> Result<Invocation, GatewayError> {
     let store = gateway.store().as_ref();
+    if let Decision::Edit { arguments } = &decision {
+        gateway.judge_edit(id, arguments).await?;
+    }
     let judged = Judged {
         declarations: Some(gateway),
     };
@@ -134,7 +137,15 @@ async fn refusal(
     if let Some(reason) = frozen_refusal(store, id, decision, judged).await? {
         return Ok(Some(reason));
     }
-    if matches!(decision, Decision::Approve) {
+    if matches!(decision, Decision::Edit { .. }) && judged.declarations.is_none() {
+        // DECIDE-21: only a surface holding the tool's declaration can check an edit.
+        return Ok(Some(
+            "edited arguments are checked against the tool's declaration, which only a serving \
+             airlock holds: edit through its API or inbox"
+                .to_owned(),
+        ));
+    }
+    if matches!(decision, Decision::Approve | Decision::Edit { .. }) {
         return supplied_refusal(store, id).await;
     }
     Ok(None)
@@ -144,6 +155,7 @@ async fn refusal(
 fn decided(row: &Invocation, decider: &str, decision: &Decision, surface: &'static str) {
     let (what, resolution) = match decision {
         Decision::Approve => ("approve", None),
+        Decision::Edit { .. } => ("edit", None),
         Decision::Deny { .. } => ("deny", None),
         Decision::Answer { .. } => ("answer", None),
         Decision::Resolve { resolution, .. } => ("resolve", Some(resolution.as_str())),

@@ -361,6 +361,10 @@ fn describe(row: &Invocation) -> String {
         timestamp(row.created_at),
         row.arguments,
     );
+    // DECIDE-20: the arguments a person edited into the approval, which are the ones that ran.
+    if let Some(approved) = &row.approved_arguments {
+        out.push_str(&format!("approved    {approved}\n"));
+    }
     if let Some(expires) = row.expires_at {
         out.push_str(&format!("expires     {}\n", timestamp(expires)));
     }
