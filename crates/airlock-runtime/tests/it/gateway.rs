@@ -35,7 +35,7 @@ use ambiguous::{
     an_answered_or_unsent_failure_still_fails, an_unanswered_api_call_parks_in_doubt,
 };
 use budget::{
-    a_call_over_an_approval_limit_waits_for_a_person,
+    a_call_over_an_approval_limit_waits_for_a_person, an_edit_may_not_change_a_limits_share,
     concurrent_calls_from_two_replicas_never_pass_a_sum_cap,
 };
 use definitions::{
@@ -231,6 +231,8 @@ on_both_backends!(
     held_approvals_do_not_starve_the_worker,
     concurrent_calls_from_two_replicas_never_pass_a_sum_cap,
     a_call_over_an_approval_limit_waits_for_a_person,
+    an_edit_may_not_change_a_limits_share,
+    an_edited_transactional_approval_runs_with_the_edited_arguments,
 );
 
 // After the macro, which it uses.
@@ -778,6 +780,37 @@ async fn a_transactional_local_tool_commits_with_its_row(backend: Backend) {
         "amount must not be zero"
     );
     assert_eq!(f.runs(), 2);
+}
+
+/// DECIDE-20: a transactional tool, which runs inside the ledger's transaction rather than
+/// after a claim, runs an edited approval with the edited arguments too.
+async fn an_edited_transactional_approval_runs_with_the_edited_arguments(backend: Backend) {
+    let transactional = Policy {
+        effect: Effect::Transactional,
+        approval: Approval::Always,
+        ..Policy::default()
+    };
+    let Some(f) = fixture(backend, transactional, "").await else {
+        return;
+    };
+    let parked = f
+        .gateway
+        .call(&f.ctx("a").await, "count", json!({"amount": 0}))
+        .await
+        .unwrap();
+    let id = parked.invocation().id;
+    let edit = Decision::Edit {
+        arguments: json!({"amount": 7}),
+    };
+    airlock_runtime::decisions::decide(&f.gateway, id, "alice", edit, "api")
+        .await
+        .unwrap();
+    let done = f.gateway.continue_approved(id).await.unwrap();
+    assert_eq!(
+        done.invocation().settlement(),
+        Some(Settlement::Succeeded(&json!({"noted": 7}))),
+        "{done:?}"
+    );
 }
 
 async fn once_is_scoped_to_the_principal(backend: Backend) {
