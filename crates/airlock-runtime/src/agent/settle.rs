@@ -206,7 +206,10 @@ pub(super) async fn shown(agents: &Agents, ctx: &RunCtx<'_>, row: &Invocation) -
 /// The model is told which arguments ran when a person edited them into the approval
 /// (docs/rules.md DECIDE-20): the result it reads is not that of the call it made.
 fn told_what_ran(row: &Invocation, settled: Settled) -> Settled {
-    let edited = row.approved_arguments.as_ref().filter(|a| **a != row.arguments);
+    let edited = row
+        .approved_arguments
+        .as_ref()
+        .filter(|a| **a != row.arguments);
     match (edited, settled) {
         (Some(ran), Settled::Result { content, is_error }) => Settled::Result {
             content: format!(

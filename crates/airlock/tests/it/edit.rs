@@ -46,7 +46,14 @@ async fn asked(request: std::thread::JoinHandle<String>) -> String {
 /// A gated `fetch` of a URL nothing answers: only an edit can make it reach the upstream.
 async fn nowhere(gateway: &Gateway, n: u32) -> Invocation {
     let url = format!("http://127.0.0.1:9/proposed/{n}");
-    park(gateway, ScopeId::Gateway, "bob", "fetch", json!({ "url": url })).await
+    park(
+        gateway,
+        ScopeId::Gateway,
+        "bob",
+        "fetch",
+        json!({ "url": url }),
+    )
+    .await
 }
 
 #[tokio::test]
@@ -70,7 +77,10 @@ async fn an_edited_approval_runs_with_the_edited_arguments_and_shows_both() {
             (422, &json!("bad_arguments")),
             "{reply}"
         );
-        assert!(reply["message"].as_str().unwrap().contains("/url"), "{reply}");
+        assert!(
+            reply["message"].as_str().unwrap().contains("/url"),
+            "{reply}"
+        );
     }
     let untouched = gateway.store().get(row.id).await.unwrap();
     assert_eq!(untouched.state, InvocationState::AwaitingApproval);
@@ -83,7 +93,10 @@ async fn an_edited_approval_runs_with_the_edited_arguments_and_shows_both() {
     assert_eq!(reply["decision"]["decision"], "edited");
     let head = asked(request).await;
     assert!(head.starts_with("GET /edited "), "{head}");
-    assert_eq!(settled(&gateway, &row).await.state, InvocationState::Succeeded);
+    assert_eq!(
+        settled(&gateway, &row).await.state,
+        InvocationState::Succeeded
+    );
 
     let (status, shown, _) = http(
         addr,
@@ -122,7 +135,14 @@ async fn an_edited_approval_runs_with_the_edited_arguments_and_shows_both() {
 async fn an_inbox_edit_is_checked_then_approved_and_the_card_shows_both() {
     let (base, gateway, _dir) = start().await;
     let hostile = "http://127.0.0.1:9/</textarea><script>window.pwned=1</script>\u{202E}";
-    let row = park(&gateway, ScopeId::Gateway, "bob", "fetch", json!({ "url": hostile })).await;
+    let row = park(
+        &gateway,
+        ScopeId::Gateway,
+        "bob",
+        "fetch",
+        json!({ "url": hostile }),
+    )
+    .await;
     let card = format!("/inbox/invocations/{}", row.id);
     let mut alice = InboxClient::signed_in(&base, ALICE).await;
     let page = alice.get(&card).await;
@@ -133,10 +153,7 @@ async fn an_inbox_edit_is_checked_then_approved_and_the_card_shows_both() {
     assert!(page.body.contains("\\u202e"), "{}", page.body);
     let csrf = page.field("csrf");
 
-    for (arguments, says) in [
-        ("{not json", "not JSON"),
-        (r#"{"url": 5}"#, "/url"),
-    ] {
+    for (arguments, says) in [("{not json", "not JSON"), (r#"{"url": 5}"#, "/url")] {
         let fields = [("csrf", csrf.as_str()), ("arguments", arguments)];
         let posted = alice.post(&format!("{card}/edit"), &fields).await;
         assert_eq!((posted.status, posted.location()), (303, card.as_str()));

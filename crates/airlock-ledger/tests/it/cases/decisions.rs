@@ -522,7 +522,13 @@ pub(crate) async fn decide_20_an_edit_keeps_both_arguments_and_verifies(h: &Harn
     let row = parked(h, s, None, json!({"amount": 500})).await;
     let refused = h
         .store
-        .decide(row.id, "ada", Decision::Edit { arguments: json!([1]) })
+        .decide(
+            row.id,
+            "ada",
+            Decision::Edit {
+                arguments: json!([1]),
+            },
+        )
         .await
         .unwrap_err();
     assert!(matches!(refused, LedgerError::Invalid(_)), "{refused:?}");

@@ -229,9 +229,9 @@ async fn a_batch_approval_of_a_steps_calls_resumes_the_run_once(backend: Backend
 async fn an_edited_approval_runs_on_resume_with_its_arguments_and_the_model_is_told(
     backend: Backend,
 ) {
+    use airlock_runtime::GatewayError;
     use airlock_runtime::decisions;
     use airlock_runtime::ledger::{Decision, LedgerError};
-    use airlock_runtime::GatewayError;
 
     let Some(w) = World::new(backend).await else {
         return;
