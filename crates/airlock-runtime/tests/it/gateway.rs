@@ -782,6 +782,23 @@ async fn a_transactional_local_tool_commits_with_its_row(backend: Backend) {
     assert_eq!(f.runs(), 2);
 }
 
+/// Row `id` once it settled: a decision runs its approval in the background, so whoever looks
+/// next may find it running.
+pub(crate) async fn settled(
+    store: &dyn Store,
+    id: airlock_runtime::ledger::InvocationId,
+) -> Invocation {
+    let mut row = store.get(id).await.unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while !row.state.is_terminal() && tokio::time::Instant::now() < deadline {
+        row = store
+            .wait_for_change(id, Some(row.version), deadline)
+            .await
+            .unwrap();
+    }
+    row
+}
+
 /// DECIDE-20: a transactional tool, which runs inside the ledger's transaction rather than
 /// after a claim, runs an edited approval with the edited arguments too.
 async fn an_edited_transactional_approval_runs_with_the_edited_arguments(backend: Backend) {
@@ -805,9 +822,9 @@ async fn an_edited_transactional_approval_runs_with_the_edited_arguments(backend
     airlock_runtime::decisions::decide(&f.gateway, id, "alice", edit, "api")
         .await
         .unwrap();
-    let done = f.gateway.continue_approved(id).await.unwrap();
+    let done = settled(f.gateway.store().as_ref(), id).await;
     assert_eq!(
-        done.invocation().settlement(),
+        done.settlement(),
         Some(Settlement::Succeeded(&json!({"noted": 7}))),
         "{done:?}"
     );

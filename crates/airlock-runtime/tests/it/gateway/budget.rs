@@ -204,8 +204,7 @@ pub(super) async fn an_edit_may_not_change_a_limits_share(backend: Backend) {
     decisions::decide(&gateway, parked.id, "alice", edit(noted.clone()), "api")
         .await
         .unwrap();
-    let ran = gateway.continue_approved(parked.id).await.unwrap();
-    let row = ran.invocation();
+    let row = super::settled(store.as_ref(), parked.id).await;
     assert_eq!(row.state, InvocationState::Succeeded);
     assert_eq!(row.approved_arguments, Some(noted));
     assert_eq!(spent.load(Ordering::SeqCst), 160);
