@@ -29,16 +29,33 @@ pub async fn decide(
     decision: Decision,
     surface: &'static str,
 ) -> Result<Invocation, GatewayError> {
-    let store = gateway.store().as_ref();
+    let row = record_checked(gateway, id, decider, decision, surface).await?;
+    run_if_approved(gateway, &row);
+    Ok(row)
+}
+
+/// Records `decision` judged as [`decide`] judges it, with the gateway's declarations (a
+/// freeze on the call's connection, an edit's arguments: DECIDE-21), without running an
+/// approved call: for a surface that runs no tool (the CLI), whose approval a serving
+/// process's worker runs (DECIDE-12).
+///
+/// # Errors
+/// As [`decide`].
+pub async fn record_checked(
+    gateway: &Gateway,
+    id: InvocationId,
+    decider: &str,
+    decision: Decision,
+    surface: &'static str,
+) -> Result<Invocation, GatewayError> {
     if let Decision::Edit { arguments } = &decision {
         gateway.judge_edit(id, arguments).await?;
     }
     let judged = Judged {
         declarations: Some(gateway),
     };
-    let row = record_judged(store, id, decider, decision, surface, judged).await?;
-    run_if_approved(gateway, &row);
-    Ok(row)
+    let store = gateway.store().as_ref();
+    Ok(record_judged(store, id, decider, decision, surface, judged).await?)
 }
 
 /// One decision — approve, or deny with a reason — on several waiting calls (docs/rules.md
@@ -140,8 +157,8 @@ async fn refusal(
     if matches!(decision, Decision::Edit { .. }) && judged.declarations.is_none() {
         // DECIDE-21: only a surface holding the tool's declaration can check an edit.
         return Ok(Some(
-            "edited arguments are checked against the tool's declaration, which only a serving \
-             airlock holds: edit through its API or inbox"
+            "edited arguments are checked against the tool's declaration, which this surface \
+             does not hold"
                 .to_owned(),
         ));
     }
