@@ -33,14 +33,34 @@ pub async fn decide(
     decision: Decision,
     surface: &'static str,
 ) -> Result<Invocation, GatewayError> {
-    let store = gateway.store().as_ref();
+    let row = record_checked(gateway, id, decider, decision, surface).await?;
+    run_if_approved(gateway, &row);
+    Ok(row)
+}
+
+/// Records `decision` judged as [`decide`] judges it, with the gateway's declarations (a
+/// freeze on the call's connection, an edit's arguments: DECIDE-21), without running an
+/// approved call: for a surface that runs no tool (the CLI), whose approval a serving
+/// process's worker runs (DECIDE-12).
+///
+/// # Errors
+/// As [`decide`].
+pub async fn record_checked(
+    gateway: &Gateway,
+    id: InvocationId,
+    decider: &str,
+    decision: Decision,
+    surface: &'static str,
+) -> Result<Invocation, GatewayError> {
+    if let Decision::Edit { arguments } = &decision {
+        gateway.judge_edit(id, arguments).await?;
+    }
     let judged = Judged {
         declarations: Some(gateway),
         scopes: &[],
     };
-    let row = record_judged(store, id, decider, decision, surface, judged).await?;
-    run_if_approved(gateway, &row);
-    Ok(row)
+    let store = gateway.store().as_ref();
+    Ok(record_judged(store, id, decider, decision, surface, judged).await?)
 }
 
 /// One decision — approve, or deny with a reason — on several waiting calls (docs/rules.md
@@ -188,7 +208,15 @@ async fn refusal(
     if let Some(reason) = frozen_refusal(store, id, decision, judged).await? {
         return Ok(Some(reason));
     }
-    if matches!(decision, Decision::Approve) {
+    if matches!(decision, Decision::Edit { .. }) && judged.declarations.is_none() {
+        // DECIDE-21: only a surface holding the tool's declaration can check an edit.
+        return Ok(Some(
+            "edited arguments are checked against the tool's declaration, which this surface \
+             does not hold"
+                .to_owned(),
+        ));
+    }
+    if matches!(decision, Decision::Approve | Decision::Edit { .. }) {
         return supplied_refusal(store, id).await;
     }
     Ok(None)
@@ -198,6 +226,7 @@ async fn refusal(
 fn decided(row: &Invocation, decider: &str, decision: &Decision, surface: &'static str) {
     let (what, resolution) = match decision {
         Decision::Approve => ("approve", None),
+        Decision::Edit { .. } => ("edit", None),
         Decision::Deny { .. } => ("deny", None),
         Decision::Answer { .. } => ("answer", None),
         Decision::Resolve { resolution, .. } => ("resolve", Some(resolution.as_str())),

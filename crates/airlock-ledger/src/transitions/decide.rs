@@ -29,7 +29,7 @@ const WITHDRAW_FROM: &[S] = &[S::AwaitingApproval, S::AwaitingAnswer];
 
 fn expected_for(decision: &Decision) -> &'static [S] {
     match decision {
-        Decision::Approve => APPROVE_FROM,
+        Decision::Approve | Decision::Edit { .. } => APPROVE_FROM,
         Decision::Deny { .. } => DENY_FROM,
         Decision::Answer { .. } => ANSWER_FROM,
         Decision::Resolve { .. } => RESOLVE_FROM,
@@ -99,6 +99,12 @@ pub(crate) async fn decide(
         Decision::Approve => {
             next.state = S::Approved;
             next.decision = Some(record(DecisionKind::Approved, None));
+        }
+        // DECIDE-20: the proposed arguments stay as recorded (and hashed); these run.
+        Decision::Edit { arguments } => {
+            next.state = S::Approved;
+            next.approved_arguments = Some(arguments.clone());
+            next.decision = Some(record(DecisionKind::Edited, None));
         }
         Decision::Deny { reason } => {
             next.state = S::Denied;

@@ -35,6 +35,7 @@ harness::both_backends!(
     ledger_62_concurrent_next_rounds_one_wins,
     decide_3_deny,
     mcp_15_withdraw_is_its_own_decision,
+    decide_20_an_edit_keeps_both_arguments_and_verifies,
     decide_4_resolve_in_doubt,
     decide_4_abandon_in_doubt,
     decide_5_one_decision_stands,

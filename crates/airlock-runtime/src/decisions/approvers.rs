@@ -45,8 +45,18 @@ pub(super) async fn take(
     if let Some(reason) = refusal(&approvers, &also, principal.as_deref(), decider, decision) {
         return Err(LedgerError::DecisionRefused { id, reason });
     }
+    let voted = approvers.quorum > 1 || !approvers.slots.is_empty();
+    if voted && matches!(decision, Decision::Edit { .. }) {
+        // One person's edit cannot stand for a quorum's approval of other arguments.
+        return Err(LedgerError::DecisionRefused {
+            id,
+            reason: "its tool needs more than one approval, and an edit would stand for all of \
+                     them: deny it, and have the call made again with the arguments it needs"
+                .to_owned(),
+        });
+    }
     match decision {
-        Decision::Approve if approvers.quorum > 1 || !approvers.slots.is_empty() => {
+        Decision::Approve if voted => {
             let slot = seat(store, id, &approvers, decider).await?;
             let voted = store.vote(id, decider, approvers.quorum, slot).await?;
             Ok(voted.invocation)
@@ -145,8 +155,8 @@ fn refusal(
             approvers.deciders.join(", ")
         ));
     }
-    if approvers.forbid_self && matches!(decision, Decision::Approve) && principal == Some(decider)
-    {
+    let approves = matches!(decision, Decision::Approve | Decision::Edit { .. });
+    if approvers.forbid_self && approves && principal == Some(decider) {
         return Some(format!(
             "{decider} made this call and may not approve it (`forbid_self`)"
         ));
