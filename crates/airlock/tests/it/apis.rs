@@ -287,6 +287,18 @@ async fn a_quorum_of_named_deciders_approves_and_the_call_runs_once() {
     let (status, body) = approve_as(&base, &id, own).await;
     assert_eq!(status, 409, "{body}");
     assert!(body.to_string().contains("may not approve it"), "{body}");
+    let edited = reqwest::Client::new()
+        .post(format!("{base}/v1/invocations/{id}/approve"))
+        .bearer_auth(ADMIN)
+        .json(&json!({"arguments": {}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        edited.status(),
+        409,
+        "one person's edit cannot stand for a quorum"
+    );
     let (status, body) = approve_as(&base, &id, ADMIN).await;
     assert_eq!(
         (status, body["state"].as_str()),
