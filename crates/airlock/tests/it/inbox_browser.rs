@@ -323,3 +323,81 @@ async fn editing_in_chromium_runs_the_edited_call_and_tells_the_waiting_client()
     assert!(card.contains("Arguments proposed"), "{card}");
     assert!(card.contains("127.0.0.1:9/proposed"), "{card}");
 }
+
+/// DECIDE-18, DECIDE-20 in Chromium: a proposal an agent run made is listed in the inbox,
+/// edited and approved on its card, and then runs exactly once, with the edited arguments,
+/// at the tenant's API. The quickstart's offline agent proposes the order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_proposal_is_listed_edited_and_approved_in_chromium_and_runs_once() {
+    let upstream = airlock_testkit::RawServer::start(
+        Some("no-such-method"),
+        airlock_testkit::Cue::Status(200),
+    )
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    crate::quickstart::copy_dir(&crate::examples().join("quickstart"), dir.path());
+    let toml_path = dir.path().join("airlock.toml");
+    let toml = std::fs::read_to_string(&toml_path)
+        .unwrap()
+        .replace("allow = []", "allow = [\"127.0.0.1/32\"]")
+        .replace(
+            "base_url = \"https://erp.example.com/api\"",
+            &format!(
+                "use_egress_allow = true\nbase_url = \"http://127.0.0.1:{}/api\"",
+                upstream.port
+            ),
+        );
+    std::fs::write(&toml_path, toml).unwrap();
+    let (addr, gateway) = crate::support::serve_in_process(dir.path()).await;
+    let (status, run, _) = crate::support::http(
+        addr,
+        "POST",
+        "/v1/agents/concierge/run",
+        Some("dev-mcp-token-change-me"),
+        Some(json!({"input": "Draft an order for me"})),
+    )
+    .await;
+    assert_eq!(status, 200, "{run}");
+    let id = run["proposals"][0]["id"].as_str().unwrap().to_owned();
+    let Some(browser) = Browser::start(1200, 1000).await else {
+        return;
+    };
+    let base = format!("http://{addr}");
+    sign_in(&browser, &base, "dev-admin-token-change-me").await;
+    browser
+        .wait_for_text("a decision on its proposal", WITHIN)
+        .await;
+    browser
+        .goto(&format!("{base}/inbox/invocations/{id}"))
+        .await;
+    browser
+        .wait_for_text("Decide on the proposal", WITHIN)
+        .await;
+    let edited = json!({"customer": "B-99999999", "items": [{"sku": "edited", "qty": 2}]});
+    browser
+        .execute("document.querySelector('#arguments').value = ''")
+        .await;
+    browser.type_into("#arguments", &edited.to_string()).await;
+    browser.click("form[action$='/edit'] button").await;
+    browser
+        .wait_for_text("Approved with your arguments.", WITHIN)
+        .await;
+    let store = gateway.store();
+    let id = id.parse().unwrap();
+    let deadline = tokio::time::Instant::now() + WITHIN;
+    let mut row = store.get(id).await.unwrap();
+    while !row.state.is_terminal() && tokio::time::Instant::now() < deadline {
+        row = store
+            .wait_for_change(id, Some(row.version), deadline)
+            .await
+            .unwrap();
+    }
+    assert_eq!(row.state, InvocationState::Succeeded, "{row:?}");
+    assert_eq!(row.approved_arguments.as_ref(), Some(&edited));
+    assert_eq!(row.attempts, 1, "ran once");
+    assert_eq!(
+        upstream.seen(),
+        ["/api/orders"],
+        "one request, to the tenant's API"
+    );
+}
