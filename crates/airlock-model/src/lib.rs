@@ -17,6 +17,7 @@ mod connect;
 mod openai;
 mod retry;
 mod scripted;
+mod trace;
 mod wire;
 
 pub use connect::{connect, connect_with};

@@ -10,9 +10,12 @@ pub mod worker;
 
 use std::sync::Arc;
 
+use airlock_egress::trace::{child_span, within, within_owned};
 use airlock_ledger::Resolution;
 use airlock_ledger::{Decision, Invocation, InvocationId, InvocationState, LedgerError, Store};
 use airlock_spec::{Mode, SourceKind};
+use opentelemetry::trace::{SpanKind, Status, TraceContextExt as _};
+use opentelemetry::{Context, KeyValue};
 
 use crate::freeze::{self, Covered};
 use crate::gateway::{EVENTS, Gateway, GatewayError};
@@ -33,16 +36,63 @@ pub async fn decide(
     let judged = Judged {
         declarations: Some(gateway),
     };
-    let row = record_judged(store, id, decider, decision, surface, judged).await?;
+    let cx = span(gateway, id, decider, &decision, surface);
+    let recorded = record_judged(store, id, decider, decision, surface, judged);
+    let row = within(cx.as_ref(), recorded).await;
+    if let (Some(cx), Err(error)) = (&cx, &row) {
+        cx.span()
+            .set_attribute(KeyValue::new("error.type", error.kind()));
+        cx.span().set_status(Status::error(""));
+    }
+    let row = row?;
     if row.state == InvocationState::Approved {
         let runner = Arc::clone(gateway);
-        gateway.spawn_tracked(async move {
+        // The approved call runs in the decision's trace, under its span.
+        gateway.spawn_tracked(within_owned(cx, async move {
             if let Err(error) = runner.continue_approved(id).await {
                 tracing::error!(%id, %error, "running an approved call failed");
             }
-        });
+        }));
     }
     Ok(row)
+}
+
+/// The span of a decision taken on a serving surface (docs/rules.md OPS-81): `decide {verb}`,
+/// with the row's id, the verb, the surface and the decider — never a reason, an answer or a
+/// note.
+fn span(
+    gateway: &Gateway,
+    id: InvocationId,
+    decider: &str,
+    decision: &Decision,
+    surface: &'static str,
+) -> Option<Context> {
+    let parent = gateway.trace_parent()?;
+    let (verb, _) = verb(decision);
+    let attributes = vec![
+        KeyValue::new("airlock.invocation.id", id.to_string()),
+        KeyValue::new("airlock.decision", verb),
+        KeyValue::new("airlock.decision.surface", surface),
+        KeyValue::new("airlock.decision.by", decider.to_owned()),
+    ];
+    child_span(
+        &parent,
+        format!("decide {verb}"),
+        SpanKind::Internal,
+        attributes,
+    )
+}
+
+/// A decision's verb, and a resolution's word.
+fn verb(decision: &Decision) -> (&'static str, Option<&'static str>) {
+    match decision {
+        Decision::Approve => ("approve", None),
+        Decision::Deny { .. } => ("deny", None),
+        Decision::Answer { .. } => ("answer", None),
+        Decision::Resolve { resolution, .. } => ("resolve", Some(resolution.as_str())),
+        Decision::Record { .. } => ("record", None),
+        Decision::Withdraw => ("withdraw", None),
+    }
 }
 
 /// The ledger transition of every decision, wherever it is taken (a process without a
@@ -80,14 +130,7 @@ async fn record_judged(
     if let Some(reason) = frozen_refusal(store, id, &decision, &judged).await? {
         return Err(LedgerError::DecisionRefused { id, reason });
     }
-    let (what, resolution) = match &decision {
-        Decision::Approve => ("approve", None),
-        Decision::Deny { .. } => ("deny", None),
-        Decision::Answer { .. } => ("answer", None),
-        Decision::Resolve { resolution, .. } => ("resolve", Some(resolution.as_str())),
-        Decision::Record { .. } => ("record", None),
-        Decision::Withdraw => ("withdraw", None),
-    };
+    let (what, resolution) = verb(&decision);
     if matches!(decision, Decision::Approve)
         && let Some(reason) = supplied_refusal(store, id).await?
     {

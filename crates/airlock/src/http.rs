@@ -12,6 +12,7 @@ mod listen;
 mod ops;
 mod runs;
 mod slack;
+mod trace;
 
 use std::sync::Arc;
 

@@ -18,7 +18,10 @@ use std::time::Duration;
 
 use crate::gateway::Gateway;
 use crate::outcome::OutcomeKind;
+use airlock_egress::trace::{child_span, within};
 use airlock_ledger::{InvocationId, InvocationState};
+use opentelemetry::KeyValue;
+use opentelemetry::trace::SpanKind;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
@@ -93,9 +96,15 @@ pub async fn work_polling_every(
     while running.join_next().await.is_some() {}
 }
 
-/// Runs the approved call `id`; whether a freeze held it back (it is still approved).
+/// Runs the approved call `id`, each in a trace of its own (`run approved call`, docs/rules.md
+/// OPS-81: one span per call, none per look); whether a freeze held it back (it is still
+/// approved).
 async fn run_one(gateway: Arc<Gateway>, id: InvocationId) -> bool {
-    let outcome = match gateway.continue_approved(id).await {
+    let cx = gateway.trace_parent().and_then(|parent| {
+        let attributes = vec![KeyValue::new("airlock.invocation.id", id.to_string())];
+        child_span(&parent, "run approved call", SpanKind::Internal, attributes)
+    });
+    let outcome = match within(cx.as_ref(), gateway.continue_approved(id)).await {
         Ok(outcome) => outcome,
         Err(error) => {
             tracing::error!(%id, %error, "running an approved call failed");
