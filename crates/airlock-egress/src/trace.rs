@@ -12,11 +12,11 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use http::{HeaderValue, Method};
+use opentelemetry::context::FutureExt as _;
 use opentelemetry::global::BoxedTracer;
 use opentelemetry::trace::{
     SpanContext, SpanId, SpanKind, Status, TraceContextExt, TraceFlags, TraceId, TraceState, Tracer,
 };
-use opentelemetry::context::FutureExt as _;
 use opentelemetry::{Context, KeyValue};
 use url::Url;
 

@@ -27,7 +27,12 @@ fn cpu() -> Duration {
     for task in std::fs::read_dir("/proc/self/task").unwrap() {
         let path = task.unwrap().path().join("schedstat");
         if let Ok(stat) = std::fs::read_to_string(path) {
-            total += stat.split_whitespace().next().unwrap().parse::<u64>().unwrap();
+            total += stat
+                .split_whitespace()
+                .next()
+                .unwrap()
+                .parse::<u64>()
+                .unwrap();
         }
     }
     Duration::from_nanos(total)

@@ -54,4 +54,3 @@ pub(crate) fn committed(begun: Instant, jobs: usize) {
     #[allow(clippy::cast_precision_loss)] // a batch holds at most MAX_BATCH jobs
     metrics::histogram!("airlock_ledger_commit_batch_size").record(jobs as f64);
 }
-

@@ -14,8 +14,8 @@
 use std::time::Duration;
 
 use crate::sql::db::{DbPool, DbRow, DbTx, SqlValue};
-use crate::support::deferred::{QueuedShare, SHARE_COLUMNS};
 use crate::sql::tx::LedgerTx;
+use crate::support::deferred::{QueuedShare, SHARE_COLUMNS};
 use crate::transitions::batch::Batch;
 use crate::vocabulary::budget::{BudgetShare, BudgetUse, LimitUsage, OverLimit};
 use crate::vocabulary::clock::to_micros;
@@ -49,7 +49,10 @@ pub(crate) async fn judge(
     }
     let mut uses = Vec::with_capacity(shares.len());
     for share in shares {
-        let queued = batch.deferred.as_ref().map_or(0, |d| d.queued_share(&share.key));
+        let queued = batch
+            .deferred
+            .as_ref()
+            .map_or(0, |d| d.queued_share(&share.key));
         let written = used_within(tx, &share.key, since(batch.now, share.window)).await?;
         let used = written.saturating_add(queued);
         uses.push(BudgetUse {

@@ -90,7 +90,6 @@ pub(super) fn tool(call: &ToolCall, call_id: &str) -> Option<Context> {
     Context::map_current(|cx| child_span(cx, name, SpanKind::Internal, attributes))
 }
 
-
 fn state(state: RunState) -> &'static str {
     match state {
         RunState::Running => "running",

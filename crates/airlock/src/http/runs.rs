@@ -56,7 +56,9 @@ async fn start(
     let path = format!("/v1/agents/{agent}/run");
     let cx = trace::server(&state, &headers, "POST", "/v1/agents/{name}/run", path);
     let answer = run(state, agent, &headers, bytes, cx.clone()).await;
-    let status = answer.as_ref().map_or_else(ApiError::status, |_| StatusCode::OK);
+    let status = answer
+        .as_ref()
+        .map_or_else(ApiError::status, |_| StatusCode::OK);
     trace::answered(cx.as_ref(), status);
     answer
 }

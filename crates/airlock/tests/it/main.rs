@@ -45,6 +45,7 @@ mod serve;
 mod shutdown;
 mod support;
 mod telemetry;
+mod telemetry_runs;
 mod words;
 
 use std::path::PathBuf;

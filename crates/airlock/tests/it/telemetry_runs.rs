@@ -1,0 +1,297 @@
+//! Traces of agent runs, decisions and the workers of a real `airlock serve` (docs/rules.md
+//! OPS-79 … OPS-81): the spans a loopback OTLP collector decodes, from the run API's request
+//! through each step's model request and tool call down to the upstream's HTTP request.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use airlock_testkit::{
+    Collector, Cue, ExportedSpan, FAKE_INPUT_TOKENS, FAKE_OUTPUT_TOKENS, FAKE_RESPONSE_MODEL,
+    FakeCall, FakeModel, ModelReply, RawServer, span_kind,
+};
+use serde_json::{Value, json};
+
+use crate::runs::{CALLER, helper_deployment, until_status};
+use crate::serve::ADMIN;
+use crate::support::Server;
+
+/// Words of the run's input no span may show.
+const INPUT: &str = "input-marker-never-in-a-span";
+/// An argument the model passes to a tool: no span may show it.
+const ARGUMENT: &str = "argument-marker-never-in-a-span";
+/// The model's answer: no span may show it.
+const ANSWER: &str = "answer-marker-never-in-a-span";
+/// The configured credential of connection `erp` (see `helper_deployment`).
+const ERP_TOKEN: &str = "configured-erp-token";
+
+/// `helper_deployment` traced to `collector`, served with the batch exporter flushing every
+/// 50 ms.
+fn serve(model: &FakeModel, erp: &RawServer, collector: &Collector) -> (tempfile::TempDir, Server) {
+    let erp = format!("http://127.0.0.1:{}", erp.port);
+    let dir = helper_deployment(&model.endpoint(), &erp);
+    let toml = dir.path().join("airlock.toml");
+    let mut text = std::fs::read_to_string(&toml).unwrap();
+    text.push_str(&format!(
+        "[telemetry]\nendpoint = \"{}\"\n",
+        collector.endpoint()
+    ));
+    std::fs::write(&toml, text).unwrap();
+    let mut command = Server::command(dir.path(), &[]);
+    command
+        .env("NO_COLOR", "1")
+        .env("OTEL_BSP_SCHEDULE_DELAY", "50");
+    let server = Server::spawn(command);
+    (dir, server)
+}
+
+/// `POST path` with `token`, a JSON `body` and optionally a `traceparent`.
+async fn post(
+    addr: SocketAddr,
+    path: &str,
+    token: &str,
+    body: &Value,
+    traceparent: Option<&str>,
+) -> Value {
+    let mut request = reqwest::Client::new()
+        .post(format!("http://{addr}{path}"))
+        .bearer_auth(token)
+        .json(body);
+    if let Some(value) = traceparent {
+        request = request.header("traceparent", value);
+    }
+    let response = request.send().await.unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    response.json().await.unwrap()
+}
+
+fn one<'a>(spans: &'a [ExportedSpan], name: &str) -> &'a ExportedSpan {
+    let found: Vec<_> = spans.iter().filter(|s| s.name == name).collect();
+    assert_eq!(found.len(), 1, "{name}: {spans:#?}");
+    found[0]
+}
+
+fn children<'a>(spans: &'a [ExportedSpan], parent: &ExportedSpan) -> Vec<&'a ExportedSpan> {
+    spans
+        .iter()
+        .filter(|s| s.parent_span_id == parent.span_id)
+        .collect()
+}
+
+/// No attribute of any span holds one of `markers`.
+fn assert_nothing_shown(spans: &[ExportedSpan], markers: &[&str]) {
+    for span in spans {
+        for value in span.attributes.values() {
+            for marker in markers {
+                assert!(!value.contains(marker), "{marker} in {span:#?}");
+            }
+        }
+    }
+}
+
+/// OPS-79, OPS-80: one trace from `POST /v1/agents/{name}/run` (continuing the caller's
+/// `traceparent`) through the run, its steps, the model requests (GenAI `chat` spans) and the
+/// tool call, down to the upstream's HTTP request; nothing of the input, the arguments, the
+/// answer or a credential in any attribute.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_traced_run_is_one_trace_from_the_request_to_the_upstream() {
+    let collector = Collector::start().await;
+    let erp = RawServer::start(Some("no-such-method"), Cue::Status(500)).await;
+    let call = FakeCall::new("call_1", "erp_lookup", &json!({"id": ARGUMENT}));
+    let model = FakeModel::openai(vec![
+        ModelReply::calls(vec![call]),
+        ModelReply::text(&[ANSWER]),
+    ])
+    .await;
+    let (_dir, server) = serve(&model, &erp, &collector);
+    let addr: SocketAddr = server.addr.parse().unwrap();
+
+    let trace = "5bf92f3577b34da6a3ce929d0e0e4731";
+    let parent = "10f067aa0ba902b7";
+    let header = format!("00-{trace}-{parent}-01");
+    let body = json!({"input": format!("Who is {INPUT}?")});
+    let run = post(addr, "/v1/agents/helper/run", CALLER, &body, Some(&header)).await;
+    assert_eq!(run["status"], "completed", "{run}");
+    let spans = collector
+        .trace(trace, Duration::from_secs(20), |spans| {
+            spans.iter().any(|s| s.kind == span_kind::SERVER)
+                && spans.iter().filter(|s| s.name.starts_with("step ")).count() >= 2
+        })
+        .await;
+
+    let request = one(&spans, "POST /v1/agents/{name}/run");
+    assert_eq!(request.kind, span_kind::SERVER);
+    assert_eq!(request.parent_span_id, parent, "continued from the header");
+    assert_eq!(request.attr("http.route"), Some("/v1/agents/{name}/run"));
+    assert_eq!(request.attr("http.response.status_code"), Some("200"));
+
+    let agent = one(&spans, "invoke_agent helper");
+    assert_eq!(agent.parent_span_id, request.span_id);
+    assert_eq!(agent.attr("gen_ai.operation.name"), Some("invoke_agent"));
+    assert_eq!(agent.attr("gen_ai.agent.name"), Some("helper"));
+    assert_eq!(agent.attr("airlock.run.id"), run["run_id"].as_str());
+    assert_eq!(agent.attr("airlock.run.status"), Some("completed"));
+
+    let first = one(&spans, "step 1");
+    let second = one(&spans, "step 2");
+    for step in [first, second] {
+        assert_eq!(step.parent_span_id, agent.span_id);
+    }
+    let chats: Vec<_> = spans.iter().filter(|s| s.name == "chat gpt-test").collect();
+    assert_eq!(chats.len(), 2, "{spans:#?}");
+    for (chat, step, reason) in [(chats[0], first, "tool_calls"), (chats[1], second, "stop")] {
+        let chat = if chat.parent_span_id == step.span_id {
+            chat
+        } else {
+            chats
+                .iter()
+                .find(|c| c.parent_span_id == step.span_id)
+                .unwrap()
+        };
+        assert_eq!(chat.kind, span_kind::CLIENT);
+        assert_eq!(chat.attr("gen_ai.operation.name"), Some("chat"));
+        assert_eq!(chat.attr("gen_ai.provider.name"), Some("openai"));
+        assert_eq!(chat.attr("gen_ai.request.model"), Some("gpt-test"));
+        assert_eq!(
+            chat.attr("gen_ai.response.model"),
+            Some(FAKE_RESPONSE_MODEL)
+        );
+        let tokens = |key| chat.attr(key).map(|v| v.parse::<u64>().unwrap());
+        assert_eq!(tokens("gen_ai.usage.input_tokens"), Some(FAKE_INPUT_TOKENS));
+        assert_eq!(
+            tokens("gen_ai.usage.output_tokens"),
+            Some(FAKE_OUTPUT_TOKENS)
+        );
+        let reasons = chat.attr("gen_ai.response.finish_reasons").unwrap();
+        assert!(reasons.contains(reason), "{chat:#?}");
+        // The provider's request is the chat span's child.
+        let sent = children(&spans, chat);
+        assert!(
+            sent.iter().any(|s| s.kind == span_kind::CLIENT
+                && s.attr("http.request.method") == Some("POST")
+                && s.attr("url.full") == Some(&format!("{}/chat/completions", model.endpoint()))),
+            "{sent:#?}"
+        );
+    }
+
+    let tool = one(&spans, "execute_tool erp_lookup");
+    assert_eq!(
+        tool.parent_span_id, first.span_id,
+        "the call is under its step"
+    );
+    assert_eq!(tool.attr("gen_ai.tool.name"), Some("erp_lookup"));
+    assert_eq!(tool.attr("gen_ai.tool.call.id"), Some("call_1"));
+    assert_eq!(tool.attr("airlock.outcome"), Some("succeeded"));
+    assert!(tool.attr("airlock.invocation.id").is_some(), "{tool:#?}");
+    let below = children(&spans, tool);
+    let upstream = below
+        .iter()
+        .find(|s| s.kind == span_kind::CLIENT)
+        .unwrap_or_else(|| panic!("{below:#?}"));
+    assert_eq!(upstream.attr("http.request.method"), Some("GET"));
+    let customers = format!("http://127.0.0.1:{}/customers", erp.port);
+    assert_eq!(upstream.attr("url.full"), Some(customers.as_str()));
+    assert!(
+        below.iter().any(|s| s.name == "ledger commit"),
+        "{below:#?}"
+    );
+
+    // Every span is of this one trace, and none shows what the run carried.
+    assert!(spans.iter().all(|s| s.trace_id == trace));
+    let others: Vec<_> = collector
+        .spans()
+        .into_iter()
+        .filter(|s| s.trace_id != trace && s.name.contains("agent"))
+        .collect();
+    assert!(others.is_empty(), "{others:#?}");
+    assert_nothing_shown(
+        &collector.spans(),
+        &[INPUT, ARGUMENT, ANSWER, ERP_TOKEN, FakeModel::KEY, CALLER],
+    );
+}
+
+/// OPS-81: a decision on the API is a `decide approve` span naming its surface and decider,
+/// continuing nobody's trace; the approved call runs under it; the resume worker's resumed run
+/// is a trace of its own, one `invoke_agent` span per resume.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn decisions_and_the_resume_worker_are_spans() {
+    let collector = Collector::start().await;
+    let erp = RawServer::start(Some("no-such-method"), Cue::Status(500)).await;
+    let url = format!("http://127.0.0.1:{}/page?secret={ARGUMENT}", erp.port);
+    let fetch = FakeCall::new("call_1", "fetch", &json!({"url": url}));
+    let model = FakeModel::openai(vec![
+        ModelReply::calls(vec![fetch]),
+        ModelReply::text(&[ANSWER]),
+    ])
+    .await;
+    let (_dir, server) = serve(&model, &erp, &collector);
+    let addr: SocketAddr = server.addr.parse().unwrap();
+
+    let run = post(
+        addr,
+        "/v1/agents/helper/run",
+        CALLER,
+        &json!({"input": INPUT}),
+        None,
+    )
+    .await;
+    assert_eq!(run["status"], "parked", "{run}");
+    let id = run["run_id"].as_str().unwrap();
+    let parked = run["waiting"][0]
+        .as_str()
+        .unwrap_or_else(|| panic!("{run}"))
+        .to_owned();
+    let path = format!("/v1/invocations/{parked}/approve");
+    post(addr, &path, ADMIN, &json!({}), None).await;
+    until_status(addr, id, "completed").await;
+
+    let find = |name: &'static str| {
+        let collector = &collector;
+        async move {
+            for _ in 0..400 {
+                let found: Vec<_> = collector
+                    .spans()
+                    .into_iter()
+                    .filter(|s| s.name == name)
+                    .collect();
+                if !found.is_empty() {
+                    return found;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            panic!("no span {name}: {:#?}", collector.spans());
+        }
+    };
+    let decided = find("decide approve").await;
+    let decided = &decided[0];
+    assert_eq!(decided.parent_span_id, "", "a trace of its own");
+    assert_eq!(decided.attr("airlock.decision.surface"), Some("api"));
+    assert_eq!(decided.attr("airlock.decision.by"), Some("alice"));
+    assert_eq!(decided.attr("airlock.invocation.id"), Some(parked.as_str()));
+
+    let runs = find("invoke_agent helper").await;
+    let resumed: Vec<_> = runs
+        .iter()
+        .filter(|s| s.attr("airlock.run.resumed") == Some("true"))
+        .collect();
+    assert_eq!(resumed.len(), 1, "{runs:#?}");
+    let resumed = resumed[0];
+    assert_eq!(
+        resumed.parent_span_id, "",
+        "the worker's unit of work begins a trace"
+    );
+    assert_eq!(resumed.attr("airlock.run.id"), Some(id));
+    assert_eq!(resumed.attr("airlock.run.status"), Some("completed"));
+    let resumed_trace: Vec<_> = collector
+        .spans()
+        .into_iter()
+        .filter(|s| s.trace_id == resumed.trace_id)
+        .collect();
+    assert!(
+        resumed_trace.iter().any(|s| s.name == "execute_tool fetch"),
+        "{resumed_trace:#?}"
+    );
+    assert_nothing_shown(
+        &collector.spans(),
+        &[INPUT, ARGUMENT, ANSWER, FakeModel::KEY, CALLER, ADMIN],
+    );
+}
