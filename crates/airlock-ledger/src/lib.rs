@@ -59,6 +59,7 @@ pub use sql::tx::{LedgerTx, TxTool, tx_tool};
 pub use sqlite::{SqliteStore, backup as backup_sqlite};
 pub use store::{LedgerFuture, Store};
 pub use store_config::StoreConfig;
+pub use support::export::{AuditTrail, ChainEvent, FreezeEvent, PinEvent};
 pub use support::notice::{Notice, NoticeRecord, OutboxRoute};
 pub use transitions::agent_runs::{RunDetail, RunStep};
 pub use transitions::confirmations::{Answered, Confirmation};

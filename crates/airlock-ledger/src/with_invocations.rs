@@ -18,6 +18,7 @@ use crate::store::{
     AgentRuns, Budgets, Confirmations, Freezes, Invocations, LedgerFuture, Outbox, Pins, Rates,
     Reads, Sessions, Store,
 };
+use crate::support::export::AuditTrail;
 use crate::support::notice::{Notice, NoticeRecord};
 use crate::transitions::agent_runs::{RunDetail, RunStep};
 use crate::transitions::confirmations::{Answered, Confirmation};
@@ -129,6 +130,7 @@ impl Reads for WithInvocations {
         fn session_invocations(&self, id: SessionId) -> LedgerFuture<'_, Vec<Invocation>>;
         fn run_invocations(&self, id: RunId) -> LedgerFuture<'_, Vec<Invocation>>;
         fn verify(&self) -> LedgerFuture<'_, AuditReport>;
+        fn audit_trail(&self) -> LedgerFuture<'_, AuditTrail>;
     }
 }
 

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::access::{AccessPolicy, read_access};
+use crate::audit::{AuditExport, read_audit};
 use crate::diag::Diag;
 use crate::egress_settings::{EgressSettings, read_egress};
 use crate::fields::Fields;
@@ -74,6 +75,8 @@ pub struct Config {
     pub telemetry: Option<TelemetrySettings>,
     /// `[[access]]`: who may see and call which tools (POLICY-43); empty: no filtering.
     pub access: AccessPolicy,
+    /// `[audit.export]`: where audit events are exported, with or without arguments.
+    pub audit_export: AuditExport,
 }
 
 /// `[server]`: bounds on what clients may hold of the HTTP server. Every bound is at least 1.
@@ -165,8 +168,9 @@ pub struct CredentialsSettings {
     pub master_key_file: PathBuf,
 }
 
-const TOP_KEYS: [&str; 14] = [
+const TOP_KEYS: [&str; 15] = [
     "access",
+    "audit",
     "listen",
     "database_url",
     "approval_ttl",
@@ -233,6 +237,7 @@ pub(crate) fn read_config(node: Option<&Node>, root: &Path, d: &mut Diag) -> Opt
     let yes_words = yes_words(f.get("confirm"), d);
     let telemetry = read_telemetry(f.get("telemetry"), d);
     let access = read_access(f.get("access"), d);
+    let audit_export = read_audit(f.get("audit"), root, d);
     Some(Config {
         listen: listen.ok()?,
         database_url,
@@ -250,6 +255,7 @@ pub(crate) fn read_config(node: Option<&Node>, root: &Path, d: &mut Diag) -> Opt
         yes_words,
         telemetry,
         access,
+        audit_export,
     })
 }
 

@@ -8,6 +8,7 @@
 mod access;
 mod agent;
 mod api_file;
+mod audit;
 mod builtin;
 mod canonical;
 mod catalog;
@@ -40,6 +41,7 @@ mod visible;
 
 pub use access::{AccessPolicy, AccessRule, EVERYONE, Principal, Verdict, glob};
 pub use agent::{API_VERSION, AgentSpec, ModelSpec, PROVIDERS};
+pub use audit::AuditExport;
 pub use builtin::definition as builtin_definition;
 pub use canonical::{canonical_json, canonical_sha256, json_sha256, sha256_hex};
 pub use catalog::{INTEGRATION_FILE, MAX_PAGES};

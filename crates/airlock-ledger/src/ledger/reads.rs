@@ -14,6 +14,7 @@ use super::Ledger;
 use crate::reads::{self, text};
 use crate::store::{LedgerFuture, Reads};
 use crate::support::chain;
+use crate::support::export::{self, AuditTrail};
 use crate::vocabulary::clock::to_micros;
 use crate::vocabulary::ids::{InvocationId, RunId, SessionId};
 use crate::vocabulary::model::{ApprovalFilter, AuditReport, Invocation};
@@ -107,5 +108,9 @@ impl Reads for Ledger {
 
     fn verify(&self) -> LedgerFuture<'_, AuditReport> {
         Box::pin(chain::verify(&self.pool))
+    }
+
+    fn audit_trail(&self) -> LedgerFuture<'_, AuditTrail> {
+        Box::pin(export::read(&self.pool))
     }
 }
