@@ -5,6 +5,7 @@
 mod access;
 mod apis;
 mod approvals_cli;
+mod audit_export;
 mod backup;
 mod big_calls;
 mod boundaries;
