@@ -32,6 +32,7 @@ mod transitions;
 mod commit;
 
 // The store: one `Ledger` type playing every role of `Store`, opened on either backend.
+mod audit_trail;
 mod ledger;
 mod outbox;
 mod postgres;
@@ -52,6 +53,7 @@ pub mod roles {
 }
 
 pub use airlock_spec::{Approval, Effect, Mode, NotifyEvent, SourceKind};
+pub use audit_trail::{AuditTrail, ChainEvent, FreezeEvent, PinEvent};
 pub use ledger::Ledger;
 pub use postgres::PgStore;
 pub use sql::db::SqlValue;
@@ -59,7 +61,6 @@ pub use sql::tx::{LedgerTx, TxTool, tx_tool};
 pub use sqlite::{SqliteStore, backup as backup_sqlite};
 pub use store::{LedgerFuture, Store};
 pub use store_config::StoreConfig;
-pub use support::export::{AuditTrail, ChainEvent, FreezeEvent, PinEvent};
 pub use support::notice::{Notice, NoticeRecord, OutboxRoute};
 pub use transitions::agent_runs::{RunDetail, RunStep};
 pub use transitions::confirmations::{Answered, Confirmation};

@@ -24,8 +24,8 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use uuid::Uuid;
 
+use crate::audit_trail::AuditTrail;
 use crate::sql::tx::TxTool;
-use crate::support::export::AuditTrail;
 use crate::support::notice::{Notice, NoticeRecord};
 use crate::transitions::agent_runs::{RunDetail, RunStep};
 use crate::transitions::confirmations::{Answered, Confirmation};

@@ -4,7 +4,6 @@
 pub(crate) mod cache;
 pub(crate) mod chain;
 pub(crate) mod deferred;
-pub(crate) mod export;
 pub(crate) mod notice;
 #[cfg(unix)]
 pub(crate) mod wake;

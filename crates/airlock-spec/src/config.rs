@@ -7,7 +7,6 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::access::{AccessPolicy, read_access};
-use crate::audit::{AuditExport, read_audit};
 use crate::diag::Diag;
 use crate::egress_settings::{EgressSettings, read_egress};
 use crate::fields::Fields;
@@ -75,8 +74,8 @@ pub struct Config {
     pub telemetry: Option<TelemetrySettings>,
     /// `[[access]]`: who may see and call which tools (POLICY-43); empty: no filtering.
     pub access: AccessPolicy,
-    /// `[audit.export]`: where audit events are exported, with or without arguments.
-    pub audit_export: AuditExport,
+    /// `[audit.export]`: where audit events are exported, with or without arguments (DECL-90).
+    pub audit_export: crate::audit::AuditExport,
 }
 
 /// `[server]`: bounds on what clients may hold of the HTTP server. Every bound is at least 1.
@@ -237,7 +236,6 @@ pub(crate) fn read_config(node: Option<&Node>, root: &Path, d: &mut Diag) -> Opt
     let yes_words = yes_words(f.get("confirm"), d);
     let telemetry = read_telemetry(f.get("telemetry"), d);
     let access = read_access(f.get("access"), d);
-    let audit_export = read_audit(f.get("audit"), root, d);
     Some(Config {
         listen: listen.ok()?,
         database_url,
@@ -255,7 +253,7 @@ pub(crate) fn read_config(node: Option<&Node>, root: &Path, d: &mut Diag) -> Opt
         yes_words,
         telemetry,
         access,
-        audit_export,
+        audit_export: crate::audit::read_audit(f.get("audit"), root, d),
     })
 }
 

@@ -11,10 +11,10 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::Ledger;
+use crate::audit_trail::{self, AuditTrail};
 use crate::reads::{self, text};
 use crate::store::{LedgerFuture, Reads};
 use crate::support::chain;
-use crate::support::export::{self, AuditTrail};
 use crate::vocabulary::clock::to_micros;
 use crate::vocabulary::ids::{InvocationId, RunId, SessionId};
 use crate::vocabulary::model::{ApprovalFilter, AuditReport, Invocation};
@@ -111,6 +111,6 @@ impl Reads for Ledger {
     }
 
     fn audit_trail(&self) -> LedgerFuture<'_, AuditTrail> {
-        Box::pin(export::read(&self.pool))
+        Box::pin(audit_trail::read(&self.pool))
     }
 }
