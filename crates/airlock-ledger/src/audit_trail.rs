@@ -2,9 +2,11 @@
 //! order with the row it describes, every freeze and unfreeze, and every accepted tool pin —
 //! all in one read snapshot, so a serving gateway's commits are wholly in it or wholly out.
 //!
-//! Guarantees: read-only; events come in `(lane, seq)` order, the chain's own positions, which
-//! never change once written — so the same ledger read twice yields the same events, and an
-//! export made from them can name each by its position. The rows are as they are now: what
+//! Guarantees: read-only; events come in the order of their commits' times (then lane and
+//! position: on PostgreSQL each lane is a chain of its own, and a row's later version may sit
+//! on a lower lane), and each keeps its chain position, which never changes once written — so
+//! the same ledger read twice yields the same events, and an export made from them can name
+//! each by its position. The rows are as they are now: what
 //! an exporter shows of an older event must be what a row never changes once written.
 
 use std::collections::HashMap;
@@ -74,7 +76,7 @@ pub struct PinEvent {
 /// Everything an audit export is made of, read in one snapshot.
 #[derive(Debug, Default)]
 pub struct AuditTrail {
-    /// The chain's events, by lane then position.
+    /// The chain's events, by time, then lane and position.
     pub events: Vec<ChainEvent>,
     /// The rows the events describe, by id.
     pub sessions: HashMap<String, Session>,
@@ -132,7 +134,7 @@ async fn events(tx: &mut DbTx) -> Result<Vec<ChainEvent>, LedgerError> {
     let rows = tx
         .fetch_all(
             "SELECT lane, seq, entity, entity_id, version, state, hash, at \
-             FROM ledger_events ORDER BY lane, seq",
+             FROM ledger_events ORDER BY at, lane, seq",
             &[],
         )
         .await?;
