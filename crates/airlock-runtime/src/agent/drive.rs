@@ -297,7 +297,10 @@ async fn one(
     // Named in a span only once the snapshot knows it, as the MCP endpoint does (OPS-24).
     let sub_agent = tool.sub_agent.clone();
     let cx = trace::tool(call, call_id);
-    within(cx.as_ref(), dispatch(agents, ctx, call_id, call, sub_agent)).await
+    // Boxed: a sub-agent's run nests the loop again here, and its state must not grow the
+    // stack of the task driving the root.
+    let dispatched = Box::pin(dispatch(agents, ctx, call_id, call, sub_agent));
+    within(cx.as_ref(), dispatched).await
 }
 
 /// Sends a known tool's call where it goes.
