@@ -16,7 +16,9 @@
 //! - a sub-agent is a nested run whose calls belong to the root run, so a call parked anywhere
 //!   in the tree parks the root, and the root resumes the tree (AGENT-20..AGENT-23);
 //! - a `confirm: true` action runs only on the person's literal consent, once (`confirm`,
-//!   POLICY-30..POLICY-35).
+//!   POLICY-30..POLICY-35);
+//! - with `[telemetry]`, a run, its steps and their calls are spans holding no content
+//!   (`trace`, OPS-79).
 //!
 //! [`Agents`] is the interface every surface uses: [`Agents::run`], [`Agents::read`],
 //! [`Agents::principal`] (whose run it is), [`Agents::cancel`]; [`resume::work`] is the background worker of a serving process.

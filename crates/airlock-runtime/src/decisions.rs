@@ -1,7 +1,8 @@
 //! Decisions, shared by every surface (HTTP API, CLI, the MCP endpoint's inbox): one ledger
 //! transition by a named person, then — for an approval — the call runs through the gateway's
 //! claim in a background task, never inside the person's request, and a serving process waits
-//! for that task at shutdown as for its own. Whoever claims first runs it exactly once. What
+//! for that task at shutdown as for its own. With `[telemetry]` a decision is a span naming its
+//! surface and decider, the approved call running under it (docs/rules.md OPS-81). Whoever claims first runs it exactly once. What
 //! waits for a person is listed by [`pending`]; approvals nobody waits for are run by the
 //! [`worker`].
 

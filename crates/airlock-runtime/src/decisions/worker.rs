@@ -10,7 +10,8 @@
 //! another process's worker or this one may race for a row, and only one runs it. On stop it
 //! claims nothing new and lets the calls it started finish. An approved call a freeze holds
 //! back (POLICY-53) is set aside until a freeze is lifted, and each look lists that many more
-//! rows, so held calls never crowd out the approvals behind them.
+//! rows, so held calls never crowd out the approvals behind them. With `[telemetry]` each call
+//! it runs begins a trace of its own (docs/rules.md OPS-81); a look starts no span.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;

@@ -9,7 +9,8 @@
 //! `proposals` (AGENT-44); a run is read and cancelled only by the principal that started it or
 //! an admin — to anyone else it is a run nobody recorded (AGENT-67, AGENT-70). Statuses: 404
 //! unknown agent or run (or another principal's), 409 a session with a run in progress (naming
-//! it), 400 a body or id that does not parse.
+//! it), 400 a body or id that does not parse. With `[telemetry]` a run request is a server span
+//! continuing the caller's `traceparent`, the run's spans under it (OPS-79, [`super::trace`]).
 
 pub(crate) mod body;
 mod ws;

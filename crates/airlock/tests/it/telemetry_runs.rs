@@ -11,9 +11,9 @@ use airlock_testkit::{
 };
 use serde_json::{Value, json};
 
-use crate::runs::{CALLER, helper_deployment, until_status};
+use crate::runs::{CALLER, CAROL_GATEWAY, helper_deployment, until_status};
 use crate::serve::ADMIN;
-use crate::support::Server;
+use crate::support::{Server, cli, mcp_request};
 
 /// Words of the run's input no span may show.
 const INPUT: &str = "input-marker-never-in-a-span";
@@ -27,12 +27,22 @@ const ERP_TOKEN: &str = "configured-erp-token";
 /// `helper_deployment` traced to `collector`, served with the batch exporter flushing every
 /// 50 ms.
 fn serve(model: &FakeModel, erp: &RawServer, collector: &Collector) -> (tempfile::TempDir, Server) {
+    serve_with(model, erp, collector, "")
+}
+
+/// [`serve`] with `extra` appended to `airlock.toml`.
+fn serve_with(
+    model: &FakeModel,
+    erp: &RawServer,
+    collector: &Collector,
+    extra: &str,
+) -> (tempfile::TempDir, Server) {
     let erp = format!("http://127.0.0.1:{}", erp.port);
     let dir = helper_deployment(&model.endpoint(), &erp);
     let toml = dir.path().join("airlock.toml");
     let mut text = std::fs::read_to_string(&toml).unwrap();
     text.push_str(&format!(
-        "[telemetry]\nendpoint = \"{}\"\n",
+        "{extra}[telemetry]\nendpoint = \"{}\"\n",
         collector.endpoint()
     ));
     std::fs::write(&toml, text).unwrap();
@@ -294,4 +304,119 @@ async fn decisions_and_the_resume_worker_are_spans() {
         &collector.spans(),
         &[INPUT, ARGUMENT, ANSWER, FakeModel::KEY, CALLER, ADMIN],
     );
+}
+
+/// OPS-79: a run over the WebSocket is a server span `GET /v1/agents/{name}/ws`, continuing the
+/// upgrade request's `traceparent`, with the run below it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_over_the_websocket_continues_the_upgrade_requests_trace() {
+    use futures::{SinkExt as _, StreamExt as _};
+    use tokio_tungstenite::tungstenite::Message;
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
+
+    let collector = Collector::start().await;
+    let erp = RawServer::start(Some("no-such-method"), Cue::Status(500)).await;
+    let model = FakeModel::openai(vec![ModelReply::text(&[ANSWER])]).await;
+    let (_dir, server) = serve(&model, &erp, &collector);
+
+    let trace = "6bf92f3577b34da6a3ce929d0e0e4732";
+    let parent = "20f067aa0ba902b7";
+    let mut request = format!("ws://{}/v1/agents/helper/ws", server.addr)
+        .into_client_request()
+        .unwrap();
+    let headers = request.headers_mut();
+    headers.insert("authorization", format!("Bearer {CALLER}").parse().unwrap());
+    let traceparent = format!("00-{trace}-{parent}-01");
+    headers.insert("traceparent", traceparent.parse().unwrap());
+    let (mut socket, _) = tokio_tungstenite::connect_async(request).await.unwrap();
+    let body = json!({"input": INPUT}).to_string();
+    socket.send(Message::Text(body.into())).await.unwrap();
+    // Until the server closes: the run is over.
+    while let Some(Ok(message)) = socket.next().await {
+        if let Message::Close(_) = message {
+            break;
+        }
+    }
+
+    let spans = collector
+        .trace(trace, Duration::from_secs(20), |spans| {
+            spans.iter().any(|s| s.kind == span_kind::SERVER)
+                && spans.iter().any(|s| s.name == "invoke_agent helper")
+        })
+        .await;
+    let request = one(&spans, "GET /v1/agents/{name}/ws");
+    assert_eq!(request.kind, span_kind::SERVER);
+    assert_eq!(request.parent_span_id, parent);
+    assert_eq!(request.attr("http.response.status_code"), Some("101"));
+    let agent = one(&spans, "invoke_agent helper");
+    assert_eq!(agent.parent_span_id, request.span_id);
+    assert_eq!(agent.attr("airlock.run.status"), Some("completed"));
+    assert_nothing_shown(&spans, &[INPUT, ANSWER, FakeModel::KEY, CALLER]);
+}
+
+/// OPS-81: an approval taken in another process (the CLI, untraced) is run by the serving
+/// process's decisions worker in a trace of its own: one `run approved call` span, the call's
+/// upstream request below it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_decisions_worker_runs_each_approved_call_in_a_trace_of_its_own() {
+    let collector = Collector::start().await;
+    let erp = RawServer::start(Some("no-such-method"), Cue::Status(500)).await;
+    let model = FakeModel::openai(Vec::new()).await;
+    let gated = "[builtins.fetch]\napproval = \"always\"\n";
+    let (dir, server) = serve_with(&model, &erp, &collector, gated);
+    let url = format!("http://127.0.0.1:{}/page?secret={ARGUMENT}", erp.port);
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "fetch", "arguments": {"url": url}}});
+    let parked: Value = mcp_request(&format!("http://{}", server.addr))
+        .bearer_auth(CAROL_GATEWAY)
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = parked["result"]["structuredContent"]["invocation_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{parked}"))
+        .to_owned();
+    let out = cli(dir.path(), &["approve", &id]);
+    assert!(out.status.success(), "{}", crate::text(&out));
+
+    let mut ran = Vec::new();
+    for _ in 0..400 {
+        ran = collector
+            .spans()
+            .into_iter()
+            .filter(|s| s.name == "run approved call")
+            .collect();
+        if !ran.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(ran.len(), 1, "{:#?}", collector.spans());
+    let ran = &ran[0];
+    assert_eq!(ran.parent_span_id, "", "a trace of its own");
+    assert_eq!(ran.attr("airlock.invocation.id"), Some(id.as_str()));
+    let spans = collector
+        .trace(&ran.trace_id, Duration::from_secs(20), |spans| {
+            spans.iter().any(|s| s.kind == span_kind::CLIENT)
+        })
+        .await;
+    let page = format!("http://127.0.0.1:{}/page", erp.port);
+    let request = spans
+        .iter()
+        .find(|s| s.kind == span_kind::CLIENT)
+        .unwrap_or_else(|| panic!("{spans:#?}"));
+    assert_eq!(request.parent_span_id, ran.span_id);
+    assert_eq!(request.attr("url.full"), Some(page.as_str()));
+    // The CLI's decision is not traced: no `decide` span.
+    assert!(
+        !collector
+            .spans()
+            .iter()
+            .any(|s| s.name.starts_with("decide "))
+    );
+    assert_nothing_shown(&collector.spans(), &[ARGUMENT, CAROL_GATEWAY]);
 }
