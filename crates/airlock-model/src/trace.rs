@@ -111,3 +111,38 @@ fn error_type(kind: ModelErrorKind) -> &'static str {
         ModelErrorKind::Configuration => "configuration",
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use sse_stream::Sse;
+
+    use crate::wire::Decoder;
+    use crate::{anthropic, openai};
+
+    fn feed<D: Decoder>(events: &[&str]) -> D {
+        let mut decoder = D::default();
+        for data in events {
+            let event = Sse::default().data(*data);
+            decoder.event(&event, &|_| {}).unwrap();
+        }
+        decoder
+    }
+
+    /// OPS-80: what each provider's stream says of its answer is kept for the span.
+    #[test]
+    fn the_answering_model_and_finish_reasons_are_read_from_both_streams() {
+        let openai: openai::Stream = feed(&[
+            r#"{"model":"gpt-x-2026","choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":null}]}"#,
+            r#"{"model":"gpt-x-2026","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#,
+        ]);
+        assert_eq!(openai.reply().model.as_deref(), Some("gpt-x-2026"));
+        assert_eq!(openai.reply().finish_reasons, ["stop"]);
+        let anthropic: anthropic::Stream = feed(&[
+            r#"{"type":"message_start","message":{"model":"claude-x","usage":{"input_tokens":3}}}"#,
+            r#"{"type":"message_delta","delta":{"stop_reason":"tool_use"},"usage":{"output_tokens":2}}"#,
+            r#"{"type":"message_stop"}"#,
+        ]);
+        assert_eq!(anthropic.reply().model.as_deref(), Some("claude-x"));
+        assert_eq!(anthropic.reply().finish_reasons, ["tool_use"]);
+    }
+}

@@ -220,8 +220,8 @@ async fn a_traced_run_is_one_trace_from_the_request_to_the_upstream() {
 }
 
 /// OPS-81: a decision on the API is a `decide approve` span naming its surface and decider,
-/// continuing nobody's trace; the approved call runs under it; the resume worker's resumed run
-/// is a trace of its own, one `invoke_agent` span per resume.
+/// continuing nobody's trace, and a refused one names the refusal; the resume worker's resumed
+/// run is a trace of its own, one `invoke_agent` span per resume.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn decisions_and_the_resume_worker_are_spans() {
     let collector = Collector::start().await;
@@ -271,8 +271,33 @@ async fn decisions_and_the_resume_worker_are_spans() {
             panic!("no span {name}: {:#?}", collector.spans());
         }
     };
-    let decided = find("decide approve").await;
-    let decided = &decided[0];
+    // A second decision is refused: its span names the ledger's refusal.
+    let again = reqwest::Client::new()
+        .post(format!("http://{addr}{path}"))
+        .bearer_auth(ADMIN)
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.status().as_u16(), 409);
+    let mut decided = Vec::new();
+    for _ in 0..400 {
+        decided = find("decide approve").await;
+        if decided.len() == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let refused = decided
+        .iter()
+        .find(|s| s.attr("error.type").is_some())
+        .unwrap_or_else(|| panic!("{decided:#?}"));
+    assert_eq!(refused.attr("error.type"), Some("already_decided"));
+    assert_eq!(refused.status_code, 2);
+    let decided = decided
+        .iter()
+        .find(|s| s.attr("error.type").is_none())
+        .unwrap();
     assert_eq!(decided.parent_span_id, "", "a trace of its own");
     assert_eq!(decided.attr("airlock.decision.surface"), Some("api"));
     assert_eq!(decided.attr("airlock.decision.by"), Some("alice"));
@@ -419,4 +444,34 @@ async fn the_decisions_worker_runs_each_approved_call_in_a_trace_of_its_own() {
             .any(|s| s.name.starts_with("decide "))
     );
     assert_nothing_shown(&collector.spans(), &[ARGUMENT, CAROL_GATEWAY]);
+}
+
+/// OPS-79, OPS-80: a provider's refusal is the chat span's `error.type` (the MODEL error kind)
+/// and an error status; the failed run's span says so too; the provider's message is no
+/// attribute.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_model_request_is_an_error_span() {
+    let collector = Collector::start().await;
+    let erp = RawServer::start(Some("no-such-method"), Cue::Status(500)).await;
+    let refusal = "refusal-marker-never-in-a-span";
+    let model = FakeModel::openai(vec![ModelReply::error(400, refusal)]).await;
+    let (_dir, server) = serve(&model, &erp, &collector);
+    let addr: SocketAddr = server.addr.parse().unwrap();
+    let trace = "7bf92f3577b34da6a3ce929d0e0e4733";
+    let header = format!("00-{trace}-30f067aa0ba902b7-01");
+    let body = json!({"input": INPUT});
+    let run = post(addr, "/v1/agents/helper/run", CALLER, &body, Some(&header)).await;
+    assert_eq!(run["status"], "failed", "{run}");
+    let spans = collector
+        .trace(trace, Duration::from_secs(20), |spans| {
+            spans.iter().any(|s| s.kind == span_kind::SERVER)
+        })
+        .await;
+    let chat = one(&spans, "chat gpt-test");
+    assert_eq!(chat.attr("error.type"), Some("provider"));
+    assert_eq!(chat.status_code, 2, "error status");
+    let agent = one(&spans, "invoke_agent helper");
+    assert_eq!(agent.attr("airlock.run.status"), Some("failed"));
+    assert_eq!(agent.attr("error.type"), Some("run_failed"));
+    assert_nothing_shown(&spans, &[refusal, INPUT]);
 }
