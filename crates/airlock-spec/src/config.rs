@@ -62,8 +62,7 @@ pub struct Config {
     pub builtins: Vec<(Builtin, Policy)>,
     /// `[server]`: what one client, or many, may hold of the HTTP server (OPS-12, OPS-13).
     pub server: ServerLimits,
-    /// `[server] public_url`: where people reach this server, for links in notifications
-    /// (DECL-55); links are relative when unset.
+    /// `[server] public_url`: where people reach notifications' links (DECL-55; unset: relative).
     pub public_url: Option<String>,
     /// `[notify]`: webhooks and Slack (NOTIFY).
     pub notify: NotifySettings,
