@@ -1,5 +1,5 @@
 //! The span of one model request, after the OpenTelemetry GenAI semantic conventions for
-//! inference (docs/rules.md OPS-80): kind client, named `chat {model}`, with
+//! inference (docs/rules.md OPS-81): kind client, named `chat {model}`, with
 //! `gen_ai.operation.name`, `gen_ai.provider.name`, `gen_ai.request.model`, the provider's
 //! address, then `gen_ai.response.model` and `gen_ai.response.finish_reasons` when the stream
 //! named them, the turn's token usage, or `error.type` (the [`ModelErrorKind`]).
@@ -128,7 +128,7 @@ mod tests {
         decoder
     }
 
-    /// OPS-80: what each provider's stream says of its answer is kept for the span.
+    /// OPS-81: what each provider's stream says of its answer is kept for the span.
     #[test]
     fn the_answering_model_and_finish_reasons_are_read_from_both_streams() {
         let openai: openai::Stream = feed(&[

@@ -48,7 +48,7 @@ pub(crate) trait Decoder: Default + Send {
 pub(crate) trait Api: std::fmt::Debug + Send + Sync + 'static {
     /// Reads the provider's event stream.
     type Stream: Decoder;
-    /// The provider's `gen_ai.provider.name` (docs/rules.md OPS-80).
+    /// The provider's `gen_ai.provider.name` (docs/rules.md OPS-81).
     const PROVIDER: &'static str;
     /// The JSON body of one request.
     fn request_body(request: &ChatRequest) -> Value;

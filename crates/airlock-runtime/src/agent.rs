@@ -18,7 +18,7 @@
 //! - a `confirm: true` action runs only on the person's literal consent, once (`confirm`,
 //!   POLICY-30..POLICY-35);
 //! - with `[telemetry]`, a run, its steps and their calls are spans holding no content
-//!   (`trace`, OPS-79).
+//!   (`trace`, OPS-80).
 //!
 //! [`Agents`] is the interface every surface uses: [`Agents::run`], [`Agents::read`],
 //! [`Agents::principal`] (whose run it is), [`Agents::cancel`]; [`resume::work`] is the background worker of a serving process.

@@ -2,7 +2,7 @@
 //! transition by a named person, then — for an approval — the call runs through the gateway's
 //! claim in a background task, never inside the person's request, and a serving process waits
 //! for that task at shutdown as for its own. With `[telemetry]` a decision is a span naming its
-//! surface and decider, the approved call running under it (docs/rules.md OPS-81). Whoever claims first runs it exactly once. What
+//! surface and decider, the approved call running under it (docs/rules.md OPS-82). Whoever claims first runs it exactly once. What
 //! waits for a person is listed by [`pending`]; approvals nobody waits for are run by the
 //! [`worker`].
 
@@ -58,7 +58,7 @@ pub async fn decide(
     Ok(row)
 }
 
-/// The span of a decision taken on a serving surface (docs/rules.md OPS-81): `decide {verb}`,
+/// The span of a decision taken on a serving surface (docs/rules.md OPS-82): `decide {verb}`,
 /// with the row's id, the verb, the surface and the decider — never a reason, an answer or a
 /// note.
 fn span(

@@ -1,6 +1,6 @@
 //! `[audit.export]` of `airlock.toml`: where `airlock audit export` appends the audit events,
 //! and whether they carry what the calls were given and gave back (docs/rules.md DECL-90,
-//! OPS-82 … OPS-84). Absent: the command needs `--to`, and no argument, result, answer or
+//! OPS-83 … OPS-85). Absent: the command needs `--to`, and no argument, result, answer or
 //! reason is ever exported. Unknown keys are errors.
 
 use std::path::{Path, PathBuf};

@@ -168,7 +168,7 @@ async fn assemble(
         .scope(gateway_scope)?;
     let telemetry = Telemetry::start(config, &credentials)?;
     if let Some(serving) = serving {
-        // Runs, decisions and the workers are traced by a serving process only (OPS-79): the
+        // Runs, decisions and the workers are traced by a serving process only (OPS-80): the
         // CLI's own work is not.
         builder = builder
             .shutdown(serving.long_polls, serving.tasks)

@@ -1,4 +1,4 @@
-//! The spans of a run (docs/rules.md OPS-79), after the OpenTelemetry GenAI conventions for
+//! The spans of a run (docs/rules.md OPS-80), after the OpenTelemetry GenAI conventions for
 //! agents: the run is `invoke_agent {agent}`, each step `step {n}` under it (its model request,
 //! `chat {model}`, is the model crate's), each call of a step `execute_tool {tool}` under the
 //! step — the spans of the call's ledger commits and upstream requests below it, and the

@@ -11,7 +11,7 @@
 //! claims nothing new and lets the calls it started finish. An approved call a freeze holds
 //! back (POLICY-53) is set aside until a freeze is lifted, and each look lists that many more
 //! rows, so held calls never crowd out the approvals behind them. With `[telemetry]` each call
-//! it runs begins a trace of its own (docs/rules.md OPS-81); a look starts no span.
+//! it runs begins a trace of its own (docs/rules.md OPS-82); a look starts no span.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -98,7 +98,7 @@ pub async fn work_polling_every(
 }
 
 /// Runs the approved call `id`, each in a trace of its own (`run approved call`, docs/rules.md
-/// OPS-81: one span per call, none per look); whether a freeze held it back (it is still
+/// OPS-82: one span per call, none per look); whether a freeze held it back (it is still
 /// approved).
 async fn run_one(gateway: Arc<Gateway>, id: InvocationId) -> bool {
     let cx = gateway.trace_parent().and_then(|parent| {

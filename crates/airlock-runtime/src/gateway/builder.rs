@@ -178,7 +178,7 @@ impl GatewayBuilder {
     }
 
     /// `[telemetry]`'s tracer: runs, decisions and the background workers are traced with it
-    /// (docs/rules.md OPS-79); without it they start no span.
+    /// (docs/rules.md OPS-80); without it they start no span.
     #[must_use]
     pub fn tracer(mut self, tracer: Option<airlock_egress::trace::RequestTracer>) -> Self {
         self.gateway.tracer = tracer;

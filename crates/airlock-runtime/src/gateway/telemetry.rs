@@ -1,7 +1,7 @@
 //! What the one path tells metrics and the call's trace (docs/rules.md OPS-25, OPS-27,
 //! OPS-28): the count and latency histogram of every answered call, the count of parked calls, and the
 //! airlock attributes of the caller's server span; and where the traces the gateway begins
-//! itself start (OPS-79: [`Gateway::trace_parent`]).
+//! itself start (OPS-80: [`Gateway::trace_parent`]).
 //!
 //! Guarantees: attributes go only on a span that records (a traced call; nothing when
 //! telemetry is off) and never carry an argument or a result; histogram and counter labels are
@@ -19,7 +19,7 @@ use super::Gateway;
 use crate::outcome::{Outcome, OutcomeKind};
 
 impl Gateway {
-    /// Where a span of this process's own work starts (OPS-79): the current context when it is
+    /// Where a span of this process's own work starts (OPS-80): the current context when it is
     /// traced (a request's trace goes on), else a new trace when `[telemetry]` is configured;
     /// `None` when neither (nothing is started).
     pub(crate) fn trace_parent(&self) -> Option<Context> {

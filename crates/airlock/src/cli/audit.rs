@@ -59,7 +59,7 @@ pub(crate) fn run(cmd: Command) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// `airlock audit export` (docs/rules.md OPS-82 … OPS-84).
+/// `airlock audit export` (docs/rules.md OPS-83 … OPS-85).
 async fn export(args: ExportArgs) -> anyhow::Result<ExitCode> {
     let (_, deployment) = args.deployment.load()?;
     let settings = &deployment.config.audit_export;

@@ -10,7 +10,7 @@
 //! an admin — to anyone else it is a run nobody recorded (AGENT-67, AGENT-70). Statuses: 404
 //! unknown agent or run (or another principal's), 409 a session with a run in progress (naming
 //! it), 400 a body or id that does not parse. With `[telemetry]` a run request is a server span
-//! continuing the caller's `traceparent`, the run's spans under it (OPS-79, [`super::trace`]).
+//! continuing the caller's `traceparent`, the run's spans under it (OPS-80, [`super::trace`]).
 
 pub(crate) mod body;
 mod ws;
@@ -47,7 +47,7 @@ pub(super) fn router() -> Router<AppState> {
         .route("/runs/{id}/cancel", post(cancel))
 }
 
-/// `POST /v1/agents/{name}/run`, its server span around it (OPS-79).
+/// `POST /v1/agents/{name}/run`, its server span around it (OPS-80).
 async fn start(
     State(state): State<AppState>,
     Path(agent): Path<String>,

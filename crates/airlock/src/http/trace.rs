@@ -1,4 +1,4 @@
-//! The server spans of the run API (docs/rules.md OPS-79): `POST /v1/agents/{name}/run` and
+//! The server spans of the run API (docs/rules.md OPS-80): `POST /v1/agents/{name}/run` and
 //! the WebSocket `GET /v1/agents/{name}/ws` are each a server span named by their route,
 //! continuing the caller's W3C `traceparent` header (a malformed one starts a new trace); the
 //! run's own spans are children of it.

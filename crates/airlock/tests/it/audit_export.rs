@@ -1,5 +1,5 @@
-//! `airlock audit export` on both backends (docs/rules.md OPS-82 … OPS-84, DECL-90,
-//! LEDGER-75): stable ids, the same lines however often the ledger is exported, appending only
+//! `airlock audit export` on both backends (docs/rules.md OPS-83 … OPS-85, DECL-90,
+//! LEDGER-76): stable ids, the same lines however often the ledger is exported, appending only
 //! what a file lacks, and arguments only when the operator opted in.
 
 use std::path::Path;
@@ -60,7 +60,7 @@ fn events(text: &str) -> Vec<Value> {
         .collect()
 }
 
-/// OPS-82 … OPS-84 on `database`: a replay yields the same ids and lines, appending adds only
+/// OPS-83 … OPS-85 on `database`: a replay yields the same ids and lines, appending adds only
 /// new events, and arguments appear only when opted in.
 async fn exports(database: Option<&str>) {
     let dir = deployment(database, "");
@@ -133,13 +133,13 @@ async fn exports(database: Option<&str>) {
     assert_eq!(denied["decision"]["reason"], REASON);
 }
 
-/// OPS-82 … OPS-84 on SQLite.
+/// OPS-83 … OPS-85 on SQLite.
 #[tokio::test]
 async fn an_export_replayed_yields_the_same_ids_and_lines_on_sqlite() {
     exports(None).await;
 }
 
-/// OPS-82 … OPS-84 on PostgreSQL (skipped without `AIRLOCK_TEST_DATABASE_URL`).
+/// OPS-83 … OPS-85 on PostgreSQL (skipped without `AIRLOCK_TEST_DATABASE_URL`).
 #[tokio::test]
 async fn an_export_replayed_yields_the_same_ids_and_lines_on_postgres() {
     let Some(database) = fresh_database().await else {

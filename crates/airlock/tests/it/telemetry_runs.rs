@@ -1,5 +1,5 @@
 //! Traces of agent runs, decisions and the workers of a real `airlock serve` (docs/rules.md
-//! OPS-79 … OPS-81): the spans a loopback OTLP collector decodes, from the run API's request
+//! OPS-80 … OPS-82): the spans a loopback OTLP collector decodes, from the run API's request
 //! through each step's model request and tool call down to the upstream's HTTP request.
 
 use std::net::SocketAddr;
@@ -98,7 +98,7 @@ fn assert_nothing_shown(spans: &[ExportedSpan], markers: &[&str]) {
     }
 }
 
-/// OPS-79, OPS-80: one trace from `POST /v1/agents/{name}/run` (continuing the caller's
+/// OPS-80, OPS-81: one trace from `POST /v1/agents/{name}/run` (continuing the caller's
 /// `traceparent`) through the run, its steps, the model requests (GenAI `chat` spans) and the
 /// tool call, down to the upstream's HTTP request; nothing of the input, the arguments, the
 /// answer or a credential in any attribute.
@@ -219,7 +219,7 @@ async fn a_traced_run_is_one_trace_from_the_request_to_the_upstream() {
     );
 }
 
-/// OPS-81: a decision on the API is a `decide approve` span naming its surface and decider,
+/// OPS-82: a decision on the API is a `decide approve` span naming its surface and decider,
 /// continuing nobody's trace, and a refused one names the refusal; the resume worker's resumed
 /// run is a trace of its own, one `invoke_agent` span per resume.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -331,7 +331,7 @@ async fn decisions_and_the_resume_worker_are_spans() {
     );
 }
 
-/// OPS-79: a run over the WebSocket is a server span `GET /v1/agents/{name}/ws`, continuing the
+/// OPS-80: a run over the WebSocket is a server span `GET /v1/agents/{name}/ws`, continuing the
 /// upgrade request's `traceparent`, with the run below it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_over_the_websocket_continues_the_upgrade_requests_trace() {
@@ -379,7 +379,7 @@ async fn a_run_over_the_websocket_continues_the_upgrade_requests_trace() {
     assert_nothing_shown(&spans, &[INPUT, ANSWER, FakeModel::KEY, CALLER]);
 }
 
-/// OPS-81: an approval taken in another process (the CLI, untraced) is run by the serving
+/// OPS-82: an approval taken in another process (the CLI, untraced) is run by the serving
 /// process's decisions worker in a trace of its own: one `run approved call` span, the call's
 /// upstream request below it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -446,7 +446,7 @@ async fn the_decisions_worker_runs_each_approved_call_in_a_trace_of_its_own() {
     assert_nothing_shown(&collector.spans(), &[ARGUMENT, CAROL_GATEWAY]);
 }
 
-/// OPS-79, OPS-80: a provider's refusal is the chat span's `error.type` (the MODEL error kind)
+/// OPS-80, OPS-81: a provider's refusal is the chat span's `error.type` (the MODEL error kind)
 /// and an error status; the failed run's span says so too; the provider's message is no
 /// attribute.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
