@@ -231,6 +231,15 @@ pub trait Invocations: Send + Sync {
         by: &str,
         decision: Decision,
     ) -> LedgerFuture<'_, Invocation>;
+    /// One decision — an approval or a denial — on up to 100 rows at once (docs/rules.md
+    /// DECIDE-19): all of them take it in one commit, or none does and the first refusal (as
+    /// [`Invocations::decide`] would give it) names its row.
+    fn decide_all(
+        &self,
+        ids: Vec<InvocationId>,
+        by: &str,
+        decision: Decision,
+    ) -> LedgerFuture<'_, Vec<Invocation>>;
     /// A decision taken through a request state the MCP endpoint sealed (docs/rules.md
     /// LEDGER-46): [`Invocations::decide`] by `used.by`, then — for an approval, when
     /// `claim_for` names an owner and a lease — [`Invocations::claim`], and the state's nonce

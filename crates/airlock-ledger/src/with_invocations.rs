@@ -73,6 +73,8 @@ impl Invocations for WithInvocations {
             -> LedgerFuture<'_, Invocation>;
         fn decide(&self, id: InvocationId, by: &str, decision: Decision)
             -> LedgerFuture<'_, Invocation>;
+        fn decide_all(&self, ids: Vec<InvocationId>, by: &str, decision: Decision)
+            -> LedgerFuture<'_, Vec<Invocation>>;
         fn decide_once(&self, used: StateUse, claim_for: Option<(String, Duration)>)
             -> LedgerFuture<'_, Invocation>;
         fn relay_task(&self, id: InvocationId, owner: &str, task: String, lease: Duration)

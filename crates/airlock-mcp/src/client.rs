@@ -16,6 +16,7 @@
 pub(crate) mod catalog;
 pub(crate) mod content;
 pub(crate) mod direct;
+pub(crate) mod listen;
 pub(crate) mod session;
 pub(crate) mod target;
 pub(crate) mod transport;

@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use airlock_spec::ScopeId;
 use futures::future::BoxFuture;
+use futures::stream::BoxStream;
 use serde_json::{Map, Value};
 
 pub use crate::offer::{OfferAnswer, OfferRequest};
@@ -526,6 +527,11 @@ pub struct Offers {
     pub prompts: bool,
     /// Some upstream that completes its prompts' or templates' arguments.
     pub completions: bool,
+    /// Some skill (the SEP-2640 extension, MCP-88).
+    pub skills: bool,
+    /// Some resource whose updates can be listened to (2026-07-28 `subscriptions/listen`,
+    /// MCP-92).
+    pub subscribe: bool,
 }
 
 /// One of the lists a scope serves beside `tools/list`.
@@ -537,6 +543,8 @@ pub enum Listed {
     Templates,
     /// `prompts/list`.
     Prompts,
+    /// `skills/list` (MCP-88).
+    Skills,
 }
 
 /// What a scope offers beside tools, and what reaches it. Implemented by the runtime.
@@ -605,6 +613,18 @@ pub trait OfferHost {
         let _ = (scope, caller, request);
         let missing = HostError::NotFound(format!("invocation {}", round.previous));
         Box::pin(async move { Err(missing.into()) })
+    }
+
+    /// The served URIs among `uris` whose resources change, as their upstreams tell, for as
+    /// long as the stream is held (MCP-92): only URIs `caller` may read. By default, none.
+    fn watch_resources(
+        &self,
+        scope: &ScopeId,
+        caller: &Caller,
+        uris: Vec<String>,
+    ) -> BoxStream<'static, String> {
+        let _ = (scope, caller, uris);
+        Box::pin(futures::stream::empty())
     }
 
     /// `completion/complete` with `params` as the client sent them (a served prompt name or

@@ -27,6 +27,7 @@ mod server;
 
 pub use client::McpClient;
 pub use client::catalog::{Answered, Entry, RemoteCatalog};
+pub use client::listen::Listened;
 pub use client::target::{
     IDEMPOTENCY_META_KEY, McpCredential, McpTarget, RemoteTool, ToolCall, ToolResult,
 };

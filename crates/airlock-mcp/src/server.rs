@@ -11,7 +11,9 @@
 //!   the RFC 9728 metadata). With neither configured every request is refused.
 //! - A body that is not JSON is a 400 with a JSON-RPC parse error; replies are plain JSON,
 //!   except a `tools/call` whose upstream's progress or log messages are relayed to it: an
-//!   event stream of those messages, then the result (`notices`, docs/rules.md MCP-63).
+//!   event stream of those messages, then the result (`notices`, docs/rules.md MCP-63); and a
+//!   2026-07-28 `subscriptions/listen`, whose stream carries resource updates for as long as
+//!   the client holds it (`subscriptions`, MCP-92).
 //! - Session-era clients (`initialize`, 2025-06-18 / 2025-11-25) and 2026-07-28 clients
 //!   (`server/discover`, per-request `_meta`, `resultType`) are both served; rmcp's stateless
 //!   Streamable HTTP service does the protocol checks, `handler` does the translation.
@@ -54,6 +56,7 @@ mod plain;
 mod request;
 mod request_state;
 mod resource_metadata;
+mod subscriptions;
 mod tasks;
 mod tool_rounds;
 mod trace;
@@ -222,6 +225,8 @@ impl Pipeline {
                 | "resources/templates/list"
                 | "resources/read"
                 | "prompts/list"
+                | "skills/list"
+                | "skills/get"
         );
         let response = rmcp.run(request.into_rmcp()).await;
         let mut response = match edit {

@@ -1,10 +1,10 @@
 //! Decisions, shared by every surface (HTTP API, CLI, the MCP endpoint's inbox): one ledger
 //! transition by a named person, then — for an approval — the call runs through the gateway's
 //! claim in a background task, never inside the person's request, and a serving process waits
-//! for that task at shutdown as for its own. With `[telemetry]` a decision is a span naming its
-//! surface and decider, the approved call running under it (docs/rules.md OPS-82). Whoever claims first runs it exactly once. What
-//! waits for a person is listed by [`pending`]; approvals nobody waits for are run by the
-//! [`worker`].
+//! for that task at shutdown as for its own. Whoever claims first runs it exactly once. With
+//! `[telemetry]` a decision is a span naming its surface and decider, the approved calls running
+//! under it (docs/rules.md OPS-82). What waits for a person is listed by [`pending`]; approvals
+//! nobody waits for are run by the [`worker`].
 
 pub mod pending;
 pub mod worker;
@@ -37,51 +37,108 @@ pub async fn decide(
     let judged = Judged {
         declarations: Some(gateway),
     };
-    let cx = span(gateway, id, decider, &decision, surface);
+    let cx = span(gateway, Some(id), decider, &decision, surface);
     let recorded = record_judged(store, id, decider, decision, surface, judged);
     let row = within(cx.as_ref(), recorded).await;
-    if let (Some(cx), Err(error)) = (&cx, &row) {
-        cx.span()
-            .set_attribute(KeyValue::new("error.type", error.kind()));
-        cx.span().set_status(Status::error(""));
-    }
-    let row = row?;
-    if row.state == InvocationState::Approved {
-        let runner = Arc::clone(gateway);
-        // The approved call runs in the decision's trace, under its span.
-        gateway.spawn_tracked(within_owned(cx, async move {
-            if let Err(error) = runner.continue_approved(id).await {
-                tracing::error!(%id, %error, "running an approved call failed");
-            }
-        }));
-    }
+    let row = refused(cx.as_ref(), row)?;
+    run_if_approved(gateway, &row, cx);
     Ok(row)
 }
 
+/// One decision — approve, or deny with a reason — on several waiting calls (docs/rules.md
+/// DECIDE-19), by `decider` on `surface`: each call is judged as [`decide`] judges one (a
+/// freeze, a supplied connection), then all are decided in one commit or none is. Approved
+/// calls then run as after [`decide`]; an agent run waiting on them resumes once, since they
+/// changed together.
+///
+/// # Errors
+/// The first refusal, naming its call; nothing was decided.
+pub async fn decide_all(
+    gateway: &Arc<Gateway>,
+    ids: Vec<InvocationId>,
+    decider: &str,
+    decision: Decision,
+    surface: &'static str,
+) -> Result<Vec<Invocation>, GatewayError> {
+    let cx = span(gateway, None, decider, &decision, surface);
+    let deciding = judge_and_decide_all(gateway, ids, decider, &decision);
+    let rows = refused(cx.as_ref(), within(cx.as_ref(), deciding).await)?;
+    for row in &rows {
+        decided(row, decider, &decision, surface);
+        run_if_approved(gateway, row, cx.clone());
+    }
+    Ok(rows)
+}
+
+/// Judges each of `ids`, then decides them all in one commit.
+async fn judge_and_decide_all(
+    gateway: &Gateway,
+    ids: Vec<InvocationId>,
+    decider: &str,
+    decision: &Decision,
+) -> Result<Vec<Invocation>, LedgerError> {
+    let store = gateway.store().as_ref();
+    let judged = Judged {
+        declarations: Some(gateway),
+    };
+    for &id in &ids {
+        if let Some(reason) = refusal(store, id, decision, &judged).await? {
+            return Err(LedgerError::DecisionRefused { id, reason });
+        }
+    }
+    store.decide_all(ids, decider, decision.clone()).await
+}
+
+/// An approved row runs in the background, on the gateway's tracked tasks — in the decision's
+/// trace, under its span (`cx`).
+fn run_if_approved(gateway: &Arc<Gateway>, row: &Invocation, cx: Option<Context>) {
+    if row.state != InvocationState::Approved {
+        return;
+    }
+    let (runner, id) = (Arc::clone(gateway), row.id);
+    gateway.spawn_tracked(within_owned(cx, async move {
+        if let Err(error) = runner.continue_approved(id).await {
+            tracing::error!(%id, %error, "running an approved call failed");
+        }
+    }));
+}
+
 /// The span of a decision taken on a serving surface (docs/rules.md OPS-82): `decide {verb}`,
-/// with the row's id, the verb, the surface and the decider — never a reason, an answer or a
-/// note.
+/// with the row's id (none for a batch), the verb, the surface and the decider — never a
+/// reason, an answer or a note.
 fn span(
     gateway: &Gateway,
-    id: InvocationId,
+    id: Option<InvocationId>,
     decider: &str,
     decision: &Decision,
     surface: &'static str,
 ) -> Option<Context> {
     let parent = gateway.trace_parent()?;
     let (verb, _) = verb(decision);
-    let attributes = vec![
-        KeyValue::new("airlock.invocation.id", id.to_string()),
+    let mut attributes = vec![
         KeyValue::new("airlock.decision", verb),
         KeyValue::new("airlock.decision.surface", surface),
         KeyValue::new("airlock.decision.by", decider.to_owned()),
     ];
+    if let Some(id) = id {
+        attributes.push(KeyValue::new("airlock.invocation.id", id.to_string()));
+    }
     child_span(
         &parent,
         format!("decide {verb}"),
         SpanKind::Internal,
         attributes,
     )
+}
+
+/// `result` as it is; a refusal also marks the decision's span (`error.type`, the ledger's).
+fn refused<T>(cx: Option<&Context>, result: Result<T, LedgerError>) -> Result<T, LedgerError> {
+    if let (Some(cx), Err(error)) = (cx, &result) {
+        cx.span()
+            .set_attribute(KeyValue::new("error.type", error.kind()));
+        cx.span().set_status(Status::error(""));
+    }
+    result
 }
 
 /// A decision's verb, and a resolution's word.
@@ -128,16 +185,35 @@ async fn record_judged(
     surface: &'static str,
     judged: Judged<'_>,
 ) -> Result<Invocation, LedgerError> {
-    if let Some(reason) = frozen_refusal(store, id, &decision, &judged).await? {
+    if let Some(reason) = refusal(store, id, &decision, &judged).await? {
         return Err(LedgerError::DecisionRefused { id, reason });
     }
-    let (what, resolution) = verb(&decision);
-    if matches!(decision, Decision::Approve)
-        && let Some(reason) = supplied_refusal(store, id).await?
-    {
-        return Err(LedgerError::DecisionRefused { id, reason });
+    let row = store.decide(id, decider, decision.clone()).await?;
+    decided(&row, decider, &decision, surface);
+    Ok(row)
+}
+
+/// Why a surface refuses `decision` on `id` before the ledger sees it: a freeze covers the
+/// call, or an approval would run a proposal through a connection its caller supplied.
+async fn refusal(
+    store: &dyn Store,
+    id: InvocationId,
+    decision: &Decision,
+    judged: &Judged<'_>,
+) -> Result<Option<String>, LedgerError> {
+    if let Some(reason) = frozen_refusal(store, id, decision, judged).await? {
+        return Ok(Some(reason));
     }
-    let row = store.decide(id, decider, decision).await?;
+    if matches!(decision, Decision::Approve) {
+        return supplied_refusal(store, id).await;
+    }
+    Ok(None)
+}
+
+/// The `decided` event (OPS-11) and the decisions counter (OPS-29) of one decided row.
+fn decided(row: &Invocation, decider: &str, decision: &Decision, surface: &'static str) {
+    let (what, resolution) = verb(decision);
+    let id = row.id;
     tracing::info!(
         target: EVENTS,
         %id,
@@ -152,7 +228,6 @@ async fn record_judged(
     // OPS-29: counted by the process that took it (a CLI decision: the CLI's own process).
     metrics::counter!("airlock_decisions_total", "surface" => surface, "decision" => what)
         .increment(1);
-    Ok(row)
 }
 
 /// Why `decision` on `id` is refused while a freeze covers the call, judged with the gateway's

@@ -1,6 +1,6 @@
 //! What the upstream MCP servers of each scope offer beside tools — resources, resource
-//! templates, prompts, completion — discovered once at boot, and how each entry is served
-//! (docs/rules.md MCP-54..MCP-58, DECL-77).
+//! templates, prompts, completion, skills — discovered once at boot, and how each entry is
+//! served (docs/rules.md MCP-54..MCP-58, MCP-88..MCP-91, DECL-77).
 //!
 //! Guarantees: a connection file's server is asked for what it declares, at boot, and a
 //! failure stops the boot as its `tools/list` would; a `type: mcp` declaration's server only
@@ -9,17 +9,23 @@
 //! the server's tools: names get the tools' prefix (`<slug with _>_`, `<namespace>__`) and URIs
 //! the reversible mapping of [`uri`]. A served name or URI resolves back to exactly one
 //! server's entry, or to none; nothing is resolved that was not listed (or, for a URI, matched
-//! by a listed template).
+//! by a listed template, or listed as a file of a listed skill). A connection file's skills are
+//! served only as pinned ([`Offered::pin_skills`], OPS-79). A client's resource subscriptions
+//! are relayed from the upstreams that declared them (`watch`, MCP-92).
 
+mod skills;
 mod uri;
+mod watch;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
+use airlock_ledger::{LedgerError, Store};
 use airlock_mcp::{Entry, Listed, McpClient, McpTarget, Offers, RemoteCatalog};
 use airlock_spec::{ApiConnection, ConnectionSpec, Credentials, Scope, ScopeId, ToolSource};
 use serde_json::Value;
 
 use crate::execute::mcp::{DiscoveryError, connection_target, inline_target};
+use crate::pins::{self, Pending};
 
 /// Every scope's upstream catalogs, each with the client that reaches it.
 #[derive(Default)]
@@ -41,6 +47,11 @@ pub(crate) struct Source {
     /// connection the operator vouched for, else through the public-only one (EGRESS-38).
     pub(crate) client: McpClient,
     catalog: RemoteCatalog,
+    /// A connection file's server: its skills are pinned (OPS-79).
+    pinned: bool,
+    /// The files (upstream URIs) of its skills withheld from their pins: never read, even
+    /// when its `resources/list` names them (OPS-79).
+    withheld: HashSet<String>,
 }
 
 /// One server to ask at boot.
@@ -80,7 +91,9 @@ impl Offered {
                     continue;
                 }
             }
-            if !asked.source.catalog.is_empty() {
+            // A connection file's server is kept even when it lists nothing: its skill pins are
+            // checked against what it lists now, nothing included (OPS-79).
+            if !asked.source.catalog.is_empty() || asked.source.pinned {
                 offered
                     .scopes
                     .entry(asked.scope)
@@ -89,6 +102,35 @@ impl Offered {
             }
         }
         Ok(offered)
+    }
+
+    /// Serves of each connection file's skills only those equal to their pins, pinning a
+    /// connection's whole when it had no pin of any kind before this boot (none in
+    /// `pinned_before`, [`pins::pinned_connections`]) and `first_use`; returns what waits for
+    /// an operator (OPS-79).
+    ///
+    /// # Errors
+    /// The ledger's.
+    pub async fn pin_skills(
+        &mut self,
+        store: &dyn Store,
+        pinned_before: &HashSet<String>,
+        first_use: bool,
+    ) -> Result<Vec<Pending>, LedgerError> {
+        let pinned = store.tool_pins().await?;
+        let mut pending = Vec::new();
+        let sources = self.scopes.get_mut(&ScopeId::Gateway).into_iter().flatten();
+        for source in sources.filter(|s| s.pinned) {
+            let listed = std::mem::take(&mut source.catalog.skills);
+            let connection = &source.connection;
+            let new = !pinned_before.contains(connection);
+            let checked =
+                pins::check_skills(store, connection, listed, &pinned, new, first_use).await?;
+            source.catalog.skills = checked.served;
+            source.withhold(&checked.pending);
+            pending.extend(checked.pending);
+        }
+        Ok(pending)
     }
 
     fn sources(&self, scope: &ScopeId) -> &[Source] {
@@ -100,11 +142,16 @@ impl Offered {
         let sources = self.sources(scope);
         let any = |f: fn(&RemoteCatalog) -> bool| sources.iter().any(|s| f(&s.catalog));
         Offers {
-            resources: any(|c| !c.resources.is_empty() || !c.templates.is_empty()),
+            // A skill's files are resources: a scope with skills serves `resources/read`.
+            resources: any(|c| {
+                !(c.resources.is_empty() && c.templates.is_empty() && c.skills.is_empty())
+            }),
             prompts: any(|c| !c.prompts.is_empty()),
             completions: any(|c| {
                 c.completions && !(c.prompts.is_empty() && c.templates.is_empty())
             }),
+            skills: any(|c| !c.skills.is_empty()),
+            subscribe: any(|c| c.subscribe && !(c.resources.is_empty() && c.templates.is_empty())),
         }
     }
 
@@ -122,10 +169,14 @@ impl Offered {
                     Listed::Resources => &source.catalog.resources,
                     Listed::Templates => &source.catalog.templates,
                     Listed::Prompts => &source.catalog.prompts,
+                    Listed::Skills => &source.catalog.skills,
                 };
-                entries.iter().map(move |e| source.serve(list, e))
+                entries
+                    .iter()
+                    .filter(move |e| !source.withheld.contains(field(e, "uri")))
+                    .filter(move |e| visible(&source.access_name(list, e)))
+                    .map(move |e| source.serve(list, e))
             })
-            .filter(|e| visible(e.get("name").and_then(Value::as_str).unwrap_or_default()))
             .collect()
     }
 
@@ -139,6 +190,9 @@ impl Offered {
     ) -> Option<(&Source, String)> {
         self.sources(scope).iter().find_map(|source| {
             let upstream = uri::upstream(&source.namespace, served)?;
+            if source.withheld.contains(upstream) {
+                return None;
+            }
             let listed = source
                 .catalog
                 .resources
@@ -152,7 +206,7 @@ impl Offered {
             };
             let seen = match listed {
                 Some(resource) => visible(&source.name(resource)),
-                None => covered().is_some(),
+                None => source.skill_file(upstream, visible).is_some() || covered().is_some(),
             };
             seen.then(|| (source, upstream.to_owned()))
         })
@@ -208,14 +262,26 @@ impl Source {
         format!("{}{}", self.prefix, field(entry, "name"))
     }
 
-    /// `entry` of `list` as served: its name prefixed, its URI (or template) mapped.
+    /// The name `[[access]]` grants `entry` of `list` by: its served name, or a skill's.
+    fn access_name(&self, list: Listed, entry: &Entry) -> String {
+        match list {
+            Listed::Skills => self.skill_name(entry),
+            _ => self.name(entry),
+        }
+    }
+
+    /// `entry` of `list` as served: its name prefixed, its URI (or template) mapped; a
+    /// skill's frontmatter verbatim.
     fn serve(&self, list: Listed, entry: &Entry) -> Entry {
+        if list == Listed::Skills {
+            return self.serve_skill(entry);
+        }
         let mut served = entry.clone();
         served.insert("name".into(), Value::String(self.name(entry)));
         let key = match list {
             Listed::Resources => "uri",
             Listed::Templates => "uriTemplate",
-            Listed::Prompts => return served,
+            Listed::Prompts | Listed::Skills => return served,
         };
         served.insert(
             key.into(),
@@ -257,6 +323,8 @@ fn servers(
             target,
             client: client.clone(),
             catalog: RemoteCatalog::default(),
+            pinned: true,
+            withheld: HashSet::new(),
         };
         asked.push(Asked {
             scope: ScopeId::Gateway,
@@ -295,6 +363,8 @@ fn servers(
                 target,
                 client,
                 catalog: RemoteCatalog::default(),
+                pinned: false,
+                withheld: HashSet::new(),
             };
             asked.push(Asked {
                 scope: scope.id.clone(),

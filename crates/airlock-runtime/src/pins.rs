@@ -1,11 +1,14 @@
-//! Pinned tool definitions of connection files (docs/rules.md LEDGER-49, OPS-49 … OPS-52):
-//! what a connection server says now, against what an operator accepted.
+//! Pinned tool definitions of connection files (docs/rules.md LEDGER-49, OPS-49 … OPS-52),
+//! and their skills' entries ([`check_skills`], OPS-79): what a connection server says now,
+//! against what an operator accepted.
 //!
 //! Guarantees: a connection without any pin is pinned whole on its first boot (trust on first
 //! use); after that a discovered tool is served only when its definition equals its pin. A
 //! changed tool, a new one, or one renamed (a new name whose definition, name aside, is that of
 //! a pinned tool now gone) is withheld and reported; a pinned tool the server no longer lists is
 //! reported removed, and its calls fail naming it. Accepting pins what the server says now.
+//! What waits is described on one line, a skill's URI (the server's own text) with every
+//! character that could disguise it written as an escape (INBOX-4).
 
 use std::collections::BTreeMap;
 
@@ -14,6 +17,10 @@ use airlock_spec::ToolSpec;
 use serde_json::Value;
 
 use crate::execute::mcp::Discovered;
+
+mod skills;
+
+pub use skills::{CheckedSkills, check_skills, is_skill};
 
 /// Who pinned a connection's tools on its first boot.
 pub const FIRST_USE: &str = "trust on first use";
@@ -41,13 +48,24 @@ pub enum Difference {
     },
 }
 
-/// One tool that is not served as discovered, until an operator accepts it.
+/// What is pinned: a tool's definition, or a skill's entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pinned {
+    /// A tool, by its name on the server.
+    Tool,
+    /// A skill (SEP-2640), by the URI of its `SKILL.md` on the server (OPS-79).
+    Skill,
+}
+
+/// One tool or skill that is not served as discovered, until an operator accepts it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Pending {
     /// The connection file's namespace.
     pub connection: String,
-    /// The tool's name on the server.
+    /// The tool's name on the server, or the skill's URI there.
     pub tool: String,
+    /// Which of the two it is.
+    pub kind: Pinned,
     /// What differs.
     pub difference: Difference,
     /// Its definition now (`Null` for a removed tool).
@@ -58,12 +76,20 @@ impl Pending {
     /// One line for a log or a terminal.
     #[must_use]
     pub fn describe(&self) -> String {
-        let (c, t) = (&self.connection, &self.tool);
+        // A skill's URI is the server's own text, shown on one line with nothing hidden.
+        let t = airlock_spec::visible_text(&self.tool).replace('\n', "\\n");
+        let (c, t) = (&self.connection, t.replace('\t', "\\t"));
+        let (kind, changed) = match self.kind {
+            Pinned::Tool => ("tool", "its definition"),
+            Pinned::Skill => ("skill", "its files or frontmatter"),
+        };
         match &self.difference {
-            Difference::Changed { .. } => format!("{c}: tool `{t}` changed its definition"),
-            Difference::New => format!("{c}: tool `{t}` is new"),
-            Difference::Renamed { from } => format!("{c}: tool `{t}` is new (`{from}` renamed?)"),
-            Difference::Removed { .. } => format!("{c}: tool `{t}` was removed by the server"),
+            Difference::Changed { .. } => format!("{c}: {kind} `{t}` changed {changed}"),
+            Difference::New => format!("{c}: {kind} `{t}` is new"),
+            Difference::Renamed { from } => {
+                format!("{c}: {kind} `{t}` is new (`{from}` renamed?)")
+            }
+            Difference::Removed { .. } => format!("{c}: {kind} `{t}` was removed by the server"),
         }
     }
 }
@@ -87,7 +113,8 @@ pub async fn check(
     discovered: Vec<Discovered>,
     first_use: bool,
 ) -> Result<Checked, LedgerError> {
-    let pins = by_connection(store.tool_pins().await?);
+    let pins = store.tool_pins().await?;
+    let pins = by_connection(pins.into_iter().filter(|p| !is_skill(&p.tool)).collect());
     let mut checked = Checked::default();
     for (connection, tools) in group(discovered) {
         let Some(pinned) = pins.get(&connection) else {
@@ -111,6 +138,18 @@ pub async fn check(
         }
     }
     Ok(checked)
+}
+
+/// The connections with a pin of any kind (a tool's or a skill's): read before a boot's
+/// [`check`], it tells [`check_skills`] which connections are on their first boot (OPS-52).
+///
+/// # Errors
+/// The ledger's.
+pub async fn pinned_connections(
+    store: &dyn Store,
+) -> Result<std::collections::HashSet<String>, LedgerError> {
+    let pins = store.tool_pins().await?;
+    Ok(pins.into_iter().map(|p| p.connection).collect())
 }
 
 /// Pins what the server says now for `connection` (every pending tool, or only `tool`), and
@@ -191,6 +230,7 @@ fn compare(
         checked.pending.push(Pending {
             connection: connection.to_owned(),
             tool: name,
+            kind: Pinned::Tool,
             difference,
             definition: tool.definition,
         });
@@ -199,6 +239,7 @@ fn compare(
         checked.pending.push(Pending {
             connection: connection.to_owned(),
             tool: name.clone(),
+            kind: Pinned::Tool,
             difference: Difference::Removed {
                 pinned: pin.clone(),
             },
@@ -269,6 +310,9 @@ pub fn removed_spec(pending: &Pending) -> Option<ToolSpec> {
     let Difference::Removed { pinned } = &pending.difference else {
         return None;
     };
+    if pending.kind == Pinned::Skill {
+        return None;
+    }
     let name = format!("{}__{}", pending.connection, pending.tool);
     let name = airlock_spec::ToolName::try_from(name.as_str()).ok()?;
     let schema = pinned.get("inputSchema").cloned();

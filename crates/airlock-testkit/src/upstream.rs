@@ -1,7 +1,8 @@
 //! A real MCP server on 127.0.0.1 for the tests: Streamable HTTP written by hand on axum, so
 //! each test scripts what it answers (JSON or SSE, isError, JSON-RPC errors, 3xx, 401, silence,
-//! oversized streams, pagination, a tools list that changes) and reads back exactly what it was
-//! sent. Every request on any path is recorded; only `/mcp` answers as an MCP server.
+//! oversized streams, pagination, a tools list that changes, skills of the SEP-2640 extension
+//! whose files change, a `subscriptions/listen` stream of resource updates) and reads back
+//! exactly what it was sent. Every request on any path is recorded; only `/mcp` answers as an MCP server.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -13,6 +14,7 @@ use axum::extract::{ConnectInfo, DefaultBodyLimit, State};
 use axum::http::{HeaderMap, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
+use futures::StreamExt as _;
 use serde_json::{Value, json};
 
 /// The largest request body the upstream reads: above the endpoint's 4 MiB cap plus the
@@ -46,6 +48,11 @@ pub struct Script {
     /// Issue this `Mcp-Session-Id` on the `initialize` reply (by default the server keeps no
     /// sessions and issues none).
     pub session_id: Option<String>,
+    /// Offer resources that can be subscribed to: declare `resources.subscribe`, list
+    /// `test://watched` and `test://unwatched`, and answer `subscriptions/listen` with an event
+    /// stream that acknowledges, sends `notifications/resources/updated` for `test://elsewhere`
+    /// (never asked for) and then for each URI asked for, then stays open.
+    pub subscribe: bool,
 }
 
 /// One request the upstream saw.
@@ -66,11 +73,22 @@ pub struct Seen {
 /// The tools `tools/list` answers: the default two pages, or a list a test set.
 type Tools = Arc<Mutex<Option<Vec<Value>>>>;
 
+/// The skills' files, by URI (`skill://<name>/<path>`): what `skills/list` digests, and what
+/// `resources/read` answers (which a test may make differ).
+#[derive(Debug, Default)]
+struct SkillFiles {
+    listed: std::collections::BTreeMap<String, String>,
+    read: std::collections::BTreeMap<String, String>,
+}
+
+type Skills = Arc<Mutex<SkillFiles>>;
+
 #[derive(Clone)]
 struct Upstream {
     script: Script,
     seen: Arc<Mutex<Vec<Seen>>>,
     tools: Tools,
+    skills: Skills,
     /// The idempotency keys `hold_first` has held once.
     held: Arc<Mutex<std::collections::HashSet<String>>>,
 }
@@ -89,6 +107,7 @@ pub struct Server {
     pub port: u16,
     seen: Arc<Mutex<Vec<Seen>>>,
     tools: Tools,
+    skills: Skills,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -111,10 +130,12 @@ impl Server {
     pub async fn start(script: Script) -> Self {
         let seen = Arc::new(Mutex::new(Vec::new()));
         let tools = Tools::default();
+        let skills = Skills::default();
         let state = Upstream {
             script,
             seen: seen.clone(),
             tools: tools.clone(),
+            skills: skills.clone(),
             held: Arc::default(),
         };
         let app = Router::new()
@@ -127,7 +148,12 @@ impl Server {
         let (listener, port) = crate::listen::loopback(0).await;
         let app = app.into_make_service_with_connect_info::<SocketAddr>();
         tokio::spawn(async move { axum::serve(listener, app).await });
-        Self { port, seen, tools }
+        Self {
+            port,
+            seen,
+            tools,
+            skills,
+        }
     }
 
     /// The URL through the test name `mcp.upstream.io` (a test resolver pins it to 127.0.0.1).
@@ -159,6 +185,130 @@ impl Server {
     pub fn set_tools(&self, tools: Vec<Value>) {
         *lock(&self.tools) = Some(tools);
     }
+
+    /// Serves skills (SEP-2640) from the next request on: `files` maps `skill://<name>/<path>`
+    /// to its text; each `skill://<name>/SKILL.md` is a skill (frontmatter `name` and
+    /// `description: "A test skill."`) listing every file under `skill://<name>/` with its
+    /// SHA-256 digest and size, and `resources/read` answers each file's text; `resources/list`
+    /// names each `SKILL.md`. The `initialize` reply then declares `resources` and the skills
+    /// extension.
+    pub fn set_skill_files(&self, files: &[(&str, &str)]) {
+        let files: std::collections::BTreeMap<String, String> = files
+            .iter()
+            .map(|(uri, text)| ((*uri).to_owned(), (*text).to_owned()))
+            .collect();
+        *lock(&self.skills) = SkillFiles {
+            listed: files.clone(),
+            read: files,
+        };
+    }
+
+    /// Makes `resources/read` of `uri` answer `text` while `skills/list` keeps the digest of
+    /// what [`Server::set_skill_files`] gave: a server that changes a file behind its listing.
+    pub fn tamper_skill_file(&self, uri: &str, text: &str) {
+        lock(&self.skills)
+            .read
+            .insert(uri.to_owned(), text.to_owned());
+    }
+}
+
+/// What the upstream declares: tools, and resources (subscribable ones too) and the skills
+/// extension when it serves them.
+fn capabilities(script: &Script, serves_skills: bool) -> Value {
+    let mut capabilities = json!({"tools": {}});
+    if serves_skills {
+        capabilities["resources"] = json!({});
+        capabilities["extensions"] = json!({"io.modelcontextprotocol/skills": {}});
+    }
+    if script.subscribe {
+        capabilities["resources"] = json!({"subscribe": true});
+    }
+    capabilities
+}
+
+/// A `subscriptions/listen` stream: the acknowledgment, an update of a URI never asked for, one
+/// of each URI asked for, then nothing more, open until the client goes.
+fn listen_stream(id: &Value, params: &Value) -> Response {
+    let asked = params["notifications"]["resourceSubscriptions"].clone();
+    let meta = json!({"io.modelcontextprotocol/subscriptionId": id});
+    let ack = json!({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
+        "params": {"notifications": {"resourceSubscriptions": asked}, "_meta": meta}});
+    let uris = asked.as_array().cloned().unwrap_or_default();
+    let updates = std::iter::once(json!("test://elsewhere"))
+        .chain(uris)
+        .map(|uri| {
+            json!({"jsonrpc": "2.0", "method": "notifications/resources/updated",
+            "params": {"uri": uri, "_meta": meta}})
+        });
+    let events: Vec<Result<String, std::convert::Infallible>> = std::iter::once(ack)
+        .chain(updates)
+        .map(|m| Ok(format!("event: message\ndata: {m}\n\n")))
+        .collect();
+    let stream = futures::stream::iter(events).chain(futures::stream::pending());
+    let body = axum::body::Body::from_stream(stream);
+    ([(header::CONTENT_TYPE, "text/event-stream")], body).into_response()
+}
+
+/// The `skills/list` entries of `files`.
+fn skill_entries(files: &SkillFiles) -> Vec<Value> {
+    use sha2::Digest as _;
+    let skill_uris = files.listed.keys().filter(|u| u.ends_with("/SKILL.md"));
+    skill_uris
+        .map(|uri| {
+            let root = uri.trim_end_matches("SKILL.md");
+            let name = root.trim_start_matches("skill://").trim_end_matches('/');
+            let resources: Vec<Value> = files
+                .listed
+                .iter()
+                .filter(|(u, _)| u.starts_with(root))
+                .map(|(u, text)| {
+                    let digest = sha2::Sha256::digest(text.as_bytes());
+                    let digest: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+                    json!({"uri": u, "digest": format!("sha256:{digest}"), "size": text.len()})
+                })
+                .collect();
+            json!({
+                "uri": uri,
+                "frontmatter": {"name": name, "description": "A test skill."},
+                "resources": resources,
+            })
+        })
+        .collect()
+}
+
+/// The answer to a skills or resources method, when the upstream serves skills.
+fn skills_reply(method: &str, params: &Value, files: &SkillFiles) -> Option<Value> {
+    let skills = skill_entries(files);
+    let uri = params["uri"].as_str().unwrap_or_default();
+    let not_found = || Err(json!({"code": -32602, "message": "not found", "data": {"uri": uri}}));
+    let answer = match method {
+        "skills/list" => Ok(json!({ "skills": skills })),
+        "skills/get" => match skills.into_iter().find(|s| s["uri"] == uri) {
+            Some(skill) => Ok(json!({ "skill": skill })),
+            None => not_found(),
+        },
+        // Each skill's `SKILL.md` is a listed resource, as the extension suggests; its other
+        // files are read by URI only.
+        "resources/list" => {
+            let listed = skills.iter().map(|s| {
+                let name = &s["frontmatter"]["name"];
+                json!({"uri": s["uri"], "name": name, "mimeType": "text/markdown"})
+            });
+            Ok(json!({ "resources": listed.collect::<Vec<_>>() }))
+        }
+        "resources/templates/list" => Ok(json!({ "resourceTemplates": [] })),
+        "resources/read" => match files.read.get(uri) {
+            Some(text) => {
+                Ok(json!({"contents": [{"uri": uri, "mimeType": "text/markdown", "text": text}]}))
+            }
+            None => not_found(),
+        },
+        _ => return None,
+    };
+    Some(answer.map_or_else(
+        |error| json!({ "error": error }),
+        |r| json!({ "result": r }),
+    ))
 }
 
 /// Any path but `/mcp`: recorded, then 404.
@@ -208,11 +358,40 @@ async fn handle(
         tokio::time::sleep(delay).await;
     }
     let id = body["id"].clone();
+    let (serves_skills, skill_reply) = {
+        let skills = lock(&up.skills);
+        let serves = !skills.listed.is_empty();
+        let reply = serves.then(|| skills_reply(&method, &body["params"], &skills));
+        (serves, reply.flatten())
+    };
+    if up.script.subscribe && method == "subscriptions/listen" {
+        return listen_stream(&id, &body["params"]);
+    }
     let reply = match method.as_str() {
+        _ if up.script.subscribe && method.starts_with("resources/") => {
+            let watched = [
+                ("test://watched", "watched"),
+                ("test://unwatched", "unwatched"),
+            ];
+            let resources: Vec<Value> = (watched.iter())
+                .map(|(uri, name)| json!({"uri": uri, "name": name}))
+                .collect();
+            let listed = match method.as_str() {
+                "resources/list" => json!({ "resources": resources }),
+                _ => json!({ "resourceTemplates": [] }),
+            };
+            ok(&id, listed)
+        }
+        _ if let Some(mut answer) = skill_reply => {
+            answer["jsonrpc"] = json!("2.0");
+            answer["id"] = id;
+            answer
+        }
         "initialize" => {
+            let capabilities = capabilities(&up.script, serves_skills);
             let mut result = json!({
                 "protocolVersion": body["params"]["protocolVersion"],
-                "capabilities": {"tools": {}},
+                "capabilities": capabilities,
                 "serverInfo": {"name": "test-upstream", "version": "1"}
             });
             if up.script.instructions_bytes > 0 {
@@ -225,7 +404,7 @@ async fn handle(
             json!({
                 "resultType": "complete",
                 "supportedVersions": ["2026-07-28"],
-                "capabilities": {"tools": {}},
+                "capabilities": capabilities(&up.script, serves_skills),
                 "ttlMs": 0,
                 "cacheScope": "private"
             }),

@@ -103,6 +103,17 @@ fn load_credentials(dir: &Path, deployment: &Deployment) -> anyhow::Result<Arc<C
     )?))
 }
 
+/// One `warn` line for each tool or skill withheld from its pin (OPS-49, OPS-79).
+fn warn_withheld(pending: &[pins::Pending]) {
+    for pending in pending {
+        tracing::warn!(
+            "{}: withheld until an operator accepts it (`airlock tools diff`, `airlock tools accept {}`)",
+            pending.describe(),
+            pending.connection
+        );
+    }
+}
+
 /// Everything after the ledger is open: the guard, discovery, the scopes, the tokens.
 async fn assemble(
     deployment: Deployment,
@@ -115,7 +126,10 @@ async fn assemble(
         GuardedClient::new(egress_policy(&config.egress)).context("building the egress client")?;
     let mcp_client = McpClient::new(egress.clone());
     let discovered = discover(&mcp_client, &deployment.connections, &credentials).await?;
-    let checked = pins::check(store.as_ref(), discovered, true)
+    let pinned_before = pins::pinned_connections(store.as_ref())
+        .await
+        .context("pinned tool definitions")?;
+    let mut checked = pins::check(store.as_ref(), discovered, true)
         .await
         .context("pinned tool definitions")?;
     let removed: Vec<ToolSpec> = checked
@@ -123,13 +137,7 @@ async fn assemble(
         .iter()
         .filter_map(pins::removed_spec)
         .collect();
-    for pending in &checked.pending {
-        tracing::warn!(
-            "{}: withheld until an operator accepts it (`airlock tools diff`, `airlock tools accept {}`)",
-            pending.describe(),
-            pending.connection
-        );
-    }
+    warn_withheld(&checked.pending);
     let removed_names = removed
         .iter()
         .map(|t| t.definition.name.to_string())
@@ -145,7 +153,7 @@ async fn assemble(
     let scopes: Vec<_> = std::iter::once(&gateway_scope)
         .chain(&agent_scopes)
         .collect();
-    let offered = Offered::discover(
+    let mut offered = Offered::discover(
         &mcp_client,
         &scopes,
         &deployment.connections,
@@ -153,6 +161,12 @@ async fn assemble(
         &credentials,
     )
     .await?;
+    let skills = offered
+        .pin_skills(store.as_ref(), &pinned_before, true)
+        .await
+        .context("pinned skills")?;
+    warn_withheld(&skills);
+    checked.pending.extend(skills);
     let mut builder = Gateway::builder(store, egress.clone(), Arc::clone(&credentials))
         .removed(removed_names)
         .pending_definitions(checked.pending)

@@ -25,8 +25,10 @@ $$;
 UPDATE budget_shares s SET open = 0 WHERE NOT EXISTS (
     SELECT 1 FROM invocations i WHERE i.id = s.invocation_id AND budget_counts(i.state, i.error_kind));
 
+-- One index serves judging (a key's open shares by time) and `GET /v1/limits`; a call's own
+-- shares are found by the primary key. Each index is pages every recording commit writes.
+DROP INDEX budget_shares_by_key;
 CREATE INDEX budget_shares_open ON budget_shares (limit_key, open, at);
-CREATE INDEX budget_shares_of_call ON budget_shares (invocation_id, open);
 
 CREATE TABLE budget_totals (
     limit_key  TEXT PRIMARY KEY,

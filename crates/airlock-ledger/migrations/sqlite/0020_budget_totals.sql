@@ -18,8 +18,10 @@ UPDATE budget_shares SET open = 0 WHERE NOT EXISTS (
         OR (i.state = 'failed' AND i.error_kind IN ('timeout', 'upstream_error', 'bad_response',
                                                    'tool_failed', 'task_failed'))));
 
+-- One index serves judging (a key's open shares by time) and `GET /v1/limits`; a call's own
+-- shares are found by the primary key. Each index is pages every recording commit writes.
+DROP INDEX budget_shares_by_key;
 CREATE INDEX budget_shares_open ON budget_shares (limit_key, open, at);
-CREATE INDEX budget_shares_of_call ON budget_shares (invocation_id, open);
 
 CREATE TABLE budget_totals (
     limit_key  TEXT PRIMARY KEY,

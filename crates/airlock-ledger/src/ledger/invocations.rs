@@ -138,6 +138,40 @@ impl Invocations for Ledger {
         }))
     }
 
+    fn decide_all(
+        &self,
+        ids: Vec<InvocationId>,
+        by: &str,
+        decision: Decision,
+    ) -> LedgerFuture<'_, Vec<Invocation>> {
+        let by = by.to_owned();
+        let Some(&first) = ids.first() else {
+            return Box::pin(async {
+                Err(LedgerError::Invalid(
+                    "a batch decision names no call".to_owned(),
+                ))
+            });
+        };
+        let attempt = move || {
+            let (ids, by, decision) = (ids.clone(), by.clone(), decision.clone());
+            self.writer
+                .submit(first.0, Prefetch::Nothing, move |tx, b| {
+                    let (ids, by, decision) = (ids.clone(), by.clone(), decision.clone());
+                    Box::pin(async move { decide::decide_all(tx, b, &ids, &by, &decision).await })
+                })
+        };
+        Box::pin(async move {
+            // A row another writer changed between the check and the write: checked again, so
+            // the refusal names what it met.
+            match attempt().await {
+                Err(LedgerError::Database(e)) if crate::support::deferred::is_lost_race(&e) => {
+                    attempt().await
+                }
+                other => other,
+            }
+        })
+    }
+
     fn decide_once(
         &self,
         used: StateUse,

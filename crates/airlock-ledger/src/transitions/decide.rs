@@ -155,6 +155,67 @@ pub(crate) async fn decide(
         .await
 }
 
+/// The most rows one batch decision may name.
+pub const MAX_BATCH_DECISION: usize = 100;
+
+/// One decision on several rows (docs/rules.md DECIDE-19): every row is read and checked
+/// before any is written, so all of them take `decision` in this transaction or none does,
+/// and the first refusal names its row. A write that loses its compare-and-swap after another
+/// row was written fails the whole transaction as a lost race, so nothing of it commits.
+pub(crate) async fn decide_all(
+    tx: &mut LedgerTx,
+    batch: &mut Batch,
+    ids: &[InvocationId],
+    by: &str,
+    decision: &Decision,
+) -> Result<Vec<Invocation>, LedgerError> {
+    check_batch(ids, decision)?;
+    for &id in ids {
+        let inv = load_current(tx, batch, id).await?;
+        if !expected_for(decision).contains(&inv.state) {
+            return Err(refuse(&inv, decision));
+        }
+        if inv.state != S::Proposed {
+            check_run_open(tx, &inv).await?;
+        }
+    }
+    let mut decided = Vec::with_capacity(ids.len());
+    for &id in ids {
+        match decide(tx, batch, id, by, decision).await {
+            Ok(row) => decided.push(row),
+            Err(e) if decided.is_empty() => return Err(e),
+            Err(_) => return Err(LedgerError::Database(crate::support::deferred::lost_race())),
+        }
+    }
+    Ok(decided)
+}
+
+/// What a batch decision may be: an approval or a denial of 1 to [`MAX_BATCH_DECISION`]
+/// distinct rows.
+fn check_batch(ids: &[InvocationId], decision: &Decision) -> Result<(), LedgerError> {
+    if !matches!(decision, Decision::Approve | Decision::Deny { .. }) {
+        return Err(LedgerError::Invalid(
+            "a batch decision approves or denies".to_owned(),
+        ));
+    }
+    if let Some(problem) = decision.problem() {
+        return Err(LedgerError::Invalid(problem.to_owned()));
+    }
+    if ids.is_empty() || ids.len() > MAX_BATCH_DECISION {
+        return Err(LedgerError::Invalid(format!(
+            "a batch decision names 1 to {MAX_BATCH_DECISION} calls, not {}",
+            ids.len()
+        )));
+    }
+    let distinct: std::collections::HashSet<_> = ids.iter().collect();
+    if distinct.len() != ids.len() {
+        return Err(LedgerError::Invalid(
+            "a batch decision names each call once".to_owned(),
+        ));
+    }
+    Ok(())
+}
+
 /// Claim, the tool's own writes, and the result, in one transaction (see [`crate::LedgerTx`]).
 pub(crate) async fn run_transactional(
     tx: &mut LedgerTx,

@@ -1,5 +1,6 @@
-//! What an upstream MCP server offers beside its tools — resources, resource templates, prompts
-//! and completion — and the client requests that reach them.
+//! What an upstream MCP server offers beside its tools — resources, resource templates, prompts,
+//! completion and skills (the SEP-2640 extension, MCP-88) — and the client requests that reach
+//! them.
 //!
 //! Guarantees: every request is one short session through the egress guard, exactly as a
 //! `tools/call` ([`McpClient::call_tool`]): the same pin, deadline and byte cap, never a panic,
@@ -13,7 +14,7 @@
 
 use rmcp::model::{CompleteRequestParams, GetPromptRequestParams, ReadResourceRequestParams};
 use rmcp::model::{GetPromptResponse, GetPromptResult, ProtocolVersion};
-use rmcp::model::{ReadResourceResponse, ReadResourceResult};
+use rmcp::model::{ReadResourceResponse, ReadResourceResult, Skill};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -37,6 +38,12 @@ pub struct RemoteCatalog {
     pub prompts: Vec<Entry>,
     /// The server declares `completions`.
     pub completions: bool,
+    /// `skills/list`, every page (empty when the server does not declare the skills
+    /// extension, SEP-2640).
+    pub skills: Vec<Entry>,
+    /// The server declares `resources.subscribe` and speaks 2026-07-28: its resource updates
+    /// can be listened to ([`McpClient::listen_resources`], MCP-92).
+    pub subscribe: bool,
 }
 
 impl RemoteCatalog {
@@ -47,11 +54,12 @@ impl RemoteCatalog {
             && self.templates.is_empty()
             && self.prompts.is_empty()
             && !self.completions
+            && self.skills.is_empty()
     }
 }
 
 impl McpClient {
-    /// Lists the resources, resource templates and prompts the upstream declares, in one
+    /// Lists the resources, resource templates, prompts and skills the upstream declares, in one
     /// session; a capability it does not declare is not asked for, and an upstream this client
     /// saw declare none of them is not asked at all.
     ///
@@ -69,7 +77,8 @@ impl McpClient {
             .session(target, |peer| async move {
                 let caps = peer.peer_info().map(|i| i.capabilities.clone());
                 let caps = caps.unwrap_or_default();
-                let (mut resources, mut templates, mut prompts) = (None, None, None);
+                let (mut resources, mut templates, mut prompts, mut skills) =
+                    (None, None, None, None);
                 if caps.resources.is_some() {
                     resources = Some(peer.list_all_resources().await?);
                     templates = Some(peer.list_all_resource_templates().await?);
@@ -77,15 +86,22 @@ impl McpClient {
                 if caps.prompts.is_some() {
                     prompts = Some(peer.list_all_prompts().await?);
                 }
-                Ok((resources, templates, prompts, caps.completions.is_some()))
+                if caps.supports_skills() {
+                    skills = Some(servable(peer.list_all_skills().await?));
+                }
+                Ok((caps, resources, templates, prompts, skills))
             })
             .await?;
-        let (resources, templates, prompts, completions) = listed;
+        let (caps, resources, templates, prompts, skills) = listed;
+        let subscribable = caps.resources.as_ref().and_then(|r| r.subscribe);
         Ok(RemoteCatalog {
             resources: wire_entries(resources)?,
             templates: wire_entries(templates)?,
             prompts: wire_entries(prompts)?,
-            completions,
+            completions: caps.completions.is_some(),
+            skills: wire_entries(skills)?,
+            // Relayed only from an upstream that speaks 2026-07-28 (MCP-92).
+            subscribe: subscribable == Some(true) && self.speaks_modern(target),
         })
     }
 
@@ -251,6 +267,23 @@ fn asks_input() -> McpCallError {
         CallErrorKind::Protocol,
         "the MCP server asked for input, which airlock does not relay for this request",
     )
+}
+
+/// The skills of `listed` the extension's structural rules allow (a `SKILL.md` URI ending in
+/// the frontmatter's valid `name`, files within its directory, well-formed digests), each URI
+/// once: anything else is logged and dropped, so one malformed entry never breaks a listing.
+fn servable(listed: Vec<Skill>) -> Vec<Skill> {
+    let mut seen = std::collections::HashSet::new();
+    listed
+        .into_iter()
+        .filter(|skill| match skill.validate() {
+            Ok(()) => seen.insert(skill.uri.clone()),
+            Err(e) => {
+                tracing::warn!(uri = %skill.uri, error = %e, "an upstream's skill breaks the skills extension's rules; not served");
+                false
+            }
+        })
+        .collect()
 }
 
 fn wire_entries<T: Serialize>(listed: Option<Vec<T>>) -> Result<Vec<Entry>, McpCallError> {

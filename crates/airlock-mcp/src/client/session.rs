@@ -139,7 +139,10 @@ where
         stateless: !http.issued_session(),
         offers: {
             let caps = &info.capabilities;
-            caps.resources.is_some() || caps.prompts.is_some() || caps.completions.is_some()
+            caps.resources.is_some()
+                || caps.prompts.is_some()
+                || caps.completions.is_some()
+                || caps.supports_skills()
         },
     });
     // Close within what is left of the deadline; the outcome is already decided.

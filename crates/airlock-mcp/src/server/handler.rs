@@ -16,6 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use opentelemetry::context::FutureExt;
+use rmcp::model::SubscriptionFilter;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
     GetTaskParams, GetTaskResult, Implementation, ListToolsResult, PaginatedRequestParams,
@@ -23,11 +24,11 @@ use rmcp::model::{
 };
 use rmcp::model::{
     CompleteRequestParams, CompleteResult, DiscoverResult, GetPromptRequestParams,
-    GetPromptResponse, InitializeRequestParams, InitializeResult, ListPromptsResult,
-    ListResourceTemplatesResult, ListResourcesResult, ReadResourceRequestParams,
-    ReadResourceResponse,
+    GetPromptResponse, GetSkillRequestParams, GetSkillResult, InitializeRequestParams,
+    InitializeResult, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
+    ListSkillsResult, ReadResourceRequestParams, ReadResourceResponse,
 };
-use rmcp::service::RequestContext;
+use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Map, Value};
 
@@ -39,7 +40,7 @@ use super::notices::{self, Levels};
 use super::request::Admitted;
 use super::request_state::RequestStates;
 use super::{mrtr, offer_rounds, tool_rounds};
-use super::{offered, tasks, trace};
+use super::{offered, subscriptions, tasks, trace};
 use crate::Downstream;
 use crate::host::{CALL_KEY_META, CallKey, HostCall, HostError, HostOutcome, ToolHost};
 use crate::rounds::{self, Round};
@@ -232,10 +233,15 @@ impl ServerHandler for Endpoint {
         reason = "MCP logging is deprecated (SEP-2577) yet part of 2025-11-25"
     )]
     fn get_info(&self) -> ServerConfig {
+        // Resources and skills are declared per scope (`offered::declare` takes them out where
+        // a scope has none); rmcp answers `skills/*` only for a server that declares them.
         let capabilities = ServerCapabilities::builder()
             .enable_tools()
             .enable_tasks()
             .enable_logging()
+            .enable_resources()
+            .enable_resources_subscribe()
+            .enable_skills()
             .build();
         ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("airlock", env!("CARGO_PKG_VERSION")))
@@ -258,6 +264,7 @@ impl ServerHandler for Endpoint {
             self.host.as_ref(),
             &admitted(&context)?,
             &mut info.capabilities,
+            false,
         );
         Ok(info)
     }
@@ -271,6 +278,7 @@ impl ServerHandler for Endpoint {
             self.host.as_ref(),
             &admitted(&context)?,
             &mut info.capabilities,
+            true,
         );
         let versions = self.supported_protocol_versions().into_owned();
         Ok(DiscoverResult::from_server_info(versions, info))
@@ -282,6 +290,34 @@ impl ServerHandler for Endpoint {
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
         offered::resources(self.host.as_ref(), &admitted(&context)?)
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        Some(subscriptions::accepted(requested))
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        let admitted = admitted(context.request_context())?;
+        subscriptions::listen(self.host.as_ref(), &admitted, context).await
+    }
+
+    async fn list_skills(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListSkillsResult, ErrorData> {
+        offered::skills(self.host.as_ref(), &admitted(&context)?)
+    }
+
+    async fn get_skill(
+        &self,
+        request: GetSkillRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetSkillResult, ErrorData> {
+        offered::skill(self.host.as_ref(), &admitted(&context)?, &request.uri)
     }
 
     async fn list_resource_templates(

@@ -1,19 +1,24 @@
 //! The endpoint's methods beside tools: `resources/list`, `resources/templates/list`,
-//! `resources/read`, `prompts/list`, `prompts/get` and `completion/complete`, each answered
-//! from the host's [`OfferHost`] side (docs/rules.md MCP-54..MCP-62).
+//! `resources/read`, `prompts/list`, `prompts/get`, `completion/complete`, and the skills
+//! extension's `skills/list` and `skills/get` (SEP-2640), each answered from the host's
+//! [`OfferHost`] side (docs/rules.md MCP-54..MCP-62, MCP-88..MCP-91).
 //!
-//! Guarantees: a scope declares `resources`, `prompts` and `completions` only when it has
-//! something for them, in `initialize` and `server/discover` alike, and a method of a
-//! capability the scope does not declare is -32601 as before; never `subscribe` or
-//! `listChanged` (the endpoint is stateless and sends no notification). Lists are served whole
+//! Guarantees: a scope declares `resources`, `prompts`, `completions` and the
+//! `io.modelcontextprotocol/skills` extension only when it has something for them, in
+//! `initialize` and `server/discover` alike, and a method of a capability the scope does not
+//! declare is -32601 as before; `skills/get` answers only a skill `skills/list` shows the
+//! caller (-32602 otherwise, with `error.data.uri`); `subscribe` only to a 2026-07-28 client
+//! of a scope with a subscribable resource (MCP-92); never `directoryRead` or
+//! `listChanged` (a scope's lists are fixed at boot). Lists are served whole
 //! (one page), filtered for their caller. An entry the host hands over that the SDK cannot
 //! read is an internal error, never a partly served list.
 
 use rmcp::ErrorData;
 use rmcp::model::ErrorCode;
 use rmcp::model::{
-    CompleteRequestParams, CompleteResult, ListPromptsResult, ListResourceTemplatesResult,
-    ListResourcesResult, PromptsCapability, ResourcesCapability, ServerCapabilities,
+    CompleteRequestParams, CompleteResult, ExtensionCapabilities, GetSkillResult,
+    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListSkillsResult,
+    PromptsCapability, ResourcesCapability, SKILLS_EXTENSION_ID, ServerCapabilities,
 };
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -24,21 +29,43 @@ use super::request::Admitted;
 use crate::host::ToolHost;
 use crate::host::{Listed, Offers};
 
-/// Adds the capabilities the scope of `admitted` has entries for.
-pub(super) fn declare(host: &dyn ToolHost, admitted: &Admitted, caps: &mut ServerCapabilities) {
+/// Declares exactly the capabilities beside tools the scope of `admitted` has entries for;
+/// `resources.subscribe` only to a 2026-07-28 client (`modern`), whose `subscriptions/listen`
+/// carries updates (MCP-92): a session-era client's `resources/subscribe` stays -32601.
+pub(super) fn declare(
+    host: &dyn ToolHost,
+    admitted: &Admitted,
+    caps: &mut ServerCapabilities,
+    modern: bool,
+) {
+    caps.resources = None;
+    if let Some(extensions) = caps.extensions.as_mut() {
+        extensions.remove(SKILLS_EXTENSION_ID);
+    }
+    caps.extensions.take_if(|e| e.is_empty());
     let Offers {
         resources,
         prompts,
         completions,
+        skills,
+        subscribe,
     } = host.offers(&admitted.scope);
     if resources {
-        caps.resources = Some(ResourcesCapability::default());
+        let mut declared = ResourcesCapability::default();
+        declared.subscribe = (subscribe && modern).then_some(true);
+        caps.resources = Some(declared);
     }
     if prompts {
         caps.prompts = Some(PromptsCapability::default());
     }
     if completions {
         caps.completions = Some(Map::new());
+    }
+    if skills {
+        // No `directoryRead`: airlock serves a skill's files as its entry lists them (MCP-88).
+        caps.extensions
+            .get_or_insert_with(ExtensionCapabilities::new)
+            .insert(SKILLS_EXTENSION_ID.to_owned(), Map::new());
     }
 }
 
@@ -48,6 +75,7 @@ fn listed(host: &dyn ToolHost, admitted: &Admitted, list: Listed) -> Result<Valu
     let declared = match list {
         Listed::Resources | Listed::Templates => offers.resources,
         Listed::Prompts => offers.prompts,
+        Listed::Skills => offers.skills,
     };
     if !declared {
         return Err(not_declared(method(list)));
@@ -59,6 +87,7 @@ fn listed(host: &dyn ToolHost, admitted: &Admitted, list: Listed) -> Result<Valu
         Listed::Resources => "resources",
         Listed::Templates => "resourceTemplates",
         Listed::Prompts => "prompts",
+        Listed::Skills => "skills",
     };
     let mut result = Map::new();
     result.insert(
@@ -78,6 +107,7 @@ fn method(list: Listed) -> &'static str {
         Listed::Resources => "resources/list",
         Listed::Templates => "resources/templates/list",
         Listed::Prompts => "prompts/list",
+        Listed::Skills => "skills/list",
     }
 }
 
@@ -100,6 +130,38 @@ pub(super) fn prompts(
     admitted: &Admitted,
 ) -> Result<ListPromptsResult, ErrorData> {
     from_value(listed(host, admitted, Listed::Prompts)?)
+}
+
+pub(super) fn skills(
+    host: &dyn ToolHost,
+    admitted: &Admitted,
+) -> Result<ListSkillsResult, ErrorData> {
+    from_value(listed(host, admitted, Listed::Skills)?)
+}
+
+/// `skills/get`: the entry `skills/list` shows the caller under `uri`. A skill withheld or
+/// hidden from the caller is answered as one that does not exist (MCP-89).
+pub(super) fn skill(
+    host: &dyn ToolHost,
+    admitted: &Admitted,
+    uri: &str,
+) -> Result<GetSkillResult, ErrorData> {
+    let Value::Object(mut list) = listed(host, admitted, Listed::Skills)? else {
+        return Err(ErrorData::internal_error("internal error", None));
+    };
+    let entries = list.remove("skills").unwrap_or_default();
+    let found = entries
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|e| e["uri"] == uri);
+    let Some(entry) = found else {
+        let data = serde_json::json!({ "uri": uri });
+        return Err(ErrorData::invalid_params("skill not found", Some(data)));
+    };
+    let mut result = Map::new();
+    result.insert("skill".to_owned(), entry.clone());
+    from_value(complete_result(result))
 }
 
 pub(super) async fn complete(

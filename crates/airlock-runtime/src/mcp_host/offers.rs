@@ -10,7 +10,8 @@
 //! ([`Read`]); a completion is not (it reads nothing the caller keeps). The URIs in what an
 //! upstream answers are served mapped, as its lists are. A prompt whose 2026-07-28 upstream
 //! asks for input ends its row `input_required`, and the next round is a read of its own that
-//! follows it (MCP-81, LEDGER-67).
+//! follows it (MCP-81, LEDGER-67). A skill's file is read only when its bytes are those its
+//! skill's entry lists (MCP-90).
 
 use std::future::Future;
 
@@ -19,6 +20,7 @@ use airlock_mcp::{Answered, OfferAnswer, OfferRequest, RoundCall};
 use airlock_mcp::{Caller, CallerRefusal, Entry, HostError, Listed, OfferHost, Offers};
 use airlock_spec::ScopeId;
 use futures::future::BoxFuture;
+use futures::stream::BoxStream;
 use serde_json::{Map, Value, json};
 
 use super::McpHost;
@@ -90,15 +92,19 @@ impl McpHost {
         };
         let client = &source.client;
         let mut params = Map::new();
-        params.insert("uri".into(), Value::String(upstream));
+        params.insert("uri".into(), Value::String(upstream.clone()));
         let work = async {
             let target = source
                 .target
                 .clone()
                 .with_downstream(caller.downstream.clone());
             let read = client.read_resource(&target, params).await;
-            read.map(|r| served(source, r, served_contents))
-                .map_err(mcp_error)
+            let read = read.map_err(mcp_error)?;
+            // A skill's file is handed on only as its pinned entry lists it (MCP-90).
+            if let Answered::Complete(contents) = &read {
+                source.verified(&upstream, contents)?;
+            }
+            Ok(served(source, read, served_contents))
         };
         let read = Read {
             scope,
@@ -248,6 +254,20 @@ impl OfferHost for McpHost {
                 }
             }
         })
+    }
+
+    fn watch_resources(
+        &self,
+        scope: &ScopeId,
+        caller: &Caller,
+        uris: Vec<String>,
+    ) -> BoxStream<'static, String> {
+        let visible = |name: &str| self.sees(scope, caller, name);
+        let updates = self.gateway.offered().watch(scope, &uris, &visible);
+        let next = |mut updates: tokio::sync::mpsc::Receiver<String>| async move {
+            updates.recv().await.map(|uri| (uri, updates))
+        };
+        Box::pin(futures::stream::unfold(updates, next))
     }
 
     fn complete<'a>(

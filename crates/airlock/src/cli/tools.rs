@@ -1,9 +1,9 @@
 //! `airlock tools diff` and `airlock tools accept CONNECTION [TOOL]`: the connection tools a
-//! boot withholds because their definitions differ from their pins (docs/rules.md OPS-49,
-//! OPS-50).
+//! boot withholds because their definitions differ from their pins, and the skills whose
+//! entries differ from theirs (docs/rules.md OPS-49, OPS-50, OPS-79).
 //!
 //! Guarantees: `diff` asks every connection server for its tools now (through the egress
-//! guard) and writes nothing; it exits 0 when nothing waits and 1 when something does, so a
+//! guard), and for its skills, and writes nothing; it exits 0 when nothing waits and 1 when something does, so a
 //! script can alert. `accept` pins what the server says now for the connection (or one tool),
 //! recorded under `--as`; a running `serve` serves it from its next boot.
 
@@ -12,7 +12,7 @@ use std::process::ExitCode;
 use airlock_egress::GuardedClient;
 use airlock_mcp::McpClient;
 use airlock_runtime::pins::{self, Difference, Pending};
-use airlock_runtime::{discover, egress_policy};
+use airlock_runtime::{Offered, discover, egress_policy};
 use airlock_spec::Credentials;
 use anyhow::Context as _;
 
@@ -41,7 +41,8 @@ pub(crate) struct DiffArgs {
 pub(crate) struct AcceptArgs {
     /// The connection file's namespace (`connections/<name>.yml`).
     connection: String,
-    /// One tool of it (its name on the server); default: every waiting tool of it.
+    /// One tool of it (its name on the server) or skill (the URI of its SKILL.md there);
+    /// default: everything of it that waits.
     tool: Option<String>,
     #[command(flatten)]
     deployment: DirArg,
@@ -70,21 +71,23 @@ async fn pending(
     let config = &deployment.config;
     let credentials = Credentials::load(&dir, &config.credentials, std::env::vars())?;
     let guard = GuardedClient::new(egress_policy(&config.egress)).context("the egress client")?;
-    let discovered = discover(
-        &McpClient::new(guard),
-        &deployment.connections,
-        &credentials,
-    )
-    .await?;
+    let client = McpClient::new(guard);
+    let connections = &deployment.connections;
+    let discovered = discover(&client, connections, &credentials).await?;
+    let mut offered =
+        Offered::discover(&client, &[], connections, &Default::default(), &credentials).await?;
     let store = existing_ledger(&deployment).await?;
-    let checked = pins::check(store.as_ref(), discovered, false).await?;
+    let pinned = pins::pinned_connections(store.as_ref()).await?;
+    let mut checked = pins::check(store.as_ref(), discovered, false).await?;
+    let skills = offered.pin_skills(store.as_ref(), &pinned, false).await?;
+    checked.pending.extend(skills);
     Ok((checked.pending, store))
 }
 
 async fn diff(deployment: &DirArg) -> anyhow::Result<ExitCode> {
     let (pending, _) = pending(deployment).await?;
     if pending.is_empty() {
-        println!("every connection tool matches its pinned definition");
+        println!("every connection tool and skill matches its pin");
         return Ok(ExitCode::SUCCESS);
     }
     for p in &pending {

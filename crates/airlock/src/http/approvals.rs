@@ -32,6 +32,7 @@ pub(super) fn router() -> Router<AppState> {
     Router::new()
         .route("/approvals", get(list))
         .route("/approvals/{id}/decision", post(decide_verb::<OneRoute>))
+        .route("/approvals/decisions", post(decide_many))
         .route("/invocations/{id}", get(show))
         .route("/invocations/{id}/approve", post(approve))
         .route("/invocations/{id}/deny", post(decide_verb::<DenyBody>))
@@ -85,6 +86,37 @@ enum DecisionBody {
 #[derive(Debug, Deserialize)]
 #[serde(try_from = "DecisionBody")]
 struct OneRoute(Decision);
+
+/// Body of `POST /v1/approvals/decisions` (DECIDE-19): one decision on several calls.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BatchBody {
+    ids: Vec<String>,
+    decision: BatchVerb,
+    /// A denial's reason (the callers read it).
+    reason: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum BatchVerb {
+    Approve,
+    Deny,
+}
+
+impl BatchBody {
+    /// The decision it names, or what is wrong with it.
+    fn decision(&self) -> Result<Decision, &'static str> {
+        match (self.decision, &self.reason) {
+            (BatchVerb::Approve, None) => Ok(Decision::Approve),
+            (BatchVerb::Approve, Some(_)) => Err("an approval takes no reason"),
+            (BatchVerb::Deny, Some(reason)) if !reason.trim().is_empty() => Ok(Decision::Deny {
+                reason: reason.clone(),
+            }),
+            (BatchVerb::Deny, _) => Err("a denial needs a reason (the callers read it)"),
+        }
+    }
+}
 
 /// Body of `/approve` (may be empty).
 #[derive(Debug, Deserialize)]
@@ -268,6 +300,29 @@ async fn decide_verb<B: DeserializeOwned + Into<Decision>>(
     let id = parse_id(&id)?;
     let decision = parse_body::<B>(&body)?.into();
     apply(&state, &admin, id, decision).await
+}
+
+/// `POST /v1/approvals/decisions`: the ids first (400 for a malformed one), then the decision
+/// (422), then all of them decided in one commit or none (the first refusal, as one decision's).
+async fn decide_many(
+    Admin(decider): Admin,
+    State(state): State<AppState>,
+    body: Bytes,
+) -> Result<Json<Value>, ApiError> {
+    let body: BatchBody = parse_body(&body)?;
+    let ids = body
+        .ids
+        .iter()
+        .map(|id| parse_id(id))
+        .collect::<Result<Vec<_>, _>>()?;
+    let decision = body
+        .decision()
+        .map_err(|problem| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "bad_body", problem))?;
+    let rows =
+        airlock_runtime::decisions::decide_all(&state.gateway, ids, &decider, decision, "api")
+            .await?;
+    let decided: Vec<Value> = rows.iter().map(invocation_json).collect();
+    Ok(Json(serde_json::json!({ "decided": decided })))
 }
 
 /// The one decision path of every route: the ledger's compare-and-swap by the admin.

@@ -246,3 +246,67 @@ async fn approvals_are_paged_and_filtered_by_agent() {
     assert_eq!(get("/v1/approvals?limit=many".into()).await.0, 400);
     assert_eq!(get("/v1/approvals?colour=red".into()).await.0, 400);
 }
+
+/// DECIDE-19: `POST /v1/approvals/decisions` decides several calls in one commit or none:
+/// 400 for a malformed id, 422 for a denial without a reason, 409 naming the call decided
+/// already (the others untouched), 200 with every row decided.
+#[tokio::test]
+async fn a_batch_decision_decides_every_call_or_none() {
+    let dir = deployment();
+    let (addr, gateway) = serve_in_process(dir.path()).await;
+    let mut ids = Vec::new();
+    for n in 0..3 {
+        let url = json!({"url": format!("http://127.0.0.1:9/{n}")});
+        ids.push(
+            park(&gateway, ScopeId::Gateway, "bob", "fetch", url)
+                .await
+                .id
+                .to_string(),
+        );
+    }
+    let batch = |body: Value| async move {
+        let (status, answer, _) = http(
+            addr,
+            "POST",
+            "/v1/approvals/decisions",
+            Some(ADMIN),
+            Some(body),
+        )
+        .await;
+        (status, answer)
+    };
+    let (status, _) = batch(json!({"ids": ["nope"], "decision": "approve"})).await;
+    assert_eq!(status, 400);
+    let (status, answer) = batch(json!({"ids": ids, "decision": "deny"})).await;
+    assert_eq!(status, 422, "{answer}");
+    let (status, _) = batch(json!({"ids": ids, "decision": "approve", "reason": "x"})).await;
+    assert_eq!(status, 422);
+    let single = format!("/v1/invocations/{}/deny", ids[1]);
+    let (status, _, _) = http(
+        addr,
+        "POST",
+        &single,
+        Some(ADMIN),
+        Some(json!({"reason": "no"})),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let (status, answer) = batch(json!({"ids": ids, "decision": "approve"})).await;
+    assert_eq!(status, 409, "{answer}");
+    assert!(
+        answer.to_string().contains(&ids[1]),
+        "names the decided call: {answer}"
+    );
+    for id in [&ids[0], &ids[2]] {
+        let row = gateway.store().get(id.parse().unwrap()).await.unwrap();
+        assert_eq!(row.state, InvocationState::AwaitingApproval, "untouched");
+    }
+    let (status, answer) = batch(json!({"ids": [ids[0], ids[2]], "decision": "approve"})).await;
+    assert_eq!(status, 200, "{answer}");
+    let decided = answer["decided"].as_array().unwrap();
+    assert_eq!(decided.len(), 2);
+    assert!(
+        decided.iter().all(|r| r["decision"]["by"] == "alice"),
+        "{answer}"
+    );
+}

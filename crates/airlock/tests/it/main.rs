@@ -44,6 +44,8 @@ mod replicas;
 mod runs;
 mod serve;
 mod shutdown;
+mod skills;
+mod subscriptions;
 mod support;
 mod telemetry;
 mod telemetry_runs;

@@ -14,6 +14,7 @@ use crate::gateway::Backend;
 on_both_backends!(
     a_step_with_two_gated_and_one_ungated_call_resumes_once_after_the_last_decision,
     two_concurrent_resumers_resume_once,
+    a_batch_approval_of_a_steps_calls_resumes_the_run_once,
 );
 
 async fn a_step_with_two_gated_and_one_ungated_call_resumes_once_after_the_last_decision(
@@ -173,4 +174,49 @@ async fn one_run_at_a_time_per_session() {
         AgentError::SessionBusy { run, .. } => assert_eq!(run, parked.run_id),
         other => panic!("{other:?}"),
     }
+}
+
+/// DECIDE-19: a step's three gated calls approved in one batch decision resume the run once,
+/// and all three run.
+async fn a_batch_approval_of_a_steps_calls_resumes_the_run_once(backend: Backend) {
+    let Some(w) = World::new(backend).await else {
+        return;
+    };
+    w.script(
+        "boss",
+        [
+            calls(&[
+                ("gate", json!({"amount": 1})),
+                ("gate", json!({"amount": 2})),
+                ("gate", json!({"amount": 3})),
+            ]),
+            answer("all three done"),
+        ],
+    );
+    let agents = w.agents(TREE);
+    let (parked, _) = run_with_events(&agents, request("boss", "do three things")).await;
+    assert_eq!(parked.waiting.len(), 3, "{parked:?}");
+    let store = w.other_process().await;
+    let decided = store
+        .decide_all(
+            parked.waiting.clone(),
+            "ops",
+            airlock_runtime::ledger::Decision::Approve,
+        )
+        .await
+        .unwrap();
+    assert!(decided.iter().all(|r| r.state == InvocationState::Approved));
+    assert_eq!(
+        store.resume_run(parked.run_id).await.unwrap(),
+        ResumeOutcome::Resumed
+    );
+    assert_ne!(
+        store.resume_run(parked.run_id).await.unwrap(),
+        ResumeOutcome::Resumed,
+        "resumed once"
+    );
+    let agents = w.agents_on(Arc::clone(&store), TREE, Default::default());
+    let done = agents.continue_resumed(parked.run_id).await.unwrap();
+    assert_eq!(done.status, RunState::Completed, "{done:?}");
+    assert_eq!((w.asked("boss"), w.ran("gate")), (2, 3));
 }

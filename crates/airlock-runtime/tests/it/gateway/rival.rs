@@ -67,6 +67,14 @@ impl Invocations for RivalClaims {
     ) -> LedgerFuture<'_, Invocation> {
         self.inner.decide(id, by, decision)
     }
+    fn decide_all(
+        &self,
+        ids: Vec<InvocationId>,
+        by: &str,
+        decision: Decision,
+    ) -> LedgerFuture<'_, Vec<Invocation>> {
+        self.inner.decide_all(ids, by, decision)
+    }
     fn decide_once(
         &self,
         used: StateUse,

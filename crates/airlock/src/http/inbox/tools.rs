@@ -1,5 +1,6 @@
 //! `/inbox/tools`: the connection tools withheld because their definitions differ from their
-//! pins, with a button to accept each (docs/rules.md INBOX-10 … INBOX-12).
+//! pins, and the skills whose entries differ from theirs (OPS-79), with a button to accept each
+//! (docs/rules.md INBOX-10 … INBOX-12).
 //!
 //! Guarantees: only a signed-in admin sees or accepts; an accept is a POST carrying the
 //! session's CSRF token, checked before anything else is read; the acceptance is recorded under
@@ -35,7 +36,7 @@ pub(super) async fn list(State(inbox): State<Inbox>, signed: Signed) -> Html<Str
         @if pending.is_empty() {
             p.muted { "Every connection tool matches its pinned definition." }
         } @else {
-            p.muted { "These connection tools are withheld from clients until accepted; an accepted definition is served from the next start of the gateway." }
+            p.muted { "These connection tools and skills are withheld from clients until accepted; what is accepted is served from the next start of the gateway." }
             @for p in &pending { (entry(p, &signed)) }
         }
     };
