@@ -379,18 +379,10 @@ async fn a_run_over_the_websocket_continues_the_upgrade_requests_trace() {
     assert_nothing_shown(&spans, &[INPUT, ANSWER, FakeModel::KEY, CALLER]);
 }
 
-/// OPS-82: an approval taken in another process (the CLI, untraced) is run by the serving
-/// process's decisions worker in a trace of its own: one `run approved call` span, the call's
-/// upstream request below it.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_decisions_worker_runs_each_approved_call_in_a_trace_of_its_own() {
-    let collector = Collector::start().await;
-    let erp = RawServer::start(Some("no-such-method"), Cue::Status(500)).await;
-    let model = FakeModel::openai(Vec::new()).await;
-    let gated = "[builtins.fetch]\napproval = \"always\"\n";
-    let (dir, server) = serve_with(&model, &erp, &collector, gated);
+/// Parks a gated `fetch` of `erp`'s page in the gateway scope (JSON-RPC id `n`); its id.
+async fn park_fetch(server: &Server, erp: &RawServer, n: u64) -> String {
     let url = format!("http://127.0.0.1:{}/page?secret={ARGUMENT}", erp.port);
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+    let body = json!({"jsonrpc": "2.0", "id": n, "method": "tools/call",
         "params": {"name": "fetch", "arguments": {"url": url}}});
     let parked: Value = mcp_request(&format!("http://{}", server.addr))
         .bearer_auth(CAROL_GATEWAY)
@@ -401,10 +393,23 @@ async fn the_decisions_worker_runs_each_approved_call_in_a_trace_of_its_own() {
         .json()
         .await
         .unwrap();
-    let id = parked["result"]["structuredContent"]["invocation_id"]
+    parked["result"]["structuredContent"]["invocation_id"]
         .as_str()
         .unwrap_or_else(|| panic!("{parked}"))
-        .to_owned();
+        .to_owned()
+}
+
+/// OPS-82: an approval taken in another process (the CLI, untraced) is run by the serving
+/// process's decisions worker in a trace of its own: one `run approved call` span, the call's
+/// upstream request below it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_decisions_worker_runs_each_approved_call_in_a_trace_of_its_own() {
+    let collector = Collector::start().await;
+    let erp = RawServer::start(Some("no-such-method"), Cue::Status(500)).await;
+    let model = FakeModel::openai(Vec::new()).await;
+    let gated = "[builtins.fetch]\napproval = \"always\"\n";
+    let (dir, server) = serve_with(&model, &erp, &collector, gated);
+    let id = park_fetch(&server, &erp, 1).await;
     let out = cli(dir.path(), &["approve", &id]);
     assert!(out.status.success(), "{}", crate::text(&out));
 
@@ -474,4 +479,45 @@ async fn a_refused_model_request_is_an_error_span() {
     assert_eq!(agent.attr("airlock.run.status"), Some("failed"));
     assert_eq!(agent.attr("error.type"), Some("run_failed"));
     assert_nothing_shown(&spans, &[refusal, INPUT]);
+}
+
+/// OPS-82: a batch decision (DECIDE-19) is one `decide approve` span without an invocation id;
+/// the calls it approved run under it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_decision_is_one_span_with_its_calls_under_it() {
+    let collector = Collector::start().await;
+    let erp = RawServer::start(Some("no-such-method"), Cue::Status(500)).await;
+    let model = FakeModel::openai(Vec::new()).await;
+    let gated = "[builtins.fetch]\napproval = \"always\"\n";
+    let (_dir, server) = serve_with(&model, &erp, &collector, gated);
+    let addr: SocketAddr = server.addr.parse().unwrap();
+    let ids = [
+        park_fetch(&server, &erp, 1).await,
+        park_fetch(&server, &erp, 2).await,
+    ];
+    let body = json!({"ids": ids, "decision": "approve"});
+    post(addr, "/v1/approvals/decisions", ADMIN, &body, None).await;
+
+    let page = format!("http://127.0.0.1:{}/page", erp.port);
+    let mut spans = Vec::new();
+    for _ in 0..400 {
+        spans = collector.spans();
+        let requests = spans
+            .iter()
+            .filter(|s| s.attr("url.full") == Some(page.as_str()))
+            .count();
+        if requests == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let decided = one(&spans, "decide approve");
+    assert_eq!(decided.attr("airlock.invocation.id"), None);
+    assert_eq!(decided.attr("airlock.decision.surface"), Some("api"));
+    let under: Vec<_> = spans
+        .iter()
+        .filter(|s| s.trace_id == decided.trace_id && s.attr("url.full") == Some(page.as_str()))
+        .collect();
+    assert_eq!(under.len(), 2, "{spans:#?}");
+    assert_nothing_shown(&spans, &[ARGUMENT, ADMIN, CAROL_GATEWAY]);
 }
