@@ -29,6 +29,7 @@ use crate::sql::tx::TxTool;
 use crate::support::notice::{Notice, NoticeRecord};
 use crate::transitions::agent_runs::{RunDetail, RunStep};
 use crate::transitions::confirmations::{Answered, Confirmation};
+use crate::transitions::decide::Voted;
 use crate::transitions::freezes::{Freeze, FreezeTarget};
 use crate::transitions::pins::ToolPin;
 use crate::transitions::rate::{RateBudget, RateRefusal};
@@ -240,6 +241,10 @@ pub trait Invocations: Send + Sync {
         by: &str,
         decision: Decision,
     ) -> LedgerFuture<'_, Vec<Invocation>>;
+    /// `by`'s approval of a call that needs `needed` distinct approvals (docs/rules.md
+    /// LEDGER-76): one compare-and-swap that leaves it waiting, or makes it approved when this
+    /// vote completes the quorum. A second vote by `by` is [`LedgerError::AlreadyDecided`].
+    fn vote(&self, id: InvocationId, by: &str, needed: u32) -> LedgerFuture<'_, Voted>;
     /// A decision taken through a request state the MCP endpoint sealed (docs/rules.md
     /// LEDGER-46): [`Invocations::decide`] by `used.by`, then — for an approval, when
     /// `claim_for` names an owner and a lease — [`Invocations::claim`], and the state's nonce

@@ -22,6 +22,7 @@ use crate::store::{
 use crate::support::notice::{Notice, NoticeRecord};
 use crate::transitions::agent_runs::{RunDetail, RunStep};
 use crate::transitions::confirmations::{Answered, Confirmation};
+use crate::transitions::decide::Voted;
 use crate::transitions::freezes::{Freeze, FreezeTarget};
 use crate::transitions::pins::ToolPin;
 use crate::transitions::rate::{RateBudget, RateRefusal};
@@ -75,6 +76,7 @@ impl Invocations for WithInvocations {
             -> LedgerFuture<'_, Invocation>;
         fn decide_all(&self, ids: Vec<InvocationId>, by: &str, decision: Decision)
             -> LedgerFuture<'_, Vec<Invocation>>;
+        fn vote(&self, id: InvocationId, by: &str, needed: u32) -> LedgerFuture<'_, Voted>;
         fn decide_once(&self, used: StateUse, claim_for: Option<(String, Duration)>)
             -> LedgerFuture<'_, Invocation>;
         fn relay_task(&self, id: InvocationId, owner: &str, task: String, lease: Duration)

@@ -6,6 +6,7 @@
 //! under it (docs/rules.md OPS-82). What waits for a person is listed by [`pending`]; approvals
 //! nobody waits for are run by the [`worker`].
 
+mod approvers;
 pub mod pending;
 pub mod worker;
 
@@ -14,7 +15,7 @@ use std::sync::Arc;
 use airlock_egress::trace::{child_span, within, within_owned};
 use airlock_ledger::Resolution;
 use airlock_ledger::{Decision, Invocation, InvocationId, InvocationState, LedgerError, Store};
-use airlock_spec::{Mode, SourceKind};
+use airlock_spec::{Mode, Scope, ScopeId, SourceKind, ToolSpec};
 use opentelemetry::trace::{SpanKind, Status, TraceContextExt as _};
 use opentelemetry::{Context, KeyValue};
 
@@ -36,6 +37,7 @@ pub async fn decide(
     let store = gateway.store().as_ref();
     let judged = Judged {
         declarations: Some(gateway),
+        scopes: &[],
     };
     let cx = span(gateway, Some(id), decider, &decision, surface);
     let recorded = record_judged(store, id, decider, decision, surface, judged);
@@ -80,8 +82,10 @@ async fn judge_and_decide_all(
     let store = gateway.store().as_ref();
     let judged = Judged {
         declarations: Some(gateway),
+        scopes: &[],
     };
     for &id in &ids {
+        approvers::refuse_in_batch(store, id, &judged).await?;
         if let Some(reason) = refusal(store, id, decision, &judged).await? {
             return Err(LedgerError::DecisionRefused { id, reason });
         }
@@ -155,18 +159,24 @@ fn verb(decision: &Decision) -> (&'static str, Option<&'static str>) {
 
 /// The ledger transition of every decision, wherever it is taken (a process without a
 /// gateway, like the CLI, too), logged once as `decided` (docs/rules.md OPS-11): who, what,
-/// from which surface — never a reason's, an answer's or a note's text.
+/// from which surface — never a reason's, an answer's or a note's text. `scopes` are the
+/// declarations the surface knows (the CLI: its deployment's), which say who may decide a
+/// call and how many must approve it (POLICY-61); none: the plain rules.
 ///
 /// # Errors
 /// The ledger's refusal, as [`decide`].
 pub async fn record(
     store: &dyn Store,
+    scopes: &[Scope],
     id: InvocationId,
     decider: &str,
     decision: Decision,
     surface: &'static str,
 ) -> Result<Invocation, LedgerError> {
-    let judged = Judged { declarations: None };
+    let judged = Judged {
+        declarations: None,
+        scopes,
+    };
     record_judged(store, id, decider, decision, surface, judged).await
 }
 
@@ -175,6 +185,18 @@ struct Judged<'a> {
     /// The gateway whose declarations say which connection the row's tool goes through; none
     /// for a surface without them (the CLI).
     declarations: Option<&'a Gateway>,
+    /// Declarations read without a gateway (the CLI's deployment).
+    scopes: &'a [Scope],
+}
+
+impl Judged<'_> {
+    /// The declaration of `tool` in `scope`, as this surface knows it.
+    fn tool(&self, scope: &ScopeId, tool: &str) -> Option<&ToolSpec> {
+        match self.declarations {
+            Some(gateway) => gateway.scope(scope)?.get(tool),
+            None => self.scopes.iter().find(|s| &s.id == scope)?.get(tool),
+        }
+    }
 }
 
 async fn record_judged(
@@ -188,7 +210,7 @@ async fn record_judged(
     if let Some(reason) = refusal(store, id, &decision, &judged).await? {
         return Err(LedgerError::DecisionRefused { id, reason });
     }
-    let row = store.decide(id, decider, decision.clone()).await?;
+    let row = approvers::take(store, id, decider, &decision, &judged).await?;
     decided(&row, decider, &decision, surface);
     Ok(row)
 }
@@ -243,6 +265,7 @@ pub(crate) async fn frozen(
 ) -> Result<Option<String>, GatewayError> {
     let judged = Judged {
         declarations: Some(gateway),
+        scopes: &[],
     };
     Ok(frozen_refusal(gateway.store().as_ref(), id, decision, &judged).await?)
 }
@@ -278,10 +301,7 @@ async fn frozen_refusal(
     let row = store.get(id).await?;
     let opened = store.get_session(row.session_id).await?;
     let scope = crate::session::scope(&opened);
-    let spec = judged
-        .declarations
-        .zip(scope.as_ref())
-        .and_then(|(gateway, scope)| gateway.scope(scope)?.get(&row.tool));
+    let spec = scope.as_ref().and_then(|s| judged.tool(s, &row.tool));
     let covered = Covered {
         agent: scope.as_ref().and_then(freeze::agent_of),
         principal: row.principal.as_deref(),

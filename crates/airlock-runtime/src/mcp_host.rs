@@ -285,6 +285,7 @@ impl McpHost {
         } else if waiting {
             match crate::decisions::record(
                 self.gateway.store().as_ref(),
+                &[],
                 row.id,
                 &caller.principal,
                 Decision::Withdraw,

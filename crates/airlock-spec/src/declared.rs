@@ -146,6 +146,7 @@ pub(crate) fn shared_policy(f: &Fields<'_>, d: &mut Diag) -> Policy {
         rate_limit,
         per_principal_rate_limit,
         limits: crate::limits::limits(f, d),
+        approvers: crate::approvers::approvers(f, d),
         ..Policy::default()
     }
 }

@@ -8,6 +8,7 @@
 mod access;
 mod agent;
 mod api_file;
+mod approvers;
 mod audit;
 mod builtin;
 mod canonical;
@@ -41,6 +42,7 @@ mod visible;
 
 pub use access::{AccessPolicy, AccessRule, EVERYONE, Principal, Verdict, glob};
 pub use agent::{API_VERSION, AgentSpec, ModelSpec, PROVIDERS};
+pub use approvers::Approvers;
 pub use audit::AuditExport;
 pub use builtin::definition as builtin_definition;
 pub use canonical::{canonical_json, canonical_sha256, json_sha256, sha256_hex};

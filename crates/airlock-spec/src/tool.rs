@@ -53,6 +53,9 @@ pub struct Policy {
     /// How long a parked call waits for a person before it expires (`approval_ttl`); `None`:
     /// the server's default.
     pub approval_ttl: Option<Duration>,
+    /// `approvers:` — how many people approve, who may decide, whether the caller may
+    /// approve its own call (docs/rules.md POLICY-61).
+    pub approvers: crate::Approvers,
     /// `confirm: true` of a catalog integration's action: an agent run does not run the call
     /// until the person consents in their next message (docs/rules.md POLICY-30).
     pub confirm: bool,

@@ -21,7 +21,7 @@ use crate::schema::{check_input_schema, from_parameters};
 use crate::tool::{ApiAuth, ApiOperation, Method, Policy, ToolSource};
 use crate::tree::Node;
 
-pub(crate) const KEYS: [&str; 12] = [
+pub(crate) const KEYS: [&str; 13] = [
     "name",
     "type",
     "connection",
@@ -32,6 +32,7 @@ pub(crate) const KEYS: [&str; 12] = [
     "rate_limit",
     "limits",
     "approval",
+    "approvers",
     "base_url",
     "confirm",
 ];

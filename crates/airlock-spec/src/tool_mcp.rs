@@ -20,7 +20,7 @@ pub const MAX_MCP_SLUG: usize = 30;
 /// Longest remote tool name.
 pub const MAX_REMOTE_TOOL_NAME: usize = 128;
 
-pub(crate) const KEYS: [&str; 14] = [
+pub(crate) const KEYS: [&str; 15] = [
     "name",
     "type",
     "connection",
@@ -31,6 +31,7 @@ pub(crate) const KEYS: [&str; 14] = [
     "rate_limit",
     "limits",
     "approval",
+    "approvers",
     "effect",
     "protocol",
     "confirm",

@@ -18,7 +18,7 @@ use super::transactional::TxJob;
 use crate::commit::writer::Prefetch;
 use crate::sql::tx::TxTool;
 use crate::store::{Invocations, LedgerFuture};
-use crate::transitions::decide;
+use crate::transitions::decide::{self, Voted};
 use crate::transitions::lease;
 use crate::transitions::record;
 use crate::transitions::request_states::{self, StateUse};
@@ -28,6 +28,9 @@ use crate::vocabulary::clock::truncate;
 use crate::vocabulary::error::{LedgerError, ToolError};
 use crate::vocabulary::ids::InvocationId;
 use crate::vocabulary::model::{Decision, Invocation, NewInvocation, Recorded, SweepReport};
+
+/// How many times a vote that lost its swap to another vote is counted again.
+const VOTE_TRIES: u32 = 16;
 
 impl Invocations for Ledger {
     fn record(&self, new: NewInvocation) -> LedgerFuture<'_, Recorded> {
@@ -168,6 +171,32 @@ impl Invocations for Ledger {
                     attempt().await
                 }
                 other => other,
+            }
+        })
+    }
+
+    fn vote(&self, id: InvocationId, by: &str, needed: u32) -> LedgerFuture<'_, Voted> {
+        let by = by.to_owned();
+        let attempt = move || {
+            let by = by.clone();
+            self.writer.submit(id.0, Prefetch::Fresh(id), move |tx, b| {
+                let by = by.clone();
+                Box::pin(async move { decide::vote(tx, b, id, &by, needed).await })
+            })
+        };
+        Box::pin(async move {
+            // Votes racing on other replicas: each lost swap is counted again, a bounded
+            // number of times.
+            let mut tries = 0;
+            loop {
+                match attempt().await {
+                    Err(LedgerError::Database(e))
+                        if crate::support::deferred::is_lost_race(&e) && tries < VOTE_TRIES =>
+                    {
+                        tries += 1;
+                    }
+                    other => return other,
+                }
             }
         })
     }

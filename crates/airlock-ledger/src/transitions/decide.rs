@@ -155,6 +155,83 @@ pub(crate) async fn decide(
         .await
 }
 
+/// A vote toward a quorum, as it stands after it was counted.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Voted {
+    /// The row: still waiting, or approved by the vote that completed its quorum.
+    pub invocation: Invocation,
+    /// Who has approved it so far, in the order they voted.
+    pub voters: Vec<String>,
+}
+
+/// One decider's approval of a call that needs `needed` distinct approvals (docs/rules.md
+/// LEDGER-76). Each vote is a compare-and-swap of the row — a new version that leaves it
+/// waiting, with its audit event — so concurrent votes on any replica are counted one after
+/// another; the vote that completes the quorum makes it `approved`, its decision by every
+/// voter. A decider votes once; a row no longer waiting is refused as a decision would be.
+pub(crate) async fn vote(
+    tx: &mut LedgerTx,
+    batch: &mut Batch,
+    id: InvocationId,
+    by: &str,
+    needed: u32,
+) -> Result<Voted, LedgerError> {
+    let inv = load_current(tx, batch, id).await?;
+    if !APPROVE_FROM.contains(&inv.state) {
+        return Err(refuse(&inv, &Decision::Approve));
+    }
+    if inv.state != S::Proposed {
+        check_run_open(tx, &inv).await?;
+    }
+    let mut voters = voters(tx, id).await?;
+    if voters.iter().any(|v| v == by) {
+        return Err(LedgerError::AlreadyDecided {
+            id,
+            by: by.to_owned(),
+            decision: "voted to approve".to_owned(),
+        });
+    }
+    tx.inner
+        .execute(
+            "INSERT INTO approval_votes (invocation_id, voter, at) VALUES ($1, $2, $3)",
+            &[
+                id.to_string().into(),
+                by.to_owned().into(),
+                crate::vocabulary::clock::to_micros(batch.now).into(),
+            ],
+        )
+        .await?;
+    voters.push(by.to_owned());
+    let mut next = inv.clone();
+    if voters.len() >= usize::try_from(needed).unwrap_or(usize::MAX) {
+        next.state = S::Approved;
+        next.expires_at = None;
+        next.decision = Some(DecisionRecord {
+            by: voters.join(", "),
+            decision: DecisionKind::Approved,
+            reason: None,
+            at: batch.now,
+        });
+    }
+    match batch.save(tx, &inv, next).await? {
+        Some(invocation) => Ok(Voted { invocation, voters }),
+        // Another vote or decision moved the row meanwhile: counted again from the start.
+        None => Err(LedgerError::Database(crate::support::deferred::lost_race())),
+    }
+}
+
+/// Who has voted to approve `id`, in the order they voted.
+async fn voters(tx: &mut LedgerTx, id: InvocationId) -> Result<Vec<String>, LedgerError> {
+    let rows = tx
+        .inner
+        .fetch_all(
+            "SELECT voter FROM approval_votes WHERE invocation_id = $1 ORDER BY at, voter",
+            &[id.to_string().into()],
+        )
+        .await?;
+    rows.iter().map(|r| Ok(r.req_text("voter")?)).collect()
+}
+
 /// The most rows one batch decision may name.
 pub const MAX_BATCH_DECISION: usize = 100;
 

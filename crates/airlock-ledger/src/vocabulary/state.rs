@@ -170,10 +170,17 @@ impl InvocationState {
     pub fn can_become(self, next: InvocationState) -> bool {
         match self {
             S::Pending | S::Approved => matches!(next, S::Running),
-            S::AwaitingApproval => matches!(next, S::Approved | S::Denied | S::Expired),
+            // A vote toward a quorum leaves the row waiting, as a new version (LEDGER-76).
+            S::AwaitingApproval => matches!(
+                next,
+                S::AwaitingApproval | S::Approved | S::Denied | S::Expired
+            ),
             // AGENT-31: a proposal is decided like a parked call, but never expires; the caller
             // may settle it with its own outcome (DECIDE-13).
-            S::Proposed => matches!(next, S::Approved | S::Denied | S::Succeeded | S::Failed),
+            S::Proposed => matches!(
+                next,
+                S::Proposed | S::Approved | S::Denied | S::Succeeded | S::Failed
+            ),
             S::AwaitingAnswer => matches!(next, S::Succeeded | S::Denied | S::Expired),
             // in_doubt: the original lease owner may still report the outcome.
             S::Running => matches!(

@@ -396,7 +396,7 @@ pub(crate) async fn run_with_events(
 
 /// Approves `id` as a person would, from any surface (the ledger transition only).
 pub(crate) async fn approve(store: &dyn Store, id: InvocationId) {
-    decisions::record(store, id, "alice", Decision::Approve, "cli")
+    decisions::record(store, &[], id, "alice", Decision::Approve, "cli")
         .await
         .unwrap();
 }

@@ -747,3 +747,54 @@ fn decl_83_a_per_run_connection_loads_without_a_placeholder() {
         "{errors:?}"
     );
 }
+
+/// An api declaration with `approvers` written as `approvers` (one mapping, inline).
+fn approved_api(approvers: &str) -> String {
+    format!(
+        "    - name: pay\n      type: api\n      connection: erp_main\n      auth: {{ scheme: bearer }}\n      approval: always\n      approvers: {approvers}\n      operations:\n        - name: send\n          description: Send.\n          writes: false\n          request: {{ method: GET, path: /x }}\n"
+    )
+}
+
+/// POLICY-61: `approvers` is read with its defaults (`forbid_self` on above one approval), and
+/// each wrong value is refused at its key.
+#[test]
+fn approvers_are_read_and_bad_ones_refused_at_their_key() {
+    let dir = Dir::new().file(
+        "agents/r.yml",
+        &agent("r", &approved_api("{ quorum: 2, deciders: [alice, bob] }")),
+    );
+    let deployment = dir.load().unwrap();
+    let scope = deployment.agent_scope("r").unwrap();
+    let approvers = &scope.get("pay_send").unwrap().policy.approvers;
+    assert_eq!(
+        (
+            approvers.quorum,
+            approvers.deciders.clone(),
+            approvers.forbid_self
+        ),
+        (2, vec!["alice".to_owned(), "bob".to_owned()], true)
+    );
+    let cases = [
+        (
+            "{ quorum: 0 }",
+            "approvers.quorum: expected 1 to 10 approvals",
+        ),
+        (
+            "{ quorum: 11 }",
+            "approvers.quorum: expected 1 to 10 approvals",
+        ),
+        (
+            "{ quorum: 3, deciders: [alice, bob] }",
+            "approvers.deciders: 2 decider(s) can never make a quorum of 3",
+        ),
+        ("{ deciders: ['al ice'] }", "is not a principal name"),
+        ("{ quorum: 2, who: [x] }", "approvers.who"),
+    ];
+    for (approvers, expected) in cases {
+        let errors = Dir::new()
+            .file("agents/r.yml", &agent("r", &approved_api(approvers)))
+            .errors();
+        assert_eq!(errors.len(), 1, "{approvers}: {errors:?}");
+        assert!(errors[0].contains(expected), "{approvers}: {}", errors[0]);
+    }
+}

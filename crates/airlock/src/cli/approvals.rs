@@ -268,10 +268,20 @@ pub(super) fn print_json(value: &serde_json::Value) -> anyhow::Result<()> {
 
 async fn decide(target: &Target, decision: Decision) -> anyhow::Result<()> {
     let by = target.decider.resolve("deciding")?;
-    let store = open(&target.reader).await?;
-    let row = airlock_runtime::decisions::record(store.as_ref(), target.id, &by, decision, "cli")
-        .await
-        .with_context(|| format!("deciding {}", target.id))?;
+    let (_, deployment) = target.reader.deployment.load()?;
+    let store = deployment::existing_ledger(&deployment).await?;
+    // Who may decide and how many must approve are the deployment's declarations (POLICY-61).
+    let scopes = deployment::scopes(&deployment);
+    let row = airlock_runtime::decisions::record(
+        store.as_ref(),
+        &scopes,
+        target.id,
+        &by,
+        decision,
+        "cli",
+    )
+    .await
+    .with_context(|| format!("deciding {}", target.id))?;
     if target.reader.json {
         return print_json(&invocation_json(&row));
     }

@@ -43,7 +43,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let dir = args.deployment.locate_or(args.path.as_deref())?;
     match crate::preflight::load(&dir) {
         Ok(deployment) => {
-            let mut scopes = scopes(&deployment);
+            let mut scopes = super::deployment::scopes(&deployment);
             let discovered = if args.discover {
                 let tools = super::discover::connection_tools(&dir, &deployment)?;
                 crate::boot::add_discovered(&mut scopes[0], tools.clone())?;
@@ -131,16 +131,6 @@ fn print_freezes(deployment: &Deployment, freezes: Option<&[Freeze]>, online: bo
         ),
         None => {}
     }
-}
-
-fn scopes(deployment: &Deployment) -> Vec<Scope> {
-    let agents = deployment
-        .agents
-        .keys()
-        .filter_map(|name| deployment.agent_scope(name));
-    std::iter::once(deployment.gateway_scope())
-        .chain(agents)
-        .collect()
 }
 
 fn scope_label(scope: &Scope) -> String {

@@ -89,6 +89,18 @@ pub(crate) fn load(dir: &Path) -> anyhow::Result<Deployment> {
     Deployment::load(dir).map_err(|e| anyhow::anyhow!("{e}"))
 }
 
+/// The deployment's scopes as declared: the gateway's, then each agent's (connection files'
+/// tools appear only once discovered).
+pub(crate) fn scopes(deployment: &Deployment) -> Vec<airlock_spec::Scope> {
+    let agents = deployment
+        .agents
+        .keys()
+        .filter_map(|name| deployment.agent_scope(name));
+    std::iter::once(deployment.gateway_scope())
+        .chain(agents)
+        .collect()
+}
+
 /// Opens the deployment's ledger only if it exists (PostgreSQL: the database must be there).
 pub(crate) async fn existing_ledger(deployment: &Deployment) -> anyhow::Result<Arc<dyn Store>> {
     match ledger_if_any(deployment).await? {

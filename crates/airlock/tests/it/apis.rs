@@ -258,3 +258,80 @@ async fn over_an_approval_limit_the_caller_cannot_confirm_its_own_call() {
         upstream.seen()
     );
 }
+
+/// POLICY-61: `approvers:` — a decider off the list and the caller itself are refused, one
+/// approval of a two-person quorum leaves the call waiting, the second runs it once.
+#[tokio::test]
+async fn a_quorum_of_named_deciders_approves_and_the_call_runs_once() {
+    let upstream = airlock_testkit::RawServer::start(
+        Some("no-such-method"),
+        airlock_testkit::Cue::Status(200),
+    )
+    .await;
+    let toml = format!(
+        "[[admin.tokens]]\ncredential = \"airlock.admin\"\nprincipal = \"alice\"\n[[admin.tokens]]\ncredential = \"airlock.bob\"\nprincipal = \"bob\"\n[[admin.tokens]]\ncredential = \"airlock.self\"\nprincipal = \"claude\"\n[[admin.tokens]]\ncredential = \"airlock.eve\"\nprincipal = \"eve\"\n[[mcp.tokens]]\ncredential = \"airlock.claude\"\nprincipal = \"claude\"\n[egress]\nallow = [\"127.0.0.1/32\"]\n[connections.billing]\nuse_egress_allow = true\nbase_url = \"http://127.0.0.1:{}/api\"\ncredential = \"billing.token\"\n[credentials]\nfile = \"creds.yml\"\n",
+        upstream.port
+    );
+    let (bob, own, eve) = ("tok-bob-1f2e3d4c", "tok-self-5a6b7c8d", "tok-eve-9e8f7a6b");
+    let dir = deployment_with(
+        &toml,
+        &format!(
+            "airlock:\n  admin: {ADMIN}\n  bob: {bob}\n  self: {own}\n  eve: {eve}\n  claude: {CLAUDE}\nbilling:\n  token: {TOKEN}\n"
+        ),
+    );
+    std::fs::create_dir(dir.path().join("apis")).unwrap();
+    let pay = "name: pay\nconnection: billing\nauth: { scheme: bearer }\napproval: always\napprovers: { quorum: 2, deciders: [alice, bob, claude] }\noperations:\n  - name: send\n    description: Send money.\n    writes: false\n    request: { method: GET, path: /pay }\n";
+    std::fs::write(dir.path().join("apis/pay.yml"), pay).unwrap();
+    let base = start(dir.path()).await;
+    let parked = call(&base, CLAUDE, "pay_send", json!({})).await;
+    let id = parked["structuredContent"]["invocation_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let approve = |token: &'static str| {
+        let url = format!("{base}/v1/invocations/{id}/approve");
+        async move {
+            let answer = reqwest::Client::new()
+                .post(url)
+                .bearer_auth(token)
+                .send()
+                .await
+                .unwrap();
+            let status = answer.status().as_u16();
+            (status, answer.json::<serde_json::Value>().await.unwrap())
+        }
+    };
+    let (status, body) = approve(eve).await;
+    assert_eq!(status, 409, "{body}");
+    assert!(
+        body.to_string().contains("not one of this call's deciders"),
+        "{body}"
+    );
+    let (status, body) = approve(own).await;
+    assert_eq!(status, 409, "{body}");
+    assert!(body.to_string().contains("may not approve it"), "{body}");
+    let (status, body) = approve(ADMIN).await;
+    assert_eq!(
+        (status, body["state"].as_str()),
+        (200, Some("awaiting_approval")),
+        "{body}"
+    );
+    assert!(
+        upstream.seen().is_empty(),
+        "one approval of two runs nothing"
+    );
+    let (status, body) = approve(bob).await;
+    assert_eq!(
+        (status, body["state"].as_str()),
+        (200, Some("approved")),
+        "{body}"
+    );
+    assert_eq!(body["decision"]["by"], "alice, bob", "{body}");
+    for _ in 0..200 {
+        if !upstream.seen().is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert_eq!(upstream.seen().len(), 1, "run once");
+}

@@ -76,3 +76,42 @@ pub(crate) async fn decide_19_a_batch_decides_all_or_nothing(h: &Harness) {
     );
     assert!(h.store.verify().await.unwrap().first_break.is_none());
 }
+
+/// LEDGER-76: 50 votes at once from two stores on one database, for a call that needs two
+/// approvals: exactly two are counted, the second makes the call approved (once, by both), and
+/// every later vote is refused; a decider votes once.
+pub(crate) async fn ledger_76_votes_complete_a_quorum_once(h: &Harness) {
+    let other = h.second_store().await;
+    let ids = three_waiting(h, "q").await;
+    let id = ids[0];
+    let first = h.store.vote(ids[1], "ann", 2).await.unwrap();
+    assert_eq!(first.invocation.state, S::AwaitingApproval);
+    assert!(matches!(
+        h.store.vote(ids[1], "ann", 2).await,
+        Err(LedgerError::AlreadyDecided { .. })
+    ));
+    let votes = (0..50).map(|n| {
+        let store = if n % 2 == 0 { &h.store } else { &other };
+        let voter = format!("voter-{n}");
+        async move { store.vote(id, &voter, 2).await }
+    });
+    let results = futures::future::join_all(votes).await;
+    let counted: Vec<_> = results.iter().filter_map(|r| r.as_ref().ok()).collect();
+    assert_eq!(counted.len(), 2, "{results:?}");
+    let approved: Vec<_> = counted
+        .iter()
+        .filter(|v| v.invocation.state == S::Approved)
+        .collect();
+    assert_eq!(approved.len(), 1);
+    assert_eq!(approved[0].voters.len(), 2);
+    for refused in results.iter().filter_map(|r| r.as_ref().err()) {
+        assert!(
+            matches!(refused, LedgerError::AlreadyDecided { .. }),
+            "{refused:?}"
+        );
+    }
+    let row = h.store.get(id).await.unwrap();
+    assert_eq!(row.state, S::Approved);
+    assert_eq!(row.decision.unwrap().by, approved[0].voters.join(", "));
+    assert!(h.store.verify().await.unwrap().first_break.is_none());
+}

@@ -152,7 +152,7 @@ async fn an_approved_proposal_runs_exactly_once(backend: Backend) {
     };
     let (agents, id) = one_proposal(&w).await;
     let gateway = agents.gateway();
-    let row = decisions::record(w.store.as_ref(), id, "alice", Decision::Approve, "api")
+    let row = decisions::record(w.store.as_ref(), &[], id, "alice", Decision::Approve, "api")
         .await
         .unwrap();
     assert_eq!(row.state, InvocationState::Approved);
@@ -164,7 +164,7 @@ async fn an_approved_proposal_runs_exactly_once(backend: Backend) {
     let done = w.store.get(id).await.unwrap();
     assert_eq!(done.state, InvocationState::Succeeded, "{a:?} {b:?}");
     assert_eq!(done.result, Some(json!({"echo": {"amount": 7}})));
-    let again = decisions::record(w.store.as_ref(), id, "bob", Decision::Approve, "api").await;
+    let again = decisions::record(w.store.as_ref(), &[], id, "bob", Decision::Approve, "api").await;
     assert!(
         matches!(&again, Err(LedgerError::AlreadyDecided { by, .. }) if by == "alice"),
         "{again:?}"
@@ -183,11 +183,11 @@ async fn a_denied_proposal_never_runs(backend: Backend) {
     let deny = Decision::Deny {
         reason: "not now".into(),
     };
-    let row = decisions::record(w.store.as_ref(), id, "alice", deny, "cli")
+    let row = decisions::record(w.store.as_ref(), &[], id, "alice", deny, "cli")
         .await
         .unwrap();
     assert_eq!(row.state, InvocationState::Denied);
-    let later = decisions::record(w.store.as_ref(), id, "bob", Decision::Approve, "api").await;
+    let later = decisions::record(w.store.as_ref(), &[], id, "bob", Decision::Approve, "api").await;
     assert!(
         matches!(later, Err(LedgerError::AlreadyDecided { .. })),
         "{later:?}"

@@ -104,7 +104,7 @@ async fn an_approved_idempotent_write_that_times_out_fails_and_the_default_parks
         let (report, _) = run_with_events(&agents, request("boss", "refund")).await;
         assert_eq!(report.status, RunState::Completed, "{report:?}");
         let id = report.proposals[0].id;
-        decisions::record(w.store.as_ref(), id, "alice", Decision::Approve, "api")
+        decisions::record(w.store.as_ref(), &[], id, "alice", Decision::Approve, "api")
             .await
             .unwrap();
         agents.gateway().continue_approved(id).await.unwrap();

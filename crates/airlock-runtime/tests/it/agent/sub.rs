@@ -228,9 +228,16 @@ async fn a_declined_sub_agent_never_starts() {
     let deny = Decision::Deny {
         reason: "not today".into(),
     };
-    decisions::record(w.store.as_ref(), parked.waiting[0], "alice", deny, "cli")
-        .await
-        .unwrap();
+    decisions::record(
+        w.store.as_ref(),
+        &[],
+        parked.waiting[0],
+        "alice",
+        deny,
+        "cli",
+    )
+    .await
+    .unwrap();
     w.store.resume_run(parked.run_id).await.unwrap();
     let done = agents.continue_resumed(parked.run_id).await.unwrap();
     assert_eq!(done.status, RunState::Completed, "{done:?}");

@@ -285,6 +285,7 @@ async fn approving_a_proposal_through_a_supplied_connection_is_refused_naming_wh
     let id = report.proposals[0].id;
     let refused = airlock_runtime::decisions::record(
         w.store.as_ref(),
+        &[],
         id,
         "alice",
         airlock_runtime::ledger::Decision::Approve,

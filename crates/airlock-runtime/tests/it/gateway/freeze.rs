@@ -175,7 +175,7 @@ pub(super) async fn decisions_wait_out_a_freeze_and_approved_calls_run_after_it(
     let deny = Decision::Deny {
         reason: "no".into(),
     };
-    let denied = decisions::record(store.as_ref(), parked[1], "bob", deny, "cli").await;
+    let denied = decisions::record(store.as_ref(), &[], parked[1], "bob", deny, "cli").await;
     assert_eq!(denied.unwrap().state, InvocationState::Denied);
     a.gateway.freezes().refresh().await.unwrap();
     let held = a.gateway.continue_approved(parked[2]).await.unwrap();

@@ -6,7 +6,7 @@ use std::time::Duration;
 use airlock_runtime::ledger::roles::Invocations;
 use airlock_runtime::ledger::{
     Decision, Invocation, InvocationId, LedgerFuture, NewInvocation, Recorded, StateUse,
-    SweepReport, ToolError as StoredError, TxTool, WithInvocations,
+    SweepReport, ToolError as StoredError, TxTool, Voted, WithInvocations,
 };
 use time::OffsetDateTime;
 
@@ -74,6 +74,9 @@ impl Invocations for RivalClaims {
         decision: Decision,
     ) -> LedgerFuture<'_, Vec<Invocation>> {
         self.inner.decide_all(ids, by, decision)
+    }
+    fn vote(&self, id: InvocationId, by: &str, needed: u32) -> LedgerFuture<'_, Voted> {
+        self.inner.vote(id, by, needed)
     }
     fn decide_once(
         &self,

@@ -277,6 +277,11 @@ async fn apply(
     };
     let gateway = &inbox.app.gateway;
     match decisions::decide(gateway, id, &signed.principal, decision, "inbox").await {
+        // POLICY-61: an approval toward a quorum leaves the call waiting for the others.
+        Ok(row) if row.state.is_parked() || row.state == InvocationState::Proposed => Ok(
+            "Your approval is counted; the call waits for more approvals before it runs."
+                .to_owned(),
+        ),
         Ok(_) => Ok(done.to_owned()),
         Err(error) => {
             let error = ApiError::from(error);

@@ -1,0 +1,9 @@
+-- Approvals by a quorum (docs/rules.md LEDGER-76): each decider's approval of a waiting call,
+-- written in the transaction that counts them; the call becomes approved in the one that
+-- completes its quorum. A decider votes once per call.
+CREATE TABLE approval_votes (
+    invocation_id  TEXT NOT NULL,
+    voter          TEXT NOT NULL,
+    at             BIGINT NOT NULL,
+    PRIMARY KEY (invocation_id, voter)
+);

@@ -1,0 +1,96 @@
+//! `approvers:` beside `approval:` on an api or inline mcp declaration (docs/rules.md
+//! POLICY-61): how many distinct people must approve a call, who may decide it, and whether its
+//! caller may approve it.
+//!
+//! Guarantees: a quorum is 1 to 10; deciders are principal names (no space, as every principal
+//! name); `forbid_self` defaults to on when more than one approval is needed. Every problem is
+//! reported at its key, all at once.
+
+use crate::diag::Diag;
+use crate::fields::Fields;
+
+/// Who approves a call of the declaration's tools.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Approvers {
+    /// Distinct deciders whose approvals make the call approved (default 1).
+    pub quorum: u32,
+    /// The principals who may decide the call; empty: whoever may decide on that surface.
+    pub deciders: Vec<String>,
+    /// The call's own principal may not approve it.
+    pub forbid_self: bool,
+}
+
+impl Default for Approvers {
+    fn default() -> Self {
+        Self {
+            quorum: 1,
+            deciders: Vec::new(),
+            forbid_self: false,
+        }
+    }
+}
+
+impl Approvers {
+    /// Whether deciding a call takes more than one person's plain approval.
+    #[must_use]
+    pub fn is_plain(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
+/// The most approvals a quorum may ask for.
+const MAX_QUORUM: u64 = 10;
+
+/// Reads `approvers: {quorum, deciders, forbid_self}`; the default when absent or wrong (the
+/// problem is reported).
+pub(crate) fn approvers(f: &Fields<'_>, d: &mut Diag) -> Approvers {
+    let Some(node) = f.get("approvers") else {
+        return Approvers::default();
+    };
+    let keys = ["quorum", "deciders", "forbid_self"];
+    let Some(a) = Fields::open(node, &f.key("approvers"), &keys, d) else {
+        return Approvers::default();
+    };
+    let quorum = match a.opt_u64("quorum", d) {
+        None => 1,
+        Some(n @ 1..=MAX_QUORUM) => u32::try_from(n).unwrap_or(1),
+        Some(_) => {
+            d.push(
+                a.key_at("quorum"),
+                &a.key("quorum"),
+                format!("expected 1 to {MAX_QUORUM} approvals"),
+            );
+            1
+        }
+    };
+    let deciders = a.opt_str_list("deciders", d).unwrap_or_default();
+    for (name, at) in &deciders {
+        if name.is_empty() || name.contains(char::is_whitespace) {
+            d.push(
+                *at,
+                &a.key("deciders"),
+                format!("`{name}` is not a principal name (no spaces)"),
+            );
+        }
+    }
+    if !deciders.is_empty() && (deciders.len() as u64) < u64::from(quorum) {
+        d.push(
+            a.key_at("deciders"),
+            &a.key("deciders"),
+            format!(
+                "{} decider(s) can never make a quorum of {quorum}",
+                deciders.len()
+            ),
+        );
+    }
+    let forbid_self = a
+        .opt_bool("forbid_self", d)
+        .ok()
+        .flatten()
+        .unwrap_or(quorum > 1);
+    Approvers {
+        quorum,
+        deciders: deciders.into_iter().map(|(name, _)| name).collect(),
+        forbid_self,
+    }
+}
