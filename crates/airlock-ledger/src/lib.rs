@@ -66,6 +66,7 @@ pub use transitions::agent_runs::{RunDetail, RunStep};
 pub use transitions::confirmations::{Answered, Confirmation};
 pub use transitions::decide::{MAX_BATCH_DECISION, Voted};
 pub use transitions::freezes::{Freeze, FreezeTarget};
+pub use transitions::grants::{Grant, GrantReach};
 pub use transitions::pins::ToolPin;
 pub use transitions::rate::{RateBudget, RateRefusal};
 pub use transitions::request_states::StateUse;

@@ -31,6 +31,7 @@ use crate::transitions::agent_runs::{RunDetail, RunStep};
 use crate::transitions::confirmations::{Answered, Confirmation};
 use crate::transitions::decide::Voted;
 use crate::transitions::freezes::{Freeze, FreezeTarget};
+use crate::transitions::grants::Grant;
 use crate::transitions::pins::ToolPin;
 use crate::transitions::rate::{RateBudget, RateRefusal};
 use crate::transitions::request_states::StateUse;
@@ -241,6 +242,18 @@ pub trait Invocations: Send + Sync {
         by: &str,
         decision: Decision,
     ) -> LedgerFuture<'_, Vec<Invocation>>;
+    /// Escalates the waiting call `id` to `to` once it has waited `after` (docs/rules.md
+    /// LEDGER-78): whether this call escalated it (once, of any number of callers on any
+    /// number of replicas), telling the outbox's routes in the same commit.
+    fn escalate(
+        &self,
+        id: InvocationId,
+        after: Duration,
+        to: Vec<String>,
+    ) -> LedgerFuture<'_, bool>;
+    /// Approves `id` by `by` and, in the same commit, grants later calls of its principal
+    /// through without asking again, as `grant` bounds them (docs/rules.md LEDGER-77).
+    fn grant(&self, id: InvocationId, by: &str, grant: Grant) -> LedgerFuture<'_, Invocation>;
     /// `by`'s approval of a call that needs `needed` distinct approvals (docs/rules.md
     /// LEDGER-76): one compare-and-swap that leaves it waiting, or makes it approved when this
     /// vote completes the quorum. A second vote by `by` is [`LedgerError::AlreadyDecided`].
@@ -308,6 +321,8 @@ pub trait Reads: Send + Sync {
     /// oldest first — what a background worker picks up. Reading guarantees
     /// nothing: run them through [`Invocations::claim`], which lets exactly one claimer win.
     fn approved_unclaimed(&self, limit: u32) -> LedgerFuture<'_, Vec<Invocation>>;
+    /// Whether the call `id` was escalated (LEDGER-78).
+    fn escalated(&self, id: InvocationId) -> LedgerFuture<'_, bool>;
     /// A session's invocations in the order they were recorded.
     fn session_invocations(&self, id: SessionId) -> LedgerFuture<'_, Vec<Invocation>>;
     /// A run's invocations in the order they were recorded.

@@ -24,6 +24,7 @@ use crate::transitions::agent_runs::{RunDetail, RunStep};
 use crate::transitions::confirmations::{Answered, Confirmation};
 use crate::transitions::decide::Voted;
 use crate::transitions::freezes::{Freeze, FreezeTarget};
+use crate::transitions::grants::Grant;
 use crate::transitions::pins::ToolPin;
 use crate::transitions::rate::{RateBudget, RateRefusal};
 use crate::transitions::request_states::StateUse;
@@ -77,6 +78,9 @@ impl Invocations for WithInvocations {
         fn decide_all(&self, ids: Vec<InvocationId>, by: &str, decision: Decision)
             -> LedgerFuture<'_, Vec<Invocation>>;
         fn vote(&self, id: InvocationId, by: &str, needed: u32) -> LedgerFuture<'_, Voted>;
+        fn grant(&self, id: InvocationId, by: &str, grant: Grant) -> LedgerFuture<'_, Invocation>;
+        fn escalate(&self, id: InvocationId, after: Duration, to: Vec<String>)
+            -> LedgerFuture<'_, bool>;
         fn decide_once(&self, used: StateUse, claim_for: Option<(String, Duration)>)
             -> LedgerFuture<'_, Invocation>;
         fn relay_task(&self, id: InvocationId, owner: &str, task: String, lease: Duration)
@@ -131,6 +135,7 @@ impl Reads for WithInvocations {
         fn in_doubt(&self) -> LedgerFuture<'_, Vec<Invocation>>;
         fn open_counts(&self) -> LedgerFuture<'_, Vec<(InvocationState, u64)>>;
         fn approved_unclaimed(&self, limit: u32) -> LedgerFuture<'_, Vec<Invocation>>;
+        fn escalated(&self, id: InvocationId) -> LedgerFuture<'_, bool>;
         fn session_invocations(&self, id: SessionId) -> LedgerFuture<'_, Vec<Invocation>>;
         fn run_invocations(&self, id: RunId) -> LedgerFuture<'_, Vec<Invocation>>;
         fn verify(&self) -> LedgerFuture<'_, AuditReport>;

@@ -7,6 +7,7 @@
 //! nobody waits for are run by the [`worker`].
 
 mod approvers;
+pub mod escalations;
 pub mod pending;
 pub mod worker;
 
@@ -14,7 +15,9 @@ use std::sync::Arc;
 
 use airlock_egress::trace::{child_span, within, within_owned};
 use airlock_ledger::Resolution;
-use airlock_ledger::{Decision, Invocation, InvocationId, InvocationState, LedgerError, Store};
+use airlock_ledger::{
+    Decision, Grant, Invocation, InvocationId, InvocationState, LedgerError, Store,
+};
 use airlock_spec::{Mode, Scope, ScopeId, SourceKind, ToolSpec};
 use opentelemetry::trace::{SpanKind, Status, TraceContextExt as _};
 use opentelemetry::{Context, KeyValue};
@@ -91,6 +94,48 @@ async fn judge_and_decide_all(
         }
     }
     store.decide_all(ids, decider, decision.clone()).await
+}
+
+/// Approves `id` by `decider` and grants later calls of its principal through as `grant`
+/// bounds them (docs/rules.md POLICY-62), judged as an approval is (a freeze, a supplied
+/// connection); refused for a call whose tool names its approvers, since one person's grant
+/// cannot stand for them. The approved call then runs as after [`decide`], under the same
+/// `decide approve` span (OPS-82).
+///
+/// # Errors
+/// The refusal, as [`decide`]'s; nothing was decided.
+pub async fn grant(
+    gateway: &Arc<Gateway>,
+    id: InvocationId,
+    decider: &str,
+    grant: Grant,
+    surface: &'static str,
+) -> Result<Invocation, GatewayError> {
+    let cx = span(gateway, Some(id), decider, &Decision::Approve, surface);
+    let granting = judge_and_grant(gateway, id, decider, grant);
+    let row = refused(cx.as_ref(), within(cx.as_ref(), granting).await)?;
+    decided(&row, decider, &Decision::Approve, surface);
+    run_if_approved(gateway, &row, cx);
+    Ok(row)
+}
+
+/// Judges an approval of `id`, then approves it with `grant` in one commit.
+async fn judge_and_grant(
+    gateway: &Gateway,
+    id: InvocationId,
+    decider: &str,
+    grant: Grant,
+) -> Result<Invocation, LedgerError> {
+    let store = gateway.store().as_ref();
+    let judged = Judged {
+        declarations: Some(gateway),
+        scopes: &[],
+    };
+    approvers::refuse_in_batch(store, id, &judged).await?;
+    if let Some(reason) = refusal(store, id, &Decision::Approve, &judged).await? {
+        return Err(LedgerError::DecisionRefused { id, reason });
+    }
+    store.grant(id, decider, grant).await
 }
 
 /// An approved row runs in the background, on the gateway's tracked tasks — in the decision's

@@ -18,6 +18,18 @@ pub struct Approvers {
     pub deciders: Vec<String>,
     /// The call's own principal may not approve it.
     pub forbid_self: bool,
+    /// Who else may decide a call nobody decided in time (POLICY-63).
+    pub escalate: Option<Escalation>,
+}
+
+/// `escalate: {after, to}`: after `after` without a decision, the principals in `to` may
+/// decide the call too, and the outbox tells its routes once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Escalation {
+    /// How long a call waits before it is escalated.
+    pub after: std::time::Duration,
+    /// The principals who may decide it from then on.
+    pub to: Vec<String>,
 }
 
 impl Default for Approvers {
@@ -26,6 +38,7 @@ impl Default for Approvers {
             quorum: 1,
             deciders: Vec::new(),
             forbid_self: false,
+            escalate: None,
         }
     }
 }
@@ -47,7 +60,7 @@ pub(crate) fn approvers(f: &Fields<'_>, d: &mut Diag) -> Approvers {
     let Some(node) = f.get("approvers") else {
         return Approvers::default();
     };
-    let keys = ["quorum", "deciders", "forbid_self"];
+    let keys = ["quorum", "deciders", "forbid_self", "escalate"];
     let Some(a) = Fields::open(node, &f.key("approvers"), &keys, d) else {
         return Approvers::default();
     };
@@ -92,5 +105,30 @@ pub(crate) fn approvers(f: &Fields<'_>, d: &mut Diag) -> Approvers {
         quorum,
         deciders: deciders.into_iter().map(|(name, _)| name).collect(),
         forbid_self,
+        escalate: escalation(&a, d),
     }
+}
+
+/// Reads `escalate: {after, to}`: both required, `to` a non-empty list of principal names.
+fn escalation(a: &Fields<'_>, d: &mut Diag) -> Option<Escalation> {
+    let node = a.get("escalate")?;
+    let e = Fields::open(node, &a.key("escalate"), &["after", "to"], d)?;
+    let after = e
+        .required("after", d)
+        .and_then(|n| crate::values::duration(n, &e.key("after"), d));
+    let to = e.required("to", d).and_then(|_| e.opt_str_list("to", d));
+    let to: Vec<String> = to?.into_iter().map(|(name, _)| name).collect();
+    if to.is_empty()
+        || to
+            .iter()
+            .any(|n| n.is_empty() || n.contains(char::is_whitespace))
+    {
+        d.push(
+            e.key_at("to"),
+            &e.key("to"),
+            "expected a list of principal names (no spaces)",
+        );
+        return None;
+    }
+    Some(Escalation { after: after?, to })
 }

@@ -26,6 +26,8 @@ use crate::values::{credential_path, duration, refer_credential};
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
 /// Default approval TTL: 7 days.
 pub const DEFAULT_APPROVAL_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
+/// The longest grant a person may give with an approval when `max_grant` is not set.
+pub(crate) const DEFAULT_MAX_GRANT: Duration = Duration::from_secs(24 * 3600);
 /// Default `[server] header_timeout`: 10 s.
 pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// Default `[server] max_connections`.
@@ -45,6 +47,9 @@ pub struct Config {
     pub database_url: String,
     /// `approval_ttl`: how long a parked call waits for a person (default `7d`).
     pub approval_ttl: Duration,
+    /// `max_grant`: the longest a grant given with an approval may last (default `24h`,
+    /// docs/rules.md POLICY-62).
+    pub max_grant: Duration,
     /// `[mcp]`: who may call the MCP endpoint (none by default: every request is refused).
     pub mcp: EndpointAuth,
     /// `[admin]`: who may decide approvals over the API (none by default).
@@ -166,12 +171,13 @@ pub struct CredentialsSettings {
     pub master_key_file: PathBuf,
 }
 
-const TOP_KEYS: [&str; 15] = [
+const TOP_KEYS: [&str; 16] = [
     "access",
     "audit",
     "listen",
     "database_url",
     "approval_ttl",
+    "max_grant",
     "mcp",
     "admin",
     "egress",
@@ -209,6 +215,10 @@ pub(crate) fn read_config(node: Option<&Node>, root: &Path, d: &mut Diag) -> Opt
         .get("approval_ttl")
         .and_then(|n| duration(n, "approval_ttl", d))
         .unwrap_or(DEFAULT_APPROVAL_TTL);
+    let max_grant = f
+        .get("max_grant")
+        .and_then(|n| duration(n, "max_grant", d))
+        .unwrap_or(DEFAULT_MAX_GRANT);
     let mut mcp = f
         .get("mcp")
         .map(|n| endpoint_auth(n, "mcp", d))
@@ -239,6 +249,7 @@ pub(crate) fn read_config(node: Option<&Node>, root: &Path, d: &mut Diag) -> Opt
         listen: listen.ok()?,
         database_url,
         approval_ttl,
+        max_grant,
         mcp,
         admin,
         egress,

@@ -42,7 +42,7 @@ mod visible;
 
 pub use access::{AccessPolicy, AccessRule, EVERYONE, Principal, Verdict, glob};
 pub use agent::{API_VERSION, AgentSpec, ModelSpec, PROVIDERS};
-pub use approvers::Approvers;
+pub use approvers::{Approvers, Escalation};
 pub use audit::AuditExport;
 pub use builtin::definition as builtin_definition;
 pub use canonical::{canonical_json, canonical_sha256, json_sha256, sha256_hex};
@@ -75,4 +75,5 @@ pub use tool::{
 };
 pub use tool_mcp::{MAX_MCP_SLUG, MAX_REMOTE_TOOL_NAME};
 pub use tree::Pos;
+pub use values::parse_duration;
 pub use visible::{disguises, visible_text};

@@ -51,6 +51,8 @@ words! {
         Parked = "invocation.parked",
         /// The call was not run: it waits as a proposal a person may approve or deny.
         Proposed = "invocation.proposed",
+        /// Nobody decided it within its tool's `escalate.after`: more people may now.
+        Escalated = "invocation.escalated",
         /// A person approved, denied, answered or resolved it.
         Decided = "invocation.decided",
         /// Nobody decided before it expired.
@@ -62,9 +64,10 @@ words! {
 
 impl NotifyEvent {
     /// Every event, in the order a call meets them.
-    pub const ALL: [Self; 5] = [
+    pub const ALL: [Self; 6] = [
         Self::Parked,
         Self::Proposed,
+        Self::Escalated,
         Self::Decided,
         Self::Expired,
         Self::InDoubt,

@@ -25,7 +25,9 @@ pub(crate) fn duration(node: &Node, path: &str, d: &mut Diag) -> Option<Duration
     parsed
 }
 
-pub(crate) fn parse_duration(text: &str) -> Option<Duration> {
+/// A duration as declarations write it (`30s`, `15m`, `12h`, `7d`, or a unit word such as
+/// `minute`); `None` when it is not one.
+pub fn parse_duration(text: &str) -> Option<Duration> {
     // Rate limits read naturally as "per minute"; a unit word is one of that unit.
     match text {
         "second" => return Some(Duration::from_secs(1)),

@@ -61,6 +61,7 @@ async fn serve_airlock(dir: &Path) -> String {
         mcp: booted.mcp,
         limits: booted.deployment.config.server,
         slack: booted.slack,
+        max_grant: booted.deployment.config.max_grant,
     };
     let limits = state.limits;
     let never = tokio_util::sync::CancellationToken::new();

@@ -273,6 +273,7 @@ async fn serve_airlock(dir: &Path, store: Arc<dyn Store>) -> String {
         mcp: booted.mcp,
         limits: booted.deployment.config.server,
         slack: booted.slack.clone(),
+        max_grant: booted.deployment.config.max_grant,
     };
     let limits = state.limits;
     let never = tokio_util::sync::CancellationToken::new();

@@ -42,6 +42,8 @@ pub struct AppState {
     pub limits: ServerLimits,
     /// `[notify.slack]`: the verifier of Slack's button clicks (none: the route answers 404).
     pub slack: Option<Arc<SlackInteractions>>,
+    /// `max_grant`: the longest grant a person may give with an approval (POLICY-62).
+    pub max_grant: std::time::Duration,
 }
 
 /// The whole HTTP surface: operations, the decisions API, the run API and its WebSocket, the

@@ -19,6 +19,8 @@ use crate::commit::writer::Prefetch;
 use crate::sql::tx::TxTool;
 use crate::store::{Invocations, LedgerFuture};
 use crate::transitions::decide::{self, Voted};
+use crate::transitions::escalations;
+use crate::transitions::grants::{self, Grant};
 use crate::transitions::lease;
 use crate::transitions::record;
 use crate::transitions::request_states::{self, StateUse};
@@ -173,6 +175,26 @@ impl Invocations for Ledger {
                 other => other,
             }
         })
+    }
+
+    fn escalate(
+        &self,
+        id: InvocationId,
+        after: Duration,
+        to: Vec<String>,
+    ) -> LedgerFuture<'_, bool> {
+        Box::pin(self.writer.submit(id.0, Prefetch::Fresh(id), move |tx, b| {
+            let to = to.clone();
+            Box::pin(async move { escalations::escalate(tx, b, id, after, &to).await })
+        }))
+    }
+
+    fn grant(&self, id: InvocationId, by: &str, grant: Grant) -> LedgerFuture<'_, Invocation> {
+        let by = by.to_owned();
+        Box::pin(self.writer.submit(id.0, Prefetch::Fresh(id), move |tx, b| {
+            let (by, grant) = (by.clone(), grant.clone());
+            Box::pin(async move { grants::grant(tx, b, id, &by, &grant).await })
+        }))
     }
 
     fn vote(&self, id: InvocationId, by: &str, needed: u32) -> LedgerFuture<'_, Voted> {

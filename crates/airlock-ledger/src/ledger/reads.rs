@@ -96,6 +96,10 @@ impl Reads for Ledger {
         Box::pin(async move { self.list(reads::APPROVED_UNCLAIMED, &binds).await })
     }
 
+    fn escalated(&self, id: InvocationId) -> LedgerFuture<'_, bool> {
+        Box::pin(crate::transitions::escalations::escalated(&self.pool, id))
+    }
+
     fn session_invocations(&self, id: SessionId) -> LedgerFuture<'_, Vec<Invocation>> {
         let binds = [id.to_string().into()];
         Box::pin(async move { self.list(reads::SESSION_INVOCATIONS, &binds).await })

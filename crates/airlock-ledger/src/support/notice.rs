@@ -128,6 +128,29 @@ pub(crate) fn notices_for(
     let Some(event) = event_of(prev, next) else {
         return Vec::new();
     };
+    notices_of(routes, event, next, &payload(next), now)
+}
+
+/// The rows of an escalation of `row` to `to` (LEDGER-78): its payload names who was told.
+pub(crate) fn escalation(
+    routes: &[OutboxRoute],
+    row: &Invocation,
+    to: &[String],
+    now: OffsetDateTime,
+) -> Vec<NewNotice> {
+    let mut data = payload(row);
+    data["escalated_to"] = json!(to);
+    notices_of(routes, NotifyEvent::Escalated, row, &data, now)
+}
+
+/// One row of `event` about `row` per route that wants it.
+fn notices_of(
+    routes: &[OutboxRoute],
+    event: NotifyEvent,
+    next: &Invocation,
+    data: &Value,
+    now: OffsetDateTime,
+) -> Vec<NewNotice> {
     let wanted: Vec<&OutboxRoute> = routes
         .iter()
         .filter(|r| r.events.contains(&event))
@@ -135,7 +158,7 @@ pub(crate) fn notices_for(
     if wanted.is_empty() {
         return Vec::new();
     }
-    let payload = payload(next).to_string();
+    let payload = data.to_string();
     wanted
         .into_iter()
         .map(|route| NewNotice {

@@ -89,6 +89,15 @@ impl Batch {
         self.notices.extend(made);
     }
 
+    /// Makes the outbox rows of `row`'s escalation to `to` (LEDGER-78).
+    pub(crate) fn notice_escalation(&mut self, row: &Invocation, to: &[String]) {
+        if self.routes.is_empty() {
+            return;
+        }
+        let made = notice::escalation(&self.routes, row, to, self.now);
+        self.notices.extend(made);
+    }
+
     /// Chains the audit event of a row this batch just wrote.
     pub(crate) fn audit(
         &mut self,

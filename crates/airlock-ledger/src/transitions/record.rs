@@ -15,6 +15,7 @@ use crate::sql::tx::LedgerTx;
 use crate::transitions::batch::Batch;
 use crate::transitions::budgets::{self, Judged};
 use crate::transitions::expiry::settle_expiry;
+use crate::transitions::grants;
 use crate::transitions::lease::{arguments_hash, claimed};
 use crate::transitions::request_states;
 use crate::transitions::runs;
@@ -90,6 +91,14 @@ async fn record_with(
     let args_hash = arguments_hash(&new.arguments);
     let (mut state, mut approval_ref) =
         initial_state(tx, batch, &new, &args_hash, principal.as_deref()).await?;
+    // A person's grant lets the call through as their approval would (LEDGER-77).
+    let mut granted = None;
+    if state == S::AwaitingApproval
+        && let Some(source) =
+            grants::redeem(tx, batch, &new, &args_hash, principal.as_deref()).await?
+    {
+        (state, approval_ref, granted) = (S::Pending, Some(source), Some(source));
+    }
     let mut for_approver = false;
     let (uses, over) = match state {
         S::Denied => (Vec::new(), None),
@@ -113,6 +122,10 @@ async fn record_with(
             }
         },
     };
+    // A grant's use stands only for a call it let run.
+    if let Some(source) = granted.filter(|_| state != S::Pending) {
+        grants::give_back(tx, source).await?;
+    }
     let mut inv = new_row(batch, &new, principal, args_hash, state, approval_ref);
     inv.error = over;
     if for_approver {
@@ -141,6 +154,9 @@ async fn record_with(
         });
     }
     // Already recorded (earlier, or by another process meanwhile): that row is the answer.
+    if let Some(source) = granted.filter(|_| inv.state == S::Pending) {
+        grants::give_back(tx, source).await?;
+    }
     batch.flush(tx).await?;
     let existing = load_by_call(tx, &new)
         .await?

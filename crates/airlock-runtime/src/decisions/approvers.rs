@@ -26,7 +26,18 @@ pub(super) async fn take(
     let Some((approvers, principal)) = of(store, id, judged).await? else {
         return store.decide(id, decider, decision.clone()).await;
     };
-    if let Some(reason) = refusal(&approvers, principal.as_deref(), decider, decision) {
+    // Escalated (POLICY-63): its `to` may decide too.
+    let escalated_to = match &approvers.escalate {
+        Some(e) if store.escalated(id).await? => e.to.as_slice(),
+        _ => &[],
+    };
+    if let Some(reason) = refusal(
+        &approvers,
+        escalated_to,
+        principal.as_deref(),
+        decider,
+        decision,
+    ) {
         return Err(LedgerError::DecisionRefused { id, reason });
     }
     match decision {
@@ -37,8 +48,8 @@ pub(super) async fn take(
     }
 }
 
-/// A batch decision (DECIDE-19) is refused for a call whose tool asks more than one approval:
-/// one person's batch cannot stand for a quorum.
+/// A batch decision (DECIDE-19) or a grant (POLICY-62) is refused for a call whose tool names
+/// its approvers: one person's act cannot stand for them.
 pub(super) async fn refuse_in_batch(
     store: &dyn Store,
     id: InvocationId,
@@ -47,7 +58,9 @@ pub(super) async fn refuse_in_batch(
     match of(store, id, judged).await? {
         Some((approvers, _)) if !approvers.is_plain() => Err(LedgerError::DecisionRefused {
             id,
-            reason: "its tool names its approvers (`approvers:`): decide it on its own".to_owned(),
+            reason:
+                "its tool names its approvers (`approvers:`): decide it on its own, without a grant"
+                    .to_owned(),
         }),
         _ => Ok(()),
     }
@@ -75,6 +88,7 @@ async fn of(
 /// Why `decider` may not take `decision` under `approvers` on a call of `principal`.
 fn refusal(
     approvers: &Approvers,
+    escalated_to: &[String],
     principal: Option<&str>,
     decider: &str,
     decision: &Decision,
@@ -83,7 +97,8 @@ fn refusal(
     if matches!(decision, Decision::Withdraw | Decision::Record { .. }) {
         return None;
     }
-    if !approvers.deciders.is_empty() && !approvers.deciders.iter().any(|d| d == decider) {
+    let named = |names: &[String]| names.iter().any(|d| d == decider);
+    if !approvers.deciders.is_empty() && !named(&approvers.deciders) && !named(escalated_to) {
         return Some(format!(
             "{decider} is not one of this call's deciders ({})",
             approvers.deciders.join(", ")

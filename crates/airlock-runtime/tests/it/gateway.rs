@@ -22,6 +22,7 @@ use airlock_spec::{
 use serde_json::{Value, json};
 
 mod ambiguous;
+mod approvers;
 mod budget;
 mod definitions;
 mod freeze;
@@ -34,6 +35,7 @@ use ambiguous::{
     a_call_in_flight_when_swept_in_doubt_returns_its_answer,
     an_answered_or_unsent_failure_still_fails, an_unanswered_api_call_parks_in_doubt,
 };
+use approvers::a_call_nobody_decided_is_escalated_once_across_replicas;
 use budget::{
     a_call_over_an_approval_limit_waits_for_a_person,
     concurrent_calls_from_two_replicas_never_pass_a_sum_cap,
@@ -231,6 +233,7 @@ on_both_backends!(
     held_approvals_do_not_starve_the_worker,
     concurrent_calls_from_two_replicas_never_pass_a_sum_cap,
     a_call_over_an_approval_limit_waits_for_a_person,
+    a_call_nobody_decided_is_escalated_once_across_replicas,
 );
 
 // After the macro, which it uses.

@@ -774,6 +774,26 @@ fn approvers_are_read_and_bad_ones_refused_at_their_key() {
         ),
         (2, vec!["alice".to_owned(), "bob".to_owned()], true)
     );
+    let dir = Dir::new().file(
+        "agents/r.yml",
+        &agent(
+            "r",
+            &approved_api("{ escalate: { after: 2h, to: [carol] } }"),
+        ),
+    );
+    let deployment = dir.load().unwrap();
+    let scope = deployment.agent_scope("r").unwrap();
+    let escalate = scope
+        .get("pay_send")
+        .unwrap()
+        .policy
+        .approvers
+        .escalate
+        .clone();
+    assert_eq!(
+        escalate.map(|e| (e.after.as_secs(), e.to)),
+        Some((7200, vec!["carol".to_owned()]))
+    );
     let cases = [
         (
             "{ quorum: 0 }",
@@ -789,6 +809,18 @@ fn approvers_are_read_and_bad_ones_refused_at_their_key() {
         ),
         ("{ deciders: ['al ice'] }", "is not a principal name"),
         ("{ quorum: 2, who: [x] }", "approvers.who"),
+        (
+            "{ escalate: { after: 2h } }",
+            "approvers.escalate.to: `to` is required",
+        ),
+        (
+            "{ escalate: { after: 2h, to: [] } }",
+            "approvers.escalate.to: expected a list",
+        ),
+        (
+            "{ escalate: { after: soon, to: [carol] } }",
+            "approvers.escalate.after",
+        ),
     ];
     for (approvers, expected) in cases {
         let errors = Dir::new()

@@ -142,6 +142,7 @@ async fn serve_dir(args: &Args, dir: &Path, files: FileLimit) -> anyhow::Result<
         mcp: booted.mcp,
         limits: within_file_limit(booted.deployment.config.server, files),
         slack: booted.slack,
+        max_grant: booted.deployment.config.max_grant,
     };
     let limits = state.limits;
     let server = tasks.spawn(serve(listener, app(state), limits, stop.clone()));
@@ -193,6 +194,11 @@ fn start_workers(
     tasks.spawn(async move { freezes.run(every, watching).await });
     tasks.spawn(airlock_runtime::decisions::worker::work(
         booted.gateway.clone(),
+        stop.clone(),
+    ));
+    tasks.spawn(airlock_runtime::decisions::escalations::work(
+        booted.gateway.clone(),
+        airlock_runtime::decisions::escalations::EVERY,
         stop.clone(),
     ));
     tasks.spawn(airlock_runtime::agent::resume::work(

@@ -22,6 +22,8 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+mod grant;
+
 use super::AppState;
 use super::auth::Admin;
 use super::error::ApiError;
@@ -118,10 +120,12 @@ impl BatchBody {
     }
 }
 
-/// Body of `/approve` (may be empty).
+/// Body of `/approve` (may be empty): optionally a grant given with the approval (POLICY-62).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct ApproveBody {}
+struct ApproveBody {
+    grant: Option<grant::GrantBody>,
+}
 
 /// Body of `/deny`.
 #[derive(Debug, Deserialize)]
@@ -282,10 +286,19 @@ async fn approve(
     body: Bytes,
 ) -> Result<Json<Value>, ApiError> {
     let id = parse_id(&id)?;
-    if !body.iter().all(u8::is_ascii_whitespace) {
-        let ApproveBody {} = parse_body(&body)?;
-    }
-    apply(&state, &admin, id, Decision::Approve).await
+    let given = if body.iter().all(u8::is_ascii_whitespace) {
+        None
+    } else {
+        parse_body::<ApproveBody>(&body)?.grant
+    };
+    let Some(given) = given else {
+        return apply(&state, &admin, id, Decision::Approve).await;
+    };
+    let grant = given
+        .grant(time::OffsetDateTime::now_utc(), state.max_grant)
+        .map_err(|problem| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "bad_body", problem))?;
+    let row = airlock_runtime::decisions::grant(&state.gateway, id, &admin.0, grant, "api").await?;
+    Ok(Json(invocation_json(&row)))
 }
 
 /// `/approvals/{id}/decision` and the per-verb routes but `/approve` and `/record`: parse the id, then the body

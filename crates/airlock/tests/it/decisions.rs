@@ -310,3 +310,67 @@ async fn a_batch_decision_decides_every_call_or_none() {
         "{answer}"
     );
 }
+
+/// POLICY-62: an approval given with a grant lets the same principal's identical calls run
+/// without asking, as many times as granted, then they park again; a grant past `max_grant`,
+/// or unbounded, is refused (422) and decides nothing.
+#[tokio::test]
+async fn an_approval_with_a_grant_lets_identical_calls_through_its_uses() {
+    let dir = deployment();
+    let (addr, gateway) = serve_in_process(dir.path()).await;
+    let url = json!({"url": "http://127.0.0.1:9/report"});
+    let first = park(&gateway, ScopeId::Gateway, "bob", "fetch", url.clone()).await;
+    let approve = |body: Value| {
+        let path = format!("/v1/invocations/{}/approve", first.id);
+        async move { http(addr, "POST", &path, Some(ADMIN), Some(body)).await }
+    };
+    for (body, why) in [
+        (json!({"grant": {}}), "a grant is bounded"),
+        (json!({"grant": {"uses": 0}}), "at least one later call"),
+        (
+            json!({"grant": {"uses": 2, "for": "48h"}}),
+            "at most 86400s",
+        ),
+        (
+            json!({"grant": {"uses": 2, "for": "soon"}}),
+            "not a duration",
+        ),
+        (
+            json!({"grant": {"uses": 2, "reach": "everything"}}),
+            "unknown variant",
+        ),
+    ] {
+        let (status, answer, _) = approve(body).await;
+        assert_eq!(status, 422, "{why}: {answer}");
+        assert!(answer.to_string().contains(why), "{why}: {answer}");
+    }
+    let row = gateway.store().get(first.id).await.unwrap();
+    assert_eq!(
+        row.state,
+        InvocationState::AwaitingApproval,
+        "nothing decided"
+    );
+    let (status, answer, _) = approve(json!({"grant": {"uses": 2, "for": "30m"}})).await;
+    assert_eq!(
+        (status, answer["state"].as_str()),
+        (200, Some("approved")),
+        "{answer}"
+    );
+    let mut states = Vec::new();
+    for n in 0..3 {
+        let ctx = crate::support::call_context(
+            &gateway,
+            ScopeId::Gateway,
+            Some("bob"),
+            &format!("again-{n}"),
+        )
+        .await;
+        let outcome = gateway.call(&ctx, "fetch", url.clone()).await.unwrap();
+        states.push(outcome.invocation().state);
+    }
+    assert!(
+        !states[0].is_parked() && !states[1].is_parked(),
+        "{states:?}"
+    );
+    assert_eq!(states[2], InvocationState::AwaitingApproval, "{states:?}");
+}

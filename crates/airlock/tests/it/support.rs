@@ -51,6 +51,7 @@ pub(crate) async fn serve_in_process(dir: &Path) -> (SocketAddr, Arc<Gateway>) {
         mcp: booted.mcp,
         limits: booted.deployment.config.server,
         slack: booted.slack.clone(),
+        max_grant: booted.deployment.config.max_grant,
     };
     let limits = state.limits;
     let never = tokio_util::sync::CancellationToken::new();

@@ -527,7 +527,8 @@ async fn a_batch_decision_is_one_span_with_its_calls_under_it() {
         .collect();
     assert_eq!(requests.len(), 2, "{spans:#?}");
     for request in requests {
-        let traced = request.trace_id == decided.trace_id || worker_traces.contains(&request.trace_id);
+        let traced =
+            request.trace_id == decided.trace_id || worker_traces.contains(&request.trace_id);
         assert!(traced, "{request:#?}");
     }
     assert_nothing_shown(&spans, &[ARGUMENT, ADMIN, CAROL_GATEWAY]);

@@ -115,3 +115,99 @@ pub(crate) async fn ledger_76_votes_complete_a_quorum_once(h: &Harness) {
     assert_eq!(row.decision.unwrap().by, approved[0].voters.join(", "));
     assert!(h.store.verify().await.unwrap().first_break.is_none());
 }
+
+/// A call of `tool` with `arguments` in `session` by the harness's principal, parking.
+fn gated(h: &Harness, session: airlock_ledger::SessionId, n: u32) -> airlock_ledger::NewInvocation {
+    let mut call = h.call(session, "refund", json!({ "n": n }));
+    call.approval = Approval::Always;
+    call
+}
+
+/// LEDGER-77: a grant given with an approval lets `uses` identical calls of the same principal
+/// through (recorded pending, naming the approved call), then calls park again; a grant for the
+/// tool covers other arguments; a session grant only its session; an ended grant nothing.
+pub(crate) async fn ledger_77_a_grant_lets_bounded_calls_through(h: &Harness) {
+    let s = h.session().await;
+    let first = h.store.record(gated(h, s, 1)).await.unwrap().invocation;
+    let until = h.clock_now() + std::time::Duration::from_secs(1800);
+    let grant = airlock_ledger::Grant {
+        reach: airlock_ledger::GrantReach::SameCall,
+        uses: Some(2),
+        until,
+        session: false,
+    };
+    let approved = h.store.grant(first.id, "alice", grant).await.unwrap();
+    assert_eq!(approved.state, S::Approved);
+    let other_session = h.session().await;
+    for session in [s, other_session] {
+        let row = h
+            .store
+            .record(gated(h, session, 1))
+            .await
+            .unwrap()
+            .invocation;
+        assert_eq!((row.state, row.approval_ref), (S::Pending, Some(first.id)));
+    }
+    assert_eq!(
+        h.store
+            .record(gated(h, s, 1))
+            .await
+            .unwrap()
+            .invocation
+            .state,
+        S::AwaitingApproval,
+        "two uses, then a person again"
+    );
+    assert_eq!(
+        h.store
+            .record(gated(h, s, 2))
+            .await
+            .unwrap()
+            .invocation
+            .state,
+        S::AwaitingApproval,
+        "other arguments are not covered"
+    );
+    // The tool, in one session, for as long as it lasts.
+    let second = h.store.record(gated(h, s, 3)).await.unwrap().invocation;
+    let tool = airlock_ledger::Grant {
+        reach: airlock_ledger::GrantReach::Tool,
+        uses: None,
+        until,
+        session: true,
+    };
+    h.store.grant(second.id, "alice", tool).await.unwrap();
+    let row = h.store.record(gated(h, s, 4)).await.unwrap().invocation;
+    assert_eq!((row.state, row.approval_ref), (S::Pending, Some(second.id)));
+    let elsewhere = h.store.record(gated(h, other_session, 5)).await.unwrap();
+    assert_eq!(elsewhere.invocation.state, S::AwaitingApproval);
+    h.clock.advance(std::time::Duration::from_secs(1801));
+    let late = h.store.record(gated(h, s, 6)).await.unwrap().invocation;
+    assert_eq!(late.state, S::AwaitingApproval, "the grant has ended");
+    assert!(h.store.verify().await.unwrap().first_break.is_none());
+}
+
+/// LEDGER-77: 100 identical calls at once from two stores against a three-use grant: exactly
+/// three get through.
+pub(crate) async fn ledger_77_concurrent_calls_use_a_grant_at_most_its_uses(h: &Harness) {
+    let other = h.second_store().await;
+    let s = h.session().await;
+    let first = h.store.record(gated(h, s, 1)).await.unwrap().invocation;
+    let grant = airlock_ledger::Grant {
+        reach: airlock_ledger::GrantReach::SameCall,
+        uses: Some(3),
+        until: h.clock_now() + std::time::Duration::from_secs(600),
+        session: false,
+    };
+    h.store.grant(first.id, "alice", grant).await.unwrap();
+    let calls = (0..100).map(|n| {
+        let store = if n % 2 == 0 { &h.store } else { &other };
+        let mut call = gated(h, s, 1);
+        call.call_id = format!("redeem-{n}");
+        async move { store.record(call).await.unwrap().invocation.state }
+    });
+    let states = futures::future::join_all(calls).await;
+    let through = states.iter().filter(|s| **s == S::Pending).count();
+    assert_eq!(through, 3, "{states:?}");
+    assert_eq!(states.len() - through, 97);
+}

@@ -106,6 +106,31 @@ pub(crate) async fn ledger_30_transitions_write_their_notices(h: &Harness) {
         [("invocation.in_doubt".into(), "webhook:a".into())]
     );
 
+    // An escalation is told once, naming who may now decide (LEDGER-78).
+    let waiting = parked(h, &store, s).await;
+    let to = vec!["carol".to_owned()];
+    assert!(
+        store
+            .escalate(waiting.id, Duration::ZERO, to.clone())
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .escalate(waiting.id, Duration::ZERO, to)
+            .await
+            .unwrap()
+    );
+    let told: Vec<_> = store
+        .notices_of(waiting.id)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|r| r.notice.event == NotifyEvent::Escalated)
+        .collect();
+    assert_eq!(told.len(), 1, "only the webhook asked for it, once");
+    assert_eq!(told[0].notice.payload["escalated_to"], json!(["carol"]));
+
     // A proposal waits for a person too (DECIDE-18): proposed, then decided.
     let mut call = h.call(s, "refund", json!({"n": 2}));
     call.mode = airlock_spec::Mode::Propose;

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use airlock_runtime::ledger::roles::Invocations;
 use airlock_runtime::ledger::{
-    Decision, Invocation, InvocationId, LedgerFuture, NewInvocation, Recorded, StateUse,
+    Decision, Grant, Invocation, InvocationId, LedgerFuture, NewInvocation, Recorded, StateUse,
     SweepReport, ToolError as StoredError, TxTool, Voted, WithInvocations,
 };
 use time::OffsetDateTime;
@@ -74,6 +74,17 @@ impl Invocations for RivalClaims {
         decision: Decision,
     ) -> LedgerFuture<'_, Vec<Invocation>> {
         self.inner.decide_all(ids, by, decision)
+    }
+    fn escalate(
+        &self,
+        id: InvocationId,
+        after: Duration,
+        to: Vec<String>,
+    ) -> LedgerFuture<'_, bool> {
+        self.inner.escalate(id, after, to)
+    }
+    fn grant(&self, id: InvocationId, by: &str, grant: Grant) -> LedgerFuture<'_, Invocation> {
+        self.inner.grant(id, by, grant)
     }
     fn vote(&self, id: InvocationId, by: &str, needed: u32) -> LedgerFuture<'_, Voted> {
         self.inner.vote(id, by, needed)
