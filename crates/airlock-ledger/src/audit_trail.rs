@@ -1,4 +1,4 @@
-//! The audit chain read for export (docs/rules.md LEDGER-79): every chained event in chain
+//! The audit chain read for export (docs/rules.md LEDGER-80): every chained event in chain
 //! order with the row it describes, every freeze and unfreeze, and every accepted tool pin —
 //! all in one read snapshot, so a serving gateway's commits are wholly in it or wholly out.
 //!

@@ -330,7 +330,7 @@ pub trait Reads: Send + Sync {
     /// Checks the audit chain against every row; names the first break.
     fn verify(&self) -> LedgerFuture<'_, AuditReport>;
     /// The audit chain's events with their rows, the freezes and the pins, in one read
-    /// snapshot: what `airlock audit export` writes out (docs/rules.md LEDGER-79).
+    /// snapshot: what `airlock audit export` writes out (docs/rules.md LEDGER-80).
     fn audit_trail(&self) -> LedgerFuture<'_, AuditTrail>;
 }
 

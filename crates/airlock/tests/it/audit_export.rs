@@ -1,5 +1,5 @@
 //! `airlock audit export` on both backends (docs/rules.md OPS-83 … OPS-85, DECL-90,
-//! LEDGER-79): stable ids, the same lines however often the ledger is exported, appending only
+//! LEDGER-80): stable ids, the same lines however often the ledger is exported, appending only
 //! what a file lacks, and arguments only when the operator opted in.
 
 use std::path::Path;

@@ -1,7 +1,7 @@
 //! `airlock audit export`: the ledger's audit trail as JSON lines, one event a line, appended
 //! to a file (docs/rules.md OPS-83 … OPS-85).
 //!
-//! Guarantees: read-only on the ledger (one read snapshot, LEDGER-79); every event has a stable
+//! Guarantees: read-only on the ledger (one read snapshot, LEDGER-80); every event has a stable
 //! `id` — a chain event its chain position (`chain:<lane>:<seq>`), a freeze or unfreeze, and a
 //! pin, what they are and when — and a line is made only of what never changes once its event
 //! was written, so exporting the same ledger twice yields the same lines, and a receiver drops
