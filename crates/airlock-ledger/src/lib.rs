@@ -47,8 +47,8 @@ mod with_invocations;
 /// [`WithInvocations`]. On `dyn Store` every role's methods are callable without an import.
 pub mod roles {
     pub use crate::store::{
-        AgentRuns, Budgets, Confirmations, Freezes, Invocations, Outbox, Pins, Rates, Reads,
-        Sessions,
+        AgentRuns, Budgets, Confirmations, Delegations, Freezes, Invocations, Outbox, Pins, Rates,
+        Reads, Sessions,
     };
 }
 
@@ -65,6 +65,7 @@ pub use support::notice::{Notice, NoticeRecord, OutboxRoute};
 pub use transitions::agent_runs::{RunDetail, RunStep};
 pub use transitions::confirmations::{Answered, Confirmation};
 pub use transitions::decide::{MAX_BATCH_DECISION, Voted};
+pub use transitions::delegations::Delegation;
 pub use transitions::freezes::{Freeze, FreezeTarget};
 pub use transitions::grants::{Grant, GrantReach};
 pub use transitions::pins::ToolPin;

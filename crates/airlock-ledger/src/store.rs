@@ -30,6 +30,7 @@ use crate::support::notice::{Notice, NoticeRecord};
 use crate::transitions::agent_runs::{RunDetail, RunStep};
 use crate::transitions::confirmations::{Answered, Confirmation};
 use crate::transitions::decide::Voted;
+use crate::transitions::delegations::Delegation;
 use crate::transitions::freezes::{Freeze, FreezeTarget};
 use crate::transitions::grants::Grant;
 use crate::transitions::pins::ToolPin;
@@ -59,6 +60,7 @@ pub trait Store:
     + Pins
     + Rates
     + Freezes
+    + Delegations
     + Budgets
     + Outbox
     + 'static
@@ -74,6 +76,7 @@ impl<T> Store for T where
         + Pins
         + Rates
         + Freezes
+        + Delegations
         + Budgets
         + Outbox
         + 'static
@@ -257,7 +260,14 @@ pub trait Invocations: Send + Sync {
     /// `by`'s approval of a call that needs `needed` distinct approvals (docs/rules.md
     /// LEDGER-76): one compare-and-swap that leaves it waiting, or makes it approved when this
     /// vote completes the quorum. A second vote by `by` is [`LedgerError::AlreadyDecided`].
-    fn vote(&self, id: InvocationId, by: &str, needed: u32) -> LedgerFuture<'_, Voted>;
+    /// `slot`, when given, is the role this vote fills: each is filled once.
+    fn vote(
+        &self,
+        id: InvocationId,
+        by: &str,
+        needed: u32,
+        slot: Option<String>,
+    ) -> LedgerFuture<'_, Voted>;
     /// A decision taken through a request state the MCP endpoint sealed (docs/rules.md
     /// LEDGER-46): [`Invocations::decide`] by `used.by`, then — for an approval, when
     /// `claim_for` names an owner and a lease — [`Invocations::claim`], and the state's nonce
@@ -321,6 +331,9 @@ pub trait Reads: Send + Sync {
     /// oldest first — what a background worker picks up. Reading guarantees
     /// nothing: run them through [`Invocations::claim`], which lets exactly one claimer win.
     fn approved_unclaimed(&self, limit: u32) -> LedgerFuture<'_, Vec<Invocation>>;
+    /// The votes cast to approve `id` (LEDGER-76): each voter and the slot they filled, in
+    /// the order they were cast.
+    fn votes(&self, id: InvocationId) -> LedgerFuture<'_, Vec<(String, Option<String>)>>;
     /// Whether the call `id` was escalated (LEDGER-78).
     fn escalated(&self, id: InvocationId) -> LedgerFuture<'_, bool>;
     /// A session's invocations in the order they were recorded.
@@ -377,6 +390,14 @@ pub trait Rates: Send + Sync {
     /// run now, else the budget that refused it and when it has room. Budgets are shared by
     /// every store on the same database, at the store's clock.
     fn take_rate(&self, budgets: Vec<RateBudget>) -> LedgerFuture<'_, Option<RateRefusal>>;
+}
+
+/// Delegations (docs/rules.md LEDGER-79): deciders handing their role on for a while.
+pub trait Delegations: Send + Sync {
+    /// Records `delegation`, starting at the ledger's time.
+    fn delegate(&self, delegation: Delegation) -> LedgerFuture<'_, Delegation>;
+    /// The delegations to `principal` in force now.
+    fn delegations_to(&self, principal: String) -> LedgerFuture<'_, Vec<Delegation>>;
 }
 
 /// Freezes (docs/rules.md LEDGER-73): the kill switch every replica reads.

@@ -5,6 +5,7 @@ pub(crate) mod batch;
 pub(crate) mod budgets;
 pub(crate) mod confirmations;
 pub(crate) mod decide;
+pub(crate) mod delegations;
 pub(crate) mod escalations;
 pub(crate) mod expiry;
 pub(crate) mod freezes;

@@ -16,13 +16,14 @@ use uuid::Uuid;
 use crate::audit_trail::AuditTrail;
 use crate::sql::tx::TxTool;
 use crate::store::{
-    AgentRuns, Budgets, Confirmations, Freezes, Invocations, LedgerFuture, Outbox, Pins, Rates,
-    Reads, Sessions, Store,
+    AgentRuns, Budgets, Confirmations, Delegations, Freezes, Invocations, LedgerFuture, Outbox,
+    Pins, Rates, Reads, Sessions, Store,
 };
 use crate::support::notice::{Notice, NoticeRecord};
 use crate::transitions::agent_runs::{RunDetail, RunStep};
 use crate::transitions::confirmations::{Answered, Confirmation};
 use crate::transitions::decide::Voted;
+use crate::transitions::delegations::Delegation;
 use crate::transitions::freezes::{Freeze, FreezeTarget};
 use crate::transitions::grants::Grant;
 use crate::transitions::pins::ToolPin;
@@ -77,7 +78,8 @@ impl Invocations for WithInvocations {
             -> LedgerFuture<'_, Invocation>;
         fn decide_all(&self, ids: Vec<InvocationId>, by: &str, decision: Decision)
             -> LedgerFuture<'_, Vec<Invocation>>;
-        fn vote(&self, id: InvocationId, by: &str, needed: u32) -> LedgerFuture<'_, Voted>;
+        fn vote(&self, id: InvocationId, by: &str, needed: u32, slot: Option<String>)
+            -> LedgerFuture<'_, Voted>;
         fn grant(&self, id: InvocationId, by: &str, grant: Grant) -> LedgerFuture<'_, Invocation>;
         fn escalate(&self, id: InvocationId, after: Duration, to: Vec<String>)
             -> LedgerFuture<'_, bool>;
@@ -136,6 +138,7 @@ impl Reads for WithInvocations {
         fn open_counts(&self) -> LedgerFuture<'_, Vec<(InvocationState, u64)>>;
         fn approved_unclaimed(&self, limit: u32) -> LedgerFuture<'_, Vec<Invocation>>;
         fn escalated(&self, id: InvocationId) -> LedgerFuture<'_, bool>;
+        fn votes(&self, id: InvocationId) -> LedgerFuture<'_, Vec<(String, Option<String>)>>;
         fn session_invocations(&self, id: SessionId) -> LedgerFuture<'_, Vec<Invocation>>;
         fn run_invocations(&self, id: RunId) -> LedgerFuture<'_, Vec<Invocation>>;
         fn verify(&self) -> LedgerFuture<'_, AuditReport>;
@@ -173,6 +176,13 @@ impl Budgets for WithInvocations {
     delegate! { base:
         fn budget_uses(&self, id: InvocationId) -> LedgerFuture<'_, Vec<BudgetUse>>;
         fn limit_usage(&self) -> LedgerFuture<'_, Vec<LimitUsage>>;
+    }
+}
+
+impl Delegations for WithInvocations {
+    delegate! { base:
+        fn delegate(&self, delegation: Delegation) -> LedgerFuture<'_, Delegation>;
+        fn delegations_to(&self, principal: String) -> LedgerFuture<'_, Vec<Delegation>>;
     }
 }
 

@@ -204,6 +204,9 @@ pub struct HostCall {
     /// The person who decided it (approved, denied, answered, resolved or abandoned it), if
     /// anyone did; nobody for an expired call.
     pub decided_by: Option<String>,
+    /// The arguments it ran with, when the person who approved it edited them (docs/rules.md
+    /// DECIDE-20): the caller proposed others.
+    pub approved_arguments: Option<Value>,
     /// What became of it.
     pub outcome: HostOutcome,
     /// While its upstream's task waits for the client's input: the upstream's input requests,

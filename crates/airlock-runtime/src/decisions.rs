@@ -37,17 +37,36 @@ pub async fn decide(
     decision: Decision,
     surface: &'static str,
 ) -> Result<Invocation, GatewayError> {
-    let store = gateway.store().as_ref();
+    let cx = span(gateway, Some(id), decider, &decision, surface);
+    let checked = record_checked(gateway, id, decider, decision, surface);
+    let row = refused(cx.as_ref(), within(cx.as_ref(), checked).await)?;
+    run_if_approved(gateway, &row, cx);
+    Ok(row)
+}
+
+/// Records `decision` judged as [`decide`] judges it, with the gateway's declarations (a
+/// freeze on the call's connection, an edit's arguments: DECIDE-21), without running an
+/// approved call: for a surface that runs no tool (the CLI), whose approval a serving
+/// process's worker runs (DECIDE-12).
+///
+/// # Errors
+/// As [`decide`].
+pub async fn record_checked(
+    gateway: &Gateway,
+    id: InvocationId,
+    decider: &str,
+    decision: Decision,
+    surface: &'static str,
+) -> Result<Invocation, GatewayError> {
+    if let Decision::Edit { arguments } = &decision {
+        gateway.judge_edit(id, arguments).await?;
+    }
     let judged = Judged {
         declarations: Some(gateway),
         scopes: &[],
     };
-    let cx = span(gateway, Some(id), decider, &decision, surface);
-    let recorded = record_judged(store, id, decider, decision, surface, judged);
-    let row = within(cx.as_ref(), recorded).await;
-    let row = refused(cx.as_ref(), row)?;
-    run_if_approved(gateway, &row, cx);
-    Ok(row)
+    let store = gateway.store().as_ref();
+    Ok(record_judged(store, id, decider, decision, surface, judged).await?)
 }
 
 /// One decision — approve, or deny with a reason — on several waiting calls (docs/rules.md
@@ -180,11 +199,19 @@ fn span(
     )
 }
 
-/// `result` as it is; a refusal also marks the decision's span (`error.type`, the ledger's).
-fn refused<T>(cx: Option<&Context>, result: Result<T, LedgerError>) -> Result<T, LedgerError> {
+/// `result` as it is; a refusal also marks the decision's span (`error.type`: the ledger's
+/// error, else `refused`, as an edit the declarations refuse).
+fn refused<T, E: Into<GatewayError>>(
+    cx: Option<&Context>,
+    result: Result<T, E>,
+) -> Result<T, GatewayError> {
+    let result = result.map_err(Into::into);
     if let (Some(cx), Err(error)) = (cx, &result) {
-        cx.span()
-            .set_attribute(KeyValue::new("error.type", error.kind()));
+        let kind = match error {
+            GatewayError::Ledger(e) => e.kind(),
+            _ => "refused",
+        };
+        cx.span().set_attribute(KeyValue::new("error.type", kind));
         cx.span().set_status(Status::error(""));
     }
     result
@@ -194,6 +221,7 @@ fn refused<T>(cx: Option<&Context>, result: Result<T, LedgerError>) -> Result<T,
 fn verb(decision: &Decision) -> (&'static str, Option<&'static str>) {
     match decision {
         Decision::Approve => ("approve", None),
+        Decision::Edit { .. } => ("edit", None),
         Decision::Deny { .. } => ("deny", None),
         Decision::Answer { .. } => ("answer", None),
         Decision::Resolve { resolution, .. } => ("resolve", Some(resolution.as_str())),
@@ -271,7 +299,15 @@ async fn refusal(
     if let Some(reason) = frozen_refusal(store, id, decision, judged).await? {
         return Ok(Some(reason));
     }
-    if matches!(decision, Decision::Approve) {
+    if matches!(decision, Decision::Edit { .. }) && judged.declarations.is_none() {
+        // DECIDE-21: only a surface holding the tool's declaration can check an edit.
+        return Ok(Some(
+            "edited arguments are checked against the tool's declaration, which this surface \
+             does not hold"
+                .to_owned(),
+        ));
+    }
+    if matches!(decision, Decision::Approve | Decision::Edit { .. }) {
         return supplied_refusal(store, id).await;
     }
     Ok(None)

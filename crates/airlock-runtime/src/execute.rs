@@ -197,7 +197,7 @@ impl Executors {
         {
             return None;
         }
-        match self.local_body(spec, row.arguments.clone())? {
+        match self.local_body(spec, row.effective_arguments().clone())? {
             LocalBody::Transactional(body) => Some(body),
             LocalBody::Plain(_) => None,
         }

@@ -13,6 +13,7 @@
 mod access;
 mod budget;
 mod builder;
+mod edit;
 mod events;
 mod new_row;
 mod pinned;
@@ -90,6 +91,15 @@ pub enum GatewayError {
         call_id: String,
         /// The tool it was first used for.
         tool: String,
+    },
+    /// The arguments a person edited into an approval fail a check (docs/rules.md
+    /// DECIDE-21); nothing was decided.
+    #[error("the edited arguments of {id} are refused: {error}")]
+    BadEdit {
+        /// The call.
+        id: InvocationId,
+        /// What is wrong, naming each field (a JSON pointer) or the limit.
+        error: ToolError,
     },
     /// The ledger failed (database lost, corrupt row, …).
     #[error(transparent)]

@@ -63,7 +63,9 @@ fn unknown_scope(scope: &ScopeId) -> HostError {
 fn host_error(error: GatewayError) -> HostError {
     match error {
         GatewayError::UnknownTool(name) => HostError::UnknownTool(name),
-        e @ GatewayError::CallIdReused { .. } => HostError::InvalidParams(e.to_string()),
+        e @ (GatewayError::CallIdReused { .. } | GatewayError::BadEdit { .. }) => {
+            HostError::InvalidParams(e.to_string())
+        }
         e @ (GatewayError::UnknownScope(_) | GatewayError::Ledger(_)) => internal(&e),
     }
 }

@@ -20,6 +20,20 @@ pub struct Approvers {
     pub forbid_self: bool,
     /// Who else may decide a call nobody decided in time (POLICY-63).
     pub escalate: Option<Escalation>,
+    /// Roles the quorum needs filled, each by a different person (POLICY-65); the quorum is
+    /// then their number.
+    pub slots: Vec<Slot>,
+    /// The slots are stages: each is filled only once the ones before it are.
+    pub stages: bool,
+}
+
+/// A role among a call's approvers, filled by one of its deciders.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Slot {
+    /// The role's name (`finance`).
+    pub name: String,
+    /// Who may fill it.
+    pub deciders: Vec<String>,
 }
 
 /// `escalate: {after, to}`: after `after` without a decision, the principals in `to` may
@@ -39,6 +53,8 @@ impl Default for Approvers {
             deciders: Vec::new(),
             forbid_self: false,
             escalate: None,
+            slots: Vec::new(),
+            stages: false,
         }
     }
 }
@@ -60,11 +76,20 @@ pub(crate) fn approvers(f: &Fields<'_>, d: &mut Diag) -> Approvers {
     let Some(node) = f.get("approvers") else {
         return Approvers::default();
     };
-    let keys = ["quorum", "deciders", "forbid_self", "escalate"];
+    let keys = [
+        "quorum",
+        "deciders",
+        "forbid_self",
+        "escalate",
+        "slots",
+        "stages",
+    ];
     let Some(a) = Fields::open(node, &f.key("approvers"), &keys, d) else {
         return Approvers::default();
     };
+    let slots = slots(&a, d);
     let quorum = match a.opt_u64("quorum", d) {
+        None if !slots.is_empty() => u32::try_from(slots.len()).unwrap_or(1),
         None => 1,
         Some(n @ 1..=MAX_QUORUM) => u32::try_from(n).unwrap_or(1),
         Some(_) => {
@@ -96,6 +121,21 @@ pub(crate) fn approvers(f: &Fields<'_>, d: &mut Diag) -> Approvers {
             ),
         );
     }
+    if !slots.is_empty() && usize::try_from(quorum).ok() != Some(slots.len()) {
+        d.push(
+            a.key_at("quorum"),
+            &a.key("quorum"),
+            format!("with `slots` the quorum is their number, {}", slots.len()),
+        );
+    }
+    let stages = a.opt_bool("stages", d).ok().flatten().unwrap_or(false);
+    if stages && slots.is_empty() {
+        d.push(
+            a.key_at("stages"),
+            &a.key("stages"),
+            "`stages` orders `slots`: give them",
+        );
+    }
     let forbid_self = a
         .opt_bool("forbid_self", d)
         .ok()
@@ -106,7 +146,42 @@ pub(crate) fn approvers(f: &Fields<'_>, d: &mut Diag) -> Approvers {
         deciders: deciders.into_iter().map(|(name, _)| name).collect(),
         forbid_self,
         escalate: escalation(&a, d),
+        slots,
+        stages,
     }
+}
+
+/// Reads `slots: [{name, deciders}]`: distinct names, each with at least one decider.
+fn slots(a: &Fields<'_>, d: &mut Diag) -> Vec<Slot> {
+    let Some(items) = a.opt_list("slots", d) else {
+        return Vec::new();
+    };
+    let mut out: Vec<Slot> = Vec::new();
+    for (path, node) in items {
+        let Some(s) = Fields::open(node, &path, &["name", "deciders"], d) else {
+            continue;
+        };
+        let name = s.required("name", d).and_then(|_| s.opt_str("name", d));
+        let deciders = s
+            .required("deciders", d)
+            .and_then(|_| s.opt_str_list("deciders", d));
+        let (Some(name), Some(deciders)) = (name, deciders) else {
+            continue;
+        };
+        if deciders.is_empty() || out.iter().any(|o| o.name == name) {
+            d.push(
+                s.key_at("name"),
+                &s.key("name"),
+                format!("a slot `{name}` needs a name of its own and at least one decider"),
+            );
+            continue;
+        }
+        out.push(Slot {
+            name,
+            deciders: deciders.into_iter().map(|(n, _)| n).collect(),
+        });
+    }
+    out
 }
 
 /// Reads `escalate: {after, to}`: both required, `to` a non-empty list of principal names.

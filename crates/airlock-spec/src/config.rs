@@ -22,20 +22,20 @@ use crate::tree::{Node, Pos};
 use crate::urls::check_credential_url;
 use crate::values::{credential_path, duration, refer_credential};
 
+mod server;
+
+use server::server;
+pub use server::{
+    DEFAULT_HEADER_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_IN_FLIGHT,
+    DEFAULT_MAX_IN_FLIGHT_PER_PRINCIPAL, ServerLimits,
+};
+
 /// Default listen address.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
 /// Default approval TTL: 7 days.
 pub const DEFAULT_APPROVAL_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
 /// The longest grant a person may give with an approval when `max_grant` is not set.
 pub(crate) const DEFAULT_MAX_GRANT: Duration = Duration::from_secs(24 * 3600);
-/// Default `[server] header_timeout`: 10 s.
-pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
-/// Default `[server] max_connections`.
-pub const DEFAULT_MAX_CONNECTIONS: u64 = 1024;
-/// Default `[server] max_in_flight`.
-pub const DEFAULT_MAX_IN_FLIGHT: u64 = 256;
-/// Default `[server] max_in_flight_per_principal`.
-pub const DEFAULT_MAX_IN_FLIGHT_PER_PRINCIPAL: u64 = 64;
 
 /// The validated `airlock.toml`.
 #[derive(Debug, Clone, PartialEq)]
@@ -80,31 +80,6 @@ pub struct Config {
     pub access: AccessPolicy,
     /// `[audit.export]`: where audit events are exported, with or without arguments (DECL-90).
     pub audit_export: crate::audit::AuditExport,
-}
-
-/// `[server]`: bounds on what clients may hold of the HTTP server. Every bound is at least 1.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ServerLimits {
-    /// `header_timeout`: how long a connection may take to send a request's headers, and how
-    /// long it may stay idle between requests (default `10s`).
-    pub header_timeout: Duration,
-    /// `max_connections`: open connections served at once; more are answered 503 and closed.
-    pub max_connections: u64,
-    /// `max_in_flight`: requests handled at once (health checks aside); more are answered 503.
-    pub max_in_flight: u64,
-    /// `max_in_flight_per_principal`: requests handled at once for one bearer token's principal.
-    pub max_in_flight_per_principal: u64,
-}
-
-impl Default for ServerLimits {
-    fn default() -> Self {
-        Self {
-            header_timeout: DEFAULT_HEADER_TIMEOUT,
-            max_connections: DEFAULT_MAX_CONNECTIONS,
-            max_in_flight: DEFAULT_MAX_IN_FLIGHT,
-            max_in_flight_per_principal: DEFAULT_MAX_IN_FLIGHT_PER_PRINCIPAL,
-        }
-    }
 }
 
 /// Bearer tokens accepted by an endpoint, each mapped to a principal.
@@ -303,50 +278,6 @@ fn public_url(node: Option<&Node>, d: &mut Diag) -> Option<String> {
             None
         }
     }
-}
-
-/// `[server]`: a zero bound would refuse every request, so it is an error, not a setting.
-fn server(node: Option<&Node>, d: &mut Diag) -> ServerLimits {
-    let mut limits = ServerLimits::default();
-    let keys = [
-        "public_url",
-        "header_timeout",
-        "max_connections",
-        "max_in_flight",
-        "max_in_flight_per_principal",
-    ];
-    let Some(f) = node.and_then(|n| Fields::open(n, "server", &keys, d)) else {
-        return limits;
-    };
-    if let Some(timeout) = f
-        .get("header_timeout")
-        .and_then(|n| duration(n, "server.header_timeout", d))
-    {
-        if timeout.is_zero() {
-            d.push(
-                f.key_at("header_timeout"),
-                "server.header_timeout",
-                "must be longer than 0s",
-            );
-        } else {
-            limits.header_timeout = timeout;
-        }
-    }
-    for (key, slot) in [
-        ("max_connections", &mut limits.max_connections),
-        ("max_in_flight", &mut limits.max_in_flight),
-        (
-            "max_in_flight_per_principal",
-            &mut limits.max_in_flight_per_principal,
-        ),
-    ] {
-        match f.opt_u64(key, d) {
-            Some(0) => d.push(f.key_at(key), &f.key(key), "must be at least 1"),
-            Some(n) => *slot = n,
-            None => {}
-        }
-    }
-    limits
 }
 
 fn database_url(url: &str, root: &Path, at: Pos, d: &mut Diag) -> String {

@@ -42,7 +42,7 @@ mod visible;
 
 pub use access::{AccessPolicy, AccessRule, EVERYONE, Principal, Verdict, glob};
 pub use agent::{API_VERSION, AgentSpec, ModelSpec, PROVIDERS};
-pub use approvers::{Approvers, Escalation};
+pub use approvers::{Approvers, Escalation, Slot};
 pub use audit::AuditExport;
 pub use builtin::definition as builtin_definition;
 pub use canonical::{canonical_json, canonical_sha256, json_sha256, sha256_hex};

@@ -3,6 +3,7 @@
 
 mod approvals;
 mod auth;
+mod delegations;
 mod error;
 mod freezes;
 mod in_flight;
@@ -59,6 +60,7 @@ pub fn app(state: AppState) -> Router {
         .nest(
             "/v1",
             approvals::router()
+                .merge(delegations::router())
                 .merge(freezes::router())
                 .merge(limits::router())
                 .merge(runs::router())

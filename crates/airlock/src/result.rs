@@ -47,10 +47,12 @@ pub fn freeze_json(freeze: &Freeze) -> Value {
     })
 }
 
-/// A row as the API shows it (arguments are shown: approvers decide on them).
+/// A row as the API shows it (arguments are shown: approvers decide on them). A call approved
+/// with edited arguments shows them as `approved_arguments` beside the proposed `arguments`
+/// (docs/rules.md DECIDE-20).
 #[must_use]
 pub fn invocation_json(row: &Invocation) -> Value {
-    json!({
+    let mut shown = json!({
         "id": row.id.to_string(),
         "tool": row.tool,
         "state": row.state.to_string(),
@@ -63,7 +65,11 @@ pub fn invocation_json(row: &Invocation) -> Value {
         "decision": row.decision.as_ref().map(|d| json!({"by": d.by, "decision": d.decision.to_string(), "reason": d.reason, "at": time(Some(d.at))})),
         "resolution": row.resolution.as_ref().map(|r| json!({"by": r.by, "outcome": r.resolution.to_string(), "note": r.note, "at": time(Some(r.at))})),
         "result": result_json(row),
-    })
+    });
+    if let (Some(approved), Value::Object(fields)) = (&row.approved_arguments, &mut shown) {
+        fields.insert("approved_arguments".to_owned(), approved.clone());
+    }
+    shown
 }
 
 /// A page of what waits for a person, as `GET /v1/approvals` answers it.

@@ -1,10 +1,28 @@
-//! [`Freezes`] for [`Ledger`]: freezes and unfreezes on one fixed lane, one after another, with
-//! the ledger's time; the freezes in force read from the read pool.
+//! [`Freezes`] and [`Delegations`] for [`Ledger`]: an operator's rare acts, on one fixed lane,
+//! one after another, with the ledger's time; what is in force read from the read pool.
 
 use super::Ledger;
 use crate::commit::writer::Prefetch;
-use crate::store::{Freezes, LedgerFuture};
+use crate::store::{Delegations, Freezes, LedgerFuture};
+use crate::transitions::delegations::{self, Delegation};
 use crate::transitions::freezes::{self, Freeze, FreezeTarget};
+
+impl Delegations for Ledger {
+    fn delegate(&self, delegation: Delegation) -> LedgerFuture<'_, Delegation> {
+        // Rare, like freezes: the same fixed lane.
+        Box::pin(
+            self.writer
+                .submit(uuid::Uuid::nil(), Prefetch::Nothing, move |tx, b| {
+                    let delegation = delegation.clone();
+                    Box::pin(async move { delegations::delegate(tx, b, &delegation).await })
+                }),
+        )
+    }
+
+    fn delegations_to(&self, principal: String) -> LedgerFuture<'_, Vec<Delegation>> {
+        Box::pin(async move { delegations::to(&self.pool, &principal, self.clock.now()).await })
+    }
+}
 
 impl Freezes for Ledger {
     fn freeze(&self, freeze: Freeze) -> LedgerFuture<'_, Freeze> {

@@ -197,13 +197,19 @@ impl Invocations for Ledger {
         }))
     }
 
-    fn vote(&self, id: InvocationId, by: &str, needed: u32) -> LedgerFuture<'_, Voted> {
+    fn vote(
+        &self,
+        id: InvocationId,
+        by: &str,
+        needed: u32,
+        slot: Option<String>,
+    ) -> LedgerFuture<'_, Voted> {
         let by = by.to_owned();
         let attempt = move || {
-            let by = by.clone();
+            let (by, slot) = (by.clone(), slot.clone());
             self.writer.submit(id.0, Prefetch::Fresh(id), move |tx, b| {
-                let by = by.clone();
-                Box::pin(async move { decide::vote(tx, b, id, &by, needed).await })
+                let (by, slot) = (by.clone(), slot.clone());
+                Box::pin(async move { decide::vote(tx, b, id, &by, needed, slot.as_deref()).await })
             })
         };
         Box::pin(async move {

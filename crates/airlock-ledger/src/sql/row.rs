@@ -20,7 +20,7 @@ pub(crate) const INVOCATION_COLUMNS: &str = "id, session_id, run_id, call_id, to
     error_kind, error_message, idempotency_key, principal, definitions_digest, approval_ref, \
     decided_by, decision, decision_reason, decided_at, resolved_by, resolution, \
     resolution_note, resolved_at, expires_at, lease_owner, lease_deadline, attempts, \
-    created_at, updated_at";
+    created_at, updated_at, approved_arguments";
 
 /// The rows the partial index `invocations_open` holds (migrations 0003, 0007): those not in a terminal
 /// state. Every lookup by state (rather than by run or id) names this exact conjunct, because
@@ -37,6 +37,9 @@ pub(crate) use open_rows;
 pub(crate) struct InvocationRow {
     pub(crate) approval: String,
     pub(crate) approval_ref: Option<String>,
+    /// Left out of the hash while NULL, so rows written before the column still verify.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) approved_arguments: Option<String>,
     pub(crate) arguments: String,
     pub(crate) arguments_hash: String,
     pub(crate) attempts: i64,
@@ -129,6 +132,7 @@ impl InvocationRow {
             attempts: r.req_int("attempts")?,
             created_at: r.req_int("created_at")?,
             updated_at: r.req_int("updated_at")?,
+            approved_arguments: r.text("approved_arguments")?,
         })
     }
 
@@ -170,6 +174,7 @@ impl InvocationRow {
             self.attempts.into(),
             self.created_at.into(),
             self.updated_at.into(),
+            self.approved_arguments.clone().into(),
         ]
     }
 }
@@ -214,6 +219,7 @@ impl From<&Invocation> for InvocationRow {
             attempts: i.attempts,
             created_at: to_micros(i.created_at),
             updated_at: to_micros(i.updated_at),
+            approved_arguments: i.approved_arguments.as_ref().map(Value::to_string),
         }
     }
 }
@@ -304,6 +310,10 @@ impl TryFrom<InvocationRow> for Invocation {
             call_id: row.call_id,
             tool: row.tool,
             arguments: rd.json("arguments", &row.arguments)?,
+            approved_arguments: row
+                .approved_arguments
+                .map(|a| rd.json("approved_arguments", &a))
+                .transpose()?,
             arguments_hash: row.arguments_hash,
             source_kind: rd.parse("source_kind", &row.source_kind)?,
             effect: rd.parse("effect", &row.effect)?,
@@ -509,6 +519,7 @@ mod tests {
         InvocationRow {
             approval: text("approval"),
             approval_ref: opt("approval_ref"),
+            approved_arguments: None,
             arguments: r#"{"b":1,"a":[true,null]}"#.to_owned(),
             arguments_hash: text("arguments_hash"),
             attempts: 3,
@@ -553,6 +564,19 @@ mod tests {
             content_hash(&invocation(true)),
             "5751e3bdaf4b4df652baf18be63fdcafd184e8c63743a0e14594edea7e2f0a7d"
         );
+    }
+
+    /// DECIDE-20: a row without edited arguments hashes as rows did before the column, and
+    /// one with them hashes them too, so neither an old row nor an edit escapes the chain.
+    #[test]
+    fn approved_arguments_are_hashed_only_when_present() {
+        let legacy = invocation(true);
+        let mut edited = invocation(true);
+        edited.approved_arguments = Some(r#"{"a":2}"#.to_owned());
+        let legacy_json = serde_json::to_string(&legacy).unwrap();
+        assert!(!legacy_json.contains("approved_arguments"), "{legacy_json}");
+        assert_ne!(content_hash(&edited), content_hash(&legacy));
+        assert_eq!(content_hash(&edited), canonical_hash(&edited));
     }
 
     #[test]

@@ -29,7 +29,7 @@ use crate::vocabulary::ids::{InvocationId, SessionId};
 use crate::vocabulary::state::InvocationState;
 
 /// The columns a transition may change, in bind order after (id, expected state, version).
-const SET_COLUMNS: [&str; 18] = [
+const SET_COLUMNS: [&str; 19] = [
     "state",
     "version",
     "result",
@@ -48,6 +48,7 @@ const SET_COLUMNS: [&str; 18] = [
     "lease_deadline",
     "attempts",
     "updated_at",
+    "approved_arguments",
 ];
 
 /// Binds per compare-and-swap.
@@ -84,6 +85,7 @@ pub(crate) fn cas_binds(
         row.lease_deadline.into(),
         row.attempts.into(),
         row.updated_at.into(),
+        row.approved_arguments.clone().into(),
     ]
 }
 
@@ -133,7 +135,7 @@ pub(crate) struct Deferred {
 }
 
 /// Columns of an invocation row.
-const ROW_COLUMNS: usize = 35;
+const ROW_COLUMNS: usize = 36;
 
 /// Columns of a session row.
 const SESSION_COLUMN_COUNT: usize = 5;

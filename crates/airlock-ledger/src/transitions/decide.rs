@@ -29,7 +29,7 @@ const WITHDRAW_FROM: &[S] = &[S::AwaitingApproval, S::AwaitingAnswer];
 
 fn expected_for(decision: &Decision) -> &'static [S] {
     match decision {
-        Decision::Approve => APPROVE_FROM,
+        Decision::Approve | Decision::Edit { .. } => APPROVE_FROM,
         Decision::Deny { .. } => DENY_FROM,
         Decision::Answer { .. } => ANSWER_FROM,
         Decision::Resolve { .. } => RESOLVE_FROM,
@@ -99,6 +99,12 @@ pub(crate) async fn decide(
         Decision::Approve => {
             next.state = S::Approved;
             next.decision = Some(record(DecisionKind::Approved, None));
+        }
+        // DECIDE-20: the proposed arguments stay as recorded (and hashed); these run.
+        Decision::Edit { arguments } => {
+            next.state = S::Approved;
+            next.approved_arguments = Some(arguments.clone());
+            next.decision = Some(record(DecisionKind::Edited, None));
         }
         Decision::Deny { reason } => {
             next.state = S::Denied;
@@ -175,6 +181,7 @@ pub(crate) async fn vote(
     id: InvocationId,
     by: &str,
     needed: u32,
+    slot: Option<&str>,
 ) -> Result<Voted, LedgerError> {
     let inv = load_current(tx, batch, id).await?;
     if !APPROVE_FROM.contains(&inv.state) {
@@ -183,24 +190,34 @@ pub(crate) async fn vote(
     if inv.state != S::Proposed {
         check_run_open(tx, &inv).await?;
     }
-    let mut voters = voters(tx, id).await?;
-    if voters.iter().any(|v| v == by) {
+    let votes = votes_in(tx, id).await?;
+    if votes.iter().any(|(v, _)| v == by) {
         return Err(LedgerError::AlreadyDecided {
             id,
             by: by.to_owned(),
             decision: "voted to approve".to_owned(),
         });
     }
+    if let Some(slot) = slot
+        && let Some((holder, _)) = votes.iter().find(|(_, s)| s.as_deref() == Some(slot))
+    {
+        return Err(LedgerError::DecisionRefused {
+            id,
+            reason: format!("the slot {slot} is filled already, by {holder}"),
+        });
+    }
     tx.inner
         .execute(
-            "INSERT INTO approval_votes (invocation_id, voter, at) VALUES ($1, $2, $3)",
+            "INSERT INTO approval_votes (invocation_id, voter, slot, at) VALUES ($1, $2, $3, $4)",
             &[
                 id.to_string().into(),
                 by.to_owned().into(),
+                slot.map(str::to_owned).into(),
                 crate::vocabulary::clock::to_micros(batch.now).into(),
             ],
         )
         .await?;
+    let mut voters: Vec<String> = votes.into_iter().map(|(v, _)| v).collect();
     voters.push(by.to_owned());
     let mut next = inv.clone();
     if voters.len() >= usize::try_from(needed).unwrap_or(usize::MAX) {
@@ -220,16 +237,30 @@ pub(crate) async fn vote(
     }
 }
 
-/// Who has voted to approve `id`, in the order they voted.
-async fn voters(tx: &mut LedgerTx, id: InvocationId) -> Result<Vec<String>, LedgerError> {
-    let rows = tx
-        .inner
-        .fetch_all(
-            "SELECT voter FROM approval_votes WHERE invocation_id = $1 ORDER BY at, voter",
-            &[id.to_string().into()],
-        )
-        .await?;
-    rows.iter().map(|r| Ok(r.req_text("voter")?)).collect()
+/// Who has voted to approve `id`, and the slot each filled, in the order they voted.
+async fn votes_in(
+    tx: &mut LedgerTx,
+    id: InvocationId,
+) -> Result<Vec<(String, Option<String>)>, LedgerError> {
+    let rows = tx.inner.fetch_all(VOTES, &[id.to_string().into()]).await?;
+    rows.iter().map(read_vote).collect()
+}
+
+/// The votes of a call (`$1`), in the order they were cast.
+const VOTES: &str =
+    "SELECT voter, slot FROM approval_votes WHERE invocation_id = $1 ORDER BY at, voter";
+
+fn read_vote(row: &crate::sql::db::DbRow) -> Result<(String, Option<String>), LedgerError> {
+    Ok((row.req_text("voter")?, row.text("slot")?))
+}
+
+/// The votes of `id` as committed, read from the pool.
+pub(crate) async fn votes(
+    pool: &crate::sql::db::DbPool,
+    id: InvocationId,
+) -> Result<Vec<(String, Option<String>)>, LedgerError> {
+    let rows = pool.fetch_all(VOTES, &[id.to_string().into()]).await?;
+    rows.iter().map(read_vote).collect()
 }
 
 /// The most rows one batch decision may name.

@@ -187,6 +187,7 @@ fn new_row(
         call_id: new.call_id.clone(),
         tool: new.tool.clone(),
         arguments: new.arguments.clone(),
+        approved_arguments: None,
         arguments_hash,
         source_kind: new.source_kind,
         effect: new.effect,
@@ -293,7 +294,7 @@ async fn insert(
     if !queued {
         // The batch may have queued this very call: write it first so the conflict shows.
         batch.flush(tx).await?;
-        let placeholders: Vec<String> = (1..=35).map(|i| format!("${i}")).collect();
+        let placeholders: Vec<String> = (1..=36).map(|i| format!("${i}")).collect();
         let n = tx
             .inner
             .execute(

@@ -198,6 +198,13 @@ pub struct Recorded {
 pub enum Decision {
     /// Let an `awaiting_approval` row run.
     Approve,
+    /// Let an `awaiting_approval` or `proposed` row run with these arguments instead of the
+    /// proposed ones (docs/rules.md DECIDE-20): the row keeps both, and runs with these. The
+    /// surface checks them against the tool first; the ledger only requires an object.
+    Edit {
+        /// The arguments the call runs with.
+        arguments: Value,
+    },
     /// Decline an `awaiting_approval` row or an `awaiting_answer` question, with a reason.
     Deny {
         /// Shown to the model as `{"denied": reason}`.
@@ -262,7 +269,11 @@ impl Decision {
             Self::Record {
                 outcome: CallerOutcome::Rejected { reason },
             } if reason.trim().is_empty() => Some("rejecting a proposal needs a reason"),
+            Self::Edit { arguments } if !arguments.is_object() => {
+                Some("edited arguments are a JSON object")
+            }
             Self::Approve
+            | Self::Edit { .. }
             | Self::Withdraw
             | Self::Deny { .. }
             | Self::Answer { .. }
@@ -320,9 +331,11 @@ pub struct Invocation {
     pub call_id: String,
     /// The tool's full name.
     pub tool: String,
-    /// The arguments as given.
+    /// The arguments as given (proposed).
     pub arguments: Value,
-    /// SHA-256 of the canonical JSON of the arguments.
+    /// The arguments a person approved instead, when the approval edited them (DECIDE-20).
+    pub approved_arguments: Option<Value>,
+    /// SHA-256 of the canonical JSON of the arguments as given.
     pub arguments_hash: String,
     /// Where the tool runs.
     pub source_kind: SourceKind,
@@ -468,6 +481,22 @@ impl<'a> Settlement<'a> {
 }
 
 impl Invocation {
+    /// The arguments the call runs with: the approved ones when a person edited them, else
+    /// those given (docs/rules.md DECIDE-20). Every executor reads them through this.
+    #[must_use]
+    pub fn effective_arguments(&self) -> &Value {
+        self.approved_arguments.as_ref().unwrap_or(&self.arguments)
+    }
+
+    /// [`Self::effective_arguments`], taken out of the row: a call's arguments may be megabytes.
+    pub fn take_effective_arguments(&mut self) -> Value {
+        let arguments = self
+            .approved_arguments
+            .as_mut()
+            .unwrap_or(&mut self.arguments);
+        std::mem::take(arguments)
+    }
+
     /// Whether the row is a proposal a caller receives: still `proposed`, or decided by a
     /// person since (docs/rules.md AGENT-31). A proposal refused before it was recorded (no
     /// receiver, POLICY-12) is a failed call nobody decided, and is not one.

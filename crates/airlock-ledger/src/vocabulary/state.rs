@@ -105,6 +105,9 @@ words! {
     DecisionKind {
         /// Approved: the call may run.
         Approved = "approved",
+        /// Approved with arguments the person edited (docs/rules.md DECIDE-20): the call runs
+        /// with them. Never a `once` grant, which matches approvals of the proposed arguments.
+        Edited = "edited",
         /// Denied, or a question declined.
         Denied = "denied",
         /// A question answered; the answer is the result.

@@ -139,7 +139,8 @@ fn to_block(block: &Value) -> ContentBlock {
 
 /// What the await tool returns for a settled call: `{status, decided_by, result}` as both its
 /// text and its structured content — `completed` or `failed` with the tool's result (its
-/// structured content, else its text); `denied` with the reason, which also stays at the top
+/// structured content, else its text), and `approved_arguments` when the approver edited the
+/// arguments it ran with (DECIDE-20), so the client's model learns its call ran otherwise; `denied` with the reason, which also stays at the top
 /// level as `{"denied": reason}` (the shape a declined call has everywhere else); `expired`
 /// with the same `denied` shape (nobody decided); `abandoned` with `{"abandoned": reason}`
 /// (a person gave up on it in doubt). A call still waiting, refused or withdrawn reads as
@@ -155,11 +156,14 @@ pub(super) fn awaited(call: HostCall) -> CallToolResult {
             content,
             is_error,
         } => {
-            let settled = json!({
+            let mut settled = json!({
                 "status": if is_error { "failed" } else { "completed" },
                 "decided_by": decided_by,
                 "result": structured.unwrap_or(Value::String(text)),
             });
+            if let Some(approved) = call.approved_arguments {
+                settled["approved_arguments"] = approved;
+            }
             // The upstream's own blocks follow the payload's JSON text, unchanged (MCP-33).
             let mut result = json_result(settled, is_error);
             result.content.extend(content.iter().map(to_block));

@@ -181,6 +181,7 @@ mod tests {
             created_at: "2026-01-01T00:00:00Z".into(),
             updated_at: "2026-01-01T00:00:01Z".into(),
             decided_by: None,
+            approved_arguments: None,
             outcome,
             task_input: None,
         }

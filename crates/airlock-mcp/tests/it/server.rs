@@ -90,6 +90,7 @@ fn tracked(id: &str, outcome: HostOutcome) -> HostCall {
         created_at: "2026-11-30T10:00:00Z".into(),
         updated_at: "2026-11-30T10:00:01Z".into(),
         decided_by: (id == "inv-1").then(|| "bob".to_owned()),
+        approved_arguments: None,
         outcome,
         task_input: None,
     }

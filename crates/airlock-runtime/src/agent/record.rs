@@ -327,6 +327,7 @@ fn proposal(
         target,
         operation,
         arguments: row.arguments.clone(),
+        approved_arguments: row.approved_arguments.clone(),
         via,
         state: row.state.as_str(),
         decision: row.decision.as_ref().map(|d| ProposalDecision {

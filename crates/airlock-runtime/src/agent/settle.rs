@@ -70,7 +70,11 @@ pub(super) async fn through_gateway(
                 call.name
             )));
         }
-        Err(e @ (GatewayError::CallIdReused { .. } | GatewayError::UnknownScope(_))) => {
+        Err(
+            e @ (GatewayError::CallIdReused { .. }
+            | GatewayError::UnknownScope(_)
+            | GatewayError::BadEdit { .. }),
+        ) => {
             return Ok(error(e.to_string()));
         }
         Err(GatewayError::Ledger(e)) => return Err(e.into()),
@@ -195,7 +199,26 @@ pub(super) async fn shown(agents: &Agents, ctx: &RunCtx<'_>, row: &Invocation) -
         | OutcomeKind::Denied
         | OutcomeKind::Expired
         | OutcomeKind::Abandoned
-        | OutcomeKind::InputRequired => settlement_text(row),
+        | OutcomeKind::InputRequired => told_what_ran(row, settlement_text(row)),
+    }
+}
+
+/// The model is told which arguments ran when a person edited them into the approval
+/// (docs/rules.md DECIDE-20): the result it reads is not that of the call it made.
+fn told_what_ran(row: &Invocation, settled: Settled) -> Settled {
+    let edited = row
+        .approved_arguments
+        .as_ref()
+        .filter(|a| **a != row.arguments);
+    match (edited, settled) {
+        (Some(ran), Settled::Result { content, is_error }) => Settled::Result {
+            content: format!(
+                "A person edited the arguments before approving this call; it ran with {ran}, \
+                 not with the arguments you proposed. Result: {content}"
+            ),
+            is_error,
+        },
+        (_, settled) => settled,
     }
 }
 

@@ -93,6 +93,10 @@ pub struct Proposal {
     pub operation: String,
     /// The arguments, validated against the tool's schema.
     pub arguments: Value,
+    /// The arguments it runs with instead, when the person who approved it edited them
+    /// (docs/rules.md DECIDE-20).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub approved_arguments: Option<Value>,
     /// The sub-agent it came through, for a proposal made below the run (AGENT-22).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub via: Option<String>,
@@ -100,7 +104,7 @@ pub struct Proposal {
     /// `succeeded`, `failed` when approved and executed by airlock; `denied`; or, settled by
     /// the caller's own record, `succeeded`, `failed` or `denied` with `decision` `recorded`.
     pub state: &'static str,
-    /// Who decided it and how (`approved`, `denied`, `recorded`), once someone did.
+    /// Who decided it and how (`approved`, `edited`, `denied`, `recorded`), once someone did.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub decision: Option<ProposalDecision>,
 }
@@ -110,7 +114,7 @@ pub struct Proposal {
 pub struct ProposalDecision {
     /// The decider (the person, or the caller that recorded its own outcome).
     pub by: String,
-    /// `approved`, `denied` or `recorded`.
+    /// `approved`, `edited` (approved with edited arguments), `denied` or `recorded`.
     pub decision: &'static str,
     /// The reason given with a denial or a rejection.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -1,7 +1,8 @@
 //! Who may decide a call and how many must approve it (docs/rules.md POLICY-61): its tool's
 //! `approvers:`, applied on every surface before the ledger is asked.
 //!
-//! Guarantees: a decider not named in `deciders` decides nothing (a withdrawal by the caller
+//! Guarantees: a decider not named in `deciders` (nor standing in for one by a delegation in
+//! force, nor named by the call's escalation) decides nothing (a withdrawal by the caller
 //! and a caller's recorded outcome are not decisions of a decider); with `forbid_self` the
 //! call's own principal may not approve it; with a quorum above one an approval is a vote
 //! ([`Invocations::vote`]): the call is approved by the vote that completes the quorum, in the
@@ -27,24 +28,72 @@ pub(super) async fn take(
         return store.decide(id, decider, decision.clone()).await;
     };
     // Escalated (POLICY-63): its `to` may decide too.
-    let escalated_to = match &approvers.escalate {
-        Some(e) if store.escalated(id).await? => e.to.as_slice(),
-        _ => &[],
+    let mut also: Vec<String> = match &approvers.escalate {
+        Some(e) if store.escalated(id).await? => e.to.clone(),
+        _ => Vec::new(),
     };
-    if let Some(reason) = refusal(
-        &approvers,
-        escalated_to,
-        principal.as_deref(),
-        decider,
-        decision,
-    ) {
+    // Standing in for a decider who delegated their role (POLICY-64).
+    if !approvers.deciders.is_empty() && !approvers.deciders.iter().any(|d| d == decider) {
+        let delegations = store.delegations_to(decider.to_owned()).await?;
+        if delegations
+            .iter()
+            .any(|d| approvers.deciders.contains(&d.from))
+        {
+            also.push(decider.to_owned());
+        }
+    }
+    if let Some(reason) = refusal(&approvers, &also, principal.as_deref(), decider, decision) {
         return Err(LedgerError::DecisionRefused { id, reason });
     }
+    let voted = approvers.quorum > 1 || !approvers.slots.is_empty();
+    if voted && matches!(decision, Decision::Edit { .. }) {
+        // One person's edit cannot stand for a quorum's approval of other arguments.
+        return Err(LedgerError::DecisionRefused {
+            id,
+            reason: "its tool needs more than one approval, and an edit would stand for all of \
+                     them: deny it, and have the call made again with the arguments it needs"
+                .to_owned(),
+        });
+    }
     match decision {
-        Decision::Approve if approvers.quorum > 1 => {
-            Ok(store.vote(id, decider, approvers.quorum).await?.invocation)
+        Decision::Approve if voted => {
+            let slot = seat(store, id, &approvers, decider).await?;
+            let voted = store.vote(id, decider, approvers.quorum, slot).await?;
+            Ok(voted.invocation)
         }
         _ => store.decide(id, decider, decision.clone()).await,
+    }
+}
+
+/// The slot `decider`'s approval fills (POLICY-65): the first open one they may fill — with
+/// `stages`, the first open one, which they must be able to fill; `None` without slots.
+async fn seat(
+    store: &dyn Store,
+    id: InvocationId,
+    approvers: &Approvers,
+    decider: &str,
+) -> Result<Option<String>, LedgerError> {
+    if approvers.slots.is_empty() {
+        return Ok(None);
+    }
+    let votes = store.votes(id).await?;
+    let filled = |name: &str| votes.iter().any(|(_, s)| s.as_deref() == Some(name));
+    let mut open = approvers.slots.iter().filter(|s| !filled(&s.name));
+    let mine = |slot: &&airlock_spec::Slot| slot.deciders.iter().any(|d| d == decider);
+    let found = if approvers.stages {
+        open.next().filter(mine)
+    } else {
+        open.find(mine)
+    };
+    let refuse = |reason: String| LedgerError::DecisionRefused { id, reason };
+    match found {
+        Some(slot) => Ok(Some(slot.name.clone())),
+        None if approvers.stages => Err(refuse(format!(
+            "{decider} may not fill the stage this call waits for now"
+        ))),
+        None => Err(refuse(format!(
+            "{decider} fills none of this call's open slots"
+        ))),
     }
 }
 
@@ -88,7 +137,7 @@ async fn of(
 /// Why `decider` may not take `decision` under `approvers` on a call of `principal`.
 fn refusal(
     approvers: &Approvers,
-    escalated_to: &[String],
+    also: &[String],
     principal: Option<&str>,
     decider: &str,
     decision: &Decision,
@@ -98,14 +147,16 @@ fn refusal(
         return None;
     }
     let named = |names: &[String]| names.iter().any(|d| d == decider);
-    if !approvers.deciders.is_empty() && !named(&approvers.deciders) && !named(escalated_to) {
+    let in_a_slot = approvers.slots.iter().any(|s| named(&s.deciders));
+    let listed = !approvers.deciders.is_empty() || !approvers.slots.is_empty();
+    if listed && !named(&approvers.deciders) && !in_a_slot && !named(also) {
         return Some(format!(
             "{decider} is not one of this call's deciders ({})",
             approvers.deciders.join(", ")
         ));
     }
-    if approvers.forbid_self && matches!(decision, Decision::Approve) && principal == Some(decider)
-    {
+    let approves = matches!(decision, Decision::Approve | Decision::Edit { .. });
+    if approvers.forbid_self && approves && principal == Some(decider) {
         return Some(format!(
             "{decider} made this call and may not approve it (`forbid_self`)"
         ));

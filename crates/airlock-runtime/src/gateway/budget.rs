@@ -57,6 +57,28 @@ pub(crate) fn shares(
     Ok(out)
 }
 
+/// Why `edited` cannot replace `proposed` as a call's arguments (docs/rules.md DECIDE-21): an
+/// argument a limit reads is not what it counts, or the edit changes a share the proposed
+/// arguments reserved when the call was recorded, which is never judged again.
+pub(crate) fn edit_refusal(spec: &ToolSpec, proposed: &Value, edited: &Value) -> Option<ToolError> {
+    spec.policy.limits.iter().find_map(|limit| {
+        let now = match share(limit, edited) {
+            Ok(now) => now,
+            Err(e) => return Some(e),
+        };
+        (share(limit, proposed).ok() != Some(now)).then(|| {
+            ToolError::new(
+                ToolErrorKind::BadArguments,
+                format!(
+                    "the edit changes what limit `{}` counts, which was judged when the call was \
+                     recorded: deny the call and let it be made again with these arguments",
+                    limit.name
+                ),
+            )
+        })
+    })
+}
+
 /// The declaration a tool's limits belong to: its calls share them.
 fn declaration(spec: &ToolSpec) -> String {
     match &spec.source {

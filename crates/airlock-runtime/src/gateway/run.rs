@@ -30,8 +30,9 @@ impl Gateway {
     ) -> Result<Outcome, GatewayError> {
         let started = std::time::Instant::now();
         // Moved, not copied, to the request: a call's arguments may be megabytes. They were
-        // checked when the row was recorded, under this definition (`advance`).
-        let result = match tool.check.complete(std::mem::take(&mut claimed.arguments)) {
+        // checked when the row was recorded, under this definition (`advance`), or when a
+        // person edited them into the approval (DECIDE-21).
+        let result = match tool.check.complete(claimed.take_effective_arguments()) {
             Err(e) => Err(e),
             Ok(map) => {
                 let arguments = Value::Object(map);

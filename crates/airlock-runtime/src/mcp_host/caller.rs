@@ -43,7 +43,10 @@ impl McpHost {
                     question: question.to_owned(),
                 })
             }
-            (ParkedStatus::AwaitingApproval, _) if spec.policy.approval == Approval::Caller => {
+            // A tool that names its approvers (POLICY-61) is theirs to approve, not the caller's.
+            (ParkedStatus::AwaitingApproval, _)
+                if spec.policy.approval == Approval::Caller && spec.policy.approvers.is_plain() =>
+            {
                 Some(CallerPrompt::Confirm)
             }
             _ => None,
@@ -65,9 +68,16 @@ impl McpHost {
         }
         // A call recorded for an approver (over an `approval` limit, POLICY-59) is not the
         // caller's to run, whatever state a client holds.
-        if matches!(used.decision, CallerDecision::Approve) && row.approval != Approval::Caller {
+        let named = self
+            .gateway
+            .scope(scope)
+            .and_then(|s| s.get(&row.tool))
+            .is_some_and(|spec| !spec.policy.approvers.is_plain());
+        if matches!(used.decision, CallerDecision::Approve)
+            && (row.approval != Approval::Caller || named)
+        {
             return Err(HostError::InvalidParams(format!(
-                "invocation {} waits for an approver: it is over a limit",
+                "invocation {} waits for an approver: it is over a limit, or its tool names its approvers",
                 used.invocation_id
             ))
             .into());

@@ -115,6 +115,7 @@ pub(super) fn host_call(outcome: &Outcome) -> HostCall {
         created_at: time(Some(row.created_at)).unwrap_or_default(),
         updated_at: time(Some(row.updated_at)).unwrap_or_default(),
         decided_by: decided_by(row),
+        approved_arguments: row.approved_arguments.clone(),
         outcome: host_outcome(outcome),
         task_input: None,
     }

@@ -37,7 +37,7 @@ use ambiguous::{
 };
 use approvers::a_call_nobody_decided_is_escalated_once_across_replicas;
 use budget::{
-    a_call_over_an_approval_limit_waits_for_a_person,
+    a_call_over_an_approval_limit_waits_for_a_person, an_edit_may_not_change_a_limits_share,
     concurrent_calls_from_two_replicas_never_pass_a_sum_cap,
 };
 use definitions::{
@@ -234,6 +234,8 @@ on_both_backends!(
     concurrent_calls_from_two_replicas_never_pass_a_sum_cap,
     a_call_over_an_approval_limit_waits_for_a_person,
     a_call_nobody_decided_is_escalated_once_across_replicas,
+    an_edit_may_not_change_a_limits_share,
+    an_edited_transactional_approval_runs_with_the_edited_arguments,
 );
 
 // After the macro, which it uses.
@@ -781,6 +783,54 @@ async fn a_transactional_local_tool_commits_with_its_row(backend: Backend) {
         "amount must not be zero"
     );
     assert_eq!(f.runs(), 2);
+}
+
+/// Row `id` once it settled: a decision runs its approval in the background, so whoever looks
+/// next may find it running.
+pub(crate) async fn settled(
+    store: &dyn Store,
+    id: airlock_runtime::ledger::InvocationId,
+) -> Invocation {
+    let mut row = store.get(id).await.unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while !row.state.is_terminal() && tokio::time::Instant::now() < deadline {
+        row = store
+            .wait_for_change(id, Some(row.version), deadline)
+            .await
+            .unwrap();
+    }
+    row
+}
+
+/// DECIDE-20: a transactional tool, which runs inside the ledger's transaction rather than
+/// after a claim, runs an edited approval with the edited arguments too.
+async fn an_edited_transactional_approval_runs_with_the_edited_arguments(backend: Backend) {
+    let transactional = Policy {
+        effect: Effect::Transactional,
+        approval: Approval::Always,
+        ..Policy::default()
+    };
+    let Some(f) = fixture(backend, transactional, "").await else {
+        return;
+    };
+    let parked = f
+        .gateway
+        .call(&f.ctx("a").await, "count", json!({"amount": 0}))
+        .await
+        .unwrap();
+    let id = parked.invocation().id;
+    let edit = Decision::Edit {
+        arguments: json!({"amount": 7}),
+    };
+    airlock_runtime::decisions::decide(&f.gateway, id, "alice", edit, "api")
+        .await
+        .unwrap();
+    let done = settled(f.gateway.store().as_ref(), id).await;
+    assert_eq!(
+        done.settlement(),
+        Some(Settlement::Succeeded(&json!({"noted": 7}))),
+        "{done:?}"
+    );
 }
 
 async fn once_is_scoped_to_the_principal(backend: Backend) {

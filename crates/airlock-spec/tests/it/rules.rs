@@ -821,6 +821,15 @@ fn approvers_are_read_and_bad_ones_refused_at_their_key() {
             "{ escalate: { after: soon, to: [carol] } }",
             "approvers.escalate.after",
         ),
+        (
+            "{ quorum: 3, slots: [{ name: a, deciders: [x] }, { name: b, deciders: [y] }] }",
+            "with `slots` the quorum is their number, 2",
+        ),
+        (
+            "{ slots: [{ name: a, deciders: [] }] }",
+            "needs a name of its own",
+        ),
+        ("{ stages: true }", "`stages` orders `slots`"),
     ];
     for (approvers, expected) in cases {
         let errors = Dir::new()

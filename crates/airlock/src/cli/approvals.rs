@@ -4,7 +4,9 @@
 //! The CLI opens the deployment's ledger directly (SQLite file or PostgreSQL, so it works from
 //! any machine that reaches the database) and makes the same single compare-and-swap the HTTP
 //! API makes; the decider is `--as NAME` or the OS user. It never runs a tool: an approved
-//! call is claimed and run by the serving gateway's worker (or a waiting client).
+//! call is claimed and run by the serving gateway's worker (or a waiting client). An approval
+//! with edited arguments (`approve ID --arguments JSON`, DECIDE-20) also loads the deployment's
+//! declarations, to check them before anything is decided (DECIDE-21).
 //!
 //! Guarantees: it never creates a ledger (a wrong deployment is an error, not "nothing waits");
 //! only the deciding commands take `--as`; `--json` prints exactly what the HTTP API answers
@@ -34,7 +36,7 @@ pub(crate) enum Command {
     #[command(subcommand)]
     Approvals(ApprovalsCommand),
     /// Approve a parked call; the serving gateway's worker then runs it once.
-    Approve(Target),
+    Approve(ApproveArgs),
     /// Decline a parked call or question.
     Deny(DenyArgs),
     /// Answer a question (`ask_human`).
@@ -123,6 +125,17 @@ pub(crate) struct Target {
     /// The decider.
     #[command(flatten)]
     decider: AsArg,
+}
+
+/// Arguments of `airlock approve`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct ApproveArgs {
+    #[command(flatten)]
+    target: Target,
+    /// Approve with these arguments (a JSON object) instead of the proposed ones; they are
+    /// checked against the tool's declaration first (docs/rules.md DECIDE-20, DECIDE-21).
+    #[arg(long)]
+    arguments: Option<String>,
 }
 
 /// Arguments of `airlock deny`.
@@ -226,7 +239,14 @@ async fn dispatch(cmd: Command) -> anyhow::Result<()> {
                 Ok(())
             }
         }
-        Command::Approve(target) => decide(&target, Decision::Approve).await,
+        Command::Approve(ApproveArgs {
+            target,
+            arguments: None,
+        }) => decide(&target, Decision::Approve).await,
+        Command::Approve(ApproveArgs {
+            target,
+            arguments: Some(arguments),
+        }) => edit(&target, &arguments).await,
         Command::Deny(DenyArgs { target, reason }) => {
             decide(&target, Decision::Deny { reason }).await
         }
@@ -282,8 +302,32 @@ async fn decide(target: &Target, decision: Decision) -> anyhow::Result<()> {
     )
     .await
     .with_context(|| format!("deciding {}", target.id))?;
+    report(target, &by, &row)
+}
+
+/// `approve --arguments` (DECIDE-20): the edit is judged against the deployment's declarations,
+/// which only a booted gateway holds (DECIDE-21); the serving gateway's worker then runs it.
+async fn edit(target: &Target, arguments: &str) -> anyhow::Result<()> {
+    let arguments = serde_json::from_str(arguments).context("--arguments is not JSON")?;
+    let by = target.decider.resolve("deciding")?;
+    let booted = crate::boot::boot(&target.reader.deployment.locate()?).await?;
+    let decision = Decision::Edit { arguments };
+    let row = airlock_runtime::decisions::record_checked(
+        &booted.gateway,
+        target.id,
+        &by,
+        decision,
+        "cli",
+    )
+    .await
+    .with_context(|| format!("deciding {}", target.id))?;
+    report(target, &by, &row)
+}
+
+/// What a decision did, as JSON (`--json`) or one line naming what happens next.
+fn report(target: &Target, by: &str, row: &Invocation) -> anyhow::Result<()> {
     if target.reader.json {
-        return print_json(&invocation_json(&row));
+        return print_json(&invocation_json(row));
     }
     let next = match row.state {
         InvocationState::Approved => {
@@ -371,6 +415,10 @@ fn describe(row: &Invocation) -> String {
         timestamp(row.created_at),
         row.arguments,
     );
+    // DECIDE-20: the arguments a person edited into the approval, which are the ones that ran.
+    if let Some(approved) = &row.approved_arguments {
+        out.push_str(&format!("approved    {approved}\n"));
+    }
     if let Some(expires) = row.expires_at {
         out.push_str(&format!("expires     {}\n", timestamp(expires)));
     }

@@ -7,6 +7,10 @@
 //! same one compare-and-swap, so it and an approval cannot both win. The run's own caller may
 //! record without an admin token, for its own runs' proposals only (AGENT-69).
 //!
+//! An approval may carry the arguments the call runs with instead of the proposed ones
+//! (`{"arguments": {...}}`, DECIDE-20); they are checked against the tool before anything is
+//! decided (DECIDE-21), and refused with 422 naming what is wrong.
+//!
 //! Statuses: 404 unknown id, 409 already decided (naming who) or wrong state, 410 expired,
 //! 422 a body that is not the decision's shape (or a decision that cannot be taken as written,
 //! such as abandoning without a reason), 400 a malformed id or query.
@@ -67,7 +71,10 @@ struct ListQuery {
 #[serde(tag = "decision", rename_all = "snake_case", deny_unknown_fields)]
 enum DecisionBody {
     // A struct variant, so unknown fields (such as a self-chosen decider) are refused too.
-    Approve {},
+    Approve {
+        /// Edited arguments the call runs with instead (DECIDE-20).
+        arguments: Option<Value>,
+    },
     Deny {
         reason: String,
     },
@@ -125,6 +132,13 @@ impl BatchBody {
 #[serde(deny_unknown_fields)]
 struct ApproveBody {
     grant: Option<grant::GrantBody>,
+    /// Edited arguments the call runs with instead (DECIDE-20).
+    arguments: Option<Value>,
+}
+
+/// An approval, edited when it carries arguments (DECIDE-20).
+fn approval(arguments: Option<Value>) -> Decision {
+    arguments.map_or(Decision::Approve, |arguments| Decision::Edit { arguments })
 }
 
 /// Body of `/deny`.
@@ -198,7 +212,7 @@ impl TryFrom<DecisionBody> for OneRoute {
 
     fn try_from(body: DecisionBody) -> Result<Self, Self::Error> {
         Ok(Self(match body {
-            DecisionBody::Approve {} => Decision::Approve,
+            DecisionBody::Approve { arguments } => approval(arguments),
             DecisionBody::Deny { reason } => Decision::Deny { reason },
             DecisionBody::Answer { text } => Decision::Answer { text },
             DecisionBody::Resolve { ran, outcome, note } => {
@@ -286,14 +300,25 @@ async fn approve(
     body: Bytes,
 ) -> Result<Json<Value>, ApiError> {
     let id = parse_id(&id)?;
-    let given = if body.iter().all(u8::is_ascii_whitespace) {
-        None
+    let body = if body.iter().all(u8::is_ascii_whitespace) {
+        ApproveBody {
+            grant: None,
+            arguments: None,
+        }
     } else {
-        parse_body::<ApproveBody>(&body)?.grant
+        parse_body(&body)?
     };
-    let Some(given) = given else {
-        return apply(&state, &admin, id, Decision::Approve).await;
+    let Some(given) = body.grant else {
+        return apply(&state, &admin, id, approval(body.arguments)).await;
     };
+    if body.arguments.is_some() {
+        let problem = "an edited approval gives no grant: approve it, then grant the next";
+        return Err(ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "bad_body",
+            problem,
+        ));
+    }
     let grant = given
         .grant(time::OffsetDateTime::now_utc(), state.max_grant)
         .map_err(|problem| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "bad_body", problem))?;

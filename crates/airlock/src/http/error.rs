@@ -144,6 +144,11 @@ impl From<GatewayError> for ApiError {
             GatewayError::CallIdReused { .. } => {
                 Self::new(StatusCode::CONFLICT, "call_id_reused", e.to_string())
             }
+            GatewayError::BadEdit { .. } => Self::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "bad_arguments",
+                e.to_string(),
+            ),
             GatewayError::Ledger(inner) => inner.into(),
         }
     }

@@ -268,49 +268,38 @@ async fn a_quorum_of_named_deciders_approves_and_the_call_runs_once() {
         airlock_testkit::Cue::Status(200),
     )
     .await;
-    let toml = format!(
-        "[[admin.tokens]]\ncredential = \"airlock.admin\"\nprincipal = \"alice\"\n[[admin.tokens]]\ncredential = \"airlock.bob\"\nprincipal = \"bob\"\n[[admin.tokens]]\ncredential = \"airlock.self\"\nprincipal = \"claude\"\n[[admin.tokens]]\ncredential = \"airlock.eve\"\nprincipal = \"eve\"\n[[mcp.tokens]]\ncredential = \"airlock.claude\"\nprincipal = \"claude\"\n[egress]\nallow = [\"127.0.0.1/32\"]\n[connections.billing]\nuse_egress_allow = true\nbase_url = \"http://127.0.0.1:{}/api\"\ncredential = \"billing.token\"\n[credentials]\nfile = \"creds.yml\"\n",
-        upstream.port
-    );
     let (bob, own, eve) = ("tok-bob-1f2e3d4c", "tok-self-5a6b7c8d", "tok-eve-9e8f7a6b");
-    let dir = deployment_with(
-        &toml,
-        &format!(
-            "airlock:\n  admin: {ADMIN}\n  bob: {bob}\n  self: {own}\n  eve: {eve}\n  claude: {CLAUDE}\nbilling:\n  token: {TOKEN}\n"
-        ),
-    );
-    std::fs::create_dir(dir.path().join("apis")).unwrap();
-    let pay = "name: pay\nconnection: billing\nauth: { scheme: bearer }\napproval: always\napprovers: { quorum: 2, deciders: [alice, bob, claude] }\noperations:\n  - name: send\n    description: Send money.\n    writes: false\n    request: { method: GET, path: /pay }\n";
-    std::fs::write(dir.path().join("apis/pay.yml"), pay).unwrap();
+    let admins = [("bob", bob), ("claude", own), ("eve", eve)];
+    let quorum = "{ quorum: 2, deciders: [alice, bob, claude] }";
+    let dir = approvers_deployment(upstream.port, &admins, quorum);
     let base = start(dir.path()).await;
     let parked = call(&base, CLAUDE, "pay_send", json!({})).await;
     let id = parked["structuredContent"]["invocation_id"]
         .as_str()
         .unwrap()
         .to_owned();
-    let approve = |token: &'static str| {
-        let url = format!("{base}/v1/invocations/{id}/approve");
-        async move {
-            let answer = reqwest::Client::new()
-                .post(url)
-                .bearer_auth(token)
-                .send()
-                .await
-                .unwrap();
-            let status = answer.status().as_u16();
-            (status, answer.json::<serde_json::Value>().await.unwrap())
-        }
-    };
-    let (status, body) = approve(eve).await;
+    let (status, body) = approve_as(&base, &id, eve).await;
     assert_eq!(status, 409, "{body}");
     assert!(
         body.to_string().contains("not one of this call's deciders"),
         "{body}"
     );
-    let (status, body) = approve(own).await;
+    let (status, body) = approve_as(&base, &id, own).await;
     assert_eq!(status, 409, "{body}");
     assert!(body.to_string().contains("may not approve it"), "{body}");
-    let (status, body) = approve(ADMIN).await;
+    let edited = reqwest::Client::new()
+        .post(format!("{base}/v1/invocations/{id}/approve"))
+        .bearer_auth(ADMIN)
+        .json(&json!({"arguments": {}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        edited.status(),
+        409,
+        "one person's edit cannot stand for a quorum"
+    );
+    let (status, body) = approve_as(&base, &id, ADMIN).await;
     assert_eq!(
         (status, body["state"].as_str()),
         (200, Some("awaiting_approval")),
@@ -320,18 +309,182 @@ async fn a_quorum_of_named_deciders_approves_and_the_call_runs_once() {
         upstream.seen().is_empty(),
         "one approval of two runs nothing"
     );
-    let (status, body) = approve(bob).await;
+    let (status, body) = approve_as(&base, &id, bob).await;
     assert_eq!(
         (status, body["state"].as_str()),
         (200, Some("approved")),
         "{body}"
     );
     assert_eq!(body["decision"]["by"], "alice, bob", "{body}");
+    assert_eq!(requests_seen(&upstream).await, 1, "run once");
+}
+
+/// POLICY-64: a decider hands their role on — `dave` may not decide until `alice` (a named
+/// decider) delegates to him, and then he may; the delegation is listed, and a bad one refused.
+#[tokio::test]
+async fn a_delegated_decider_may_decide_in_their_place() {
+    let upstream = airlock_testkit::RawServer::start(
+        Some("no-such-method"),
+        airlock_testkit::Cue::Status(200),
+    )
+    .await;
+    let dave = "tok-dave-0a9b8c7d";
+    let dir = approvers_deployment(upstream.port, &[("dave", dave)], "{ deciders: [alice] }");
+    let base = start(dir.path()).await;
+    let parked = call(&base, CLAUDE, "pay_send", json!({})).await;
+    let id = parked["structuredContent"]["invocation_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(
+        approve_as(&base, &id, dave).await.0,
+        409,
+        "not a decider yet"
+    );
+    let client = reqwest::Client::new();
+    let delegate = |body: serde_json::Value| {
+        client
+            .post(format!("{base}/v1/delegations"))
+            .bearer_auth(ADMIN)
+            .json(&body)
+            .send()
+    };
+    let refused = delegate(json!({"to": "dave", "for": "90d"})).await.unwrap();
+    assert_eq!(refused.status(), 422);
+    let refused = delegate(json!({"to": "dave", "for": "1h", "from": "bob"}))
+        .await
+        .unwrap();
+    assert_eq!(
+        refused.status(),
+        422,
+        "the delegator is the token's principal"
+    );
+    let given = delegate(json!({"to": "dave", "for": "1h"})).await.unwrap();
+    assert_eq!(given.status(), 201);
+    let listed: serde_json::Value = client
+        .get(format!("{base}/v1/delegations?to=dave"))
+        .bearer_auth(ADMIN)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(listed["delegations"][0]["from"], "alice", "{listed}");
+    assert_eq!(approve_as(&base, &id, dave).await.0, 200);
+    assert_eq!(requests_seen(&upstream).await, 1, "run once");
+}
+
+/// A deployment whose admin tokens are `admins` (principal, token) beside `alice`'s, with
+/// `pay.yml` declaring `pay_send` under `approvers` and an upstream on `port`.
+fn approvers_deployment(port: u16, admins: &[(&str, &str)], approvers: &str) -> tempfile::TempDir {
+    let mut toml =
+        "[[admin.tokens]]\ncredential = \"airlock.admin\"\nprincipal = \"alice\"\n".to_owned();
+    let mut creds = format!("airlock:\n  admin: {ADMIN}\n  claude: {CLAUDE}\n");
+    for (principal, token) in admins {
+        toml.push_str(&format!(
+            "[[admin.tokens]]\ncredential = \"airlock.admin_{principal}\"\nprincipal = \"{principal}\"\n"
+        ));
+        creds.push_str(&format!("  admin_{principal}: {token}\n"));
+    }
+    toml.push_str(&format!("[[mcp.tokens]]\ncredential = \"airlock.claude\"\nprincipal = \"claude\"\n[egress]\nallow = [\"127.0.0.1/32\"]\n[connections.billing]\nuse_egress_allow = true\nbase_url = \"http://127.0.0.1:{port}/api\"\ncredential = \"billing.token\"\n[credentials]\nfile = \"creds.yml\"\n"));
+    creds.push_str(&format!("billing:\n  token: {TOKEN}\n"));
+    let dir = deployment_with(&toml, &creds);
+    std::fs::create_dir(dir.path().join("apis")).unwrap();
+    let pay = format!(
+        "name: pay\nconnection: billing\nauth: {{ scheme: bearer }}\napproval: always\napprovers: {approvers}\noperations:\n  - name: send\n    description: Send money.\n    writes: false\n    request: {{ method: GET, path: /pay }}\n"
+    );
+    std::fs::write(dir.path().join("apis/pay.yml"), pay).unwrap();
+    dir
+}
+
+/// `token`'s approval of `id` over the API: (status, body).
+async fn approve_as(base: &str, id: &str, token: &str) -> (u16, serde_json::Value) {
+    let answer = reqwest::Client::new()
+        .post(format!("{base}/v1/invocations/{id}/approve"))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap();
+    let status = answer.status().as_u16();
+    (status, answer.json().await.unwrap())
+}
+
+/// Waits (bounded) until `upstream` has seen a request; how many it saw.
+async fn requests_seen(upstream: &airlock_testkit::RawServer) -> usize {
     for _ in 0..200 {
         if !upstream.seen().is_empty() {
             break;
         }
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
-    assert_eq!(upstream.seen().len(), 1, "run once");
+    upstream.seen().len()
+}
+
+/// POLICY-65: two slots need two people — a stage waits for the one before it, a decider
+/// fills one slot, and the call runs once both are filled.
+#[tokio::test]
+async fn two_slots_in_stages_need_two_people() {
+    let upstream = airlock_testkit::RawServer::start(
+        Some("no-such-method"),
+        airlock_testkit::Cue::Status(200),
+    )
+    .await;
+    let (bob, carol) = ("tok-bob-5e4d3c2b", "tok-carol-1a2b3c4d");
+    let slots = "{ stages: true, slots: [ { name: finance, deciders: [alice, bob] }, { name: legal, deciders: [bob, carol] } ] }";
+    let dir = approvers_deployment(upstream.port, &[("bob", bob), ("carol", carol)], slots);
+    let base = start(dir.path()).await;
+    let parked = call(&base, CLAUDE, "pay_send", json!({})).await;
+    let id = parked["structuredContent"]["invocation_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (status, body) = approve_as(&base, &id, carol).await;
+    assert_eq!(status, 409, "legal waits for finance: {body}");
+    assert!(body.to_string().contains("stage"), "{body}");
+    let (status, body) = approve_as(&base, &id, bob).await;
+    assert_eq!(
+        (status, body["state"].as_str()),
+        (200, Some("awaiting_approval")),
+        "{body}"
+    );
+    let (status, body) = approve_as(&base, &id, bob).await;
+    assert_eq!(status, 409, "one person, one slot: {body}");
+    assert_eq!(upstream.seen().len(), 0);
+    let (status, body) = approve_as(&base, &id, carol).await;
+    assert_eq!(
+        (status, body["state"].as_str()),
+        (200, Some("approved")),
+        "{body}"
+    );
+    assert_eq!(body["decision"]["by"], "bob, carol", "{body}");
+    assert_eq!(requests_seen(&upstream).await, 1, "run once");
+}
+
+/// POLICY-61: an `approval: caller` tool that names its approvers is theirs to approve — the
+/// person at the MCP client is not asked to confirm the call.
+#[tokio::test]
+async fn a_caller_tool_with_approvers_is_not_confirmed_by_its_caller() {
+    let upstream = airlock_testkit::RawServer::start(
+        Some("no-such-method"),
+        airlock_testkit::Cue::Status(200),
+    )
+    .await;
+    let dir = approvers_deployment(upstream.port, &[], "{ quorum: 1, deciders: [alice] }");
+    let pay = dir.path().join("apis/pay.yml");
+    let caller = std::fs::read_to_string(&pay)
+        .unwrap()
+        .replace("approval: always", "approval: caller");
+    std::fs::write(&pay, caller).unwrap();
+    let base = start(dir.path()).await;
+    let params = json!({"name": "pay_send", "arguments": {}});
+    let url = format!("{base}/mcp");
+    let reply =
+        crate::support::modern_tools_call(&url, CLAUDE, params, json!({"elicitation": {}})).await;
+    let result = &reply["result"];
+    assert_ne!(result["resultType"], "input_required", "{reply}");
+    assert_eq!(
+        result["structuredContent"]["status"], "awaiting_approval",
+        "{reply}"
+    );
 }

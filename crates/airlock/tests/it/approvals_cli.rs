@@ -227,3 +227,39 @@ async fn audit_verify_names_a_row_edited_in_the_database() {
     assert!(text(&out).contains("no ledger at"), "{}", text(&out));
     assert!(!d.join("airlock.sqlite").exists());
 }
+
+/// DECIDE-20, DECIDE-21: `airlock approve ID --arguments JSON` judges the edit against the
+/// deployment's declarations (a schema failure names the field and decides nothing), records
+/// it, and `serve`'s worker runs the call with the edited arguments; `invocations show` lists
+/// both sets.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_edited_approval_from_the_cli_runs_in_serve_with_its_arguments() {
+    let dir = deployment();
+    let d = dir.path();
+    let server = Server::start(d, &[]);
+    let (upstream, asked) = hello_once().await;
+    let gateway = boot(d).await.unwrap().gateway;
+    let row = park(&gateway, "fetch", json!({"url": "http://127.0.0.1:9/"})).await;
+    drop(gateway);
+    let id = row.id.to_string();
+
+    let out = cli(d, &["approve", &id, "--arguments", r#"{"url": 5}"#]);
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("/url"), "{}", text(&out));
+    let out = cli(d, &["approvals", "list"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains(&id));
+
+    let edited = json!({"url": format!("http://{upstream}/edited")}).to_string();
+    let out = cli(d, &["approve", &id, "--arguments", &edited]);
+    assert!(out.status.success(), "{}", text(&out));
+    tokio::time::timeout(Duration::from_secs(20), asked)
+        .await
+        .unwrap()
+        .unwrap();
+    server.await_log(&["executed", &id, "succeeded"], Duration::from_secs(20));
+    let out = cli(d, &["invocations", "show", &id]);
+    let shown = String::from_utf8(out.stdout).unwrap();
+    assert!(shown.contains("127.0.0.1:9"), "{shown}");
+    assert!(shown.contains(&format!("approved    {edited}")), "{shown}");
+    assert!(shown.contains("decision    edited"), "{shown}");
+}

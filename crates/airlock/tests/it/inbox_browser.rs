@@ -277,3 +277,49 @@ async fn hostile_arguments_forged_forms_and_a_second_decider_in_chromium() {
     browser.goto(&card).await;
     assert!(browser.url().await.ends_with("/inbox/sign-in"));
 }
+
+/// DECIDE-20 in Chromium: the approver replaces the pre-filled arguments of a call an MCP client
+/// parked and clicks "Edit and approve"; the call runs with the edited arguments, the client's
+/// await returns the result with the arguments that ran, and the card shows both sets.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn editing_in_chromium_runs_the_edited_call_and_tells_the_waiting_client() {
+    let (base, _gateway, _dir) = start().await;
+    let proposed = json!({"url": "http://127.0.0.1:9/proposed"});
+    let parked = mcp_call(&base, "fetch", proposed).await;
+    let id = parked["invocation_id"].as_str().unwrap().to_owned();
+    let Some(browser) = Browser::start(1200, 1000).await else {
+        return;
+    };
+    sign_in(&browser, &base, ALICE).await;
+    browser.wait_for_text("Waiting for a person", WITHIN).await;
+    let waiting = awaiting(&base, &id);
+    browser
+        .goto(&format!("{base}/inbox/invocations/{id}"))
+        .await;
+    let prefilled = browser
+        .execute("return document.querySelector('#arguments').value")
+        .await;
+    assert!(
+        prefilled.as_str().unwrap().contains("127.0.0.1:9/proposed"),
+        "{prefilled}"
+    );
+    let edited = json!({ "url": crate::mcp::page().await });
+    browser
+        .execute("document.querySelector('#arguments').value = ''")
+        .await;
+    browser.type_into("#arguments", &edited.to_string()).await;
+    browser.click("form[action$='/edit'] button").await;
+    browser
+        .wait_for_text("Approved with your arguments.", WITHIN)
+        .await;
+    let done = settled(waiting).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(done["result"]["body"], "hello", "{done}");
+    assert_eq!(done["approved_arguments"], edited, "{done}");
+    browser
+        .goto(&format!("{base}/inbox/invocations/{id}"))
+        .await;
+    let card = browser.text("body").await;
+    assert!(card.contains("Arguments proposed"), "{card}");
+    assert!(card.contains("127.0.0.1:9/proposed"), "{card}");
+}

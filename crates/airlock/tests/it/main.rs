@@ -21,6 +21,7 @@ mod crash;
 mod credentials;
 mod decisions;
 mod discovery;
+mod edit;
 mod egress;
 mod inbox;
 mod inbox_browser;

@@ -84,16 +84,16 @@ pub(crate) async fn ledger_76_votes_complete_a_quorum_once(h: &Harness) {
     let other = h.second_store().await;
     let ids = three_waiting(h, "q").await;
     let id = ids[0];
-    let first = h.store.vote(ids[1], "ann", 2).await.unwrap();
+    let first = h.store.vote(ids[1], "ann", 2, None).await.unwrap();
     assert_eq!(first.invocation.state, S::AwaitingApproval);
     assert!(matches!(
-        h.store.vote(ids[1], "ann", 2).await,
+        h.store.vote(ids[1], "ann", 2, None).await,
         Err(LedgerError::AlreadyDecided { .. })
     ));
     let votes = (0..50).map(|n| {
         let store = if n % 2 == 0 { &h.store } else { &other };
         let voter = format!("voter-{n}");
-        async move { store.vote(id, &voter, 2).await }
+        async move { store.vote(id, &voter, 2, None).await }
     });
     let results = futures::future::join_all(votes).await;
     let counted: Vec<_> = results.iter().filter_map(|r| r.as_ref().ok()).collect();
@@ -210,4 +210,39 @@ pub(crate) async fn ledger_77_concurrent_calls_use_a_grant_at_most_its_uses(h: &
     let through = states.iter().filter(|s| **s == S::Pending).count();
     assert_eq!(through, 3, "{states:?}");
     assert_eq!(states.len() - through, 97);
+}
+
+/// LEDGER-79: a delegation is in force from the ledger's time until its end, then no longer;
+/// one to oneself, or ending before it starts, is refused.
+pub(crate) async fn ledger_79_a_delegation_holds_for_its_window(h: &Harness) {
+    let until = h.clock_now() + std::time::Duration::from_secs(3600);
+    let to_dave = |from: &str, until| airlock_ledger::Delegation {
+        from: from.into(),
+        to: "dave".into(),
+        until,
+    };
+    h.store.delegate(to_dave("alice", until)).await.unwrap();
+    let held = h.store.delegations_to("dave".into()).await.unwrap();
+    assert_eq!(held, vec![to_dave("alice", until)]);
+    assert!(
+        h.store
+            .delegations_to("eve".into())
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    for refused in [to_dave("dave", until), to_dave("bob", h.clock_now())] {
+        assert!(matches!(
+            h.store.delegate(refused).await,
+            Err(LedgerError::Invalid(_))
+        ));
+    }
+    h.clock.advance(std::time::Duration::from_secs(3601));
+    assert!(
+        h.store
+            .delegations_to("dave".into())
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }

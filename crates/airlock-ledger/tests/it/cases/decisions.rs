@@ -512,3 +512,55 @@ pub(crate) async fn question_answer_and_decline(h: &Harness) {
         })
     );
 }
+
+/// DECIDE-20: an edited approval keeps the proposed arguments (and their hash) beside the
+/// approved ones, records the decision as `edited`, is the only decision its row takes, and
+/// is part of the audit chain: the approved arguments cannot be changed unnoticed. It is no
+/// `once` grant, and a row nobody edited runs with the arguments it was given.
+pub(crate) async fn decide_20_an_edit_keeps_both_arguments_and_verifies(h: &Harness) {
+    let s = h.session().await;
+    let row = parked(h, s, None, json!({"amount": 500})).await;
+    let refused = h
+        .store
+        .decide(
+            row.id,
+            "ada",
+            Decision::Edit {
+                arguments: json!([1]),
+            },
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(refused, LedgerError::Invalid(_)), "{refused:?}");
+    let edit = Decision::Edit {
+        arguments: json!({"amount": 50}),
+    };
+    let edited = h.store.decide(row.id, "ada", edit.clone()).await.unwrap();
+    assert_eq!(edited.state, S::Approved);
+    assert_eq!(edited.decision.unwrap().decision, DecisionKind::Edited);
+    let read = h.store.get(row.id).await.unwrap();
+    assert_eq!(read.arguments, json!({"amount": 500}));
+    assert_eq!(read.arguments_hash, row.arguments_hash);
+    assert_eq!(read.approved_arguments, Some(json!({"amount": 50})));
+    assert_eq!(read.effective_arguments(), &json!({"amount": 50}));
+    let again = h.store.decide(row.id, "bob", Decision::Approve).await;
+    assert!(
+        matches!(&again, Err(LedgerError::AlreadyDecided { by, decision, .. }) if by == "ada" && decision == "edited"),
+        "{again:?}"
+    );
+    // The edit is no `once` grant: the same proposed call asks a person again.
+    let mut same = h.call(h.session().await, "refund", json!({"amount": 500}));
+    same.approval = Approval::Once;
+    let same = h.store.record(same).await.unwrap().invocation;
+    assert_eq!(same.state, S::AwaitingApproval);
+    assert_eq!(same.effective_arguments(), &json!({"amount": 500}));
+    assert_eq!(h.store.verify().await.unwrap().first_break, None);
+    h.raw
+        .exec(&format!(
+            "UPDATE invocations SET approved_arguments = '{{\"amount\":5000}}' WHERE id = '{}'",
+            row.id
+        ))
+        .await;
+    let broken = h.store.verify().await.unwrap().first_break.unwrap();
+    assert_eq!(broken.id, row.id.to_string());
+}

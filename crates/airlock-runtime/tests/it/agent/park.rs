@@ -15,6 +15,7 @@ on_both_backends!(
     a_step_with_two_gated_and_one_ungated_call_resumes_once_after_the_last_decision,
     two_concurrent_resumers_resume_once,
     a_batch_approval_of_a_steps_calls_resumes_the_run_once,
+    an_edited_approval_runs_on_resume_with_its_arguments_and_the_model_is_told,
 );
 
 async fn a_step_with_two_gated_and_one_ungated_call_resumes_once_after_the_last_decision(
@@ -219,4 +220,66 @@ async fn a_batch_approval_of_a_steps_calls_resumes_the_run_once(backend: Backend
     let done = agents.continue_resumed(parked.run_id).await.unwrap();
     assert_eq!(done.status, RunState::Completed, "{done:?}");
     assert_eq!((w.asked("boss"), w.ran("gate")), (2, 3));
+}
+
+/// DECIDE-20, DECIDE-21: a run's parked call approved with edited arguments runs with them when
+/// the run resumes, and the model reads which arguments ran beside the result. Arguments the
+/// tool's schema refuses, or an edit that changes nothing a surface can check (the ledger
+/// transition alone, as the CLI takes it), decide nothing.
+async fn an_edited_approval_runs_on_resume_with_its_arguments_and_the_model_is_told(
+    backend: Backend,
+) {
+    use airlock_runtime::GatewayError;
+    use airlock_runtime::decisions;
+    use airlock_runtime::ledger::{Decision, LedgerError};
+
+    let Some(w) = World::new(backend).await else {
+        return;
+    };
+    w.script(
+        "boss",
+        [calls(&[("gate", json!({"amount": 100}))]), answer("paid")],
+    );
+    let agents = w.agents(TREE);
+    let (parked, _) = run_with_events(&agents, request("boss", "pay")).await;
+    let id = parked.waiting[0];
+    let edit = |arguments| Decision::Edit { arguments };
+    let store = agents.gateway().store().as_ref();
+    let unchecked =
+        decisions::record(store, &[], id, "alice", edit(json!({"amount": 7})), "cli").await;
+    assert!(
+        matches!(unchecked, Err(LedgerError::DecisionRefused { .. })),
+        "{unchecked:?}"
+    );
+    let gateway = agents.gateway();
+    let bad = decisions::decide(gateway, id, "alice", edit(json!({"amount": "x"})), "api").await;
+    match bad {
+        Err(GatewayError::BadEdit { error, .. }) => {
+            assert!(error.message.contains("/amount"), "{error:?}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        store.get(id).await.unwrap().state,
+        InvocationState::AwaitingApproval
+    );
+    decisions::decide(gateway, id, "alice", edit(json!({"amount": 7})), "api")
+        .await
+        .unwrap();
+    assert_eq!(
+        store.resume_run(parked.run_id).await.unwrap(),
+        ResumeOutcome::Resumed
+    );
+    let done = agents.continue_resumed(parked.run_id).await.unwrap();
+    assert_eq!(done.status, RunState::Completed, "{done:?}");
+    let row = store.get(id).await.unwrap();
+    assert_eq!(row.arguments, json!({"amount": 100}));
+    assert_eq!(row.result, Some(json!({"echo": {"amount": 7}})));
+    let results = w.read("boss").into_iter().find_map(|m| match m {
+        airlock_model::Message::ToolResults { results } => Some(results),
+        _ => None,
+    });
+    let told = &results.expect("the model read the result")[0].content;
+    assert!(told.contains("edited"), "{told}");
+    assert!(told.contains(r#"{"amount":7}"#), "{told}");
 }

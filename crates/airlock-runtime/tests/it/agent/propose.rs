@@ -174,6 +174,31 @@ async fn an_approved_proposal_runs_exactly_once(backend: Backend) {
     assert_eq!(w.ran("propose"), 1);
 }
 
+/// DECIDE-20, DECIDE-14: a proposal approved with edited arguments runs once with them, and
+/// its run's report reads the proposed and the approved arguments and the decision `edited`.
+async fn an_edited_proposal_runs_with_its_arguments_and_its_run_reads_both(backend: Backend) {
+    let Some(w) = World::new(backend).await else {
+        return;
+    };
+    let (agents, id) = one_proposal(&w).await;
+    let gateway = agents.gateway();
+    let edit = Decision::Edit {
+        arguments: json!({"amount": 3}),
+    };
+    decisions::decide(gateway, id, "alice", edit, "api")
+        .await
+        .unwrap();
+    let done = crate::gateway::settled(w.store.as_ref(), id).await;
+    assert_eq!(done.state, InvocationState::Succeeded);
+    assert_eq!(done.result, Some(json!({"echo": {"amount": 3}})));
+    let report = agents.read(done.run_id.unwrap()).await.unwrap();
+    let proposal = &report.proposals[0];
+    assert_eq!(proposal.arguments, json!({"amount": 7}));
+    assert_eq!(proposal.approved_arguments, Some(json!({"amount": 3})));
+    assert_eq!(proposal.decision.as_ref().unwrap().decision, "edited");
+    assert_eq!(w.ran("propose"), 1);
+}
+
 /// AGENT-31: a denied proposal never runs and cannot be approved afterwards.
 async fn a_denied_proposal_never_runs(backend: Backend) {
     let Some(w) = World::new(backend).await else {
@@ -216,6 +241,7 @@ async fn an_undecided_proposal_stays_proposed(backend: Backend) {
 
 on_both_backends!(
     an_approved_proposal_runs_exactly_once,
+    an_edited_proposal_runs_with_its_arguments_and_its_run_reads_both,
     a_denied_proposal_never_runs,
     an_undecided_proposal_stays_proposed,
 );

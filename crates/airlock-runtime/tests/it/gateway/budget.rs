@@ -6,6 +6,7 @@
 use std::sync::atomic::AtomicI64;
 
 use airlock_runtime::ledger::ToolErrorKind;
+use airlock_runtime::{GatewayError, decisions};
 use airlock_spec::{Limit, LimitBy, LimitOver, Measure};
 
 use super::*;
@@ -172,4 +173,39 @@ pub(super) async fn a_call_over_an_approval_limit_waits_for_a_person(backend: Ba
         .find(|u| u.key.ends_with("/principal:ada"))
         .unwrap();
     assert_eq!((ada.used, ada.cap), (120_000_000, 100_000_000));
+}
+
+/// DECIDE-21: a limit's share was judged and reserved when the call was recorded, so an edited
+/// approval that changes what a limit counts is refused naming the limit, and nothing is
+/// decided; an edit that leaves every share as it was is approved and runs with its arguments.
+pub(super) async fn an_edit_may_not_change_a_limits_share(backend: Backend) {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(store) = store(backend, &dir).await else {
+        return;
+    };
+    let spent = Arc::new(AtomicI64::new(0));
+    let limit = daily(100.0, LimitBy::Principal, LimitOver::Approval);
+    let gateway = spend_gateway(Arc::clone(&store), limit, &spent);
+    let ctx = ctx_on(&gateway, "ada", "a1").await;
+    let parked = gateway.call(&ctx, "spend", json!({"amount": 160}));
+    let parked = parked.await.unwrap().into_invocation();
+    assert_eq!(parked.state, InvocationState::AwaitingApproval);
+    let edit = |arguments| Decision::Edit { arguments };
+    let smaller = edit(json!({"amount": 5}));
+    let refused = decisions::decide(&gateway, parked.id, "alice", smaller, "api").await;
+    match refused {
+        Err(GatewayError::BadEdit { error, .. }) => {
+            assert!(error.message.contains("limit `daily`"), "{error:?}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(store.get(parked.id).await.unwrap().decision, None);
+    let noted = json!({"amount": 160, "note": "checked by phone"});
+    decisions::decide(&gateway, parked.id, "alice", edit(noted.clone()), "api")
+        .await
+        .unwrap();
+    let row = super::settled(store.as_ref(), parked.id).await;
+    assert_eq!(row.state, InvocationState::Succeeded);
+    assert_eq!(row.approved_arguments, Some(noted));
+    assert_eq!(spent.load(Ordering::SeqCst), 160);
 }

@@ -86,8 +86,14 @@ impl Invocations for RivalClaims {
     fn grant(&self, id: InvocationId, by: &str, grant: Grant) -> LedgerFuture<'_, Invocation> {
         self.inner.grant(id, by, grant)
     }
-    fn vote(&self, id: InvocationId, by: &str, needed: u32) -> LedgerFuture<'_, Voted> {
-        self.inner.vote(id, by, needed)
+    fn vote(
+        &self,
+        id: InvocationId,
+        by: &str,
+        needed: u32,
+        slot: Option<String>,
+    ) -> LedgerFuture<'_, Voted> {
+        self.inner.vote(id, by, needed, slot)
     }
     fn decide_once(
         &self,

@@ -322,6 +322,7 @@ mod tests {
             target: "erp".into(),
             operation: "crear".into(),
             arguments: json!({"n": 1}),
+            approved_arguments: None,
             via: Some("orders".into()),
             state: "proposed",
             decision: None,

@@ -1,13 +1,15 @@
 //! A call's card, `/inbox/invocations/{id}` (docs/rules.md INBOX-6, INBOX-7): what was called,
 //! by whom, from where, with which arguments (escaped, hidden characters shown), under which
 //! declaration (the tool's description and the digest the row was recorded under), and the
-//! forms its state allows — approve or deny with a reason, answer a question, resolve a call in
-//! doubt. A decided call says who decided and when.
+//! forms its state allows — approve, edit the arguments and approve (DECIDE-20), or deny with a
+//! reason, answer a question, resolve a call in doubt. A decided call says who decided and
+//! when; an edited approval shows the proposed and the approved arguments.
 //!
-//! A decision is `POST /inbox/invocations/{id}/{approve|deny|answer|resolve}`: the CSRF token
+//! A decision is `POST /inbox/invocations/{id}/{approve|edit|deny|answer|resolve}`: the CSRF token
 //! first, then `decisions::decide` by the session's principal — the same function as the API
 //! and the CLI — then `303 See Other` back to the card with a flash message saying what
-//! happened, in words when it was refused (already decided: by whom and when).
+//! happened, in words when it was refused (already decided: by whom and when; edited arguments
+//! that are not JSON or fail the tool's checks, DECIDE-21: what is wrong, nothing decided).
 
 use airlock_ledger::{Decision, Invocation, InvocationId, InvocationState, Resolution};
 use airlock_runtime::decisions::{self, pending};
@@ -20,7 +22,7 @@ use maud::{Markup, html};
 use serde::Deserialize;
 
 use super::sessions::Signed;
-use super::view::{self, json_block, visible, waiting_for, when};
+use super::view::{self, json_block, json_text, visible, waiting_for, when};
 use super::{Inbox, InboxError, bad_id};
 use crate::http::error::ApiError;
 use crate::result::result_json;
@@ -35,6 +37,8 @@ pub(super) struct DecisionForm {
     text: Option<String>,
     outcome: Option<String>,
     note: Option<String>,
+    /// Edited arguments, as JSON text (DECIDE-20).
+    arguments: Option<String>,
 }
 
 /// `GET /inbox/invocations/{id}`.
@@ -74,8 +78,15 @@ pub(super) async fn card(
         }
         h2 { "What the tool does" }
         p { (visible(description.as_deref().unwrap_or("(this tool is no longer declared)"))) }
-        h2 { "Arguments" }
-        (json_block(&row.arguments))
+        @if let Some(approved) = &row.approved_arguments {
+            h2 { "Arguments proposed" }
+            (json_block(&row.arguments))
+            h2 { "Arguments approved (edited by the decider; the call runs with these)" }
+            (json_block(approved))
+        } @else {
+            h2 { "Arguments" }
+            (json_block(&row.arguments))
+        }
         (decided(&row))
         (forms(&row, &signed))
     };
@@ -135,6 +146,7 @@ fn forms(row: &Invocation, signed: &Signed) -> Markup {
                 (csrf)
                 button type="submit" { "Approve" }
             }
+            (edit_form(row, &action("edit"), &csrf))
             (deny_form(&action("deny"), &csrf))
         },
         // DECIDE-18: a proposal did not run; approved, it runs once, as proposed.
@@ -145,6 +157,7 @@ fn forms(row: &Invocation, signed: &Signed) -> Markup {
                 (csrf)
                 button type="submit" { "Approve and run" }
             }
+            (edit_form(row, &action("edit"), &csrf))
             (deny_form(&action("deny"), &csrf))
         },
         InvocationState::AwaitingAnswer => html! {
@@ -186,6 +199,18 @@ fn forms(row: &Invocation, signed: &Signed) -> Markup {
     }
 }
 
+/// DECIDE-20: the arguments as JSON, pre-filled with the proposed ones, to edit and approve.
+fn edit_form(row: &Invocation, action: &str, csrf: &Markup) -> Markup {
+    html! {
+        form.decide method="post" action=(action) {
+            (csrf)
+            label for="arguments" { "Edit the arguments (JSON); the call runs with these" }
+            textarea #arguments name="arguments" rows="8" required { (json_text(&row.arguments)) }
+            button type="submit" { "Edit and approve" }
+        }
+    }
+}
+
 fn deny_form(action: &str, csrf: &Markup) -> Markup {
     html! {
         form.decide method="post" action=(action) {
@@ -224,6 +249,9 @@ fn decision(verb: &str, form: DecisionForm) -> Result<Result<Decision, String>, 
     let given = |v: Option<String>| v.map(|v| v.trim().to_owned()).filter(|v| !v.is_empty());
     Ok(match verb {
         "approve" => Ok(Decision::Approve),
+        "edit" => serde_json::from_str(form.arguments.as_deref().unwrap_or_default())
+            .map(|arguments| Decision::Edit { arguments })
+            .map_err(|e| format!("the edited arguments are not JSON ({e})")),
         // INBOX-6: a denial from the inbox says why (the caller reads it).
         "deny" => given(form.reason)
             .map(|reason| Decision::Deny { reason })
@@ -268,6 +296,9 @@ async fn apply(
     }
     let done = match &decision {
         Decision::Approve => "Approved. The call runs now; its result shows here once it is done.",
+        Decision::Edit { .. } => {
+            "Approved with your arguments. The call runs with them now; its result shows here once it is done."
+        }
         Decision::Deny { .. } => "Denied. The caller sees your reason.",
         Decision::Answer { .. } => "Answered. The caller has your answer.",
         Decision::Resolve { .. } => "Resolved.",

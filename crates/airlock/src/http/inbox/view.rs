@@ -133,6 +133,25 @@ fn split_disguised(text: &str) -> Vec<Part<'_>> {
     parts
 }
 
+/// A JSON value pretty-printed for a form's text field: every character that
+/// [`airlock_spec::disguises`] is written as its JSON `\u` escape, so it shows, and the text
+/// still parses back to the same value. (Such characters are only ever inside JSON strings:
+/// the layout `serde_json` writes is plain ASCII.)
+pub(super) fn json_text(value: &Value) -> String {
+    let pretty = serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string());
+    let mut out = String::with_capacity(pretty.len());
+    for c in pretty.chars() {
+        if airlock_spec::disguises(c) {
+            for unit in c.encode_utf16(&mut [0; 2]) {
+                out.push_str(&format!("\\u{unit:04x}"));
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// A JSON value pretty-printed in a `<pre>`, shown with [`visible`].
 pub(super) fn json_block(value: &Value) -> Markup {
     let pretty = serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string());
