@@ -1,15 +1,18 @@
 //! OpenTelemetry for outgoing requests: one client span per request of a traced call, and the
 //! W3C `traceparent` header that continues the trace at the upstream (docs/rules.md
-//! EGRESS-35, EGRESS-36).
+//! EGRESS-35, EGRESS-36); and the shared convention every crate starts its spans by
+//! ([`child_span`], [`root`], [`within`], [`within_owned`]).
 //!
 //! Guarantees: nothing happens unless the current context carries a [`RequestTracer`] (put
 //! there by whoever started the trace), so an untraced request pays one thread-local read; a
 //! span's `url.full` never holds a query, a fragment or user info (a query may hold a key);
 //! no header value and no body is ever recorded.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use http::{HeaderValue, Method};
+use opentelemetry::context::FutureExt as _;
 use opentelemetry::global::BoxedTracer;
 use opentelemetry::trace::{
     SpanContext, SpanId, SpanKind, Status, TraceContextExt, TraceFlags, TraceId, TraceState, Tracer,
@@ -79,6 +82,47 @@ pub fn redacted_url(url: &Url) -> String {
     shown.into()
 }
 
+/// A new trace begun by airlock itself (a background worker's unit of work, a run nobody's
+/// request carries): the empty context carrying `tracer`, to start a root span under.
+#[must_use]
+pub fn root(tracer: &RequestTracer) -> Context {
+    Context::new().with_value(RequestTracer::clone(tracer))
+}
+
+/// Starts span `name` of `kind` as a child of `parent` when `parent` carries a tracer; the
+/// returned context carries the span and the tracer, for the spans of what happens under it.
+/// `None` when `parent` is not traced (nothing is started).
+#[must_use]
+pub fn child_span(
+    parent: &Context,
+    name: impl Into<Cow<'static, str>>,
+    kind: SpanKind,
+    attributes: Vec<KeyValue>,
+) -> Option<Context> {
+    let tracer = parent.get::<RequestTracer>()?;
+    let span = tracer
+        .span_builder(name)
+        .with_kind(kind)
+        .with_attributes(attributes)
+        .start_with_context(tracer.as_ref(), parent);
+    Some(parent.with_span(span))
+}
+
+/// Runs `work` with `cx` as its current context when there is one (a traced unit of work),
+/// else as it is.
+pub async fn within<F: Future>(cx: Option<&Context>, work: F) -> F::Output {
+    match cx {
+        Some(cx) => work.with_context(cx.clone()).await,
+        None => work.await,
+    }
+}
+
+/// [`within`] taking its context, for a task of its own (`tokio::spawn` does not carry the
+/// spawner's context).
+pub async fn within_owned<F: Future>(cx: Option<Context>, work: F) -> F::Output {
+    within(cx.as_ref(), work).await
+}
+
 /// The client span of one outgoing request of a traced call.
 #[derive(Debug)]
 pub struct HttpSpan {
@@ -97,7 +141,7 @@ impl HttpSpan {
     /// not traced.
     #[must_use]
     pub fn start(parent: &Context, method: &Method, url: &Url) -> Option<Self> {
-        let tracer = parent.get::<RequestTracer>()?;
+        parent.get::<RequestTracer>()?;
         let mut attributes = vec![
             KeyValue::new("http.request.method", method.as_str().to_owned()),
             KeyValue::new("url.full", redacted_url(url)),
@@ -108,14 +152,13 @@ impl HttpSpan {
         if let Some(port) = url.port_or_known_default() {
             attributes.push(KeyValue::new("server.port", i64::from(port)));
         }
-        let span = tracer
-            .span_builder(method.as_str().to_owned())
-            .with_kind(SpanKind::Client)
-            .with_attributes(attributes)
-            .start_with_context(tracer.as_ref(), parent);
-        Some(Self {
-            cx: parent.with_span(span),
-        })
+        let cx = child_span(
+            parent,
+            method.as_str().to_owned(),
+            SpanKind::Client,
+            attributes,
+        )?;
+        Some(Self { cx })
     }
 
     /// The `traceparent` header naming this span, for the upstream.
@@ -185,5 +228,7 @@ mod tests {
         let url = Url::parse("https://api.example.com/").unwrap();
         assert!(HttpSpan::start(&Context::new(), &Method::GET, &url).is_none());
         assert!(HttpSpan::start_current(&Method::GET, &url).is_none());
+        let none = child_span(&Context::new(), "x", SpanKind::Internal, Vec::new());
+        assert!(none.is_none());
     }
 }

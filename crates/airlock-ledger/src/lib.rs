@@ -32,6 +32,7 @@ mod transitions;
 mod commit;
 
 // The store: one `Ledger` type playing every role of `Store`, opened on either backend.
+mod audit_trail;
 mod ledger;
 mod outbox;
 mod postgres;
@@ -52,6 +53,7 @@ pub mod roles {
 }
 
 pub use airlock_spec::{Approval, Effect, Mode, NotifyEvent, SourceKind};
+pub use audit_trail::{AuditTrail, ChainEvent, FreezeEvent, PinEvent};
 pub use ledger::Ledger;
 pub use postgres::PgStore;
 pub use sql::db::SqlValue;

@@ -24,6 +24,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use uuid::Uuid;
 
+use crate::audit_trail::AuditTrail;
 use crate::sql::tx::TxTool;
 use crate::support::notice::{Notice, NoticeRecord};
 use crate::transitions::agent_runs::{RunDetail, RunStep};
@@ -341,6 +342,9 @@ pub trait Reads: Send + Sync {
     fn run_invocations(&self, id: RunId) -> LedgerFuture<'_, Vec<Invocation>>;
     /// Checks the audit chain against every row; names the first break.
     fn verify(&self) -> LedgerFuture<'_, AuditReport>;
+    /// The audit chain's events with their rows, the freezes and the pins, in one read
+    /// snapshot: what `airlock audit export` writes out (docs/rules.md LEDGER-80).
+    fn audit_trail(&self) -> LedgerFuture<'_, AuditTrail>;
 }
 
 /// A call held for the person's consent in a session (docs/rules.md POLICY-31 … POLICY-34).

@@ -13,6 +13,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use uuid::Uuid;
 
+use crate::audit_trail::AuditTrail;
 use crate::sql::tx::TxTool;
 use crate::store::{
     AgentRuns, Budgets, Confirmations, Delegations, Freezes, Invocations, LedgerFuture, Outbox,
@@ -141,6 +142,7 @@ impl Reads for WithInvocations {
         fn session_invocations(&self, id: SessionId) -> LedgerFuture<'_, Vec<Invocation>>;
         fn run_invocations(&self, id: RunId) -> LedgerFuture<'_, Vec<Invocation>>;
         fn verify(&self) -> LedgerFuture<'_, AuditReport>;
+        fn audit_trail(&self) -> LedgerFuture<'_, AuditTrail>;
     }
 }
 

@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 use sse_stream::Sse;
 
+use crate::trace::Reply;
 use crate::wire::{self, Api, Decoder};
 use crate::{ChatRequest, Message, ModelError, ModelErrorKind, TokenSink, ToolCall, Turn, Usage};
 
@@ -28,6 +29,7 @@ pub(crate) struct Anthropic;
 
 impl Api for Anthropic {
     type Stream = Stream;
+    const PROVIDER: &'static str = "anthropic";
 
     fn request_body(request: &ChatRequest) -> Value {
         request_body(request)
@@ -108,6 +110,7 @@ pub(crate) struct Stream {
     blocks: BTreeMap<u64, Block>,
     usage: Usage,
     stopped: bool,
+    reply: Reply,
 }
 
 impl Decoder for Stream {
@@ -117,6 +120,9 @@ impl Decoder for Stream {
         };
         match data["type"].as_str().unwrap_or_default() {
             "message_start" => {
+                if let Some(model) = data["message"]["model"].as_str() {
+                    self.reply.model = Some(model.to_owned());
+                }
                 let usage = &data["message"]["usage"];
                 self.usage.input_tokens = usage["input_tokens"].as_u64().unwrap_or(0);
                 self.usage.output_tokens = usage["output_tokens"].as_u64().unwrap_or(0);
@@ -124,6 +130,9 @@ impl Decoder for Stream {
             "content_block_start" => self.start(&data)?,
             "content_block_delta" => self.delta(&data, sink)?,
             "message_delta" => {
+                if let Some(reason) = data["delta"]["stop_reason"].as_str() {
+                    self.reply.finish_reasons.push(reason.to_owned());
+                }
                 if let Some(out) = data["usage"]["output_tokens"].as_u64() {
                     // Cumulative: the last value is the turn's.
                     self.usage.output_tokens = out;
@@ -147,6 +156,10 @@ impl Decoder for Stream {
 
     fn streamed(&self) -> bool {
         !self.text.is_empty()
+    }
+
+    fn reply(&self) -> &Reply {
+        &self.reply
     }
 
     fn finish(self) -> Result<Turn, ModelError> {

@@ -5,7 +5,8 @@
 //! resumed run can replay them without asking the model again.
 //!
 //! Guarantees: a provider's credential never appears in a [`ModelError`]; a provider's own error
-//! keeps its HTTP status and message, also where it is shown (MODEL-14).
+//! keeps its HTTP status and message, also where it is shown (MODEL-14); a provider's request
+//! made under a traced context is a GenAI `chat {model}` span holding no message (OPS-81).
 //!
 //! [`connect`] turns a manifest's `spec.model` into a [`Model`]: OpenAI-compatible chat
 //! completions, Anthropic Messages (both streamed through the egress guard, retried with
@@ -17,6 +18,7 @@ mod connect;
 mod openai;
 mod retry;
 mod scripted;
+mod trace;
 mod wire;
 
 pub use connect::{connect, connect_with};

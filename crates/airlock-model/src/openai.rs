@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 use sse_stream::Sse;
 
+use crate::trace::Reply;
 use crate::wire::{self, Api, Decoder};
 use crate::{ChatRequest, Message, ModelError, ModelErrorKind, TokenSink, ToolCall, Turn, Usage};
 
@@ -23,6 +24,7 @@ pub(crate) struct OpenAi;
 
 impl Api for OpenAi {
     type Stream = Stream;
+    const PROVIDER: &'static str = "openai";
 
     fn request_body(request: &ChatRequest) -> Value {
         request_body(request)
@@ -113,6 +115,7 @@ pub(crate) struct Stream {
     calls: BTreeMap<u64, PartialCall>,
     usage: Usage,
     finished: bool,
+    reply: Reply,
 }
 
 impl Decoder for Stream {
@@ -133,6 +136,9 @@ impl Decoder for Stream {
                 message,
             });
         }
+        if let Some(model) = chunk["model"].as_str() {
+            self.reply.model = Some(model.to_owned());
+        }
         if let Some(usage) = chunk.get("usage").filter(|u| u.is_object()) {
             self.usage = Usage {
                 input_tokens: usage["prompt_tokens"].as_u64().unwrap_or(0),
@@ -147,6 +153,10 @@ impl Decoder for Stream {
 
     fn streamed(&self) -> bool {
         !self.text.is_empty()
+    }
+
+    fn reply(&self) -> &Reply {
+        &self.reply
     }
 
     fn finish(self) -> Result<Turn, ModelError> {
@@ -199,7 +209,8 @@ impl Stream {
                 partial.arguments.push_str(args);
             }
         }
-        if choice["finish_reason"].is_string() {
+        if let Some(reason) = choice["finish_reason"].as_str() {
+            self.reply.finish_reasons.push(reason.to_owned());
             self.finished = true;
         }
         Ok(())

@@ -18,9 +18,11 @@ use secrecy::{ExposeSecret, SecretString};
 use serde_json::Value;
 use sse_stream::{Sse, SseStream};
 
+use airlock_egress::trace::within;
 use airlock_egress::{BodyStream, Call, EgressError, GuardedClient, Request, StreamingResponse};
 
 use crate::retry::{self, Attempt, Retry};
+use crate::trace::{self, Reply};
 use crate::{ChatRequest, Model, ModelError, ModelErrorKind, TokenSink, Turn};
 
 /// The most of an error reply read for its message.
@@ -36,6 +38,8 @@ pub(crate) trait Decoder: Default + Send {
     fn event(&mut self, event: &Sse, sink: TokenSink<'_>) -> Result<(), ModelError>;
     /// Whether any text went to the sink (then the turn is never retried).
     fn streamed(&self) -> bool;
+    /// What the stream said of its answer so far (the model that answered, finish reasons).
+    fn reply(&self) -> &Reply;
     /// The turn, once the stream ended.
     fn finish(self) -> Result<Turn, ModelError>;
 }
@@ -44,6 +48,8 @@ pub(crate) trait Decoder: Default + Send {
 pub(crate) trait Api: std::fmt::Debug + Send + Sync + 'static {
     /// Reads the provider's event stream.
     type Stream: Decoder;
+    /// The provider's `gen_ai.provider.name` (docs/rules.md OPS-81).
+    const PROVIDER: &'static str;
     /// The JSON body of one request.
     fn request_body(request: &ChatRequest) -> Value;
 }
@@ -73,7 +79,13 @@ impl<A: Api> Model for Remote<A> {
         Box::pin(async move {
             let body = serde_json::to_vec(&A::request_body(request))
                 .map_err(|_| ModelError::malformed("the request could not be encoded"))?;
-            self.endpoint.turn::<A::Stream>(body.into(), tokens).await
+            let turn = self.endpoint.turn::<A::Stream>(body.into(), tokens);
+            let cx = trace::start(A::PROVIDER, request, &self.endpoint.url);
+            let result = within(cx.as_ref(), turn).await;
+            if let Some(cx) = &cx {
+                trace::finish(cx, &result);
+            }
+            result
         })
     }
 }
@@ -233,6 +245,7 @@ async fn read_stream<D: Decoder>(body: BodyStream, sink: TokenSink<'_>) -> Attem
             return Attempt::Fail(error);
         }
     }
+    trace::replied(decoder.reply());
     match decoder.finish() {
         Ok(turn) => Attempt::Done(turn),
         Err(error) => Attempt::Fail(error),

@@ -16,7 +16,9 @@
 //! - a sub-agent is a nested run whose calls belong to the root run, so a call parked anywhere
 //!   in the tree parks the root, and the root resumes the tree (AGENT-20..AGENT-23);
 //! - a `confirm: true` action runs only on the person's literal consent, once (`confirm`,
-//!   POLICY-30..POLICY-35).
+//!   POLICY-30..POLICY-35);
+//! - with `[telemetry]`, a run, its steps and their calls are spans holding no content
+//!   (`trace`, OPS-80).
 //!
 //! [`Agents`] is the interface every surface uses: [`Agents::run`], [`Agents::read`],
 //! [`Agents::principal`] (whose run it is), [`Agents::cancel`]; [`resume::work`] is the background worker of a serving process.
@@ -29,6 +31,7 @@ mod hold;
 mod record;
 pub mod resume;
 mod settle;
+mod trace;
 mod turn;
 mod types;
 
@@ -36,6 +39,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use airlock_egress::trace::within;
 use airlock_ledger::{Clock, NewRun, RunId, RunStatus, SessionId, Store, SystemClock};
 use airlock_model::{Model, ModelError};
 use airlock_spec::{AgentSpec, Scope, ScopeId};
@@ -222,8 +226,22 @@ impl Agents {
             .filter(|_| self.inner.agents.contains_key(&request.agent))
             .ok_or_else(|| AgentError::UnknownAgent(request.agent.clone()))?;
         check_request(&request)?;
-        let session = self.claim_session(&request, &scope).await?;
-        let run = match self.start_run(&request, &scope, session).await {
+        let cx = trace::run(self, &request.agent, false);
+        let result = within(cx.as_ref(), self.start(request, &scope, events, cancel)).await;
+        trace::ended(cx.as_ref(), &result);
+        result
+    }
+
+    /// [`Agents::run`] once the request is known to be valid: the session, the run, serving it.
+    async fn start(
+        &self,
+        request: RunRequest,
+        scope: &Scope,
+        events: Option<Sender<RunEvent>>,
+        cancel: CancellationToken,
+    ) -> Result<RunReport, AgentError> {
+        let session = self.claim_session(&request, scope).await?;
+        let run = match self.start_run(&request, scope, session).await {
             Ok(run) => run,
             Err(e) => {
                 self.live().sessions.remove(&session);
@@ -306,6 +324,14 @@ impl Agents {
     /// As [`Agents::read`].
     pub async fn continue_resumed(&self, id: RunId) -> Result<RunReport, AgentError> {
         let run = self.store().get_run(id).await?;
+        let cx = trace::run(self, &run.agent, true);
+        let result = within(cx.as_ref(), self.resume(id, run.session_id)).await;
+        trace::ended(cx.as_ref(), &result);
+        result
+    }
+
+    /// [`Agents::continue_resumed`] once the run is read.
+    async fn resume(&self, id: RunId, session: SessionId) -> Result<RunReport, AgentError> {
         if self.inner.gateway.held_supplied(id).is_none() {
             let names = SuppliedNames::of(self.store(), id).await?;
             if !names.is_empty() {
@@ -315,7 +341,7 @@ impl Agents {
             let nothing = Arc::new(RunConnections::gone(names));
             self.inner.gateway.hold_supplied(id, nothing);
         }
-        self.live().sessions.insert(run.session_id);
+        self.live().sessions.insert(session);
         self.serve(id, None, CancellationToken::new()).await
     }
 
@@ -350,6 +376,7 @@ impl Agents {
         events: Option<Sender<RunEvent>>,
         cancel: CancellationToken,
     ) -> Result<RunReport, AgentError> {
+        trace::serving(run);
         self.live().cancels.insert(run, cancel.clone());
         let driving = drive::serve_root(self, run, events.as_ref(), &cancel);
         let driven = hold::while_held(self, run, driving).await;

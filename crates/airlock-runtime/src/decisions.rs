@@ -1,9 +1,10 @@
 //! Decisions, shared by every surface (HTTP API, CLI, the MCP endpoint's inbox): one ledger
 //! transition by a named person, then — for an approval — the call runs through the gateway's
 //! claim in a background task, never inside the person's request, and a serving process waits
-//! for that task at shutdown as for its own. Whoever claims first runs it exactly once. What
-//! waits for a person is listed by [`pending`]; approvals nobody waits for are run by the
-//! [`worker`].
+//! for that task at shutdown as for its own. Whoever claims first runs it exactly once. With
+//! `[telemetry]` a decision is a span naming its surface and decider, the approved calls running
+//! under it (docs/rules.md OPS-82). What waits for a person is listed by [`pending`]; approvals
+//! nobody waits for are run by the [`worker`].
 
 mod approvers;
 pub mod escalations;
@@ -12,11 +13,14 @@ pub mod worker;
 
 use std::sync::Arc;
 
+use airlock_egress::trace::{child_span, within, within_owned};
 use airlock_ledger::Resolution;
 use airlock_ledger::{
     Decision, Grant, Invocation, InvocationId, InvocationState, LedgerError, Store,
 };
 use airlock_spec::{Mode, Scope, ScopeId, SourceKind, ToolSpec};
+use opentelemetry::trace::{SpanKind, Status, TraceContextExt as _};
+use opentelemetry::{Context, KeyValue};
 
 use crate::freeze::{self, Covered};
 use crate::gateway::{EVENTS, Gateway, GatewayError};
@@ -33,8 +37,10 @@ pub async fn decide(
     decision: Decision,
     surface: &'static str,
 ) -> Result<Invocation, GatewayError> {
-    let row = record_checked(gateway, id, decider, decision, surface).await?;
-    run_if_approved(gateway, &row);
+    let cx = span(gateway, Some(id), decider, &decision, surface);
+    let checked = record_checked(gateway, id, decider, decision, surface);
+    let row = refused(cx.as_ref(), within(cx.as_ref(), checked).await)?;
+    run_if_approved(gateway, &row, cx);
     Ok(row)
 }
 
@@ -78,6 +84,23 @@ pub async fn decide_all(
     decision: Decision,
     surface: &'static str,
 ) -> Result<Vec<Invocation>, GatewayError> {
+    let cx = span(gateway, None, decider, &decision, surface);
+    let deciding = judge_and_decide_all(gateway, ids, decider, &decision);
+    let rows = refused(cx.as_ref(), within(cx.as_ref(), deciding).await)?;
+    for row in &rows {
+        decided(row, decider, &decision, surface);
+        run_if_approved(gateway, row, cx.clone());
+    }
+    Ok(rows)
+}
+
+/// Judges each of `ids`, then decides them all in one commit.
+async fn judge_and_decide_all(
+    gateway: &Gateway,
+    ids: Vec<InvocationId>,
+    decider: &str,
+    decision: &Decision,
+) -> Result<Vec<Invocation>, LedgerError> {
     let store = gateway.store().as_ref();
     let judged = Judged {
         declarations: Some(gateway),
@@ -85,22 +108,18 @@ pub async fn decide_all(
     };
     for &id in &ids {
         approvers::refuse_in_batch(store, id, &judged).await?;
-        if let Some(reason) = refusal(store, id, &decision, &judged).await? {
-            return Err(LedgerError::DecisionRefused { id, reason }.into());
+        if let Some(reason) = refusal(store, id, decision, &judged).await? {
+            return Err(LedgerError::DecisionRefused { id, reason });
         }
     }
-    let rows = store.decide_all(ids, decider, decision.clone()).await?;
-    for row in &rows {
-        decided(row, decider, &decision, surface);
-        run_if_approved(gateway, row);
-    }
-    Ok(rows)
+    store.decide_all(ids, decider, decision.clone()).await
 }
 
 /// Approves `id` by `decider` and grants later calls of its principal through as `grant`
 /// bounds them (docs/rules.md POLICY-62), judged as an approval is (a freeze, a supplied
 /// connection); refused for a call whose tool names its approvers, since one person's grant
-/// cannot stand for them. The approved call then runs as after [`decide`].
+/// cannot stand for them. The approved call then runs as after [`decide`], under the same
+/// `decide approve` span (OPS-82).
 ///
 /// # Errors
 /// The refusal, as [`decide`]'s; nothing was decided.
@@ -111,6 +130,21 @@ pub async fn grant(
     grant: Grant,
     surface: &'static str,
 ) -> Result<Invocation, GatewayError> {
+    let cx = span(gateway, Some(id), decider, &Decision::Approve, surface);
+    let granting = judge_and_grant(gateway, id, decider, grant);
+    let row = refused(cx.as_ref(), within(cx.as_ref(), granting).await)?;
+    decided(&row, decider, &Decision::Approve, surface);
+    run_if_approved(gateway, &row, cx);
+    Ok(row)
+}
+
+/// Judges an approval of `id`, then approves it with `grant` in one commit.
+async fn judge_and_grant(
+    gateway: &Gateway,
+    id: InvocationId,
+    decider: &str,
+    grant: Grant,
+) -> Result<Invocation, LedgerError> {
     let store = gateway.store().as_ref();
     let judged = Judged {
         declarations: Some(gateway),
@@ -118,25 +152,82 @@ pub async fn grant(
     };
     approvers::refuse_in_batch(store, id, &judged).await?;
     if let Some(reason) = refusal(store, id, &Decision::Approve, &judged).await? {
-        return Err(LedgerError::DecisionRefused { id, reason }.into());
+        return Err(LedgerError::DecisionRefused { id, reason });
     }
-    let row = store.grant(id, decider, grant).await?;
-    decided(&row, decider, &Decision::Approve, surface);
-    run_if_approved(gateway, &row);
-    Ok(row)
+    store.grant(id, decider, grant).await
 }
 
-/// An approved row runs in the background, on the gateway's tracked tasks.
-fn run_if_approved(gateway: &Arc<Gateway>, row: &Invocation) {
+/// An approved row runs in the background, on the gateway's tracked tasks — in the decision's
+/// trace, under its span (`cx`).
+fn run_if_approved(gateway: &Arc<Gateway>, row: &Invocation, cx: Option<Context>) {
     if row.state != InvocationState::Approved {
         return;
     }
     let (runner, id) = (Arc::clone(gateway), row.id);
-    gateway.spawn_tracked(async move {
+    gateway.spawn_tracked(within_owned(cx, async move {
         if let Err(error) = runner.continue_approved(id).await {
             tracing::error!(%id, %error, "running an approved call failed");
         }
-    });
+    }));
+}
+
+/// The span of a decision taken on a serving surface (docs/rules.md OPS-82): `decide {verb}`,
+/// with the row's id (none for a batch), the verb, the surface and the decider — never a
+/// reason, an answer or a note.
+fn span(
+    gateway: &Gateway,
+    id: Option<InvocationId>,
+    decider: &str,
+    decision: &Decision,
+    surface: &'static str,
+) -> Option<Context> {
+    let parent = gateway.trace_parent()?;
+    let (verb, _) = verb(decision);
+    let mut attributes = vec![
+        KeyValue::new("airlock.decision", verb),
+        KeyValue::new("airlock.decision.surface", surface),
+        KeyValue::new("airlock.decision.by", decider.to_owned()),
+    ];
+    if let Some(id) = id {
+        attributes.push(KeyValue::new("airlock.invocation.id", id.to_string()));
+    }
+    child_span(
+        &parent,
+        format!("decide {verb}"),
+        SpanKind::Internal,
+        attributes,
+    )
+}
+
+/// `result` as it is; a refusal also marks the decision's span (`error.type`: the ledger's
+/// error, else `refused`, as an edit the declarations refuse).
+fn refused<T, E: Into<GatewayError>>(
+    cx: Option<&Context>,
+    result: Result<T, E>,
+) -> Result<T, GatewayError> {
+    let result = result.map_err(Into::into);
+    if let (Some(cx), Err(error)) = (cx, &result) {
+        let kind = match error {
+            GatewayError::Ledger(e) => e.kind(),
+            _ => "refused",
+        };
+        cx.span().set_attribute(KeyValue::new("error.type", kind));
+        cx.span().set_status(Status::error(""));
+    }
+    result
+}
+
+/// A decision's verb, and a resolution's word.
+fn verb(decision: &Decision) -> (&'static str, Option<&'static str>) {
+    match decision {
+        Decision::Approve => ("approve", None),
+        Decision::Edit { .. } => ("edit", None),
+        Decision::Deny { .. } => ("deny", None),
+        Decision::Answer { .. } => ("answer", None),
+        Decision::Resolve { resolution, .. } => ("resolve", Some(resolution.as_str())),
+        Decision::Record { .. } => ("record", None),
+        Decision::Withdraw => ("withdraw", None),
+    }
 }
 
 /// The ledger transition of every decision, wherever it is taken (a process without a
@@ -224,15 +315,7 @@ async fn refusal(
 
 /// The `decided` event (OPS-11) and the decisions counter (OPS-29) of one decided row.
 fn decided(row: &Invocation, decider: &str, decision: &Decision, surface: &'static str) {
-    let (what, resolution) = match decision {
-        Decision::Approve => ("approve", None),
-        Decision::Edit { .. } => ("edit", None),
-        Decision::Deny { .. } => ("deny", None),
-        Decision::Answer { .. } => ("answer", None),
-        Decision::Resolve { resolution, .. } => ("resolve", Some(resolution.as_str())),
-        Decision::Record { .. } => ("record", None),
-        Decision::Withdraw => ("withdraw", None),
-    };
+    let (what, resolution) = verb(decision);
     let id = row.id;
     tracing::info!(
         target: EVENTS,

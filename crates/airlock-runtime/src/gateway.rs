@@ -159,6 +159,8 @@ pub struct Gateway {
     supplied: crate::execute::SuppliedRuns,
     /// This process's copy of the freezes in force (docs/rules.md POLICY-51).
     freezes: Arc<FreezeWatch>,
+    /// `[telemetry]`'s tracer for the traces this process begins itself (OPS-80).
+    tracer: Option<airlock_egress::trace::RequestTracer>,
 }
 
 impl Gateway {

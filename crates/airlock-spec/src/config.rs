@@ -67,8 +67,7 @@ pub struct Config {
     pub builtins: Vec<(Builtin, Policy)>,
     /// `[server]`: what one client, or many, may hold of the HTTP server (OPS-12, OPS-13).
     pub server: ServerLimits,
-    /// `[server] public_url`: where people reach this server, for links in notifications
-    /// (DECL-55); links are relative when unset.
+    /// `[server] public_url`: where people reach notifications' links (DECL-55; unset: relative).
     pub public_url: Option<String>,
     /// `[notify]`: webhooks and Slack (NOTIFY).
     pub notify: NotifySettings,
@@ -79,6 +78,8 @@ pub struct Config {
     pub telemetry: Option<TelemetrySettings>,
     /// `[[access]]`: who may see and call which tools (POLICY-43); empty: no filtering.
     pub access: AccessPolicy,
+    /// `[audit.export]`: where audit events are exported, with or without arguments (DECL-90).
+    pub audit_export: crate::audit::AuditExport,
 }
 
 /// Bearer tokens accepted by an endpoint, each mapped to a principal.
@@ -145,8 +146,9 @@ pub struct CredentialsSettings {
     pub master_key_file: PathBuf,
 }
 
-const TOP_KEYS: [&str; 15] = [
+const TOP_KEYS: [&str; 16] = [
     "access",
+    "audit",
     "listen",
     "database_url",
     "approval_ttl",
@@ -236,6 +238,7 @@ pub(crate) fn read_config(node: Option<&Node>, root: &Path, d: &mut Diag) -> Opt
         yes_words,
         telemetry,
         access,
+        audit_export: crate::audit::read_audit(f.get("audit"), root, d),
     })
 }
 

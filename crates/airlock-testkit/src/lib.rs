@@ -33,7 +33,8 @@ pub use issuer::Issuer;
 pub use keys::KeyKind;
 pub use listen::free_port;
 pub use model::{
-    FAKE_INPUT_TOKENS, FAKE_OUTPUT_TOKENS, FakeCall, FakeModel, Flavor, ModelReply, Received,
+    FAKE_INPUT_TOKENS, FAKE_OUTPUT_TOKENS, FAKE_RESPONSE_MODEL, FakeCall, FakeModel, Flavor,
+    ModelReply, Received,
 };
 pub use needs::Needs;
 pub use otlp::{Collector, ExportedSpan, kind as span_kind};

@@ -24,6 +24,8 @@ use tokio::sync::Notify;
 pub const FAKE_INPUT_TOKENS: u64 = 12;
 /// Output tokens every scripted turn reports.
 pub const FAKE_OUTPUT_TOKENS: u64 = 5;
+/// The model the OpenAI-compatible fake says answered (its chunks' `model`).
+pub const FAKE_RESPONSE_MODEL: &str = "fake-model-2026-01";
 
 /// One tool call of a [`ModelReply::ToolCalls`].
 #[derive(Debug, Clone)]
@@ -372,6 +374,7 @@ fn openai_events(text: &[String], calls: &[FakeCall]) -> Vec<String> {
     let chunk = |delta: Value, finish: Value| {
         data(
             &json!({"id": "chatcmpl-fake", "object": "chat.completion.chunk",
+                     "model": FAKE_RESPONSE_MODEL,
                      "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}),
         )
     };

@@ -180,8 +180,13 @@ async fn assemble(
         .access(config.access.clone())
         .offered(offered)
         .scope(gateway_scope)?;
+    let telemetry = Telemetry::start(config, &credentials)?;
     if let Some(serving) = serving {
-        builder = builder.shutdown(serving.long_polls, serving.tasks);
+        // Runs, decisions and the workers are traced by a serving process only (OPS-80): the
+        // CLI's own work is not.
+        builder = builder
+            .shutdown(serving.long_polls, serving.tasks)
+            .tracer(telemetry.as_ref().map(|t| t.tracer.clone()));
         if let Some(lease) = serving.lease {
             builder = builder.lease(lease);
         }
@@ -195,7 +200,6 @@ async fn assemble(
             .context("[notify]")?;
     let slack =
         notify::slack_interactions(&config.notify, &credentials).context("[notify.slack]")?;
-    let telemetry = Telemetry::start(config, &credentials)?;
     let mcp = EndpointConfig {
         tokens: mcp_tokens(&deployment, &credentials).context("MCP tokens")?,
         allowed_hosts: config.mcp.allowed_hosts.clone(),

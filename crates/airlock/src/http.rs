@@ -13,6 +13,7 @@ mod listen;
 mod ops;
 mod runs;
 mod slack;
+mod trace;
 
 use std::sync::Arc;
 

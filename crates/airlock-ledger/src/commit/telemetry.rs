@@ -39,7 +39,7 @@ impl CommitSpan {
     pub(crate) fn finish<T>(self, result: &Result<T, LedgerError>) {
         let span = self.0.span();
         if let Err(e) = result {
-            span.set_attribute(KeyValue::new("error.type", error_type(e)));
+            span.set_attribute(KeyValue::new("error.type", e.kind()));
             span.set_status(Status::error(""));
         }
         span.end();
@@ -53,29 +53,4 @@ pub(crate) fn committed(begun: Instant, jobs: usize) {
         .record(begun.elapsed().as_secs_f64());
     #[allow(clippy::cast_precision_loss)] // a batch holds at most MAX_BATCH jobs
     metrics::histogram!("airlock_ledger_commit_batch_size").record(jobs as f64);
-}
-
-/// A ledger error's `error.type`: its variant, in snake case.
-fn error_type(e: &LedgerError) -> &'static str {
-    match e {
-        LedgerError::NotFound(_) => "not_found",
-        LedgerError::SessionNotFound(_) => "session_not_found",
-        LedgerError::RunNotFound(_) => "run_not_found",
-        LedgerError::WrongState { .. } => "wrong_state",
-        LedgerError::Taken { .. } => "taken",
-        LedgerError::AlreadyDecided { .. } => "already_decided",
-        LedgerError::Expired { .. } => "expired",
-        LedgerError::AlreadyFinished { .. } => "already_finished",
-        LedgerError::LeaseLost { .. } => "lease_lost",
-        LedgerError::RunClosed { .. } => "run_closed",
-        LedgerError::DecisionRefused { .. } => "decision_refused",
-        LedgerError::SessionBusy { .. } => "session_busy",
-        LedgerError::RunWrongState { .. } => "run_wrong_state",
-        LedgerError::RequestStateUsed { .. } => "request_state_used",
-        LedgerError::Invalid(_) => "invalid",
-        LedgerError::Corrupt { .. } => "corrupt",
-        LedgerError::Closed => "closed",
-        LedgerError::Database(_) => "database",
-        LedgerError::Migrate(_) => "migrate",
-    }
 }

@@ -11,6 +11,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::Ledger;
+use crate::audit_trail::{self, AuditTrail};
 use crate::reads::{self, text};
 use crate::store::{LedgerFuture, Reads};
 use crate::support::chain;
@@ -115,5 +116,9 @@ impl Reads for Ledger {
 
     fn verify(&self) -> LedgerFuture<'_, AuditReport> {
         Box::pin(chain::verify(&self.pool))
+    }
+
+    fn audit_trail(&self) -> LedgerFuture<'_, AuditTrail> {
+        Box::pin(audit_trail::read(&self.pool))
     }
 }

@@ -160,6 +160,34 @@ fn holder_suffix(holder: &Option<String>) -> String {
         .unwrap_or_default()
 }
 
+impl LedgerError {
+    /// The error's variant, in snake case: a trace's `error.type` (docs/rules.md LEDGER-38).
+    #[must_use]
+    pub fn kind(&self) -> &'static str {
+        match self {
+            LedgerError::NotFound(_) => "not_found",
+            LedgerError::SessionNotFound(_) => "session_not_found",
+            LedgerError::RunNotFound(_) => "run_not_found",
+            LedgerError::WrongState { .. } => "wrong_state",
+            LedgerError::Taken { .. } => "taken",
+            LedgerError::AlreadyDecided { .. } => "already_decided",
+            LedgerError::Expired { .. } => "expired",
+            LedgerError::AlreadyFinished { .. } => "already_finished",
+            LedgerError::LeaseLost { .. } => "lease_lost",
+            LedgerError::RunClosed { .. } => "run_closed",
+            LedgerError::DecisionRefused { .. } => "decision_refused",
+            LedgerError::SessionBusy { .. } => "session_busy",
+            LedgerError::RunWrongState { .. } => "run_wrong_state",
+            LedgerError::RequestStateUsed { .. } => "request_state_used",
+            LedgerError::Invalid(_) => "invalid",
+            LedgerError::Corrupt { .. } => "corrupt",
+            LedgerError::Closed => "closed",
+            LedgerError::Database(_) => "database",
+            LedgerError::Migrate(_) => "migrate",
+        }
+    }
+}
+
 impl From<sqlx::Error> for LedgerError {
     fn from(e: sqlx::Error) -> Self {
         Self::Database(e)

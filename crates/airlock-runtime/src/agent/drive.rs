@@ -7,9 +7,11 @@
 use crate::execute::SuppliedNames;
 use std::sync::Arc;
 
+use airlock_egress::trace::within;
 use airlock_ledger::{LedgerError, NewRun, ResumeOutcome, RunId, RunStatus, RunStep};
 use airlock_model::{Model, ToolCall, ToolResult, Turn};
 use futures::future::BoxFuture;
+use opentelemetry::Context;
 use serde_json::Value;
 use tokio::sync::mpsc::Sender;
 use tokio_util::sync::CancellationToken;
@@ -18,6 +20,7 @@ use super::confirm;
 use super::ctx::{Ending, RunCtx, Step, budget_spent, finish};
 use super::record::{self, Detail, Snapshot};
 use super::settle::{self, Settled};
+use super::trace;
 use super::turn::{self, Asked};
 use super::types::{AgentError, RunEvent, RunState};
 use super::{Agents, CHANNEL, gate, is_open};
@@ -109,6 +112,9 @@ pub(super) fn drive<'a>(
 async fn drive_steps(agents: &Agents, ctx: &mut RunCtx<'_>) -> Result<Ending, AgentError> {
     let limits = agents.inner.limits;
     let mut model: Option<Arc<dyn Model>> = None;
+    // The span of the step whose model turn was just stored: its calls are settled under it
+    // (a step found unsettled, as on resuming, gets its own). A span ends when dropped.
+    let mut asked: Option<(usize, Context)> = None;
     // Each pass stores a step or settles one, and steps are bounded by `max_steps`.
     loop {
         if ctx.cancel.is_cancelled() {
@@ -116,7 +122,12 @@ async fn drive_steps(agents: &Agents, ctx: &mut RunCtx<'_>) -> Result<Ending, Ag
         }
         let pending = ctx.steps.last().is_some_and(|s| s.results.is_none());
         if pending {
-            match step(agents, ctx).await? {
+            let number = ctx.steps.len();
+            let cx = match asked.take() {
+                Some((n, cx)) if n == number => Some(cx),
+                _ => trace::step(step_number(number)),
+            };
+            match within(cx.as_ref(), step(agents, ctx)).await? {
                 StepEnd::Settled(results) => store_results(ctx, results)?,
                 StepEnd::Parked => return Ok(Ending::Parked),
                 StepEnd::Cancelled => return Ok(Ending::Cancelled),
@@ -138,16 +149,25 @@ async fn drive_steps(agents: &Agents, ctx: &mut RunCtx<'_>) -> Result<Ending, Ag
             },
         };
         let remaining = limits.budget.saturating_sub(ctx.elapsed());
-        let turn = match turn::ask(agents, ctx, model.as_ref(), remaining).await {
+        let number = ctx.steps.len() + 1;
+        let cx = trace::step(step_number(number));
+        let asking = turn::ask(agents, ctx, model.as_ref(), remaining);
+        let turn = match within(cx.as_ref(), asking).await {
             Asked::Turn(turn) => turn,
             Asked::Failed(reason) => return Ok(Ending::Failed(reason)),
             Asked::Cancelled => return Ok(Ending::Cancelled),
         };
-        if !store_turn(agents, ctx, turn).await? {
+        if !within(cx.as_ref(), store_turn(agents, ctx, turn)).await? {
             // Cancelled or ended by another process meanwhile: its calls are not sent.
             return Ok(Ending::Cancelled);
         }
+        asked = cx.map(|cx| (number, cx));
     }
+}
+
+/// A step's number as stored (1 for the first).
+fn step_number(steps: usize) -> u32 {
+    u32::try_from(steps).unwrap_or(u32::MAX)
 }
 
 /// The ending a bound imposes before another model turn, if any (AGENT-10); also stops a run
@@ -274,8 +294,25 @@ async fn one(
             call.name
         )));
     };
-    match tool.sub_agent.clone() {
-        Some(agent) => sub_agent(agents, ctx, call_id, &agent, call).await,
+    // Named in a span only once the snapshot knows it, as the MCP endpoint does (OPS-24).
+    let sub_agent = tool.sub_agent.clone();
+    let cx = trace::tool(call, call_id);
+    // Boxed: a sub-agent's run nests the loop again here, and its state must not grow the
+    // stack of the task driving the root.
+    let dispatched = Box::pin(dispatch(agents, ctx, call_id, call, sub_agent));
+    within(cx.as_ref(), dispatched).await
+}
+
+/// Sends a known tool's call where it goes.
+async fn dispatch(
+    agents: &Agents,
+    ctx: &mut RunCtx<'_>,
+    call_id: &str,
+    call: &ToolCall,
+    sub_agent: Option<String>,
+) -> Result<Settled, AgentError> {
+    match sub_agent {
+        Some(agent) => self::sub_agent(agents, ctx, call_id, &agent, call).await,
         None if confirm::confirms(agents, ctx, &call.name) => {
             confirm::gate(agents, ctx, call_id, call).await
         }

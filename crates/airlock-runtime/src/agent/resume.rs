@@ -7,7 +7,8 @@
 //! ([`SAFETY_NET`]) for a signal that never arrived. It lists parked root runs and asks the
 //! ledger to resume each; exactly once comes from `resume_run`'s compare-and-swap: of every
 //! worker, in every process, one caller gets `Resumed` and drives the run. On stop it resumes
-//! nothing new and lets the runs it drives reach their next stop.
+//! nothing new and lets the runs it drives reach their next stop. With `[telemetry]` each run
+//! it drives begins a trace of its own, its `invoke_agent` span (docs/rules.md OPS-82).
 //!
 //! It also takes over runs left `running` by a process that died (docs/rules.md AGENT-59):
 //! every half lease it asks the ledger for running runs whose lease ran out; the ledger hands

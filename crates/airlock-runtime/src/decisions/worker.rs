@@ -10,7 +10,8 @@
 //! another process's worker or this one may race for a row, and only one runs it. On stop it
 //! claims nothing new and lets the calls it started finish. An approved call a freeze holds
 //! back (POLICY-53) is set aside until a freeze is lifted, and each look lists that many more
-//! rows, so held calls never crowd out the approvals behind them.
+//! rows, so held calls never crowd out the approvals behind them. With `[telemetry]` each call
+//! it runs begins a trace of its own (docs/rules.md OPS-82); a look starts no span.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -18,7 +19,10 @@ use std::time::Duration;
 
 use crate::gateway::Gateway;
 use crate::outcome::OutcomeKind;
+use airlock_egress::trace::{child_span, within};
 use airlock_ledger::{InvocationId, InvocationState};
+use opentelemetry::KeyValue;
+use opentelemetry::trace::SpanKind;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
@@ -93,9 +97,15 @@ pub async fn work_polling_every(
     while running.join_next().await.is_some() {}
 }
 
-/// Runs the approved call `id`; whether a freeze held it back (it is still approved).
+/// Runs the approved call `id`, each in a trace of its own (`run approved call`, docs/rules.md
+/// OPS-82: one span per call, none per look); whether a freeze held it back (it is still
+/// approved).
 async fn run_one(gateway: Arc<Gateway>, id: InvocationId) -> bool {
-    let outcome = match gateway.continue_approved(id).await {
+    let cx = gateway.trace_parent().and_then(|parent| {
+        let attributes = vec![KeyValue::new("airlock.invocation.id", id.to_string())];
+        child_span(&parent, "run approved call", SpanKind::Internal, attributes)
+    });
+    let outcome = match within(cx.as_ref(), gateway.continue_approved(id)).await {
         Ok(outcome) => outcome,
         Err(error) => {
             tracing::error!(%id, %error, "running an approved call failed");

@@ -40,6 +40,7 @@ impl GatewayBuilder {
             gateway: Gateway {
                 store,
                 freezes,
+                tracer: None,
                 executors: Executors::new(egress, credentials),
                 scopes: HashMap::new(),
                 owner,
@@ -173,6 +174,14 @@ impl GatewayBuilder {
     #[must_use]
     pub fn how_to_decide(mut self, how: HowToDecide) -> Self {
         self.gateway.how_to_decide = Some(how);
+        self
+    }
+
+    /// `[telemetry]`'s tracer: runs, decisions and the background workers are traced with it
+    /// (docs/rules.md OPS-80); without it they start no span.
+    #[must_use]
+    pub fn tracer(mut self, tracer: Option<airlock_egress::trace::RequestTracer>) -> Self {
+        self.gateway.tracer = tracer;
         self
     }
 

@@ -1,6 +1,7 @@
 //! What the one path tells metrics and the call's trace (docs/rules.md OPS-25, OPS-27,
 //! OPS-28): the count and latency histogram of every answered call, the count of parked calls, and the
-//! airlock attributes of the caller's server span.
+//! airlock attributes of the caller's server span; and where the traces the gateway begins
+//! itself start (OPS-80: [`Gateway::trace_parent`]).
 //!
 //! Guarantees: attributes go only on a span that records (a traced call; nothing when
 //! telemetry is off) and never carry an argument or a result; histogram and counter labels are
@@ -12,7 +13,20 @@ use airlock_ledger::{Invocation, InvocationState};
 use opentelemetry::trace::{Status, TraceContextExt};
 use opentelemetry::{Context, KeyValue};
 
+use airlock_egress::trace::{RequestTracer, root};
+
+use super::Gateway;
 use crate::outcome::{Outcome, OutcomeKind};
+
+impl Gateway {
+    /// Where a span of this process's own work starts (OPS-80): the current context when it is
+    /// traced (a request's trace goes on), else a new trace when `[telemetry]` is configured;
+    /// `None` when neither (nothing is started).
+    pub(crate) fn trace_parent(&self) -> Option<Context> {
+        Context::map_current(|cx| cx.get::<RequestTracer>().map(|_| cx.clone()))
+            .or_else(|| self.tracer.as_ref().map(root))
+    }
+}
 
 /// An answered call: `airlock_tool_call_duration_seconds{channel, tool, outcome}` (the
 /// `mcp.server.operation.duration` of channel `mcp`, in Prometheus' words), and the span.

@@ -9,11 +9,13 @@
 //! `proposals` (AGENT-44); a run is read and cancelled only by the principal that started it or
 //! an admin — to anyone else it is a run nobody recorded (AGENT-67, AGENT-70). Statuses: 404
 //! unknown agent or run (or another principal's), 409 a session with a run in progress (naming
-//! it), 400 a body or id that does not parse.
+//! it), 400 a body or id that does not parse. With `[telemetry]` a run request is a server span
+//! continuing the caller's `traceparent`, the run's spans under it (OPS-80, [`super::trace`]).
 
 pub(crate) mod body;
 mod ws;
 
+use airlock_egress::trace::within_owned;
 use airlock_ledger::{InvocationId, LedgerError, RunId};
 use airlock_mcp::Caller;
 use airlock_runtime::agent::{AgentError, RunConnection, RunReport, RunRequest};
@@ -24,12 +26,14 @@ use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::{get, post};
+use opentelemetry::Context;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::AppState;
 use super::auth::{RunRequester, agent_caller, run_requester};
 use super::error::ApiError;
+use super::trace;
 use body::{MAX_BODY_BYTES, RunBody};
 
 pub(super) fn router() -> Router<AppState> {
@@ -43,22 +47,39 @@ pub(super) fn router() -> Router<AppState> {
         .route("/runs/{id}/cancel", post(cancel))
 }
 
-/// `POST /v1/agents/{name}/run`.
+/// `POST /v1/agents/{name}/run`, its server span around it (OPS-80).
 async fn start(
     State(state): State<AppState>,
     Path(agent): Path<String>,
     headers: HeaderMap,
     bytes: Result<Bytes, BytesRejection>,
 ) -> Result<Json<RunReport>, ApiError> {
-    let caller = agent_caller(&state, &headers, &agent)?;
+    let path = format!("/v1/agents/{agent}/run");
+    let cx = trace::server(&state, &headers, "POST", "/v1/agents/{name}/run", path);
+    let answer = run(state, agent, &headers, bytes, cx.clone()).await;
+    let status = answer
+        .as_ref()
+        .map_or_else(ApiError::status, |_| StatusCode::OK);
+    trace::answered(cx.as_ref(), status);
+    answer
+}
+
+async fn run(
+    state: AppState,
+    agent: String,
+    headers: &HeaderMap,
+    bytes: Result<Bytes, BytesRejection>,
+    cx: Option<Context>,
+) -> Result<Json<RunReport>, ApiError> {
+    let caller = agent_caller(&state, headers, &agent)?;
     let bytes = bytes.map_err(|r| too_large_or_bad(&r))?;
-    let body = body::parse_http(&headers, &bytes)?;
+    let body = body::parse_http(headers, &bytes)?;
     let request = run_request(agent, caller, body);
     // The run goes on in its own task: a client that hangs up does not cut a step in half,
     // and the finished run is read back with GET /v1/runs/{id}.
     let agents = state.agents.clone();
-    let run =
-        tokio::spawn(async move { agents.run(request, None, CancellationToken::new()).await });
+    let running = async move { agents.run(request, None, CancellationToken::new()).await };
+    let run = tokio::spawn(within_owned(cx, running));
     let report = run.await.map_err(|e| ApiError::internal(&e))??;
     Ok(Json(report))
 }

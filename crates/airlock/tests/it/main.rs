@@ -5,6 +5,7 @@
 mod access;
 mod apis;
 mod approvals_cli;
+mod audit_export;
 mod backup;
 mod big_calls;
 mod boundaries;
@@ -48,6 +49,7 @@ mod skills;
 mod subscriptions;
 mod support;
 mod telemetry;
+mod telemetry_runs;
 mod words;
 
 use std::path::PathBuf;

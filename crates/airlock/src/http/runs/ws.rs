@@ -15,12 +15,14 @@
 
 use std::time::Duration;
 
+use airlock_egress::trace::within_owned;
 use airlock_mcp::Caller;
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
 use axum::extract::{Path, State};
-use axum::http::HeaderMap;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
+use opentelemetry::Context;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -30,6 +32,7 @@ use super::run_request;
 use crate::http::AppState;
 use crate::http::auth::agent_caller;
 use crate::http::error::ApiError;
+use crate::http::trace;
 use crate::result::run_state;
 
 /// How long a client has, once upgraded, to send its run request.
@@ -44,16 +47,37 @@ pub(super) async fn upgrade(
     headers: HeaderMap,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Result<Response, ApiError> {
-    let caller = agent_caller(&state, &headers, &agent)?;
-    let upgrade =
-        upgrade.map_err(|r| ApiError::new(r.status(), "not_a_websocket", r.body_text()))?;
+    let path = format!("/v1/agents/{agent}/ws");
+    let cx = trace::server(&state, &headers, "GET", "/v1/agents/{name}/ws", path);
+    let accepted = agent_caller(&state, &headers, &agent).and_then(|caller| {
+        let upgrade =
+            upgrade.map_err(|r| ApiError::new(r.status(), "not_a_websocket", r.body_text()))?;
+        Ok((caller, upgrade))
+    });
+    let (caller, upgrade) = match accepted {
+        Ok(accepted) => accepted,
+        Err(error) => {
+            trace::answered(cx.as_ref(), error.status());
+            return Err(error);
+        }
+    };
+    // The span lasts as long as the socket: the run under it is the request's work.
     Ok(upgrade
         .max_message_size(MAX_BODY_BYTES)
-        .on_upgrade(move |socket| session(socket, state, agent, caller)))
+        .on_upgrade(move |socket| async move {
+            session(socket, state, agent, caller, cx.clone()).await;
+            trace::answered(cx.as_ref(), StatusCode::SWITCHING_PROTOCOLS);
+        }))
 }
 
-/// One WebSocket: its request, its run, its events.
-async fn session(mut socket: WebSocket, state: AppState, agent: String, caller: Caller) {
+/// One WebSocket: its request, its run (in the request's trace), its events.
+async fn session(
+    mut socket: WebSocket,
+    state: AppState,
+    agent: String,
+    caller: Caller,
+    cx: Option<Context>,
+) {
     let body = match request(&mut socket).await {
         Ok(Some(body)) => body,
         Ok(None) => return,
@@ -64,7 +88,8 @@ async fn session(mut socket: WebSocket, state: AppState, agent: String, caller: 
     let cancel = CancellationToken::new();
     let agents = state.agents.clone();
     let token = cancel.clone();
-    let run = tokio::spawn(async move { agents.run(request, Some(events_tx), token).await });
+    let running = async move { agents.run(request, Some(events_tx), token).await };
+    let run = tokio::spawn(within_owned(cx, running));
     // Stopping the run on every way out before `done`: the guard cancels when dropped.
     let guard = cancel.drop_guard();
     loop {
@@ -112,7 +137,7 @@ async fn request(socket: &mut WebSocket) -> Result<Option<RunBody>, ApiError> {
         Ok(Some(bytes)) => body::parse_json(&bytes).map(Some),
         Ok(None) => Ok(None),
         Err(_) => Err(ApiError::new(
-            axum::http::StatusCode::REQUEST_TIMEOUT,
+            StatusCode::REQUEST_TIMEOUT,
             "timeout",
             format!(
                 "send the run request as the first frame within {} s",
