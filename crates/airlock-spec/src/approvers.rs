@@ -88,6 +88,13 @@ pub(crate) fn approvers(f: &Fields<'_>, d: &mut Diag) -> Approvers {
         return Approvers::default();
     };
     let slots = slots(&a, d);
+    if slots.len() as u64 > MAX_QUORUM {
+        d.push(
+            a.key_at("slots"),
+            &a.key("slots"),
+            format!("at most {MAX_QUORUM} slots (each is one approval)"),
+        );
+    }
     let quorum = match a.opt_u64("quorum", d) {
         None if !slots.is_empty() => u32::try_from(slots.len()).unwrap_or(1),
         None => 1,
@@ -111,13 +118,16 @@ pub(crate) fn approvers(f: &Fields<'_>, d: &mut Diag) -> Approvers {
             );
         }
     }
-    if !deciders.is_empty() && (deciders.len() as u64) < u64::from(quorum) {
+    // One person votes once: a name written twice counts once.
+    let distinct: std::collections::HashSet<&str> =
+        deciders.iter().map(|(name, _)| name.as_str()).collect();
+    if !deciders.is_empty() && (distinct.len() as u64) < u64::from(quorum) {
         d.push(
             a.key_at("deciders"),
             &a.key("deciders"),
             format!(
                 "{} decider(s) can never make a quorum of {quorum}",
-                deciders.len()
+                distinct.len()
             ),
         );
     }
@@ -168,6 +178,14 @@ fn slots(a: &Fields<'_>, d: &mut Diag) -> Vec<Slot> {
         let (Some(name), Some(deciders)) = (name, deciders) else {
             continue;
         };
+        if let Some((bad, at)) = deciders
+            .iter()
+            .find(|(n, _)| n.is_empty() || n.contains(char::is_whitespace))
+        {
+            let problem = format!("`{bad}` is not a principal name (no spaces)");
+            d.push(*at, &s.key("deciders"), problem);
+            continue;
+        }
         if deciders.is_empty() || out.iter().any(|o| o.name == name) {
             d.push(
                 s.key_at("name"),

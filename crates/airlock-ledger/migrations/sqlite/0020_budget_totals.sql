@@ -9,15 +9,6 @@
 -- stops counting is terminal (docs/rules.md LEDGER-2).
 ALTER TABLE budget_shares ADD COLUMN open INTEGER NOT NULL DEFAULT 1;
 
--- The states a share counts in, as LEDGER-74 lists them (kept in this one predicate; a state
--- added later must be added here by a new migration).
-UPDATE budget_shares SET open = 0 WHERE NOT EXISTS (
-    SELECT 1 FROM invocations i WHERE i.id = budget_shares.invocation_id AND (
-        i.state IN ('pending', 'proposed', 'awaiting_approval', 'awaiting_answer', 'approved',
-                    'running', 'in_doubt', 'succeeded', 'resolved', 'input_required')
-        OR (i.state = 'failed' AND i.error_kind IN ('timeout', 'upstream_error', 'bad_response',
-                                                   'tool_failed', 'task_failed'))));
-
 -- One index serves judging (a key's open shares by time) and `GET /v1/limits`; a call's own
 -- shares are found by the primary key. Each index is pages every recording commit writes.
 DROP INDEX budget_shares_by_key;
@@ -28,8 +19,6 @@ CREATE TABLE budget_totals (
     used       INTEGER NOT NULL,
     oldest     INTEGER
 );
-INSERT INTO budget_totals (limit_key, used, oldest)
-    SELECT limit_key, SUM(share), MIN(at) FROM budget_shares WHERE open = 1 GROUP BY limit_key;
 
 CREATE TRIGGER budget_share_reserved AFTER INSERT ON budget_shares WHEN NEW.open = 1
 BEGIN
@@ -50,6 +39,8 @@ BEGIN
     WHERE limit_key = OLD.limit_key;
 END;
 
+-- The states a share counts in, as LEDGER-74 lists them (kept in this one predicate; a state
+-- added later must be added here by a new migration).
 CREATE TRIGGER budget_call_released AFTER UPDATE OF state ON invocations
 WHEN NOT (NEW.state IN ('pending', 'proposed', 'awaiting_approval', 'awaiting_answer',
                         'approved', 'running', 'in_doubt', 'succeeded', 'resolved',
@@ -59,3 +50,15 @@ WHEN NOT (NEW.state IN ('pending', 'proposed', 'awaiting_approval', 'awaiting_an
 BEGIN
     UPDATE budget_shares SET open = 0 WHERE invocation_id = NEW.id AND open = 1;
 END;
+
+-- What existing shares hold, once the triggers are in place: a call that stops counting
+-- meanwhile (another process still serving) is closed by them, not missed.
+UPDATE budget_shares SET open = 0 WHERE NOT EXISTS (
+    SELECT 1 FROM invocations i WHERE i.id = budget_shares.invocation_id AND (
+        i.state IN ('pending', 'proposed', 'awaiting_approval', 'awaiting_answer', 'approved',
+                    'running', 'in_doubt', 'succeeded', 'resolved', 'input_required')
+        OR (i.state = 'failed' AND i.error_kind IN ('timeout', 'upstream_error', 'bad_response',
+                                                   'tool_failed', 'task_failed'))));
+INSERT INTO budget_totals (limit_key, used, oldest)
+    SELECT limit_key, SUM(share), MIN(at) FROM budget_shares WHERE open = 1 GROUP BY limit_key
+    ON CONFLICT (limit_key) DO UPDATE SET used = excluded.used, oldest = excluded.oldest;

@@ -348,6 +348,11 @@ impl Lane {
                 Err(e) if is_unique_violation(&e) && collisions < MAX_COLLISIONS => {
                     collisions += 1;
                 }
+                // PostgreSQL broke a lock cycle by aborting this batch: nothing of it stands,
+                // so a batch that may run again does.
+                Err(e) if rerunnable && is_deadlock(&e) && collisions < MAX_COLLISIONS => {
+                    collisions += 1;
+                }
                 Err(e) if queued && jobs.len() == 1 && deferred::is_lost_race(&e) => {
                     queued = false;
                 }
@@ -378,6 +383,11 @@ const MAX_COLLISIONS: u32 = 8;
 
 fn is_unique_violation(e: &sqlx::Error) -> bool {
     matches!(e, sqlx::Error::Database(db) if db.is_unique_violation())
+}
+
+/// PostgreSQL's `deadlock_detected` (SQLSTATE 40P01).
+fn is_deadlock(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(db) if db.code().as_deref() == Some("40P01"))
 }
 
 /// Not inside the write transaction: a transaction that notifies holds PostgreSQL's

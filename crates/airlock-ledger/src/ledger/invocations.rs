@@ -137,10 +137,27 @@ impl Invocations for Ledger {
         decision: Decision,
     ) -> LedgerFuture<'_, Invocation> {
         let by = by.to_owned();
-        Box::pin(self.writer.submit(id.0, Prefetch::Fresh(id), move |tx, b| {
+        let attempt = move || {
             let (by, decision) = (by.clone(), decision.clone());
-            Box::pin(async move { decide::decide(tx, b, id, &by, &decision).await })
-        }))
+            self.writer.submit(id.0, Prefetch::Fresh(id), move |tx, b| {
+                let (by, decision) = (by.clone(), decision.clone());
+                Box::pin(async move { decide::decide(tx, b, id, &by, &decision).await })
+            })
+        };
+        Box::pin(async move {
+            // A vote or an escalation on another replica moved the waiting row on meanwhile.
+            let mut tries = 0;
+            loop {
+                match attempt().await {
+                    Err(LedgerError::Database(e))
+                        if crate::support::deferred::is_lost_race(&e) && tries < VOTE_TRIES =>
+                    {
+                        tries += 1;
+                    }
+                    other => return other,
+                }
+            }
+        })
     }
 
     fn decide_all(

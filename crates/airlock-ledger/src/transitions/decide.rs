@@ -157,7 +157,15 @@ pub(crate) async fn decide(
     }
     next.expires_at = None;
     batch
-        .save_or(tx, &inv, next, |now| refuse(now, decision))
+        .save_or(tx, &inv, next, |now| {
+            // Still waiting, undecided: a vote or an escalation moved it on (LEDGER-76, 78),
+            // not a decision — decided again from the row as it stands.
+            if expected_for(decision).contains(&now.state) && now.decision.is_none() {
+                LedgerError::Database(crate::support::deferred::lost_race())
+            } else {
+                refuse(now, decision)
+            }
+        })
         .await
 }
 

@@ -54,12 +54,15 @@ pub(crate) async fn grant(
             "a grant lets at least one later call through, until a later time".to_owned(),
         ));
     }
-    let row = decide::decide(tx, batch, id, by, &Decision::Approve).await?;
-    let Some(principal) = row.principal.clone() else {
+    // Checked before the approval is written: a refused grant decides nothing.
+    let current = crate::transitions::expiry::load_current(tx, batch, id).await?;
+    if current.principal.is_none() {
         return Err(LedgerError::Invalid(
             "a call without a principal cannot be granted again: nobody would be named".to_owned(),
         ));
-    };
+    }
+    let row = decide::decide(tx, batch, id, by, &Decision::Approve).await?;
+    let principal = row.principal.clone().unwrap_or_default();
     let arguments_hash = (grant.reach == GrantReach::SameCall).then(|| row.arguments_hash.clone());
     let session = grant.session.then(|| row.session_id.to_string());
     tx.inner
@@ -96,6 +99,11 @@ pub(crate) async fn redeem(
     let Some(principal) = principal else {
         return Ok(None);
     };
+    if matches!(tx.inner, crate::sql::db::DbTx::Postgres(_)) {
+        // The budget lock first, as every transaction that may also judge a budget takes it:
+        // a grant's row locked before it could deadlock with one judging (LEDGER-74).
+        tx.inner.execute("SELECT budget_lock()", &[]).await?;
+    }
     let row = tx
         .inner
         .fetch_optional(

@@ -32,17 +32,22 @@ pub(super) async fn take(
         Some(e) if store.escalated(id).await? => e.to.clone(),
         _ => Vec::new(),
     };
-    // Standing in for a decider who delegated their role (POLICY-64).
+    // Standing in for a decider who delegated their role (POLICY-64): as that decider — who
+    // votes once, and whose own call it may not approve either.
+    let mut voter = decider.to_owned();
     if !approvers.deciders.is_empty() && !approvers.deciders.iter().any(|d| d == decider) {
         let delegations = store.delegations_to(decider.to_owned()).await?;
-        if delegations
+        if let Some(d) = delegations
             .iter()
-            .any(|d| approvers.deciders.contains(&d.from))
+            .find(|d| approvers.deciders.contains(&d.from))
         {
             also.push(decider.to_owned());
+            voter.clone_from(&d.from);
         }
     }
-    if let Some(reason) = refusal(&approvers, &also, principal.as_deref(), decider, decision) {
+    let refused = refusal(&approvers, &also, principal.as_deref(), decider, decision)
+        .or_else(|| refusal(&approvers, &also, principal.as_deref(), &voter, decision));
+    if let Some(reason) = refused {
         return Err(LedgerError::DecisionRefused { id, reason });
     }
     let voted = approvers.quorum > 1 || !approvers.slots.is_empty();
@@ -57,8 +62,8 @@ pub(super) async fn take(
     }
     match decision {
         Decision::Approve if voted => {
-            let slot = seat(store, id, &approvers, decider).await?;
-            let voted = store.vote(id, decider, approvers.quorum, slot).await?;
+            let slot = seat(store, id, &approvers, &voter).await?;
+            let voted = store.vote(id, &voter, approvers.quorum, slot).await?;
             Ok(voted.invocation)
         }
         _ => store.decide(id, decider, decision.clone()).await,

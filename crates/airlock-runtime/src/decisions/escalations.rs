@@ -40,6 +40,15 @@ pub async fn escalate_due(gateway: &Gateway) -> Result<usize, GatewayError> {
         let Some(escalation) = escalation else {
             continue;
         };
+        // Only a call that looks due and is not escalated yet costs a write; the ledger judges
+        // again by its own clock.
+        let due = time::Duration::try_from(escalation.after)
+            .ok()
+            .and_then(|after| row.created_at.checked_add(after))
+            .is_some_and(|due| due <= time::OffsetDateTime::now_utc());
+        if !due || store.escalated(row.id).await? {
+            continue;
+        }
         if store
             .escalate(row.id, escalation.after, escalation.to.clone())
             .await?

@@ -73,9 +73,10 @@ impl McpHost {
             .scope(scope)
             .and_then(|s| s.get(&row.tool))
             .is_some_and(|spec| !spec.policy.approvers.is_plain());
-        if matches!(used.decision, CallerDecision::Approve)
-            && (row.approval != Approval::Caller || named)
-        {
+        // The caller's own decline, too, is a decision its tool's deciders take (POLICY-61).
+        let approves = matches!(used.decision, CallerDecision::Approve);
+        let declines = matches!(used.decision, CallerDecision::Decline { .. });
+        if (approves && row.approval != Approval::Caller) || ((approves || declines) && named) {
             return Err(HostError::InvalidParams(format!(
                 "invocation {} waits for an approver: it is over a limit, or its tool names its approvers",
                 used.invocation_id

@@ -830,6 +830,14 @@ fn approvers_are_read_and_bad_ones_refused_at_their_key() {
             "needs a name of its own",
         ),
         ("{ stages: true }", "`stages` orders `slots`"),
+        (
+            "{ quorum: 2, deciders: [alice, alice] }",
+            "1 decider(s) can never make a quorum of 2",
+        ),
+        (
+            "{ slots: [{ name: a, deciders: ['x y'] }] }",
+            "is not a principal name",
+        ),
     ];
     for (approvers, expected) in cases {
         let errors = Dir::new()

@@ -184,6 +184,27 @@ pub(crate) async fn ledger_77_a_grant_lets_bounded_calls_through(h: &Harness) {
     h.clock.advance(std::time::Duration::from_secs(1801));
     let late = h.store.record(gated(h, s, 6)).await.unwrap().invocation;
     assert_eq!(late.state, S::AwaitingApproval, "the grant has ended");
+    // A call of nobody cannot be granted again, and the refusal decides nothing.
+    let anonymous = h.session_for(None).await;
+    let nobodys = h
+        .store
+        .record(gated(h, anonymous, 7))
+        .await
+        .unwrap()
+        .invocation;
+    let grant = airlock_ledger::Grant {
+        reach: airlock_ledger::GrantReach::Tool,
+        uses: Some(1),
+        until: h.clock_now() + std::time::Duration::from_secs(60),
+        session: false,
+    };
+    let refused = h.store.grant(nobodys.id, "alice", grant).await;
+    assert!(
+        matches!(refused, Err(LedgerError::Invalid(_))),
+        "{refused:?}"
+    );
+    let row = h.store.get(nobodys.id).await.unwrap();
+    assert_eq!(row.state, S::AwaitingApproval, "nothing decided");
     assert!(h.store.verify().await.unwrap().first_break.is_none());
 }
 
