@@ -94,6 +94,7 @@ async fn record_with(
     // A person's grant lets the call through as their approval would (LEDGER-77).
     let mut granted = None;
     if state == S::AwaitingApproval
+        && new.grantable
         && let Some(source) =
             grants::redeem(tx, batch, &new, &args_hash, principal.as_deref()).await?
     {

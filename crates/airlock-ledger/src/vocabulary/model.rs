@@ -134,6 +134,9 @@ pub struct NewInvocation {
     /// (docs/rules.md LEDGER-62): the row is recorded ungated, and the sealed state's nonce is
     /// used in the same commit.
     pub follows: Option<RoundUse>,
+    /// Whether a person's grant may let the call through (LEDGER-77): not when its tool names
+    /// its approvers, whose quorum no one person's grant stands for (default `true`).
+    pub grantable: bool,
 }
 
 /// The next round of a relayed MCP call: the sealed state's one-time nonce and the round it
@@ -180,6 +183,7 @@ impl NewInvocation {
             refusal: None,
             shares: Vec::new(),
             follows: None,
+            grantable: true,
         }
     }
 }

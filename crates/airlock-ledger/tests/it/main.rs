@@ -70,6 +70,7 @@ harness::both_backends!(
     ledger_77_a_grant_lets_bounded_calls_through,
     ledger_77_concurrent_calls_use_a_grant_at_most_its_uses,
     ledger_79_a_delegation_holds_for_its_window,
+    ledger_77_a_call_not_grantable_uses_no_grant,
     ledger_49_tool_pins_are_replaced_and_removed,
     policy_16_a_call_takes_from_every_budget_or_none,
     policy_16_stores_on_one_database_share_the_budget,

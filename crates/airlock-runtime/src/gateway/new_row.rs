@@ -25,6 +25,8 @@ pub(super) fn new_invocation(
     new.effect = spec.policy.effect;
     new.principal = ctx.principal.clone();
     new.approval_ttl = spec.policy.approval_ttl;
+    // No one person's grant stands for a tool's named approvers (LEDGER-77).
+    new.grantable = spec.policy.approvers.is_plain();
     if !invalid {
         new.approval = spec.policy.approval;
         new.mode = spec.policy.mode;

@@ -267,3 +267,27 @@ pub(crate) async fn ledger_79_a_delegation_holds_for_its_window(h: &Harness) {
             .is_empty()
     );
 }
+
+/// LEDGER-77: a call recorded as not grantable (its tool names its approvers) parks whatever
+/// grant covers it, and uses none.
+pub(crate) async fn ledger_77_a_call_not_grantable_uses_no_grant(h: &Harness) {
+    let s = h.session().await;
+    let first = h.store.record(gated(h, s, 1)).await.unwrap().invocation;
+    let grant = airlock_ledger::Grant {
+        reach: airlock_ledger::GrantReach::SameCall,
+        uses: Some(1),
+        until: h.clock_now() + std::time::Duration::from_secs(600),
+        session: false,
+    };
+    h.store.grant(first.id, "alice", grant).await.unwrap();
+    let mut named = gated(h, s, 1);
+    named.grantable = false;
+    let parked = h.store.record(named).await.unwrap().invocation;
+    assert_eq!(parked.state, S::AwaitingApproval);
+    let through = h.store.record(gated(h, s, 1)).await.unwrap().invocation;
+    assert_eq!(
+        through.state,
+        S::Pending,
+        "the use was left for a call that may take it"
+    );
+}
