@@ -64,7 +64,7 @@ pub use store_config::StoreConfig;
 pub use support::notice::{Notice, NoticeRecord, OutboxRoute};
 pub use transitions::agent_runs::{RunDetail, RunStep};
 pub use transitions::confirmations::{Answered, Confirmation};
-pub use transitions::decide::{MAX_BATCH_DECISION, Voted};
+pub use transitions::decide::{MAX_BATCH_DECISION, Slots, Voted};
 pub use transitions::delegations::Delegation;
 pub use transitions::freezes::{Freeze, FreezeTarget};
 pub use transitions::grants::{Grant, GrantReach};

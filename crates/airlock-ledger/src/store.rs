@@ -29,7 +29,7 @@ use crate::sql::tx::TxTool;
 use crate::support::notice::{Notice, NoticeRecord};
 use crate::transitions::agent_runs::{RunDetail, RunStep};
 use crate::transitions::confirmations::{Answered, Confirmation};
-use crate::transitions::decide::Voted;
+use crate::transitions::decide::{Slots, Voted};
 use crate::transitions::delegations::Delegation;
 use crate::transitions::freezes::{Freeze, FreezeTarget};
 use crate::transitions::grants::Grant;
@@ -260,13 +260,14 @@ pub trait Invocations: Send + Sync {
     /// `by`'s approval of a call that needs `needed` distinct approvals (docs/rules.md
     /// LEDGER-76): one compare-and-swap that leaves it waiting, or makes it approved when this
     /// vote completes the quorum. A second vote by `by` is [`LedgerError::AlreadyDecided`].
-    /// `slot`, when given, is the role this vote fills: each is filled once.
+    /// `slots`, when given, are the roles the quorum needs filled: the vote fills the one
+    /// [`Slots`] picks from the votes in its transaction, each once.
     fn vote(
         &self,
         id: InvocationId,
         by: &str,
         needed: u32,
-        slot: Option<String>,
+        slots: Option<Slots>,
     ) -> LedgerFuture<'_, Voted>;
     /// A decision taken through a request state the MCP endpoint sealed (docs/rules.md
     /// LEDGER-46): [`Invocations::decide`] by `used.by`, then — for an approval, when
@@ -331,9 +332,6 @@ pub trait Reads: Send + Sync {
     /// oldest first — what a background worker picks up. Reading guarantees
     /// nothing: run them through [`Invocations::claim`], which lets exactly one claimer win.
     fn approved_unclaimed(&self, limit: u32) -> LedgerFuture<'_, Vec<Invocation>>;
-    /// The votes cast to approve `id` (LEDGER-76): each voter and the slot they filled, in
-    /// the order they were cast.
-    fn votes(&self, id: InvocationId) -> LedgerFuture<'_, Vec<(String, Option<String>)>>;
     /// Whether the call `id` was escalated (LEDGER-78).
     fn escalated(&self, id: InvocationId) -> LedgerFuture<'_, bool>;
     /// A session's invocations in the order they were recorded.

@@ -22,7 +22,7 @@ use crate::store::{
 use crate::support::notice::{Notice, NoticeRecord};
 use crate::transitions::agent_runs::{RunDetail, RunStep};
 use crate::transitions::confirmations::{Answered, Confirmation};
-use crate::transitions::decide::Voted;
+use crate::transitions::decide::{Slots, Voted};
 use crate::transitions::delegations::Delegation;
 use crate::transitions::freezes::{Freeze, FreezeTarget};
 use crate::transitions::grants::Grant;
@@ -78,7 +78,7 @@ impl Invocations for WithInvocations {
             -> LedgerFuture<'_, Invocation>;
         fn decide_all(&self, ids: Vec<InvocationId>, by: &str, decision: Decision)
             -> LedgerFuture<'_, Vec<Invocation>>;
-        fn vote(&self, id: InvocationId, by: &str, needed: u32, slot: Option<String>)
+        fn vote(&self, id: InvocationId, by: &str, needed: u32, slots: Option<Slots>)
             -> LedgerFuture<'_, Voted>;
         fn grant(&self, id: InvocationId, by: &str, grant: Grant) -> LedgerFuture<'_, Invocation>;
         fn escalate(&self, id: InvocationId, after: Duration, to: Vec<String>)
@@ -138,7 +138,6 @@ impl Reads for WithInvocations {
         fn open_counts(&self) -> LedgerFuture<'_, Vec<(InvocationState, u64)>>;
         fn approved_unclaimed(&self, limit: u32) -> LedgerFuture<'_, Vec<Invocation>>;
         fn escalated(&self, id: InvocationId) -> LedgerFuture<'_, bool>;
-        fn votes(&self, id: InvocationId) -> LedgerFuture<'_, Vec<(String, Option<String>)>>;
         fn session_invocations(&self, id: SessionId) -> LedgerFuture<'_, Vec<Invocation>>;
         fn run_invocations(&self, id: RunId) -> LedgerFuture<'_, Vec<Invocation>>;
         fn verify(&self) -> LedgerFuture<'_, AuditReport>;

@@ -18,7 +18,7 @@ use super::transactional::TxJob;
 use crate::commit::writer::Prefetch;
 use crate::sql::tx::TxTool;
 use crate::store::{Invocations, LedgerFuture};
-use crate::transitions::decide::{self, Voted};
+use crate::transitions::decide::{self, Slots, Voted};
 use crate::transitions::escalations;
 use crate::transitions::grants::{self, Grant};
 use crate::transitions::lease;
@@ -219,14 +219,14 @@ impl Invocations for Ledger {
         id: InvocationId,
         by: &str,
         needed: u32,
-        slot: Option<String>,
+        slots: Option<Slots>,
     ) -> LedgerFuture<'_, Voted> {
         let by = by.to_owned();
         let attempt = move || {
-            let (by, slot) = (by.clone(), slot.clone());
+            let (by, slots) = (by.clone(), slots.clone());
             self.writer.submit(id.0, Prefetch::Fresh(id), move |tx, b| {
-                let (by, slot) = (by.clone(), slot.clone());
-                Box::pin(async move { decide::vote(tx, b, id, &by, needed, slot.as_deref()).await })
+                let (by, slots) = (by.clone(), slots.clone());
+                Box::pin(async move { decide::vote(tx, b, id, &by, needed, slots.as_ref()).await })
             })
         };
         Box::pin(async move {

@@ -96,10 +96,6 @@ impl Reads for Ledger {
         Box::pin(async move { self.list(reads::APPROVED_UNCLAIMED, &binds).await })
     }
 
-    fn votes(&self, id: InvocationId) -> LedgerFuture<'_, Vec<(String, Option<String>)>> {
-        Box::pin(crate::transitions::decide::votes(&self.pool, id))
-    }
-
     fn escalated(&self, id: InvocationId) -> LedgerFuture<'_, bool> {
         Box::pin(crate::transitions::escalations::escalated(&self.pool, id))
     }

@@ -189,7 +189,7 @@ pub(crate) async fn vote(
     id: InvocationId,
     by: &str,
     needed: u32,
-    slot: Option<&str>,
+    slots: Option<&Slots>,
 ) -> Result<Voted, LedgerError> {
     let inv = load_current(tx, batch, id).await?;
     if !APPROVE_FROM.contains(&inv.state) {
@@ -206,21 +206,22 @@ pub(crate) async fn vote(
             decision: "voted to approve".to_owned(),
         });
     }
-    if let Some(slot) = slot
-        && let Some((holder, _)) = votes.iter().find(|(_, s)| s.as_deref() == Some(slot))
-    {
-        return Err(LedgerError::DecisionRefused {
-            id,
-            reason: format!("the slot {slot} is filled already, by {holder}"),
-        });
-    }
+    // The slot is chosen here, from the votes as they stand in this transaction.
+    let slot = match slots {
+        Some(slots) => Some(
+            slots
+                .seat(&votes, by)
+                .map_err(|reason| LedgerError::DecisionRefused { id, reason })?,
+        ),
+        None => None,
+    };
     tx.inner
         .execute(
             "INSERT INTO approval_votes (invocation_id, voter, slot, at) VALUES ($1, $2, $3, $4)",
             &[
                 id.to_string().into(),
                 by.to_owned().into(),
-                slot.map(str::to_owned).into(),
+                slot.clone().into(),
                 crate::vocabulary::clock::to_micros(batch.now).into(),
             ],
         )
@@ -245,6 +246,38 @@ pub(crate) async fn vote(
     }
 }
 
+/// The roles a quorum needs filled by different people (POLICY-65), as a vote sees them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Slots {
+    /// Every slot's name, in order.
+    pub order: Vec<String>,
+    /// The slots this voter may fill.
+    pub mine: Vec<String>,
+    /// Filled in order: only the first open slot takes a vote.
+    pub stages: bool,
+}
+
+impl Slots {
+    /// The slot `by`'s vote fills, given the `votes` cast: the first open one they may fill
+    /// (with `stages`, the first open one, which they must be able to fill); or why none.
+    fn seat(&self, votes: &[(String, Option<String>)], by: &str) -> Result<String, String> {
+        let filled = |name: &String| votes.iter().any(|(_, s)| s.as_ref() == Some(name));
+        let mut open = self.order.iter().filter(|name| !filled(name));
+        let found = if self.stages {
+            open.next().filter(|name| self.mine.contains(name))
+        } else {
+            open.find(|name| self.mine.contains(name))
+        };
+        found.cloned().ok_or_else(|| {
+            if self.stages {
+                format!("{by} may not fill the stage this call waits for now")
+            } else {
+                format!("{by} fills none of this call's open slots")
+            }
+        })
+    }
+}
+
 /// Who has voted to approve `id`, and the slot each filled, in the order they voted.
 async fn votes_in(
     tx: &mut LedgerTx,
@@ -260,15 +293,6 @@ const VOTES: &str =
 
 fn read_vote(row: &crate::sql::db::DbRow) -> Result<(String, Option<String>), LedgerError> {
     Ok((row.req_text("voter")?, row.text("slot")?))
-}
-
-/// The votes of `id` as committed, read from the pool.
-pub(crate) async fn votes(
-    pool: &crate::sql::db::DbPool,
-    id: InvocationId,
-) -> Result<Vec<(String, Option<String>)>, LedgerError> {
-    let rows = pool.fetch_all(VOTES, &[id.to_string().into()]).await?;
-    rows.iter().map(read_vote).collect()
 }
 
 /// The most rows one batch decision may name.
@@ -372,4 +396,32 @@ pub(crate) async fn run_transactional(
             holder: now.lease.as_ref().map(|l| l.owner.clone()),
         })
         .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Slots;
+
+    fn slots(mine: &[&str], stages: bool) -> Slots {
+        Slots {
+            order: vec!["finance".into(), "legal".into()],
+            mine: mine.iter().map(|s| (*s).to_owned()).collect(),
+            stages,
+        }
+    }
+
+    /// POLICY-65: a vote fills the first open slot its voter may fill; with stages, only the
+    /// first open one; a voter who fits none is told why.
+    #[test]
+    fn a_vote_fills_the_first_open_slot_it_may() {
+        let finance = vec![("bob".to_owned(), Some("finance".to_owned()))];
+        let both = slots(&["finance", "legal"], false);
+        assert_eq!(both.seat(&[], "bob").unwrap(), "finance");
+        assert_eq!(both.seat(&finance, "carol").unwrap(), "legal");
+        let legal_only = slots(&["legal"], true);
+        assert!(legal_only.seat(&[], "carol").unwrap_err().contains("stage"));
+        assert_eq!(legal_only.seat(&finance, "carol").unwrap(), "legal");
+        let finance_only = slots(&["finance"], false);
+        assert!(finance_only.seat(&finance, "alice").unwrap_err().contains("none"));
+    }
 }

@@ -11,7 +11,7 @@
 //!
 //! [`Invocations::vote`]: airlock_ledger::Invocations::vote
 
-use airlock_ledger::{Decision, Invocation, InvocationId, LedgerError, Store};
+use airlock_ledger::{Decision, Invocation, InvocationId, LedgerError, Slots, Store};
 use airlock_spec::Approvers;
 
 use super::Judged;
@@ -62,44 +62,31 @@ pub(super) async fn take(
     }
     match decision {
         Decision::Approve if voted => {
-            let slot = seat(store, id, &approvers, &voter).await?;
-            let voted = store.vote(id, &voter, approvers.quorum, slot).await?;
+            let slots = slots(&approvers, &voter);
+            let voted = store.vote(id, &voter, approvers.quorum, slots).await?;
             Ok(voted.invocation)
         }
         _ => store.decide(id, decider, decision.clone()).await,
     }
 }
 
-/// The slot `decider`'s approval fills (POLICY-65): the first open one they may fill — with
-/// `stages`, the first open one, which they must be able to fill; `None` without slots.
-async fn seat(
-    store: &dyn Store,
-    id: InvocationId,
-    approvers: &Approvers,
-    decider: &str,
-) -> Result<Option<String>, LedgerError> {
+/// The slots `voter` may fill (POLICY-65), for the ledger to choose among in the vote's own
+/// transaction; `None` without slots.
+fn slots(approvers: &Approvers, voter: &str) -> Option<Slots> {
     if approvers.slots.is_empty() {
-        return Ok(None);
+        return None;
     }
-    let votes = store.votes(id).await?;
-    let filled = |name: &str| votes.iter().any(|(_, s)| s.as_deref() == Some(name));
-    let mut open = approvers.slots.iter().filter(|s| !filled(&s.name));
-    let mine = |slot: &&airlock_spec::Slot| slot.deciders.iter().any(|d| d == decider);
-    let found = if approvers.stages {
-        open.next().filter(mine)
-    } else {
-        open.find(mine)
-    };
-    let refuse = |reason: String| LedgerError::DecisionRefused { id, reason };
-    match found {
-        Some(slot) => Ok(Some(slot.name.clone())),
-        None if approvers.stages => Err(refuse(format!(
-            "{decider} may not fill the stage this call waits for now"
-        ))),
-        None => Err(refuse(format!(
-            "{decider} fills none of this call's open slots"
-        ))),
-    }
+    let mine = approvers
+        .slots
+        .iter()
+        .filter(|s| s.deciders.iter().any(|d| d == voter))
+        .map(|s| s.name.clone())
+        .collect();
+    Some(Slots {
+        order: approvers.slots.iter().map(|s| s.name.clone()).collect(),
+        mine,
+        stages: approvers.stages,
+    })
 }
 
 /// A batch decision (DECIDE-19) or a grant (POLICY-62) is refused for a call whose tool names

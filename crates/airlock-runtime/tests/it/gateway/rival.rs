@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use airlock_runtime::ledger::roles::Invocations;
 use airlock_runtime::ledger::{
-    Decision, Grant, Invocation, InvocationId, LedgerFuture, NewInvocation, Recorded, StateUse,
-    SweepReport, ToolError as StoredError, TxTool, Voted, WithInvocations,
+    Decision, Grant, Invocation, InvocationId, LedgerFuture, NewInvocation, Recorded, Slots,
+    StateUse, SweepReport, ToolError as StoredError, TxTool, Voted, WithInvocations,
 };
 use time::OffsetDateTime;
 
@@ -91,9 +91,9 @@ impl Invocations for RivalClaims {
         id: InvocationId,
         by: &str,
         needed: u32,
-        slot: Option<String>,
+        slots: Option<Slots>,
     ) -> LedgerFuture<'_, Voted> {
-        self.inner.vote(id, by, needed, slot)
+        self.inner.vote(id, by, needed, slots)
     }
     fn decide_once(
         &self,
