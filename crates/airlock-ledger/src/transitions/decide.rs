@@ -422,6 +422,11 @@ mod tests {
         assert!(legal_only.seat(&[], "carol").unwrap_err().contains("stage"));
         assert_eq!(legal_only.seat(&finance, "carol").unwrap(), "legal");
         let finance_only = slots(&["finance"], false);
-        assert!(finance_only.seat(&finance, "alice").unwrap_err().contains("none"));
+        assert!(
+            finance_only
+                .seat(&finance, "alice")
+                .unwrap_err()
+                .contains("none")
+        );
     }
 }
