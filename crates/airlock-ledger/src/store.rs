@@ -392,8 +392,8 @@ pub trait Rates: Send + Sync {
 
 /// Delegations (docs/rules.md LEDGER-79): deciders handing their role on for a while.
 pub trait Delegations: Send + Sync {
-    /// Records `delegation`, starting at the ledger's time.
-    fn delegate(&self, delegation: Delegation) -> LedgerFuture<'_, Delegation>;
+    /// Records that `from` hands their role to `to` for `lasts`, from the ledger's time.
+    fn delegate(&self, from: String, to: String, lasts: Duration) -> LedgerFuture<'_, Delegation>;
     /// The delegations to `principal` in force now.
     fn delegations_to(&self, principal: String) -> LedgerFuture<'_, Vec<Delegation>>;
 }

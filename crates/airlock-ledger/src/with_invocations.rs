@@ -180,7 +180,8 @@ impl Budgets for WithInvocations {
 
 impl Delegations for WithInvocations {
     delegate! { base:
-        fn delegate(&self, delegation: Delegation) -> LedgerFuture<'_, Delegation>;
+        fn delegate(&self, from: String, to: String, lasts: Duration)
+            -> LedgerFuture<'_, Delegation>;
         fn delegations_to(&self, principal: String) -> LedgerFuture<'_, Vec<Delegation>>;
     }
 }

@@ -8,13 +8,18 @@ use crate::transitions::delegations::{self, Delegation};
 use crate::transitions::freezes::{self, Freeze, FreezeTarget};
 
 impl Delegations for Ledger {
-    fn delegate(&self, delegation: Delegation) -> LedgerFuture<'_, Delegation> {
+    fn delegate(
+        &self,
+        from: String,
+        to: String,
+        lasts: std::time::Duration,
+    ) -> LedgerFuture<'_, Delegation> {
         // Rare, like freezes: the same fixed lane.
         Box::pin(
             self.writer
                 .submit(uuid::Uuid::nil(), Prefetch::Nothing, move |tx, b| {
-                    let delegation = delegation.clone();
-                    Box::pin(async move { delegations::delegate(tx, b, &delegation).await })
+                    let (from, to) = (from.clone(), to.clone());
+                    Box::pin(async move { delegations::delegate(tx, b, (&from, &to, lasts)).await })
                 }),
         )
     }

@@ -24,12 +24,22 @@ pub struct Delegation {
     pub until: OffsetDateTime,
 }
 
-/// Records `delegation`, starting now.
+/// Records that `from` hands their role to `to` for `lasts`, from the ledger's time (its clock,
+/// not a replica's).
 pub(crate) async fn delegate(
     tx: &mut LedgerTx,
     batch: &Batch,
-    delegation: &Delegation,
+    (from, to, lasts): (&str, &str, std::time::Duration),
 ) -> Result<Delegation, LedgerError> {
+    let until = time::Duration::try_from(lasts)
+        .ok()
+        .and_then(|lasts| batch.now.checked_add(lasts))
+        .unwrap_or(batch.now);
+    let delegation = Delegation {
+        from: from.to_owned(),
+        to: to.to_owned(),
+        until,
+    };
     if delegation.from == delegation.to {
         return Err(LedgerError::Invalid(
             "a delegation hands a role to someone else".to_owned(),
@@ -52,7 +62,7 @@ pub(crate) async fn delegate(
             ],
         )
         .await?;
-    Ok(delegation.clone())
+    Ok(delegation)
 }
 
 /// The delegations to `to` in force at `now`.

@@ -9,8 +9,6 @@
 //! definitions digest, as an approval does: a changed declaration asks again. A call recorded
 //! already (a retry) gives back the use it took.
 
-use time::OffsetDateTime;
-
 use crate::sql::tx::LedgerTx;
 use crate::transitions::batch::Batch;
 use crate::transitions::decide;
@@ -33,10 +31,11 @@ pub enum GrantReach {
 pub struct Grant {
     /// Which later calls it covers.
     pub reach: GrantReach,
-    /// How many later calls it lets through; `None`: any number until `until`.
+    /// How many later calls it lets through; `None`: any number while it lasts.
     pub uses: Option<u32>,
     /// When it ends.
-    pub until: OffsetDateTime,
+    /// How long it lasts from the ledger's time of the approval (its clock, not a replica's).
+    pub lasts: std::time::Duration,
     /// Only calls in the approved call's session.
     pub session: bool,
 }
@@ -49,11 +48,15 @@ pub(crate) async fn grant(
     by: &str,
     grant: &Grant,
 ) -> Result<Invocation, LedgerError> {
-    if grant.uses == Some(0) || grant.until <= batch.now {
+    let until = time::Duration::try_from(grant.lasts)
+        .ok()
+        .and_then(|lasts| batch.now.checked_add(lasts))
+        .filter(|until| *until > batch.now);
+    let Some(until) = until.filter(|_| grant.uses != Some(0)) else {
         return Err(LedgerError::Invalid(
-            "a grant lets at least one later call through, until a later time".to_owned(),
+            "a grant lets at least one later call through, for a while".to_owned(),
         ));
-    }
+    };
     // Checked before the approval is written: a refused grant decides nothing.
     let current = crate::transitions::expiry::load_current(tx, batch, id).await?;
     if current.principal.is_none() {
@@ -78,7 +81,7 @@ pub(crate) async fn grant(
                 session.into(),
                 row.definitions_digest.clone().into(),
                 grant.uses.map(i64::from).into(),
-                to_micros(grant.until).into(),
+                to_micros(until).into(),
                 by.to_owned().into(),
                 to_micros(batch.now).into(),
             ],

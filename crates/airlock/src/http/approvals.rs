@@ -320,7 +320,7 @@ async fn approve(
         ));
     }
     let grant = given
-        .grant(time::OffsetDateTime::now_utc(), state.max_grant)
+        .grant(state.max_grant)
         .map_err(|problem| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "bad_body", problem))?;
     let row = airlock_runtime::decisions::grant(&state.gateway, id, &admin.0, grant, "api").await?;
     Ok(Json(invocation_json(&row)))

@@ -69,12 +69,8 @@ async fn delegate(
                 MAX_DELEGATION.as_secs() / 86_400
             ))
         })?;
-    let asked = Delegation {
-        from: from.clone(),
-        to: body.to.clone(),
-        until: time::OffsetDateTime::now_utc() + lasts,
-    };
-    let stored = state.gateway.store().delegate(asked).await?;
+    let store = state.gateway.store();
+    let stored = store.delegate(from.clone(), body.to.clone(), lasts).await?;
     tracing::warn!(target: airlock_runtime::EVENTS, from, to = stored.to, "delegated");
     Ok((StatusCode::CREATED, Json(delegation_json(&stored))))
 }

@@ -129,11 +129,11 @@ fn gated(h: &Harness, session: airlock_ledger::SessionId, n: u32) -> airlock_led
 pub(crate) async fn ledger_77_a_grant_lets_bounded_calls_through(h: &Harness) {
     let s = h.session().await;
     let first = h.store.record(gated(h, s, 1)).await.unwrap().invocation;
-    let until = h.clock_now() + std::time::Duration::from_secs(1800);
+    let lasts = std::time::Duration::from_secs(1800);
     let grant = airlock_ledger::Grant {
         reach: airlock_ledger::GrantReach::SameCall,
         uses: Some(2),
-        until,
+        lasts,
         session: false,
     };
     let approved = h.store.grant(first.id, "alice", grant).await.unwrap();
@@ -173,7 +173,7 @@ pub(crate) async fn ledger_77_a_grant_lets_bounded_calls_through(h: &Harness) {
     let tool = airlock_ledger::Grant {
         reach: airlock_ledger::GrantReach::Tool,
         uses: None,
-        until,
+        lasts,
         session: true,
     };
     h.store.grant(second.id, "alice", tool).await.unwrap();
@@ -195,7 +195,7 @@ pub(crate) async fn ledger_77_a_grant_lets_bounded_calls_through(h: &Harness) {
     let grant = airlock_ledger::Grant {
         reach: airlock_ledger::GrantReach::Tool,
         uses: Some(1),
-        until: h.clock_now() + std::time::Duration::from_secs(60),
+        lasts: std::time::Duration::from_secs(60),
         session: false,
     };
     let refused = h.store.grant(nobodys.id, "alice", grant).await;
@@ -217,7 +217,7 @@ pub(crate) async fn ledger_77_concurrent_calls_use_a_grant_at_most_its_uses(h: &
     let grant = airlock_ledger::Grant {
         reach: airlock_ledger::GrantReach::SameCall,
         uses: Some(3),
-        until: h.clock_now() + std::time::Duration::from_secs(600),
+        lasts: std::time::Duration::from_secs(600),
         session: false,
     };
     h.store.grant(first.id, "alice", grant).await.unwrap();
@@ -236,15 +236,12 @@ pub(crate) async fn ledger_77_concurrent_calls_use_a_grant_at_most_its_uses(h: &
 /// LEDGER-79: a delegation is in force from the ledger's time until its end, then no longer;
 /// one to oneself, or ending before it starts, is refused.
 pub(crate) async fn ledger_79_a_delegation_holds_for_its_window(h: &Harness) {
-    let until = h.clock_now() + std::time::Duration::from_secs(3600);
-    let to_dave = |from: &str, until| airlock_ledger::Delegation {
-        from: from.into(),
-        to: "dave".into(),
-        until,
-    };
-    h.store.delegate(to_dave("alice", until)).await.unwrap();
+    let hour = std::time::Duration::from_secs(3600);
+    let delegate = |from: &str, lasts| h.store.delegate(from.into(), "dave".into(), lasts);
+    let given = delegate("alice", hour).await.unwrap();
+    assert_eq!(given.until, h.clock_now() + hour, "from the ledger's time");
     let held = h.store.delegations_to("dave".into()).await.unwrap();
-    assert_eq!(held, vec![to_dave("alice", until)]);
+    assert_eq!(held, vec![given]);
     assert!(
         h.store
             .delegations_to("eve".into())
@@ -252,9 +249,9 @@ pub(crate) async fn ledger_79_a_delegation_holds_for_its_window(h: &Harness) {
             .unwrap()
             .is_empty()
     );
-    for refused in [to_dave("dave", until), to_dave("bob", h.clock_now())] {
+    for (from, lasts) in [("dave", hour), ("bob", std::time::Duration::ZERO)] {
         assert!(matches!(
-            h.store.delegate(refused).await,
+            delegate(from, lasts).await,
             Err(LedgerError::Invalid(_))
         ));
     }
@@ -276,7 +273,7 @@ pub(crate) async fn ledger_77_a_call_not_grantable_uses_no_grant(h: &Harness) {
     let grant = airlock_ledger::Grant {
         reach: airlock_ledger::GrantReach::SameCall,
         uses: Some(1),
-        until: h.clock_now() + std::time::Duration::from_secs(600),
+        lasts: std::time::Duration::from_secs(600),
         session: false,
     };
     h.store.grant(first.id, "alice", grant).await.unwrap();

@@ -10,7 +10,6 @@ use std::time::Duration;
 
 use airlock_ledger::{Grant, GrantReach};
 use serde::Deserialize;
-use time::OffsetDateTime;
 
 /// The `grant` of an approval's body.
 #[derive(Debug, Deserialize)]
@@ -38,8 +37,8 @@ enum Reach {
 }
 
 impl GrantBody {
-    /// The grant it asks for, ending no later than `max` from `now`; or what is wrong with it.
-    pub(super) fn grant(&self, now: OffsetDateTime, max: Duration) -> Result<Grant, String> {
+    /// The grant it asks for, lasting no longer than `max`; or what is wrong with it.
+    pub(super) fn grant(&self, max: Duration) -> Result<Grant, String> {
         if self.uses.is_none() && self.lasts.is_none() && !self.session {
             return Err("a grant is bounded: give `uses`, `for` or `session`".to_owned());
         }
@@ -64,7 +63,7 @@ impl GrantBody {
                 Reach::Tool => GrantReach::Tool,
             },
             uses: self.uses,
-            until: now + lasts,
+            lasts,
             session: self.session,
         })
     }
