@@ -31,8 +31,28 @@ use crate::vocabulary::error::{LedgerError, ToolError};
 use crate::vocabulary::ids::InvocationId;
 use crate::vocabulary::model::{Decision, Invocation, NewInvocation, Recorded, SweepReport};
 
-/// How many times a vote that lost its swap to another vote is counted again.
-const VOTE_TRIES: u32 = 16;
+/// How many times a decision or a vote that lost its swap to another writer is taken again.
+const RACE_TRIES: u32 = 16;
+
+/// Runs `attempt`, and again — at most `tries` more times — while it fails as a lost race
+/// (a compare-and-swap another writer won): each run reads the row as it then stands.
+async fn again_after_lost_races<T, F, Fut>(attempt: F, tries: u32) -> Result<T, LedgerError>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Result<T, LedgerError>>,
+{
+    let mut left = tries;
+    loop {
+        match attempt().await {
+            Err(LedgerError::Database(e))
+                if left > 0 && crate::support::deferred::is_lost_race(&e) =>
+            {
+                left -= 1;
+            }
+            other => return other,
+        }
+    }
+}
 
 impl Invocations for Ledger {
     fn record(&self, new: NewInvocation) -> LedgerFuture<'_, Recorded> {
@@ -144,20 +164,8 @@ impl Invocations for Ledger {
                 Box::pin(async move { decide::decide(tx, b, id, &by, &decision).await })
             })
         };
-        Box::pin(async move {
-            // A vote or an escalation on another replica moved the waiting row on meanwhile.
-            let mut tries = 0;
-            loop {
-                match attempt().await {
-                    Err(LedgerError::Database(e))
-                        if crate::support::deferred::is_lost_race(&e) && tries < VOTE_TRIES =>
-                    {
-                        tries += 1;
-                    }
-                    other => return other,
-                }
-            }
-        })
+        // A vote or an escalation on another replica may move the waiting row on meanwhile.
+        Box::pin(again_after_lost_races(attempt, RACE_TRIES))
     }
 
     fn decide_all(
@@ -182,16 +190,9 @@ impl Invocations for Ledger {
                     Box::pin(async move { decide::decide_all(tx, b, &ids, &by, &decision).await })
                 })
         };
-        Box::pin(async move {
-            // A row another writer changed between the check and the write: checked again, so
-            // the refusal names what it met.
-            match attempt().await {
-                Err(LedgerError::Database(e)) if crate::support::deferred::is_lost_race(&e) => {
-                    attempt().await
-                }
-                other => other,
-            }
-        })
+        // A row another writer changed between the check and the write: checked once more, so
+        // the refusal names what it met.
+        Box::pin(again_after_lost_races(attempt, 1))
     }
 
     fn escalate(
@@ -229,21 +230,8 @@ impl Invocations for Ledger {
                 Box::pin(async move { decide::vote(tx, b, id, &by, needed, slots.as_ref()).await })
             })
         };
-        Box::pin(async move {
-            // Votes racing on other replicas: each lost swap is counted again, a bounded
-            // number of times.
-            let mut tries = 0;
-            loop {
-                match attempt().await {
-                    Err(LedgerError::Database(e))
-                        if crate::support::deferred::is_lost_race(&e) && tries < VOTE_TRIES =>
-                    {
-                        tries += 1;
-                    }
-                    other => return other,
-                }
-            }
-        })
+        // Votes racing on other replicas: each lost swap is counted again.
+        Box::pin(again_after_lost_races(attempt, RACE_TRIES))
     }
 
     fn decide_once(

@@ -263,21 +263,15 @@ async fn over_an_approval_limit_the_caller_cannot_confirm_its_own_call() {
 /// approval of a two-person quorum leaves the call waiting, the second runs it once.
 #[tokio::test]
 async fn a_quorum_of_named_deciders_approves_and_the_call_runs_once() {
-    let upstream = airlock_testkit::RawServer::start(
-        Some("no-such-method"),
-        airlock_testkit::Cue::Status(200),
-    )
-    .await;
     let (bob, own, eve) = ("tok-bob-1f2e3d4c", "tok-self-5a6b7c8d", "tok-eve-9e8f7a6b");
     let admins = [("bob", bob), ("claude", own), ("eve", eve)];
     let quorum = "{ quorum: 2, deciders: [alice, bob, claude] }";
-    let dir = approvers_deployment(upstream.port, &admins, quorum);
-    let base = start(dir.path()).await;
-    let parked = call(&base, CLAUDE, "pay_send", json!({})).await;
-    let id = parked["structuredContent"]["invocation_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let ParkedPay {
+        upstream,
+        base,
+        id,
+        _dir,
+    } = parked_pay(&admins, quorum).await;
     let (status, body) = approve_as(&base, &id, eve).await;
     assert_eq!(status, 409, "{body}");
     assert!(
@@ -323,19 +317,13 @@ async fn a_quorum_of_named_deciders_approves_and_the_call_runs_once() {
 /// decider) delegates to him, and then he may; the delegation is listed, and a bad one refused.
 #[tokio::test]
 async fn a_delegated_decider_may_decide_in_their_place() {
-    let upstream = airlock_testkit::RawServer::start(
-        Some("no-such-method"),
-        airlock_testkit::Cue::Status(200),
-    )
-    .await;
     let dave = "tok-dave-0a9b8c7d";
-    let dir = approvers_deployment(upstream.port, &[("dave", dave)], "{ deciders: [alice] }");
-    let base = start(dir.path()).await;
-    let parked = call(&base, CLAUDE, "pay_send", json!({})).await;
-    let id = parked["structuredContent"]["invocation_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let ParkedPay {
+        upstream,
+        base,
+        id,
+        _dir,
+    } = parked_pay(&[("dave", dave)], "{ deciders: [alice] }").await;
     assert_eq!(
         approve_as(&base, &id, dave).await.0,
         409,
@@ -398,6 +386,36 @@ fn approvers_deployment(port: u16, admins: &[(&str, &str)], approvers: &str) -> 
     dir
 }
 
+/// A served deployment of [`approvers_deployment`] and a call of `pay_send` by `claude`
+/// parked in it.
+struct ParkedPay {
+    upstream: airlock_testkit::RawServer,
+    base: String,
+    id: String,
+    _dir: tempfile::TempDir,
+}
+
+async fn parked_pay(admins: &[(&str, &str)], approvers: &str) -> ParkedPay {
+    let upstream = airlock_testkit::RawServer::start(
+        Some("no-such-method"),
+        airlock_testkit::Cue::Status(200),
+    )
+    .await;
+    let dir = approvers_deployment(upstream.port, admins, approvers);
+    let base = start(dir.path()).await;
+    let parked = call(&base, CLAUDE, "pay_send", json!({})).await;
+    let id = parked["structuredContent"]["invocation_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    ParkedPay {
+        upstream,
+        base,
+        id,
+        _dir: dir,
+    }
+}
+
 /// `token`'s approval of `id` over the API: (status, body).
 async fn approve_as(base: &str, id: &str, token: &str) -> (u16, serde_json::Value) {
     let answer = reqwest::Client::new()
@@ -425,20 +443,14 @@ async fn requests_seen(upstream: &airlock_testkit::RawServer) -> usize {
 /// fills one slot, and the call runs once both are filled.
 #[tokio::test]
 async fn two_slots_in_stages_need_two_people() {
-    let upstream = airlock_testkit::RawServer::start(
-        Some("no-such-method"),
-        airlock_testkit::Cue::Status(200),
-    )
-    .await;
     let (bob, carol) = ("tok-bob-5e4d3c2b", "tok-carol-1a2b3c4d");
     let slots = "{ stages: true, slots: [ { name: finance, deciders: [alice, bob] }, { name: legal, deciders: [bob, carol] } ] }";
-    let dir = approvers_deployment(upstream.port, &[("bob", bob), ("carol", carol)], slots);
-    let base = start(dir.path()).await;
-    let parked = call(&base, CLAUDE, "pay_send", json!({})).await;
-    let id = parked["structuredContent"]["invocation_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let ParkedPay {
+        upstream,
+        base,
+        id,
+        _dir,
+    } = parked_pay(&[("bob", bob), ("carol", carol)], slots).await;
     let (status, body) = approve_as(&base, &id, carol).await;
     assert_eq!(status, 409, "legal waits for finance: {body}");
     assert!(body.to_string().contains("stage"), "{body}");
