@@ -20,6 +20,7 @@ mod rates;
 mod reads;
 mod sessions;
 mod transactional;
+mod vault;
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;

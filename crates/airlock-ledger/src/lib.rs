@@ -48,7 +48,7 @@ mod with_invocations;
 pub mod roles {
     pub use crate::store::{
         AgentRuns, Budgets, Confirmations, Delegations, Freezes, Invocations, Outbox, Pins, Rates,
-        Reads, Sessions,
+        Reads, Sessions, Vault,
     };
 }
 
@@ -72,6 +72,7 @@ pub use transitions::pins::ToolPin;
 pub use transitions::rate::{RateBudget, RateRefusal};
 pub use transitions::request_states::StateUse;
 pub use transitions::upstream_task::RELAY_OWNER;
+pub use transitions::vault::{CredentialUse, SealedCredential};
 pub use vocabulary::budget::{BudgetShare, BudgetUse, LimitUsage, OverLimit};
 pub use vocabulary::clock::{Clock, ManualClock, SystemClock};
 pub use vocabulary::error::{LedgerError, ToolError, ToolErrorKind};

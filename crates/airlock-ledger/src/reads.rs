@@ -19,7 +19,7 @@ use crate::vocabulary::state::InvocationState;
 macro_rules! pending_approvals {
     ($order:literal) => {
         concat!(
-            "state IN ('awaiting_approval', 'awaiting_answer', 'proposed') AND ",
+            "state IN ('awaiting_approval', 'awaiting_answer', 'awaiting_credential', 'proposed') AND ",
             open_rows!(),
             " AND ($1 IS NULL OR tool = $1) AND ($2 IS NULL OR principal = $2) \
              AND ($3 IS NULL OR created_at <= $3) AND ($5 IS NULL OR state = $5) ORDER BY ",

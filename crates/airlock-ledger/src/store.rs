@@ -36,6 +36,7 @@ use crate::transitions::grants::Grant;
 use crate::transitions::pins::ToolPin;
 use crate::transitions::rate::{RateBudget, RateRefusal};
 use crate::transitions::request_states::StateUse;
+use crate::transitions::vault::{CredentialUse, SealedCredential};
 use crate::vocabulary::budget::{BudgetUse, LimitUsage};
 use crate::vocabulary::error::{LedgerError, ToolError};
 use crate::vocabulary::ids::{InvocationId, RunId, SessionId};
@@ -62,6 +63,7 @@ pub trait Store:
     + Freezes
     + Delegations
     + Budgets
+    + Vault
     + Outbox
     + 'static
 {
@@ -78,6 +80,7 @@ impl<T> Store for T where
         + Freezes
         + Delegations
         + Budgets
+        + Vault
         + Outbox
         + 'static
 {
@@ -396,6 +399,52 @@ pub trait Delegations: Send + Sync {
     fn delegate(&self, from: String, to: String, lasts: Duration) -> LedgerFuture<'_, Delegation>;
     /// The delegations to `principal` in force now.
     fn delegations_to(&self, principal: String) -> LedgerFuture<'_, Vec<Delegation>>;
+}
+
+/// Credentials per principal (docs/rules.md LEDGER-81 … LEDGER-84): sealed by the serving
+/// process, stored and released here.
+pub trait Vault: Send + Sync {
+    /// Stores `credential` for its (connection, principal), replacing the one before, and
+    /// releases every call of that principal waiting for it there (`awaiting_credential →
+    /// approved`) in the same commit; returns the released calls.
+    fn set_credential(&self, credential: SealedCredential) -> LedgerFuture<'_, Vec<InvocationId>>;
+    /// Removes `principal`'s credential on `connection` (on every connection when `None`), in
+    /// `by`'s name; returns how many were removed.
+    fn revoke_credential(
+        &self,
+        connection: Option<String>,
+        principal: String,
+        by: String,
+    ) -> LedgerFuture<'_, u32>;
+    /// The stored credential of (`connection`, `principal`), sealed.
+    fn credential(
+        &self,
+        connection: String,
+        principal: String,
+    ) -> LedgerFuture<'_, Option<SealedCredential>>;
+    /// Every stored credential (of `principal`, when given), sealed.
+    fn credentials(&self, principal: Option<String>) -> LedgerFuture<'_, Vec<SealedCredential>>;
+    /// A number that changes whenever any credential is set or revoked.
+    fn credentials_epoch(&self) -> LedgerFuture<'_, i64>;
+    /// Parks the running call `id` held by `owner` (nothing was sent) until its principal has
+    /// a credential for `connection`; `message` is what its caller reads meanwhile.
+    fn await_credential(
+        &self,
+        id: InvocationId,
+        owner: &str,
+        connection: String,
+        message: String,
+    ) -> LedgerFuture<'_, Invocation>;
+    /// [`Invocations::finish`], recording which credential the attempt carried.
+    fn finish_with_credential(
+        &self,
+        id: InvocationId,
+        owner: &str,
+        outcome: Result<Value, ToolError>,
+        used: CredentialUse,
+    ) -> LedgerFuture<'_, Invocation>;
+    /// The credentials the attempts of call `id` carried, oldest first.
+    fn credential_uses(&self, id: InvocationId) -> LedgerFuture<'_, Vec<CredentialUse>>;
 }
 
 /// Freezes (docs/rules.md LEDGER-73): the kill switch every replica reads.

@@ -19,3 +19,4 @@ pub(crate) mod run_lease;
 pub(crate) mod runs;
 pub(crate) mod sweep;
 pub(crate) mod upstream_task;
+pub(crate) mod vault;

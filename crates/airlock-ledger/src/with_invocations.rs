@@ -17,7 +17,7 @@ use crate::audit_trail::AuditTrail;
 use crate::sql::tx::TxTool;
 use crate::store::{
     AgentRuns, Budgets, Confirmations, Delegations, Freezes, Invocations, LedgerFuture, Outbox,
-    Pins, Rates, Reads, Sessions, Store,
+    Pins, Rates, Reads, Sessions, Store, Vault,
 };
 use crate::support::notice::{Notice, NoticeRecord};
 use crate::transitions::agent_runs::{RunDetail, RunStep};
@@ -29,6 +29,7 @@ use crate::transitions::grants::Grant;
 use crate::transitions::pins::ToolPin;
 use crate::transitions::rate::{RateBudget, RateRefusal};
 use crate::transitions::request_states::StateUse;
+use crate::transitions::vault::{CredentialUse, SealedCredential};
 use crate::vocabulary::budget::{BudgetUse, LimitUsage};
 use crate::vocabulary::error::ToolError;
 use crate::vocabulary::ids::{InvocationId, RunId, SessionId};
@@ -183,6 +184,26 @@ impl Delegations for WithInvocations {
         fn delegate(&self, from: String, to: String, lasts: Duration)
             -> LedgerFuture<'_, Delegation>;
         fn delegations_to(&self, principal: String) -> LedgerFuture<'_, Vec<Delegation>>;
+    }
+}
+
+impl Vault for WithInvocations {
+    delegate! { base:
+        fn set_credential(&self, credential: SealedCredential)
+            -> LedgerFuture<'_, Vec<InvocationId>>;
+        fn revoke_credential(&self, connection: Option<String>, principal: String, by: String)
+            -> LedgerFuture<'_, u32>;
+        fn credential(&self, connection: String, principal: String)
+            -> LedgerFuture<'_, Option<SealedCredential>>;
+        fn credentials(&self, principal: Option<String>)
+            -> LedgerFuture<'_, Vec<SealedCredential>>;
+        fn credentials_epoch(&self) -> LedgerFuture<'_, i64>;
+        fn await_credential(&self, id: InvocationId, owner: &str, connection: String,
+            message: String) -> LedgerFuture<'_, Invocation>;
+        fn finish_with_credential(&self, id: InvocationId, owner: &str,
+            outcome: Result<Value, ToolError>, used: CredentialUse)
+            -> LedgerFuture<'_, Invocation>;
+        fn credential_uses(&self, id: InvocationId) -> LedgerFuture<'_, Vec<CredentialUse>>;
     }
 }
 

@@ -329,18 +329,23 @@ pub enum ParkedStatus {
     InDoubt,
     /// It asked a person a question that has not been answered.
     AwaitingAnswer,
+    /// Its principal has no credential for the connection it goes through yet; it runs once
+    /// they provide one (the parked reply's `note` says how).
+    AwaitingCredential,
     /// A person approved it and it is running now; its result is not in yet.
     Running,
 }
 
 impl ParkedStatus {
-    /// The stable wire name: `awaiting_approval`, `in_doubt`, `awaiting_answer` or `running`.
+    /// The stable wire name: `awaiting_approval`, `in_doubt`, `awaiting_answer`,
+    /// `awaiting_credential` or `running`.
     #[must_use]
     pub fn as_str(self) -> &'static str {
         match self {
             Self::AwaitingApproval => "awaiting_approval",
             Self::InDoubt => "in_doubt",
             Self::AwaitingAnswer => "awaiting_answer",
+            Self::AwaitingCredential => "awaiting_credential",
             Self::Running => "running",
         }
     }
@@ -377,6 +382,9 @@ pub enum HostOutcome {
         tool: String,
         /// When the wait ends unanswered (RFC 3339), if it does.
         expires_at: Option<String>,
+        /// What the caller can do meanwhile, when something other than a decision is awaited
+        /// (how to provide a missing credential).
+        note: Option<String>,
         /// Whether the person at the client may confirm it ([`ToolHost::caller_prompt`]): its
         /// tool is declared `approval: caller` and nothing about the call wants an approver
         /// instead (a limit over its cap, docs/rules.md POLICY-59). Not part of the reply.

@@ -91,6 +91,7 @@ async fn main() {
         use_egress_allow: true,
         base_url: format!("http://api.bench.example.com:{port}/v1"),
         credential: Some(CredentialPath::try_from("erp.token").unwrap()),
+        per_principal: None,
     };
     let creds = Credentials::from_pairs([("erp.token".to_owned(), "bench-token".to_owned())]);
     let check = ArgumentCheck::new(&json!({"type": "object", "properties": {"id": {"type": "string"}, "limit": {"type": "integer", "default": 25}}, "required": ["id"]})).unwrap();

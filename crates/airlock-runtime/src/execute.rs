@@ -31,7 +31,7 @@ use serde_json::Value;
 use crate::{ToolError, ToolErrorKind};
 use local::{LocalBody, LocalTool};
 pub use supplied::RunCredential;
-pub(crate) use supplied::{RunConnections, SuppliedNames, SuppliedRuns};
+pub(crate) use supplied::{RunConnections, SuppliedNames, SuppliedRuns, sending};
 
 /// What an executor ran to: the result to store, or — for a remote MCP tool offered a task
 /// (docs/rules.md MCP-76) — the upstream's task that runs the call.
@@ -76,6 +76,9 @@ pub(crate) struct Executors {
 #[derive(Clone, Copy)]
 pub(crate) struct Reach<'a> {
     pub(crate) supplied: Option<&'a RunConnections>,
+    /// The connection as the call's principal's own credential reaches it, when its
+    /// connection takes each principal's own (docs/rules.md CALL-11).
+    pub(crate) carried: Option<&'a (ApiConnection, Credentials)>,
     pub(crate) downstream: &'a Downstream,
 }
 
@@ -129,11 +132,10 @@ impl Executors {
         idempotency_key: &str,
         reach: Reach<'_>,
     ) -> Result<Ran, ToolError> {
-        let supplied = reach.supplied;
         let key = (!is_read(spec)).then_some(idempotency_key);
         let value = match &spec.source {
             ToolSource::Api(op) => {
-                let reached = self.connection(supplied, &op.connection)?;
+                let reached = self.connection(reach, &op.connection)?;
                 let args = arguments.as_object().cloned().unwrap_or_default();
                 let client = self.guard(reached.guard);
                 let (connection, credentials) = (reached.connection, reached.credentials);
@@ -176,7 +178,7 @@ impl Executors {
             )),
             // Only a remote MCP tool may answer with a task (MCP-76).
             ToolSource::McpInline(_) | ToolSource::Connection(_) => {
-                let (client, target, remote_name) = self.mcp_target(&spec.source, supplied)?;
+                let (client, target, remote_name) = self.mcp_target(&spec.source, reach)?;
                 let target = target.with_downstream(reach.downstream.clone());
                 return mcp::call(client, &target, remote_name, arguments, key).await;
             }
@@ -214,12 +216,8 @@ impl Executors {
     /// `airlock.toml`'s — either public-only unless the operator vouched for the name.
     /// A connection the run's caller supplied is never replaced by another one of the same
     /// name (docs/rules.md AGENT-63, AGENT-64).
-    fn connection<'a>(
-        &'a self,
-        supplied: Option<&'a RunConnections>,
-        name: &str,
-    ) -> Result<Reached<'a>, ToolError> {
-        let from_run = supplied.map_or(Ok(None), |run| run.get(name))?;
+    fn connection<'a>(&'a self, reach: Reach<'a>, name: &str) -> Result<Reached<'a>, ToolError> {
+        let from_run = reach.supplied.map_or(Ok(None), |run| run.get(name))?;
         if let Some((connection, credentials)) = from_run {
             let guard = self.guard_of_supplied(name, &connection.base_url);
             return Ok(Reached {
@@ -240,6 +238,22 @@ impl Executors {
             ToolError::bad_declaration(format!("connection `{name}` is not configured"))
         })?;
         let guard = self.guard_of(name);
+        if let Some((connection, credentials)) = reach.carried {
+            return Ok(Reached {
+                connection,
+                credentials,
+                guard,
+            });
+        }
+        // Never the deployment's credentials in place of a principal's own (CALL-11).
+        if connection.per_principal.is_some() {
+            return Err(ToolError::new(
+                ToolErrorKind::CredentialMissing,
+                format!(
+                    "connection `{name}` sends each principal's own credential, and none was resolved for this call"
+                ),
+            ));
+        }
         let credentials = self.credentials.as_ref();
         Ok(Reached {
             connection,
@@ -288,11 +302,11 @@ impl Executors {
     pub(crate) fn mcp_target<'s>(
         &self,
         source: &'s ToolSource,
-        supplied: Option<&RunConnections>,
+        reach: Reach<'_>,
     ) -> Result<(&McpClient, McpTarget, &'s str), ToolError> {
         match source {
             ToolSource::McpInline(tool) => {
-                let reached = self.connection(supplied, &tool.connection)?;
+                let reached = self.connection(reach, &tool.connection)?;
                 let target = mcp::inline_target(tool, reached.connection, reached.credentials)?;
                 let client = match reached.guard {
                     Guard::Operator => &self.mcp,

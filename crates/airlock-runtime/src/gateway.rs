@@ -157,6 +157,8 @@ pub struct Gateway {
     offered: crate::offered::Offered,
     /// The connections supplied with the runs this process serves or holds parked.
     supplied: crate::execute::SuppliedRuns,
+    /// The principals' own credentials (docs/rules.md CALL-11), when any connection takes them.
+    vault: Option<Arc<crate::vault::PersonalVault>>,
     /// This process's copy of the freezes in force (docs/rules.md POLICY-51).
     freezes: Arc<FreezeWatch>,
     /// `[telemetry]`'s tracer for the traces this process begins itself (OPS-80).
@@ -172,6 +174,12 @@ impl Gateway {
         credentials: Arc<Credentials>,
     ) -> GatewayBuilder {
         GatewayBuilder::new(store, egress, credentials)
+    }
+
+    /// The principals' own credentials, when a connection takes them (docs/rules.md CALL-11).
+    #[must_use]
+    pub fn vault(&self) -> Option<&Arc<crate::vault::PersonalVault>> {
+        self.vault.as_ref()
     }
 
     /// The ledger.

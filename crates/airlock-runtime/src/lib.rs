@@ -16,6 +16,8 @@
 //!   parks, resumes exactly once, proposes and nests sub-agents — and its resume worker.
 //! - [`notify`]: the outbox's notifications delivered to webhooks and Slack, and Slack's
 //!   button clicks verified.
+//! - [`vault`]: each principal's own credential for the connections that take one, sealed in
+//!   the ledger, and the calls that wait for one.
 //!
 //! Every [`Outcome`] is read from the row it reports. A tool's own failure is a
 //! [`ToolError`] stored on its row, never an `Err`.
@@ -35,6 +37,7 @@ mod outcome;
 pub mod pins;
 mod rate_limit;
 mod session;
+pub mod vault;
 
 /// The ledger, re-exported for embedders (stores, rows, local tools' transactions).
 pub use airlock_ledger as ledger;

@@ -278,7 +278,9 @@ impl McpHost {
         let row = self.mcp_row(scope, caller, id).await?;
         let waiting = matches!(
             row.state,
-            InvocationState::AwaitingApproval | InvocationState::AwaitingAnswer
+            InvocationState::AwaitingApproval
+                | InvocationState::AwaitingAnswer
+                | InvocationState::AwaitingCredential
         );
         let row = if row.runs_as_upstream_task() {
             self.cancel_upstream_task(row)

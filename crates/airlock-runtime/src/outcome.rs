@@ -17,7 +17,8 @@ pub struct Outcome {
 pub enum OutcomeKind {
     /// Settled with a result or a tool error (`invocation().settlement()`).
     Completed,
-    /// Waiting for a person (approval, answer, in-doubt resolution) or running elsewhere.
+    /// Waiting for a person (approval, answer, a credential, in-doubt resolution) or running
+    /// elsewhere.
     Parked,
     /// Recorded as a proposal; nothing was called.
     Proposed,
@@ -54,6 +55,7 @@ impl Outcome {
             InvocationState::Pending
             | InvocationState::AwaitingApproval
             | InvocationState::AwaitingAnswer
+            | InvocationState::AwaitingCredential
             | InvocationState::Approved
             | InvocationState::Running
             | InvocationState::InDoubt => OutcomeKind::Parked,

@@ -13,6 +13,9 @@ use crate::fields::Fields;
 use crate::names::{CredentialPath, check_identifier};
 use crate::notify::{NotifySettings, read_notify};
 use crate::oauth::{OAuthSpec, oauth_resource, read_oauth};
+use crate::per_principal::{
+    Available, PerPrincipal, read_per_principal, refuse_without_per_principal,
+};
 use crate::policy::{Approval, Effect};
 use crate::refs::Referenced;
 use crate::scope::ScopeId;
@@ -124,6 +127,17 @@ pub struct ApiConnection {
     /// calls may reach what `[egress] allow` lets through; without it they reach public
     /// addresses only, like every destination a tenant declares (docs/rules.md EGRESS-38).
     pub use_egress_allow: bool,
+    /// `per_principal = true`: each principal's own credential, and where it comes from
+    /// (docs/rules.md DECL-91); `None`: the deployment's `credential`, if any.
+    pub per_principal: Option<PerPrincipal>,
+}
+
+impl ApiConnection {
+    /// Whether a call through it carries a credential: the deployment's, or its principal's.
+    #[must_use]
+    pub fn sends_credential(&self) -> bool {
+        self.credential.is_some() || self.per_principal.is_some()
+    }
 }
 
 /// `[connections.<name>]` with `per_run = true`: a connection each run's caller supplies.
@@ -144,6 +158,11 @@ pub struct CredentialsSettings {
     pub encrypted: PathBuf,
     /// `master_key_file`: key file (default `master.key`); `AIRLOCK_MASTER_KEY` wins.
     pub master_key_file: PathBuf,
+    /// `vault_key`: credential path of the key that seals principals' own credentials in the
+    /// ledger (docs/rules.md CALL-14); unset: the key file `vault.key`, generated on first use.
+    pub vault_key: Option<CredentialPath>,
+    /// `vault_previous_keys`: keys a rotation retired; they open what they sealed, never seal.
+    pub vault_previous_keys: Vec<CredentialPath>,
 }
 
 const TOP_KEYS: [&str; 16] = [
@@ -203,10 +222,6 @@ pub(crate) fn read_config(node: Option<&Node>, root: &Path, d: &mut Diag) -> Opt
         .map(|n| endpoint_auth(n, "admin", d))
         .unwrap_or_default();
     let egress = read_egress(f.get("egress"), d);
-    let (connections, per_run_connections) = f
-        .get("connections")
-        .map(|n| connections(n, d))
-        .unwrap_or_default();
     let credentials = credentials(f.get("credentials"), d);
     let builtins = f
         .get("builtins")
@@ -214,6 +229,14 @@ pub(crate) fn read_config(node: Option<&Node>, root: &Path, d: &mut Diag) -> Opt
         .unwrap_or_default();
     let server = server(f.get("server"), d);
     let public_url = public_url(f.get("server"), d);
+    let has = Available {
+        mcp_oauth: mcp.oauth.is_some(),
+        public_url: public_url.is_some(),
+    };
+    let (connections, per_run_connections) = f
+        .get("connections")
+        .map(|n| connections(n, has, d))
+        .unwrap_or_default();
     let at = f.key_at("mcp");
     oauth_resource(mcp.oauth.as_mut(), public_url.as_deref(), at, d);
     let notify = read_notify(f.get("notify"), d);
@@ -399,7 +422,7 @@ type Connections = (
     BTreeMap<String, PerRunConnection>,
 );
 
-fn connections(node: &Node, d: &mut Diag) -> Connections {
+fn connections(node: &Node, has: Available, d: &mut Diag) -> Connections {
     let mut out = BTreeMap::new();
     let mut per_run = BTreeMap::new();
     let Some(f) = Fields::open_free(node, "connections", d) else {
@@ -410,7 +433,15 @@ fn connections(node: &Node, d: &mut Diag) -> Connections {
         if let Err(reason) = check_identifier(&entry.key) {
             d.push(entry.key_at, &path, reason);
         }
-        let keys = ["base_url", "credential", "use_egress_allow", "per_run"];
+        let keys = [
+            "base_url",
+            "credential",
+            "use_egress_allow",
+            "per_run",
+            "per_principal",
+            "oauth",
+            "token_exchange",
+        ];
         let Some(c) = Fields::open(&entry.value, &path, &keys, d) else {
             continue;
         };
@@ -420,6 +451,12 @@ fn connections(node: &Node, d: &mut Diag) -> Connections {
             per_run.insert(entry.key.clone(), PerRunConnection { use_egress_allow });
             continue;
         }
+        let per_principal = if c.opt_bool("per_principal", d) == Ok(Some(true)) {
+            read_per_principal(&c, has, d)
+        } else {
+            refuse_without_per_principal(&c, d);
+            None
+        };
         let credential = c
             .get("credential")
             .and_then(|n| credential_path(n, &c.key("credential"), d));
@@ -427,7 +464,8 @@ fn connections(node: &Node, d: &mut Diag) -> Connections {
         let Some(base_url) = c.req_str("base_url", d) else {
             continue;
         };
-        match check_credential_url(&base_url, credential.is_some()) {
+        let sends = credential.is_some() || per_principal.is_some();
+        match check_credential_url(&base_url, sends) {
             Ok(()) => d.refer(
                 c.key_at("base_url"),
                 &c.key("base_url"),
@@ -441,6 +479,7 @@ fn connections(node: &Node, d: &mut Diag) -> Connections {
                 base_url,
                 credential,
                 use_egress_allow,
+                per_principal,
             },
         );
     }
@@ -457,7 +496,13 @@ fn reach_of(use_egress_allow: bool) -> crate::Reach {
 
 /// A per-run connection has no base URL or credential here: both come from each run's caller.
 fn per_run_only(c: &Fields<'_>, d: &mut Diag) {
-    for key in ["base_url", "credential"] {
+    for key in [
+        "base_url",
+        "credential",
+        "per_principal",
+        "oauth",
+        "token_exchange",
+    ] {
         if c.get(key).is_some() {
             d.push(
                 c.key_at(key),
@@ -473,17 +518,33 @@ fn credentials(node: Option<&Node>, d: &mut Diag) -> CredentialsSettings {
         file: None,
         encrypted: PathBuf::from("credentials.yml.enc"),
         master_key_file: PathBuf::from("master.key"),
+        vault_key: None,
+        vault_previous_keys: Vec::new(),
     };
-    let Some(f) = node.and_then(|n| {
-        Fields::open(
-            n,
-            "credentials",
-            &["file", "encrypted", "master_key_file"],
-            d,
-        )
-    }) else {
+    let keys = [
+        "file",
+        "encrypted",
+        "master_key_file",
+        "vault_key",
+        "vault_previous_keys",
+    ];
+    let Some(f) = node.and_then(|n| Fields::open(n, "credentials", &keys, d)) else {
         return settings;
     };
+    let key = |path: String, at: Pos, node: &Node, d: &mut Diag| {
+        let key = credential_path(node, &path, d)?;
+        d.refer(at, &path, Referenced::Credential(key.clone()));
+        Some(key)
+    };
+    settings.vault_key = f
+        .get("vault_key")
+        .and_then(|n| key(f.key("vault_key"), f.key_at("vault_key"), n, d));
+    settings.vault_previous_keys = f
+        .opt_list("vault_previous_keys", d)
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|(path, n)| key(path, n.at, n, d))
+        .collect();
     settings.file = f.opt_str("file", d).map(PathBuf::from);
     if let Some(path) = f.opt_str("encrypted", d) {
         settings.encrypted = PathBuf::from(path);

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
-use chacha20poly1305::aead::{Aead, Generate};
+use chacha20poly1305::aead::{Aead, Generate, Payload};
 use chacha20poly1305::{KeyInit, XChaCha20Poly1305, XNonce};
 use secrecy::{ExposeSecret, SecretString};
 use zeroize::Zeroizing;
@@ -310,6 +310,77 @@ impl MasterKey {
             .map_err(|_| "the decrypted file is not UTF-8".into())
     }
 
+    /// A short public name of the key (the first 8 hex digits of its SHA-256): what a sealed
+    /// value names so the right key opens it.
+    #[must_use]
+    pub fn id(&self) -> String {
+        crate::sha256_hex(self.0.as_slice())[..8].to_owned()
+    }
+
+    /// A keyed digest of `secret` (HMAC-SHA-256 under this key, 16 hex digits): what an audit
+    /// row may hold to tell two secrets apart, and which cannot be tested against guesses
+    /// without the key.
+    #[must_use]
+    pub fn digest(&self, secret: &[u8]) -> String {
+        use hmac::Mac as _;
+        let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(self.0.as_slice())
+            .expect("HMAC takes a key of any length");
+        mac.update(secret);
+        hex::encode(&mac.finalize().into_bytes()[..8])
+    }
+
+    /// Seals `plaintext` bound to `context` (e.g. a connection and a principal): it opens only
+    /// with this key and that context, so a sealed value moved to another row does not open.
+    /// The result names the key (`v1.<key id>.<base64>`).
+    ///
+    /// # Errors
+    /// Only if the cipher refuses the key (never for a 32-byte key).
+    pub fn seal(&self, context: &[u8], plaintext: &[u8]) -> Result<String, CredentialError> {
+        let nonce = XNonce::generate();
+        let payload = Payload {
+            msg: plaintext,
+            aad: context,
+        };
+        let sealed = self
+            .cipher()?
+            .encrypt(&nonce, payload)
+            .map_err(|_| CredentialError::MasterKey("encryption failed".into()))?;
+        let mut blob = nonce.to_vec();
+        blob.extend_from_slice(&sealed);
+        Ok(format!("v1.{}.{}", self.id(), STANDARD.encode(blob)))
+    }
+
+    /// Opens what [`MasterKey::seal`] made with this key and `context`.
+    ///
+    /// # Errors
+    /// A value this key did not seal, sealed for another context, or damaged.
+    pub fn open(&self, context: &[u8], sealed: &str) -> Result<Zeroizing<Vec<u8>>, String> {
+        let mut parts = sealed.splitn(3, '.');
+        let (Some("v1"), Some(id), Some(body)) = (parts.next(), parts.next(), parts.next()) else {
+            return Err("not a sealed value".into());
+        };
+        if id != self.id() {
+            return Err(format!("sealed with key {id}, not this one"));
+        }
+        let blob = STANDARD.decode(body).map_err(|_| "damaged (not base64)")?;
+        if blob.len() < 24 {
+            return Err("damaged (too short)".into());
+        }
+        let (nonce, ciphertext) = blob.split_at(24);
+        let nonce = XNonce::try_from(nonce).map_err(|_| "damaged")?;
+        let payload = Payload {
+            msg: ciphertext,
+            aad: context,
+        };
+        self.cipher()
+            .map_err(|e| e.to_string())?
+            .decrypt(&nonce, payload)
+            .map(Zeroizing::new)
+            .map_err(|_| {
+                "does not open: changed, or sealed for another principal or connection".into()
+            })
+    }
+
     fn decrypt_file(&self, file: &Path) -> Result<Zeroizing<String>, CredentialError> {
         let text = std::fs::read_to_string(file).map_err(|e| CredentialError::File {
             file: file.to_path_buf(),
@@ -371,6 +442,8 @@ mod tests {
             file: None,
             encrypted: "none.enc".into(),
             master_key_file: "master.key".into(),
+            vault_key: None,
+            vault_previous_keys: Vec::new(),
         };
         let creds = Credentials::load(
             dir.path(),
@@ -407,6 +480,24 @@ mod tests {
         let last = tampered.pop().unwrap();
         tampered.push(if last == 'A' { 'B' } else { 'A' });
         assert!(key.decrypt(&tampered).is_err());
+    }
+
+    #[test]
+    fn a_sealed_value_opens_only_with_its_key_and_context() {
+        let key = MasterKey::generate();
+        let sealed = key.seal(b"crm\0alice", b"alice-token").unwrap();
+        assert!(sealed.starts_with(&format!("v1.{}.", key.id())));
+        assert!(!sealed.contains("alice-token"));
+        assert_eq!(
+            key.open(b"crm\0alice", &sealed).unwrap().as_slice(),
+            b"alice-token"
+        );
+        assert!(key.open(b"crm\0bob", &sealed).is_err());
+        assert!(MasterKey::generate().open(b"crm\0alice", &sealed).is_err());
+        let mut damaged = sealed.clone();
+        damaged.pop();
+        damaged.push(if sealed.ends_with('A') { 'B' } else { 'A' });
+        assert!(key.open(b"crm\0alice", &damaged).is_err());
     }
 
     #[test]

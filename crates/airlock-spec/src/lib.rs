@@ -26,6 +26,7 @@ mod model_script;
 mod names;
 mod notify;
 mod oauth;
+mod per_principal;
 mod policy;
 mod refs;
 mod schema;
@@ -62,6 +63,7 @@ pub use model_script::{ModelScript, ScriptedCall, ScriptedConversation, Scripted
 pub use names::{AWAIT_TOOL, CredentialPath, MAX_TOOL_NAME, ToolName};
 pub use notify::{NotifySettings, SLACK_API, SlackSettings, WebhookSettings};
 pub use oauth::{DEFAULT_OAUTH_ALGORITHMS, DEFAULT_OAUTH_LEEWAY, OAuthSpec};
+pub use per_principal::{ConnectOAuth, ExchangeGrant, PerPrincipal, TokenExchange};
 pub use policy::{
     Approval, Effect, LimitBy, LimitOver, Mode, NotifyEvent, SourceKind, UnknownWord,
 };

@@ -59,18 +59,22 @@ words! {
         Expired = "invocation.expired",
         /// It may have run: a person must settle it.
         InDoubt = "invocation.in_doubt",
+        /// It waits until its principal has a credential for its connection (docs/rules.md
+        /// LEDGER-82): that person must connect their account or set their secret.
+        CredentialRequired = "invocation.credential_required",
     }
 }
 
 impl NotifyEvent {
     /// Every event, in the order a call meets them.
-    pub const ALL: [Self; 6] = [
+    pub const ALL: [Self; 7] = [
         Self::Parked,
         Self::Proposed,
         Self::Escalated,
         Self::Decided,
         Self::Expired,
         Self::InDoubt,
+        Self::CredentialRequired,
     ];
 }
 

@@ -30,11 +30,11 @@ pub(crate) fn check_auth(
     let Some(sends) = sends_credential(&tool.spec.source) else {
         return;
     };
-    let problem = if !key.written && connection.credential.is_some() {
+    let problem = if !key.written && connection.sends_credential() {
         Some(format!(
             "connection `{name}` has a credential, but this tool declares no `auth`, so its calls would go without it; declare how it is sent (`auth: {{scheme: bearer}}`, or `header` with `header`), or `auth: {{scheme: none}}` to send none"
         ))
-    } else if sends && connection.credential.is_none() {
+    } else if sends && !connection.sends_credential() {
         Some(format!(
             "this `auth` sends connection `{name}`'s credential, but `[connections.{name}]` in airlock.toml names no `credential`, so every call would fail `credential_missing`; add `credential`, or declare `auth: {{scheme: none}}`"
         ))

@@ -12,6 +12,7 @@ use airlock_mcp::{EndpointConfig, EndpointToken, McpClient, OAuthSettings, Resou
 use airlock_model::{ModelError, ModelErrorKind};
 use airlock_runtime::agent::{Agents, Limits, ModelFactory, YesWords};
 use airlock_runtime::notify::{self, Notifications, SlackInteractions};
+use airlock_runtime::vault::PersonalVault;
 use airlock_runtime::{Gateway, HowToDecide, Offered, discover, egress_policy, pins};
 use airlock_spec::{AgentSpec, Credentials, Deployment, EndpointAuth, Scope, ScopeId, ToolSpec};
 use anyhow::Context as _;
@@ -167,6 +168,7 @@ async fn assemble(
         .context("pinned skills")?;
     warn_withheld(&skills);
     checked.pending.extend(skills);
+    let vault = personal_vault(&deployment, &credentials, &store)?;
     let mut builder = Gateway::builder(store, egress.clone(), Arc::clone(&credentials))
         .removed(removed_names)
         .pending_definitions(checked.pending)
@@ -180,6 +182,9 @@ async fn assemble(
         .access(config.access.clone())
         .offered(offered)
         .scope(gateway_scope)?;
+    if let Some(vault) = vault {
+        builder = builder.vault(vault);
+    }
     let telemetry = Telemetry::start(config, &credentials)?;
     if let Some(serving) = serving {
         // Runs, decisions and the workers are traced by a serving process only (OPS-80): the
@@ -276,6 +281,31 @@ pub fn add_discovered(scope: &mut Scope, discovered: Vec<ToolSpec>) -> anyhow::R
 /// The ledger's settings for a deployment: its approval TTL, and the outbox routes of
 /// `[notify]` — every process that writes (`serve`, a CLI decision) writes the same
 /// notifications (LEDGER-30).
+/// The principals' own credentials, when a connection takes them (docs/rules.md CALL-11);
+/// the vault key is read (or its file created) only then.
+fn personal_vault(
+    deployment: &Deployment,
+    credentials: &Credentials,
+    store: &Arc<dyn Store>,
+) -> anyhow::Result<Option<Arc<PersonalVault>>> {
+    let config = &deployment.config;
+    let declared: std::collections::BTreeMap<_, _> = config
+        .connections
+        .iter()
+        .filter_map(|(name, c)| Some((name.clone(), c.per_principal.clone()?)))
+        .collect();
+    if declared.is_empty() {
+        return Ok(None);
+    }
+    let keys = crate::state_key::vault_keys(deployment, credentials).context("the vault key")?;
+    Ok(Some(Arc::new(PersonalVault::new(
+        Arc::clone(store),
+        keys,
+        declared,
+        config.public_url.clone(),
+    ))))
+}
+
 pub(crate) fn store_config(config: &airlock_spec::Config, listen: bool) -> StoreConfig {
     StoreConfig {
         approval_ttl: config.approval_ttl,

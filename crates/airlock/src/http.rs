@@ -3,6 +3,7 @@
 
 mod approvals;
 mod auth;
+mod credentials;
 mod delegations;
 mod error;
 mod freezes;
@@ -60,6 +61,7 @@ pub fn app(state: AppState) -> Router {
         .nest(
             "/v1",
             approvals::router()
+                .merge(credentials::router())
                 .merge(delegations::router())
                 .merge(freezes::router())
                 .merge(limits::router())

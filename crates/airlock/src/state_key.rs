@@ -13,7 +13,8 @@
 use std::path::{Path, PathBuf};
 
 use airlock_mcp::{RequestStateKey, RequestStates};
-use airlock_spec::{Credentials, Deployment};
+use airlock_runtime::vault::VaultKeys;
+use airlock_spec::{Credentials, Deployment, MasterKey};
 use anyhow::Context as _;
 
 use crate::durable::{self, Replace};
@@ -23,6 +24,40 @@ use zeroize::Zeroizing;
 /// The key file's name when `[mcp] request_state_key` names none: beside an SQLite ledger,
 /// else in the deployment directory.
 pub const KEY_FILE: &str = "request_state.key";
+
+/// The vault key file's name when `[credentials] vault_key` names none, in the same place.
+pub const VAULT_KEY_FILE: &str = "vault.key";
+
+/// A 32-byte key kept as 64 hex digits, one per line of a key file.
+trait HexKey: Sized {
+    fn generate() -> Self;
+    fn from_hex(text: &str) -> Result<Self, String>;
+    fn to_hex(&self) -> Zeroizing<String>;
+}
+
+impl HexKey for RequestStateKey {
+    fn generate() -> Self {
+        RequestStateKey::generate()
+    }
+    fn from_hex(text: &str) -> Result<Self, String> {
+        RequestStateKey::from_hex(text)
+    }
+    fn to_hex(&self) -> Zeroizing<String> {
+        RequestStateKey::to_hex(self)
+    }
+}
+
+impl HexKey for MasterKey {
+    fn generate() -> Self {
+        MasterKey::generate()
+    }
+    fn from_hex(text: &str) -> Result<Self, String> {
+        MasterKey::from_hex(text).map_err(|e| e.to_string())
+    }
+    fn to_hex(&self) -> Zeroizing<String> {
+        MasterKey::to_hex(self)
+    }
+}
 
 /// The key file of `deployment`, or `None` when `[mcp] request_state_key` names a credential.
 #[must_use]
@@ -36,12 +71,40 @@ pub fn key_file(deployment: &Deployment) -> Option<PathBuf> {
 }
 
 fn file_of(deployment: &Deployment) -> PathBuf {
+    dir_of(deployment).join(KEY_FILE)
+}
+
+fn dir_of(deployment: &Deployment) -> &Path {
     let url = &deployment.config.database_url;
-    let dir = url
-        .strip_prefix("sqlite://")
+    url.strip_prefix("sqlite://")
         .and_then(|file| Path::new(file).parent())
-        .unwrap_or(&deployment.root);
-    dir.join(KEY_FILE)
+        .unwrap_or(&deployment.root)
+}
+
+/// The keys that seal principals' own credentials (docs/rules.md CALL-14): `[credentials]
+/// vault_key` and `vault_previous_keys`, else the lines of [`VAULT_KEY_FILE`] (created with a
+/// new key on first use, like the request-state key file).
+///
+/// # Errors
+/// A key credential that does not resolve or is not 64 hex digits; a key file that cannot be
+/// read, created or parsed.
+pub fn vault_keys(deployment: &Deployment, credentials: &Credentials) -> anyhow::Result<VaultKeys> {
+    let settings = &deployment.config.credentials;
+    let hex = |path: &airlock_spec::CredentialPath, key: &str| -> anyhow::Result<MasterKey> {
+        let text = credentials
+            .get(path)
+            .with_context(|| format!("[credentials] {key}"))?;
+        MasterKey::from_hex(text.expose_secret())
+            .map_err(|why| anyhow::anyhow!("[credentials] {key} `{path}`: {why}"))
+    };
+    let (current, mut previous) = match &settings.vault_key {
+        Some(path) => (hex(path, "vault_key")?, vec![]),
+        None => load_or_create(&dir_of(deployment).join(VAULT_KEY_FILE))?,
+    };
+    for path in &settings.vault_previous_keys {
+        previous.push(hex(path, "vault_previous_keys")?);
+    }
+    Ok(VaultKeys::new(current, previous))
 }
 
 /// How the MCP endpoint seals and opens input requests' states for `deployment`.
@@ -82,11 +145,11 @@ fn credential(
 
 /// The keys in `path` (current first), the file written with a new key first if it does not
 /// exist yet.
-fn load_or_create(path: &Path) -> anyhow::Result<(RequestStateKey, Vec<RequestStateKey>)> {
+fn load_or_create<K: HexKey>(path: &Path) -> anyhow::Result<(K, Vec<K>)> {
     if path.exists() {
         return read(path);
     }
-    let key = RequestStateKey::generate();
+    let key = K::generate();
     let mut options = std::fs::OpenOptions::new();
     options.write(true).create_new(true);
     #[cfg(unix)]
@@ -96,7 +159,7 @@ fn load_or_create(path: &Path) -> anyhow::Result<(RequestStateKey, Vec<RequestSt
             std::io::Write::write_all(&mut file, key.to_hex().as_bytes())
                 .and_then(|()| file.sync_all())
                 .with_context(|| format!("writing {}", path.display()))?;
-            tracing::info!(file = %path.display(), "generated the MCP request-state key");
+            tracing::info!(file = %path.display(), "generated a sealing key");
             Ok((key, vec![]))
         }
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => read(path),
@@ -105,7 +168,7 @@ fn load_or_create(path: &Path) -> anyhow::Result<(RequestStateKey, Vec<RequestSt
 }
 
 /// The keys of the file at `path`: one per line, the current one first; blank lines ignored.
-fn read(path: &Path) -> anyhow::Result<(RequestStateKey, Vec<RequestStateKey>)> {
+fn read<K: HexKey>(path: &Path) -> anyhow::Result<(K, Vec<K>)> {
     let text = Zeroizing::new(
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?,
     );
@@ -114,7 +177,7 @@ fn read(path: &Path) -> anyhow::Result<(RequestStateKey, Vec<RequestStateKey>)> 
         .enumerate()
         .filter(|(_, line)| !line.trim().is_empty())
         .map(|(n, line)| {
-            RequestStateKey::from_hex(line)
+            K::from_hex(line)
                 .map_err(|why| anyhow::anyhow!("{} line {}: {why}", path.display(), n + 1))
         });
     let current = keys
@@ -131,7 +194,7 @@ fn read(path: &Path) -> anyhow::Result<(RequestStateKey, Vec<RequestStateKey>)> 
 /// The file cannot be read, parsed or replaced.
 pub fn rotate(path: &Path) -> anyhow::Result<bool> {
     let retired = if path.exists() {
-        Some(read(path)?.0)
+        Some(read::<RequestStateKey>(path)?.0)
     } else {
         None
     };

@@ -27,7 +27,7 @@ pub(crate) const INVOCATION_COLUMNS: &str = "id, session_id, run_id, call_id, to
 /// SQLite uses a partial index only for a query whose `WHERE` visibly implies the index's.
 macro_rules! open_rows {
     () => {
-        "state IN ('pending', 'proposed', 'awaiting_approval', 'awaiting_answer', 'approved', 'running', 'in_doubt')"
+        "state IN ('pending', 'proposed', 'awaiting_approval', 'awaiting_answer', 'awaiting_credential', 'approved', 'running', 'in_doubt')"
     };
 }
 pub(crate) use open_rows;

@@ -72,6 +72,9 @@ pub(crate) fn event_of(prev: Option<&Invocation>, next: &Invocation) -> Option<N
         S::AwaitingApproval | S::AwaitingAnswer if !parked(was) => Some(NotifyEvent::Parked),
         S::Proposed if was != Some(S::Proposed) => Some(NotifyEvent::Proposed),
         S::InDoubt if was != Some(S::InDoubt) => Some(NotifyEvent::InDoubt),
+        S::AwaitingCredential if was != Some(S::AwaitingCredential) => {
+            Some(NotifyEvent::CredentialRequired)
+        }
         S::Expired => Some(NotifyEvent::Expired),
         _ => {
             let prev = prev?;

@@ -21,11 +21,21 @@ use crate::vocabulary::model::{
 use crate::vocabulary::state::{DecisionKind, InvocationState as S, Resolution};
 
 const APPROVE_FROM: &[S] = &[S::AwaitingApproval, S::Proposed];
-const DENY_FROM: &[S] = &[S::AwaitingApproval, S::AwaitingAnswer, S::Proposed];
+// A call waiting for its principal's credential may be denied or withdrawn (LEDGER-82).
+const DENY_FROM: &[S] = &[
+    S::AwaitingApproval,
+    S::AwaitingAnswer,
+    S::AwaitingCredential,
+    S::Proposed,
+];
 const ANSWER_FROM: &[S] = &[S::AwaitingAnswer];
 const RESOLVE_FROM: &[S] = &[S::InDoubt];
 const RECORD_FROM: &[S] = &[S::Proposed];
-const WITHDRAW_FROM: &[S] = &[S::AwaitingApproval, S::AwaitingAnswer];
+const WITHDRAW_FROM: &[S] = &[
+    S::AwaitingApproval,
+    S::AwaitingAnswer,
+    S::AwaitingCredential,
+];
 
 fn expected_for(decision: &Decision) -> &'static [S] {
     match decision {

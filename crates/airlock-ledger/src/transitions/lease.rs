@@ -148,11 +148,13 @@ fn refuse_finish(inv: &Invocation, owner: &str) -> LedgerError {
             state: inv.state,
         },
         S::Running | S::InDoubt | S::Approved => lease_lost(inv, owner),
-        S::Pending | S::AwaitingApproval | S::AwaitingAnswer => LedgerError::WrongState {
-            id: inv.id,
-            expected: FINISH_FROM,
-            actual: inv.state,
-        },
+        S::Pending | S::AwaitingApproval | S::AwaitingAnswer | S::AwaitingCredential => {
+            LedgerError::WrongState {
+                id: inv.id,
+                expected: FINISH_FROM,
+                actual: inv.state,
+            }
+        }
     }
 }
 

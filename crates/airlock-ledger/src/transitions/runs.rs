@@ -293,8 +293,7 @@ pub(crate) async fn park_run(
 }
 
 /// A run's (`$1`) calls still waiting for a person.
-pub(crate) const WAITING_IN_RUN: &str =
-    "run_id = $1 AND state IN ('awaiting_approval', 'awaiting_answer', 'in_doubt')";
+pub(crate) const WAITING_IN_RUN: &str = "run_id = $1 AND state IN ('awaiting_approval', 'awaiting_answer', 'awaiting_credential', 'in_doubt')";
 
 /// `parked → running`, only when none of the run's calls still waits for a person; the run is
 /// then held under `lease`, if given, in the same swap (LEDGER-56).

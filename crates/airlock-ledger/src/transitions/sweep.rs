@@ -27,7 +27,7 @@ pub(crate) const EXPIRED_LEASES: &str = concat!(
 
 /// Parked rows whose wait ended at or before `$1`, oldest first, at most `$2`.
 pub(crate) const EXPIRED_WAITS: &str = concat!(
-    "state IN ('awaiting_approval', 'awaiting_answer', 'in_doubt') AND expires_at <= $1 AND ",
+    "state IN ('awaiting_approval', 'awaiting_answer', 'awaiting_credential', 'in_doubt') AND expires_at <= $1 AND ",
     open_rows!(),
     " ORDER BY expires_at LIMIT $2"
 );

@@ -553,6 +553,7 @@ impl Invocation {
             InvocationState::Pending
             | InvocationState::AwaitingApproval
             | InvocationState::AwaitingAnswer
+            | InvocationState::AwaitingCredential
             | InvocationState::Approved
             | InvocationState::Running
             | InvocationState::InDoubt => None,

@@ -58,6 +58,9 @@ words! {
         AwaitingApproval = "awaiting_approval",
         /// A question (`ask_human`) parked until a person answers or declines it.
         AwaitingAnswer = "awaiting_answer",
+        /// Parked until its principal has a credential for the connection it goes through
+        /// (docs/rules.md LEDGER-82): nothing was sent; it runs once the credential exists.
+        AwaitingCredential = "awaiting_credential",
         /// Approved (or released for a re-run); ready to be claimed.
         Approved = "approved",
         /// Claimed under a lease; the tool is (or may be) running.
@@ -164,7 +167,10 @@ impl InvocationState {
     /// States that wait for a person and carry an `expires_at`.
     #[must_use]
     pub fn is_parked(self) -> bool {
-        matches!(self, S::AwaitingApproval | S::AwaitingAnswer | S::InDoubt)
+        matches!(
+            self,
+            S::AwaitingApproval | S::AwaitingAnswer | S::AwaitingCredential | S::InDoubt
+        )
     }
 
     /// Whether `self → next` is a legal transition (docs/rules.md LEDGER-2). `running → running`
@@ -185,10 +191,18 @@ impl InvocationState {
                 S::Proposed | S::Approved | S::Denied | S::Succeeded | S::Failed
             ),
             S::AwaitingAnswer => matches!(next, S::Succeeded | S::Denied | S::Expired),
+            // LEDGER-82: released by the credential, withdrawn by its caller, or expired.
+            S::AwaitingCredential => matches!(next, S::Approved | S::Denied | S::Expired),
             // in_doubt: the original lease owner may still report the outcome.
             S::Running => matches!(
                 next,
-                S::Running | S::Succeeded | S::Failed | S::InDoubt | S::Approved | S::InputRequired
+                S::Running
+                    | S::Succeeded
+                    | S::Failed
+                    | S::InDoubt
+                    | S::Approved
+                    | S::InputRequired
+                    | S::AwaitingCredential
             ),
             S::InDoubt => matches!(
                 next,

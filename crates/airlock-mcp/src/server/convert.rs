@@ -102,8 +102,14 @@ pub(super) fn to_call_result(outcome: HostOutcome) -> CallToolResult {
             invocation_id,
             tool,
             expires_at,
+            note,
             ..
-        } => parked(status, &invocation_id, &tool, expires_at.as_deref()),
+        } => parked(
+            status,
+            &invocation_id,
+            &tool,
+            (expires_at.as_deref(), note.as_deref()),
+        ),
         HostOutcome::Denied { reason } => json_result(json!({ "denied": reason }), true),
         // The status word says what happened; `denied` keeps the shape a model already reads
         // for a call that was not run (POLICY-15).
@@ -214,7 +220,7 @@ fn parked(
     status: ParkedStatus,
     invocation_id: &str,
     tool: &str,
-    expires_at: Option<&str>,
+    (expires_at, note): (Option<&str>, Option<&str>),
 ) -> CallToolResult {
     let headline = match status {
         ParkedStatus::AwaitingApproval => {
@@ -226,13 +232,17 @@ fn parked(
         ParkedStatus::AwaitingAnswer => {
             "NOT ANSWERED YET: this call is waiting for a person's answer."
         }
+        ParkedStatus::AwaitingCredential => {
+            "NOT EXECUTED YET: this call is waiting for its caller's credential; nothing has run."
+        }
         ParkedStatus::Running => {
             "NOT FINISHED YET: this call was approved and is running; its result is not in yet."
         }
     };
+    let note = note.map(|n| format!(" {n}.")).unwrap_or_default();
     let message = format!(
-        "{headline} This is not the tool's result. To get the result, call {AWAIT_TOOL} with \
-         {{\"invocation_id\": {id}}} (repeat while it is still waiting).",
+        "{headline}{note} This is not the tool's result. To get the result, call {AWAIT_TOOL} \
+         with {{\"invocation_id\": {id}}} (repeat while it is still waiting).",
         id = Value::String(invocation_id.to_owned()),
     );
     let payload = json!({

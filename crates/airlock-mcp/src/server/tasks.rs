@@ -99,6 +99,9 @@ fn waiting(status: ParkedStatus) -> String {
     match status {
         ParkedStatus::AwaitingApproval => "awaiting a person's approval; nothing has run yet",
         ParkedStatus::AwaitingAnswer => "awaiting a person's answer",
+        ParkedStatus::AwaitingCredential => {
+            "awaiting its caller's credential for the connection it goes through; nothing has run yet"
+        }
         ParkedStatus::InDoubt => "it is not known whether the call ran; a person must settle it",
         ParkedStatus::Running => "approved; running now",
     }
@@ -207,6 +210,7 @@ mod tests {
             invocation_id: "i1".into(),
             tool: "deploy".into(),
             expires_at: None,
+            note: None,
             confirmable: false,
         });
         let (status_, message) = status(&parked, Era::V2026);
@@ -228,6 +232,7 @@ mod tests {
                 invocation_id: "i1".into(),
                 tool: "confirm_delete".into(),
                 expires_at: None,
+                note: None,
                 confirmable: false,
             })
         };

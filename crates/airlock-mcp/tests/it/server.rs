@@ -102,6 +102,7 @@ fn parked(id: &str) -> HostOutcome {
         invocation_id: id.into(),
         tool: "deploy".into(),
         expires_at: None,
+        note: None,
         confirmable: true,
     }
 }
@@ -251,6 +252,7 @@ impl ToolHost for FakeHost {
                 invocation_id: "inv-1".into(),
                 tool: "deploy".into(),
                 expires_at: Some("2030-01-01T00:00:00Z".into()),
+                note: None,
                 confirmable: true,
             }),
             // A round whose upstream asks the client (MCP-68).
@@ -333,6 +335,7 @@ impl ToolHost for FakeHost {
                 invocation_id: "inv-running".into(),
                 tool: "deploy".into(),
                 expires_at: None,
+                note: None,
                 confirmable: false,
             }),
             other => Err(HostError::NotFound(format!("invocation {other}"))),

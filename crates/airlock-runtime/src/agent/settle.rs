@@ -174,6 +174,16 @@ pub(super) async fn shown(agents: &Agents, ctx: &RunCtx<'_>, row: &Invocation) -
     }
     let outcome = Outcome::from_row(row.clone());
     match outcome.kind() {
+        OutcomeKind::Parked if row.state == InvocationState::AwaitingCredential => {
+            let message = row.error.as_ref().map(|e| e.message.clone());
+            ctx.emit(RunEvent::CredentialRequired {
+                invocation_id: row.id,
+                tool: row.tool.clone(),
+                message: message.unwrap_or_default(),
+            })
+            .await;
+            Settled::Waiting
+        }
         OutcomeKind::Parked => {
             let how = HowToApprove {
                 cli: agents.gateway().how_to_decide(row),

@@ -239,6 +239,16 @@ pub enum RunEvent {
         /// How to decide it.
         how: HowToApprove,
     },
+    /// A call waits for its principal's credential for the connection it goes through
+    /// (docs/rules.md CALL-12): the run resumes once they provide it.
+    CredentialRequired {
+        /// The waiting row.
+        invocation_id: InvocationId,
+        /// The tool.
+        tool: String,
+        /// How to provide the credential.
+        message: String,
+    },
     /// A call waits for the person's consent; their next message decides (POLICY-32). Sent
     /// by airlock, whatever the model says.
     ConfirmationRequired {

@@ -1,5 +1,5 @@
-//! What waits for a person — calls awaiting an approval or an answer, proposals, and calls in
-//! doubt — as one list shared by `GET /v1/approvals`, `airlock approvals list` and the inbox:
+//! What waits for a person — calls awaiting an approval, an answer or a principal's credential,
+//! proposals, and calls in doubt — as one list shared by `GET /v1/approvals`, `airlock approvals list` and the inbox:
 //! oldest first (newest first for the inbox), filtered by kind, tool, principal, agent and age,
 //! and paged by offset. Each row's [`Origin`] (the channel and scope of its session) is read by [`origins`].
 //!
@@ -35,6 +35,8 @@ pub enum Waiting {
     Proposal,
     /// A person to say whether it ran (`in_doubt`).
     InDoubt,
+    /// Its principal's credential for the connection it goes through (`awaiting_credential`).
+    Credential,
 }
 
 impl Waiting {
@@ -46,6 +48,7 @@ impl Waiting {
             Self::Question => InvocationState::AwaitingAnswer,
             Self::Proposal => InvocationState::Proposed,
             Self::InDoubt => InvocationState::InDoubt,
+            Self::Credential => InvocationState::AwaitingCredential,
         }
     }
 }
@@ -59,8 +62,9 @@ impl std::str::FromStr for Waiting {
             "question" => Ok(Self::Question),
             "proposal" => Ok(Self::Proposal),
             "in_doubt" => Ok(Self::InDoubt),
+            "credential" => Ok(Self::Credential),
             other => Err(format!(
-                "unknown kind `{other}`: one of approval, question, proposal, in_doubt"
+                "unknown kind `{other}`: one of approval, question, proposal, in_doubt, credential"
             )),
         }
     }

@@ -46,6 +46,7 @@ fn request(
         credential: action.credential.clone(),
         // Not read here: the integration executor always sends through the public-only guard.
         use_egress_allow: false,
+        per_principal: None,
     };
     let mut request = build_request(&action.request, &connection, credentials, args)?;
     for (name, template) in &action.headers {

@@ -34,6 +34,39 @@ pub enum RunCredential {
     },
 }
 
+/// A connection at `base_url` that sends `credential` (and nothing else): the connection and
+/// the one credential it names, as the executors take them. Used for a connection a run's
+/// caller supplied and for one whose credential is its principal's own.
+pub(crate) fn sending(base_url: &str, credential: &RunCredential) -> (ApiConnection, Credentials) {
+    let pairs: Vec<(String, String)> = match credential {
+        RunCredential::None => Vec::new(),
+        RunCredential::Token(token) => {
+            vec![(RUN_CREDENTIAL.to_owned(), token.expose_secret().to_owned())]
+        }
+        RunCredential::Basic { username, password } => vec![
+            (
+                format!("{RUN_CREDENTIAL}.username"),
+                username.expose_secret().to_owned(),
+            ),
+            (
+                format!("{RUN_CREDENTIAL}.password"),
+                password.expose_secret().to_owned(),
+            ),
+        ],
+    };
+    let path = (!pairs.is_empty())
+        .then(|| CredentialPath::try_from(RUN_CREDENTIAL).ok())
+        .flatten();
+    let connection = ApiConnection {
+        base_url: base_url.to_owned(),
+        credential: path,
+        // Not read: the executors decide the guard from the connection's name.
+        use_egress_allow: false,
+        per_principal: None,
+    };
+    (connection, Credentials::from_pairs(pairs))
+}
+
 /// The names of the connections a root run's caller supplied (never their URLs or
 /// credentials), as the run's stored details keep them: what a call of the run must never
 /// reach through another connection (AGENT-63). Flattened into the run's details.
@@ -79,36 +112,9 @@ impl RunConnections {
 
     /// Adds connection `name` at `base_url`, sent `credential`.
     pub(crate) fn insert(&mut self, name: &str, base_url: &str, credential: &RunCredential) {
-        let pairs: Vec<(String, String)> = match credential {
-            RunCredential::None => Vec::new(),
-            RunCredential::Token(token) => {
-                vec![(RUN_CREDENTIAL.to_owned(), token.expose_secret().to_owned())]
-            }
-            RunCredential::Basic { username, password } => vec![
-                (
-                    format!("{RUN_CREDENTIAL}.username"),
-                    username.expose_secret().to_owned(),
-                ),
-                (
-                    format!("{RUN_CREDENTIAL}.password"),
-                    password.expose_secret().to_owned(),
-                ),
-            ],
-        };
-        let path = (!pairs.is_empty())
-            .then(|| CredentialPath::try_from(RUN_CREDENTIAL).ok())
-            .flatten();
-        let connection = ApiConnection {
-            base_url: base_url.to_owned(),
-            credential: path,
-            // Not read: the executors decide a supplied URL's guard (`guard_of_supplied`).
-            use_egress_allow: false,
-        };
         self.gone.remove(name);
-        self.held.insert(
-            name.to_owned(),
-            (connection, Credentials::from_pairs(pairs)),
-        );
+        self.held
+            .insert(name.to_owned(), sending(base_url, credential));
     }
 
     /// Connection `name` as the run's caller supplied it; `None` when it supplied none of

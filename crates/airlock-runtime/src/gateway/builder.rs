@@ -52,6 +52,7 @@ impl GatewayBuilder {
                 definitions: super::Definitions::default(),
                 offered: crate::offered::Offered::default(),
                 supplied: crate::execute::SuppliedRuns::default(),
+                vault: None,
             },
         }
     }
@@ -108,6 +109,14 @@ impl GatewayBuilder {
             .filter(|(_, c)| c.use_egress_allow)
             .map(|(name, _)| name.clone())
             .collect();
+        self
+    }
+
+    /// The principals' own credentials of the connections declared `per_principal = true`
+    /// (docs/rules.md CALL-11): without it, a call through one fails `credential_missing`.
+    #[must_use]
+    pub fn vault(mut self, vault: Arc<crate::vault::PersonalVault>) -> Self {
+        self.gateway.vault = Some(vault);
         self
     }
 

@@ -34,7 +34,8 @@ pub(super) fn received(ctx: &CallContext, tool: &str) {
     );
 }
 
-/// A row just recorded: parked for a person (with how to decide it) or kept as a proposal.
+/// A row just recorded (or parked for its principal's credential): parked for a person (with
+/// how to decide it) or kept as a proposal.
 /// Other states are told by the steps that follow (executed, failed).
 pub(super) fn recorded(row: &Invocation, how: Option<&HowToDecide>) {
     let (id, tool, state) = (&row.id, row.tool.as_str(), row.state.as_str());
@@ -47,6 +48,12 @@ pub(super) fn recorded(row: &Invocation, how: Option<&HowToDecide>) {
         }
         InvocationState::Proposed => {
             tracing::info!(target: TARGET, %id, tool, "proposed: nothing ran");
+        }
+        // CALL-12: nothing was sent; its principal must provide their credential.
+        InvocationState::AwaitingCredential => {
+            let principal = row.principal.as_deref();
+            let how = row.error.as_ref().map(|e| e.message.as_str());
+            tracing::info!(target: TARGET, %id, tool, principal, state, how, "parked");
         }
         _ => {}
     }

@@ -9,14 +9,25 @@
 
 use std::sync::Arc;
 
-use airlock_ledger::{Invocation, InvocationId, InvocationState, LedgerError, RunId};
+use airlock_ledger::{
+    CredentialUse, Invocation, InvocationId, InvocationState, LedgerError, RunId,
+};
 use airlock_mcp::Downstream;
+use airlock_spec::{ApiConnection, Credentials};
 use airlock_spec::{ToolSource, ToolSpec};
 use serde_json::Value;
 
 use super::{Gateway, GatewayError, PreparedTool, events};
 use crate::error::{ToolError, ToolErrorKind};
-use crate::execute::{Ran, Reach, RunConnections, SuppliedNames};
+use crate::execute::{Ran, Reach, RunConnections, SuppliedNames, sending};
+use crate::vault::Unresolved;
+
+/// A principal's own credential as one call carries it: the connection that sends it, and
+/// what the audit records of it.
+pub(crate) struct Carried {
+    pub(crate) pair: (ApiConnection, Credentials),
+    used: CredentialUse,
+}
 use crate::outcome::Outcome;
 
 impl Gateway {
@@ -29,14 +40,35 @@ impl Gateway {
         downstream: &Downstream,
     ) -> Result<Outcome, GatewayError> {
         let started = std::time::Instant::now();
+        let supplied = match self.supplied_for(&tool.spec, &claimed).await {
+            Ok(supplied) => supplied,
+            Err(e) => return self.settle(claimed.id, Err(e), None, started).await,
+        };
+        let carried = match self
+            .carried_for(&tool.spec, &claimed, supplied.as_deref())
+            .await
+        {
+            Ok(carried) => carried,
+            Err(Unresolved::Waiting {
+                connection,
+                message,
+            }) => return self.await_credential(claimed.id, connection, message).await,
+            Err(Unresolved::Failed(e)) => {
+                return self.settle(claimed.id, Err(e), None, started).await;
+            }
+        };
         // Moved, not copied, to the request: a call's arguments may be megabytes. They were
         // checked when the row was recorded, under this definition (`advance`), or when a
         // person edited them into the approval (DECIDE-21).
         let result = match tool.check.complete(claimed.take_effective_arguments()) {
             Err(e) => Err(e),
             Ok(map) => {
-                let arguments = Value::Object(map);
-                self.execute(&tool.spec, &claimed, arguments, downstream)
+                let reach = Reach {
+                    supplied: supplied.as_deref(),
+                    carried: carried.as_ref().map(|c| &c.pair),
+                    downstream,
+                };
+                self.execute(&tool.spec, &claimed, Value::Object(map), reach)
                     .await
             }
         };
@@ -45,7 +77,23 @@ impl Gateway {
             Ok(Ran::Value(value)) => Ok(value),
             Err(e) => Err(e),
         };
-        let finished = self.finish(claimed.id, result).await?;
+        let used = carried.map(|c| c.used);
+        self.settle(claimed.id, result, used, started).await
+    }
+
+    /// Stores the result of a run that began at `started` (with the credential it carried, if
+    /// its principal's own), and counts it.
+    async fn settle(
+        &self,
+        id: InvocationId,
+        result: Result<Value, ToolError>,
+        used: Option<CredentialUse>,
+        started: std::time::Instant,
+    ) -> Result<Outcome, GatewayError> {
+        let finished = match used {
+            None => self.finish(id, result).await?,
+            Some(used) => self.finish_carrying(id, result, used).await?,
+        };
         events::ran(&finished, started.elapsed());
         let outcome = match finished.state {
             InvocationState::Failed => "failed",
@@ -56,6 +104,84 @@ impl Gateway {
         metrics::counter!("airlock_tool_runs_total", "tool" => finished.tool.clone(), "outcome" => outcome)
             .increment(1);
         Ok(Outcome::from_row(finished))
+    }
+
+    /// The credential `row`'s principal has for the connection `spec` reaches, when that
+    /// connection takes each principal's own (and the run did not supply it).
+    pub(crate) async fn carried_for(
+        &self,
+        spec: &ToolSpec,
+        row: &Invocation,
+        supplied: Option<&RunConnections>,
+    ) -> Result<Option<Carried>, Unresolved> {
+        let Some(vault) = &self.vault else {
+            return Ok(None);
+        };
+        let through_connection =
+            matches!(spec.source, ToolSource::Api(_) | ToolSource::McpInline(_));
+        let Some(name) = spec.source.connection().filter(|_| through_connection) else {
+            return Ok(None);
+        };
+        let by_run = supplied
+            .map(|s| s.get(name))
+            .transpose()
+            .map_err(Unresolved::Failed)?
+            .flatten();
+        if vault.source(name).is_none() || by_run.is_some() {
+            return Ok(None);
+        }
+        let Some(configured) = self.executors.connections.get(name) else {
+            return Ok(None);
+        };
+        let personal = vault.resolve(name, row.principal.as_deref()).await?;
+        Ok(Some(Carried {
+            pair: sending(&configured.base_url, &personal.credential),
+            used: personal.used,
+        }))
+    }
+
+    /// Parks the claimed row `id` until its principal's credential exists (nothing was sent).
+    async fn await_credential(
+        &self,
+        id: InvocationId,
+        connection: String,
+        message: String,
+    ) -> Result<Outcome, GatewayError> {
+        match self
+            .store
+            .await_credential(id, &self.owner, connection, message)
+            .await
+        {
+            Ok(row) => {
+                events::recorded(&row, None);
+                super::telemetry::recorded(&row);
+                Ok(Outcome::from_row(row))
+            }
+            Err(LedgerError::LeaseLost { .. } | LedgerError::AlreadyFinished { .. }) => {
+                Ok(Outcome::from_row(self.store.get(id).await?))
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// [`Gateway::finish`], recording which principal's credential the attempt carried.
+    async fn finish_carrying(
+        &self,
+        id: InvocationId,
+        result: Result<Value, ToolError>,
+        used: CredentialUse,
+    ) -> Result<Invocation, GatewayError> {
+        match self
+            .store
+            .finish_with_credential(id, &self.owner, result, used)
+            .await
+        {
+            Ok(row) => Ok(row),
+            Err(LedgerError::LeaseLost { .. } | LedgerError::AlreadyFinished { .. }) => {
+                Ok(self.store.get(id).await?)
+            }
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// Stores the result in hand. If the lease was lost meanwhile and the result could not
@@ -75,7 +201,7 @@ impl Gateway {
         }
     }
 
-    /// Runs `spec` for the claimed `row` with validated `arguments`, renewing the lease so a
+    /// Runs `spec` for the claimed `row` with validated `arguments` as `reach` says, renewing the lease so a
     /// live call is never taken for a crash. A lost lease (the sweeper marked the row in doubt
     /// during a stall) does not abandon the call: its answer is still recorded (LEDGER-20).
     async fn execute(
@@ -83,13 +209,8 @@ impl Gateway {
         spec: &ToolSpec,
         row: &Invocation,
         arguments: Value,
-        downstream: &Downstream,
+        reach: Reach<'_>,
     ) -> Result<Ran, ToolError> {
-        let supplied = self.supplied_for(spec, row).await?;
-        let reach = Reach {
-            supplied: supplied.as_deref(),
-            downstream,
-        };
         let work = self
             .executors
             .run(spec, arguments, &row.idempotency_key, reach);

@@ -83,7 +83,9 @@ fn verdict(outcome: &Outcome) -> &'static str {
 pub(super) fn recorded(row: &Invocation) {
     if matches!(
         row.state,
-        InvocationState::AwaitingApproval | InvocationState::AwaitingAnswer
+        InvocationState::AwaitingApproval
+            | InvocationState::AwaitingAnswer
+            | InvocationState::AwaitingCredential
     ) {
         metrics::counter!("airlock_parks_total", "tool" => row.tool.clone(), "state" => row.state.as_str())
             .increment(1);

@@ -168,11 +168,24 @@ impl McpHost {
                 return Ok(None);
             }
         };
-        match self
+        let carried = match self
             .gateway
-            .executors
-            .mcp_target(&tool.spec.source, supplied.as_deref())
+            .carried_for(&tool.spec, row, supplied.as_deref())
+            .await
         {
+            Ok(carried) => carried,
+            Err(unresolved) => {
+                tracing::warn!(invocation = %row.id, ?unresolved, "the principal's credential for a relayed task is not there");
+                return Ok(None);
+            }
+        };
+        let downstream = airlock_mcp::Downstream::default();
+        let reach = crate::execute::Reach {
+            supplied: supplied.as_deref(),
+            carried: carried.as_ref().map(|c| &c.pair),
+            downstream: &downstream,
+        };
+        match self.gateway.executors.mcp_target(&tool.spec.source, reach) {
             Ok((client, target, _)) => Ok(Some((client, target, task))),
             Err(error) => {
                 tracing::warn!(invocation = %row.id, %error, "the upstream of a relayed task cannot be reached as declared");

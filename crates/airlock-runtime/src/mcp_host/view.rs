@@ -91,12 +91,17 @@ fn host_outcome(outcome: &Outcome) -> HostOutcome {
             let status = match row.state {
                 InvocationState::InDoubt => ParkedStatus::InDoubt,
                 InvocationState::AwaitingAnswer => ParkedStatus::AwaitingAnswer,
+                InvocationState::AwaitingCredential => ParkedStatus::AwaitingCredential,
                 InvocationState::AwaitingApproval => ParkedStatus::AwaitingApproval,
                 _ => ParkedStatus::Running,
             };
             // The row's own policy: a call over an approval limit was recorded for an approver.
             let confirmable = row.approval == Approval::Caller;
-            HostOutcome::Parked { status, invocation_id: row.id.to_string(), tool: row.tool.clone(), expires_at: time(row.expires_at), confirmable }
+            // What a call waiting for a credential says is how to provide it (CALL-12).
+            let note = (status == ParkedStatus::AwaitingCredential)
+                .then(|| row.error.as_ref().map(|e| e.message.clone()))
+                .flatten();
+            HostOutcome::Parked { status, invocation_id: row.id.to_string(), tool: row.tool.clone(), expires_at: time(row.expires_at), note, confirmable }
         }
     }
 }

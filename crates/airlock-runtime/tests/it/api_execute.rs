@@ -71,6 +71,7 @@ fn connection(base_url: &str) -> ApiConnection {
         use_egress_allow: true,
         base_url: base_url.into(),
         credential: Some(CredentialPath::try_from("erp.token").unwrap()),
+        per_principal: None,
     }
 }
 

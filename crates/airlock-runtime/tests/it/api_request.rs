@@ -30,6 +30,7 @@ fn conn(base: &str) -> ApiConnection {
         use_egress_allow: true,
         base_url: base.into(),
         credential: Some(CredentialPath::try_from("erp.token").unwrap()),
+        per_principal: None,
     }
 }
 
@@ -224,6 +225,7 @@ fn basic_auth_with_a_colon_in_the_password() {
         use_egress_allow: true,
         base_url: "https://api.example.com".into(),
         credential: Some(CredentialPath::try_from("erp.basic").unwrap()),
+        per_principal: None,
     };
     let r = build_request(&o, &c, &creds(), &Map::new()).unwrap();
     // base64("ada:pa:ss")
@@ -280,6 +282,7 @@ fn missing_credential_names_connection_and_path() {
         use_egress_allow: true,
         base_url: "https://api.example.com".into(),
         credential: None,
+        per_principal: None,
     };
     let e = build_request(&op("/x"), &none, &creds(), &Map::new()).unwrap_err();
     assert_eq!(e.kind, ToolErrorKind::CredentialMissing);

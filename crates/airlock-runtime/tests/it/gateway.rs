@@ -26,6 +26,7 @@ mod approvers;
 mod budget;
 mod definitions;
 mod freeze;
+mod personal;
 mod rival;
 mod shutdown;
 mod words;
@@ -52,6 +53,11 @@ use freeze::{
     decisions_wait_out_a_freeze_and_approved_calls_run_after_it,
     held_approvals_do_not_starve_the_worker, the_refresh_loop_brings_in_another_replicas_freeze,
     the_worker_runs_a_held_approval_when_the_freeze_is_lifted,
+};
+use personal::{
+    a_call_waits_for_its_principals_own_credential_and_runs_once,
+    a_credential_opens_only_under_its_own_key,
+    a_revocation_on_one_replica_stops_the_next_call_on_another,
 };
 use rival::a_refused_call_another_claimer_holds_is_reported_as_it_stands;
 use words::{an_abandoned_call_never_runs, an_expired_call_reads_back_as_expired};
@@ -236,6 +242,9 @@ on_both_backends!(
     a_call_nobody_decided_is_escalated_once_across_replicas,
     an_edit_may_not_change_a_limits_share,
     an_edited_transactional_approval_runs_with_the_edited_arguments,
+    a_call_waits_for_its_principals_own_credential_and_runs_once,
+    a_revocation_on_one_replica_stops_the_next_call_on_another,
+    a_credential_opens_only_under_its_own_key,
 );
 
 // After the macro, which it uses.

@@ -137,6 +137,7 @@ async fn gateway(address: Option<IpAddr>, port: u16, dir: &tempfile::TempDir) ->
                     use_egress_allow: true,
                     base_url: format!("http://{HOST}:{port}"),
                     credential: Some(CredentialPath::try_from("up.token").unwrap()),
+                    per_principal: None,
                 },
             )]
             .into(),

@@ -11,6 +11,7 @@ mod examples;
 mod model_script;
 mod notify;
 mod oauth;
+mod per_principal;
 mod rules;
 mod schemas;
 mod support;

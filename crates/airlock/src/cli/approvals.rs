@@ -352,6 +352,7 @@ fn report(target: &Target, by: &str, row: &Invocation) -> anyhow::Result<()> {
         InvocationState::Pending
         | InvocationState::AwaitingApproval
         | InvocationState::AwaitingAnswer
+        | InvocationState::AwaitingCredential
         | InvocationState::Running
         | InvocationState::InDoubt
         | InvocationState::Failed

@@ -192,6 +192,10 @@ fn start_workers(
     let every = airlock_runtime::freeze::REFRESH;
     let watching = stop.clone();
     tasks.spawn(async move { freezes.run(every, watching).await });
+    // Credentials set or revoked on any replica reach this one within a refresh (CALL-13).
+    if let Some(vault) = booted.gateway.vault() {
+        tasks.spawn(std::sync::Arc::clone(vault).watch(stop.clone()));
+    }
     tasks.spawn(airlock_runtime::decisions::worker::work(
         booted.gateway.clone(),
         stop.clone(),

@@ -58,6 +58,7 @@ async fn done_is_the_last_event_after_every_other() {
             RunEvent::ToolCall { .. } => "tool_call",
             RunEvent::ToolResult { .. } => "tool_result",
             RunEvent::ApprovalRequired { .. } => "approval_required",
+            RunEvent::CredentialRequired { .. } => "credential_required",
             RunEvent::ConfirmationRequired { .. } => "confirmation_required",
             RunEvent::Done { .. } => "done",
         })

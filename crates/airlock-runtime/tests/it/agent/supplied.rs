@@ -132,6 +132,7 @@ fn deployment_at(port: u16, vouched: bool, tool: ToolSpec) -> Extras {
         use_egress_allow: vouched,
         base_url: format!("http://api.tenant.example.com:{port}/v0"),
         credential: Some(CredentialPath::try_from("erp.token").unwrap()),
+        per_principal: None,
     };
     Extras {
         egress: Some(egress),

@@ -56,6 +56,7 @@ fn api_gateway(
         use_egress_allow: true,
         base_url: format!("http://api.tenant.example.com:{port}/v1"),
         credential: Some(CredentialPath::try_from("erp.token").unwrap()),
+        per_principal: None,
     };
     let policy = EgressPolicy {
         allow_cidrs: vec!["127.0.0.1/32".parse().unwrap()],
@@ -125,6 +126,7 @@ pub(super) async fn an_unanswered_api_call_parks_in_doubt(backend: Backend) {
                 expires_at: row.expires_at.and_then(|t| t
                     .format(&time::format_description::well_known::Rfc3339)
                     .ok()),
+                note: None,
                 confirmable: false,
             }
         );

@@ -147,6 +147,7 @@ fn gateway(store: Arc<dyn Store>, port: u16, mcp: Option<&Server>) -> Gateway {
         use_egress_allow: true,
         base_url: format!("http://api.tenant.example.com:{port}"),
         credential: Some(CredentialPath::try_from("erp.token").unwrap()),
+        per_principal: None,
     };
     let crm = mcp.map(|server| ConnectionSpec {
         namespace: "crm".into(),

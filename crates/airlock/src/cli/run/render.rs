@@ -72,6 +72,16 @@ impl<W: Write> Progress<W> {
                 tool,
                 how,
             } => self.approval(*invocation_id, tool, how),
+            RunEvent::CredentialRequired {
+                invocation_id,
+                tool,
+                message,
+            } => writeln!(
+                self.out,
+                "⏸ {} ({invocation_id}): {}",
+                clean(tool),
+                clean(message)
+            ),
             RunEvent::ConfirmationRequired { notice } => self.confirmation(notice),
             RunEvent::Done {
                 answer, proposals, ..

@@ -186,6 +186,18 @@ fn forms(row: &Invocation, signed: &Signed) -> Markup {
                 button type="submit" { "Resolve" }
             }
         },
+        // CALL-12: only its principal can give it what it waits for; the caller's
+        // message says how, and the person may still deny it.
+        InvocationState::AwaitingCredential => html! {
+            h2 { "Waiting for a credential" }
+            @if let Some(error) = &row.error {
+                p { (error.message) }
+            }
+            @if row.principal.as_deref() == Some(signed.principal.as_str()) {
+                p { a href="/inbox/credentials" { "Set your credential" } }
+            }
+            (deny_form(&action("deny"), &csrf))
+        },
         InvocationState::Pending | InvocationState::Approved | InvocationState::Running => {
             html! { p.muted { "Nothing to decide: the call is " (row.state.to_string()) "." } }
         }

@@ -178,6 +178,7 @@ pub(super) fn waiting_for(row: &Invocation) -> &'static str {
         S::AwaitingAnswer => "an answer",
         S::InDoubt => "a person to say whether it ran",
         S::Proposed => "a decision on its proposal (it did not run)",
+        S::AwaitingCredential => "its caller's credential for the connection it goes through",
         S::Pending
         | S::Approved
         | S::Running

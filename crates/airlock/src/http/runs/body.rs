@@ -74,16 +74,18 @@ struct ConnectionBody {
     credential: Option<CredentialBody>,
 }
 
+/// A credential in a request: a string, or a mapping with `username` and `password`.
 #[derive(Deserialize)]
 #[serde(untagged)]
-enum CredentialBody {
+pub(crate) enum CredentialBody {
     Token(#[serde(deserialize_with = "secret")] SecretString),
     Basic(BasicBody),
 }
 
+/// A `basic` credential's two parts.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct BasicBody {
+pub(crate) struct BasicBody {
     #[serde(deserialize_with = "secret")]
     username: SecretString,
     #[serde(deserialize_with = "secret")]
@@ -153,26 +155,35 @@ fn connection(name: &str, body: ConnectionBody) -> Result<Connection, ApiError> 
             "`connections.{name}.base_url` must be an http or https URL"
         )));
     }
+    let credential = run_credential(body.credential, &format!("connections.{name}.credential"))?;
+    Ok(Connection {
+        base_url,
+        credential,
+    })
+}
+
+/// A credential as a request gives it (a string, or `{username, password}`), refused when
+/// empty; `field` names it in the error (never its value).
+pub(crate) fn run_credential(
+    body: Option<CredentialBody>,
+    field: &str,
+) -> Result<RunCredential, ApiError> {
     let empty = |secret: &SecretString| secrecy::ExposeSecret::expose_secret(secret).is_empty();
-    let credential = match body.credential {
+    Ok(match body {
         None => RunCredential::None,
         Some(CredentialBody::Token(token)) if empty(&token) => {
-            return Err(bad(&format!("`connections.{name}.credential` is empty")));
+            return Err(bad(&format!("`{field}` is empty")));
         }
         Some(CredentialBody::Token(token)) => RunCredential::Token(token),
         Some(CredentialBody::Basic(basic)) if empty(&basic.username) || empty(&basic.password) => {
             return Err(bad(&format!(
-                "`connections.{name}.credential` needs a non-empty `username` and `password`"
+                "`{field}` needs a non-empty `username` and `password`"
             )));
         }
         Some(CredentialBody::Basic(basic)) => RunCredential::Basic {
             username: basic.username,
             password: basic.password,
         },
-    };
-    Ok(Connection {
-        base_url,
-        credential,
     })
 }
 
