@@ -277,9 +277,17 @@ mod tests {
         let subject = SecretString::from("subject");
         let epoch = cache.epoch();
         cache.forget_principal("p");
-        cache.store(&key("p", &subject), &Arc::new(tokens("t", 3_600)), Some(epoch));
+        cache.store(
+            &key("p", &subject),
+            &Arc::new(tokens("t", 3_600)),
+            Some(epoch),
+        );
         assert!(cache.is_empty());
-        cache.store(&key("p", &subject), &Arc::new(tokens("t", 3_600)), Some(cache.epoch()));
+        cache.store(
+            &key("p", &subject),
+            &Arc::new(tokens("t", 3_600)),
+            Some(cache.epoch()),
+        );
         assert_eq!(cache.len(), 1);
     }
 

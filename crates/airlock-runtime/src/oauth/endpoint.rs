@@ -13,8 +13,8 @@ use std::time::Duration;
 use airlock_egress::{GuardedClient, Request};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
-use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE};
 use http::HeaderValue;
+use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE};
 use secrecy::{ExposeSecret as _, SecretString};
 use serde_json::{Map, Value};
 use url::Url;
@@ -65,13 +65,10 @@ pub(super) async fn post(
         }
     }
     let request = request.body(body.finish()).with_credential();
-    let response = guard
-        .send(request)
-        .await
-        .map_err(OAuthError::Unreachable)?;
+    let response = guard.send(request).await.map_err(OAuthError::Unreachable)?;
     let host = host(endpoint);
     if response.status().is_success() {
-        return tokens(response.body(), host);
+        return tokens(response.body(), &host);
     }
     let mut secrets: Vec<&str> = form
         .iter()
@@ -81,7 +78,12 @@ pub(super) async fn post(
     if let Some(secret) = client.secret {
         secrets.push(secret.expose_secret());
     }
-    Err(refusal(response.status().as_u16(), response.body(), host, &secrets))
+    Err(refusal(
+        response.status().as_u16(),
+        response.body(),
+        host,
+        &secrets,
+    ))
 }
 
 /// `Basic base64(urlencode(id):urlencode(secret))`, marked sensitive so no `Debug` shows it.
@@ -102,9 +104,9 @@ pub(super) fn host(url: &Url) -> String {
 }
 
 /// A successful answer read as RFC 6749 §5.1's token response.
-fn tokens(body: &[u8], host: String) -> Result<Tokens, OAuthError> {
+fn tokens(body: &[u8], host: &str) -> Result<Tokens, OAuthError> {
     let malformed = |reason| OAuthError::Malformed {
-        host: host.clone(),
+        host: host.to_owned(),
         reason,
     };
     let value: Value = serde_json::from_slice(body).map_err(|_| malformed("not JSON"))?;
@@ -180,7 +182,7 @@ mod tests {
     #[test]
     fn a_token_response_is_read_field_by_field() {
         let body = br#"{"access_token":"at","token_type":"bearer","expires_in":"60","refresh_token":"rt","scope":"a b"}"#;
-        let read = tokens(body, "h".into()).unwrap();
+        let read = tokens(body, "h").unwrap();
         assert_eq!(read.access.expose_secret(), "at");
         assert_eq!(read.refresh.unwrap().expose_secret(), "rt");
         assert_eq!(read.expires_in, Some(Duration::from_secs(60)));
@@ -188,10 +190,13 @@ mod tests {
         for (body, reason) in [
             (&b"<html>"[..], "not JSON"),
             (br#"{"token_type":"Bearer"}"#, "no access_token"),
-            (br#"{"access_token":"x","token_type":"DPoP"}"#, "token_type is not Bearer"),
+            (
+                br#"{"access_token":"x","token_type":"DPoP"}"#,
+                "token_type is not Bearer",
+            ),
             (br#"{"access_token":"x","expires_in":-1}"#, "bad expires_in"),
         ] {
-            let err = tokens(body, "h".into()).unwrap_err();
+            let err = tokens(body, "h").unwrap_err();
             assert!(matches!(err, OAuthError::Malformed { reason: r, .. } if r == reason));
         }
     }
@@ -211,7 +216,10 @@ mod tests {
         };
         assert_eq!(error, "invalid_grant");
         let description = description.as_deref().unwrap();
-        assert!(description.starts_with("code [redacted] is spent"), "{description}");
+        assert!(
+            description.starts_with("code [redacted] is spent"),
+            "{description}"
+        );
         assert_eq!(description.chars().count(), MAX_ERROR_TEXT);
         assert!(!format!("{err} {err:?}").contains("c0de-s3cret"));
         let plain = refusal(502, b"bad gateway", "h".into(), &[]);

@@ -206,9 +206,7 @@ fn claims(token: &str) -> Option<serde_json::Map<String, Value>> {
     else {
         return None;
     };
-    let bytes = URL_SAFE_NO_PAD
-        .decode(payload.trim_end_matches('='))
-        .ok()?;
+    let bytes = URL_SAFE_NO_PAD.decode(payload.trim_end_matches('=')).ok()?;
     match serde_json::from_slice(&bytes).ok()? {
         Value::Object(claims) => Some(claims),
         _ => None,
@@ -223,7 +221,11 @@ mod tests {
 
     fn jwt(claims: &Value) -> SecretString {
         let part = |v: &Value| URL_SAFE_NO_PAD.encode(v.to_string());
-        SecretString::from(format!("{}.{}.sig", part(&json!({"alg": "ES256"})), part(claims)))
+        SecretString::from(format!(
+            "{}.{}.sig",
+            part(&json!({"alg": "ES256"})),
+            part(claims)
+        ))
     }
 
     fn actor(issuer: Option<&str>) -> Actor {
@@ -241,14 +243,38 @@ mod tests {
         let with_iss = jwt(&json!({"may_act": {"sub": "airlock", "iss": "https://as"}}));
         assert!(may_act(&with_iss, &actor(Some("https://as"))).is_ok());
         for (subject, actor, kind) in [
-            (jwt(&json!({"sub": "alice"})), actor(None), "may_act_missing"),
-            (jwt(&json!({"may_act": null})), actor(None), "may_act_missing"),
-            (jwt(&json!({"may_act": {"sub": "mallory"}})), actor(None), "may_act_mismatch"),
-            (jwt(&json!({"may_act": "airlock"})), actor(None), "may_act_mismatch"),
+            (
+                jwt(&json!({"sub": "alice"})),
+                actor(None),
+                "may_act_missing",
+            ),
+            (
+                jwt(&json!({"may_act": null})),
+                actor(None),
+                "may_act_missing",
+            ),
+            (
+                jwt(&json!({"may_act": {"sub": "mallory"}})),
+                actor(None),
+                "may_act_mismatch",
+            ),
+            (
+                jwt(&json!({"may_act": "airlock"})),
+                actor(None),
+                "may_act_mismatch",
+            ),
             (with_iss.clone(), actor(None), "may_act_mismatch"),
             (with_iss, actor(Some("https://other")), "may_act_mismatch"),
-            (SecretString::from("opaque"), actor(None), "subject_unreadable"),
-            (SecretString::from("a.!!.c"), actor(None), "subject_unreadable"),
+            (
+                SecretString::from("opaque"),
+                actor(None),
+                "subject_unreadable",
+            ),
+            (
+                SecretString::from("a.!!.c"),
+                actor(None),
+                "subject_unreadable",
+            ),
         ] {
             assert_eq!(may_act(&subject, &actor).unwrap_err().kind(), kind);
         }

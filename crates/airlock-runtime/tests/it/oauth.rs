@@ -78,7 +78,9 @@ fn claims(token: &SecretString) -> Value {
 
 fn requests(issuer: &Issuer, grant_type: &str) -> Vec<TokenRequest> {
     let all = issuer.token_requests();
-    all.into_iter().filter(|r| r.grant_type == grant_type).collect()
+    all.into_iter()
+        .filter(|r| r.grant_type == grant_type)
+        .collect()
 }
 
 fn field<'a>(request: &'a TokenRequest, name: &str) -> Option<&'a str> {
@@ -111,7 +113,9 @@ async fn the_code_flow_with_pkce_connects_an_account() {
     assert_eq!(sent.basic, None);
     // A code is good once.
     let again = server.redeem(&guard(), &code, &verifier, REDIRECT).await;
-    assert!(matches!(again, Err(OAuthError::Refused { ref error, .. }) if error == "invalid_grant"));
+    assert!(
+        matches!(again, Err(OAuthError::Refused { ref error, .. }) if error == "invalid_grant")
+    );
 }
 
 #[tokio::test]
@@ -147,10 +151,7 @@ async fn a_refresh_rotates_the_refresh_token() {
     let second = server.refresh(&guard(), &old).await.unwrap();
     let new = second.refresh.clone().unwrap();
     assert_ne!(new.expose_secret(), old.expose_secret(), "rotated");
-    assert_ne!(
-        second.access.expose_secret(),
-        first.access.expose_secret()
-    );
+    assert_ne!(second.access.expose_secret(), first.access.expose_secret());
     assert_eq!(claims(&second.access)["sub"], "alice");
     assert_eq!(claims(&second.access)["scope"], "crm.read crm.write");
     // The rotated-away token is spent; the new one works.
@@ -187,7 +188,10 @@ async fn a_confidential_client_authenticates_with_basic() {
         "{err:?}"
     );
     let shown = format!("{err} {err:?} {wrong:?}");
-    assert!(!shown.contains("not-the-secret") && !shown.contains(&code), "{shown}");
+    assert!(
+        !shown.contains("not-the-secret") && !shown.contains(&code),
+        "{shown}"
+    );
 }
 
 #[tokio::test]
@@ -256,7 +260,10 @@ async fn token_exchange_without_an_actor_impersonates_the_subject() {
         .await
         .unwrap();
     let issued = claims(&tokens.access);
-    assert_eq!((&issued["sub"], &issued["aud"]), (&json!("alice"), &json!("crm")));
+    assert_eq!(
+        (&issued["sub"], &issued["aud"]),
+        (&json!("alice"), &json!("crm"))
+    );
     assert_eq!(issued.get("act"), None);
     assert_eq!(
         tokens.issued_token_type.as_deref(),
@@ -310,9 +317,15 @@ async fn may_act_absent_or_naming_another_is_refused_before_anything_is_sent() {
             .await
             .unwrap_err();
         assert_eq!(err.kind(), kind, "{err}");
-        assert!(err.to_string().contains("airlock"), "names the actor: {err}");
+        assert!(
+            err.to_string().contains("airlock"),
+            "names the actor: {err}"
+        );
     }
-    assert!(issuer.token_requests().is_empty(), "no exchange was asked for");
+    assert!(
+        issuer.token_requests().is_empty(),
+        "no exchange was asked for"
+    );
 }
 
 #[tokio::test]
@@ -325,7 +338,10 @@ async fn jwt_bearer_gets_an_on_behalf_of_token() {
         .await
         .unwrap();
     let issued = claims(&tokens.access);
-    assert_eq!((&issued["sub"], &issued["scope"]), (&json!("alice"), &json!("crm.read")));
+    assert_eq!(
+        (&issued["sub"], &issued["scope"]),
+        (&json!("alice"), &json!("crm.read"))
+    );
     let sent = &requests(&issuer, JWT_BEARER)[0];
     assert_eq!(field(sent, "assertion"), Some(subject.expose_secret()));
     assert_eq!(field(sent, "requested_token_use"), Some("on_behalf_of"));
