@@ -14,7 +14,6 @@ use axum::{Json, Router};
 use serde_json::{Value, json};
 
 use crate::keys::{Granted, IssuerState, Pending, lock};
-use crate::token::token;
 
 type Params = HashMap<String, String>;
 
@@ -22,7 +21,6 @@ pub(crate) fn router() -> Router<Arc<Mutex<IssuerState>>> {
     Router::new()
         .route("/register", post(register))
         .route("/authorize", get(authorize))
-        .route("/token", post(token))
 }
 
 async fn register(
@@ -85,9 +83,4 @@ fn url_with(url: &str, key: &str, value: &str) -> String {
         })
         .collect();
     format!("{url}{sep}{key}={value}")
-}
-
-/// An OAuth error answer (RFC 6749 §5.2) with `status`.
-pub(crate) fn oauth_error(status: StatusCode, code: &str) -> Response {
-    (status, Json(json!({"error": code}))).into_response()
 }

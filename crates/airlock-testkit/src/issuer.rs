@@ -15,13 +15,13 @@ use axum::Router;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use serde_json::{Value, json};
 
 use crate::authorize;
 use crate::keys::{IssuerState, KeyKind, SigningKey, lock, mint, signed};
 use crate::listen::serve;
-use crate::token::TokenRequest;
+use crate::token::{self, TokenRequest};
 
 /// A token issuer and authorization server on 127.0.0.1 (see the module docs).
 #[derive(Clone)]
@@ -50,6 +50,7 @@ impl Issuer {
             .route("/jwks.json", get(jwks))
             .route("/.well-known/oauth-authorization-server", get(metadata))
             .merge(authorize::router())
+            .route("/token", post(token::token))
             .with_state(state.clone());
         let port = serve(app, 0).await;
         lock(&state).origin = format!("http://127.0.0.1:{port}");

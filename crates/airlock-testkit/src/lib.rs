@@ -11,9 +11,9 @@
 //! decoding the protobuf spans an exporter sends. [`Issuer`] is an OAuth token issuer and
 //! authorization server: signing keys, a JWKS endpoint, RFC 8414 metadata, PKCE authorization,
 //! refresh, token exchange (RFC 8693, RFC 7523 on-behalf-of) with a record of the
-//! [`TokenRequest`]s it got, and forged tokens for the negative cases. Fixtures panic on setup failure (a port that cannot
-//! be bound): that is a broken test machine, and a loud panic is the clearest report a test
-//! can give. [`skip`] skips a test whose [`Needs`] are missing (and fails it under `CI`);
+//! [`TokenRequest`]s it got, and forged tokens for the negative cases. Fixtures panic on setup
+//! failure (a port that cannot be bound): that is a broken test machine, and a loud panic is
+//! the clearest report a test can give. [`skip`] skips a test whose [`Needs`] are missing (and fails it under `CI`);
 //! [`skipped_this_run`] is what the summary at the end of `cargo test --workspace` reads.
 
 mod authorize;

@@ -23,7 +23,6 @@ use percent_encoding::percent_decode_str;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::authorize::oauth_error;
 use crate::keys::{Granted, IssuerState, b64, lock, mint};
 
 const TOKEN_EXCHANGE: &str = "urn:ietf:params:oauth:grant-type:token-exchange";
@@ -193,4 +192,9 @@ fn basic(headers: &HeaderMap) -> Option<(String, String)> {
             .map(|d| d.into_owned())
     };
     Some((form_decode(id)?, form_decode(secret)?))
+}
+
+/// An OAuth error answer (RFC 6749 §5.2) with `status`.
+fn oauth_error(status: StatusCode, code: &str) -> Response {
+    (status, Json(json!({"error": code}))).into_response()
 }
