@@ -146,6 +146,12 @@ impl Issuer {
         lock(&self.state).token_lifetime = seconds;
     }
 
+    /// Whether a refresh rotates the refresh token (default: yes). Without rotation the token
+    /// endpoint answers a refresh with no `refresh_token`, and the one used stays good.
+    pub fn set_refresh_rotation(&self, rotate: bool) {
+        lock(&self.state).authorize.rotate = rotate;
+    }
+
     /// From now on the token endpoint requires this client id and secret by HTTP Basic, and
     /// answers any other request `invalid_client` (401).
     pub fn require_client(&self, id: &str, secret: &str) {

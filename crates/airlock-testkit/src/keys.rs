@@ -134,14 +134,27 @@ pub(crate) struct IssuerState {
 }
 
 /// Codes handed out and not yet redeemed, live refresh tokens, and clients registered.
-#[derive(Default)]
 pub(crate) struct Grants {
     pub(crate) codes: HashMap<String, Pending>,
     /// Codes and refresh tokens handed out so far: each one's number, so none repeats.
     pub(crate) issued: usize,
-    /// Refresh tokens not yet used (a refresh rotates: the one used is gone).
+    /// Live refresh tokens (with rotation, a refresh spends the one used).
     pub(crate) refresh: HashMap<String, Granted>,
+    /// Whether a refresh issues a new refresh token and spends the one used (the default).
+    pub(crate) rotate: bool,
     pub(crate) clients: usize,
+}
+
+impl Default for Grants {
+    fn default() -> Self {
+        Self {
+            codes: HashMap::new(),
+            issued: 0,
+            refresh: HashMap::new(),
+            rotate: true,
+            clients: 0,
+        }
+    }
 }
 
 /// What an authorization code stands for.

@@ -97,10 +97,21 @@ fn code(state: &mut IssuerState, f: &Params) -> Answer {
 }
 
 /// Uses a refresh token once: a new access token and a new refresh token for the same grant.
+/// Without rotation ([`crate::Issuer::set_refresh_rotation`]), the same refresh token stays
+/// good and none is issued.
 fn refresh(state: &mut IssuerState, f: &Params) -> Answer {
-    let granted = f
-        .get("refresh_token")
-        .and_then(|token| state.authorize.refresh.remove(token))
+    let token = f.get("refresh_token").ok_or("invalid_grant")?;
+    if !state.authorize.rotate {
+        let granted = state.authorize.refresh.get(token).ok_or("invalid_grant")?;
+        let claims =
+            json!({"sub": granted.subject, "aud": granted.resource, "scope": granted.scope});
+        let scope = granted.scope.clone();
+        return Ok(issue(state, claims, scope.as_deref()));
+    }
+    let granted = state
+        .authorize
+        .refresh
+        .remove(token)
         .ok_or("invalid_grant")?;
     Ok(with_refresh(state, granted))
 }

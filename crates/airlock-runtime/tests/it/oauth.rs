@@ -163,6 +163,24 @@ async fn a_refresh_rotates_the_refresh_token() {
     assert_eq!(field(sent, "scope"), None, "the grant keeps its scopes");
 }
 
+/// RFC 6749 §6: a server may keep the refresh token; the result then carries the one used.
+#[tokio::test]
+async fn a_refresh_without_rotation_keeps_the_refresh_token_used() {
+    let issuer = Issuer::start(KeyKind::Es256).await;
+    issuer.set_refresh_rotation(false);
+    let server = server(&issuer, None);
+    let (code, verifier) = approve(&server, "s").await;
+    let first = server
+        .redeem(&guard(), &code, &verifier, REDIRECT)
+        .await
+        .unwrap();
+    let kept = first.refresh.unwrap();
+    for _ in 0..2 {
+        let again = server.refresh(&guard(), &kept).await.unwrap();
+        assert_eq!(again.refresh.unwrap().expose_secret(), kept.expose_secret());
+    }
+}
+
 #[tokio::test]
 async fn a_confidential_client_authenticates_with_basic() {
     let issuer = Issuer::start(KeyKind::Es256).await;
