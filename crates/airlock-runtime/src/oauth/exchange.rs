@@ -123,20 +123,19 @@ impl Exchange {
     /// grant, audience, resource, actor and scopes all count.
     #[must_use]
     pub fn cache_key<'a>(&self, principal: &'a str, subject: &SecretString) -> CacheKey<'a> {
-        let target = match &self.grant {
+        let (grant, audience, resource, actor) = match &self.grant {
             Grant::TokenExchange {
                 audience,
                 resource,
                 actor,
-            } => [
+            } => (
                 TOKEN_EXCHANGE,
                 audience.as_deref().unwrap_or(""),
                 resource.as_deref().unwrap_or(""),
                 actor.as_ref().map_or("", |a| a.subject.as_str()),
-            ],
-            Grant::JwtBearer => [JWT_BEARER, "", "", ""],
+            ),
+            Grant::JwtBearer => (JWT_BEARER, "", "", ""),
         };
-        let [grant, audience, resource, actor] = target;
         let parts = [
             self.token_endpoint.as_str(),
             &self.client_id,
@@ -150,7 +149,8 @@ impl Exchange {
 
     /// [`Exchange::exchange`] answered from `cache` when it can: a token exchanged earlier for
     /// the same principal, subject token, target and scopes, not within the skew of expiring.
-    /// A token exchanged here is kept for later calls.
+    /// A token exchanged here is kept for later calls. `principal` is who the resource server
+    /// found the subject token to stand for; two concurrent misses may both exchange.
     ///
     /// # Errors
     /// As [`Exchange::exchange`] (an error is never cached).
