@@ -32,6 +32,7 @@ pub mod freeze;
 mod gateway;
 mod mcp_host;
 pub mod notify;
+pub mod oauth;
 mod offered;
 mod outcome;
 pub mod pins;

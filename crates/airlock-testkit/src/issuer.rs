@@ -1,22 +1,27 @@
 //! A token issuer on 127.0.0.1: signing keys (RS256, ES256, EdDSA), their JWKS, the RFC 8414
 //! metadata document, and a signing helper that also forges the tokens an attacker would send
 //! (`alg: none`, HS256 keyed with the RSA public key). [`crate::Issuer::start`] also serves a
-//! small authorization server (`authorize`, `token` with PKCE, `register`) for SDK clients.
+//! small authorization server (`authorize`, `register`, and `token` with PKCE, refresh, RFC 8693
+//! token exchange and RFC 7523 jwt-bearer) for SDK clients and airlock's own OAuth client.
 //!
-//! Tests control what the JWKS endpoint serves: rotate keys, take it down, count its fetches.
+//! Tests control what the JWKS endpoint serves: rotate keys, take it down, count its fetches;
+//! and what the token endpoint does: the access tokens' lifetime, a required client, and the
+//! record of every request it received.
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use axum::Router;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use serde_json::{Value, json};
 
 use crate::authorize;
-use crate::keys::{IssuerState, KeyKind, SigningKey, lock, sign_newest, signed};
+use crate::keys::{IssuerState, KeyKind, SigningKey, lock, mint, signed};
 use crate::listen::serve;
+use crate::token::{self, TokenRequest};
 
 /// A token issuer and authorization server on 127.0.0.1 (see the module docs).
 #[derive(Clone)]
@@ -36,11 +41,16 @@ impl Issuer {
             origin: String::new(),
             subject: "alice".to_owned(),
             authorize: crate::keys::Grants::default(),
+            minted: HashMap::new(),
+            token_lifetime: 3600,
+            client: None,
+            token_requests: Vec::new(),
         }));
         let app = Router::new()
             .route("/jwks.json", get(jwks))
             .route("/.well-known/oauth-authorization-server", get(metadata))
             .merge(authorize::router())
+            .route("/token", post(token::token))
             .with_state(state.clone());
         let port = serve(app, 0).await;
         lock(&state).origin = format!("http://127.0.0.1:{port}");
@@ -69,10 +79,11 @@ impl Issuer {
             .expect("the issuer holds a key")
     }
 
-    /// `claims` signed with the newest key, its kid in the header.
+    /// `claims` signed with the newest key, its kid in the header. The token endpoint takes
+    /// it as a token it signed (a subject, actor or assertion token of an exchange).
     #[must_use]
     pub fn sign(&self, claims: &Value) -> String {
-        sign_newest(&lock(&self.state), claims)
+        mint(&mut lock(&self.state), claims)
     }
 
     /// `claims` signed with a fresh key the JWKS never shows, under `kid`.
@@ -124,9 +135,33 @@ impl Issuer {
         lock(&self.state).jwks_fetches
     }
 
-    /// The `sub` the token endpoint writes into the tokens it issues (default `alice`).
+    /// The `sub` the authorization endpoint grants tokens to from now on (default `alice`).
     pub fn set_subject(&self, subject: &str) {
         subject.clone_into(&mut lock(&self.state).subject);
+    }
+
+    /// The lifetime of the access tokens the token endpoint issues (`expires_in`; default
+    /// 3600 seconds).
+    pub fn set_token_lifetime(&self, seconds: u64) {
+        lock(&self.state).token_lifetime = seconds;
+    }
+
+    /// Whether a refresh rotates the refresh token (default: yes). Without rotation the token
+    /// endpoint answers a refresh with no `refresh_token`, and the one used stays good.
+    pub fn set_refresh_rotation(&self, rotate: bool) {
+        lock(&self.state).authorize.rotate = rotate;
+    }
+
+    /// From now on the token endpoint requires this client id and secret by HTTP Basic, and
+    /// answers any other request `invalid_client` (401).
+    pub fn require_client(&self, id: &str, secret: &str) {
+        lock(&self.state).client = Some((id.to_owned(), secret.to_owned()));
+    }
+
+    /// Every request the token endpoint received, in order, refused ones included.
+    #[must_use]
+    pub fn token_requests(&self) -> Vec<TokenRequest> {
+        lock(&self.state).token_requests.clone()
     }
 }
 
@@ -149,9 +184,13 @@ async fn metadata(State(state): State<Arc<Mutex<IssuerState>>>) -> Response {
         "registration_endpoint": format!("{origin}/register"),
         "jwks_uri": format!("{origin}/jwks.json"),
         "response_types_supported": ["code"],
-        "grant_types_supported": ["authorization_code"],
+        "grant_types_supported": [
+            "authorization_code", "refresh_token",
+            "urn:ietf:params:oauth:grant-type:token-exchange",
+            "urn:ietf:params:oauth:grant-type:jwt-bearer",
+        ],
         "code_challenge_methods_supported": ["S256"],
-        "token_endpoint_auth_methods_supported": ["none"],
+        "token_endpoint_auth_methods_supported": ["none", "client_secret_basic"],
     }))
     .into_response()
 }

@@ -1,6 +1,7 @@
-//! The issuer's state: its signing keys (RS256, ES256, EdDSA) and the authorization codes and
-//! clients of its authorization server, shared by `issuer` (keys, JWKS, forgeries) and
-//! `authorize` (the OAuth endpoints). Tokens are signed here, as compact JWS.
+//! The issuer's state: its signing keys (RS256, ES256, EdDSA), the tokens it minted, and the
+//! authorization codes, refresh tokens, clients and token requests of its authorization
+//! server, shared by `issuer` (keys, JWKS, forgeries), `authorize` and `token` (the OAuth
+//! endpoints). Tokens are signed here, as compact JWS.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
@@ -121,19 +122,52 @@ pub(crate) struct IssuerState {
     /// What `token` puts in the tokens it issues.
     pub(crate) subject: String,
     pub(crate) authorize: Grants,
+    /// Every token signed by [`mint`], with its claims: what "a token it signed" means to the
+    /// token endpoint's exchange grants.
+    pub(crate) minted: HashMap<String, Value>,
+    /// The lifetime (`expires_in`, seconds) of the access tokens the token endpoint issues.
+    pub(crate) token_lifetime: u64,
+    /// When set, the token endpoint requires this client id and secret by HTTP Basic.
+    pub(crate) client: Option<(String, String)>,
+    /// Every request the token endpoint received, in order.
+    pub(crate) token_requests: Vec<crate::TokenRequest>,
 }
 
-/// Codes handed out and not yet redeemed, and clients registered.
-#[derive(Default)]
+/// Codes handed out and not yet redeemed, live refresh tokens, and clients registered.
 pub(crate) struct Grants {
     pub(crate) codes: HashMap<String, Pending>,
+    /// Codes and refresh tokens handed out so far: each one's number, so none repeats.
+    pub(crate) issued: usize,
+    /// Live refresh tokens (with rotation, a refresh spends the one used).
+    pub(crate) refresh: HashMap<String, Granted>,
+    /// Whether a refresh issues a new refresh token and spends the one used (the default).
+    pub(crate) rotate: bool,
     pub(crate) clients: usize,
+}
+
+impl Default for Grants {
+    fn default() -> Self {
+        Self {
+            codes: HashMap::new(),
+            issued: 0,
+            refresh: HashMap::new(),
+            rotate: true,
+            clients: 0,
+        }
+    }
 }
 
 /// What an authorization code stands for.
 pub(crate) struct Pending {
     pub(crate) challenge: String,
     pub(crate) redirect_uri: String,
+    pub(crate) granted: Granted,
+}
+
+/// What a code or a refresh token grants: tokens for this subject, resource and scope.
+#[derive(Clone)]
+pub(crate) struct Granted {
+    pub(crate) subject: String,
     pub(crate) resource: Option<String>,
     pub(crate) scope: Option<String>,
 }
@@ -158,9 +192,11 @@ pub(crate) fn signed(header: &Value, claims: &Value, sign: impl Fn(&[u8]) -> Vec
     format!("{message}.{}", b64(&signature))
 }
 
-/// `claims` signed with the newest key, its kid in the header.
-pub(crate) fn sign_newest(state: &IssuerState, claims: &Value) -> String {
+/// `claims` signed with the newest key, its kid in the header, and remembered as minted.
+pub(crate) fn mint(state: &mut IssuerState, claims: &Value) -> String {
     let key = state.keys.last().expect("the issuer holds a key");
     let header = json!({"alg": key.alg(), "typ": "at+jwt", "kid": key.kid});
-    signed(&header, claims, |m| key.sign(m))
+    let token = signed(&header, claims, |m| key.sign(m));
+    state.minted.insert(token.clone(), claims.clone());
+    token
 }

@@ -9,10 +9,11 @@
 //! and answers queued statuses (a redirect with its `Location` too); [`FakeSlack`] is Slack's
 //! Web API (`chat.postMessage`, `chat.update`) checking the bot token. [`Collector`] is an OTLP/HTTP trace collector
 //! decoding the protobuf spans an exporter sends. [`Issuer`] is an OAuth token issuer and
-//! authorization server: signing keys, a JWKS endpoint, RFC 8414 metadata, PKCE authorization
-//! and forged tokens for the negative cases. Fixtures panic on setup failure (a port that cannot
-//! be bound): that is a broken test machine, and a loud panic is the clearest report a test
-//! can give. [`skip`] skips a test whose [`Needs`] are missing (and fails it under `CI`);
+//! authorization server: signing keys, a JWKS endpoint, RFC 8414 metadata, PKCE authorization,
+//! refresh, token exchange (RFC 8693, RFC 7523 on-behalf-of) with a record of the
+//! [`TokenRequest`]s it got, and forged tokens for the negative cases. Fixtures panic on setup
+//! failure (a port that cannot be bound): that is a broken test machine, and a loud panic is
+//! the clearest report a test can give. [`skip`] skips a test whose [`Needs`] are missing (and fails it under `CI`);
 //! [`skipped_this_run`] is what the summary at the end of `cargo test --workspace` reads.
 
 mod authorize;
@@ -27,6 +28,7 @@ mod receiver;
 mod run_record;
 mod skip;
 mod slack;
+mod token;
 mod upstream;
 
 pub use issuer::Issuer;
@@ -43,4 +45,5 @@ pub use receiver::{Delivery, Receiver};
 pub use run_record::{Skipped, skipped_this_run};
 pub use skip::{postgres_url, skip};
 pub use slack::{FakeSlack, SlackCall};
+pub use token::TokenRequest;
 pub use upstream::{Script, Seen, Server};

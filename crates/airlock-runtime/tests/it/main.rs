@@ -9,4 +9,5 @@ mod fetch;
 mod gateway;
 mod integration;
 mod notify;
+mod oauth;
 mod same_cause;
