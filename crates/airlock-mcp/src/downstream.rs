@@ -1,6 +1,7 @@
 //! What the client of one endpoint request can take back from the upstream calls made for it:
 //! an input round (MCP 2026-07-28 `input_required`, MCP-68), the upstream's own task (MCP-76),
-//! and progress and log notices (MCP-63). The endpoint builds one per request and hands it, in
+//! progress and log notices (MCP-63), and the caller's own OAuth token for a connection that
+//! exchanges it. The endpoint builds one per request and hands it, in
 //! the [`crate::Caller`], to the host; the host puts it on each [`crate::McpTarget`] it calls
 //! for that request; the client reads it from there.
 //!
@@ -8,6 +9,8 @@
 //! task, a later decision or an agent run carries exactly what its caller gave it — and one with
 //! none ([`Downstream::default`]) relays nothing: its upstream is told airlock's own (empty)
 //! client capabilities, is never offered a task, and its notices go nowhere.
+
+use secrecy::SecretString;
 
 use crate::relay::Relay;
 use crate::rounds::Round;
@@ -22,9 +25,27 @@ pub struct Downstream {
     /// Whether the upstream may answer with a task of its own (a 2026-07-28 client that follows
     /// tasks, MCP-76).
     pub(crate) offers_task: bool,
+    /// The request's own OAuth access token, when its caller signed in with one: what a
+    /// connection that exchanges each caller's token exchanges (docs/rules.md CALL-14). It
+    /// goes with the request's calls and nowhere else.
+    pub(crate) subject: Option<SecretString>,
 }
 
 impl Downstream {
+    /// The OAuth access token the request's caller signed in with, if it did.
+    #[must_use]
+    pub fn subject_token(&self) -> Option<&SecretString> {
+        self.subject.as_ref()
+    }
+
+    /// This, for a request whose caller signed in with `subject` (the endpoint sets it for a
+    /// caller admitted by an OAuth access token).
+    #[must_use]
+    pub fn signed_in_with(mut self, subject: Option<SecretString>) -> Self {
+        self.subject = subject;
+        self
+    }
+
     /// This, relaying `round` instead of the one it had (a retry's next round).
     pub(crate) fn with_round(mut self, round: Option<Round>) -> Self {
         self.round = round;

@@ -21,15 +21,26 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
+use airlock_egress::GuardedClient;
 use airlock_ledger::{CredentialUse, InvocationId, LedgerError, SealedCredential, Store};
-use airlock_spec::{MasterKey, PerPrincipal};
+use airlock_spec::MasterKey;
 use secrecy::{ExposeSecret, SecretString};
 use serde_json::{Value, json};
 use time::OffsetDateTime;
 use tokio_util::sync::CancellationToken;
 
 use crate::execute::RunCredential;
+use crate::oauth::ExchangeCache;
 use crate::{ToolError, ToolErrorKind};
+
+mod connect;
+mod sources;
+
+pub use connect::{ConnectError, STATE_TTL, TICKET_TTL};
+pub use sources::Source;
+
+/// How long before its expiry a connected account's token is refreshed.
+const REFRESH_SKEW: Duration = Duration::from_secs(30);
 
 /// How often a serving process reads whether any credential changed.
 pub const REFRESH: Duration = Duration::from_millis(250);
@@ -123,10 +134,13 @@ type Copies = HashMap<String, HashMap<String, Arc<Held>>>;
 pub struct PersonalVault {
     store: Arc<dyn Store>,
     keys: VaultKeys,
-    declared: BTreeMap<String, PerPrincipal>,
+    declared: BTreeMap<String, Source>,
     /// Where people are sent to connect an account (`[server] public_url`), for messages.
     public_url: Option<String>,
+    /// The operator's guard: authorization servers are the operator's declarations.
+    guard: GuardedClient,
     held: RwLock<Copies>,
+    exchanged: ExchangeCache,
     seen: AtomicI64,
 }
 
@@ -139,53 +153,59 @@ impl std::fmt::Debug for PersonalVault {
 }
 
 impl PersonalVault {
-    /// The vault of the connections in `declared`, sealing with `keys`.
+    /// The vault of the connections in `declared`, sealing with `keys`, reaching authorization
+    /// servers through `guard`.
     #[must_use]
     pub fn new(
         store: Arc<dyn Store>,
         keys: VaultKeys,
-        declared: BTreeMap<String, PerPrincipal>,
-        public_url: Option<String>,
+        declared: BTreeMap<String, Source>,
+        (public_url, guard): (Option<String>, GuardedClient),
     ) -> Self {
         Self {
             store,
             keys,
             declared,
             public_url,
+            guard,
             held: RwLock::new(HashMap::new()),
+            exchanged: ExchangeCache::new(),
             seen: AtomicI64::new(-1),
         }
     }
 
     /// How `connection`'s principals get their credentials, when it takes theirs.
     #[must_use]
-    pub fn source(&self, connection: &str) -> Option<&PerPrincipal> {
+    pub fn source(&self, connection: &str) -> Option<&Source> {
         self.declared.get(connection)
     }
 
-    /// The credential `principal` has for `connection`.
+    /// The credential `principal` has for `connection`; `subject` is the caller's own OAuth
+    /// access token, when the request that runs the call came with one.
     pub(crate) async fn resolve(
         &self,
         connection: &str,
         principal: Option<&str>,
+        subject: Option<&SecretString>,
     ) -> Result<Personal, Unresolved> {
         let Some(principal) = principal else {
-            return Err(Unresolved::Failed(ToolError::new(
+            return Err(failed(
                 ToolErrorKind::CredentialMissing,
                 format!(
                     "connection `{connection}` sends each principal's own credential, and this call has no principal"
                 ),
-            )));
+            ));
         };
-        let held = match self.copy(connection, principal) {
+        if let Some(Source::Exchange(_)) = self.declared.get(connection) {
+            return self.exchange(connection, principal, subject).await;
+        }
+        let mut held = match self.copy(connection, principal) {
             Some(held) => held,
             None => self.load(connection, principal).await?,
         };
-        if held
-            .expires_at
-            .is_some_and(|at| at <= OffsetDateTime::now_utc())
-        {
-            return Err(self.waiting(connection, principal, "has expired"));
+        let soon = OffsetDateTime::now_utc() + REFRESH_SKEW;
+        if held.expires_at.is_some_and(|at| at <= soon) {
+            held = self.refreshed(connection, principal).await?;
         }
         Ok(Personal {
             credential: held.credential.clone(),
@@ -246,13 +266,12 @@ impl PersonalVault {
     }
 
     fn waiting(&self, connection: &str, principal: &str, state: &str) -> Unresolved {
-        let how = match (self.declared.get(connection), &self.public_url) {
-            (Some(PerPrincipal::OAuth(_)), Some(base)) => format!(
-                "connect the account at {}/v1/connect/{connection}",
-                base.trim_end_matches('/')
+        let how = match self.declared.get(connection) {
+            Some(Source::OAuth(_)) => format!(
+                "connect the account: POST /v1/credentials/{connection}/connect with your token gives the link (or the inbox's Credentials page)"
             ),
             _ => format!(
-                "set it with `airlock credentials set-mine {connection}` or PUT /v1/credentials/{connection}"
+                "set it with PUT /v1/credentials/{connection} and your token (or the inbox's Credentials page)"
             ),
         };
         Unresolved::Waiting {
@@ -278,7 +297,7 @@ impl PersonalVault {
     ) -> Result<Vec<InvocationId>, VaultError> {
         match self.declared.get(connection) {
             None => return Err(VaultError::NotPerPrincipal(connection.to_owned())),
-            Some(PerPrincipal::Exchange(_)) => {
+            Some(Source::Exchange(_)) => {
                 return Err(VaultError::Exchanged(connection.to_owned()));
             }
             Some(_) => {}
@@ -343,6 +362,8 @@ impl PersonalVault {
                 by_principal.remove(principal);
             }
         }
+        drop(copies);
+        self.exchanged.forget_principal(principal);
     }
 
     /// Drops every copy held in memory whenever the ledger's credential events change; runs
@@ -367,11 +388,16 @@ impl PersonalVault {
                         .write()
                         .unwrap_or_else(PoisonError::into_inner)
                         .clear();
+                    self.exchanged.clear();
                 }
             }
             Err(error) => tracing::warn!(%error, "reading the credential events failed"),
         }
     }
+}
+
+fn failed(kind: ToolErrorKind, message: String) -> Unresolved {
+    Unresolved::Failed(ToolError::new(kind, message))
 }
 
 /// What a sealed value is bound to: its connection and principal.

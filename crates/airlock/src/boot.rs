@@ -12,7 +12,7 @@ use airlock_mcp::{EndpointConfig, EndpointToken, McpClient, OAuthSettings, Resou
 use airlock_model::{ModelError, ModelErrorKind};
 use airlock_runtime::agent::{Agents, Limits, ModelFactory, YesWords};
 use airlock_runtime::notify::{self, Notifications, SlackInteractions};
-use airlock_runtime::vault::PersonalVault;
+use airlock_runtime::vault::{PersonalVault, Source};
 use airlock_runtime::{Gateway, HowToDecide, Offered, discover, egress_policy, pins};
 use airlock_spec::{AgentSpec, Credentials, Deployment, EndpointAuth, Scope, ScopeId, ToolSpec};
 use anyhow::Context as _;
@@ -168,7 +168,7 @@ async fn assemble(
         .context("pinned skills")?;
     warn_withheld(&skills);
     checked.pending.extend(skills);
-    let vault = personal_vault(&deployment, &credentials, &store)?;
+    let vault = personal_vault(&deployment, &credentials, (&store, &egress))?;
     let mut builder = Gateway::builder(store, egress.clone(), Arc::clone(&credentials))
         .removed(removed_names)
         .pending_definitions(checked.pending)
@@ -286,23 +286,27 @@ pub fn add_discovered(scope: &mut Scope, discovered: Vec<ToolSpec>) -> anyhow::R
 fn personal_vault(
     deployment: &Deployment,
     credentials: &Credentials,
-    store: &Arc<dyn Store>,
+    (store, egress): (&Arc<dyn Store>, &GuardedClient),
 ) -> anyhow::Result<Option<Arc<PersonalVault>>> {
     let config = &deployment.config;
-    let declared: std::collections::BTreeMap<_, _> = config
-        .connections
-        .iter()
-        .filter_map(|(name, c)| Some((name.clone(), c.per_principal.clone()?)))
-        .collect();
+    let mut declared = std::collections::BTreeMap::new();
+    for (name, connection) in &config.connections {
+        if let Some(spec) = &connection.per_principal {
+            let source = Source::from_spec(spec, credentials)
+                .map_err(|why| anyhow::anyhow!("[connections.{name}]: {why}"))?;
+            declared.insert(name.clone(), source);
+        }
+    }
     if declared.is_empty() {
         return Ok(None);
     }
     let keys = crate::state_key::vault_keys(deployment, credentials).context("the vault key")?;
+    let public_url = config.public_url.clone();
     Ok(Some(Arc::new(PersonalVault::new(
         Arc::clone(store),
         keys,
         declared,
-        config.public_url.clone(),
+        (public_url, egress.clone()),
     ))))
 }
 

@@ -110,6 +110,7 @@ impl Endpoint {
             round,
             relay: relay.clone(),
             offers_task: wants_task && modern,
+            subject: None,
         };
         if let Some(state) = request.request_state.as_deref() {
             let round = rounds::round_if_modern(declared.as_ref(), None);

@@ -28,7 +28,12 @@ pub(super) async fn admit(
     scope: &ScopeId,
 ) -> Result<Caller, Box<Response>> {
     match oauth.authenticate(token, scope).await {
-        Ok(auth) if auth.granted => Ok(auth.caller),
+        Ok(auth) if auth.granted => {
+            let mut caller = auth.caller;
+            let subject = Some(secrecy::SecretString::from(token.to_owned()));
+            caller.downstream = caller.downstream.signed_in_with(subject);
+            Ok(caller)
+        }
         Ok(auth) => {
             tracing::warn!(principal = %auth.caller.principal, %scope, "MCP request refused: the access token's scopes do not grant this endpoint");
             Err(insufficient_scope(oauth, scope))

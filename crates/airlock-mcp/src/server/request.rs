@@ -42,7 +42,9 @@ impl Admitted {
     /// This caller, whose host calls serve a request whose client can take `downstream`.
     pub(super) fn serving(&self, downstream: crate::Downstream) -> Self {
         let mut caller = self.caller.clone();
-        caller.downstream = downstream;
+        // The caller's own token goes with every call its request makes (CALL-14).
+        let subject = self.caller.downstream.subject.clone();
+        caller.downstream = downstream.signed_in_with(subject);
         Self {
             scope: self.scope.clone(),
             caller,

@@ -45,7 +45,7 @@ impl Gateway {
             Err(e) => return self.settle(claimed.id, Err(e), None, started).await,
         };
         let carried = match self
-            .carried_for(&tool.spec, &claimed, supplied.as_deref())
+            .carried_for(&tool.spec, &claimed, supplied.as_deref(), downstream)
             .await
         {
             Ok(carried) => carried,
@@ -113,6 +113,7 @@ impl Gateway {
         spec: &ToolSpec,
         row: &Invocation,
         supplied: Option<&RunConnections>,
+        downstream: &Downstream,
     ) -> Result<Option<Carried>, Unresolved> {
         let Some(vault) = &self.vault else {
             return Ok(None);
@@ -133,7 +134,10 @@ impl Gateway {
         let Some(configured) = self.executors.connections.get(name) else {
             return Ok(None);
         };
-        let personal = vault.resolve(name, row.principal.as_deref()).await?;
+        let subject = downstream.subject_token();
+        let personal = vault
+            .resolve(name, row.principal.as_deref(), subject)
+            .await?;
         Ok(Some(Carried {
             pair: sending(&configured.base_url, &personal.credential),
             used: personal.used,

@@ -168,9 +168,11 @@ impl McpHost {
                 return Ok(None);
             }
         };
+        // Polling a relayed task serves no request: no caller's token comes with it.
+        let downstream = airlock_mcp::Downstream::default();
         let carried = match self
             .gateway
-            .carried_for(&tool.spec, row, supplied.as_deref())
+            .carried_for(&tool.spec, row, supplied.as_deref(), &downstream)
             .await
         {
             Ok(carried) => carried,
@@ -179,7 +181,6 @@ impl McpHost {
                 return Ok(None);
             }
         };
-        let downstream = airlock_mcp::Downstream::default();
         let reach = crate::execute::Reach {
             supplied: supplied.as_deref(),
             carried: carried.as_ref().map(|c| &c.pair),

@@ -73,11 +73,10 @@ impl PkceVerifier {
 }
 
 impl AuthorizationServer {
-    /// The URL to send a person to, and the verifier to keep until the code comes back.
-    /// `state` is the caller's (bound to the person's session); it comes back unchanged.
+    /// The URL to send a person to, challenging with `verifier` (kept until the code comes
+    /// back). `state` is the caller's (bound to the person); it comes back unchanged.
     #[must_use]
-    pub fn authorize_url(&self, redirect_uri: &str, state: &str) -> (Url, PkceVerifier) {
-        let verifier = PkceVerifier::generate();
+    pub fn authorize_url(&self, redirect_uri: &str, state: &str, verifier: &PkceVerifier) -> Url {
         let mut url = self.authorization_endpoint.clone();
         {
             // Appended, so a tenant-specific query the endpoint already has is kept.
@@ -96,7 +95,7 @@ impl AuthorizationServer {
                 query.append_pair("resource", resource);
             }
         }
-        (url, verifier)
+        url
     }
 
     /// Redeems an authorization code with its verifier (`redirect_uri` as in the authorization
@@ -193,7 +192,8 @@ mod tests {
             scopes: vec!["read".into(), "write".into()],
             resource: Some("https://api.example".into()),
         };
-        let (url, verifier) = server.authorize_url("https://airlock.example/cb", "st-1");
+        let verifier = PkceVerifier::generate();
+        let url = server.authorize_url("https://airlock.example/cb", "st-1", &verifier);
         let pairs: Vec<(String, String)> = url.query_pairs().into_owned().collect();
         let get = |k: &str| pairs.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
         assert_eq!(get("tenant"), Some("t1"));

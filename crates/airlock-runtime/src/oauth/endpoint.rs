@@ -49,22 +49,16 @@ pub(super) async fn post(
     client: Client<'_>,
     form: &[(&str, &str)],
 ) -> Result<Tokens, OAuthError> {
-    let mut body = Serializer::new(String::new());
-    body.extend_pairs(form.iter().copied());
     let mut request = Request::post(endpoint.as_str())
         .header(
             CONTENT_TYPE,
             HeaderValue::from_static("application/x-www-form-urlencoded"),
         )
         .header(ACCEPT, HeaderValue::from_static("application/json"));
-    match client.secret {
-        Some(secret) => request = request.header(AUTHORIZATION, basic(client.id, secret)),
-        // A public client names itself in the form (RFC 6749 §2.3.1 does not apply).
-        None => {
-            body.append_pair("client_id", client.id);
-        }
+    if let Some(secret) = client.secret {
+        request = request.header(AUTHORIZATION, basic(client.id, secret));
     }
-    let request = request.body(body.finish()).with_credential();
+    let request = request.body(form_body(&client, form)).with_credential();
     let response = guard.send(request).await.map_err(OAuthError::Unreachable)?;
     let host = host(endpoint);
     if response.status().is_success() {
@@ -84,6 +78,17 @@ pub(super) async fn post(
         host,
         &secrets,
     ))
+}
+
+/// The form, with the client's id when it is public (RFC 6749 §2.3.1 does not apply to it).
+/// Built apart from the request's future: the serializer is not `Send`.
+fn form_body(client: &Client<'_>, form: &[(&str, &str)]) -> String {
+    let mut body = Serializer::new(String::new());
+    body.extend_pairs(form.iter().copied());
+    if client.secret.is_none() {
+        body.append_pair("client_id", client.id);
+    }
+    body.finish()
 }
 
 /// `Basic base64(urlencode(id):urlencode(secret))`, marked sensitive so no `Debug` shows it.

@@ -27,6 +27,7 @@ mod budget;
 mod definitions;
 mod freeze;
 mod personal;
+mod personal_oauth;
 mod rival;
 mod shutdown;
 mod words;
@@ -58,6 +59,11 @@ use personal::{
     a_call_waits_for_its_principals_own_credential_and_runs_once,
     a_credential_opens_only_under_its_own_key,
     a_revocation_on_one_replica_stops_the_next_call_on_another,
+};
+use personal_oauth::{
+    a_callers_token_is_exchanged_for_its_own_principal,
+    a_connected_account_releases_the_waiting_call,
+    an_expiring_account_is_refreshed_before_the_call,
 };
 use rival::a_refused_call_another_claimer_holds_is_reported_as_it_stands;
 use words::{an_abandoned_call_never_runs, an_expired_call_reads_back_as_expired};
@@ -245,6 +251,9 @@ on_both_backends!(
     a_call_waits_for_its_principals_own_credential_and_runs_once,
     a_revocation_on_one_replica_stops_the_next_call_on_another,
     a_credential_opens_only_under_its_own_key,
+    a_connected_account_releases_the_waiting_call,
+    an_expiring_account_is_refreshed_before_the_call,
+    a_callers_token_is_exchanged_for_its_own_principal,
 );
 
 // After the macro, which it uses.

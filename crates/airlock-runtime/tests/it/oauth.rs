@@ -50,7 +50,8 @@ fn server(issuer: &Issuer, secret: Option<&str>) -> AuthorizationServer {
 /// What a person's browser does: follows the authorization URL and lands on the redirect URI;
 /// returns the code and state it carries, and the verifier kept meanwhile.
 async fn approve(server: &AuthorizationServer, state: &str) -> (String, PkceVerifier) {
-    let (url, verifier) = server.authorize_url(REDIRECT, state);
+    let verifier = PkceVerifier::generate();
+    let url = server.authorize_url(REDIRECT, state, &verifier);
     let browser = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()

@@ -1,6 +1,7 @@
 //! The credentials API (docs/rules.md CALL-13): each person sets, lists and revokes their own
-//! credential for a connection declared `per_principal = true`; an admin lists and revokes
-//! anyone's.
+//! credential for a connection declared `per_principal = true`, or asks for a link that
+//! connects their account (CALL-15); an admin lists and revokes anyone's. The connect routes
+//! (`/v1/connect/…`) are a browser's: the sealed ticket and state are their only authority.
 //!
 //! Guarantees: the principal a credential is set for is always the token's (a caller's token
 //! of `[[mcp.tokens]]`, or an admin's for the admin's own), never something the body says; a
@@ -9,10 +10,11 @@
 //! revocation is in effect on this replica when it is answered and on every other within one
 //! refresh period.
 
-use airlock_runtime::vault::{PersonalVault, VaultError};
-use axum::extract::{Path, State};
+use airlock_runtime::vault::{ConnectError, PersonalVault, VaultError};
+use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
-use axum::routing::{delete, get, put};
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::{delete, get, post, put};
 use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -29,6 +31,9 @@ pub(super) fn router() -> Router<AppState> {
             "/credentials/{connection}",
             put(set_mine).delete(revoke_mine),
         )
+        .route("/credentials/{connection}/connect", post(connect_link))
+        .route("/connect/callback", get(callback))
+        .route("/connect/{connection}", get(begin))
         .route(
             "/principals/{principal}/credentials",
             get(list_of).delete(revoke_all),
@@ -172,4 +177,97 @@ async fn revoke(
     Ok(Json(
         json!({ "principal": principal, "connection": connection, "revoked": removed }),
     ))
+}
+
+/// `POST /v1/credentials/{connection}/connect`: a link that connects the caller's own account
+/// (valid 15 minutes; give it to nobody else).
+async fn connect_link(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(connection): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let principal = run_requester(&state, &headers)?.into_principal();
+    let url = vault(&state)?
+        .connect_link(&connection, &principal)
+        .map_err(connect_error)?;
+    Ok(Json(
+        json!({ "connection": connection, "url": url.as_str() }),
+    ))
+}
+
+#[derive(Deserialize)]
+struct TicketQuery {
+    ticket: String,
+}
+
+/// `GET /v1/connect/{connection}?ticket=…`: sends the browser to the authorization server.
+async fn begin(
+    State(state): State<AppState>,
+    Path(connection): Path<String>,
+    Query(query): Query<TicketQuery>,
+) -> Response {
+    let started = vault(&state).and_then(|v| {
+        v.begin_connect(&connection, &query.ticket)
+            .map_err(connect_error)
+    });
+    match started {
+        Ok(url) => Redirect::to(url.as_str()).into_response(),
+        Err(error) => page(error.status(), "Not connected", error.message()),
+    }
+}
+
+#[derive(Deserialize)]
+struct CallbackQuery {
+    code: Option<String>,
+    state: Option<String>,
+    error: Option<String>,
+}
+
+/// `GET /v1/connect/callback`: where the authorization server sends the person back.
+async fn callback(State(state): State<AppState>, Query(query): Query<CallbackQuery>) -> Response {
+    let (Some(code), Some(sealed)) = (query.code, query.state) else {
+        // The server's own word for why (`access_denied`), never echoed unescaped.
+        let why = query
+            .error
+            .unwrap_or_else(|| "no code came back".to_owned());
+        let message = format!("The account was not connected: {why}.");
+        return page(StatusCode::BAD_REQUEST, "Not connected", &message);
+    };
+    let vault = match vault(&state) {
+        Ok(vault) => vault,
+        Err(error) => return page(error.status(), "Not connected", error.message()),
+    };
+    match vault.finish_connect(&sealed, &code).await {
+        Ok((connection, principal, released)) => {
+            tracing::warn!(target: airlock_runtime::EVENTS, connection, principal, released = released.len(), "account connected");
+            let message = format!(
+                "{principal}'s account is connected to {connection}. {} waiting call(s) continue now; you can close this page.",
+                released.len()
+            );
+            page(StatusCode::OK, "Connected", &message)
+        }
+        Err(error) => {
+            let error = connect_error(error);
+            page(error.status(), "Not connected", error.message())
+        }
+    }
+}
+
+fn connect_error(error: ConnectError) -> ApiError {
+    let status = match &error {
+        ConnectError::Invalid | ConnectError::Expired => StatusCode::BAD_REQUEST,
+        ConnectError::NotConnectable(_) => StatusCode::NOT_FOUND,
+        ConnectError::Redeem(_) => StatusCode::BAD_GATEWAY,
+        ConnectError::Vault(e) => return ApiError::internal(e),
+    };
+    ApiError::new(status, "not_connected", error.to_string())
+}
+
+/// A small HTML page for a person's browser; every text is escaped.
+fn page(status: StatusCode, title: &str, message: &str) -> Response {
+    let body = maud::html! {
+        (maud::DOCTYPE)
+        html { head { meta charset="utf-8"; title { (title) } } body { h1 { (title) } p { (message) } } }
+    };
+    (status, axum::response::Html(body.into_string())).into_response()
 }

@@ -9,7 +9,7 @@ use std::net::{IpAddr, Ipv4Addr};
 
 use airlock_egress::StaticResolver;
 use airlock_runtime::agent::RunCredential;
-use airlock_runtime::vault::{PersonalVault, VaultKeys};
+use airlock_runtime::vault::{PersonalVault, Source, VaultKeys};
 use airlock_spec::{ApiAuth, ApiConnection, ApiOperation, MasterKey, Method, PerPrincipal};
 use airlock_testkit::Receiver;
 use secrecy::SecretString;
@@ -43,14 +43,18 @@ fn export() -> ToolSpec {
 
 /// A replica: its gateway and its vault, both on `store`, calling `port` as [`HOST`].
 fn replica(store: Arc<dyn Store>, port: u16, key: &str) -> (Gateway, Arc<PersonalVault>) {
+    replica_of(store, port, key, Source::Stored)
+}
+
+/// [`replica`] whose `crm` takes its credentials from `source`.
+pub(super) fn replica_of(
+    store: Arc<dyn Store>,
+    port: u16,
+    key: &str,
+    source: Source,
+) -> (Gateway, Arc<PersonalVault>) {
     let keys = VaultKeys::new(MasterKey::from_hex(key).unwrap(), Vec::new());
-    let declared = [("crm".to_owned(), PerPrincipal::Stored)].into();
-    let vault = Arc::new(PersonalVault::new(
-        Arc::clone(&store),
-        keys,
-        declared,
-        Some("https://airlock.example.com".into()),
-    ));
+    let declared = [("crm".to_owned(), source)].into();
     let mut scope = Scope::new(ScopeId::Gateway);
     scope.add(export()).unwrap();
     let mut policy = EgressPolicy::default();
@@ -60,6 +64,13 @@ fn replica(store: Arc<dyn Store>, port: u16, key: &str) -> (Gateway, Arc<Persona
         .resolver(Arc::new(resolver))
         .build()
         .unwrap();
+    let public_url = Some("https://airlock.example.com".to_owned());
+    let vault = Arc::new(PersonalVault::new(
+        Arc::clone(&store),
+        keys,
+        declared,
+        (public_url, egress.clone()),
+    ));
     let connection = ApiConnection {
         // A loopback test upstream: the operator vouches for it (EGRESS-38).
         use_egress_allow: true,
