@@ -96,7 +96,10 @@ pub async fn boot_on_store(dir: &Path, store: Arc<dyn Store>) -> anyhow::Result<
     assemble(deployment, credentials, store, None).await
 }
 
-fn load_credentials(dir: &Path, deployment: &Deployment) -> anyhow::Result<Arc<Credentials>> {
+pub(crate) fn load_credentials(
+    dir: &Path,
+    deployment: &Deployment,
+) -> anyhow::Result<Arc<Credentials>> {
     Ok(Arc::new(Credentials::load(
         dir,
         &deployment.config.credentials,
@@ -283,7 +286,7 @@ pub fn add_discovered(scope: &mut Scope, discovered: Vec<ToolSpec>) -> anyhow::R
 /// notifications (LEDGER-30).
 /// The principals' own credentials, when a connection takes them (docs/rules.md CALL-11);
 /// the vault key is read (or its file created) only then.
-fn personal_vault(
+pub(crate) fn personal_vault(
     deployment: &Deployment,
     credentials: &Credentials,
     (store, egress): (&Arc<dyn Store>, &GuardedClient),

@@ -22,6 +22,7 @@ mod operator;
 mod run;
 mod serve;
 mod tools;
+mod vault;
 
 use std::process::ExitCode;
 
@@ -67,6 +68,9 @@ enum Command {
     /// Rotate the key that seals the MCP endpoint's input-request states.
     #[command(subcommand)]
     Keys(keys::Command),
+    /// Principals' own credentials for connections declared `per_principal = true`.
+    #[command(subcommand)]
+    Vault(vault::Command),
     #[command(flatten)]
     Decisions(approvals::Command),
     #[command(flatten)]
@@ -103,6 +107,7 @@ pub fn run() -> ExitCode {
         Command::Audit(cmd) => audit::run(cmd),
         Command::Backup(args) => backup::run(&args),
         Command::Keys(cmd) => keys::run(cmd),
+        Command::Vault(cmd) => vault::run(cmd),
         Command::Tools(cmd) => tools::run(cmd),
         Command::Decisions(cmd) => approvals::run(cmd),
         Command::Freezes(cmd) => freeze::run(cmd),
