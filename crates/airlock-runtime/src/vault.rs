@@ -174,6 +174,13 @@ impl PersonalVault {
         }
     }
 
+    /// Every per-principal connection, by name, with where its credentials come from.
+    pub fn connections(&self) -> impl Iterator<Item = (&str, &Source)> {
+        self.declared
+            .iter()
+            .map(|(name, source)| (name.as_str(), source))
+    }
+
     /// How `connection`'s principals get their credentials, when it takes theirs.
     #[must_use]
     pub fn source(&self, connection: &str) -> Option<&Source> {

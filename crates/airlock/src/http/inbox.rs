@@ -10,10 +10,13 @@
 //! - Text a caller sent is escaped and its hidden characters shown (INBOX-4).
 //! - Connection tools withheld for a changed definition are listed at `/inbox/tools` and
 //!   accepted there, under the admin's name (INBOX-10 … INBOX-12).
+//! - At `/inbox/credentials` the signed-in person sets, revokes or connects their own
+//!   credentials for per-principal connections, never anyone else's (INBOX-14).
 //! - Every answer carries a strict CSP, `nosniff`, `no-referrer` and `no-store` (INBOX-8);
 //!   no page holds a script, and every action is a plain form.
 
 mod card;
+mod credentials;
 mod freezes;
 mod list;
 mod sessions;
@@ -38,6 +41,22 @@ use axum::{Router, middleware};
 use super::AppState;
 use super::error::ApiError;
 use sessions::{Sessions, Signed};
+
+/// Makes `change` only when `csrf` is the session's (INBOX-3: nothing is read or written
+/// before), then shows what it said on the page at `back`.
+async fn changed(
+    inbox: &Inbox,
+    signed: &Signed,
+    (csrf, back): (&str, &'static str),
+    change: impl std::future::Future<Output = String>,
+) -> Result<Response, InboxError> {
+    if !signed.csrf_matches(csrf) {
+        return Err(InboxError::csrf());
+    }
+    let message = change.await;
+    inbox.sessions.flash(&signed.cookie, message);
+    Ok(Redirect::to(back).into_response())
+}
 
 /// The session cookie's name.
 const SESSION_COOKIE: &str = "airlock_inbox";
@@ -69,6 +88,9 @@ pub(super) fn router(app: AppState) -> Router {
         .route("/inbox/freezes", get(freezes::list))
         .route("/inbox/freezes/freeze", post(freezes::freeze))
         .route("/inbox/freezes/lift", post(freezes::lift))
+        .route("/inbox/credentials", get(credentials::list))
+        .route("/inbox/credentials/set", post(credentials::set))
+        .route("/inbox/credentials/revoke", post(credentials::revoke))
         .with_state(inbox)
         .layer(middleware::from_fn(security_headers))
 }

@@ -25,6 +25,7 @@ mod edit;
 mod egress;
 mod inbox;
 mod inbox_browser;
+mod inbox_credentials;
 mod installed;
 mod keys;
 mod limits;

@@ -8,11 +8,11 @@
 
 use axum::Form;
 use axum::extract::State;
-use axum::response::{Html, IntoResponse, Redirect, Response};
+use axum::response::{Html, Response};
 use maud::{Markup, html};
 
 use super::sessions::Signed;
-use super::{Inbox, InboxError, view};
+use super::{Inbox, InboxError, changed, view};
 use airlock_ledger::{Freeze, FreezeTarget};
 
 /// The freeze and lift forms: the target, and the reason (freezing only).
@@ -91,7 +91,7 @@ pub(super) async fn freeze(
             Err(e) => format!("Nothing was frozen: {e}"),
         }
     };
-    changed(&inbox, &signed, &form.csrf, change).await
+    changed(&inbox, &signed, (&form.csrf, "/inbox/freezes"), change).await
 }
 
 /// `POST /inbox/freezes/lift`.
@@ -112,21 +112,5 @@ pub(super) async fn lift(
             Err(e) => format!("Nothing was lifted: {e}"),
         }
     };
-    changed(&inbox, &signed, &form.csrf, change).await
-}
-
-/// Makes `change` only when `csrf` is the session's (INBOX-3: nothing is read or written
-/// before), then shows what it said on the freezes page.
-async fn changed(
-    inbox: &Inbox,
-    signed: &Signed,
-    csrf: &str,
-    change: impl std::future::Future<Output = String>,
-) -> Result<Response, InboxError> {
-    if !signed.csrf_matches(csrf) {
-        return Err(InboxError::csrf());
-    }
-    let message = change.await;
-    inbox.sessions.flash(&signed.cookie, message);
-    Ok(Redirect::to("/inbox/freezes").into_response())
+    changed(&inbox, &signed, (&form.csrf, "/inbox/freezes"), change).await
 }

@@ -80,6 +80,8 @@ pub(super) fn page(
                     a.brand href="/inbox" { "airlock inbox" }
                     @if let Some(signed) = signed {
                         a href="/inbox/freezes" { "Freezes" }
+                        " · "
+                        a href="/inbox/credentials" { "Credentials" }
                         span.muted { "signed in as " strong { (visible(&signed.principal)) } }
                         form.inline method="post" action="/inbox/sign-out" {
                             input type="hidden" name="csrf" value=(signed.csrf);
