@@ -19,6 +19,7 @@ mod conformance;
 mod content;
 mod crash;
 mod credentials;
+mod credentials_api;
 mod decisions;
 mod discovery;
 mod edit;
