@@ -50,6 +50,7 @@ mod subscriptions;
 mod support;
 mod telemetry;
 mod telemetry_runs;
+mod upgrade;
 mod words;
 
 use std::path::PathBuf;
