@@ -43,7 +43,11 @@ fn previous_release() -> Option<PathBuf> {
     match std::env::var_os("AIRLOCK_PREVIOUS_BIN").filter(|v| !v.is_empty()) {
         Some(path) => {
             let path = PathBuf::from(path);
-            assert!(path.is_file(), "AIRLOCK_PREVIOUS_BIN={} is no file", path.display());
+            assert!(
+                path.is_file(),
+                "AIRLOCK_PREVIOUS_BIN={} is no file",
+                path.display()
+            );
             Some(path)
         }
         None => {
@@ -68,22 +72,22 @@ fn serve_with(bin: &Path, dir: &Path) -> Server {
 
 /// SIGTERMs `server` and waits (bounded) for it to exit; it must exit 0 (OPS-9: calls in hand
 /// finished, nothing left half done).
-fn stop(server: &mut Server) {
+async fn stop(server: &mut Server) {
     sigterm(server.child.id());
     for _ in 0..600 {
         if let Some(status) = server.child.try_wait().unwrap() {
             assert!(status.success(), "the old replica exited {status}");
             return;
         }
-        std::thread::sleep(Duration::from_millis(50));
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
     panic!("the old replica did not exit within 30 s of SIGTERM");
 }
 
 /// A deployment on `database` (`None`: the SQLite file in the directory): `free__echo` (at most
 /// once) and `gated__echo` (approval always) on the MCP upstream, and agent `runner` (a scripted
-/// model) whose one gated call, `tenant_record`, is a `POST` to the upstream carrying its
-/// invocation's idempotency key. Only what both releases read.
+/// model) whose one gated call, `up_echo`, is a `tools/call` of the upstream's `echo` carrying
+/// its invocation's idempotency key. Only what both releases read.
 fn deployment(database: Option<&str>, upstream: u16) -> tempfile::TempDir {
     let database = database
         .map(|url| format!("database_url = \"{url}\"\n"))
@@ -92,29 +96,30 @@ fn deployment(database: Option<&str>, upstream: u16) -> tempfile::TempDir {
         "{database}[[admin.tokens]]\ncredential = \"airlock.admin\"\nprincipal = \"alice\"\n\
          [[mcp.tokens]]\ncredential = \"airlock.client\"\nprincipal = \"client\"\n\
          [egress]\nallow = [\"127.0.0.1/32\"]\n[credentials]\nfile = \"creds.yml\"\n\
-         [connections.tenant]\nuse_egress_allow = true\nbase_url = \"http://127.0.0.1:{upstream}\"\ncredential = \"tenant.token\"\n"
+         [connections.up]\nuse_egress_allow = true\nbase_url = \"http://127.0.0.1:{upstream}\"\n"
     );
-    let creds =
-        format!("airlock:\n  admin: {ADMIN}\n  client: {CLIENT}\ntenant:\n  token: tenant-upgrade\n");
+    let creds = format!("airlock:\n  admin: {ADMIN}\n  client: {CLIENT}\n");
     let dir = deployment_with(&toml, &creds);
     let d = dir.path();
     let url = format!("http://127.0.0.1:{upstream}/mcp");
     let runner = concat!(
-        "apiVersion: airlock/v1\nkind: Agent\nmetadata:\n  name: runner\n  description: Records once.\n",
+        "apiVersion: airlock/v1\nkind: Agent\nmetadata:\n  name: runner\n  description: Echoes once.\n",
         "spec:\n  model:\n    provider: scripted\n    script: scripts/runner.yml\n",
-        "  prompts:\n    system: Record.\n  tools:\n",
-        "    - name: tenant\n      type: api\n      connection: tenant\n      auth: { scheme: bearer }\n",
-        "      approval: always\n      operations:\n",
-        "        - name: record\n          description: Record.\n          writes: false\n",
-        "          request: { method: POST, path: /runs }\n",
+        "  prompts:\n    system: Echo.\n  tools:\n",
+        "    - name: up\n      type: mcp\n      connection: up\n      path: /mcp\n",
+        "      approval: always\n      tools:\n",
+        "        - { name: echo, description: Echoes., writes: false, input_schema: { type: object } }\n",
     );
     for (file, content) in [
         ("connections/free.yml", format!("url: {url}\n")),
-        ("connections/gated.yml", format!("url: {url}\napproval: always\n")),
+        (
+            "connections/gated.yml",
+            format!("url: {url}\napproval: always\n"),
+        ),
         ("agents/runner.yml", runner.to_owned()),
         (
             "scripts/runner.yml",
-            "- call:\n    - tool: tenant_record\n- answer: done\n".to_owned(),
+            "- call:\n    - tool: up_echo\n- answer: done\n".to_owned(),
         ),
     ] {
         let path = d.join(file);
@@ -144,8 +149,16 @@ enum Db {
     Postgres(sqlx::PgPool),
 }
 
-/// An invocation row: id, arguments (JSON text), state, decision, run.
-type Row = (String, String, String, Option<String>, Option<String>);
+/// An invocation row: id, arguments (JSON text), state, decision, run, and the idempotency key
+/// its executions carry upstream.
+type Row = (
+    String,
+    String,
+    String,
+    Option<String>,
+    Option<String>,
+    String,
+);
 
 impl Db {
     async fn sqlite(dir: &Path) -> Self {
@@ -157,7 +170,8 @@ impl Db {
 
     /// Every invocation row and every run (id, status).
     async fn read(&self) -> (Vec<Row>, Vec<(String, String)>) {
-        const ROWS: &str = "SELECT id, arguments, state, decision, run_id FROM invocations";
+        const ROWS: &str =
+            "SELECT id, arguments, state, decision, run_id, idempotency_key FROM invocations";
         const RUNS: &str = "SELECT id, status FROM runs";
         match self {
             Self::Sqlite(pool) => (
@@ -190,11 +204,16 @@ impl Db {
                     r.2.as_str(),
                     "pending" | "approved" | "running" | "awaiting_approval"
                 )
-            }) || runs.iter().any(|r| matches!(r.1.as_str(), "running" | "parked"));
+            }) || runs
+                .iter()
+                .any(|r| matches!(r.1.as_str(), "running" | "parked"));
             if !open {
                 return (rows, runs);
             }
-            let late = rows.iter().filter(|r| r.2 != "succeeded").collect::<Vec<_>>();
+            let late = rows
+                .iter()
+                .filter(|r| r.2 != "succeeded")
+                .collect::<Vec<_>>();
             assert!(
                 tokio::time::Instant::now() < deadline,
                 "not settled within {SETTLE_WITHIN:?}: rows {late:?}, runs {runs:?}"
@@ -204,38 +223,39 @@ impl Db {
     }
 }
 
-/// How many times the upstream executed each effect: `tools/call`s by argument `n` and by
-/// idempotency key, and the runs' `POST`s by their `Idempotency-Key` header.
-fn effects(upstream: &airlock_testkit::Server) -> (HashMap<u64, usize>, HashMap<String, usize>) {
-    let (mut by_n, mut by_key) = (HashMap::new(), HashMap::new());
+/// The upstream's executions: `tools/call`s by argument `n` and by idempotency key, and how many
+/// came without an `n` — the runs' calls, which carry no key either (an at-most-once call of an
+/// agent's MCP tool sends none).
+struct Effects {
+    by_n: HashMap<u64, usize>,
+    by_key: HashMap<String, usize>,
+    runs: usize,
+}
+
+fn effects(upstream: &airlock_testkit::Server) -> Effects {
+    let (mut by_n, mut by_key, mut runs) = (HashMap::new(), HashMap::new(), 0);
     for seen in upstream.seen() {
-        let key = if seen.method == "tools/call" {
-            let params = &seen.body["params"];
-            if let Some(n) = params["arguments"]["n"].as_u64() {
-                *by_n.entry(n).or_default() += 1;
-            }
-            params["_meta"]["airlock/idempotency_key"]
-                .as_str()
-                .map(str::to_owned)
-        } else if seen.path == "/runs" {
-            let header = seen.headers.get("idempotency-key");
-            header
-                .and_then(|v| v.to_str().ok())
-                .map(|v| v.trim_matches('"').to_owned())
-        } else {
-            None
-        };
+        if seen.method != "tools/call" {
+            continue;
+        }
+        let params = &seen.body["params"];
+        match params["arguments"]["n"].as_u64() {
+            Some(n) => *by_n.entry(n).or_default() += 1,
+            None => runs += 1,
+        }
+        let key = params["_meta"]["airlock/idempotency_key"].as_str();
         if let Some(key) = key {
-            *by_key.entry(key).or_default() += 1;
+            *by_key.entry(key.to_owned()).or_default() += 1;
         }
     }
-    (by_n, by_key)
+    Effects { by_n, by_key, runs }
 }
 
 /// The checks both backends share, on a settled ledger: every acknowledged call `n` (→ its
 /// invocation id, when known) has exactly one row, succeeded, executed once; every started run
-/// (→ its gated call) succeeded, its call executed once; no effect at all ran twice; every
-/// gated row was approved. Returns the number of effects.
+/// (→ its gated call) succeeded, its call succeeded; the runs' calls were executed exactly as
+/// many times as there are such rows (each succeeded one ran at least once, so none twice); no
+/// keyed effect ran twice; every decided row was approved. Returns the number of effects.
 fn check(
     rows: &[Row],
     runs: &[(String, String)],
@@ -243,9 +263,16 @@ fn check(
     acked: &HashMap<u64, Option<String>>,
     started: &HashMap<String, String>,
 ) -> usize {
-    let (by_n, by_key) = effects(upstream);
+    let Effects {
+        by_n,
+        by_key,
+        runs: run_effects,
+    } = effects(upstream);
     let twice: Vec<_> = by_key.iter().filter(|(_, c)| **c > 1).collect();
-    assert!(twice.is_empty(), "effects executed more than once: {twice:?}");
+    assert!(
+        twice.is_empty(),
+        "effects executed more than once: {twice:?}"
+    );
     let by_arg: HashMap<u64, Vec<&Row>> = rows.iter().fold(HashMap::new(), |mut m, r| {
         let arguments: Value = serde_json::from_str(&r.1).unwrap_or(Value::Null);
         if let Some(n) = arguments["n"].as_u64() {
@@ -256,27 +283,43 @@ fn check(
     for (n, id) in acked {
         let found = by_arg.get(n).map(Vec::as_slice).unwrap_or_default();
         let [row] = found else {
-            panic!("acknowledged call n={n}: {} rows, one expected: {found:?}", found.len());
+            panic!(
+                "acknowledged call n={n}: {} rows, one expected: {found:?}",
+                found.len()
+            );
         };
         assert_eq!(row.2, "succeeded", "n={n}: {row:?}");
         if let Some(id) = id {
             assert_eq!(&row.0, id, "n={n}");
         }
         assert_eq!(by_n.get(n), Some(&1), "n={n} executed once");
-        assert_eq!(by_key.get(&row.0), Some(&1), "n={n} executed once under its key");
+        assert_eq!(
+            by_key.get(&row.5),
+            Some(&1),
+            "n={n} executed once under its key"
+        );
     }
-    let statuses: HashMap<&str, &str> = runs.iter().map(|(i, s)| (i.as_str(), s.as_str())).collect();
+    let statuses: HashMap<&str, &str> =
+        runs.iter().map(|(i, s)| (i.as_str(), s.as_str())).collect();
     for (run, call) in started {
         assert_eq!(statuses.get(run.as_str()), Some(&"succeeded"), "run {run}");
-        assert_eq!(by_key.get(call), Some(&1), "run {run}'s call {call} executed once");
+        let row = rows.iter().find(|r| &r.0 == call);
+        let row = row.unwrap_or_else(|| panic!("run {run}'s call {call} has no row"));
+        assert_eq!(row.4.as_ref(), Some(run), "{row:?}");
+        assert_eq!(row.2, "succeeded", "run {run}'s call: {row:?}");
     }
+    let runs_calls = rows.iter().filter(|r| r.4.is_some()).count();
+    assert_eq!(
+        run_effects, runs_calls,
+        "the runs' calls executed once each"
+    );
     for row in rows.iter().filter(|r| r.2 != "succeeded") {
         panic!("a row not succeeded: {row:?}");
     }
     for row in rows.iter().filter(|r| r.3.is_some()) {
         assert_eq!(row.3.as_deref(), Some("approved"), "{row:?}");
     }
-    by_key.values().sum()
+    by_key.values().sum::<usize>() + run_effects
 }
 
 /// `airlock audit verify` (this build) on the deployment: the hash chain both releases wrote
@@ -293,9 +336,14 @@ fn say(line: &str) {
 
 /// The pending approvals as the replica at `addr` lists them: their ids.
 async fn pending(addr: &str) -> Vec<String> {
-    let (status, body, _) =
-        crate::support::http(addr.parse().unwrap(), "GET", "/v1/approvals?limit=200", Some(ADMIN), None)
-            .await;
+    let (status, body, _) = crate::support::http(
+        addr.parse().unwrap(),
+        "GET",
+        "/v1/approvals?limit=200",
+        Some(ADMIN),
+        None,
+    )
+    .await;
     assert_eq!(status, 200, "{body}");
     let listed = body["approvals"].as_array().cloned().unwrap_or_default();
     listed
@@ -309,11 +357,17 @@ async fn decide_everything(addr: &str, expected: &[String]) -> usize {
     let http = reqwest::Client::new();
     let listed = pending(addr).await;
     for id in expected {
-        assert!(listed.contains(id), "{id} was left parked but is not pending: {listed:?}");
+        assert!(
+            listed.contains(id),
+            "{id} was left parked but is not pending: {listed:?}"
+        );
     }
     for id in &listed {
         let decided = load::approve(&http, addr, id).await;
-        assert!(decided.is_some(), "{id} could not be decided on the new release");
+        assert!(
+            decided.is_some(),
+            "{id} could not be decided on the new release"
+        );
     }
     assert!(pending(addr).await.is_empty(), "nothing waits once decided");
     listed.len()
@@ -335,7 +389,10 @@ async fn replicas_of_the_previous_and_the_current_release_share_a_postgres_ledge
     let before = db.schema().await;
     let new = Server::start(dir.path(), SERVE);
     let after = db.schema().await;
-    assert!(after.1 >= before.1, "schema went back: {before:?} → {after:?}");
+    assert!(
+        after.1 >= before.1,
+        "schema went back: {before:?} → {after:?}"
+    );
 
     let load = Arc::new(Load::new(&old.addr, &new.addr));
     let mut clients = Vec::new();
@@ -348,7 +405,7 @@ async fn replicas_of_the_previous_and_the_current_release_share_a_postgres_ledge
 
     until(&load, 40, 6).await;
     let at_stop = load.progress();
-    stop(&mut old); // Mid-load: the clients' calls in hand go on to the new replica.
+    stop(&mut old).await; // Mid-load: the clients' calls in hand go on to the new replica.
     until(&load, at_stop.0 + 40, at_stop.1 + 4).await;
     load.stop();
     for client in clients {
@@ -361,8 +418,7 @@ async fn replicas_of_the_previous_and_the_current_release_share_a_postgres_ledge
     let acked = load.acked.lock().unwrap().clone();
     let on_old = acked.values().filter(|a| a.on == OLD).count();
     let gated = acked.values().filter(|a| a.gated).count();
-    let acked: HashMap<u64, Option<String>> =
-        acked.into_iter().map(|(n, a)| (n, a.id)).collect();
+    let acked: HashMap<u64, Option<String>> = acked.into_iter().map(|(n, a)| (n, a.id)).collect();
     let started: HashMap<String, String> = load.runs.lock().unwrap().clone().into_iter().collect();
     let effects = check(&rows, &runs, &upstream, &acked, &started);
     audit_verifies(dir.path());
@@ -397,7 +453,10 @@ async fn until(load: &Load, calls: usize, runs: usize) {
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    panic!("the load never reached {calls} calls and {runs} runs: {:?}", load.progress());
+    panic!(
+        "the load never reached {calls} calls and {runs} runs: {:?}",
+        load.progress()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -414,7 +473,11 @@ async fn the_current_release_takes_over_a_sqlite_ledger_the_previous_one_wrote()
     let mut acked = HashMap::new();
     let mut parked = Vec::new();
     for n in 0..6u64 {
-        let tool = if n % 2 == 0 { "free__echo" } else { "gated__echo" };
+        let tool = if n % 2 == 0 {
+            "free__echo"
+        } else {
+            "gated__echo"
+        };
         let result = load::call(&old.addr, tool, n).await.unwrap();
         let status = &result["structuredContent"];
         let id = status["invocation_id"].as_str().map(str::to_owned);
@@ -425,7 +488,11 @@ async fn the_current_release_takes_over_a_sqlite_ledger_the_previous_one_wrote()
         acked.insert(n, id);
     }
     let http = reqwest::Client::new();
-    assert!(load::approve(&http, &old.addr, &parked.remove(0)).await.is_some());
+    assert!(
+        load::approve(&http, &old.addr, &parked.remove(0))
+            .await
+            .is_some()
+    );
     let mut started = HashMap::new();
     for r in 0..2 {
         let (status, run, _) = crate::support::http(
@@ -445,20 +512,29 @@ async fn the_current_release_takes_over_a_sqlite_ledger_the_previous_one_wrote()
         }
         started.insert(run["run_id"].as_str().unwrap().to_owned(), waiting);
     }
-    stop(&mut old);
+    stop(&mut old).await;
 
     let db = Db::sqlite(dir.path()).await;
     let before = db.schema().await;
     let new = Server::start(dir.path(), SERVE);
     let after = db.schema().await;
-    assert!(after.1 >= before.1, "schema went back: {before:?} → {after:?}");
+    assert!(
+        after.1 >= before.1,
+        "schema went back: {before:?} → {after:?}"
+    );
     // A client whose answer was lost sends its call again under the same key (MCP-22): the new
     // release answers with the row the old one wrote, and runs nothing.
     let again = load::call(&new.addr, "free__echo", 0).await.unwrap();
     assert_ne!(again["isError"], true, "{again}");
     let again = load::call(&new.addr, "gated__echo", 3).await.unwrap();
-    let again = again["structuredContent"]["invocation_id"].as_str().map(str::to_owned);
-    assert_eq!(again.as_ref(), acked[&3].as_ref(), "the same call, not a second one");
+    let again = again["structuredContent"]["invocation_id"]
+        .as_str()
+        .map(str::to_owned);
+    assert_eq!(
+        again.as_ref(),
+        acked[&3].as_ref(),
+        "the same call, not a second one"
+    );
     // The new release lists what the old one left parked and decides it.
     let decided = decide_everything(&new.addr, &parked).await;
     assert_eq!(decided, parked.len(), "exactly what was left parked waits");

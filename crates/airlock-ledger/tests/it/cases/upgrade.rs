@@ -36,9 +36,11 @@ pub(crate) async fn ops_86_an_edited_migration_is_refused(h: &Harness) {
                WHERE version = 2) WHERE version = 1";
     assert_eq!(h.raw.exec(sql).await, 1);
     let refused = match h.kind {
-        Kind::Sqlite => airlock_ledger::SqliteStore::open(&h.location, crate::harness::config(&h.clock))
-            .await
-            .err(),
+        Kind::Sqlite => {
+            airlock_ledger::SqliteStore::open(&h.location, crate::harness::config(&h.clock))
+                .await
+                .err()
+        }
         Kind::Postgres => {
             let url = crate::harness::pg_url().unwrap();
             let options = crate::harness::pg_options(&url, &h.location);
