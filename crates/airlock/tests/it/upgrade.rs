@@ -405,6 +405,7 @@ async fn replicas_of_the_previous_and_the_current_release_share_a_postgres_ledge
 
     until(&load, 40, 6).await;
     let at_stop = load.progress();
+    load.stopping_old();
     stop(&mut old).await; // Mid-load: the clients' calls in hand go on to the new replica.
     until(&load, at_stop.0 + 40, at_stop.1 + 4).await;
     load.stop();
@@ -412,11 +413,17 @@ async fn replicas_of_the_previous_and_the_current_release_share_a_postgres_ledge
         client.await.unwrap();
     }
 
+    let failures = load.failures.lock().unwrap().clone();
+    assert!(
+        failures.is_empty(),
+        "a running replica did not answer: {failures:#?}"
+    );
     let left = load.left_parked.lock().unwrap().clone();
     let decided_late = decide_everything(&new.addr, &left).await;
     let (rows, runs) = db.settled().await;
     let acked = load.acked.lock().unwrap().clone();
     let on_old = acked.values().filter(|a| a.on == OLD).count();
+    assert!(on_old > 0, "the previous release answered no call");
     let gated = acked.values().filter(|a| a.gated).count();
     let acked: HashMap<u64, Option<String>> = acked.into_iter().map(|(n, a)| (n, a.id)).collect();
     let started: HashMap<String, String> = load.runs.lock().unwrap().clone().into_iter().collect();
@@ -429,8 +436,9 @@ async fn replicas_of_the_previous_and_the_current_release_share_a_postgres_ledge
         "rolling upgrade (PostgreSQL): schema {} → {} migrations (newest {} → {}); {} calls \
          acknowledged ({on_old} by the previous release, {gated} gated), {} runs ({} started on \
          the previous release), decisions {} on the previous release, {} on the current, {decided_late} \
-         left parked and decided on the current after the stop; {effects} effects, 0 duplicates, \
-         0 lost, {} rows, audit chain intact",
+         left parked and decided on the current after the stop; {} requests the stopping \
+         replica did not answer, sent again to the current; {effects} effects, 0 duplicates, 0 \
+         lost, {} rows, audit chain intact",
         before.0,
         after.0,
         before.1,
@@ -440,6 +448,8 @@ async fn replicas_of_the_previous_and_the_current_release_share_a_postgres_ledge
         count(&load.started, OLD),
         count(&load.decided, OLD),
         count(&load.decided, NEW),
+        load.refused_by_old
+            .load(std::sync::atomic::Ordering::SeqCst),
         rows.len(),
     ));
 }

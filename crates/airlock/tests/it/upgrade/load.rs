@@ -10,7 +10,9 @@
 //! and started run is recorded (an acknowledgement the ledger must hold afterwards), with the
 //! replica that answered; gated calls and runs are decided on the old or the new replica by
 //! turns, and every fourth gated call and every third run is left parked, for the new release
-//! to decide once the old one is gone.
+//! to decide once the old one is gone. A replica that does not answer while it is not being
+//! stopped is a failure, recorded: going to the other replica must not hide an old release
+//! that broke on the newer schema.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -45,6 +47,13 @@ pub(crate) struct Load {
     http: reqwest::Client,
     next: AtomicU64,
     stop: AtomicBool,
+    /// Set just before the old replica is sent SIGTERM: from then on it may not answer.
+    old_stopping: AtomicBool,
+    /// Requests a replica did not answer while it was not being stopped.
+    pub(crate) failures: Mutex<Vec<String>>,
+    /// Requests the old replica did not answer once it was being stopped (sent again to the
+    /// new one).
+    pub(crate) refused_by_old: AtomicU64,
     /// Acknowledged calls by their argument `n`.
     pub(crate) acked: Mutex<BTreeMap<u64, Acked>>,
     /// Started runs: run id → the invocation its start left waiting.
@@ -67,6 +76,9 @@ impl Load {
                 .unwrap(),
             next: AtomicU64::new(0),
             stop: AtomicBool::new(false),
+            old_stopping: AtomicBool::new(false),
+            failures: Mutex::default(),
+            refused_by_old: AtomicU64::new(0),
             acked: Mutex::default(),
             runs: Mutex::default(),
             decided: [AtomicU64::new(0), AtomicU64::new(0)],
@@ -78,6 +90,11 @@ impl Load {
     /// Clients finish what they have in hand and start nothing else.
     pub(crate) fn stop(&self) {
         self.stop.store(true, Ordering::SeqCst);
+    }
+
+    /// The old replica is about to be stopped: it may stop answering.
+    pub(crate) fn stopping_old(&self) {
+        self.old_stopping.store(true, Ordering::SeqCst);
     }
 
     fn stopped(&self) -> bool {
@@ -99,7 +116,7 @@ impl Load {
             let gated = n % 3 == 0;
             let tool = if gated { "gated__echo" } else { "free__echo" };
             let (result, on) = self
-                .until_answered(home, |addr| call(addr, tool, n))
+                .until_answered(home, &format!("call n={n}"), |addr| call(addr, tool, n))
                 .await
                 .unwrap_or_else(|| panic!("call n={n} answered by no replica"));
             let status = &result["structuredContent"];
@@ -128,7 +145,7 @@ impl Load {
         while !self.stopped() {
             let home = usize::from(r % 2 == 1);
             let (run, on) = self
-                .until_answered(home, |addr| self.start_run(addr))
+                .until_answered(home, &format!("run {r}"), |addr| self.start_run(addr))
                 .await
                 .unwrap_or_else(|| panic!("run {r} started on no replica"));
             assert_eq!(run["status"], "parked", "run {r}: {run}");
@@ -150,15 +167,23 @@ impl Load {
         }
         let home = usize::from(turn % 2 == 1);
         let (_, on) = self
-            .until_answered(home, |addr| self.approve(addr, id))
+            .until_answered(home, &format!("approve {id}"), |addr| {
+                self.approve(addr, id)
+            })
             .await
             .unwrap_or_else(|| panic!("{id} approved on no replica"));
         self.decided[on].fetch_add(1, Ordering::SeqCst);
     }
 
     /// `send` to replica `home`, then to the other, by turns until one answers (bounded); the
-    /// answer and the replica that gave it.
-    async fn until_answered<'a, F, Fut>(&'a self, home: usize, send: F) -> Option<(Value, usize)>
+    /// answer and the replica that gave it. Each unanswered try of a replica not being stopped
+    /// is recorded in [`Load::failures`] as `what`.
+    async fn until_answered<'a, F, Fut>(
+        &'a self,
+        home: usize,
+        what: &str,
+        send: F,
+    ) -> Option<(Value, usize)>
     where
         F: Fn(&'a str) -> Fut,
         Fut: Future<Output = Option<Value>>,
@@ -168,6 +193,13 @@ impl Load {
         while tokio::time::Instant::now() < deadline {
             if let Some(answer) = send(&self.addrs[on]).await {
                 return Some((answer, on));
+            }
+            if on == NEW || !self.old_stopping.load(Ordering::SeqCst) {
+                let replica = if on == NEW { "new" } else { "old" };
+                let failure = format!("{what}: no answer from the {replica} replica");
+                self.failures.lock().unwrap().push(failure);
+            } else {
+                self.refused_by_old.fetch_add(1, Ordering::SeqCst);
             }
             on = 1 - on;
             tokio::time::sleep(Duration::from_millis(20)).await;
