@@ -149,9 +149,21 @@ enum Db {
     Postgres(sqlx::PgPool),
 }
 
-/// An invocation row: id, arguments (JSON text), state, decision, run, and the idempotency key
-/// its executions carry upstream.
-type Row = (
+/// An invocation row, as far as the checks need it.
+#[derive(Debug)]
+struct Row {
+    id: String,
+    /// The argument `n` of a client's call (a run's call has none).
+    n: Option<u64>,
+    state: String,
+    decision: Option<String>,
+    run: Option<String>,
+    /// The key its executions carry upstream.
+    key: String,
+}
+
+/// The columns [`Db::read`] selects, in order.
+type Columns = (
     String,
     String,
     String,
@@ -159,6 +171,21 @@ type Row = (
     Option<String>,
     String,
 );
+
+impl From<Columns> for Row {
+    fn from((id, arguments, state, decision, run, key): Columns) -> Self {
+        let arguments: Value = serde_json::from_str(&arguments).unwrap_or(Value::Null);
+        let n = arguments["n"].as_u64();
+        Self {
+            id,
+            n,
+            state,
+            decision,
+            run,
+            key,
+        }
+    }
+}
 
 impl Db {
     async fn sqlite(dir: &Path) -> Self {
@@ -173,7 +200,7 @@ impl Db {
         const ROWS: &str =
             "SELECT id, arguments, state, decision, run_id, idempotency_key FROM invocations";
         const RUNS: &str = "SELECT id, status FROM runs";
-        match self {
+        let (rows, runs): (Vec<Columns>, _) = match self {
             Self::Sqlite(pool) => (
                 sqlx::query_as(ROWS).fetch_all(pool).await.unwrap(),
                 sqlx::query_as(RUNS).fetch_all(pool).await.unwrap(),
@@ -182,7 +209,8 @@ impl Db {
                 sqlx::query_as(ROWS).fetch_all(pool).await.unwrap(),
                 sqlx::query_as(RUNS).fetch_all(pool).await.unwrap(),
             ),
-        }
+        };
+        (rows.into_iter().map(Row::from).collect(), runs)
     }
 
     /// How many migrations are applied, and the newest version.
@@ -201,7 +229,7 @@ impl Db {
             let (rows, runs) = self.read().await;
             let open = rows.iter().any(|r| {
                 matches!(
-                    r.2.as_str(),
+                    r.state.as_str(),
                     "pending" | "approved" | "running" | "awaiting_approval"
                 )
             }) || runs
@@ -212,7 +240,7 @@ impl Db {
             }
             let late = rows
                 .iter()
-                .filter(|r| r.2 != "succeeded")
+                .filter(|r| r.state != "succeeded")
                 .collect::<Vec<_>>();
             assert!(
                 tokio::time::Instant::now() < deadline,
@@ -273,13 +301,12 @@ fn check(
         twice.is_empty(),
         "effects executed more than once: {twice:?}"
     );
-    let by_arg: HashMap<u64, Vec<&Row>> = rows.iter().fold(HashMap::new(), |mut m, r| {
-        let arguments: Value = serde_json::from_str(&r.1).unwrap_or(Value::Null);
-        if let Some(n) = arguments["n"].as_u64() {
-            m.entry(n).or_default().push(r);
+    let mut by_arg: HashMap<u64, Vec<&Row>> = HashMap::new();
+    for row in rows {
+        if let Some(n) = row.n {
+            by_arg.entry(n).or_default().push(row);
         }
-        m
-    });
+    }
     for (n, id) in acked {
         let found = by_arg.get(n).map(Vec::as_slice).unwrap_or_default();
         let [row] = found else {
@@ -288,13 +315,13 @@ fn check(
                 found.len()
             );
         };
-        assert_eq!(row.2, "succeeded", "n={n}: {row:?}");
+        assert_eq!(row.state, "succeeded", "n={n}: {row:?}");
         if let Some(id) = id {
-            assert_eq!(&row.0, id, "n={n}");
+            assert_eq!(&row.id, id, "n={n}");
         }
         assert_eq!(by_n.get(n), Some(&1), "n={n} executed once");
         assert_eq!(
-            by_key.get(&row.5),
+            by_key.get(&row.key),
             Some(&1),
             "n={n} executed once under its key"
         );
@@ -303,21 +330,20 @@ fn check(
         runs.iter().map(|(i, s)| (i.as_str(), s.as_str())).collect();
     for (run, call) in started {
         assert_eq!(statuses.get(run.as_str()), Some(&"succeeded"), "run {run}");
-        let row = rows.iter().find(|r| &r.0 == call);
+        let row = rows.iter().find(|r| &r.id == call);
         let row = row.unwrap_or_else(|| panic!("run {run}'s call {call} has no row"));
-        assert_eq!(row.4.as_ref(), Some(run), "{row:?}");
-        assert_eq!(row.2, "succeeded", "run {run}'s call: {row:?}");
+        assert_eq!(row.run.as_ref(), Some(run), "{row:?}");
+        assert_eq!(row.state, "succeeded", "run {run}'s call: {row:?}");
     }
-    let runs_calls = rows.iter().filter(|r| r.4.is_some()).count();
+    let runs_calls = rows.iter().filter(|r| r.run.is_some()).count();
     assert_eq!(
         run_effects, runs_calls,
         "the runs' calls executed once each"
     );
-    for row in rows.iter().filter(|r| r.2 != "succeeded") {
-        panic!("a row not succeeded: {row:?}");
-    }
-    for row in rows.iter().filter(|r| r.3.is_some()) {
-        assert_eq!(row.3.as_deref(), Some("approved"), "{row:?}");
+    let unsettled: Vec<_> = rows.iter().filter(|r| r.state != "succeeded").collect();
+    assert!(unsettled.is_empty(), "rows not succeeded: {unsettled:?}");
+    for row in rows.iter().filter(|r| r.decision.is_some()) {
+        assert_eq!(row.decision.as_deref(), Some("approved"), "{row:?}");
     }
     by_key.values().sum::<usize>() + run_effects
 }
@@ -352,7 +378,8 @@ async fn pending(addr: &str) -> Vec<String> {
         .collect()
 }
 
-/// Approves every call `addr` lists as pending (bounded rounds); every one must be decidable.
+/// Approves every call the replica at `addr` lists as pending, `expected` among them: each must
+/// be decidable there, and nothing may wait afterwards. Returns how many there were.
 async fn decide_everything(addr: &str, expected: &[String]) -> usize {
     let http = reqwest::Client::new();
     let listed = pending(addr).await;
