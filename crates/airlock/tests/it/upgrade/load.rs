@@ -113,7 +113,7 @@ impl Load {
     pub(crate) async fn client(&self, home: usize) {
         while !self.stopped() {
             let n = self.next.fetch_add(1, Ordering::SeqCst);
-            let gated = n % 3 == 0;
+            let gated = n.is_multiple_of(3);
             let tool = if gated { "gated__echo" } else { "free__echo" };
             let (result, on) = self
                 .until_answered(home, &format!("call n={n}"), |addr| call(addr, tool, n))
@@ -133,7 +133,7 @@ impl Load {
             };
             self.acked.lock().unwrap().insert(n, acked);
             if let Some(id) = id {
-                self.decide_or_leave(n % 4 == 0, n / 3, &id).await;
+                self.decide_or_leave(n.is_multiple_of(4), n / 3, &id).await;
             }
         }
     }
@@ -153,7 +153,7 @@ impl Load {
             let waiting = run["waiting"][0].as_str().unwrap().to_owned();
             self.started[on].fetch_add(1, Ordering::SeqCst);
             self.runs.lock().unwrap().insert(id, waiting.clone());
-            self.decide_or_leave(r % 3 == 0, r, &waiting).await;
+            self.decide_or_leave(r.is_multiple_of(3), r, &waiting).await;
             r += 1;
         }
     }
