@@ -31,7 +31,14 @@ use crate::store_config::StoreConfig;
 use crate::support::wake::{self, Announcer, Bound};
 use crate::vocabulary::error::LedgerError;
 
-static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
+/// The migrations, run at open. A database holding versions this build does not know (a newer
+/// release migrated it) is opened, not refused (OPS-86): migrations only add, so an older
+/// replica keeps working beside a newer one during a rolling upgrade, and may restart then.
+/// A known version whose text changed is still refused (sqlx compares checksums).
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate::Migrator {
+    ignore_missing: true,
+    ..sqlx::migrate!("./migrations/sqlite")
+};
 
 /// The ledger in a SQLite file: a [`Ledger`] made by [`Ledger::open`].
 pub type SqliteStore = Ledger;

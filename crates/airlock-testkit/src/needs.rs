@@ -25,11 +25,14 @@ pub enum Needs {
     Strace,
     /// `pg_dump` and `pg_restore`, which back up and restore a PostgreSQL ledger.
     PgClient,
+    /// The pinned previous release's `airlock` binary (`AIRLOCK_PREVIOUS_BIN`), for the
+    /// rolling-upgrade tests.
+    PreviousRelease,
 }
 
 impl Needs {
     /// Every group, in the summary's order.
-    pub const ALL: [Needs; 9] = [
+    pub const ALL: [Needs; 10] = [
         Needs::Postgres,
         Needs::TypeScriptSdk,
         Needs::TypeScriptSdkV2,
@@ -39,6 +42,7 @@ impl Needs {
         Needs::Chromium,
         Needs::Strace,
         Needs::PgClient,
+        Needs::PreviousRelease,
     ];
 
     /// The group's stable name, as it is written in the run's records.
@@ -54,6 +58,7 @@ impl Needs {
             Needs::Chromium => "chromium",
             Needs::Strace => "strace",
             Needs::PgClient => "pg-client",
+            Needs::PreviousRelease => "previous-release",
         }
     }
 
@@ -78,6 +83,9 @@ impl Needs {
             Needs::Chromium => "Chromium with its WebDriver (chromedriver)",
             Needs::Strace => "strace",
             Needs::PgClient => "pg_dump and pg_restore (PostgreSQL's client tools)",
+            Needs::PreviousRelease => {
+                "the pinned previous release's airlock binary (AIRLOCK_PREVIOUS_BIN, .ci/previous-release)"
+            }
         }
     }
 
@@ -100,6 +108,7 @@ impl Needs {
             Needs::Chromium => "apt-get install -y chromium chromium-driver",
             Needs::Strace => "apt-get install -y strace",
             Needs::PgClient => "apt-get install -y postgresql-client",
+            Needs::PreviousRelease => "export AIRLOCK_PREVIOUS_BIN=$(bash .ci/build-previous.sh)",
         }
     }
 }

@@ -16,6 +16,7 @@ mod pins;
 mod rate;
 mod request_states;
 mod run_leases;
+mod upgrade;
 mod worker;
 
 pub(crate) use agent_runs::*;
@@ -32,4 +33,5 @@ pub(crate) use pins::*;
 pub(crate) use rate::*;
 pub(crate) use request_states::*;
 pub(crate) use run_leases::*;
+pub(crate) use upgrade::*;
 pub(crate) use worker::*;

@@ -86,4 +86,6 @@ harness::both_backends!(
     ledger_57_only_the_holder_renews,
     ledger_58_one_taker_per_expired_run,
     agent_7_parked_listing_skips_runs_still_waiting,
+    ops_86_a_ledger_a_newer_release_migrated_opens,
+    ops_86_an_edited_migration_is_refused,
 );

@@ -52,6 +52,7 @@ mod subscriptions;
 mod support;
 mod telemetry;
 mod telemetry_runs;
+mod upgrade;
 mod vault_cli;
 mod words;
 
