@@ -72,9 +72,10 @@ pub use transitions::pins::ToolPin;
 pub use transitions::rate::{RateBudget, RateRefusal};
 pub use transitions::request_states::StateUse;
 pub use transitions::upstream_task::RELAY_OWNER;
-pub use transitions::vault::{CredentialUse, SealedCredential};
+pub use transitions::vault::SealedCredential;
 pub use vocabulary::budget::{BudgetShare, BudgetUse, LimitUsage, OverLimit};
 pub use vocabulary::clock::{Clock, ManualClock, SystemClock};
+pub use vocabulary::credential::CredentialUse;
 pub use vocabulary::error::{LedgerError, ToolError, ToolErrorKind};
 pub use vocabulary::ids::{InvocationId, RunId, SessionId};
 pub use vocabulary::model::{

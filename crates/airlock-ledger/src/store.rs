@@ -36,8 +36,9 @@ use crate::transitions::grants::Grant;
 use crate::transitions::pins::ToolPin;
 use crate::transitions::rate::{RateBudget, RateRefusal};
 use crate::transitions::request_states::StateUse;
-use crate::transitions::vault::{CredentialUse, SealedCredential};
+use crate::transitions::vault::SealedCredential;
 use crate::vocabulary::budget::{BudgetUse, LimitUsage};
+use crate::vocabulary::credential::CredentialUse;
 use crate::vocabulary::error::{LedgerError, ToolError};
 use crate::vocabulary::ids::{InvocationId, RunId, SessionId};
 use crate::vocabulary::model::RunLease;
@@ -435,7 +436,8 @@ pub trait Vault: Send + Sync {
         connection: String,
         message: String,
     ) -> LedgerFuture<'_, Invocation>;
-    /// [`Invocations::finish`], recording which credential the attempt carried.
+    /// [`Invocations::finish`], recording on the row which credential the attempt carried
+    /// (LEDGER-84).
     fn finish_with_credential(
         &self,
         id: InvocationId,
@@ -443,8 +445,6 @@ pub trait Vault: Send + Sync {
         outcome: Result<Value, ToolError>,
         used: CredentialUse,
     ) -> LedgerFuture<'_, Invocation>;
-    /// The credentials the attempts of call `id` carried, oldest first.
-    fn credential_uses(&self, id: InvocationId) -> LedgerFuture<'_, Vec<CredentialUse>>;
 }
 
 /// Freezes (docs/rules.md LEDGER-73): the kill switch every replica reads.

@@ -2,6 +2,7 @@
 
 pub(crate) mod budget;
 pub(crate) mod clock;
+pub(crate) mod credential;
 pub(crate) mod error;
 pub(crate) mod ids;
 pub(crate) mod model;

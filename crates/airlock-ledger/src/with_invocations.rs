@@ -29,8 +29,9 @@ use crate::transitions::grants::Grant;
 use crate::transitions::pins::ToolPin;
 use crate::transitions::rate::{RateBudget, RateRefusal};
 use crate::transitions::request_states::StateUse;
-use crate::transitions::vault::{CredentialUse, SealedCredential};
+use crate::transitions::vault::SealedCredential;
 use crate::vocabulary::budget::{BudgetUse, LimitUsage};
+use crate::vocabulary::credential::CredentialUse;
 use crate::vocabulary::error::ToolError;
 use crate::vocabulary::ids::{InvocationId, RunId, SessionId};
 use crate::vocabulary::model::{
@@ -203,7 +204,6 @@ impl Vault for WithInvocations {
         fn finish_with_credential(&self, id: InvocationId, owner: &str,
             outcome: Result<Value, ToolError>, used: CredentialUse)
             -> LedgerFuture<'_, Invocation>;
-        fn credential_uses(&self, id: InvocationId) -> LedgerFuture<'_, Vec<CredentialUse>>;
     }
 }
 

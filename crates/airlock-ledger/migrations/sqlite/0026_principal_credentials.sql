@@ -5,8 +5,9 @@
 -- row per (connection, principal): revoking deletes it. `credential_events` keeps every set and
 -- revoke with who and when (the audit, and what every replica watches to drop its copies).
 -- `credential_waits` names the connection and principal a call parked `awaiting_credential`
--- waits for; `credential_uses` records, per attempt of a call, which credential it carried:
--- kind, principal, issuer and a digest of the token, never the token.
+-- waits for; `invocations.credential_use` records which credential the call's last attempt
+-- carried (connection, principal, kind, issuer and a keyed digest of the token, never the
+-- token), written by the update that finishes it.
 CREATE TABLE principal_credentials (
     connection      TEXT NOT NULL,
     principal       TEXT NOT NULL,
@@ -36,17 +37,7 @@ CREATE TABLE credential_waits (
     principal      TEXT NOT NULL
 );
 CREATE INDEX credential_waits_by_key ON credential_waits (connection, principal);
-CREATE TABLE credential_uses (
-    invocation_id  TEXT NOT NULL,
-    attempt        INTEGER NOT NULL,
-    connection     TEXT NOT NULL,
-    principal      TEXT NOT NULL,
-    kind           TEXT NOT NULL,
-    issuer         TEXT,
-    digest         TEXT NOT NULL,
-    at             INTEGER NOT NULL,
-    PRIMARY KEY (invocation_id, attempt)
-);
+ALTER TABLE invocations ADD COLUMN credential_use TEXT;
 
 -- `awaiting_credential` is an open state: the partial index holds it (`row::open_rows!`).
 DROP INDEX IF EXISTS invocations_open;

@@ -125,7 +125,7 @@ impl Invocations for Ledger {
         let hint = Prefetch::Running(id, owner.clone());
         Box::pin(self.writer.submit(id.0, hint, move |tx, b| {
             let (owner, outcome) = (owner.clone(), outcome.clone());
-            Box::pin(async move { lease::finish(tx, b, id, &owner, outcome).await })
+            Box::pin(async move { lease::finish(tx, b, (id, &owner), outcome, None).await })
         }))
     }
 

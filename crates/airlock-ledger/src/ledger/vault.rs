@@ -8,7 +8,8 @@ use super::Ledger;
 use crate::commit::writer::Prefetch;
 use crate::store::{LedgerFuture, Vault};
 use crate::transitions::lease;
-use crate::transitions::vault::{self, CredentialUse, SealedCredential};
+use crate::transitions::vault::{self, SealedCredential};
+use crate::vocabulary::credential::CredentialUse;
 use crate::vocabulary::error::ToolError;
 use crate::vocabulary::ids::InvocationId;
 use crate::vocabulary::model::Invocation;
@@ -86,15 +87,7 @@ impl Vault for Ledger {
         let hint = Prefetch::Running(id, owner.clone());
         Box::pin(self.writer.submit(id.0, hint, move |tx, b| {
             let (owner, outcome, used) = (owner.clone(), outcome.clone(), used.clone());
-            Box::pin(async move {
-                let row = lease::finish(tx, b, id, &owner, outcome).await?;
-                vault::note_use(tx, b, &row, &used).await?;
-                Ok(row)
-            })
+            Box::pin(async move { lease::finish(tx, b, (id, &owner), outcome, Some(&used)).await })
         }))
-    }
-
-    fn credential_uses(&self, id: InvocationId) -> LedgerFuture<'_, Vec<CredentialUse>> {
-        Box::pin(vault::uses(&self.pool, id))
     }
 }

@@ -20,7 +20,7 @@ pub(crate) const INVOCATION_COLUMNS: &str = "id, session_id, run_id, call_id, to
     error_kind, error_message, idempotency_key, principal, definitions_digest, approval_ref, \
     decided_by, decision, decision_reason, decided_at, resolved_by, resolution, \
     resolution_note, resolved_at, expires_at, lease_owner, lease_deadline, attempts, \
-    created_at, updated_at, approved_arguments";
+    created_at, updated_at, approved_arguments, credential_use";
 
 /// The rows the partial index `invocations_open` holds (migrations 0003, 0007): those not in a terminal
 /// state. Every lookup by state (rather than by run or id) names this exact conjunct, because
@@ -45,6 +45,9 @@ pub(crate) struct InvocationRow {
     pub(crate) attempts: i64,
     pub(crate) call_id: String,
     pub(crate) created_at: i64,
+    /// Left out of the hash while NULL, so rows written before the column still verify.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) credential_use: Option<String>,
     pub(crate) decided_at: Option<i64>,
     pub(crate) decided_by: Option<String>,
     pub(crate) decision: Option<String>,
@@ -133,6 +136,7 @@ impl InvocationRow {
             created_at: r.req_int("created_at")?,
             updated_at: r.req_int("updated_at")?,
             approved_arguments: r.text("approved_arguments")?,
+            credential_use: r.text("credential_use")?,
         })
     }
 
@@ -175,6 +179,7 @@ impl InvocationRow {
             self.created_at.into(),
             self.updated_at.into(),
             self.approved_arguments.clone().into(),
+            self.credential_use.clone().into(),
         ]
     }
 }
@@ -220,6 +225,10 @@ impl From<&Invocation> for InvocationRow {
             created_at: to_micros(i.created_at),
             updated_at: to_micros(i.updated_at),
             approved_arguments: i.approved_arguments.as_ref().map(Value::to_string),
+            credential_use: i
+                .credential_use
+                .as_ref()
+                .and_then(|u| serde_json::to_string(u).ok()),
         }
     }
 }
@@ -246,7 +255,11 @@ impl Reader<'_> {
         s.parse().map_err(|e| self.err(column, e))
     }
 
-    fn json(&self, column: &str, s: &str) -> Result<Value, LedgerError> {
+    fn json<T: serde::de::DeserializeOwned>(
+        &self,
+        column: &str,
+        s: &str,
+    ) -> Result<T, LedgerError> {
         serde_json::from_str(s).map_err(|e| self.err(column, e))
     }
 
@@ -313,6 +326,10 @@ impl TryFrom<InvocationRow> for Invocation {
             approved_arguments: row
                 .approved_arguments
                 .map(|a| rd.json("approved_arguments", &a))
+                .transpose()?,
+            credential_use: row
+                .credential_use
+                .map(|u| rd.json("credential_use", &u))
                 .transpose()?,
             arguments_hash: row.arguments_hash,
             source_kind: rd.parse("source_kind", &row.source_kind)?,
@@ -520,6 +537,7 @@ mod tests {
             approval: text("approval"),
             approval_ref: opt("approval_ref"),
             approved_arguments: None,
+            credential_use: None,
             arguments: r#"{"b":1,"a":[true,null]}"#.to_owned(),
             arguments_hash: text("arguments_hash"),
             attempts: 3,

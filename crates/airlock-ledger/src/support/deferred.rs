@@ -29,7 +29,7 @@ use crate::vocabulary::ids::{InvocationId, SessionId};
 use crate::vocabulary::state::InvocationState;
 
 /// The columns a transition may change, in bind order after (id, expected state, version).
-const SET_COLUMNS: [&str; 19] = [
+const SET_COLUMNS: [&str; 20] = [
     "state",
     "version",
     "result",
@@ -49,6 +49,7 @@ const SET_COLUMNS: [&str; 19] = [
     "attempts",
     "updated_at",
     "approved_arguments",
+    "credential_use",
 ];
 
 /// Binds per compare-and-swap.
@@ -86,6 +87,7 @@ pub(crate) fn cas_binds(
         row.attempts.into(),
         row.updated_at.into(),
         row.approved_arguments.clone().into(),
+        row.credential_use.clone().into(),
     ]
 }
 

@@ -16,6 +16,7 @@ use time::OffsetDateTime;
 use crate::sql::tx::LedgerTx;
 use crate::transitions::batch::Batch;
 use crate::transitions::expiry::load_current;
+use crate::vocabulary::credential::CredentialUse;
 use crate::vocabulary::error::{LedgerError, ToolError};
 use crate::vocabulary::ids::InvocationId;
 use crate::vocabulary::model::{INPUT_REQUIRED_KEY, Invocation, Lease};
@@ -208,16 +209,16 @@ fn doubted(inv: &Invocation, error: &ToolError, until: OffsetDateTime) -> Invoca
 pub(crate) async fn finish(
     tx: &mut LedgerTx,
     batch: &mut Batch,
-    id: InvocationId,
-    owner: &str,
+    (id, owner): (InvocationId, &str),
     outcome: Result<Value, ToolError>,
+    used: Option<&CredentialUse>,
 ) -> Result<Invocation, LedgerError> {
     let inv = batch.load_required(tx, id).await?;
     let mine = matches!(inv.state, S::Running | S::InDoubt) && holds(&inv, owner);
     if !mine {
         return Err(refuse_finish(&inv, owner));
     }
-    let next = match &outcome {
+    let mut next = match &outcome {
         Err(error) if leaves_in_doubt(&inv, error) => {
             if inv.state == S::InDoubt {
                 return Ok(inv);
@@ -226,6 +227,10 @@ pub(crate) async fn finish(
         }
         _ => finished(&inv, outcome),
     };
+    // Which principal's credential the attempt carried, in the commit that settles it (LEDGER-84).
+    if let Some(used) = used {
+        next.credential_use = Some(used.clone());
+    }
     batch
         .save_or(tx, &inv, next, |now| refuse_finish(now, owner))
         .await

@@ -189,6 +189,7 @@ fn new_row(
         tool: new.tool.clone(),
         arguments: new.arguments.clone(),
         approved_arguments: None,
+        credential_use: None,
         arguments_hash,
         source_kind: new.source_kind,
         effect: new.effect,

@@ -1,6 +1,6 @@
-//! Credentials per principal (docs/rules.md LEDGER-81 … LEDGER-84): each principal's sealed
-//! credential for a connection, the calls that wait for one, and which credential each attempt
-//! of a call carried.
+//! Credentials per principal (docs/rules.md LEDGER-81 … LEDGER-83): each principal's sealed
+//! credential for a connection, and the calls that wait for one. Which credential an attempt
+//! carried is on the call's own row (LEDGER-84, `CredentialUse`).
 //!
 //! Guarantees: the ledger stores only what the serving process sealed (it never sees a secret
 //! in the clear) and a digest of the token for the audit; setting a credential releases, in
@@ -57,21 +57,6 @@ impl std::fmt::Debug for SealedCredential {
             .field("digest", &self.digest)
             .finish_non_exhaustive()
     }
-}
-
-/// Which credential one attempt of a call carried (the audit's; never the token).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CredentialUse {
-    /// The connection.
-    pub connection: String,
-    /// Whose credential.
-    pub principal: String,
-    /// `secret`, `oauth`, `token_exchange` or `jwt_bearer`.
-    pub kind: String,
-    /// Who issued the token, if anyone.
-    pub issuer: Option<String>,
-    /// The token's digest.
-    pub digest: String,
 }
 
 /// Stores `credential` (replacing the one before) and releases the calls waiting for it;
@@ -196,33 +181,6 @@ pub(crate) async fn await_credential(
     Ok(parked)
 }
 
-/// Records which credential the attempt of `row` carried.
-pub(crate) async fn note_use(
-    tx: &mut LedgerTx,
-    batch: &Batch,
-    row: &Invocation,
-    used: &CredentialUse,
-) -> Result<(), LedgerError> {
-    tx.inner
-        .execute(
-            "INSERT INTO credential_uses (invocation_id, attempt, connection, principal, kind, \
-             issuer, digest, at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
-             ON CONFLICT (invocation_id, attempt) DO NOTHING",
-            &[
-                row.id.to_string().into(),
-                row.attempts.into(),
-                used.connection.clone().into(),
-                used.principal.clone().into(),
-                used.kind.clone().into(),
-                used.issuer.clone().into(),
-                used.digest.clone().into(),
-                to_micros(batch.now).into(),
-            ],
-        )
-        .await?;
-    Ok(())
-}
-
 /// The calls waiting for (connection, principal) become `approved`; their waits are removed.
 async fn release(
     tx: &mut LedgerTx,
@@ -344,31 +302,6 @@ pub(crate) async fn epoch(pool: &DbPool) -> Result<i64, LedgerError> {
         .fetch_optional("SELECT COUNT(*) AS n FROM credential_events", &[])
         .await?;
     Ok(row.map(|r| r.req_int("n")).transpose()?.unwrap_or(0))
-}
-
-/// The credentials attempts of call `id` carried, oldest first.
-pub(crate) async fn uses(
-    pool: &DbPool,
-    id: InvocationId,
-) -> Result<Vec<CredentialUse>, LedgerError> {
-    let rows = pool
-        .fetch_all(
-            "SELECT connection, principal, kind, issuer, digest FROM credential_uses \
-             WHERE invocation_id = $1 ORDER BY attempt",
-            &[id.to_string().into()],
-        )
-        .await?;
-    rows.iter()
-        .map(|r| {
-            Ok(CredentialUse {
-                connection: r.req_text("connection")?,
-                principal: r.req_text("principal")?,
-                kind: r.req_text("kind")?,
-                issuer: r.text("issuer")?,
-                digest: r.req_text("digest")?,
-            })
-        })
-        .collect()
 }
 
 fn read(row: &DbRow) -> Result<SealedCredential, LedgerError> {

@@ -339,6 +339,8 @@ pub struct Invocation {
     pub arguments: Value,
     /// The arguments a person approved instead, when the approval edited them (DECIDE-20).
     pub approved_arguments: Option<Value>,
+    /// Which principal's own credential its last attempt carried (LEDGER-84).
+    pub credential_use: Option<crate::vocabulary::credential::CredentialUse>,
     /// SHA-256 of the canonical JSON of the arguments as given.
     pub arguments_hash: String,
     /// Where the tool runs.

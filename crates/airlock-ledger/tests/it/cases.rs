@@ -17,6 +17,7 @@ mod rate;
 mod request_states;
 mod run_leases;
 mod upgrade;
+mod vault;
 mod worker;
 
 pub(crate) use agent_runs::*;
@@ -34,4 +35,5 @@ pub(crate) use rate::*;
 pub(crate) use request_states::*;
 pub(crate) use run_leases::*;
 pub(crate) use upgrade::*;
+pub(crate) use vault::*;
 pub(crate) use worker::*;

@@ -5,7 +5,9 @@
 //! of its length; a lost lease does not abandon the call, its answer is still recorded
 //! (LEDGER-20); a finish that can no longer win (a person settled the row, another owner runs
 //! it) reports the row where it stands, never an internal error. A row handed to an upstream's
-//! task is left running for the relay instead of being finished here.
+//! task is left running for the relay instead of being finished here. A call through a
+//! per-principal connection carries its row's principal's own credential, resolved before
+//! anything is sent; without one the row waits for it, nothing sent (CALL-11, CALL-12).
 
 use std::sync::Arc;
 
@@ -13,13 +15,13 @@ use airlock_ledger::{
     CredentialUse, Invocation, InvocationId, InvocationState, LedgerError, RunId,
 };
 use airlock_mcp::Downstream;
-use airlock_spec::{ApiConnection, Credentials};
-use airlock_spec::{ToolSource, ToolSpec};
+use airlock_spec::{ApiConnection, Credentials, ToolSource, ToolSpec};
 use serde_json::Value;
 
 use super::{Gateway, GatewayError, PreparedTool, events};
 use crate::error::{ToolError, ToolErrorKind};
 use crate::execute::{Ran, Reach, RunConnections, SuppliedNames, sending};
+use crate::outcome::Outcome;
 use crate::vault::Unresolved;
 
 /// A principal's own credential as one call carries it: the connection that sends it, and
@@ -28,7 +30,6 @@ pub(crate) struct Carried {
     pub(crate) pair: (ApiConnection, Credentials),
     used: CredentialUse,
 }
-use crate::outcome::Outcome;
 
 impl Gateway {
     /// Executes a row this gateway has claimed, renewing its lease while it runs, and stores

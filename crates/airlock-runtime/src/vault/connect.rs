@@ -73,17 +73,19 @@ fn now() -> u64 {
 }
 
 impl PersonalVault {
-    /// Where the authorization server sends the person back.
-    fn redirect_uri(&self) -> Result<String, ConnectError> {
+    /// This server's public origin, under which the connect routes are.
+    fn public_base(&self) -> Result<&str, ConnectError> {
         let base = self.public_url.as_deref().ok_or_else(|| {
             ConnectError::NotConnectable(
                 "connecting an account needs `[server] public_url`".to_owned(),
             )
         })?;
-        Ok(format!(
-            "{}/v1/connect/callback",
-            base.trim_end_matches('/')
-        ))
+        Ok(base.trim_end_matches('/'))
+    }
+
+    /// Where the authorization server sends the person back.
+    fn redirect_uri(&self) -> Result<String, ConnectError> {
+        Ok(format!("{}/v1/connect/callback", self.public_base()?))
     }
 
     fn server(&self, connection: &str) -> Result<&crate::oauth::AuthorizationServer, ConnectError> {
@@ -102,14 +104,14 @@ impl PersonalVault {
     /// A connection without `oauth`, a deployment without a public URL.
     pub fn connect_link(&self, connection: &str, principal: &str) -> Result<Url, ConnectError> {
         self.server(connection)?;
-        let base = self.redirect_uri()?;
+        let base = self.public_base()?;
         let ticket = Ticket {
             c: connection.to_owned(),
             p: principal.to_owned(),
             exp: now() + TICKET_TTL.as_secs(),
         };
         let sealed = self.seal_json(TICKET, &ticket)?;
-        let mut url = Url::parse(&base.replace("/v1/connect/callback", "/v1/connect/"))
+        let mut url = Url::parse(&format!("{base}/v1/connect/"))
             .and_then(|u| u.join(connection))
             .map_err(|e| ConnectError::NotConnectable(format!("the public URL: {e}")))?;
         url.query_pairs_mut().append_pair("ticket", &sealed);

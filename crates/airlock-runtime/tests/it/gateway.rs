@@ -57,7 +57,7 @@ use freeze::{
 };
 use personal::{
     a_call_waits_for_its_principals_own_credential_and_runs_once,
-    a_credential_opens_only_under_its_own_key,
+    a_credential_opens_only_under_its_own_key, a_retired_vault_key_still_opens_what_it_sealed,
     a_revocation_on_one_replica_stops_the_next_call_on_another,
 };
 use personal_oauth::{
@@ -251,6 +251,7 @@ on_both_backends!(
     a_call_waits_for_its_principals_own_credential_and_runs_once,
     a_revocation_on_one_replica_stops_the_next_call_on_another,
     a_credential_opens_only_under_its_own_key,
+    a_retired_vault_key_still_opens_what_it_sealed,
     a_connected_account_releases_the_waiting_call,
     an_expiring_account_is_refreshed_before_the_call,
     a_callers_token_is_exchanged_for_its_own_principal,

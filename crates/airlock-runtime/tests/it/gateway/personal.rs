@@ -54,6 +54,16 @@ pub(super) fn replica_of(
     source: Source,
 ) -> (Gateway, Arc<PersonalVault>) {
     let keys = VaultKeys::new(MasterKey::from_hex(key).unwrap(), Vec::new());
+    replica_with_keys(store, port, keys, source)
+}
+
+/// [`replica_of`] sealing with `keys`.
+fn replica_with_keys(
+    store: Arc<dyn Store>,
+    port: u16,
+    keys: VaultKeys,
+    source: Source,
+) -> (Gateway, Arc<PersonalVault>) {
     let declared = [("crm".to_owned(), source)].into();
     let mut scope = Scope::new(ScopeId::Gateway);
     scope.add(export()).unwrap();
@@ -144,13 +154,13 @@ pub(super) async fn a_call_waits_for_its_principals_own_credential_and_runs_once
     assert_eq!(sent.len(), 1);
     assert_eq!(sent[0].header("authorization"), "Bearer alice-secret-token");
 
-    let uses = gateway.store().credential_uses(row.id).await.unwrap();
-    assert_eq!(uses.len(), 1);
+    let used = ran.invocation().credential_use.clone().unwrap();
     assert_eq!(
-        (uses[0].principal.as_str(), uses[0].kind.as_str()),
+        (used.principal.as_str(), used.kind.as_str()),
         ("alice", "secret")
     );
-    assert_eq!(uses[0].digest.len(), 16);
+    assert_eq!(used.digest.len(), 16);
+    let uses = [used];
     let stored = gateway.store().credentials(None).await.unwrap();
     let dump = format!(
         "{stored:?}{uses:?}{:?}",
@@ -247,4 +257,61 @@ pub(super) async fn a_credential_opens_only_under_its_own_key(backend: Backend) 
     assert_eq!(row.state, InvocationState::Failed);
     assert_eq!(row.error.unwrap().kind, ToolErrorKind::CredentialInvalid);
     assert!(upstream.received().is_empty());
+}
+
+/// LEDGER-83, DECL-93: after a rotation (the new key current, the old one retired), what the
+/// old key sealed still opens and is sent; what is set from then on is sealed with the new key,
+/// which a process holding only the old key cannot open.
+pub(super) async fn a_retired_vault_key_still_opens_what_it_sealed(backend: Backend) {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(location) = location(backend, &dir).await else {
+        return;
+    };
+    let upstream = Receiver::start().await;
+    let (_, old) = replica(
+        open(&location, StoreConfig::default()).await,
+        upstream.port,
+        KEY,
+    );
+    old.set("crm", "alice", &token("alice-secret-token"), "alice")
+        .await
+        .unwrap();
+    let new_key = "ab".repeat(32);
+    let store = open(&location, StoreConfig::default()).await;
+    let keys = VaultKeys::new(
+        MasterKey::from_hex(&new_key).unwrap(),
+        vec![MasterKey::from_hex(KEY).unwrap()],
+    );
+    let (rotated, vault) = replica_with_keys(store, upstream.port, keys, Source::Stored);
+    let ran = rotated
+        .call(
+            &ctx_on(&rotated, "alice", "c1").await,
+            "crm_export",
+            json!({}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        ran.invocation().state,
+        InvocationState::Succeeded,
+        "{ran:?}"
+    );
+    vault
+        .set("crm", "bob", &token("bob-secret-token"), "bob")
+        .await
+        .unwrap();
+    let (stale, _) = replica(
+        open(&location, StoreConfig::default()).await,
+        upstream.port,
+        KEY,
+    );
+    let refused = stale
+        .call(&ctx_on(&stale, "bob", "c2").await, "crm_export", json!({}))
+        .await
+        .unwrap();
+    assert_eq!(
+        refused.invocation().error.as_ref().unwrap().kind,
+        ToolErrorKind::CredentialInvalid
+    );
+    assert_eq!(upstream.received().len(), 1);
 }

@@ -123,9 +123,9 @@ pub(super) async fn a_connected_account_releases_the_waiting_call(backend: Backe
     let sent = upstream.received();
     assert_eq!(sent.len(), 1);
     assert_eq!(subject_of(&sent[0]), "alice@crm");
-    let uses = gateway.store().credential_uses(row.id).await.unwrap();
-    assert_eq!(uses[0].kind, "oauth");
-    assert_eq!(uses[0].issuer.as_deref(), Some(issuer.url().as_str()));
+    let used = ran.invocation().credential_use.clone().unwrap();
+    assert_eq!(used.kind, "oauth");
+    assert_eq!(used.issuer.as_deref(), Some(issuer.url().as_str()));
     assert!(
         vault.finish_connect(&state, &code).await.is_err(),
         "a code is spent once"
