@@ -178,7 +178,10 @@ async fn connecting_an_account_over_http_runs_the_waiting_call_once_with_its_tok
     assert!(issuer.token_requests().is_empty());
     let (status, _, page) = visit(&browser, &callback).await;
     assert_eq!(status, 200, "{page}");
-    assert!(page.contains("carol's account is connected to crm"), "{page}");
+    assert!(
+        page.contains("carol's account is connected to crm"),
+        "{page}"
+    );
     // The code was redeemed once, with the PKCE verifier.
     let redeemed = issuer.token_requests();
     assert_eq!(redeemed.len(), 1);
@@ -210,7 +213,10 @@ async fn connecting_an_account_over_http_runs_the_waiting_call_once_with_its_tok
     let claims = claims_of(&authorization);
     assert_eq!(claims["sub"], "carol@crm", "{claims}");
     assert_eq!(claims["iss"], issuer.url(), "{claims}");
-    assert_eq!(serde_json::from_slice::<Value>(&sent[0].body).unwrap()["who"], "carol");
+    assert_eq!(
+        serde_json::from_slice::<Value>(&sent[0].body).unwrap()["who"],
+        "carol"
+    );
 
     // The access token is nowhere but at the upstream.
     let token = authorization.strip_prefix("Bearer ").unwrap();
