@@ -62,7 +62,7 @@ fn vault(state: &AppState) -> Result<&PersonalVault, ApiError> {
     })
 }
 
-fn vault_error(error: VaultError) -> ApiError {
+fn vault_error(error: &VaultError) -> ApiError {
     match error {
         VaultError::NotPerPrincipal(_) => {
             ApiError::new(StatusCode::NOT_FOUND, "not_found", error.to_string())
@@ -73,7 +73,7 @@ fn vault_error(error: VaultError) -> ApiError {
         VaultError::Invalid(_) => {
             ApiError::new(StatusCode::BAD_REQUEST, "bad_body", error.to_string())
         }
-        VaultError::Sealing(_) | VaultError::Ledger(_) => ApiError::internal(&error),
+        VaultError::Sealing(_) | VaultError::Ledger(_) => ApiError::internal(error),
     }
 }
 
@@ -97,7 +97,7 @@ async fn set_mine(
     let released = vault
         .set(&connection, &principal, &credential, &principal)
         .await
-        .map_err(vault_error)?;
+        .map_err(|e| vault_error(&e))?;
     tracing::warn!(target: airlock_runtime::EVENTS, connection, principal, released = released.len(), "credential set");
     let released: Vec<String> = released.iter().map(ToString::to_string).collect();
     Ok(Json(json!({
@@ -133,7 +133,10 @@ async fn list_of(
 }
 
 async fn listed(state: &AppState, principal: Option<&str>) -> Result<Json<Value>, ApiError> {
-    let rows = vault(state)?.list(principal).await.map_err(vault_error)?;
+    let rows = vault(state)?
+        .list(principal)
+        .await
+        .map_err(|e| vault_error(&e))?;
     Ok(Json(json!({ "credentials": rows })))
 }
 
@@ -172,7 +175,7 @@ async fn revoke(
     let removed = vault(state)?
         .revoke(connection, principal, by)
         .await
-        .map_err(vault_error)?;
+        .map_err(|e| vault_error(&e))?;
     tracing::warn!(target: airlock_runtime::EVENTS, connection, principal, by, removed, "credential revoked");
     Ok(Json(
         json!({ "principal": principal, "connection": connection, "revoked": removed }),
@@ -189,7 +192,7 @@ async fn connect_link(
     let principal = run_requester(&state, &headers)?.into_principal();
     let url = vault(&state)?
         .connect_link(&connection, &principal)
-        .map_err(connect_error)?;
+        .map_err(|e| connect_error(&e))?;
     Ok(Json(
         json!({ "connection": connection, "url": url.as_str() }),
     ))
@@ -208,7 +211,7 @@ async fn begin(
 ) -> Response {
     let started = vault(&state).and_then(|v| {
         v.begin_connect(&connection, &query.ticket)
-            .map_err(connect_error)
+            .map_err(|e| connect_error(&e))
     });
     match started {
         Ok(url) => Redirect::to(url.as_str()).into_response(),
@@ -247,14 +250,14 @@ async fn callback(State(state): State<AppState>, Query(query): Query<CallbackQue
             page(StatusCode::OK, "Connected", &message)
         }
         Err(error) => {
-            let error = connect_error(error);
+            let error = connect_error(&error);
             page(error.status(), "Not connected", error.message())
         }
     }
 }
 
-fn connect_error(error: ConnectError) -> ApiError {
-    let status = match &error {
+fn connect_error(error: &ConnectError) -> ApiError {
+    let status = match error {
         ConnectError::Invalid | ConnectError::Expired => StatusCode::BAD_REQUEST,
         ConnectError::NotConnectable(_) => StatusCode::NOT_FOUND,
         ConnectError::Redeem(_) => StatusCode::BAD_GATEWAY,

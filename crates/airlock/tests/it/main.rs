@@ -40,6 +40,8 @@ mod mcp_tasks;
 mod notify;
 mod oauth;
 mod offers;
+mod personal;
+mod personal_connect;
 mod pins;
 mod python_sdk;
 mod quickstart;

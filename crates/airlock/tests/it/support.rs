@@ -316,7 +316,12 @@ pub(crate) async fn http(
 /// A JSON-RPC POST to `{base}/mcp` with the streamable-HTTP headers; the caller adds its token
 /// and body.
 pub(crate) fn mcp_request(base: &str) -> reqwest::RequestBuilder {
-    reqwest::Client::new()
+    mcp_request_on(&reqwest::Client::new(), base)
+}
+
+/// [`mcp_request`] on `client`, whose connections many requests share.
+pub(crate) fn mcp_request_on(client: &reqwest::Client, base: &str) -> reqwest::RequestBuilder {
+    client
         .post(format!("{base}/mcp"))
         .header("accept", "application/json, text/event-stream")
         .header("content-type", "application/json")
