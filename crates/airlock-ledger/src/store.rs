@@ -417,6 +417,9 @@ pub trait Vault: Send + Sync {
         principal: String,
         by: String,
     ) -> LedgerFuture<'_, u32>;
+    /// Marks a connect flow's state (by its `nonce`) used; `false` when it was used before
+    /// (LEDGER-85).
+    fn use_connect_state(&self, nonce: String) -> LedgerFuture<'_, bool>;
     /// The stored credential of (`connection`, `principal`), sealed.
     fn credential(
         &self,

@@ -194,6 +194,7 @@ impl Vault for WithInvocations {
             -> LedgerFuture<'_, Vec<InvocationId>>;
         fn revoke_credential(&self, connection: Option<String>, principal: String, by: String)
             -> LedgerFuture<'_, u32>;
+        fn use_connect_state(&self, nonce: String) -> LedgerFuture<'_, bool>;
         fn credential(&self, connection: String, principal: String)
             -> LedgerFuture<'_, Option<SealedCredential>>;
         fn credentials(&self, principal: Option<String>)

@@ -38,6 +38,12 @@ CREATE TABLE credential_waits (
 );
 CREATE INDEX credential_waits_by_key ON credential_waits (connection, principal);
 ALTER TABLE invocations ADD COLUMN credential_use TEXT;
+-- A connect flow's state is used once (LEDGER-85): its nonce is inserted before its code is
+-- redeemed.
+CREATE TABLE connect_states (
+    nonce  TEXT PRIMARY KEY,
+    at     INTEGER NOT NULL
+);
 
 -- `awaiting_credential` is an open state: the partial index holds it (`row::open_rows!`).
 DROP INDEX IF EXISTS invocations_open;

@@ -43,6 +43,16 @@ impl Vault for Ledger {
         )
     }
 
+    fn use_connect_state(&self, nonce: String) -> LedgerFuture<'_, bool> {
+        Box::pin(
+            self.writer
+                .submit(uuid::Uuid::nil(), Prefetch::Nothing, move |tx, b| {
+                    let nonce = nonce.clone();
+                    Box::pin(async move { vault::use_connect_state(tx, b, &nonce).await })
+                }),
+        )
+    }
+
     fn credential(
         &self,
         connection: String,

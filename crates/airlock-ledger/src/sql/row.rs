@@ -22,6 +22,9 @@ pub(crate) const INVOCATION_COLUMNS: &str = "id, session_id, run_id, call_id, to
     resolution_note, resolved_at, expires_at, lease_owner, lease_deadline, attempts, \
     created_at, updated_at, approved_arguments, credential_use";
 
+/// How many columns [`INVOCATION_COLUMNS`] names (and [`InvocationRow::binds`] binds).
+pub(crate) const INVOCATION_COLUMN_COUNT: usize = 37;
+
 /// The rows the partial index `invocations_open` holds (migrations 0003, 0007): those not in a terminal
 /// state. Every lookup by state (rather than by run or id) names this exact conjunct, because
 /// SQLite uses a partial index only for a query whose `WHERE` visibly implies the index's.
@@ -586,6 +589,15 @@ mod tests {
 
     /// DECIDE-20: a row without edited arguments hashes as rows did before the column, and
     /// one with them hashes them too, so neither an old row nor an edit escapes the chain.
+    #[test]
+    fn the_column_count_is_the_columns_and_the_binds() {
+        assert_eq!(
+            INVOCATION_COLUMNS.split(',').count(),
+            INVOCATION_COLUMN_COUNT
+        );
+        assert_eq!(invocation(true).binds().len(), INVOCATION_COLUMN_COUNT);
+    }
+
     #[test]
     fn approved_arguments_are_hashed_only_when_present() {
         let legacy = invocation(true);

@@ -137,7 +137,7 @@ pub(crate) struct Deferred {
 }
 
 /// Columns of an invocation row.
-const ROW_COLUMNS: usize = 36;
+const ROW_COLUMNS: usize = crate::sql::row::INVOCATION_COLUMN_COUNT;
 
 /// Columns of a session row.
 const SESSION_COLUMN_COUNT: usize = 5;

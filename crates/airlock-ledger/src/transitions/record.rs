@@ -10,7 +10,7 @@ use std::time::Duration;
 use airlock_spec::{Approval, Effect, Mode, SourceKind};
 use sqlx::AssertSqlSafe;
 
-use crate::sql::row::{INVOCATION_COLUMNS, InvocationRow, content_hash};
+use crate::sql::row::{INVOCATION_COLUMN_COUNT, INVOCATION_COLUMNS, InvocationRow, content_hash};
 use crate::sql::tx::LedgerTx;
 use crate::transitions::batch::Batch;
 use crate::transitions::budgets::{self, Judged};
@@ -296,7 +296,9 @@ async fn insert(
     if !queued {
         // The batch may have queued this very call: write it first so the conflict shows.
         batch.flush(tx).await?;
-        let placeholders: Vec<String> = (1..=36).map(|i| format!("${i}")).collect();
+        let placeholders: Vec<String> = (1..=INVOCATION_COLUMN_COUNT)
+            .map(|i| format!("${i}"))
+            .collect();
         let n = tx
             .inner
             .execute(

@@ -263,6 +263,22 @@ async fn event(
     Ok(())
 }
 
+/// Marks the connect state `nonce` used; `false` when it was used before (LEDGER-85).
+pub(crate) async fn use_connect_state(
+    tx: &mut LedgerTx,
+    batch: &Batch,
+    nonce: &str,
+) -> Result<bool, LedgerError> {
+    let inserted = tx
+        .inner
+        .execute(
+            "INSERT INTO connect_states (nonce, at) VALUES ($1, $2) ON CONFLICT (nonce) DO NOTHING",
+            &[nonce.to_owned().into(), to_micros(batch.now).into()],
+        )
+        .await?;
+    Ok(inserted == 1)
+}
+
 /// The stored credential of (connection, principal).
 pub(crate) async fn get(
     pool: &DbPool,

@@ -5,8 +5,8 @@
 //! — handed to that principal's own authenticated request, or printed by the operator's CLI —
 //! and valid for [`TICKET_TTL`]; the `state` sent to the authorization server is sealed too,
 //! names the same (connection, principal), carries the PKCE verifier (so any replica can finish
-//! the flow, and nobody who sees the state learns the verifier) and is valid for
-//! [`STATE_TTL`]; the tokens redeemed are stored for exactly that principal, sealed, and release
+//! the flow, and nobody who sees the state learns the verifier), is valid for [`STATE_TTL`] and is
+//! used once (a replayed callback is refused before it reaches the server); the tokens redeemed are stored for exactly that principal, sealed, and release
 //! the calls that waited for them. Tickets, states, codes and tokens appear in no log or error.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -40,6 +40,12 @@ pub enum ConnectError {
     /// It ran out.
     #[error("this connect link has expired: ask for a new one")]
     Expired,
+    /// Its callback was used already (a reloaded page): the account was connected then, or
+    /// the attempt failed then.
+    #[error(
+        "this connect link was used already: if the account is not connected, ask for a new link"
+    )]
+    Used,
     /// The connection does not connect accounts, or the deployment has no public URL.
     #[error("{0}")]
     NotConnectable(String),
@@ -64,6 +70,8 @@ struct State {
     p: String,
     v: String,
     exp: u64,
+    /// Used once (LEDGER-85).
+    n: String,
 }
 
 fn now() -> u64 {
@@ -138,6 +146,7 @@ impl PersonalVault {
             p: ticket.p,
             v: verifier.secret().expose_secret().to_owned(),
             exp: now() + STATE_TTL.as_secs(),
+            n: uuid::Uuid::new_v4().to_string(),
         };
         let state = self.seal_json(STATE, &state)?;
         Ok(server.authorize_url(&self.redirect_uri()?, &state, &verifier))

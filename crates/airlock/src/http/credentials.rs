@@ -258,7 +258,9 @@ async fn callback(State(state): State<AppState>, Query(query): Query<CallbackQue
 
 fn connect_error(error: &ConnectError) -> ApiError {
     let status = match error {
-        ConnectError::Invalid | ConnectError::Expired => StatusCode::BAD_REQUEST,
+        ConnectError::Invalid | ConnectError::Expired | ConnectError::Used => {
+            StatusCode::BAD_REQUEST
+        }
         ConnectError::NotConnectable(_) => StatusCode::NOT_FOUND,
         ConnectError::Redeem(_) => StatusCode::BAD_GATEWAY,
         ConnectError::Vault(e) => return ApiError::internal(e),

@@ -5,7 +5,7 @@
 //! browser to the authorization server with a PKCE challenge, the server sends it back to the
 //! callback, which redeems the code with the verifier and releases the call; the call then runs
 //! once, carrying the token the server minted for that account. A tampered ticket or state, and
-//! a callback replayed, get a 400 page; no token is in the replies or the log.
+//! a callback replayed (refused before the server is asked again, LEDGER-85), get a 400 page; no token is in the replies or the log.
 
 use std::time::Duration;
 
@@ -187,12 +187,12 @@ async fn connecting_an_account_over_http_runs_the_waiting_call_once_with_its_tok
     assert_eq!(redeemed.len(), 1);
     assert_eq!(redeemed[0].grant_type, "authorization_code");
     assert!(redeemed[0].form.contains_key("code_verifier"));
-    // A replayed callback is refused with a page, not a second account or a panic. (The
-    // state is not spent by the first visit: the replay is refused because the authorization
-    // server redeems a code once.)
+    // LEDGER-85: a replayed callback (a reloaded page) is refused with a 400 page before it
+    // reaches the authorization server, which could otherwise revoke what the code issued.
     let (status, _, page) = visit(&browser, &callback).await;
-    assert!(status >= 400, "{status}: {page}");
-    assert!(page.contains("Not connected"), "{page}");
+    assert_eq!(status, 400, "{page}");
+    assert!(page.contains("was used already"), "{page}");
+    assert_eq!(issuer.token_requests().len(), 1, "the replay sent nothing");
 
     // The released call runs (the worker, or this await, whichever claims it) once.
     let args = json!({"invocation_id": id, "wait_seconds": 20});
