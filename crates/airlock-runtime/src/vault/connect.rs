@@ -170,6 +170,16 @@ impl PersonalVault {
         let server = self.server(&state.c)?;
         let verifier =
             PkceVerifier::from_secret(SecretString::from(state.v)).ok_or(ConnectError::Invalid)?;
+        // A replayed callback never reaches the server (which could revoke what the first
+        // redemption issued).
+        let fresh = self
+            .store
+            .use_connect_state(state.n)
+            .await
+            .map_err(|e| ConnectError::Vault(VaultError::Ledger(e)))?;
+        if !fresh {
+            return Err(ConnectError::Used);
+        }
         let tokens = server
             .redeem(&self.guard, code, &verifier, &self.redirect_uri()?)
             .await

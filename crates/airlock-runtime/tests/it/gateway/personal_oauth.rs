@@ -6,7 +6,7 @@
 //! sent when `may_act` does not name airlock.
 
 use airlock_runtime::oauth::{Actor, AuthorizationServer, Exchange, Grant};
-use airlock_runtime::vault::Source;
+use airlock_runtime::vault::{ConnectError, Source};
 use airlock_testkit::{Issuer, KeyKind, Receiver};
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -126,9 +126,12 @@ pub(super) async fn a_connected_account_releases_the_waiting_call(backend: Backe
     let used = ran.invocation().credential_use.clone().unwrap();
     assert_eq!(used.kind, "oauth");
     assert_eq!(used.issuer.as_deref(), Some(issuer.url().as_str()));
-    assert!(
-        vault.finish_connect(&state, &code).await.is_err(),
-        "a code is spent once"
+    let replayed = vault.finish_connect(&state, &code).await.unwrap_err();
+    assert!(matches!(replayed, ConnectError::Used), "{replayed:?}");
+    assert_eq!(
+        issuer.token_requests().len(),
+        1,
+        "a replayed state reaches no server"
     );
 }
 
