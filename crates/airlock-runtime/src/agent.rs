@@ -249,7 +249,7 @@ impl Agents {
             }
         };
         let connections = supplied(&request);
-        self.inner.gateway.hold_supplied(run, connections);
+        self.inner.gateway.supplied().hold(run, connections);
         self.serve(run, events, cancel).await
     }
 
@@ -309,7 +309,7 @@ impl Agents {
             Err(e) => return Err(e.into()),
         }
         // A cancelled run makes no more calls: what its caller supplied is not kept for it.
-        self.inner.gateway.release_supplied(id);
+        self.inner.gateway.supplied().release(id);
         tracing::info!(target: crate::EVENTS, run = %id, "run cancelled");
         self.read(id).await
     }
@@ -332,14 +332,14 @@ impl Agents {
 
     /// [`Agents::continue_resumed`] once the run is read.
     async fn resume(&self, id: RunId, session: SessionId) -> Result<RunReport, AgentError> {
-        if self.inner.gateway.held_supplied(id).is_none() {
+        if self.inner.gateway.supplied().get(id).is_none() {
             let names = SuppliedNames::of(self.store(), id).await?;
             if !names.is_empty() {
                 return self.fail_unsupplied(id, &names).await;
             }
             // Held as supplying nothing, so its calls need not ask the ledger again.
             let nothing = Arc::new(RunConnections::gone(names));
-            self.inner.gateway.hold_supplied(id, nothing);
+            self.inner.gateway.supplied().hold(id, nothing);
         }
         self.live().sessions.insert(session);
         self.serve(id, None, CancellationToken::new()).await
@@ -399,7 +399,7 @@ impl Agents {
             // Kept while the run may go on: parked, or `running` because another serve (a
             // resume that won the run while this one finished) is using them now.
             if !matches!(report.status, RunState::Parked | RunState::Running) {
-                self.inner.gateway.release_supplied(run);
+                self.inner.gateway.supplied().release(run);
             }
         }
     }

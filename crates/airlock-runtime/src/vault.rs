@@ -22,14 +22,16 @@ use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
 use airlock_egress::GuardedClient;
-use airlock_ledger::{CredentialUse, InvocationId, LedgerError, SealedCredential, Store};
-use airlock_spec::MasterKey;
+use airlock_ledger::{
+    CredentialUse, Invocation, InvocationId, LedgerError, SealedCredential, Store,
+};
+use airlock_spec::{ApiConnection, Credentials, MasterKey, ToolSource, ToolSpec};
 use secrecy::{ExposeSecret, SecretString};
 use serde_json::{Value, json};
 use time::OffsetDateTime;
 use tokio_util::sync::CancellationToken;
 
-use crate::execute::RunCredential;
+use crate::execute::{RunConnections, RunCredential, sending};
 use crate::oauth::ExchangeCache;
 use crate::{ToolError, ToolErrorKind};
 
@@ -105,6 +107,48 @@ pub const MAX_SECRET: usize = 16 * 1024;
 pub(crate) struct Personal {
     pub(crate) credential: RunCredential,
     pub(crate) used: CredentialUse,
+}
+
+/// A principal's own credential as one call carries it: the connection that sends it, and
+/// what the audit records of it.
+pub(crate) struct Carried {
+    pub(crate) pair: (ApiConnection, Credentials),
+    pub(crate) used: CredentialUse,
+}
+
+/// What the call `row` of `spec` carries when its connection takes each principal's own
+/// credential (and the run did not supply that connection): the row principal's, resolved by
+/// `vault` (CALL-11); `None` for any other call.
+pub(crate) async fn carried(
+    vault: Option<&PersonalVault>,
+    connections: &BTreeMap<String, ApiConnection>,
+    (spec, row): (&ToolSpec, &Invocation),
+    supplied: Option<&RunConnections>,
+    downstream: &airlock_mcp::Downstream,
+) -> Result<Option<Carried>, Unresolved> {
+    let Some(vault) = vault else {
+        return Ok(None);
+    };
+    let through_connection = matches!(spec.source, ToolSource::Api(_) | ToolSource::McpInline(_));
+    let Some(name) = spec.source.connection().filter(|_| through_connection) else {
+        return Ok(None);
+    };
+    let by_run = supplied
+        .map(|s| s.get(name))
+        .transpose()
+        .map_err(Unresolved::Failed)?
+        .flatten();
+    let configured = connections.get(name);
+    let (None, Some(configured), Some(_)) = (by_run, configured, vault.source(name)) else {
+        return Ok(None);
+    };
+    let personal = vault
+        .resolve(name, row.principal.as_deref(), downstream.subject_token())
+        .await?;
+    Ok(Some(Carried {
+        pair: sending(&configured.base_url, &personal.credential),
+        used: personal.used,
+    }))
 }
 
 /// Why a call has no credential to carry.

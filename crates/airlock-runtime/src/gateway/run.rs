@@ -12,24 +12,17 @@
 use std::sync::Arc;
 
 use airlock_ledger::{
-    CredentialUse, Invocation, InvocationId, InvocationState, LedgerError, RunId,
+    CredentialUse, Invocation, InvocationId, InvocationState, LedgerError, Store,
 };
 use airlock_mcp::Downstream;
-use airlock_spec::{ApiConnection, Credentials, ToolSource, ToolSpec};
+use airlock_spec::{ToolSource, ToolSpec};
 use serde_json::Value;
 
 use super::{Gateway, GatewayError, PreparedTool, events};
 use crate::error::{ToolError, ToolErrorKind};
-use crate::execute::{Ran, Reach, RunConnections, SuppliedNames, sending};
+use crate::execute::{Ran, Reach, RunConnections, SuppliedNames};
 use crate::outcome::Outcome;
-use crate::vault::Unresolved;
-
-/// A principal's own credential as one call carries it: the connection that sends it, and
-/// what the audit records of it.
-pub(crate) struct Carried {
-    pub(crate) pair: (ApiConnection, Credentials),
-    used: CredentialUse,
-}
+use crate::vault::{Unresolved, carried};
 
 impl Gateway {
     /// Executes a row this gateway has claimed, renewing its lease while it runs, and stores
@@ -41,21 +34,23 @@ impl Gateway {
         downstream: &Downstream,
     ) -> Result<Outcome, GatewayError> {
         let started = std::time::Instant::now();
+        let this = (self.store.as_ref(), self.owner.as_str());
         let supplied = match self.supplied_for(&tool.spec, &claimed).await {
             Ok(supplied) => supplied,
-            Err(e) => return self.settle(claimed.id, Err(e), None, started).await,
+            Err(e) => return settle(this, claimed.id, (Err(e), None), started).await,
         };
-        let carried = match self
-            .carried_for(&tool.spec, &claimed, supplied.as_deref(), downstream)
-            .await
+        let vault = self.vault.as_deref();
+        let connections = &self.executors.connections;
+        let call = (&tool.spec, &claimed);
+        let carried = match carried(vault, connections, call, supplied.as_deref(), downstream).await
         {
             Ok(carried) => carried,
             Err(Unresolved::Waiting {
                 connection,
                 message,
-            }) => return self.await_credential(claimed.id, connection, message).await,
+            }) => return await_credential(this, claimed.id, connection, message).await,
             Err(Unresolved::Failed(e)) => {
-                return self.settle(claimed.id, Err(e), None, started).await;
+                return settle(this, claimed.id, (Err(e), None), started).await;
             }
         };
         // Moved, not copied, to the request: a call's arguments may be megabytes. They were
@@ -79,114 +74,7 @@ impl Gateway {
             Err(e) => Err(e),
         };
         let used = carried.map(|c| c.used);
-        self.settle(claimed.id, result, used, started).await
-    }
-
-    /// Stores the result of a run that began at `started` (with the credential it carried, if
-    /// its principal's own), and counts it.
-    async fn settle(
-        &self,
-        id: InvocationId,
-        result: Result<Value, ToolError>,
-        used: Option<CredentialUse>,
-        started: std::time::Instant,
-    ) -> Result<Outcome, GatewayError> {
-        let finished = match used {
-            None => self.finish(id, result).await?,
-            Some(used) => self.finish_carrying(id, result, used).await?,
-        };
-        events::ran(&finished, started.elapsed());
-        let outcome = match finished.state {
-            InvocationState::Failed => "failed",
-            InvocationState::InDoubt => "in_doubt",
-            InvocationState::InputRequired => "input_required",
-            _ => "succeeded",
-        };
-        metrics::counter!("airlock_tool_runs_total", "tool" => finished.tool.clone(), "outcome" => outcome)
-            .increment(1);
-        Ok(Outcome::from_row(finished))
-    }
-
-    /// The credential `row`'s principal has for the connection `spec` reaches, when that
-    /// connection takes each principal's own (and the run did not supply it).
-    pub(crate) async fn carried_for(
-        &self,
-        spec: &ToolSpec,
-        row: &Invocation,
-        supplied: Option<&RunConnections>,
-        downstream: &Downstream,
-    ) -> Result<Option<Carried>, Unresolved> {
-        let Some(vault) = &self.vault else {
-            return Ok(None);
-        };
-        let through_connection =
-            matches!(spec.source, ToolSource::Api(_) | ToolSource::McpInline(_));
-        let Some(name) = spec.source.connection().filter(|_| through_connection) else {
-            return Ok(None);
-        };
-        let by_run = supplied
-            .map(|s| s.get(name))
-            .transpose()
-            .map_err(Unresolved::Failed)?
-            .flatten();
-        if vault.source(name).is_none() || by_run.is_some() {
-            return Ok(None);
-        }
-        let Some(configured) = self.executors.connections.get(name) else {
-            return Ok(None);
-        };
-        let subject = downstream.subject_token();
-        let personal = vault
-            .resolve(name, row.principal.as_deref(), subject)
-            .await?;
-        Ok(Some(Carried {
-            pair: sending(&configured.base_url, &personal.credential),
-            used: personal.used,
-        }))
-    }
-
-    /// Parks the claimed row `id` until its principal's credential exists (nothing was sent).
-    async fn await_credential(
-        &self,
-        id: InvocationId,
-        connection: String,
-        message: String,
-    ) -> Result<Outcome, GatewayError> {
-        match self
-            .store
-            .await_credential(id, &self.owner, connection, message)
-            .await
-        {
-            Ok(row) => {
-                events::recorded(&row, None);
-                super::telemetry::recorded(&row);
-                Ok(Outcome::from_row(row))
-            }
-            Err(LedgerError::LeaseLost { .. } | LedgerError::AlreadyFinished { .. }) => {
-                Ok(Outcome::from_row(self.store.get(id).await?))
-            }
-            Err(e) => Err(e.into()),
-        }
-    }
-
-    /// [`Gateway::finish`], recording which principal's credential the attempt carried.
-    async fn finish_carrying(
-        &self,
-        id: InvocationId,
-        result: Result<Value, ToolError>,
-        used: CredentialUse,
-    ) -> Result<Invocation, GatewayError> {
-        match self
-            .store
-            .finish_with_credential(id, &self.owner, result, used)
-            .await
-        {
-            Ok(row) => Ok(row),
-            Err(LedgerError::LeaseLost { .. } | LedgerError::AlreadyFinished { .. }) => {
-                Ok(self.store.get(id).await?)
-            }
-            Err(e) => Err(e.into()),
-        }
+        settle(this, claimed.id, (result, used), started).await
     }
 
     /// Stores the result in hand. If the lease was lost meanwhile and the result could not
@@ -197,13 +85,7 @@ impl Gateway {
         id: InvocationId,
         result: Result<Value, ToolError>,
     ) -> Result<Invocation, GatewayError> {
-        match self.store.finish(id, &self.owner, result).await {
-            Ok(row) => Ok(row),
-            Err(LedgerError::LeaseLost { .. } | LedgerError::AlreadyFinished { .. }) => {
-                Ok(self.store.get(id).await?)
-            }
-            Err(e) => Err(e.into()),
-        }
+        stored((self.store.as_ref(), &self.owner), id, (result, None)).await
     }
 
     /// Runs `spec` for the claimed `row` with validated `arguments` as `reach` says, renewing the lease so a
@@ -259,19 +141,9 @@ impl Gateway {
         Ok((!names.is_empty()).then(|| Arc::new(RunConnections::gone(names))))
     }
 
-    /// Holds the connections supplied with root run `run` while this process serves it.
-    pub(crate) fn hold_supplied(&self, run: RunId, connections: Arc<RunConnections>) {
-        self.supplied.hold(run, connections);
-    }
-
-    /// What this process holds for root run `run`.
-    pub(crate) fn held_supplied(&self, run: RunId) -> Option<Arc<RunConnections>> {
-        self.supplied.get(run)
-    }
-
-    /// Forgets the connections of root run `run` once this process no longer serves it.
-    pub(crate) fn release_supplied(&self, run: RunId) {
-        self.supplied.release(run);
+    /// The connections supplied with the runs this process serves or holds parked.
+    pub(crate) fn supplied(&self) -> &crate::execute::SuppliedRuns {
+        &self.supplied
     }
 
     /// Renews the lease on `id`; `false` once it is lost for good. A database error is only
@@ -288,5 +160,68 @@ impl Gateway {
                 true
             }
         }
+    }
+}
+
+/// The store and the lease owner a claimed row is settled with.
+type Holder<'a> = (&'a dyn Store, &'a str);
+
+/// [`Gateway::finish`], recording which principal's credential the attempt carried, if its
+/// principal's own (LEDGER-84).
+async fn stored(
+    (store, owner): Holder<'_>,
+    id: InvocationId,
+    (result, used): (Result<Value, ToolError>, Option<CredentialUse>),
+) -> Result<Invocation, GatewayError> {
+    let written = match used {
+        None => store.finish(id, owner, result).await,
+        Some(used) => store.finish_with_credential(id, owner, result, used).await,
+    };
+    match written {
+        Ok(row) => Ok(row),
+        Err(LedgerError::LeaseLost { .. } | LedgerError::AlreadyFinished { .. }) => {
+            Ok(store.get(id).await?)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Stores the result of a run that began at `started`, and counts it.
+async fn settle(
+    holder: Holder<'_>,
+    id: InvocationId,
+    finished: (Result<Value, ToolError>, Option<CredentialUse>),
+    started: std::time::Instant,
+) -> Result<Outcome, GatewayError> {
+    let finished = stored(holder, id, finished).await?;
+    events::ran(&finished, started.elapsed());
+    let outcome = match finished.state {
+        InvocationState::Failed => "failed",
+        InvocationState::InDoubt => "in_doubt",
+        InvocationState::InputRequired => "input_required",
+        _ => "succeeded",
+    };
+    metrics::counter!("airlock_tool_runs_total", "tool" => finished.tool.clone(), "outcome" => outcome)
+        .increment(1);
+    Ok(Outcome::from_row(finished))
+}
+
+/// Parks the claimed row `id` until its principal's credential exists (nothing was sent).
+async fn await_credential(
+    (store, owner): Holder<'_>,
+    id: InvocationId,
+    connection: String,
+    message: String,
+) -> Result<Outcome, GatewayError> {
+    match store.await_credential(id, owner, connection, message).await {
+        Ok(row) => {
+            events::recorded(&row, None);
+            super::telemetry::recorded(&row);
+            Ok(Outcome::from_row(row))
+        }
+        Err(LedgerError::LeaseLost { .. } | LedgerError::AlreadyFinished { .. }) => {
+            Ok(Outcome::from_row(store.get(id).await?))
+        }
+        Err(e) => Err(e.into()),
     }
 }

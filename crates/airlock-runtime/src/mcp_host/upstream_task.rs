@@ -170,10 +170,16 @@ impl McpHost {
         };
         // Polling a relayed task serves no request: no caller's token comes with it.
         let downstream = airlock_mcp::Downstream::default();
-        let carried = match self
-            .gateway
-            .carried_for(&tool.spec, row, supplied.as_deref(), &downstream)
-            .await
+        let (vault, connections) = (self.gateway.vault(), &self.gateway.executors.connections);
+        let call = (&tool.spec, row);
+        let carried = match crate::vault::carried(
+            vault.map(AsRef::as_ref),
+            connections,
+            call,
+            supplied.as_deref(),
+            &downstream,
+        )
+        .await
         {
             Ok(carried) => carried,
             Err(unresolved) => {
