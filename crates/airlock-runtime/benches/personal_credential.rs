@@ -26,25 +26,12 @@ use airlock_testkit::Receiver;
 use secrecy::SecretString;
 use serde_json::json;
 
+#[path = "support/cpu.rs"]
+mod cpu;
+use cpu::cpu;
+
 const CALLS: usize = 2_000;
 const HOST: &str = "api.bench.example.com";
-
-/// The process's CPU time (Linux), summed over its threads, in nanoseconds.
-fn cpu() -> Duration {
-    let mut total = 0u64;
-    for task in std::fs::read_dir("/proc/self/task").unwrap() {
-        let path = task.unwrap().path().join("schedstat");
-        if let Ok(stat) = std::fs::read_to_string(path) {
-            total += stat
-                .split_whitespace()
-                .next()
-                .unwrap()
-                .parse::<u64>()
-                .unwrap();
-        }
-    }
-    Duration::from_nanos(total)
-}
 
 fn tool() -> ToolSpec {
     ToolSpec {

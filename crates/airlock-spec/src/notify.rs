@@ -8,8 +8,7 @@ use crate::names::CredentialPath;
 use crate::policy::NotifyEvent;
 use crate::refs::Referenced;
 use crate::tree::Node;
-use crate::urls::check_credential_url;
-use crate::values::credential_path;
+use crate::values::{credential_at, credential_path, secret_url};
 
 /// Slack's Web API, the default `api_base`.
 pub const SLACK_API: &str = "https://slack.com/api";
@@ -80,7 +79,7 @@ fn webhook(node: &Node, path: &str, d: &mut Diag) -> Option<WebhookSettings> {
     let f = Fields::open(node, path, &keys, d)?;
     let secret = secret(&f, "secret", d);
     let previous_secrets = previous_secrets(&f, d);
-    let url = url(&f, "url", d);
+    let url = secret_url(&f, "url", d);
     let events = match f.opt_str_list("events", d) {
         None => NotifyEvent::ALL.to_vec(),
         Some(words) => words
@@ -119,7 +118,7 @@ fn slack(node: &Node, d: &mut Diag) -> Option<SlackSettings> {
         .map(|(id, _)| id)
         .collect();
     let api_base = match f.get("api_base") {
-        Some(_) => url(&f, "api_base", d)?,
+        Some(_) => secret_url(&f, "api_base", d)?,
         None => SLACK_API.to_owned(),
     };
     Some(SlackSettings {
@@ -133,15 +132,8 @@ fn slack(node: &Node, d: &mut Diag) -> Option<SlackSettings> {
 
 /// A required credential path, referenced so `airlock check` finds it missing.
 fn secret(f: &Fields<'_>, key: &str, d: &mut Diag) -> Option<CredentialPath> {
-    let path = f
-        .required(key, d)
-        .and_then(|n| credential_path(n, &f.key(key), d))?;
-    d.refer(
-        f.key_at(key),
-        &f.key(key),
-        Referenced::Credential(path.clone()),
-    );
-    Some(path)
+    f.required(key, d)?;
+    credential_at(f, key, d)
 }
 
 /// `previous_secrets`: credential paths, each referenced like `secret`; `None` after an error.
@@ -160,23 +152,4 @@ fn previous_secrets(f: &Fields<'_>, d: &mut Diag) -> Option<Vec<CredentialPath>>
         .collect();
     // Every item is checked (all problems reported at once); one bad item fails the key.
     (paths.len() == count).then_some(paths)
-}
-
-/// A required http(s) URL, referenced so `airlock check` applies the egress rules to it.
-fn url(f: &Fields<'_>, key: &str, d: &mut Diag) -> Option<String> {
-    let url = f.req_str(key, d)?;
-    match check_credential_url(&url, true) {
-        Ok(()) => {
-            d.refer(
-                f.key_at(key),
-                &f.key(key),
-                Referenced::Url(url.clone(), crate::Reach::Operator),
-            );
-            Some(url)
-        }
-        Err(reason) => {
-            d.push(f.key_at(key), &f.key(key), reason);
-            None
-        }
-    }
 }

@@ -12,10 +12,8 @@
 use crate::diag::Diag;
 use crate::fields::Fields;
 use crate::names::CredentialPath;
-use crate::refs::Referenced;
 use crate::tree::Node;
-use crate::urls::check_credential_url;
-use crate::values::credential_path;
+use crate::values::{credential_at, secret_url};
 
 /// Where each principal's credential for a connection comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -167,10 +165,10 @@ pub(crate) fn refuse_without_per_principal(c: &Fields<'_>, d: &mut Diag) {
 
 fn read_oauth(node: &Node, path: &str, d: &mut Diag) -> Option<ConnectOAuth> {
     let f = Fields::open(node, path, &OAUTH_KEYS, d)?;
-    let authorization_endpoint = endpoint(&f, "authorization_endpoint", d);
-    let token_endpoint = endpoint(&f, "token_endpoint", d);
+    let authorization_endpoint = secret_url(&f, "authorization_endpoint", d);
+    let token_endpoint = secret_url(&f, "token_endpoint", d);
     let client_id = f.req_str("client_id", d);
-    let client_secret = secret_path(&f, "client_secret", d);
+    let client_secret = credential_at(&f, "client_secret", d);
     let scopes = scopes(&f, d);
     let resource = f.opt_str("resource", d);
     Some(ConnectOAuth {
@@ -186,10 +184,10 @@ fn read_oauth(node: &Node, path: &str, d: &mut Diag) -> Option<ConnectOAuth> {
 fn read_exchange(node: &Node, path: &str, d: &mut Diag) -> Option<TokenExchange> {
     let f = Fields::open(node, path, &EXCHANGE_KEYS, d)?;
     let grant = grant(&f, d);
-    let token_endpoint = endpoint(&f, "token_endpoint", d);
+    let token_endpoint = secret_url(&f, "token_endpoint", d);
     let client_id = f.req_str("client_id", d);
-    let client_secret = secret_path(&f, "client_secret", d);
-    let actor_token = secret_path(&f, "actor_token", d);
+    let client_secret = credential_at(&f, "client_secret", d);
+    let actor_token = credential_at(&f, "actor_token", d);
     let actor = f.opt_str("actor", d);
     let exchange = TokenExchange {
         grant: grant?,
@@ -249,37 +247,6 @@ fn grant(f: &Fields<'_>, d: &mut Diag) -> Option<ExchangeGrant> {
             None
         }
     }
-}
-
-/// A token or authorization endpoint: secrets travel to it, so https unless loopback.
-fn endpoint(f: &Fields<'_>, key: &str, d: &mut Diag) -> Option<String> {
-    let url = f.req_str(key, d)?;
-    match check_credential_url(&url, true) {
-        Ok(()) => {
-            d.refer(
-                f.key_at(key),
-                &f.key(key),
-                Referenced::Url(url.clone(), crate::Reach::Operator),
-            );
-            Some(url)
-        }
-        Err(reason) => {
-            d.push(f.key_at(key), &f.key(key), reason);
-            None
-        }
-    }
-}
-
-fn secret_path(f: &Fields<'_>, key: &str, d: &mut Diag) -> Option<CredentialPath> {
-    let path = f.get(key).and_then(|n| credential_path(n, &f.key(key), d));
-    if let Some(p) = &path {
-        d.refer(
-            f.key_at(key),
-            &f.key(key),
-            Referenced::Credential(p.clone()),
-        );
-    }
-    path
 }
 
 fn scopes(f: &Fields<'_>, d: &mut Diag) -> Vec<String> {

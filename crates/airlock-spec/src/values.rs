@@ -79,6 +79,39 @@ pub(crate) fn refer_credential(f: &Fields<'_>, credential: Option<&CredentialPat
     }
 }
 
+/// The credential path at `key`, when present, referenced so `airlock check` finds it missing.
+pub(crate) fn credential_at(f: &Fields<'_>, key: &str, d: &mut Diag) -> Option<CredentialPath> {
+    let path = f
+        .get(key)
+        .and_then(|n| credential_path(n, &f.key(key), d))?;
+    d.refer(
+        f.key_at(key),
+        &f.key(key),
+        Referenced::Credential(path.clone()),
+    );
+    Some(path)
+}
+
+/// A required http(s) URL that secrets travel to (so https unless loopback), referenced so
+/// `airlock check` applies the egress rules to it.
+pub(crate) fn secret_url(f: &Fields<'_>, key: &str, d: &mut Diag) -> Option<String> {
+    let url = f.req_str(key, d)?;
+    match crate::urls::check_credential_url(&url, true) {
+        Ok(()) => {
+            d.refer(
+                f.key_at(key),
+                &f.key(key),
+                Referenced::Url(url.clone(), crate::Reach::Operator),
+            );
+            Some(url)
+        }
+        Err(reason) => {
+            d.push(f.key_at(key), &f.key(key), reason);
+            None
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
