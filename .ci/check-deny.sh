@@ -10,10 +10,13 @@
 # otherwise pass silently.
 #
 # Needs cargo-deny: $CARGO_DENY, or `cargo-deny` on PATH (.ci/run installs the pinned one).
-# Needs the crates of Cargo.lock already downloaded (`--offline` reads them from cargo's cache).
+# Downloads the crates of Cargo.lock first (`--offline` reads them from cargo's cache).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 deny=${CARGO_DENY:-cargo-deny}
+# A build downloads only the host's crates; `--offline` needs every platform's in the lock
+# (on a fresh machine the cache holds none of the others).
+cargo fetch --locked --quiet
 snapshot=.ci/advisory-db
 date=$(sed -n 's/^date: //p' "$snapshot/SNAPSHOT")
 commit=$(sed -n 's/^commit: //p' "$snapshot/SNAPSHOT")
