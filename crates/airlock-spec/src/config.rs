@@ -237,6 +237,7 @@ pub(crate) fn read_config(node: Option<&Node>, root: &Path, d: &mut Diag) -> Opt
         .get("connections")
         .map(|n| connections(n, has, d))
         .unwrap_or_default();
+    shared_vault_key(&f, (database_url.as_str(), &connections, &credentials), d);
     let at = f.key_at("mcp");
     oauth_resource(mcp.oauth.as_mut(), public_url.as_deref(), at, d);
     let notify = read_notify(f.get("notify"), d);
@@ -484,6 +485,28 @@ fn connections(node: &Node, has: Available, d: &mut Diag) -> Connections {
         );
     }
     (out, per_run)
+}
+
+/// On PostgreSQL, replicas share the ledger but not a key file: principals' credentials
+/// sealed by one would not open on another without one shared `[credentials] vault_key`
+/// (DECL-94). A warning, since one process alone is served well by its key file.
+fn shared_vault_key(
+    f: &Fields<'_>,
+    (database_url, connections, credentials): (
+        &str,
+        &BTreeMap<String, ApiConnection>,
+        &CredentialsSettings,
+    ),
+    d: &mut Diag,
+) {
+    let personal = connections.values().any(|c| c.per_principal.is_some());
+    if personal && database_url.starts_with("postgres") && credentials.vault_key.is_none() {
+        d.warn(
+            f.key_at("connections"),
+            "connections",
+            "a connection takes each principal's own credential and the ledger is PostgreSQL, but `[credentials] vault_key` is not set: each replica would make its own `vault.key`, and a credential set through one would not open on another; set one shared `vault_key`",
+        );
+    }
 }
 
 fn reach_of(use_egress_allow: bool) -> crate::Reach {

@@ -54,7 +54,7 @@ impl Deployment {
         let mut issues = Vec::new();
         let mut warnings = Vec::new();
         let mut references = Vec::new();
-        let config = load_config(root, &mut issues, &mut references);
+        let config = load_config(root, &mut issues, (&mut references, &mut warnings));
         let connections = load_connections(root, &mut issues, &mut references);
         let catalog = load_catalog(root, &mut issues, &mut references);
         // Checked even when airlock.toml is not valid, so one load reports everything.
@@ -153,7 +153,7 @@ fn read_text(root: &Path, rel: &Path, issues: &mut Vec<SpecIssue>) -> Option<Str
 fn load_config(
     root: &Path,
     issues: &mut Vec<SpecIssue>,
-    references: &mut Vec<Reference>,
+    (references, warnings): (&mut Vec<Reference>, &mut Vec<SpecIssue>),
 ) -> Option<Config> {
     let rel = Path::new("airlock.toml");
     let mut d = Diag::new(rel);
@@ -172,6 +172,7 @@ fn load_config(
     };
     let config = read_config(tree.as_ref(), root, &mut d);
     d.drain_references(references);
+    d.drain_warnings(warnings);
     issues.extend(d.into_issues());
     config
 }

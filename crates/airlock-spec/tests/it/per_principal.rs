@@ -104,3 +104,38 @@ fn decl_93_a_token_exchange_is_read_and_checked() {
         assert!(errors[0].contains(expected), "{tail}: {errors:#?}");
     }
 }
+
+/// DECL-94: per-principal credentials on a PostgreSQL ledger without a shared vault key load,
+/// with a warning naming the key to set; with the key, or on SQLite, no warning.
+#[test]
+fn decl_94_replicas_on_postgres_are_told_to_share_the_vault_key() {
+    let base = "[connections.crm]\nbase_url = \"https://crm.example.com\"\nper_principal = true\n";
+    let pg = format!("database_url = \"postgres://airlock@db.example.com/airlock\"\n{base}");
+    let warned = Dir::new()
+        .file("airlock.toml", &pg)
+        .load()
+        .unwrap()
+        .warnings;
+    assert_eq!(warned.len(), 1, "{warned:?}");
+    assert!(
+        warned[0].reason.contains("set one shared `vault_key`"),
+        "{warned:?}"
+    );
+    let keyed = format!("{pg}[credentials]\nvault_key = \"airlock.vault_key\"\n");
+    assert!(
+        Dir::new()
+            .file("airlock.toml", &keyed)
+            .load()
+            .unwrap()
+            .warnings
+            .is_empty()
+    );
+    assert!(
+        Dir::new()
+            .file("airlock.toml", base)
+            .load()
+            .unwrap()
+            .warnings
+            .is_empty()
+    );
+}
