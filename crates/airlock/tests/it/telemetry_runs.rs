@@ -499,14 +499,28 @@ async fn a_batch_decision_is_one_span_with_its_calls_under_it() {
     post(addr, "/v1/approvals/decisions", ADMIN, &body, None).await;
 
     let page = format!("http://127.0.0.1:{}/page", erp.port);
+    // A span is exported when it ends: a worker's `run approved call` ends after the request it
+    // made, so the look waits for each request's trace to be accounted for, not just for the
+    // requests.
+    let accounted = |spans: &[ExportedSpan]| {
+        let roots: Vec<&str> = spans
+            .iter()
+            .filter(|s| s.name == "run approved call" || s.name == "decide approve")
+            .map(|s| s.trace_id.as_str())
+            .collect();
+        let requests: Vec<_> = spans
+            .iter()
+            .filter(|s| s.attr("url.full") == Some(page.as_str()))
+            .collect();
+        requests.len() == 2
+            && requests
+                .iter()
+                .all(|r| roots.contains(&r.trace_id.as_str()))
+    };
     let mut spans = Vec::new();
     for _ in 0..400 {
         spans = collector.spans();
-        let requests = spans
-            .iter()
-            .filter(|s| s.attr("url.full") == Some(page.as_str()))
-            .count();
-        if requests == 2 {
+        if accounted(&spans) {
             break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
