@@ -20,10 +20,10 @@ pub(crate) const INVOCATION_COLUMNS: &str = "id, session_id, run_id, call_id, to
     error_kind, error_message, idempotency_key, principal, definitions_digest, approval_ref, \
     decided_by, decision, decision_reason, decided_at, resolved_by, resolution, \
     resolution_note, resolved_at, expires_at, lease_owner, lease_deadline, attempts, \
-    created_at, updated_at, approved_arguments, credential_use";
+    created_at, updated_at, approved_arguments, credential_use, budget";
 
 /// How many columns [`INVOCATION_COLUMNS`] names (and [`InvocationRow::binds`] binds).
-pub(crate) const INVOCATION_COLUMN_COUNT: usize = 37;
+pub(crate) const INVOCATION_COLUMN_COUNT: usize = 38;
 
 /// The rows the partial index `invocations_open` holds (migrations 0003, 0007): those not in a terminal
 /// state. Every lookup by state (rather than by run or id) names this exact conjunct, because
@@ -46,6 +46,10 @@ pub(crate) struct InvocationRow {
     pub(crate) arguments: String,
     pub(crate) arguments_hash: String,
     pub(crate) attempts: i64,
+    /// The call's budget shares as judged (LEDGER-74), written by its insert and never after;
+    /// not hashed: like a limit's running use, it is the budget's, not the call's content.
+    #[serde(skip)]
+    pub(crate) budget: Option<String>,
     pub(crate) call_id: String,
     pub(crate) created_at: i64,
     /// Left out of the hash while NULL, so rows written before the column still verify.
@@ -140,6 +144,7 @@ impl InvocationRow {
             updated_at: r.req_int("updated_at")?,
             approved_arguments: r.text("approved_arguments")?,
             credential_use: r.text("credential_use")?,
+            budget: r.text("budget")?,
         })
     }
 
@@ -183,6 +188,7 @@ impl InvocationRow {
             self.updated_at.into(),
             self.approved_arguments.clone().into(),
             self.credential_use.clone().into(),
+            self.budget.clone().into(),
         ]
     }
 }
@@ -232,6 +238,7 @@ impl From<&Invocation> for InvocationRow {
                 .credential_use
                 .as_ref()
                 .and_then(|u| serde_json::to_string(u).ok()),
+            budget: None,
         }
     }
 }
@@ -544,6 +551,7 @@ mod tests {
             arguments: r#"{"b":1,"a":[true,null]}"#.to_owned(),
             arguments_hash: text("arguments_hash"),
             attempts: 3,
+            budget: opt("budget"),
             call_id: text("call_id"),
             created_at: -7,
             decided_at: int(11),

@@ -110,27 +110,15 @@ struct Update {
     row: InvocationRow,
 }
 
-/// The columns of a `budget_shares` row, in the order of [`QueuedShare::binds`].
-pub(crate) const SHARE_COLUMNS: &str =
-    "invocation_id, limit_key, label, unit, share, used_before, cap, window_us, over_cap, at";
-
-/// A call's share of a limit queued for `budget_shares` (LEDGER-74): its values, and its key
-/// and amount, so a later call of the same batch is judged with it counted.
-pub(crate) struct QueuedShare {
-    pub(crate) key: String,
-    pub(crate) share: i64,
-    /// The row's values, in the order of [`SHARE_COLUMNS`].
-    pub(crate) binds: Vec<SqlValue>,
-}
-
 /// The inserts and updates a batch has queued (one update per row).
 #[derive(Default)]
 pub(crate) struct Deferred {
     /// New sessions, written before the invocations that may name them.
     sessions: Vec<SessionRow>,
     inserts: Vec<InvocationRow>,
-    /// Budget shares of the rows inserted, written after them.
-    shares: Vec<QueuedShare>,
+    /// The budget shares (key, amount) of the rows inserted, which their rows' `budget` column
+    /// carries (LEDGER-74): counted for the batch's later calls until the rows are written.
+    shares: Vec<(String, i64)>,
     calls: HashSet<(String, String)>,
     updates: Vec<Update>,
     index: HashMap<InvocationId, usize>,
@@ -170,17 +158,17 @@ impl Deferred {
         true
     }
 
-    /// Queues a call's share of a limit.
-    pub(crate) fn push_share(&mut self, share: QueuedShare) {
-        self.shares.push(share);
+    /// Counts a queued row's share of a limit until the row is written.
+    pub(crate) fn push_share(&mut self, key: String, share: i64) {
+        self.shares.push((key, share));
     }
 
     /// What the shares queued for `key` add up to.
     pub(crate) fn queued_share(&self, key: &str) -> i64 {
         self.shares
             .iter()
-            .filter(|s| s.key == key)
-            .fold(0, |sum, s| sum.saturating_add(s.share))
+            .filter(|(k, _)| k == key)
+            .fold(0, |sum, (_, share)| sum.saturating_add(*share))
     }
 
     /// Queues `row` over the row `id` read as (`prev_state`, `prev_version`). A second save of
@@ -231,13 +219,6 @@ impl Deferred {
                 false,
                 insert_sql,
             ));
-        }
-        for chunk in self.shares.chunks(ROWS_PER_UPDATE) {
-            let width = chunk.first().map_or(1, |s| s.binds.len());
-            let binds = chunk.iter().flat_map(|s| s.binds.iter().cloned()).collect();
-            writes.push(CountedWrite::rows(tx, width, binds, false, |rows| {
-                format!("INSERT INTO budget_shares ({SHARE_COLUMNS}) {rows}")
-            }));
         }
         let inserted: HashSet<&str> = self.inserts.iter().map(|r| r.id.as_str()).collect();
         for chunk in self.updates.chunks(ROWS_PER_UPDATE) {

@@ -19,6 +19,7 @@ use crate::transitions::grants;
 use crate::transitions::lease::{arguments_hash, claimed};
 use crate::transitions::request_states;
 use crate::transitions::runs;
+use crate::vocabulary::budget::BudgetUse;
 use crate::vocabulary::error::{LedgerError, ToolError, ToolErrorKind};
 use crate::vocabulary::ids::InvocationId;
 use crate::vocabulary::model::{DecisionRecord, Invocation, NewInvocation, Recorded};
@@ -142,10 +143,7 @@ async fn record_with(
         }
         _ => None,
     };
-    if insert(tx, batch, &inv, running.as_ref()).await? {
-        if !uses.is_empty() {
-            budgets::reserve(tx, batch, inv.id, &uses).await?;
-        }
+    if insert(tx, batch, &inv, running.as_ref(), &uses).await? {
         if let Some(round) = &new.follows {
             request_states::record_use(tx, batch, &round.nonce, round.previous, &round.by).await?;
         }
@@ -283,16 +281,27 @@ async fn initial_state(
 }
 
 /// Inserts `first` (or `then`, its next version, when the row is claimed at birth) unless the
-/// (session, call id) exists; chains an event for each version. `false` on a conflict.
+/// (session, call id) exists, carrying its budget shares (`uses`, LEDGER-74); chains an event
+/// for each version. `false` on a conflict.
 async fn insert(
     tx: &mut LedgerTx,
     batch: &mut Batch,
     first: &Invocation,
     then: Option<&Invocation>,
+    uses: &[BudgetUse],
 ) -> Result<bool, LedgerError> {
     let stored = then.unwrap_or(first);
-    let row = InvocationRow::from(stored);
-    let queued = batch.deferred.as_mut().is_some_and(|d| d.push_insert(&row));
+    let mut row = InvocationRow::from(stored);
+    row.budget = budgets::stored(uses, batch.now);
+    let queued = batch.deferred.as_mut().is_some_and(|deferred| {
+        let queued = deferred.push_insert(&row);
+        if queued {
+            for u in uses {
+                deferred.push_share(u.key.clone(), u.share);
+            }
+        }
+        queued
+    });
     if !queued {
         // The batch may have queued this very call: write it first so the conflict shows.
         batch.flush(tx).await?;

@@ -12,6 +12,7 @@ use time::OffsetDateTime;
 use crate::sql::row::{INVOCATION_COLUMNS, InvocationRow, open_rows};
 use crate::sql::tx::LedgerTx;
 use crate::transitions::batch::Batch;
+use crate::transitions::budgets;
 use crate::transitions::expiry::settle_expiry;
 use crate::vocabulary::clock::to_micros;
 use crate::vocabulary::error::LedgerError;
@@ -42,6 +43,8 @@ pub(crate) async fn sweep(
     let mut report = SweepReport::default();
     batch.flush(tx).await?;
     let now_us = to_micros(now);
+    // First: the budget lock comes before any row the releases below touch (LEDGER-74).
+    budgets::forget_past(tx, now_us).await?;
     let rows = tx
         .inner
         .fetch_all(

@@ -282,10 +282,11 @@ pub(crate) async fn legacy_kind_word_reads_and_still_verifies(h: &Harness) {
         |columns: &BTreeMap<String, Value>| sha256_hex(&serde_json::to_vec(columns).unwrap());
     // The reconstruction hashes what the ledger hashed: every column as stored, but a NULL
     // `approved_arguments` or `credential_use`, which rows written before them never had
-    // (DECIDE-20, LEDGER-84).
+    // (DECIDE-20, LEDGER-84), and the budget shares, which are not the call's content (LEDGER-74).
     let mut columns = h.raw.row_json(&row_sql, INTS).await;
     assert_eq!(columns.remove("approved_arguments"), Some(Value::Null));
     assert_eq!(columns.remove("credential_use"), Some(Value::Null));
+    assert_eq!(columns.remove("budget"), Some(Value::Null));
     assert_eq!(json!(row_hash(&columns)), event["row_hash"]);
 
     // Rewrite the row and its latest audit event as an older build wrote them: the guard's

@@ -118,9 +118,9 @@ fn hourly() -> BudgetShare {
     }
 }
 
-/// A share leaves its limit's window when the window has passed it, and a call that failed
-/// before anything was sent gives its share back; the key's running total always equals the
-/// sum of the shares that count.
+/// A share counts for its whole window and at most a sixtieth of it longer (its bucket), a call
+/// that failed before anything was sent gives its share back, and the buckets in a window
+/// always hold the sum of the shares that count.
 pub(crate) async fn ledger_74_a_share_leaves_its_window(h: &Harness) {
     let s = h.session().await;
     let record = |n: u32| {
@@ -162,30 +162,79 @@ pub(crate) async fn ledger_74_a_share_leaves_its_window(h: &Harness) {
         S::Failed,
         "two shares within the hour: {fourth:?}"
     );
-    assert_totals_match_open_shares(h, 2_000_000).await;
-    // An hour after the first share it has left the window: one more fits, not two.
-    h.clock.advance(Duration::from_secs(1_801));
-    let fifth = h.store.record(record(5)).await.unwrap().invocation;
-    assert_eq!(fifth.state, S::Pending);
+    assert_buckets_hold(h, 2_000_000).await;
+    // A second before the first share is an hour old, it still counts.
+    h.clock.advance(Duration::from_secs(1_799));
+    let late = h.store.record(record(5)).await.unwrap().invocation;
+    assert_eq!(late.state, S::Failed, "still within the hour: {late:?}");
+    // An hour and one bucket (a minute) after the first share it has left: one more fits.
+    h.clock.advance(Duration::from_secs(62));
     let sixth = h.store.record(record(6)).await.unwrap().invocation;
-    assert_eq!(sixth.state, S::Failed);
-    assert_totals_match_open_shares(h, 2_000_000).await;
+    assert_eq!(sixth.state, S::Pending);
+    let seventh = h.store.record(record(7)).await.unwrap().invocation;
+    assert_eq!(seventh.state, S::Failed);
+    assert_buckets_hold(h, 2_000_000).await;
     let usage = h.store.limit_usage().await.unwrap();
     assert_eq!(usage[0].used, 2_000_000);
+    // The sweep forgets the buckets no window reaches; what counts is unchanged.
+    h.store.sweep(h.clock_now()).await.unwrap();
+    let kept = h
+        .raw
+        .count("SELECT COUNT(*) FROM budget_buckets WHERE limit_key = 'api:send/hourly'")
+        .await;
+    assert_eq!(kept, 2, "the first share's bucket is gone, two remain");
+    assert_buckets_hold(h, 2_000_000).await;
 }
 
-/// The running total of the test's key, and the sum of its open shares, are both `expected`.
-async fn assert_totals_match_open_shares(h: &Harness, expected: i64) {
-    let total = h
+/// The test key's buckets still in a window hold `expected`.
+async fn assert_buckets_hold(h: &Harness, expected: i64) {
+    let now = h.clock_now().unix_timestamp_nanos() / 1_000;
+    let held = h
         .raw
-        .count("SELECT used FROM budget_totals WHERE limit_key = 'api:send/hourly'")
+        .count(&format!(
+            "SELECT CAST(COALESCE(SUM(used), 0) AS BIGINT) FROM budget_buckets \
+             WHERE limit_key = 'api:send/hourly' AND until > {now}"
+        ))
         .await;
-    let open = h
-        .raw
-        .count(
-            "SELECT CAST(SUM(share) AS BIGINT) FROM budget_shares \
-             WHERE limit_key = 'api:send/hourly' AND open = 1",
-        )
+    assert_eq!(held, expected);
+}
+
+/// During a rolling upgrade the previous release writes its shares to `budget_shares`: they
+/// count against the same limit here, and leave it when their call stops counting.
+pub(crate) async fn ledger_74_a_previous_releases_share_counts(h: &Harness) {
+    let s = h.session().await;
+    let mut parked = h.call(s, "send", json!({"n": 0}));
+    parked.approval = Approval::Always;
+    let old = h.store.record(parked).await.unwrap().invocation;
+    let at = h.clock_now().unix_timestamp_nanos() / 1_000;
+    h.raw
+        .exec(&format!(
+            "INSERT INTO budget_shares (invocation_id, limit_key, label, unit, share, \
+             used_before, cap, window_us, over_cap, at) VALUES ('{}', 'api:send/hourly', \
+             'hourly', NULL, 1000000, 0, 2000000, 3600000000, 0, {at})",
+            old.id
+        ))
         .await;
-    assert_eq!((total, open), (expected, expected));
+    let record = |n: u32| {
+        let mut call = h.call(s, "send", json!({"n": n}));
+        call.shares = vec![hourly()];
+        call
+    };
+    assert_eq!(
+        h.store.record(record(1)).await.unwrap().invocation.state,
+        S::Pending
+    );
+    assert_eq!(
+        h.store.record(record(2)).await.unwrap().invocation.state,
+        S::Failed
+    );
+    let deny = Decision::Deny {
+        reason: "no".into(),
+    };
+    h.store.decide(old.id, "ops", deny).await.unwrap();
+    assert_eq!(
+        h.store.record(record(3)).await.unwrap().invocation.state,
+        S::Pending
+    );
+    assert_buckets_hold(h, 2_000_000).await;
 }
