@@ -63,16 +63,26 @@ async fn freeze(
     if body.reason.trim().is_empty() {
         return Err(unprocessable("a freeze needs a reason"));
     }
-    let watch = state.gateway.freezes();
-    let before = watch.current();
-    let stood = before.iter().any(|f| f.target == target);
-    let stored = watch.freeze(target, &body.reason, &by).await?;
-    let status = if stood || stored.by != by || stored.reason != body.reason {
-        StatusCode::OK
-    } else {
+    // Judged from what the ledger stored, not this process's copy, which may not hold yet a
+    // freeze another replica just made: only a freeze stored since this request began is new.
+    let asked = micros(time::OffsetDateTime::now_utc());
+    let stored = state
+        .gateway
+        .freezes()
+        .freeze(target, &body.reason, &by)
+        .await?;
+    let new = micros(stored.at) >= asked && stored.by == by && stored.reason == body.reason;
+    let status = if new {
         StatusCode::CREATED
+    } else {
+        StatusCode::OK
     };
     Ok((status, Json(freeze_json(&stored))))
+}
+
+/// A time in whole microseconds, the ledger's precision.
+fn micros(at: time::OffsetDateTime) -> i128 {
+    at.unix_timestamp_nanos() / 1_000
 }
 
 async fn lift(

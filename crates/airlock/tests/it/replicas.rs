@@ -547,6 +547,9 @@ async fn a_freeze_on_one_replica_reaches_the_other_and_lifting_restores_it() {
         (frozen["by"].as_str(), frozen["kind"].as_str()),
         (Some("alice"), Some("connection"))
     );
+    // A's copy may not hold it yet: what the ledger stored says it was frozen already.
+    let (on_a, _) = admin(&pair.a, "POST", "/v1/freezes", Some(body.clone())).await;
+    assert_eq!(on_a, 200, "the freeze made through B stands");
     let (again, _) = admin(&pair.b, "POST", "/v1/freezes", Some(body)).await;
     assert_eq!(again, 200, "a frozen target keeps its first freeze");
     let refusal = until_frozen(&pair.a, "free__echo").await;
