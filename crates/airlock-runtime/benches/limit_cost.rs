@@ -65,8 +65,15 @@ async fn round(
     r: usize,
 ) -> [(f64, Duration); 2] {
     let mut totals = [(0u64, Duration::ZERO); 2];
+    // `LIMIT_COST_ONLY=with` (or `without`) runs one kind alone, to profile it by itself.
+    let only = std::env::var("LIMIT_COST_ONLY").ok();
+    let kinds: Vec<(usize, &Gateway)> = [plain, limited]
+        .into_iter()
+        .enumerate()
+        .filter(|(k, _)| only.as_deref().is_none_or(|o| (o == "with") == (*k == 1)))
+        .collect();
     for i in 0..CALLS {
-        for (k, gateway) in [plain, limited].into_iter().enumerate() {
+        for &(k, gateway) in &kinds {
             let (commits, cpu) = one_call(store, gateway, format!("{r}-{k}-{i}")).await;
             totals[k].0 += commits;
             totals[k].1 += cpu;

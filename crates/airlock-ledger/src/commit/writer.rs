@@ -26,8 +26,9 @@ use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
 
 use crate::commit::telemetry::{self, CommitSpan};
-use crate::sql::db::{CountedWrite, DbPool};
+use crate::sql::db::{CountedWrite, DbPool, DbTx};
 use crate::sql::tx::LedgerTx;
+use crate::support::budget_memo::KnownUses;
 use crate::support::cache::{RecentRows, SessionCache};
 use crate::support::chain::{self, Chain};
 use crate::support::deferred;
@@ -137,6 +138,8 @@ pub(crate) struct LaneContext {
     pub(crate) approval_ttl: Duration,
     pub(crate) sessions: Arc<SessionCache>,
     pub(crate) recent: RecentRows,
+    /// What the lanes' commits left each limit holding (LEDGER-74, `budget_memo`).
+    pub(crate) budgets: Arc<KnownUses>,
     /// The outbox's routes (LEDGER-30); empty: no outbox rows.
     pub(crate) routes: Routes,
     /// SQLite: tells the database's listening stores in other processes (see `wake`).
@@ -314,7 +317,10 @@ impl Lane {
                 }
             }
             Err(e) => {
-                tracing::warn!(error = %e, jobs = jobs.len(), "ledger batch failed; retrying jobs one by one");
+                // A queued write or an assumed limit losing to another process is expected.
+                if !deferred::is_lost_race(&e) {
+                    tracing::warn!(error = %e, jobs = jobs.len(), "ledger batch failed; retrying jobs one by one");
+                }
                 for job in jobs {
                     let mut one = vec![job];
                     match self.attempt(&mut one).await {
@@ -505,13 +511,14 @@ async fn attempt(
     inner.set_sole(jobs.len() == 1);
     let mut tx = LedgerTx { inner };
     let result = match fill(ctx, lane, &mut tx, jobs, head, queued).await {
-        Ok((writes, batch)) => match tx.inner.commit_writes(writes).await {
+        Ok((writes, batch)) => match tx.inner.commit_writes(writes, batch.checks()).await {
             Ok(true) => {
                 ctx.commits.fetch_add(1, Ordering::Relaxed);
                 let spent = u64::try_from(begun.elapsed().as_nanos()).unwrap_or(u64::MAX);
                 ctx.commit_ns.fetch_add(spent, Ordering::Relaxed);
                 telemetry::committed(begun, jobs.len());
                 ctx.recent.keep(batch.rows.values());
+                ctx.budgets.learn(&batch.budgets);
                 let approved = batch
                     .changed
                     .iter()
@@ -537,6 +544,7 @@ async fn attempt(
         // may have moved on; neither is known after all.
         ctx.sessions.clear();
         ctx.recent.clear();
+        ctx.budgets.forget();
     }
     result
 }
@@ -555,12 +563,15 @@ async fn fill(
         Some(head) => head,
         None => chain::head(&mut tx.inner, lane).await?,
     };
+    // Limits are judged on what this process knew only where the commit can check it (SQLite's
+    // guards) and a lost race runs the batch again (queued writes).
+    let known = (queued && matches!(tx.inner, DbTx::Sqlite(_))).then(|| Arc::clone(&ctx.budgets));
     let mut batch = Batch::new(
         truncate(ctx.clock.now()),
         ctx.approval_ttl,
         Chain::new(lane, head),
         Arc::clone(&ctx.sessions),
-        queued,
+        (queued, known),
         Arc::clone(&ctx.routes),
     );
     let (mut fresh, mut running) = (Vec::new(), Vec::new());

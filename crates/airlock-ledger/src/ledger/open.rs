@@ -35,6 +35,7 @@ impl Ledger {
             approval_ttl: config.approval_ttl,
             sessions: Arc::default(),
             recent: RecentRows::default(),
+            budgets: Arc::default(),
             routes: config.outbox.clone().into(),
             #[cfg(unix)]
             wake: announce.wake,

@@ -14,9 +14,9 @@ use crate::sql::pg_statement::{
     pg_row_source,
 };
 use crate::sql::pg_tx::PgTx;
-pub(crate) use crate::sql::write::CountedWrite;
 pub use crate::sql::write::SqlValue;
 use crate::sql::write::bound;
+pub(crate) use crate::sql::write::{CommitCheck, CountedWrite};
 
 impl CountedWrite {
     /// A write of the rows in `binds` (`width` values each), every one of which it must
@@ -115,11 +115,15 @@ impl SqliteTx {
 
     /// Runs `writes` (each followed by its guard) and commits, in one hand-off; `false` if a
     /// guard found a write short, and then nothing is committed.
-    async fn commit_writes(mut self, writes: Vec<CountedWrite>) -> Result<bool, sqlx::Error> {
-        if writes.is_empty() && !self.open {
+    async fn commit_writes(
+        mut self,
+        writes: Vec<CountedWrite>,
+        checks: Vec<CommitCheck>,
+    ) -> Result<bool, sqlx::Error> {
+        if writes.is_empty() && checks.is_empty() && !self.open {
             return Ok(true);
         }
-        let (mut sql, binds) = guarded(writes);
+        let (mut sql, binds) = guarded(writes, checks);
         sql.push_str("COMMIT");
         let sql = self.statement(AssertSqlSafe(sql));
         match bound!(sqlx::query(sql), &binds)
@@ -167,18 +171,28 @@ fn is_short_write(e: &sqlx::Error) -> bool {
     matches!(e, sqlx::Error::Database(db) if db.message().contains("airlock_short_write"))
 }
 
-/// SQLite: the statements one after another, each followed by its guard, their binds in order.
-fn guarded(writes: Vec<CountedWrite>) -> (String, Vec<SqlValue>) {
+/// SQLite: the statements one after another, each followed by its guard, their binds in order;
+/// the last guard also requires every check. Each statement of the one hand-off still sends
+/// its result back from sqlx's thread (a wake-up), so a check adds a clause, not a statement.
+fn guarded(writes: Vec<CountedWrite>, mut checks: Vec<CommitCheck>) -> (String, Vec<SqlValue>) {
     let mut sql = String::new();
     let mut binds = Vec::new();
-    for w in writes {
+    let last = writes.len().saturating_sub(1);
+    for (i, w) in writes.into_iter().enumerate() {
         sql.push_str(&w.sql);
+        binds.extend(w.binds);
         // `rows` is a count we computed, not input: formatting it into the SQL is safe.
         sql.push_str(&format!(
-            ";\nINSERT OR REPLACE INTO temp.airlock_guard (ok) VALUES (changes() = {});\n",
+            ";\nINSERT OR REPLACE INTO temp.airlock_guard (ok) VALUES (changes() = {}",
             w.rows
         ));
-        binds.extend(w.binds);
+        if i == last {
+            for check in std::mem::take(&mut checks) {
+                sql.push_str(&format!(" AND ({})", check.sql));
+                binds.extend(check.binds);
+            }
+        }
+        sql.push_str(");\n");
     }
     (sql, binds)
 }
@@ -379,7 +393,7 @@ impl DbTx {
             let expected: u64 = group.iter().map(|w| w.rows).sum();
             let done = match self {
                 Self::Sqlite(tx) => {
-                    let (sql, binds) = guarded(group);
+                    let (sql, binds) = guarded(group, Vec::new());
                     let sql = tx.statement(AssertSqlSafe(sql));
                     match bound!(sqlx::query(sql), &binds)
                         .execute(&mut *tx.conn)
@@ -512,15 +526,17 @@ impl DbTx {
         })
     }
 
-    /// Runs `writes` as [`DbTx::execute_counted`] does and commits; `false` if one was short,
-    /// and then the transaction is rolled back. On SQLite the writes and the `COMMIT` are one
-    /// hand-off.
+    /// Runs `writes` as [`DbTx::execute_counted`] does and commits, the commit also requiring
+    /// `checks` (SQLite; a batch on PostgreSQL never makes any, see `budget_memo`); `false` if
+    /// one was short or a check false, and then the transaction is rolled back. On SQLite the
+    /// writes and the `COMMIT` are one hand-off.
     pub(crate) async fn commit_writes(
         self,
         writes: Vec<CountedWrite>,
+        checks: Vec<CommitCheck>,
     ) -> Result<bool, sqlx::Error> {
         let mut pg = match self {
-            Self::Sqlite(tx) => return tx.commit_writes(writes).await,
+            Self::Sqlite(tx) => return tx.commit_writes(writes, checks).await,
             Self::Postgres(mut tx) => {
                 // LEDGER-53: a batch that read nothing commits as its one statement.
                 if fits_one_statement(&writes)
@@ -602,7 +618,7 @@ mod tests {
             (3, 8),
             "3 real rows, 4 bound"
         );
-        assert!(tx.commit_writes(vec![write]).await.unwrap());
+        assert!(tx.commit_writes(vec![write], Vec::new()).await.unwrap());
         let DbPool::Sqlite(p) = &pool else {
             unreachable!()
         };
@@ -618,7 +634,7 @@ mod tests {
         // The same rows again conflict: the guard finds the write short and nothing commits.
         let tx = pool.begin_write(0).await.unwrap();
         let again = insert(&tx, 4);
-        assert!(!tx.commit_writes(vec![again]).await.unwrap());
+        assert!(!tx.commit_writes(vec![again], Vec::new()).await.unwrap());
     }
 
     /// AGENT-33: on SQLite the first statement of a write transaction carries its `BEGIN

@@ -192,7 +192,7 @@ mod tests {
         let mut tx = db.begin_write(0).await.unwrap();
         tx.set_sole(true);
         let first = insert(&tx, &[1]);
-        assert!(tx.commit_writes(vec![first]).await.unwrap());
+        assert!(tx.commit_writes(vec![first], Vec::new()).await.unwrap());
         let mut tx = db.begin_write(0).await.unwrap();
         tx.set_sole(true);
         let short = insert(&tx, &[1, 2]);
@@ -215,7 +215,7 @@ mod tests {
             1,
             "inside the batch's transaction until it commits"
         );
-        assert!(tx.commit_writes(Vec::new()).await.unwrap());
+        assert!(tx.commit_writes(Vec::new(), Vec::new()).await.unwrap());
         assert_eq!(count(&raw).await, 2);
     }
 }

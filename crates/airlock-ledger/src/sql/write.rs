@@ -53,6 +53,14 @@ pub(crate) struct CountedWrite {
     pub(crate) sees_earlier: bool,
 }
 
+/// A condition a SQLite commit also requires, checked by the guard after its last write: a
+/// boolean SQL expression with `?` placeholders for `binds`. When it is false nothing is
+/// committed and the commit reports a short write (a lost race).
+pub(crate) struct CommitCheck {
+    pub(crate) sql: String,
+    pub(crate) binds: Vec<SqlValue>,
+}
+
 /// Binds `$binds` (an iterator of [`SqlValue`] references) to the query `$q`, in order.
 macro_rules! bound {
     ($q:expr, $binds:expr) => {{

@@ -116,9 +116,6 @@ pub(crate) struct Deferred {
     /// New sessions, written before the invocations that may name them.
     sessions: Vec<SessionRow>,
     inserts: Vec<InvocationRow>,
-    /// The budget shares (key, amount) of the rows inserted, which their rows' `budget` column
-    /// carries (LEDGER-74): counted for the batch's later calls until the rows are written.
-    shares: Vec<(String, i64)>,
     calls: HashSet<(String, String)>,
     updates: Vec<Update>,
     index: HashMap<InvocationId, usize>,
@@ -156,19 +153,6 @@ impl Deferred {
         }
         self.inserts.push(row.clone());
         true
-    }
-
-    /// Counts a queued row's share of a limit until the row is written.
-    pub(crate) fn push_share(&mut self, key: String, share: i64) {
-        self.shares.push((key, share));
-    }
-
-    /// What the shares queued for `key` add up to.
-    pub(crate) fn queued_share(&self, key: &str) -> i64 {
-        self.shares
-            .iter()
-            .filter(|(k, _)| k == key)
-            .fold(0, |sum, (_, share)| sum.saturating_add(*share))
     }
 
     /// Queues `row` over the row `id` read as (`prev_state`, `prev_version`). A second save of
@@ -233,7 +217,6 @@ impl Deferred {
         }
         self.sessions.clear();
         self.inserts.clear();
-        self.shares.clear();
         self.calls.clear();
         self.updates.clear();
         self.index.clear();

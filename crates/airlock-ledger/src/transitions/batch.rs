@@ -17,13 +17,15 @@ use std::time::Duration;
 use sqlx::AssertSqlSafe;
 use time::OffsetDateTime;
 
-use crate::sql::db::{CountedWrite, DbTx, SqlValue};
+use crate::sql::db::{CommitCheck, CountedWrite, DbTx, SqlValue};
 use crate::sql::row::{INVOCATION_COLUMNS, InvocationRow, content_hash};
 use crate::sql::tx::LedgerTx;
+use crate::support::budget_memo::{BatchBudgets, KnownUses};
 use crate::support::cache::SessionCache;
 use crate::support::chain::Chain;
 use crate::support::deferred::{self, Deferred};
 use crate::support::notice::{self, NewNotice, Routes};
+use crate::vocabulary::clock::to_micros;
 use crate::vocabulary::error::LedgerError;
 use crate::vocabulary::ids::InvocationId;
 use crate::vocabulary::model::Invocation;
@@ -53,16 +55,19 @@ pub(crate) struct Batch {
     pub(crate) notices: Vec<NewNotice>,
     /// Whether the writes taken at commit included outbox rows.
     pub(crate) noticed: bool,
+    /// The limits the batch judged, as it counts them (LEDGER-74).
+    pub(crate) budgets: BatchBudgets,
 }
 
 impl Batch {
-    /// A batch at `now` on `chain`; `queued` defers row writes to the end (see `deferred`).
+    /// A batch at `now` on `chain`; `queued` defers row writes to the end (see `deferred`);
+    /// `known` lets it judge limits on what this process knew (see `budget_memo`).
     pub(crate) fn new(
         now: OffsetDateTime,
         approval_ttl: Duration,
         chain: Chain,
         sessions: Arc<SessionCache>,
-        queued: bool,
+        (queued, known): (bool, Option<Arc<KnownUses>>),
         routes: Routes,
     ) -> Self {
         Self {
@@ -76,6 +81,7 @@ impl Batch {
             routes,
             notices: Vec::new(),
             noticed: false,
+            budgets: BatchBudgets::new(known),
         }
     }
 
@@ -117,6 +123,11 @@ impl Batch {
             deferred.flush(&mut tx.inner).await?;
         }
         Ok(())
+    }
+
+    /// What the commit must also find true (see `budget_memo`).
+    pub(crate) fn checks(&self) -> Vec<CommitCheck> {
+        self.budgets.checks(to_micros(self.now))
     }
 
     /// The writes still to make at commit: queued rows, then audit events.

@@ -37,33 +37,31 @@ pub(crate) enum Judged {
     Approval(Vec<BudgetUse>),
 }
 
-/// Judges `shares` against what their limits hold now: their buckets still in a window, plus the shares
-/// this batch has queued and not yet written. On PostgreSQL the budget lock is held until the
-/// transaction ends.
+/// Judges `shares` against what their limits hold now: their buckets still in a window, plus the
+/// shares this batch added — each key read once a batch, or assumed from what this process knew
+/// (`budget_memo`). An assumption that would judge a call over is read instead before it counts.
+/// On PostgreSQL the budget lock is held until the transaction ends.
 pub(crate) async fn judge(
     tx: &mut LedgerTx,
     batch: &mut Batch,
     shares: &[BudgetShare],
 ) -> Result<Judged, LedgerError> {
     lock(tx).await?;
-    let mut uses = Vec::with_capacity(shares.len());
-    for share in shares {
-        let queued = batch
-            .deferred
-            .as_ref()
-            .map_or(0, |d| d.queued_share(&share.key));
-        let written = used_within(tx, &share.key, to_micros(batch.now)).await?;
-        let used = written.saturating_add(queued);
-        uses.push(BudgetUse {
-            key: share.key.clone(),
-            label: share.label.clone(),
-            unit: share.unit.clone(),
-            share: share.share,
-            used_before: used,
-            cap: share.cap,
-            window: share.window,
-            over: used.saturating_add(share.share) > share.cap,
-        });
+    let mut uses = count(tx, batch, shares).await?;
+    let unread: Vec<&str> = uses
+        .iter()
+        .filter(|u| u.over && batch.budgets.unread(&u.key))
+        .map(|u| u.key.as_str())
+        .collect();
+    if !unread.is_empty() {
+        // The shares the batch queued must be in the buckets the read sums.
+        batch.flush(tx).await?;
+        let now = to_micros(batch.now);
+        for key in unread {
+            let read = used_within(tx, key, now).await?;
+            batch.budgets.refresh(key, read);
+        }
+        uses = count(tx, batch, shares).await?;
     }
     let over = |mode| {
         uses.iter()
@@ -83,6 +81,36 @@ pub(crate) async fn judge(
         (None, Some(_)) => Judged::Approval(uses),
         (None, None) => Judged::Within(uses),
     })
+}
+
+/// Each share against what its key holds as the batch counts it (read the first time).
+async fn count(
+    tx: &mut LedgerTx,
+    batch: &mut Batch,
+    shares: &[BudgetShare],
+) -> Result<Vec<BudgetUse>, LedgerError> {
+    let mut uses = Vec::with_capacity(shares.len());
+    for share in shares {
+        let used = match batch.budgets.counted(&share.key) {
+            Some(used) => used,
+            None => {
+                let read = used_within(tx, &share.key, to_micros(batch.now)).await?;
+                batch.budgets.start(&share.key, read);
+                read
+            }
+        };
+        uses.push(BudgetUse {
+            key: share.key.clone(),
+            label: share.label.clone(),
+            unit: share.unit.clone(),
+            share: share.share,
+            used_before: used,
+            cap: share.cap,
+            window: share.window,
+            over: used.saturating_add(share.share) > share.cap,
+        });
+    }
+    Ok(uses)
 }
 
 /// On PostgreSQL, the database's budget lock until the transaction ends. One lock for every

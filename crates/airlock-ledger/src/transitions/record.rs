@@ -293,15 +293,7 @@ async fn insert(
     let stored = then.unwrap_or(first);
     let mut row = InvocationRow::from(stored);
     row.budget = budgets::stored(uses, batch.now);
-    let queued = batch.deferred.as_mut().is_some_and(|deferred| {
-        let queued = deferred.push_insert(&row);
-        if queued {
-            for u in uses {
-                deferred.push_share(u.key.clone(), u.share);
-            }
-        }
-        queued
-    });
+    let queued = batch.deferred.as_mut().is_some_and(|d| d.push_insert(&row));
     if !queued {
         // The batch may have queued this very call: write it first so the conflict shows.
         batch.flush(tx).await?;
@@ -322,6 +314,9 @@ async fn insert(
         if n == 0 {
             return Ok(false);
         }
+    }
+    for u in uses {
+        batch.budgets.add(&u.key, u.share);
     }
     for version in std::iter::once(first).chain(then) {
         let row = InvocationRow::from(version);

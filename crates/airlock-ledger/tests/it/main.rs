@@ -66,6 +66,7 @@ harness::both_backends!(
     ledger_74_a_share_follows_its_rows_state,
     ledger_74_a_share_leaves_its_window,
     ledger_74_a_previous_releases_share_counts,
+    ledger_74_a_limit_assumed_from_memory_is_checked_at_commit,
     decide_19_a_batch_decides_all_or_nothing,
     ledger_76_votes_complete_a_quorum_once,
     ledger_77_a_grant_lets_bounded_calls_through,

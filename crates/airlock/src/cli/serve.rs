@@ -72,6 +72,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let workers = args.workers.map_or_else(default_workers, usize::from);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(workers)
+        .thread_name_fn(thread_namer(workers))
         .enable_all()
         // Each worker gives back its own heap after a quiet period (OPS-62).
         .on_thread_park(crate::memory::worker_parks)
@@ -80,6 +81,23 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
     // A call cut off at the deadline must not hold the process open.
     runtime.shutdown_timeout(Duration::from_secs(1));
     served
+}
+
+/// Names the runtime's threads so an operator (and OPS-66's test) can tell the request workers
+/// from the blocking pool, which tokio would otherwise give the same name: tokio starts its
+/// `workers` worker threads first, while the runtime is built, and they live until it shuts down,
+/// so the first `workers` names go to them and every later thread is a blocking one.
+fn thread_namer(workers: usize) -> impl Fn() -> String + Send + Sync + 'static {
+    let started = std::sync::atomic::AtomicUsize::new(0);
+    move || {
+        let n = started.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if n < workers {
+            "airlock-worker"
+        } else {
+            "airlock-blocking"
+        }
+        .to_owned()
+    }
 }
 
 /// One worker fewer than the cores, at least one (OPS-66): the ledger's commits run on a thread

@@ -384,7 +384,7 @@ fn serve_runs_the_workers_it_is_told_to() {
         let tasks = std::fs::read_dir(format!("/proc/{}/task", server.child.id())).unwrap();
         tasks
             .filter_map(|task| std::fs::read_to_string(task.unwrap().path().join("comm")).ok())
-            .filter(|name| name.trim() == "tokio-rt-worker")
+            .filter(|name| name.trim() == "airlock-worker")
             .count()
     };
     let flagged = Server::start(dir.path(), &["--workers", "3"]);

@@ -238,3 +238,56 @@ pub(crate) async fn ledger_74_a_previous_releases_share_counts(h: &Harness) {
     );
     assert_buckets_hold(h, 2_000_000).await;
 }
+
+/// A store that judges a limit on what it last knew (SQLite, LEDGER-74) is checked at commit:
+/// shares another store on the database reserved meanwhile count, and a share given back since
+/// does not hold a call up.
+pub(crate) async fn ledger_74_a_limit_assumed_from_memory_is_checked_at_commit(h: &Harness) {
+    let other = h.second_store().await;
+    let s = h.session().await;
+    let record = |n: u32| {
+        let mut call = h.call(s, "send", json!({"n": n}));
+        call.shares = vec![hourly()];
+        call
+    };
+    let first = h.store.record(record(1)).await.unwrap().invocation;
+    assert_eq!(first.state, S::Pending);
+    // The other store takes the second unit; this one last knew one.
+    let second = other.record(record(2)).await.unwrap().invocation;
+    assert_eq!(second.state, S::Pending);
+    let third = h.store.record(record(3)).await.unwrap().invocation;
+    assert_eq!(
+        third.state,
+        S::Failed,
+        "the other store's share counts: {third:?}"
+    );
+    assert_eq!(third.error.unwrap().kind, ToolErrorKind::OverLimit);
+    assert_buckets_hold(h, 2_000_000).await;
+    let fourth = h.store.record(record(4)).await.unwrap().invocation;
+    assert_eq!(fourth.state, S::Failed, "still two within the hour");
+    // A share given back through the other store: this one still knows two, and reads.
+    let unsent = ToolError::new(ToolErrorKind::Unavailable, "no connection");
+    other.claim(second.id, "w2", LEASE).await.unwrap();
+    other.finish(second.id, "w2", Err(unsent)).await.unwrap();
+    let fifth = h.store.record(record(5)).await.unwrap().invocation;
+    assert_eq!(fifth.state, S::Pending, "the given-back share: {fifth:?}");
+    assert_buckets_hold(h, 2_000_000).await;
+    // A use this store cannot have seen (no write of its chain's lane, which a stale chain
+    // head would reveal): only the commit's guard finds it.
+    let other_key = |n: u32| {
+        let mut call = record(n);
+        call.shares[0].key = "api:send/other".into();
+        call
+    };
+    let sixth = h.store.record(other_key(6)).await.unwrap().invocation;
+    assert_eq!(sixth.state, S::Pending);
+    h.raw
+        .exec("UPDATE budget_buckets SET used = used + 1000000 WHERE limit_key = 'api:send/other'")
+        .await;
+    let seventh = h.store.record(other_key(7)).await.unwrap().invocation;
+    assert_eq!(
+        seventh.state,
+        S::Failed,
+        "a use not seen is counted: {seventh:?}"
+    );
+}
