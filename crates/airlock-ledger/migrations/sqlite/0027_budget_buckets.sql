@@ -9,6 +9,10 @@
 -- while `until` (its end plus the window) is after now: a share counts for its whole window
 -- and at most one bucket (a sixtieth of the window) longer, never shorter. Buckets no window
 -- reaches any more are deleted by the sweep.
+--
+-- The triggers read the shares with `jsonb_each`: each share reaches `json_extract` as JSONB,
+-- not turned back into text and parsed again for every field (a third of what a limit added to
+-- a call, docs/benchmarks.md).
 ALTER TABLE invocations ADD COLUMN budget TEXT;
 
 CREATE TABLE budget_buckets (
@@ -31,7 +35,7 @@ BEGIN
            json_extract(s.value, '$.share'), json_extract(s.value, '$.until'),
            json_extract(s.value, '$.label'), json_extract(s.value, '$.unit'),
            json_extract(s.value, '$.cap'), json_extract(s.value, '$.window_us')
-    FROM json_each(NEW.budget) AS s WHERE true
+    FROM jsonb_each(NEW.budget) AS s WHERE true
     ON CONFLICT (limit_key, bucket) DO UPDATE SET used = used + excluded.used,
         label = excluded.label, unit = excluded.unit, cap = excluded.cap;
 END;
@@ -53,12 +57,12 @@ WHEN NEW.budget IS NOT NULL
               'upstream_error', 'bad_response', 'tool_failed', 'task_failed'), 0)))
 BEGIN
     UPDATE budget_buckets SET used = used - (
-        SELECT SUM(json_extract(s.value, '$.share')) FROM json_each(NEW.budget) AS s
+        SELECT SUM(json_extract(s.value, '$.share')) FROM jsonb_each(NEW.budget) AS s
         WHERE json_extract(s.value, '$.key') = budget_buckets.limit_key
           AND json_extract(s.value, '$.bucket') = budget_buckets.bucket)
     WHERE (limit_key, bucket) IN (
         SELECT json_extract(s.value, '$.key'), json_extract(s.value, '$.bucket')
-        FROM json_each(NEW.budget) AS s);
+        FROM jsonb_each(NEW.budget) AS s);
 END;
 
 -- During a rolling upgrade (docs/rules.md OPS-86, OPS-87) the previous release still writes

@@ -178,6 +178,18 @@ fn guarded(writes: Vec<CountedWrite>, mut checks: Vec<CommitCheck>) -> (String, 
     let mut sql = String::new();
     let mut binds = Vec::new();
     let last = writes.len().saturating_sub(1);
+    let mut add_checks = |sql: &mut String, binds: &mut Vec<SqlValue>| {
+        for check in std::mem::take(&mut checks) {
+            sql.push_str(&format!(" AND ({})", check.sql));
+            binds.extend(check.binds);
+        }
+    };
+    if writes.is_empty() {
+        // Nothing to follow: the checks stand alone.
+        sql.push_str("INSERT OR REPLACE INTO temp.airlock_guard (ok) VALUES (1");
+        add_checks(&mut sql, &mut binds);
+        sql.push_str(");\n");
+    }
     for (i, w) in writes.into_iter().enumerate() {
         sql.push_str(&w.sql);
         binds.extend(w.binds);
@@ -187,10 +199,7 @@ fn guarded(writes: Vec<CountedWrite>, mut checks: Vec<CommitCheck>) -> (String, 
             w.rows
         ));
         if i == last {
-            for check in std::mem::take(&mut checks) {
-                sql.push_str(&format!(" AND ({})", check.sql));
-                binds.extend(check.binds);
-            }
+            add_checks(&mut sql, &mut binds);
         }
         sql.push_str(");\n");
     }
@@ -635,6 +644,33 @@ mod tests {
         let tx = pool.begin_write(0).await.unwrap();
         let again = insert(&tx, 4);
         assert!(!tx.commit_writes(vec![again], Vec::new()).await.unwrap());
+    }
+
+    /// LEDGER-74: a commit's checks hold it back when false, after writes or with none.
+    #[tokio::test]
+    async fn a_false_check_keeps_a_sqlite_commit_from_landing() {
+        let pool = sqlite_pool_with("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)").await;
+        let check = |ok: i64| CommitCheck {
+            sql: "? = 1".to_owned(),
+            binds: vec![SqlValue::Int(ok)],
+        };
+        for (writes, ok, landed) in [(1, 0, false), (0, 0, false), (1, 1, true), (0, 1, true)] {
+            let tx = pool.begin_write(0).await.unwrap();
+            let write = (writes > 0).then(|| insert(&tx, 1));
+            let committed = tx
+                .commit_writes(write.into_iter().collect(), vec![check(ok)])
+                .await
+                .unwrap();
+            assert_eq!(committed, landed, "{writes} writes, check {ok}");
+        }
+        let DbPool::Sqlite(p) = &pool else {
+            unreachable!()
+        };
+        let n: i64 = sqlx::query_scalar("SELECT count(*) FROM t")
+            .fetch_one(p)
+            .await
+            .unwrap();
+        assert_eq!(n, 1, "only the write whose check held landed");
     }
 
     /// AGENT-33: on SQLite the first statement of a write transaction carries its `BEGIN
