@@ -1,5 +1,5 @@
 //! Bench binary: what work costs as it grows (issue #39, "cost as work grows"). Run with
-//! `cargo bench -p airlock --bench scale` (about three minutes on the 2-core build machine).
+//! `cargo bench -p airlock --bench scale` (about two minutes on the 2-core build machine).
 //!
 //! It starts the real `airlock` binary (`serve`, durable SQLite ledger) on fresh deployments
 //! whose tools come from connection files, each naming the `airlock-testkit` MCP upstream on
