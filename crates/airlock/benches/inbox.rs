@@ -20,12 +20,19 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+#[path = "common/inbox_person.rs"]
+mod inbox_person;
+#[path = "common/percentiles.rs"]
+mod percentiles;
+
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use airlock::boot::boot;
 use airlock::http::{AppState, app, serve};
 use airlock_testkit::{Script, Server};
+use inbox_person::{Person, field};
+use percentiles::percentiles;
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 
@@ -89,79 +96,8 @@ async fn mcp(http: &reqwest::Client, base: &str, tool: &str, arguments: Value) -
     reply["result"]["structuredContent"].clone()
 }
 
-/// A signed-in browser without the browser: its session cookie and CSRF token.
-struct Person {
-    http: reqwest::Client,
-    cookie: String,
-    csrf: String,
-}
-
-/// The value of hidden field `name` in `html`.
-fn field(html: &str, name: &str) -> String {
-    let marker = format!("name=\"{name}\" value=\"");
-    let at = html.find(&marker).unwrap() + marker.len();
-    html[at..].split('"').next().unwrap().to_owned()
-}
-
-/// The `name=value` of the `Set-Cookie` named `name`.
-fn set_cookie(response: &reqwest::Response, name: &str) -> String {
-    response
-        .headers()
-        .get_all("set-cookie")
-        .iter()
-        .map(|v| v.to_str().unwrap())
-        .find(|c| c.starts_with(&format!("{name}=")))
-        .unwrap()
-        .split(';')
-        .next()
-        .unwrap()
-        .to_owned()
-}
-
+/// The inbox's own decisions, beside the shared sign-in and reads.
 impl Person {
-    async fn sign_in(base: &str) -> Self {
-        let http = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .unwrap();
-        let form = http
-            .get(format!("{base}/inbox/sign-in"))
-            .send()
-            .await
-            .unwrap();
-        let form_cookie = set_cookie(&form, "airlock_inbox_form");
-        let nonce = field(&form.text().await.unwrap(), "form");
-        let signed = http
-            .post(format!("{base}/inbox/sign-in"))
-            .header("cookie", form_cookie)
-            .header("content-type", "application/x-www-form-urlencoded")
-            .body(format!("token={ADMIN_TOKEN}&form={nonce}"))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(signed.status().as_u16(), 303);
-        let cookie = set_cookie(&signed, "airlock_inbox");
-        let mut person = Self {
-            http,
-            cookie,
-            csrf: String::new(),
-        };
-        person.csrf = field(&person.get(base, "/inbox").await, "csrf");
-        person
-    }
-
-    async fn get(&self, base: &str, path: &str) -> String {
-        let page = self
-            .http
-            .get(format!("{base}{path}"))
-            .header("cookie", &self.cookie)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(page.status().as_u16(), 200);
-        page.text().await.unwrap()
-    }
-
     /// Approves `id` over the JSON API, as `curl` would (the same decision, for comparison).
     async fn approve_over_api(&self, base: &str, id: &str) {
         let answer = self
@@ -174,25 +110,19 @@ impl Person {
         assert_eq!(answer.status().as_u16(), 200);
     }
 
-    async fn approve(&self, base: &str, id: &str) {
+    /// Approves `id` from its card's form, with the page's CSRF token `csrf`.
+    async fn approve(&self, base: &str, id: &str, csrf: &str) {
         let answer = self
             .http
             .post(format!("{base}/inbox/invocations/{id}/approve"))
             .header("cookie", &self.cookie)
             .header("content-type", "application/x-www-form-urlencoded")
-            .body(format!("csrf={}", self.csrf))
+            .body(format!("csrf={csrf}"))
             .send()
             .await
             .unwrap();
         assert_eq!(answer.status().as_u16(), 303);
     }
-}
-
-/// (p50, p99) of `samples`.
-fn percentiles(mut samples: Vec<Duration>) -> (Duration, Duration) {
-    samples.sort();
-    let at = |q: f64| samples[((samples.len() as f64 - 1.0) * q).round() as usize];
-    (at(0.50), at(0.99))
 }
 
 /// Where a round's approval is taken.
@@ -207,6 +137,7 @@ enum Via {
 async fn round(
     base: &str,
     person: &Person,
+    csrf: &str,
     caller: &reqwest::Client,
     i: usize,
     via: Via,
@@ -236,7 +167,7 @@ async fn round(
     tokio::time::sleep(Duration::from_millis(5)).await;
     let sent = Instant::now();
     match via {
-        Via::Inbox => person.approve(base, &id).await,
+        Via::Inbox => person.approve(base, &id, csrf).await,
         Via::Api => person.approve_over_api(base, &id).await,
     }
     let (result, woke) = task.await.unwrap();
@@ -269,13 +200,14 @@ fn main() {
         })]);
         let dir = deployment(&upstream.loopback_url());
         let base = serve_airlock(dir.path()).await;
-        let person = Person::sign_in(&base).await;
+        let person = Person::sign_in(&base, ADMIN_TOKEN).await;
+        let csrf = field(&person.get(&base, "/inbox").await, "csrf");
         let caller = reqwest::Client::new();
         let (mut listed, mut woken, mut by_api) = (Vec::new(), Vec::new(), Vec::new());
         // Inbox and API approvals alternate, so both see the same machine.
         for i in 0..2 * (WARMUP + ROUNDS) {
             let via = if i % 2 == 0 { Via::Inbox } else { Via::Api };
-            let (l, w) = round(&base, &person, &caller, i, via).await;
+            let (l, w) = round(&base, &person, &csrf, &caller, i, via).await;
             if i >= 2 * WARMUP {
                 listed.push(l);
                 if via == Via::Inbox {

@@ -36,6 +36,10 @@
 
 #[path = "../../airlock-ledger/benches/common/commit_rate.rs"]
 mod commit_rate;
+#[path = "common/machine.rs"]
+mod machine;
+#[path = "common/mcp_client.rs"]
+mod mcp_client;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -47,7 +51,9 @@ use airlock_egress::{EgressPolicy, GuardedClient};
 use airlock_ledger::{NewInvocation, NewSession, SessionId, SqliteStore, Store, StoreConfig};
 use airlock_mcp::{McpClient, McpTarget, ToolCall};
 use airlock_testkit::{Script, Server};
-use serde_json::{Value, json};
+use machine::load_average;
+use mcp_client::{Client, Endpoint};
+use serde_json::json;
 use tokio::net::TcpListener;
 
 const CLIENTS: [usize; 3] = [1, 8, 32];
@@ -62,57 +68,6 @@ const LEG_CALLS: usize = 1000;
 const WAKEUPS: usize = 200;
 const MCP_TOKEN: &str = "mcp-bench-5d41402abc4b2a76b9719d911017c592";
 const ADMIN_TOKEN: &str = "admin-bench-7d793037a0760186574b0282f2f435e7";
-
-/// Where an MCP client sends its calls.
-struct Endpoint {
-    url: String,
-    token: Option<&'static str>,
-}
-
-/// One MCP client: one keep-alive connection (its calls are sequential), JSON-RPC ids counted.
-struct Client {
-    http: reqwest::Client,
-    next_id: u64,
-}
-
-impl Client {
-    fn new() -> Self {
-        let http = reqwest::Client::builder()
-            .http1_only()
-            .pool_max_idle_per_host(1)
-            .build()
-            .unwrap();
-        Self { http, next_id: 0 }
-    }
-
-    /// `tools/call` of `tool` with `arguments`; the JSON-RPC `result` (panics on anything else).
-    async fn call(&mut self, endpoint: &Endpoint, tool: &str, arguments: Value) -> Value {
-        self.next_id += 1;
-        let body = json!({"jsonrpc": "2.0", "id": self.next_id, "method": "tools/call",
-                          "params": {"name": tool, "arguments": arguments}});
-        let mut request = self
-            .http
-            .post(&endpoint.url)
-            .header("accept", "application/json, text/event-stream")
-            .header("content-type", "application/json")
-            .header("mcp-protocol-version", "2025-11-25")
-            .body(body.to_string());
-        if let Some(token) = endpoint.token {
-            request = request.header("authorization", format!("Bearer {token}"));
-        }
-        let response = request.send().await.unwrap();
-        let status = response.status();
-        let bytes = response.bytes().await.unwrap();
-        assert!(status.is_success(), "{status}: {bytes:?}");
-        let mut reply: Value = serde_json::from_slice(&bytes).unwrap();
-        let result = reply["result"].take();
-        assert!(
-            result.is_object() && result["isError"] != true,
-            "{tool}: {reply}"
-        );
-        result
-    }
-}
 
 /// Throughput and latency of one run.
 #[derive(Clone, Copy)]
@@ -336,12 +291,6 @@ fn us(d: Duration) -> f64 {
 
 fn signed_us(airlock: Duration, direct: Duration) -> f64 {
     us(airlock) - us(direct)
-}
-
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_else(|_| "unknown".into())
 }
 
 /// Which ledger settings airlock runs on.

@@ -17,14 +17,17 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+#[path = "common/serve_process.rs"]
+mod serve_process;
+
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use airlock_testkit::{Script, Server};
+use airlock_testkit::{Script, Server, free_port};
 use serde_json::{Value, json};
+use serve_process::{start_serve, status_mib};
 use tokio::net::TcpStream;
 
 const TOKEN: &str = "mcp-memory-bench-0c2f6a1d9e8b4b7a";
@@ -34,25 +37,6 @@ const BIG_CALLS: usize = 64;
 const ROUNDS: usize = 3;
 /// The text argument of a big call: with the JSON-RPC envelope it stays under the 4 MiB cap.
 const BIG_TEXT_BYTES: usize = 3_900_000;
-
-/// A resident-memory reading of the serve process, in MiB.
-fn status_mib(pid: u32, field: &str) -> f64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(field))
-        .and_then(|rest| rest.split_whitespace().next())
-        .and_then(|kb| kb.parse::<f64>().ok())
-        .map_or(0.0, |kb| kb / 1024.0)
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 fn deployment(dir: &Path, upstream: &str, port: u16) {
     std::fs::create_dir_all(dir.join("connections")).unwrap();
@@ -77,39 +61,6 @@ fn deployment(dir: &Path, upstream: &str, port: u16) {
         ),
     )
     .unwrap();
-}
-
-/// The serve process; killed when dropped.
-struct Serve(Child);
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-async fn start_serve(dir: &Path, port: u16) -> Serve {
-    let child = Command::new(env!("CARGO_BIN_EXE_airlock"))
-        .arg("serve")
-        .arg(dir)
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let serve = Serve(child);
-    let health = format!("http://127.0.0.1:{port}/healthz");
-    for _ in 0..600 {
-        if reqwest::get(&health)
-            .await
-            .is_ok_and(|r| r.status().is_success())
-        {
-            return serve;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("airlock serve did not become healthy within 60 s");
 }
 
 async fn call(http: &reqwest::Client, url: &str, arguments: Value) -> Duration {
@@ -213,7 +164,7 @@ fn main() {
         let port = free_port();
         deployment(dir.path(), &upstream.loopback_url(), port);
         let serve = start_serve(dir.path(), port).await;
-        let pid = serve.0.id();
+        let pid = serve.pid();
         let url = format!("http://127.0.0.1:{port}/mcp");
         probe(&url).await; // warm-up: discovery done, connections and caches warm
         println!(
