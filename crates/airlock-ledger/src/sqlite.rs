@@ -243,7 +243,8 @@ mod tests {
                 "invocations_open",
             ),
             (crate::transitions::sweep::EXPIRED_WAITS, "invocations_open"),
-            (crate::reads::PENDING_APPROVALS, "invocations_open"),
+            (crate::reads::PENDING_APPROVALS, "invocations_waiting"),
+            (crate::reads::PENDING_APPROVALS_NEWEST, "invocations_waiting"),
             (crate::reads::APPROVED_UNCLAIMED, "invocations_open"),
             (crate::reads::IN_DOUBT, "invocations_open"),
             (crate::reads::RUN_INVOCATIONS, "invocations_run_order"),
@@ -270,6 +271,12 @@ mod tests {
                 .collect();
             assert!(
                 plan.iter().any(|step| step.contains(index)),
+                "{where_}: {plan:?}"
+            );
+            // LEDGER-86: a list in the index's order is read in order, never sorted.
+            assert!(
+                !(index == "invocations_waiting"
+                    && plan.iter().any(|step| step.contains("TEMP B-TREE"))),
                 "{where_}: {plan:?}"
             );
         }
