@@ -13,19 +13,22 @@ use crate::vocabulary::ids::{InvocationId, RunId, SessionId};
 use crate::vocabulary::model::{Invocation, Run, Session};
 use crate::vocabulary::state::InvocationState;
 
-/// Rows waiting for a person — an approval, an answer, a proposal's decision — filtered by
-/// tool (`$1`), principal (`$2`), recorded before (`$3`) and state (`$5`), each when not null;
-/// ordered by the given `ORDER BY`, at most `$4`. The states are written exactly as the
-/// partial index `invocations_waiting` (migration 0028) names them and nothing else narrows
-/// the state, so both backends read a page from that index in order (LEDGER-86).
+/// Rows waiting for a person — an approval, an answer, a credential, a proposal's decision,
+/// and with `$6 = 1` a word on a call in doubt — filtered by tool (`$1`), principal (`$2`),
+/// recorded before (`$3`) and state (`$5`), each when not null; ordered by the given `ORDER BY`,
+/// `$7` rows skipped, at most `$4`. The states are written exactly as the partial index
+/// `invocations_waiting` (migration 0028) names them and nothing else narrows the state, so both
+/// backends read a page from that index in order and skip in it without reading the rows
+/// (LEDGER-86).
 macro_rules! pending_approvals {
     ($order:literal) => {
         concat!(
-            "state IN ('awaiting_approval', 'awaiting_answer', 'awaiting_credential', 'proposed')",
+            "state IN ('awaiting_approval', 'awaiting_answer', 'awaiting_credential', 'proposed', 'in_doubt')",
+            " AND ($6 = 1 OR state <> 'in_doubt')",
             " AND ($1 IS NULL OR tool = $1) AND ($2 IS NULL OR principal = $2) \
              AND ($3 IS NULL OR created_at <= $3) AND ($5 IS NULL OR state = $5) ORDER BY ",
             $order,
-            " LIMIT $4"
+            " LIMIT $4 OFFSET $7"
         )
     };
 }

@@ -244,7 +244,10 @@ mod tests {
             ),
             (crate::transitions::sweep::EXPIRED_WAITS, "invocations_open"),
             (crate::reads::PENDING_APPROVALS, "invocations_waiting"),
-            (crate::reads::PENDING_APPROVALS_NEWEST, "invocations_waiting"),
+            (
+                crate::reads::PENDING_APPROVALS_NEWEST,
+                "invocations_waiting",
+            ),
             (crate::reads::APPROVED_UNCLAIMED, "invocations_open"),
             (crate::reads::IN_DOUBT, "invocations_open"),
             (crate::reads::RUN_INVOCATIONS, "invocations_run_order"),

@@ -73,6 +73,8 @@ impl Reads for Ledger {
                 filter.recorded_before.map(to_micros).into(),
                 i64::from(filter.limit.unwrap_or(500)).into(),
                 text(filter.state.map(InvocationState::as_str)),
+                i64::from(filter.with_in_doubt).into(),
+                i64::from(filter.offset.unwrap_or(0)).into(),
             ];
             let query = if filter.newest_first {
                 reads::PENDING_APPROVALS_NEWEST

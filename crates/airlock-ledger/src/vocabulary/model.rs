@@ -576,8 +576,15 @@ pub struct ApprovalFilter {
     pub limit: Option<u32>,
     /// Newest first instead of oldest first (the limit then keeps the newest rows).
     pub newest_first: bool,
-    /// Only rows in this state (`awaiting_approval`, `awaiting_answer` or `proposed`).
+    /// Only rows in this state (`awaiting_approval`, `awaiting_answer`, `awaiting_credential`,
+    /// `proposed`, or `in_doubt` with [`ApprovalFilter::with_in_doubt`]).
     pub state: Option<InvocationState>,
+    /// The calls in doubt too, in the same order (they wait for a person to say whether they
+    /// ran).
+    pub with_in_doubt: bool,
+    /// Rows of the list to skip first (the database skips them in its index, docs/rules.md
+    /// LEDGER-86).
+    pub offset: Option<u32>,
 }
 
 /// What one [`crate::roles::Invocations::sweep`] changed.

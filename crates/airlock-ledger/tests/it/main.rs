@@ -45,6 +45,7 @@ harness::both_backends!(
     decide_7_run_resumes_once,
     decide_9_wait_for_change,
     ledger_15_story_in_order,
+    ledger_86_waiting_pages_are_skipped_in_the_database,
     ledger_16_audit_chain_names_tampered_rows,
     legacy_kind_word_reads_and_still_verifies,
     two_stores_share_the_chain,

@@ -3,9 +3,10 @@
 //! oldest first (newest first for the inbox), filtered by kind, tool, principal, agent and age,
 //! and paged by offset. Each row's [`Origin`] (the channel and scope of its session) is read by [`origins`].
 //!
-//! The ledger filters by tool, principal and age; the agent filter reads each row's session
-//! (the scope it was opened in) here, so with `agent` set at most [`MAX_SCAN`] of the oldest
-//! waiting rows are considered.
+//! The ledger filters by tool, principal, kind and age and skips and limits the page in one
+//! query, in its index (docs/rules.md LEDGER-86); the agent filter reads each row's session (the
+//! scope it was opened in) here, so with `agent` set at most [`MAX_SCAN`] of the oldest waiting
+//! rows are considered and paged here.
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
@@ -107,51 +108,41 @@ pub struct Page {
 pub async fn list(store: &dyn Store, query: &Query) -> Result<Page, LedgerError> {
     let limit = query.limit.unwrap_or(DEFAULT_LIMIT).clamp(1, MAX_LIMIT);
     let offset = query.offset.unwrap_or(0);
-    let wanted = if query.agent.is_some() {
-        MAX_SCAN
-    } else {
-        offset.saturating_add(limit).saturating_add(1)
+    // The database skips and limits, in its index (LEDGER-86); with the agent filter, which
+    // reads each row's session here, it hands over the oldest rows and they are paged here.
+    let (skipped_here, filter) = match query.agent {
+        Some(_) => (offset, filter(query, 0, MAX_SCAN)),
+        None => (0, filter(query, offset, limit.saturating_add(1))),
     };
-    let recorded_before = query.older_than.map(|age| OffsetDateTime::now_utc() - age);
-    let filter = ApprovalFilter {
-        tool: query.tool.clone(),
-        principal: query.principal.clone(),
-        recorded_before,
-        limit: Some(wanted),
-        newest_first: query.newest_first,
-        state: query.kind.map(Waiting::state),
-    };
-    let mut rows = match query.kind {
-        Some(Waiting::InDoubt) => Vec::new(),
-        _ => store.pending_approvals(filter).await?,
-    };
-    if query.kind.is_none_or(|k| k == Waiting::InDoubt) {
-        rows.extend(store.in_doubt().await?.into_iter().filter(|row| {
-            query.tool.as_ref().is_none_or(|t| &row.tool == t)
-                && query
-                    .principal
-                    .as_ref()
-                    .is_none_or(|p| row.principal.as_ref() == Some(p))
-                && recorded_before.is_none_or(|before| row.created_at <= before)
-        }));
-    }
-    rows.sort_by_key(|row| (row.created_at, row.id));
-    if query.newest_first {
-        rows.reverse();
-    }
+    let mut rows = store.pending_approvals(filter).await?;
     if let Some(agent) = &query.agent {
         rows = in_agent_scope(store, rows, agent).await?;
     }
-    let more = rows.len() > offset as usize + limit as usize;
+    let more = rows.len() > skipped_here as usize + limit as usize;
     let rows: Vec<Invocation> = rows
         .into_iter()
-        .skip(offset as usize)
+        .skip(skipped_here as usize)
         .take(limit as usize)
         .collect();
     Ok(Page {
         rows,
         next_offset: more.then(|| offset + limit),
     })
+}
+
+/// The ledger's filter for `query`: waiting calls and calls in doubt (unless one kind is
+/// asked), `offset` of them skipped, at most `wanted`.
+fn filter(query: &Query, offset: u32, wanted: u32) -> ApprovalFilter {
+    ApprovalFilter {
+        tool: query.tool.clone(),
+        principal: query.principal.clone(),
+        recorded_before: query.older_than.map(|age| OffsetDateTime::now_utc() - age),
+        limit: Some(wanted),
+        newest_first: query.newest_first,
+        state: query.kind.map(Waiting::state),
+        with_in_doubt: query.kind.is_none_or(|k| k == Waiting::InDoubt),
+        offset: Some(offset),
+    }
 }
 
 /// Where a waiting call came from: its session's channel and the scope it was opened in.

@@ -5,8 +5,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use airlock_ledger::{
-    Approval, ApprovalFilter, Decision, Effect, InvocationState as S, NewInvocation, NewRun,
-    NewSession, SessionId, SqlValue, StoreConfig, ToolError, ToolErrorKind, tx_tool,
+    Approval, ApprovalFilter, Decision, Effect, InvocationId, InvocationState as S, NewInvocation,
+    NewRun, NewSession, SessionId, SourceKind, SqlValue, StoreConfig, ToolError, ToolErrorKind,
+    tx_tool,
 };
 use airlock_spec::sha256_hex;
 use serde_json::{Value, json};
@@ -148,6 +149,61 @@ pub(crate) async fn ledger_15_story_in_order(h: &Harness) {
             .iter()
             .all(|i| i.principal.as_deref() == Some("alice@example.com"))
     );
+}
+
+/// LEDGER-86: the database skips and limits a page of the waiting calls, the calls in doubt
+/// among them when asked, in one order: paging lists every row once, oldest or newest first.
+pub(crate) async fn ledger_86_waiting_pages_are_skipped_in_the_database(h: &Harness) {
+    let s = h.session().await;
+    let mut ids = Vec::new();
+    for n in 0..9 {
+        let mut call = h.call(s, "pager", json!({"n": n}));
+        let id = if n % 3 == 2 {
+            call.source_kind = SourceKind::Api;
+            call.effect = Effect::AtMostOnce;
+            let id = h.store.record_and_claim(call, "w1", LEASE).await.unwrap();
+            let id = id.invocation.id;
+            let unanswered = ToolError::new(ToolErrorKind::Timeout, "no answer").into_unanswered();
+            let doubted = h.store.finish(id, "w1", Err(unanswered)).await.unwrap();
+            assert_eq!(doubted.state, S::InDoubt);
+            id
+        } else {
+            call.approval = Approval::Always;
+            h.store.record(call).await.unwrap().invocation.id
+        };
+        ids.push(id);
+        h.clock.advance(Duration::from_millis(5));
+    }
+    let page = |offset, newest_first, with_in_doubt| ApprovalFilter {
+        tool: Some("pager".into()),
+        limit: Some(2),
+        offset: Some(offset),
+        newest_first,
+        with_in_doubt,
+        ..Default::default()
+    };
+    let listed = async |filter| -> Vec<InvocationId> {
+        let rows = h.store.pending_approvals(filter).await.unwrap();
+        rows.iter().map(|r| r.id).collect()
+    };
+    for newest_first in [false, true] {
+        let mut expected = ids.clone();
+        if newest_first {
+            expected.reverse();
+        }
+        let mut paged = Vec::new();
+        for offset in (0..10).step_by(2) {
+            paged.extend(listed(page(offset, newest_first, true)).await);
+        }
+        assert_eq!(paged, expected, "newest first: {newest_first}");
+    }
+    let waiting: Vec<InvocationId> = (0..9).filter(|n| n % 3 != 2).map(|n| ids[n]).collect();
+    assert_eq!(listed(page(2, false, false)).await, waiting[2..4]);
+    let doubted = ApprovalFilter {
+        state: Some(S::InDoubt),
+        ..page(1, false, true)
+    };
+    assert_eq!(listed(doubted).await, [ids[5], ids[8]]);
 }
 
 /// A proposal waits for a person too (DECIDE-18), and each kind can be listed alone (beside
