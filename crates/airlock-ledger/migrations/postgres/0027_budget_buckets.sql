@@ -9,6 +9,8 @@
 -- lock of migration 0020). A bucket counts while `until` (its end plus the window) is after
 -- now: a share counts for its whole window and at most one bucket (a sixtieth of the window)
 -- longer, never shorter. Buckets no window reaches any more are deleted by the sweep.
+-- A share that joins a bucket of another width (its limit's window was changed) keeps the
+-- later end of the two, so no share counts shorter than its window.
 ALTER TABLE invocations ADD COLUMN budget TEXT;
 
 CREATE TABLE budget_buckets (
@@ -44,6 +46,8 @@ BEGIN
            s->>'label', s->>'unit', (s->>'cap')::BIGINT, (s->>'window_us')::BIGINT
     FROM jsonb_array_elements(NEW.budget::jsonb) AS s
     ON CONFLICT (limit_key, bucket) DO UPDATE SET used = b.used + EXCLUDED.used,
+        until = GREATEST(b.until, EXCLUDED.until),
+        window_us = GREATEST(b.window_us, EXCLUDED.window_us),
         label = EXCLUDED.label, unit = EXCLUDED.unit, cap = EXCLUDED.cap;
     RETURN NULL;
 END $$;
@@ -77,7 +81,9 @@ BEGIN
     INSERT INTO budget_buckets AS b (limit_key, bucket, used, until, label, unit, cap, window_us)
     VALUES (NEW.limit_key, budget_bucket(NEW.at, NEW.window_us), NEW.share,
             budget_until(NEW.at, NEW.window_us), NEW.label, NEW.unit, NEW.cap, NEW.window_us)
-    ON CONFLICT (limit_key, bucket) DO UPDATE SET used = b.used + EXCLUDED.used;
+    ON CONFLICT (limit_key, bucket) DO UPDATE SET used = b.used + EXCLUDED.used,
+        until = GREATEST(b.until, EXCLUDED.until),
+        window_us = GREATEST(b.window_us, EXCLUDED.window_us);
     RETURN NULL;
 END $$;
 CREATE TRIGGER budget_share_bucketed AFTER INSERT ON budget_shares
@@ -104,4 +110,6 @@ SELECT limit_key, budget_bucket(at, window_us), SUM(share), MAX(budget_until(at,
        MAX(label), MAX(unit), MAX(cap), MAX(window_us)
 FROM budget_shares WHERE open = 1
 GROUP BY limit_key, budget_bucket(at, window_us)
-ON CONFLICT (limit_key, bucket) DO UPDATE SET used = b.used + EXCLUDED.used;
+ON CONFLICT (limit_key, bucket) DO UPDATE SET used = b.used + EXCLUDED.used,
+    until = GREATEST(b.until, EXCLUDED.until),
+    window_us = GREATEST(b.window_us, EXCLUDED.window_us);

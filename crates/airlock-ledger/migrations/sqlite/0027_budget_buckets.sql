@@ -13,6 +13,9 @@
 -- The triggers read the shares with `jsonb_each`: each share reaches `json_extract` as JSONB,
 -- not turned back into text and parsed again for every field (a third of what a limit added to
 -- a call, docs/benchmarks.md).
+--
+-- A share that joins a bucket of another width (its limit's window was changed) keeps the
+-- later end of the two, so no share counts shorter than its window.
 ALTER TABLE invocations ADD COLUMN budget TEXT;
 
 CREATE TABLE budget_buckets (
@@ -37,6 +40,7 @@ BEGIN
            json_extract(s.value, '$.cap'), json_extract(s.value, '$.window_us')
     FROM jsonb_each(NEW.budget) AS s WHERE true
     ON CONFLICT (limit_key, bucket) DO UPDATE SET used = used + excluded.used,
+        until = MAX(until, excluded.until), window_us = MAX(window_us, excluded.window_us),
         label = excluded.label, unit = excluded.unit, cap = excluded.cap;
 END;
 
@@ -79,7 +83,8 @@ BEGIN
                  ELSE NEW.at - NEW.at % MAX(NEW.window_us / 60, 1) + MAX(NEW.window_us / 60, 1)
                       + NEW.window_us END,
             NEW.label, NEW.unit, NEW.cap, NEW.window_us)
-    ON CONFLICT (limit_key, bucket) DO UPDATE SET used = used + excluded.used;
+    ON CONFLICT (limit_key, bucket) DO UPDATE SET used = used + excluded.used,
+        until = MAX(until, excluded.until), window_us = MAX(window_us, excluded.window_us);
 END;
 
 CREATE TRIGGER budget_share_unbucketed AFTER UPDATE OF open ON budget_shares
@@ -108,4 +113,5 @@ FROM (SELECT limit_key, share, label, unit, cap, window_us,
       FROM budget_shares WHERE open = 1)
 WHERE true
 GROUP BY limit_key, bucket
-ON CONFLICT (limit_key, bucket) DO UPDATE SET used = used + excluded.used;
+ON CONFLICT (limit_key, bucket) DO UPDATE SET used = used + excluded.used,
+    until = MAX(until, excluded.until), window_us = MAX(window_us, excluded.window_us);

@@ -547,6 +547,9 @@ impl DbTx {
         let mut pg = match self {
             Self::Sqlite(tx) => return tx.commit_writes(writes, checks).await,
             Self::Postgres(mut tx) => {
+                // A batch on PostgreSQL reads every limit under its lock and makes no checks
+                // (`budget_memo`); one made here would be lost.
+                debug_assert!(checks.is_empty(), "commit checks on PostgreSQL");
                 // LEDGER-53: a batch that read nothing commits as its one statement.
                 if fits_one_statement(&writes)
                     && let Some(conn) = tx.unopened()

@@ -7,7 +7,7 @@
 //! last commit touching it, instead of reading it — one statement and one hand-off to the
 //! database's thread fewer a call; it then carries a guard that fails the commit unless the
 //! key's buckets, after the batch's writes, hold no more than it assumed plus what it added.
-//! A failed guard is a lost race: the batch runs again and reads. So an assumption can only
+//! A failed guard is a lost race: the batch's calls are judged again, and the key is read. So an assumption can only
 //! make a judgement stricter than the database's (a window that moved on, a share given back)
 //! or be refused at commit, never let a call past a cap.
 
@@ -119,11 +119,18 @@ impl BatchBudgets {
     }
 
     /// Replaces an assumed base by `read`, which holds every share the batch added already
-    /// (its queued rows were written first).
+    /// (its queued rows were written first). A read taken in the write transaction is exact
+    /// until the commit, so when it shows the assumption was not too low — every earlier
+    /// judgement of the batch was as strict as the truth or stricter — the key needs no check
+    /// at commit; when it shows more, the check stays and fails the commit, since an earlier
+    /// call of the batch may have been judged on too little.
     pub(crate) fn refresh(&mut self, key: &str, read: i64) {
         if let Some(used) = self.keys.get_mut(key) {
             used.base = read.saturating_sub(used.added);
             used.refreshed = true;
+            if used.assumed.is_some_and(|assumed| used.base <= assumed) {
+                used.assumed = None;
+            }
         }
     }
 
@@ -151,5 +158,45 @@ impl BatchBudgets {
                 ],
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::{BatchBudgets, KnownUses};
+
+    /// A batch that may assume `key` holds `held`, as this process's last commit left it.
+    fn assuming(held: i64) -> BatchBudgets {
+        let known = Arc::new(KnownUses::default());
+        let mut committed = BatchBudgets::new(None);
+        committed.start("k", held);
+        known.learn(&committed);
+        BatchBudgets::new(Some(known))
+    }
+
+    /// LEDGER-74: a read in the batch's transaction that shows the assumption was not too low
+    /// drops the commit's check; one that shows more keeps it, so the commit fails.
+    #[test]
+    fn a_refresh_keeps_the_check_only_when_the_assumption_was_too_low() {
+        let mut batch = assuming(10);
+        assert_eq!(batch.counted("k"), Some(10));
+        batch.add("k", 1);
+        assert_eq!(batch.checks(0).len(), 1, "an unread assumption is checked");
+        batch.refresh("k", 10);
+        assert_eq!(batch.counted("k"), Some(10), "a share given back meanwhile");
+        assert!(batch.checks(0).is_empty());
+
+        let mut batch = assuming(10);
+        batch.counted("k");
+        batch.add("k", 1);
+        batch.refresh("k", 13);
+        assert_eq!(batch.counted("k"), Some(13));
+        assert_eq!(
+            batch.checks(0).len(),
+            1,
+            "another process reserved 2 meanwhile"
+        );
     }
 }

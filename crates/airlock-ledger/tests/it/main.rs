@@ -66,6 +66,7 @@ harness::both_backends!(
     ledger_73_freezes_are_stored_once_and_lifted,
     ledger_74_a_share_follows_its_rows_state,
     ledger_74_a_share_leaves_its_window,
+    ledger_74_a_lengthened_window_keeps_its_shares,
     ledger_74_a_previous_releases_share_counts,
     ledger_74_a_limit_assumed_from_memory_is_checked_at_commit,
     decide_19_a_batch_decides_all_or_nothing,

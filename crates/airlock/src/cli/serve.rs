@@ -83,10 +83,11 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
     served
 }
 
-/// Names the runtime's threads so an operator (and OPS-66's test) can tell the request workers
-/// from the blocking pool, which tokio would otherwise give the same name: tokio starts its
-/// `workers` worker threads first, while the runtime is built, and they live until it shuts down,
-/// so the first `workers` names go to them and every later thread is a blocking one.
+/// Names the runtime's threads so an operator can tell the request workers from the blocking
+/// pool, which tokio would otherwise give the same name: tokio starts its `workers` worker
+/// threads first, while the runtime is built, so the first `workers` names go to them and every
+/// later thread is a blocking one (a worker may still hand its place to a new thread for a
+/// while, so the count of workers is the runtime's, logged at start).
 fn thread_namer(workers: usize) -> impl Fn() -> String + Send + Sync + 'static {
     let started = std::sync::atomic::AtomicUsize::new(0);
     move || {
@@ -94,7 +95,7 @@ fn thread_namer(workers: usize) -> impl Fn() -> String + Send + Sync + 'static {
         if n < workers {
             "airlock-worker"
         } else {
-            "airlock-blocking"
+            "airlock-block"
         }
         .to_owned()
     }
@@ -140,6 +141,10 @@ async fn serve_dir(args: &Args, dir: &Path, files: FileLimit) -> anyhow::Result<
     for warning in &booted.deployment.warnings {
         tracing::warn!("{warning}");
     }
+    // The runtime's own count (OPS-66), not the flag's: a thread's name can be shared with a
+    // blocking thread that took a worker's place for a while.
+    let workers = tokio::runtime::Handle::current().metrics().num_workers();
+    tracing::info!(workers, "requests run on {workers} worker threads");
     println!("airlock listening on http://{addr}");
     println!(
         "  /healthz /readyz  /v1/approvals  /v1/invocations/{{id}}[/approve|/deny|/answer|/resolve]"

@@ -375,24 +375,31 @@ async fn metrics_count_calls_for_an_admin() {
     );
 }
 
-/// OPS-66: `--workers` (or `AIRLOCK_WORKERS`) sets how many threads run requests.
+/// OPS-66: `--workers` (or `AIRLOCK_WORKERS`) sets how many threads run requests; they are
+/// named `airlock-worker`, apart from the blocking pool.
 #[cfg(target_os = "linux")]
 #[test]
 fn serve_runs_the_workers_it_is_told_to() {
     let dir = deployment();
-    let workers = |server: &Server| {
+    let named = |server: &Server| {
         let tasks = std::fs::read_dir(format!("/proc/{}/task", server.child.id())).unwrap();
         tasks
             .filter_map(|task| std::fs::read_to_string(task.unwrap().path().join("comm")).ok())
             .filter(|name| name.trim() == "airlock-worker")
             .count()
     };
-    let flagged = Server::start(dir.path(), &["--workers", "3"]);
-    assert_eq!(workers(&flagged), 3);
-    drop(flagged);
+    let runs_on = |server: &Server, n: usize| {
+        let wanted = format!("requests run on {n} worker threads");
+        server.await_log(&[&wanted], Duration::from_secs(10));
+        assert!(named(server) >= n, "{} named workers", named(server));
+    };
+    runs_on(&Server::start(dir.path(), &["--workers", "3"]), 3);
     let mut command = Server::command(dir.path(), &[]);
-    command.env("AIRLOCK_WORKERS", "2");
-    assert_eq!(workers(&Server::spawn(command)), 2);
+    command
+        .env("AIRLOCK_WORKERS", "2")
+        .env("NO_COLOR", "1")
+        .env("AIRLOCK_LOG", "info");
+    runs_on(&Server::spawn(command), 2);
     let refused = airlock()
         .arg("serve")
         .arg(dir.path())

@@ -186,6 +186,35 @@ pub(crate) async fn ledger_74_a_share_leaves_its_window(h: &Harness) {
     assert_buckets_hold(h, 2_000_000).await;
 }
 
+/// A limit whose window was lengthened: a share of the longer window that joins a bucket of
+/// the shorter one keeps the bucket until its own window ends, never shorter.
+pub(crate) async fn ledger_74_a_lengthened_window_keeps_its_shares(h: &Harness) {
+    let s = h.session().await;
+    // Start on a boundary of both widths (a minute for an hour, two minutes for two hours).
+    let width: i128 = 120_000_000;
+    let now = h.clock_now().unix_timestamp_nanos() / 1_000;
+    let to_boundary = u64::try_from(width - now.rem_euclid(width)).unwrap();
+    h.clock.advance(Duration::from_micros(to_boundary));
+    let record = |n: u32, window: u64| {
+        let mut call = h.call(s, "send", json!({"n": n}));
+        call.shares = vec![BudgetShare {
+            window: Duration::from_secs(window),
+            ..hourly()
+        }];
+        call
+    };
+    for (n, window) in [(1, 3_600), (2, 7_200)] {
+        let row = h.store.record(record(n, window)).await.unwrap().invocation;
+        assert_eq!(row.state, S::Pending, "{n}");
+    }
+    // Past the hour and its bucket: the two-hour share still counts (and the bucket the two
+    // share holds the hour's share with it, longer than its window, never shorter).
+    h.clock.advance(Duration::from_secs(3_700));
+    assert_buckets_hold(h, 2_000_000).await;
+    let over = h.store.record(record(3, 7_200)).await.unwrap().invocation;
+    assert_eq!(over.state, S::Failed, "{over:?}");
+}
+
 /// The test key's buckets still in a window hold `expected`.
 async fn assert_buckets_hold(h: &Harness, expected: i64) {
     let now = h.clock_now().unix_timestamp_nanos() / 1_000;
