@@ -223,6 +223,16 @@ pub trait Invocations: Send + Sync {
         owner: &str,
         outcome: Result<Value, ToolError>,
     ) -> LedgerFuture<'_, Invocation>;
+    /// Settles the running row `id` of `principal` with its MCP client's answer to a request
+    /// relayed on its call's stream: `running → succeeded | failed`, whoever holds the lease
+    /// (docs/rules.md LEDGER-87). Another principal's row is [`LedgerError::NotFound`]; a row
+    /// no longer running is refused as [`Invocations::finish`] refuses it.
+    fn answer_relayed(
+        &self,
+        id: InvocationId,
+        principal: &str,
+        outcome: Result<Value, ToolError>,
+    ) -> LedgerFuture<'_, Invocation>;
     /// Claims the row and runs `tool` inside the ledger's own transaction: the tool's writes
     /// and `succeeded` commit together; if the tool fails its writes roll back and the row
     /// commits as `failed`. The tool must not call the store (it would wait on itself).

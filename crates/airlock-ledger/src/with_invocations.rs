@@ -74,6 +74,8 @@ impl Invocations for WithInvocations {
             -> LedgerFuture<'_, Invocation>;
         fn finish(&self, id: InvocationId, owner: &str, outcome: Result<Value, ToolError>)
             -> LedgerFuture<'_, Invocation>;
+        fn answer_relayed(&self, id: InvocationId, principal: &str,
+            outcome: Result<Value, ToolError>) -> LedgerFuture<'_, Invocation>;
         fn run_transactional(&self, id: InvocationId, owner: &str, tool: TxTool)
             -> LedgerFuture<'_, Invocation>;
         fn decide(&self, id: InvocationId, by: &str, decision: Decision)

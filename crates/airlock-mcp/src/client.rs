@@ -13,6 +13,7 @@
 //! speaks is remembered per endpoint URL for the life of the client, so only the first session
 //! pays for the probe.
 
+mod asked;
 pub(crate) mod catalog;
 pub(crate) mod content;
 pub(crate) mod direct;
@@ -99,7 +100,12 @@ impl McpClient {
             self.session(target, |_peer| async { Ok(()) }).await?;
             known = self.memory().get(&target.url).cloned();
         }
-        if let Some(framing) = known.as_ref().and_then(|o| handshake_free(target, o)) {
+        // A call whose client takes the upstream's requests keeps its session open for them
+        // (MCP-94): no handshake-free request can carry them.
+        let framing = known.as_ref().and_then(|o| handshake_free(target, o));
+        let framing =
+            framing.filter(|f| target.downstream.asker.is_none() || matches!(f, Framing::Modern));
+        if let Some(framing) = framing {
             let answer = direct::call(&self.guard, target, framing, call, false).await;
             let result = answer.and_then(|answer| match answer {
                 CallAnswer::Result(result) => Ok(result),
@@ -116,9 +122,15 @@ impl McpClient {
             return result;
         }
         let params = call_params(call, target)?;
-        let outcome = self
-            .session(target, |peer| async move { peer.call_tool(params).await })
-            .await?;
+        let work = |peer: rmcp::Peer<rmcp::RoleClient>| async move { peer.call_tool(params).await };
+        let outcome = match target.downstream.asker.clone() {
+            Some(asker) => {
+                let key = call.idempotency_key.clone();
+                let asked = asked::Asked::new(session::client_info(), asker, key);
+                self.session_as(target, asked, work).await?
+            }
+            None => self.session(target, work).await?,
+        };
         // Through JSON: airlock reads the result's wire form, not rmcp's types.
         let result = serde_json::to_value(&outcome).map_err(|e| {
             McpCallError::new(
@@ -268,8 +280,23 @@ impl McpClient {
         F: FnOnce(rmcp::Peer<rmcp::RoleClient>) -> Fut,
         Fut: Future<Output = Result<T, rmcp::ServiceError>>,
     {
+        self.session_as(target, session::client_info(), work).await
+    }
+
+    /// [`McpClient::session`] with `handler` as the session's client.
+    async fn session_as<H, T, F, Fut>(
+        &self,
+        target: &McpTarget,
+        handler: H,
+        work: F,
+    ) -> Result<T, McpCallError>
+    where
+        H: rmcp::handler::client::ClientHandler,
+        F: FnOnce(rmcp::Peer<rmcp::RoleClient>) -> Fut,
+        Fut: Future<Output = Result<T, rmcp::ServiceError>>,
+    {
         let known = self.memory().get(&target.url).map(|o| o.speaks);
-        let (opened, result) = session::run(&self.guard, target, known, work).await;
+        let (opened, result) = session::run(&self.guard, target, (known, handler), work).await;
         if let Some(opened) = opened {
             let mut memory = self.memory();
             if memory.len() >= MAX_REMEMBERED && !memory.contains_key(&target.url) {

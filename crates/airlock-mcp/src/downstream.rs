@@ -12,6 +12,7 @@
 
 use secrecy::SecretString;
 
+use crate::asking::Asker;
 use crate::relay::Relay;
 use crate::rounds::Round;
 
@@ -25,6 +26,9 @@ pub struct Downstream {
     /// Whether the upstream may answer with a task of its own (a 2026-07-28 client that follows
     /// tasks, MCP-76).
     pub(crate) offers_task: bool,
+    /// Where the upstream's own requests go (elicitation, sampling, roots), for a session-era
+    /// client that takes them on its call's stream (MCP-94).
+    pub(crate) asker: Option<Asker>,
     /// The request's own OAuth access token, when its caller signed in with one: what a
     /// connection that exchanges each caller's token exchanges (docs/rules.md CALL-14). It
     /// goes with the request's calls and nowhere else.

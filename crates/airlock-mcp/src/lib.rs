@@ -15,6 +15,7 @@
 //! `examples/call_tool.rs` is one call in a few lines: an [`McpClient`] over the guard, an
 //! [`McpTarget`], a [`ToolCall`], and its result or error kind.
 
+mod asking;
 mod client;
 mod downstream;
 mod error;
@@ -38,8 +39,8 @@ pub use downstream::Downstream;
 pub use error::{CallErrorKind, McpCallError};
 pub use host::{
     CALL_KEY_META, CallKey, Caller, CallerDecision, CallerPrompt, CallerRefusal, CallerUse,
-    HostCall, HostError, HostOutcome, MAX_CALL_KEY_CHARS, ParkedStatus, RoundCall, ToolDescriptor,
-    ToolHost,
+    ClientAnswer, ClientQuestion, HostCall, HostError, HostOutcome, MAX_CALL_KEY_CHARS,
+    ParkedStatus, RoundCall, ToolDescriptor, ToolHost, is_client_method,
 };
 pub use host::{Listed, OfferAnswer, OfferHost, OfferRequest, Offers};
 pub use oauth::{Clock, OAuthConfigError, OAuthSettings, ResourceServer, TokenError};

@@ -48,15 +48,8 @@ pub(crate) struct Round {
 impl Round {
     /// A round for a client that declared `declared`: only what an input request can need.
     pub(crate) fn new(declared: &Map<String, Value>) -> Self {
-        let capabilities = NEEDED
-            .iter()
-            .filter_map(|(_, name)| {
-                let object = declared.get(*name)?.as_object()?;
-                Some(((*name).to_owned(), Value::Object(object.clone())))
-            })
-            .collect();
         Self {
-            capabilities,
+            capabilities: crate::asking::needed(declared),
             ..Self::default()
         }
     }

@@ -51,11 +51,13 @@ mod notices;
 mod oauth_admit;
 mod offer_rounds;
 mod offered;
+mod on_stream;
 mod param_headers;
 mod plain;
 mod request;
 mod request_state;
 mod resource_metadata;
+mod sessions;
 mod subscriptions;
 mod tasks;
 mod tool_rounds;
@@ -65,6 +67,7 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::{Path, Request, State};
+use axum::http::StatusCode;
 use axum::middleware::{Next, from_fn_with_state};
 use axum::response::Response;
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
@@ -205,6 +208,9 @@ impl Pipeline {
     /// The steps after admission, each reading the request admission parsed.
     async fn serve(&self, request: AdmittedRequest, rmcp: Next) -> Response {
         let host = self.handler.host();
+        if let Some((row, answer)) = on_stream::client_answer(&request) {
+            return on_stream::settle(&self.handler, request.admitted(), &row, answer).await;
+        }
         if let Err(mismatch) = param_headers::check(host, &request) {
             return *mismatch;
         }
@@ -212,11 +218,26 @@ impl Pipeline {
             Legacy::Answered(response) => return response,
             Legacy::ToRmcp(edit) => edit,
         };
+        let (states, levels) = (self.handler.request_states(), self.handler.levels());
         if edit.is_none()
-            && let Some(id) = plain::plain_id(&request, self.handler.levels())
+            && let Some((id, declared)) = on_stream::asking_call(&request, states, levels)
+        {
+            return on_stream::answer(&self.handler, request, id, &declared);
+        }
+        if edit.is_none()
+            && let Some(id) = plain::plain_id(&request, levels)
         {
             return plain::answer(&self.handler, request, id).await;
         }
+        // A session-era client that takes requests gets a session id naming what it declared.
+        let session = match (request.method(), states) {
+            ("initialize", Some(states)) => sessions::issue(
+                states,
+                request.admitted(),
+                &request.params()["capabilities"],
+            ),
+            _ => None,
+        };
         // Every list, and a read, is filtered for its caller (MCP-58).
         let lists_tools = matches!(
             request.method(),
@@ -233,6 +254,9 @@ impl Pipeline {
             Some(edit) => legacy_tasks::decorate(response, edit).await,
             None => response,
         };
+        if let Some(id) = session.filter(|_| response.status() == StatusCode::OK) {
+            response.headers_mut().insert(sessions::HEADER, id);
+        }
         if lists_tools {
             // The list depends on who asks (their token's scopes, `[[access]]`): no shared
             // cache may answer another caller with it (docs/rules.md POLICY-46).

@@ -11,6 +11,7 @@
 //! lost database is an `Err`. Every [`Outcome`] is read from the row it reports.
 
 mod access;
+mod asked;
 mod budget;
 mod builder;
 mod edit;
@@ -36,6 +37,7 @@ use airlock_mcp::Downstream;
 use airlock_spec::{Credentials, Scope, ScopeId, ToolSource, ToolSpec};
 use serde_json::Value;
 
+pub(crate) use asked::ASKED_CALL_ID;
 pub use builder::{GatewayBuilder, InvalidSchema};
 pub use events::{HowToDecide, TARGET as EVENTS};
 pub use pinned::Definitions;

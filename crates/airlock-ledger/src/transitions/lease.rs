@@ -235,3 +235,27 @@ pub(crate) async fn finish(
         .save_or(tx, &inv, next, |now| refuse_finish(now, owner))
         .await
 }
+
+/// Settles the running row `id` with the answer of its principal's MCP client (docs/rules.md
+/// LEDGER-87): a request the endpoint relayed to `principal`'s client on its call's stream,
+/// whose answer may reach any replica, not only the lease holder. Only a running row of
+/// `principal` is settled; another principal's row is [`LedgerError::NotFound`] (it is not
+/// theirs to see), and a row no longer running is refused as a finish would be.
+pub(crate) async fn answer_relayed(
+    tx: &mut LedgerTx,
+    batch: &mut Batch,
+    (id, principal): (InvocationId, &str),
+    outcome: Result<Value, ToolError>,
+) -> Result<Invocation, LedgerError> {
+    let inv = batch.load_required(tx, id).await?;
+    if inv.principal.as_deref() != Some(principal) {
+        return Err(LedgerError::NotFound(id));
+    }
+    if inv.state != S::Running {
+        return Err(refuse_finish(&inv, principal));
+    }
+    let next = finished(&inv, outcome);
+    batch
+        .save_or(tx, &inv, next, |now| refuse_finish(now, principal))
+        .await
+}

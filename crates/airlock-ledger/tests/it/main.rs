@@ -80,6 +80,7 @@ harness::both_backends!(
     policy_16_stores_on_one_database_share_the_budget,
     ledger_19_unanswered_at_most_once_parks_in_doubt,
     ledger_20_late_answer_wins_over_the_sweep,
+    ledger_87_a_relayed_request_is_settled_by_its_principals_answer,
     ledger_30_transitions_write_their_notices,
     ledger_82_a_call_waits_for_its_credential_and_runs_once,
     ledger_82_a_call_parked_after_its_credential_was_set_is_released,

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use airlock_egress::{Delivery, GuardedClient};
 use airlock_spec::McpProtocol;
+use rmcp::handler::client::ClientHandler;
 use rmcp::model::{ClientCapabilities, ClientConfig, Implementation, ProtocolVersion};
 use rmcp::service::{ClientInitializeError, ClientLifecycleMode, ClientServiceExt};
 use rmcp::transport::StreamableHttpClientTransport;
@@ -87,14 +88,16 @@ pub(crate) async fn prepare(
 /// Runs `work` in one short session with `target`.
 ///
 /// `known` is what the upstream was last seen to speak (for `protocol: auto`); the returned
-/// [`Opened`] is what it spoke this time, when the session opened.
-pub(crate) async fn run<T, F, Fut>(
+/// [`Opened`] is what it spoke this time, when the session opened. `handler` is the session's
+/// client: [`client_info`], or one that relays the upstream's requests (`asked`).
+pub(crate) async fn run<H, T, F, Fut>(
     guard: &GuardedClient,
     target: &McpTarget,
-    known: Option<Speaks>,
+    (known, handler): (Option<Speaks>, H),
     work: F,
 ) -> (Option<Opened>, Result<T, McpCallError>)
 where
+    H: ClientHandler,
     F: FnOnce(Peer<RoleClient>) -> Fut,
     Fut: Future<Output = Result<T, ServiceError>>,
 {
@@ -113,7 +116,7 @@ where
     config.reinit_on_expired_session = false;
     let transport = StreamableHttpClientTransport::with_client(http.clone(), config);
     let timed = tokio::time::timeout_at(deadline, async {
-        let running = client_info()
+        let running = handler
             .serve_with_lifecycle(transport, lifecycle(target.protocol, known))
             .await
             .map_err(|e| Failure::Open(Box::new(e)))?;

@@ -83,6 +83,18 @@ fn refused(key: &str, mismatch: Mismatch) -> ErrorData {
     )
 }
 
+/// [`check`] for the `result` a client answered an `elicitation/create` sent on its call's
+/// stream with (MCP-96): -32602 naming `result.content.<field>`.
+pub(super) fn check_result(schema: &Value, result: &Value) -> Result<(), ErrorData> {
+    answer(schema, result).map_err(|Mismatch { field, why }| {
+        let place = match &field {
+            Some(field) => format!("result.content.{field}"),
+            None => "result".to_owned(),
+        };
+        ErrorData::invalid_params(format!("{place}: {why}"), Some(json!({ "field": field })))
+    })
+}
+
 /// One elicitation result against the schema its request asked with.
 fn answer(schema: &Value, response: &Value) -> Result<(), Mismatch> {
     let action = response.get("action").and_then(Value::as_str);

@@ -69,6 +69,11 @@ impl Endpoint {
         self.host.as_ref()
     }
 
+    /// How request states (and session ids) are sealed; `None`: neither is issued.
+    pub(super) fn request_states(&self) -> Option<&RequestStates> {
+        self.request_states.as_ref()
+    }
+
     /// The log levels session-era clients set.
     pub(super) fn levels(&self) -> &Levels {
         &self.levels
@@ -110,6 +115,7 @@ impl Endpoint {
             round,
             relay: relay.clone(),
             offers_task: wants_task && modern,
+            asker: None,
             subject: None,
         };
         if let Some(state) = request.request_state.as_deref() {

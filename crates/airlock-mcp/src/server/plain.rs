@@ -31,8 +31,8 @@ use crate::host::CallKey;
 use airlock_egress::trace::RequestTracer;
 
 /// A plain `tools/call`, taken apart.
-struct PlainCall {
-    admitted: Admitted,
+pub(super) struct PlainCall {
+    pub(super) admitted: Admitted,
     id: RequestId,
     name: String,
     arguments: Map<String, Value>,
@@ -41,7 +41,7 @@ struct PlainCall {
 }
 
 /// `request`, which [`plain_id`] found plain and whose id it gave, taken apart.
-fn take(request: AdmittedRequest, id: RequestId) -> PlainCall {
+pub(super) fn take(request: AdmittedRequest, id: RequestId) -> PlainCall {
     let (admitted, message) = request.into_message();
     // `plain_id` read every part below; what it did not see cannot be here.
     let params = match message {
@@ -83,13 +83,25 @@ pub(super) async fn answer(
     request: AdmittedRequest,
     id: RequestId,
 ) -> Response {
+    let call = take(request, id);
+    let admitted = call.admitted.clone();
+    json_reply(&run(endpoint, admitted, call).await)
+}
+
+/// Runs `call` as `admitted` (its caller, with what its request's client can take back)
+/// through the endpoint's host, as a task of its own; the JSON-RPC answer.
+pub(super) async fn run(
+    endpoint: &Endpoint,
+    admitted: Admitted,
+    call: PlainCall,
+) -> ServerJsonRpcMessage {
     let PlainCall {
-        admitted,
         id,
         name,
         arguments,
         key,
-    } = take(request, id);
+        ..
+    } = call;
     let result = match key {
         Ok(key) => {
             let endpoint = endpoint.clone();
@@ -104,11 +116,10 @@ pub(super) async fn answer(
         }
         Err(why) => Err(ErrorData::invalid_params(why, None)),
     };
-    let message = match result {
+    match result {
         Ok(result) => ServerJsonRpcMessage::response(for_session_era(result), id),
         Err(error) => ServerJsonRpcMessage::error(error, Some(id)),
-    };
-    json_reply(&message)
+    }
 }
 
 /// The result as rmcp trims it for a client before 2026-07-28.

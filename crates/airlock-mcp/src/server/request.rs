@@ -139,6 +139,11 @@ impl AdmittedRequest {
         self.plain_shaped
     }
 
+    /// The message, when it is a JSON object.
+    pub(super) fn message_object(&self) -> Option<&Map<String, Value>> {
+        self.message.as_object()
+    }
+
     /// The JSON-RPC method; empty when there is none.
     pub(super) fn method(&self) -> &str {
         self.message["method"].as_str().unwrap_or_default()

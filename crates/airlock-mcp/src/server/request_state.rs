@@ -117,12 +117,18 @@ impl RequestStates {
         };
         // Serializing a struct of strings and integers cannot fail.
         let plain = serde_json::to_vec(&sealed).unwrap_or_default();
+        self.seal_bytes(PREFIX, PURPOSE, &plain)
+    }
+
+    /// `plain` encrypted and authenticated under the current key, bound to `purpose` (so it
+    /// opens for nothing else), as `prefix` and URL-safe base64 of the nonce and ciphertext.
+    pub(super) fn seal_bytes(&self, prefix: &str, purpose: &[u8], plain: &[u8]) -> String {
         let nonce = XNonce::generate();
         let payload = Payload {
-            msg: &plain,
-            aad: PURPOSE,
+            msg: plain,
+            aad: purpose,
         };
-        // Encryption fails only for messages of gigabytes; this one is a few hundred bytes.
+        // Encryption fails only for messages of gigabytes; these are a few hundred bytes.
         let sealed = self
             .key
             .cipher()
@@ -130,28 +136,40 @@ impl RequestStates {
             .unwrap_or_default();
         let mut blob = nonce.to_vec();
         blob.extend_from_slice(&sealed);
-        format!("{PREFIX}{}", URL_SAFE_NO_PAD.encode(blob))
+        format!("{prefix}{}", URL_SAFE_NO_PAD.encode(blob))
     }
 
-    /// Opens `state` as of `now`: what it is bound to, and its one-time id.
-    pub(super) fn open(&self, state: &str, now: SystemTime) -> Result<Opened, Refusal> {
-        let blob = state
-            .strip_prefix(PREFIX)
+    /// What [`Self::seal_bytes`] sealed as `text` with `prefix` and `purpose`, under the
+    /// current key or a retired one, and its nonce; `None` for anything else.
+    pub(super) fn open_bytes(
+        &self,
+        prefix: &str,
+        purpose: &[u8],
+        text: &str,
+    ) -> Option<(Vec<u8>, XNonce)> {
+        let blob = text
+            .strip_prefix(prefix)
             .and_then(|b| URL_SAFE_NO_PAD.decode(b).ok())
-            .filter(|b| b.len() > NONCE_LEN)
-            .ok_or(Refusal::Tampered)?;
+            .filter(|b| b.len() > NONCE_LEN)?;
         let (nonce, sealed) = blob.split_at(NONCE_LEN);
-        let nonce = XNonce::try_from(nonce).map_err(|_| Refusal::Tampered)?;
-        // The current key first: after a rotation most states are sealed under it.
+        let nonce = XNonce::try_from(nonce).ok()?;
+        // The current key first: after a rotation most texts are sealed under it.
         let plain = std::iter::once(&*self.key)
             .chain(self.previous.iter())
             .find_map(|key| {
                 let payload = Payload {
                     msg: sealed,
-                    aad: PURPOSE,
+                    aad: purpose,
                 };
                 key.cipher().decrypt(&nonce, payload).ok()
-            })
+            })?;
+        Some((plain, nonce))
+    }
+
+    /// Opens `state` as of `now`: what it is bound to, and its one-time id.
+    pub(super) fn open(&self, state: &str, now: SystemTime) -> Result<Opened, Refusal> {
+        let (plain, nonce) = self
+            .open_bytes(PREFIX, PURPOSE, state)
             .ok_or(Refusal::Tampered)?;
         let sealed: Sealed = serde_json::from_slice(&plain).map_err(|_| Refusal::Tampered)?;
         if unix_secs(now) >= sealed.expires {

@@ -148,7 +148,7 @@ impl Gateway {
 
     /// Renews the lease on `id`; `false` once it is lost for good. A database error is only
     /// logged: the next tick tries again, and the finish decides.
-    async fn renew(&self, id: InvocationId) -> bool {
+    pub(super) async fn renew(&self, id: InvocationId) -> bool {
         match self.store.renew_lease(id, &self.owner, self.lease).await {
             Ok(_) => true,
             Err(error @ LedgerError::LeaseLost { .. }) => {

@@ -32,6 +32,7 @@ mod keys;
 mod limits;
 mod logs;
 mod mcp;
+mod mcp_asked;
 mod mcp_mrtr;
 mod mcp_notices;
 mod mcp_relay;

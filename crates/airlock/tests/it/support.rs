@@ -343,12 +343,24 @@ pub(crate) fn installed(installed: &Path, needs: Needs) -> bool {
 /// TypeScript SDK that returns every content block type; its port, or `None` when the SDK is not
 /// installed (outside CI). The upstream lives as long as the child handle.
 pub(crate) async fn sdk_fixture() -> Option<(tokio::process::Child, u16)> {
+    sdk_script("fixture.mjs").await
+}
+
+/// Starts `crates/airlock-mcp/tests/sdk/asking.mjs`, a session-era MCP upstream built with the
+/// official TypeScript SDK whose tools ask their client (sampling, elicitation, roots) on the
+/// call's stream; as [`sdk_fixture`].
+pub(crate) async fn asking_fixture() -> Option<(tokio::process::Child, u16)> {
+    sdk_script("asking.mjs").await
+}
+
+/// Starts `script` of `crates/airlock-mcp/tests/sdk`, built with the official TypeScript SDK.
+async fn sdk_script(script: &str) -> Option<(tokio::process::Child, u16)> {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../airlock-mcp/tests/sdk");
     node_fixture(
         &dir,
         "@modelcontextprotocol/sdk",
         Needs::TypeScriptSdk,
-        "fixture.mjs",
+        script,
     )
     .await
 }

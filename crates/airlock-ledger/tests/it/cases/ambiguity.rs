@@ -144,3 +144,69 @@ pub(crate) async fn ledger_20_late_answer_wins_over_the_sweep(h: &Harness) {
     ));
     assert_eq!(h.store.get(resolved).await.unwrap(), settled);
 }
+
+/// LEDGER-87: a request relayed to a principal's MCP client is settled with that client's
+/// answer by whichever process received it, not only the lease holder; another principal's
+/// answer finds no such row, and a row settled once is not settled again.
+pub(crate) async fn ledger_87_a_relayed_request_is_settled_by_its_principals_answer(h: &Harness) {
+    let s = h.session().await;
+    let mut asked = h.call(s, "elicitation/create", json!({"message": "Name?"}));
+    asked.principal = Some("alice".into());
+    let id = h
+        .store
+        .record_and_claim(asked, "replica-a", LEASE)
+        .await
+        .unwrap()
+        .invocation
+        .id;
+    let answer = json!({"action": "accept", "content": {"name": "Al"}});
+    let theirs = h
+        .store
+        .answer_relayed(id, "mallory", Ok(answer.clone()))
+        .await;
+    assert!(
+        matches!(theirs, Err(LedgerError::NotFound(got)) if got == id),
+        "{theirs:?}"
+    );
+    assert_eq!(h.store.get(id).await.unwrap().state, S::Running);
+    let settled = h
+        .store
+        .answer_relayed(id, "alice", Ok(answer.clone()))
+        .await
+        .unwrap();
+    assert_eq!(
+        (settled.state, settled.result),
+        (S::Succeeded, Some(answer))
+    );
+    let again = h.store.answer_relayed(id, "alice", Ok(json!({}))).await;
+    assert!(
+        matches!(again, Err(LedgerError::AlreadyFinished { .. })),
+        "{again:?}"
+    );
+    // The lease holder's own finish after the answer changes nothing either.
+    let late = h.store.finish(id, "replica-a", Ok(json!({}))).await;
+    assert!(
+        matches!(late, Err(LedgerError::AlreadyFinished { .. })),
+        "{late:?}"
+    );
+    // A refusal settles the row failed, with the client's error.
+    let s = h.session().await;
+    let mut refused = h.call(s, "sampling/createMessage", json!({"maxTokens": 5}));
+    refused.principal = Some("alice".into());
+    let id = h
+        .store
+        .record_and_claim(refused, "replica-a", LEASE)
+        .await
+        .unwrap()
+        .invocation
+        .id;
+    let error = ToolError::new(ToolErrorKind::BadRequest, "the user declined");
+    let failed = h
+        .store
+        .answer_relayed(id, "alice", Err(error))
+        .await
+        .unwrap();
+    assert_eq!(failed.state, S::Failed);
+    let audit = h.store.verify().await.unwrap();
+    assert!(audit.first_break.is_none(), "{audit:?}");
+}

@@ -1,0 +1,131 @@
+//! Sealed session ids for session-era clients that take requests (docs/rules.md MCP-95).
+//!
+//! Guarantees:
+//! - An `initialize` whose client declares `elicitation`, `sampling` or `roots` is answered with
+//!   an `Mcp-Session-Id` that is those declarations sealed (XChaCha20-Poly1305, under the
+//!   request-state key, bound to a purpose of its own so it never opens as a request state nor
+//!   the reverse) with the principal and the endpoint scope. Any other `initialize` gets none,
+//!   as before: the endpoint keeps nothing either way, and any replica opens the id.
+//! - A later request's id is read only when it opens under the current key or a retired one and
+//!   names the same principal and scope; anything else — another caller's id, a tampered one —
+//!   is as if no id were sent: the request is served without on-stream requests.
+//! - The id has no expiry: it holds nothing but what the client itself declared, and a key
+//!   rotation ends it once the retired key is dropped.
+
+use axum::http::HeaderValue;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::request::{Admitted, AdmittedRequest};
+use super::request_state::RequestStates;
+use crate::asking;
+
+/// The format's prefix; an id without it is not one of airlock's.
+const PREFIX: &str = "als1.";
+/// Bound as associated data: only a session id opens as one.
+const PURPOSE: &[u8] = b"airlock MCP session id v1";
+/// The header carrying it.
+pub(super) const HEADER: &str = "mcp-session-id";
+
+/// What a session id holds.
+#[derive(Serialize, Deserialize)]
+struct Sealed {
+    principal: String,
+    scope: String,
+    /// The client's declared `elicitation`, `sampling` and `roots`.
+    declared: Map<String, Value>,
+}
+
+/// The session id to answer `initialize` with, for `admitted` declaring `capabilities`; `None`
+/// when it declared none of the capabilities a request to it can need.
+pub(super) fn issue(
+    states: &RequestStates,
+    admitted: &Admitted,
+    capabilities: &Value,
+) -> Option<HeaderValue> {
+    let declared = asking::needed(capabilities.as_object()?);
+    if declared.is_empty() {
+        return None;
+    }
+    let sealed = Sealed {
+        principal: admitted.caller.principal.clone(),
+        scope: admitted.scope.to_string(),
+        declared,
+    };
+    // A struct of strings and JSON objects always serializes.
+    let plain = serde_json::to_vec(&sealed).ok()?;
+    HeaderValue::from_str(&states.seal_bytes(PREFIX, PURPOSE, &plain)).ok()
+}
+
+/// What the client of `request` declared at `initialize`, from the session id it carries, when
+/// that id is one this endpoint sealed for the same caller and scope.
+pub(super) fn declared(
+    states: &RequestStates,
+    request: &AdmittedRequest,
+) -> Option<Map<String, Value>> {
+    let id = request.headers().get(HEADER)?.to_str().ok()?;
+    let (plain, _) = states.open_bytes(PREFIX, PURPOSE, id)?;
+    let sealed: Sealed = serde_json::from_slice(&plain).ok()?;
+    let admitted = request.admitted();
+    let same =
+        sealed.principal == admitted.caller.principal && sealed.scope == admitted.scope.to_string();
+    same.then_some(sealed.declared)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use axum::body::Bytes;
+    use axum::extract::Request;
+    use serde_json::json;
+
+    use super::*;
+    use crate::server::request_state::RequestStateKey;
+
+    fn states() -> RequestStates {
+        RequestStates::new(RequestStateKey::generate(), Duration::from_secs(60))
+    }
+
+    fn carrying(id: Option<&HeaderValue>, admitted: Admitted) -> AdmittedRequest {
+        let mut request = Request::builder().header("content-type", "application/json");
+        if let Some(id) = id {
+            request = request.header(HEADER, id);
+        }
+        let (parts, ()) = request.body(()).unwrap().into_parts();
+        let body = Bytes::from_static(br#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#);
+        AdmittedRequest::parse(parts, admitted, body).ok().unwrap()
+    }
+
+    /// MCP-95: the id carries what the client declared, for its own caller and scope only.
+    #[test]
+    fn mcp_95_a_session_id_holds_the_declared_capabilities_for_its_caller() {
+        let states = states();
+        let alice = Admitted::alice();
+        let caps = json!({"elicitation": {"form": {}}, "sampling": {}, "experimental": {}});
+        let id = issue(&states, &alice, &caps).unwrap();
+        let got = declared(&states, &carrying(Some(&id), alice.clone())).unwrap();
+        assert_eq!(
+            Value::Object(got),
+            json!({"elicitation": {"form": {}}, "sampling": {}})
+        );
+        assert!(issue(&states, &alice, &json!({"experimental": {}})).is_none());
+        let mut bob = alice.clone();
+        bob.caller.principal = "bob".into();
+        assert!(declared(&states, &carrying(Some(&id), bob)).is_none());
+        let mut elsewhere = alice.clone();
+        elsewhere.scope = airlock_spec::ScopeId::Agent("a".into());
+        assert!(declared(&states, &carrying(Some(&id), elsewhere)).is_none());
+        assert!(declared(&states(), &carrying(Some(&id), alice.clone())).is_none());
+        let mut text = id.to_str().unwrap().as_bytes().to_vec();
+        let middle = text.len() / 2;
+        text[middle] = if text[middle] == b'A' { b'B' } else { b'A' };
+        let text = String::from_utf8(text).unwrap();
+        let tampered = HeaderValue::from_str(&text).unwrap();
+        assert!(declared(&states, &carrying(Some(&tampered), alice.clone())).is_none());
+        assert!(declared(&states, &carrying(None, alice)).is_none());
+        // A session id never opens as a request state.
+        let refused = states.open(id.to_str().unwrap(), std::time::SystemTime::now());
+        assert!(refused.is_err());
+    }
+}

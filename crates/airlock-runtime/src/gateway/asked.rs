@@ -1,0 +1,93 @@
+//! A request an upstream sends during a call, relayed to the MCP client on its call's stream,
+//! as a ledger row (docs/rules.md MCP-96, LEDGER-87).
+//!
+//! Guarantees: the row is recorded and claimed by this process before the request is sent to
+//! the client, under the caller's principal, on channel `mcp` in a session of the request's
+//! scope, with call id [`ASKED_CALL_ID`], the method as its tool and the request's params (and
+//! the call that asked) as its arguments. The client's answer settles it wherever it arrives
+//! (`Store::answer_relayed`); the process that relayed it learns the answer through the
+//! ledger's change notifications, renewing the row's lease while it waits, so a live wait is
+//! never taken for a crash. A wait that ends unanswered — the call's session is over — fails
+//! the row; a process that dies while it waits leaves it to the sweeper, in doubt.
+
+use std::future::Future;
+
+use airlock_ledger::{Invocation, InvocationId, InvocationState, NewInvocation, NewSession};
+use airlock_ledger::{SessionId, SourceKind};
+use airlock_spec::ScopeId;
+use serde_json::{Value, json};
+
+use super::{Gateway, GatewayError};
+use crate::error::{ToolError, ToolErrorKind};
+use crate::session;
+
+/// The call id of every relayed request's row: what tells it from a tool call's (`mcp`).
+pub(crate) const ASKED_CALL_ID: &str = "mcp-asked";
+
+impl Gateway {
+    /// Records and claims the row of `method` with `params`, relayed to `principal`'s client
+    /// for the call `call` (its invocation id, when known), in a session of `scope`.
+    pub(crate) async fn record_asked(
+        &self,
+        (scope, principal): (&ScopeId, &str),
+        method: &str,
+        params: Value,
+        call: Option<String>,
+    ) -> Result<InvocationId, GatewayError> {
+        let digest = self
+            .scopes
+            .get(scope)
+            .map(|s| s.digest.clone())
+            .ok_or_else(|| GatewayError::UnknownScope(scope.clone()))?;
+        let session = SessionId::new();
+        let opened = NewSession {
+            channel: "mcp".to_owned(),
+            principal: Some(principal.to_owned()),
+            metadata: session::metadata(scope),
+        };
+        let arguments = json!({"call": call, "params": params});
+        let mut new = NewInvocation::new(session, ASKED_CALL_ID, method, arguments, digest);
+        new.source_kind = SourceKind::Mcp;
+        new.principal = Some(principal.to_owned());
+        // One commit lane: the session is written right before the row that needs it.
+        let (opened, recorded) = futures::join!(
+            self.store.create_session(session, opened),
+            self.store.record_and_claim(new, &self.owner, self.lease)
+        );
+        opened?;
+        Ok(recorded?.invocation.id)
+    }
+
+    /// Waits for the relayed request `id` to be answered and returns its row as the answer
+    /// left it; when `gone` resolves first (nobody waits for the answer any more), the row is
+    /// failed and returned so.
+    pub(crate) async fn await_asked(
+        &self,
+        id: InvocationId,
+        gone: impl Future<Output = ()>,
+    ) -> Result<Invocation, GatewayError> {
+        tokio::pin!(gone);
+        let mut row = self.store.get(id).await?;
+        while row.state == InvocationState::Running {
+            let renew_at = tokio::time::Instant::now() + self.lease / 3;
+            tokio::select! {
+                changed = self.store.wait_for_change(id, Some(row.version), renew_at) => {
+                    row = changed?;
+                    if row.state == InvocationState::Running
+                        && tokio::time::Instant::now() >= renew_at
+                    {
+                        self.renew(id).await;
+                    }
+                }
+                () = &mut gone => {
+                    let unanswered = ToolError::new(
+                        ToolErrorKind::Timeout,
+                        "the call ended before its client answered",
+                    );
+                    return self.finish(id, Err(unanswered)).await;
+                }
+            }
+        }
+        Ok(row)
+    }
+}
