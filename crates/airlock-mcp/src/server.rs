@@ -220,9 +220,9 @@ impl Pipeline {
         };
         let (states, levels) = (self.handler.request_states(), self.handler.levels());
         if edit.is_none()
-            && let Some((id, declared)) = on_stream::asking_call(&request, states, levels)
+            && let Some((id, declared)) = on_stream::asking_call(&request, states)
         {
-            return on_stream::answer(&self.handler, request, id, &declared);
+            return on_stream::answer(&self.handler, request, id, &declared).await;
         }
         if edit.is_none()
             && let Some(id) = plain::plain_id(&request, levels)

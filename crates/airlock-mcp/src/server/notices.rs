@@ -18,7 +18,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use rmcp::model::{ProgressNotificationParam, ProgressToken, ProtocolVersion};
+use rmcp::model::{ProgressNotificationParam, ProgressToken, ProtocolVersion, ServerNotification};
 use rmcp::service::RequestContext;
 use rmcp::{Peer, RoleServer};
 use serde::Serialize;
@@ -146,41 +146,51 @@ async fn relayed<F: Future>(receiving: Receiving, peer: &Peer<RoleServer>, call:
 }
 
 /// Sends one message; a client gone away loses it, and the call's outcome stands.
+async fn send(wanted: &Wanted, peer: &Peer<RoleServer>, notice: Notice) {
+    let Some(notification) = notification(wanted.token.as_ref(), notice) else {
+        return;
+    };
+    if let Err(error) = peer.send_notification(notification).await {
+        tracing::debug!(%error, "a relayed MCP message could not be sent");
+    }
+}
+
+/// `notice` as the notification the client gets: progress under its own `token` (none: not
+/// relayed), a log message as MCP defines it.
 #[allow(
     deprecated,
     reason = "MCP logging is deprecated (SEP-2577) yet still part of 2025-11-25"
 )]
-async fn send(wanted: &Wanted, peer: &Peer<RoleServer>, notice: Notice) {
+pub(super) fn notification(
+    token: Option<&ProgressToken>,
+    notice: Notice,
+) -> Option<ServerNotification> {
     use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam};
-    let sent = match notice {
+    match notice {
         Notice::Progress {
             progress,
             total,
             message,
         } => {
-            let Some(token) = wanted.token.clone() else {
-                return;
-            };
-            let mut param = ProgressNotificationParam::new(token, progress);
+            let mut param = ProgressNotificationParam::new(token?.clone(), progress);
             param.total = total;
             param.message = message;
-            peer.notify_progress(param).await
+            Some(ServerNotification::ProgressNotification(
+                rmcp::model::Notification::new(param),
+            ))
         }
         Notice::Log {
             level,
             logger,
             data,
         } => {
-            let Some(level) = rewire::<LoggingLevel>(level) else {
-                return;
-            };
+            let level = rewire::<LoggingLevel>(level)?;
             let mut param = LoggingMessageNotificationParam::new(level, data);
             param.logger = logger;
-            peer.notify_logging_message(param).await
+            Some(ServerNotification::LoggingMessageNotification(
+                rmcp::model::Notification::new(param),
+            ))
         }
-    };
-    if let Err(error) = sent {
-        tracing::debug!(%error, "a relayed MCP message could not be sent");
     }
 }
 

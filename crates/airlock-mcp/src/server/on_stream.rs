@@ -26,18 +26,20 @@ use axum::body::{Body, Bytes};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures::FutureExt;
-use rmcp::model::RequestId;
+use rmcp::model::{RequestId, ServerJsonRpcMessage};
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 
 use super::elicited;
 use super::handler::Endpoint;
+use super::notices;
 use super::plain::{self, PlainCall};
 use super::request::{Admitted, AdmittedRequest, rpc_refusal};
 use super::request_state::RequestStates;
 use super::sessions;
 use crate::asking::{Answering, Asker, Question};
 use crate::host::{ClientAnswer, ClientQuestion, HostError};
+use crate::relay::{Notice, Relay};
 
 /// The prefix of the JSON-RPC id a relayed request is sent under; the row's id follows.
 const ID_PREFIX: &str = "airlock-asked-";
@@ -48,17 +50,17 @@ const EVENTS: usize = 16;
 pub(super) fn asking_call(
     request: &AdmittedRequest,
     states: Option<&RequestStates>,
-    levels: &super::notices::Levels,
 ) -> Option<(RequestId, Map<String, Value>)> {
     let states = states?;
     request.headers().get(sessions::HEADER)?;
-    let id = plain::plain_id(request, levels)?;
+    let id = plain::plain_but_logged(request)?;
     let declared = sessions::declared(states, request)?;
     Some((id, declared))
 }
 
-/// Runs the call `request` as an event stream that relays its upstream's requests.
-pub(super) fn answer(
+/// Runs the call `request`, relaying its upstream's requests: plain JSON when its result is the
+/// first thing to send (as rmcp answers), an event stream once anything precedes it.
+pub(super) async fn answer(
     endpoint: &Endpoint,
     request: AdmittedRequest,
     id: RequestId,
@@ -69,10 +71,21 @@ pub(super) fn answer(
         // `sessions` seals only ids that declare one of the three.
         return StatusCode::INTERNAL_SERVER_ERROR.into_response();
     };
-    let (events, body) = mpsc::channel::<Result<Bytes, Infallible>>(EVENTS);
+    let (events, mut body) = mpsc::channel::<Outgoing>(EVENTS);
     tokio::spawn(drive(endpoint.clone(), call, (asker, questions), events));
-    let stream = futures::stream::unfold(body, |mut body| async move {
-        body.recv().await.map(|event| (event, body))
+    let Some(first) = body.recv().await else {
+        return StatusCode::INTERNAL_SERVER_ERROR.into_response();
+    };
+    if first.last {
+        return plain::json_body(first.data);
+    }
+    let stream = futures::stream::unfold((Some(first), body), |(first, mut body)| async move {
+        let next = match first {
+            Some(first) => first,
+            None => body.recv().await?,
+        };
+        let event = Bytes::from(format!("data: {}\n\n", next.data));
+        Some((Ok::<_, Infallible>(event), (None, body)))
     });
     let mut response = Response::new(Body::from_stream(stream));
     let headers = response.headers_mut();
@@ -87,8 +100,14 @@ pub(super) fn answer(
     response
 }
 
-/// The events sink of one stream.
-type Events = mpsc::Sender<Result<Bytes, Infallible>>;
+/// One message for the client, serialized; `last`: the call's answer, after which none follows.
+struct Outgoing {
+    data: String,
+    last: bool,
+}
+
+/// The messages of one call's answer.
+type Events = mpsc::Sender<Outgoing>;
 
 /// Runs the call, relaying each question of its upstream, then sends its result and ends.
 async fn drive(
@@ -98,22 +117,47 @@ async fn drive(
     events: Events,
 ) {
     let admitted = call.admitted.clone();
+    // The log level its principal set (MCP-64): the upstream's messages go on this stream too.
+    let level = endpoint.levels().get(&admitted);
+    let (logs, mut notices) = level.map(|l| Relay::new(false, Some(l))).unzip();
     let serving = {
         let mut downstream = admitted.caller.downstream.clone();
         downstream.asker = Some(asker);
+        downstream.relay = logs;
         admitted.serving(downstream)
     };
     let run = plain::run(&endpoint, serving, call);
     tokio::pin!(run);
     let message = loop {
         tokio::select! {
+            biased;
             message = &mut run => break message,
             Some(question) = questions.recv() => {
                 relay(&endpoint, &admitted, question, &events).await;
             }
+            Some(notice) = next_notice(&mut notices) => log(&events, notice).await,
         }
     };
-    send(&events, &message).await;
+    // What the upstream sent before its result goes out before it.
+    while let Some(notice) = notices.as_mut().and_then(|n| n.try_recv().ok()) {
+        log(&events, notice).await;
+    }
+    out(&events, &message, true).await;
+}
+
+/// The next message of `notices`; never, when the request asked for none.
+async fn next_notice(notices: &mut Option<mpsc::Receiver<Notice>>) -> Option<Notice> {
+    match notices {
+        Some(notices) => notices.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// One log message of the upstream, as its notification.
+async fn log(events: &Events, notice: Notice) {
+    if let Some(notification) = notices::notification(None, notice) {
+        send(events, &ServerJsonRpcMessage::notification(notification)).await;
+    }
 }
 
 /// Records `question`, sends it to the client, and leaves a task waiting for its answer.
@@ -152,14 +196,17 @@ async fn wait(endpoint: Endpoint, admitted: Admitted, row: String, mut answering
     answering.send(answer.unwrap_or_else(|error| Err(host_error(&error))));
 }
 
-/// `message` as one event on the stream (a client gone away loses it).
+/// `message`, to go before the call's answer (a client gone away loses it).
 async fn send(events: &Events, message: &impl serde::Serialize) {
+    out(events, message, false).await;
+}
+
+/// `message` for the client; `last`: the call's answer.
+async fn out(events: &Events, message: &impl serde::Serialize, last: bool) {
     let Ok(data) = serde_json::to_string(message) else {
         return;
     };
-    let _ = events
-        .send(Ok(Bytes::from(format!("data: {data}\n\n"))))
-        .await;
+    let _ = events.send(Outgoing { data, last }).await;
 }
 
 /// A host error as the JSON-RPC error the upstream gets.

@@ -136,7 +136,12 @@ fn json_reply(message: &ServerJsonRpcMessage) -> Response {
         // Only a map with non-string keys fails to serialize; a result has none.
         return StatusCode::INTERNAL_SERVER_ERROR.into_response();
     };
-    let mut response = Response::new(Body::from(body));
+    json_body(body)
+}
+
+/// `body`, a serialized JSON-RPC message, as rmcp sends a JSON answer.
+pub(super) fn json_body(body: impl Into<Body>) -> Response {
+    let mut response = Response::new(body.into());
     response.headers_mut().insert(
         header::CONTENT_TYPE,
         header::HeaderValue::from_static("application/json"),
@@ -146,12 +151,19 @@ fn json_reply(message: &ServerJsonRpcMessage) -> Response {
 
 /// The request's id when it is a plain call (see the module's guarantees), else `None`.
 pub(super) fn plain_id(request: &AdmittedRequest, levels: &Levels) -> Option<RequestId> {
+    if levels.get(request.admitted()).is_some() {
+        return None;
+    }
+    plain_but_logged(request)
+}
+
+/// The request's id when it is a plain call but for a log level its principal may have set.
+pub(super) fn plain_but_logged(request: &AdmittedRequest) -> Option<RequestId> {
     let plain = request.is_plain_shaped()
         && declares_json(request.headers())
         && session_era(request.protocol_version())
         && accepts_json_and_streams(request.headers())
-        && request.extensions().get::<RequestTracer>().is_none()
-        && levels.get(request.admitted()).is_none();
+        && request.extensions().get::<RequestTracer>().is_none();
     if !plain {
         return None;
     }

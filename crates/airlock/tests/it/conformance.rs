@@ -33,7 +33,8 @@ use airlock_testkit::Needs;
 use serde_json::Value;
 
 use crate::support::{
-    Server, bearer_proxy, deployment_with, installed, mrtr_fixture, sdk_fixture, tasks_fixture,
+    Server, asking_fixture, bearer_proxy, deployment_with, installed, mrtr_fixture, sdk_fixture,
+    tasks_fixture,
 };
 
 const TOKEN: &str = "mcp-3f0c2a8e9d7b41c6a5e4f3d2c1b0a998";
@@ -47,9 +48,9 @@ fn suite_dir() -> PathBuf {
 
 /// A deployment whose `conformance` agent holds the fixture tools, on the upstream at `port`
 /// and (the input-required tools) the one at `mrtr`, and the task-running upstream at `tasks`.
-fn deployment(port: u16, mrtr: u16, tasks: u16) -> tempfile::TempDir {
+fn deployment(port: u16, mrtr: u16, (tasks, asking): (u16, u16)) -> tempfile::TempDir {
     let toml = format!(
-        "[[mcp.tokens]]\ncredential = \"airlock.mcp\"\nprincipal = \"conformance\"\n[egress]\nallow = [\"127.0.0.1/32\"]\n[connections.fixture]\nuse_egress_allow = true\nbase_url = \"http://127.0.0.1:{port}\"\ncredential = \"fixture.token\"\n[connections.mrtr]\nuse_egress_allow = true\nbase_url = \"http://127.0.0.1:{mrtr}\"\n[connections.tasks]\nuse_egress_allow = true\nbase_url = \"http://127.0.0.1:{tasks}\"\n[credentials]\nfile = \"creds.yml\"\n"
+        "[[mcp.tokens]]\ncredential = \"airlock.mcp\"\nprincipal = \"conformance\"\n[egress]\nallow = [\"127.0.0.1/32\"]\n[connections.fixture]\nuse_egress_allow = true\nbase_url = \"http://127.0.0.1:{port}\"\ncredential = \"fixture.token\"\n[connections.mrtr]\nuse_egress_allow = true\nbase_url = \"http://127.0.0.1:{mrtr}\"\n[connections.tasks]\nuse_egress_allow = true\nbase_url = \"http://127.0.0.1:{tasks}\"\n[connections.asking]\nuse_egress_allow = true\nbase_url = \"http://127.0.0.1:{asking}\"\n[credentials]\nfile = \"creds.yml\"\n"
     );
     let dir = deployment_with(
         &toml,
@@ -384,7 +385,10 @@ async fn the_official_conformance_suite_passes_except_the_baselined_checks() {
     let Some((_tasks, tasks)) = tasks_fixture().await else {
         return;
     };
-    let deployment = deployment(port, mrtr, tasks);
+    let Some((_asking, asking)) = asking_fixture().await else {
+        return;
+    };
+    let deployment = deployment(port, mrtr, (tasks, asking));
     let server = Server::start(deployment.path(), &[]);
     let proxy = bearer_proxy::start(server.addr.parse().unwrap(), TOKEN).await;
     let url = format!("http://127.0.0.1:{}/agents/conformance/mcp", proxy.port());

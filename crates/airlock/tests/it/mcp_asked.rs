@@ -262,6 +262,25 @@ async fn clients_that_take_no_requests(a: &Server) {
         .unwrap();
     let kind = reply.headers()["content-type"].to_str().unwrap().to_owned();
     assert_eq!(kind, "application/json");
+    // A call whose upstream asks nothing is plain JSON too, session id or not.
+    let session = initialize(&a.addr, json!({"elicitation": {}}))
+        .await
+        .unwrap();
+    let reply = mcp_request(&format!("http://{}", a.addr))
+        .bearer_auth(CLIENT)
+        .header("mcp-session-id", session)
+        .body(
+            json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+            "params": {"name": "ask__no_such_tool", "arguments": {}}})
+            .to_string(),
+        )
+        .send()
+        .await
+        .unwrap();
+    let kind = reply.headers()["content-type"].to_str().unwrap().to_owned();
+    assert_eq!(kind, "application/json");
+    let body: Value = reply.json().await.unwrap();
+    assert_eq!(body["id"], 4, "{body}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
