@@ -83,7 +83,7 @@ mod tests {
     use super::*;
     use crate::server::request_state::RequestStateKey;
 
-    fn states() -> RequestStates {
+    fn new_states() -> RequestStates {
         RequestStates::new(RequestStateKey::generate(), Duration::from_secs(60))
     }
 
@@ -100,7 +100,7 @@ mod tests {
     /// MCP-95: the id carries what the client declared, for its own caller and scope only.
     #[test]
     fn mcp_95_a_session_id_holds_the_declared_capabilities_for_its_caller() {
-        let states = states();
+        let states = new_states();
         let alice = Admitted::alice();
         let caps = json!({"elicitation": {"form": {}}, "sampling": {}, "experimental": {}});
         let id = issue(&states, &alice, &caps).unwrap();
@@ -116,7 +116,7 @@ mod tests {
         let mut elsewhere = alice.clone();
         elsewhere.scope = airlock_spec::ScopeId::Agent("a".into());
         assert!(declared(&states, &carrying(Some(&id), elsewhere)).is_none());
-        assert!(declared(&states(), &carrying(Some(&id), alice.clone())).is_none());
+        assert!(declared(&new_states(), &carrying(Some(&id), alice.clone())).is_none());
         let mut text = id.to_str().unwrap().as_bytes().to_vec();
         let middle = text.len() / 2;
         text[middle] = if text[middle] == b'A' { b'B' } else { b'A' };
