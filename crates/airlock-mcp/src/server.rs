@@ -57,6 +57,7 @@ mod plain;
 mod request;
 mod request_state;
 mod resource_metadata;
+mod session_watch;
 mod sessions;
 mod subscriptions;
 mod tasks;
@@ -156,6 +157,7 @@ pub fn router(host: Arc<dyn ToolHost>, config: EndpointConfig) -> Router {
     let pipeline = Arc::new(Pipeline {
         gate: Gate::new(config),
         handler,
+        subscribed: session_watch::Subscribed::default(),
     });
     let gateway = Router::new()
         .route_service("/mcp", service.clone())
@@ -178,6 +180,8 @@ struct Pipeline {
     /// The handler rmcp clones per request: its host for the steps, and itself for the calls
     /// answered without rmcp (`plain`).
     handler: Endpoint,
+    /// What session-era clients subscribe to, in this process (MCP-98).
+    subscribed: session_watch::Subscribed,
 }
 
 /// The pipeline of `POST /mcp`.
@@ -208,6 +212,10 @@ impl Pipeline {
     /// The steps after admission, each reading the request admission parsed.
     async fn serve(&self, request: AdmittedRequest, rmcp: Next) -> Response {
         let host = self.handler.host();
+        if let Some(answered) = session_watch::step(&self.handler, &self.subscribed, &request).await
+        {
+            return answered;
+        }
         if let Some((row, answer)) = on_stream::client_answer(&request) {
             return on_stream::settle(&self.handler, request.admitted(), &row, answer).await;
         }

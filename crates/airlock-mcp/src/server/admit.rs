@@ -188,7 +188,10 @@ async fn authorize(gate: &Gate, scope: &ScopeId, request: &Parts) -> Result<Call
 
 /// The method and the `Host`/`Origin` checks; the request's headers when they pass.
 fn check_request<'r>(gate: &Gate, request: &'r Parts) -> Result<&'r HeaderMap, Box<Response>> {
-    if request.method != Method::POST {
+    // A session's GET stream and its end (MCP-98) are the only requests but a POST served.
+    let of_session = matches!(request.method, Method::GET | Method::DELETE)
+        && request.headers.contains_key(super::sessions::HEADER);
+    if request.method != Method::POST && !of_session {
         let mut response = (StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed").into_response();
         response
             .headers_mut()

@@ -271,7 +271,6 @@ impl ServerHandler for Endpoint {
             self.host.as_ref(),
             &admitted(&context)?,
             &mut info.capabilities,
-            false,
         );
         Ok(info)
     }
@@ -285,7 +284,6 @@ impl ServerHandler for Endpoint {
             self.host.as_ref(),
             &admitted(&context)?,
             &mut info.capabilities,
-            true,
         );
         let versions = self.supported_protocol_versions().into_owned();
         Ok(DiscoverResult::from_server_info(versions, info))

@@ -30,14 +30,10 @@ use crate::host::ToolHost;
 use crate::host::{Listed, Offers};
 
 /// Declares exactly the capabilities beside tools the scope of `admitted` has entries for;
-/// `resources.subscribe` only to a 2026-07-28 client (`modern`), whose `subscriptions/listen`
-/// carries updates (MCP-92): a session-era client's `resources/subscribe` stays -32601.
-pub(super) fn declare(
-    host: &dyn ToolHost,
-    admitted: &Admitted,
-    caps: &mut ServerCapabilities,
-    modern: bool,
-) {
+/// `resources.subscribe` when a resource of the scope can tell of its updates: a 2026-07-28
+/// client hears them on `subscriptions/listen` (MCP-92), a session-era client on its session's
+/// stream (MCP-98).
+pub(super) fn declare(host: &dyn ToolHost, admitted: &Admitted, caps: &mut ServerCapabilities) {
     caps.resources = None;
     if let Some(extensions) = caps.extensions.as_mut() {
         extensions.remove(SKILLS_EXTENSION_ID);
@@ -52,7 +48,7 @@ pub(super) fn declare(
     } = host.offers(&admitted.scope);
     if resources {
         let mut declared = ResourcesCapability::default();
-        declared.subscribe = (subscribe && modern).then_some(true);
+        declared.subscribe = subscribe.then_some(true);
         caps.resources = Some(declared);
     }
     if prompts {

@@ -25,7 +25,7 @@ use std::convert::Infallible;
 use axum::body::{Body, Bytes};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use futures::FutureExt;
+use futures::{FutureExt, StreamExt};
 use rmcp::model::{RequestId, ServerJsonRpcMessage};
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
@@ -54,8 +54,8 @@ pub(super) fn asking_call(
     let states = states?;
     request.headers().get(sessions::HEADER)?;
     let id = plain::plain_but_logged(request)?;
-    let declared = sessions::declared(states, request)?;
-    Some((id, declared))
+    let declared = sessions::opened(states, request)?.declared;
+    (!declared.is_empty()).then_some((id, declared))
 }
 
 /// Runs the call `request`, relaying its upstream's requests: plain JSON when its result is the
@@ -79,15 +79,18 @@ pub(super) async fn answer(
     if first.last {
         return plain::json_body(first.data);
     }
-    let stream = futures::stream::unfold((Some(first), body), |(first, mut body)| async move {
-        let next = match first {
-            Some(first) => first,
-            None => body.recv().await?,
-        };
-        let event = Bytes::from(format!("data: {}\n\n", next.data));
-        Some((Ok::<_, Infallible>(event), (None, body)))
+    let rest = futures::stream::unfold(body, |mut body| async move {
+        body.recv().await.map(|next| (next.data, body))
     });
-    let mut response = Response::new(Body::from_stream(stream));
+    event_stream(futures::stream::iter([first.data]).chain(rest))
+}
+
+/// An event stream of the serialized JSON-RPC messages `messages`, one event each.
+pub(super) fn event_stream(
+    messages: impl futures::Stream<Item = String> + Send + 'static,
+) -> Response {
+    let events = messages.map(|data| Ok::<_, Infallible>(Bytes::from(format!("data: {data}\n\n"))));
+    let mut response = Response::new(Body::from_stream(events));
     let headers = response.headers_mut();
     headers.insert(
         header::CONTENT_TYPE,

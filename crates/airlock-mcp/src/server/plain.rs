@@ -174,7 +174,7 @@ pub(super) fn plain_but_logged(request: &AdmittedRequest) -> Option<RequestId> {
 }
 
 /// No header (rmcp takes the oldest revision) or a known revision before 2026-07-28.
-fn session_era(version: Option<&[u8]>) -> bool {
+pub(super) fn session_era(version: Option<&[u8]>) -> bool {
     version.is_none_or(|named| {
         ProtocolVersion::KNOWN_VERSIONS.iter().any(|known| {
             known.as_str().as_bytes() == named && *known < ProtocolVersion::V_2026_07_28

@@ -139,6 +139,11 @@ impl AdmittedRequest {
         self.plain_shaped
     }
 
+    /// The HTTP method (a session's GET stream and DELETE are admitted beside POST, MCP-98).
+    pub(super) fn http_method(&self) -> &axum::http::Method {
+        &self.parts.method
+    }
+
     /// The message, when it is a JSON object.
     pub(super) fn message_object(&self) -> Option<&Map<String, Value>> {
         self.message.as_object()

@@ -1,11 +1,11 @@
 //! Sealed session ids for session-era clients that take requests (docs/rules.md MCP-95).
 //!
 //! Guarantees:
-//! - An `initialize` whose client declares `elicitation`, `sampling` or `roots` is answered with
-//!   an `Mcp-Session-Id` that is those declarations sealed (XChaCha20-Poly1305, under the
+//! - A session-era `initialize` is answered with an `Mcp-Session-Id` that is what its client
+//!   declared among `elicitation`, `sampling` and `roots`, sealed (XChaCha20-Poly1305, under the
 //!   request-state key, bound to a purpose of its own so it never opens as a request state nor
-//!   the reverse) with the principal and the endpoint scope. Any other `initialize` gets none,
-//!   as before: the endpoint keeps nothing either way, and any replica opens the id.
+//!   the reverse) with the principal and the endpoint scope, under a random nonce that names
+//!   the session. The endpoint keeps nothing of it: any replica opens the id.
 //! - A later request's id is read only when it opens under the current key or a retired one and
 //!   names the same principal and scope; anything else — another caller's id, a tampered one —
 //!   is as if no id were sent: the request is served without on-stream requests.
@@ -36,40 +36,44 @@ struct Sealed {
     declared: Map<String, Value>,
 }
 
-/// The session id to answer `initialize` with, for `admitted` declaring `capabilities`; `None`
-/// when it declared none of the capabilities a request to it can need.
+/// The session id to answer `initialize` with, for `admitted` declaring `capabilities`.
 pub(super) fn issue(
     states: &RequestStates,
     admitted: &Admitted,
     capabilities: &Value,
 ) -> Option<HeaderValue> {
-    let declared = asking::needed(capabilities.as_object()?);
-    if declared.is_empty() {
-        return None;
-    }
+    let none = Map::new();
     let sealed = Sealed {
         principal: admitted.caller.principal.clone(),
         scope: admitted.scope.to_string(),
-        declared,
+        declared: asking::needed(capabilities.as_object().unwrap_or(&none)),
     };
     // A struct of strings and JSON objects always serializes.
     let plain = serde_json::to_vec(&sealed).ok()?;
     HeaderValue::from_str(&states.seal_bytes(PREFIX, PURPOSE, &plain)).ok()
 }
 
-/// What the client of `request` declared at `initialize`, from the session id it carries, when
-/// that id is one this endpoint sealed for the same caller and scope.
-pub(super) fn declared(
-    states: &RequestStates,
-    request: &AdmittedRequest,
-) -> Option<Map<String, Value>> {
+/// A session id this endpoint sealed, opened.
+pub(super) struct Session {
+    /// The id's own nonce, in hex: what names the session in this process (MCP-98).
+    pub(super) key: String,
+    /// What the client declared at `initialize` among `elicitation`, `sampling` and `roots`.
+    pub(super) declared: Map<String, Value>,
+}
+
+/// The session `request` carries, when its id is one this endpoint sealed for the same caller
+/// and scope.
+pub(super) fn opened(states: &RequestStates, request: &AdmittedRequest) -> Option<Session> {
     let id = request.headers().get(HEADER)?.to_str().ok()?;
-    let (plain, _) = states.open_bytes(PREFIX, PURPOSE, id)?;
+    let (plain, nonce) = states.open_bytes(PREFIX, PURPOSE, id)?;
     let sealed: Sealed = serde_json::from_slice(&plain).ok()?;
     let admitted = request.admitted();
     let same =
         sealed.principal == admitted.caller.principal && sealed.scope == admitted.scope.to_string();
-    same.then_some(sealed.declared)
+    same.then(|| Session {
+        key: hex::encode(nonce.as_slice()),
+        declared: sealed.declared,
+    })
 }
 
 #[cfg(test)]
@@ -85,6 +89,10 @@ mod tests {
 
     fn new_states() -> RequestStates {
         RequestStates::new(RequestStateKey::generate(), Duration::from_secs(60))
+    }
+
+    fn declared(states: &RequestStates, request: &AdmittedRequest) -> Option<Map<String, Value>> {
+        opened(states, request).map(|session| session.declared)
     }
 
     fn carrying(id: Option<&HeaderValue>, admitted: Admitted) -> AdmittedRequest {
@@ -109,7 +117,11 @@ mod tests {
             Value::Object(got),
             json!({"elicitation": {"form": {}}, "sampling": {}})
         );
-        assert!(issue(&states, &alice, &json!({"experimental": {}})).is_none());
+        // Every client gets one; two are never the same session.
+        let plain = issue(&states, &alice, &json!({"experimental": {}})).unwrap();
+        let opened = |id| opened(&states, &carrying(Some(id), alice.clone())).unwrap();
+        assert!(opened(&plain).declared.is_empty());
+        assert_ne!(opened(&plain).key, opened(&id).key);
         let mut bob = alice.clone();
         bob.caller.principal = "bob".into();
         assert!(declared(&states, &carrying(Some(&id), bob)).is_none());

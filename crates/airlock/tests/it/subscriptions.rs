@@ -1,14 +1,15 @@
 //! docs/rules.md MCP-92 and MCP-93 end to end: a 2026-07-28 client's `subscriptions/listen`
 //! stream through `airlock serve` carries a loopback upstream's
 //! `notifications/resources/updated` for the resources the client may read, as served URIs;
-//! session-era clients are offered no subscription.
+//! a session-era client subscribes under its session id and hears them on its session's GET
+//! stream (MCP-98, MCP-99).
 
 use std::time::Duration;
 
 use airlock_testkit::{Script, Server as Upstream};
 use serde_json::{Value, json};
 
-use crate::mcp::{CLAUDE, rpc};
+use crate::mcp::CLAUDE;
 use crate::support::{deployment_with, serve_in_process};
 
 /// Connection `crm` on `url`; `claude` may read `crm__watched` only; `egress` adds to
@@ -88,18 +89,6 @@ async fn mcp_92_a_listening_client_hears_the_upstreams_updates_of_what_it_may_re
     let discovered: Value = discovered.json().await.unwrap();
     let resources = &discovered["result"]["capabilities"]["resources"];
     assert_eq!(resources["subscribe"], true, "{discovered}");
-    // MCP-93: a session-era client is offered no subscription.
-    let hello = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
-    let (_, hello) = rpc(&base, Some(CLAUDE), hello).await;
-    assert_eq!(
-        hello["result"]["capabilities"]["resources"],
-        json!({}),
-        "{hello}"
-    );
-    let subscribe = json!({"jsonrpc": "2.0", "id": 2, "method": "resources/subscribe", "params": {"uri": "crm+test://watched"}});
-    let (_, refused) = rpc(&base, Some(CLAUDE), subscribe).await;
-    assert_eq!(refused["error"]["code"], -32601, "{refused}");
-
     let asked = ["crm+test://watched", "crm+test://unwatched"];
     let listen = json!({"notifications": {"resourceSubscriptions": asked}});
     let stream = modern(&base, "subscriptions/listen", listen)
@@ -158,4 +147,124 @@ async fn mcp_93_an_upstream_stream_the_deadline_ends_is_listened_to_again() {
     let listens = upstream.methods().into_iter();
     let listens = listens.filter(|m| m == "subscriptions/listen").count();
     assert!(listens >= 2, "{listens}");
+}
+
+/// A session-era request of `method` with `params` carrying `session`, if any.
+fn session_era(
+    base: &str,
+    session: Option<&str>,
+    method: &str,
+    params: Value,
+) -> reqwest::RequestBuilder {
+    let body = json!({"jsonrpc": "2.0", "id": 5, "method": method, "params": params});
+    let mut request = crate::support::mcp_request(base)
+        .bearer_auth(CLAUDE)
+        .body(body.to_string());
+    if let Some(session) = session {
+        request = request.header("mcp-session-id", session);
+    }
+    request
+}
+
+/// MCP-98: a session-era client subscribes under the session id `initialize` gave it, and its
+/// session's GET stream carries the updates of what it may read; without the id it cannot
+/// subscribe, and an id that is not its session's opens no stream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_98_a_session_era_client_hears_its_subscriptions_on_its_sessions_stream() {
+    let script = Script {
+        modern: true,
+        subscribe: true,
+        ..Script::default()
+    };
+    let upstream = Upstream::start(script).await;
+    let dir = deployment(&upstream.loopback_url(), "");
+    let (addr, _) = serve_in_process(dir.path()).await;
+    let base = format!("http://{addr}");
+    let hello = json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}});
+    let reply = session_era(&base, None, "initialize", hello)
+        .send()
+        .await
+        .unwrap();
+    let session = reply.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let hello: Value = reply.json().await.unwrap();
+    assert_eq!(
+        hello["result"]["capabilities"]["resources"]["subscribe"], true,
+        "{hello}"
+    );
+    let uri = |uri: &str| json!({"uri": uri});
+    let refused = session_era(
+        &base,
+        None,
+        "resources/subscribe",
+        uri("crm+test://watched"),
+    );
+    let refused = refused.send().await.unwrap();
+    assert_eq!(refused.status().as_u16(), 400);
+    let refused: Value = refused.json().await.unwrap();
+    assert_eq!(refused["error"]["code"], -32600, "{refused}");
+    for asked in [
+        "crm+test://watched",
+        "crm+test://unwatched",
+        "crm+test://gone",
+    ] {
+        let done = session_era(&base, Some(&session), "resources/subscribe", uri(asked));
+        let done: Value = done.send().await.unwrap().json().await.unwrap();
+        assert_eq!(done["result"], json!({}), "{done}");
+    }
+    let gone = session_era(
+        &base,
+        Some(&session),
+        "resources/unsubscribe",
+        uri("crm+test://gone"),
+    );
+    let gone: Value = gone.send().await.unwrap().json().await.unwrap();
+    assert_eq!(gone["result"], json!({}), "{gone}");
+    let get = |session: &str| {
+        reqwest::Client::new()
+            .get(format!("{base}/mcp"))
+            .header("accept", "text/event-stream")
+            .header("mcp-session-id", session.to_owned())
+            .bearer_auth(CLAUDE)
+            .send()
+    };
+    let mut other = session.clone();
+    other.insert(
+        10,
+        if other.as_bytes()[10] == b'A' {
+            'B'
+        } else {
+            'A'
+        },
+    );
+    assert_eq!(get(&other).await.unwrap().status().as_u16(), 404);
+    let stream = get(&session).await.unwrap();
+    assert_eq!(stream.status().as_u16(), 200);
+    let heard = tokio::time::timeout(
+        Duration::from_secs(20),
+        until_updated(stream, "crm+test://watched", 1),
+    )
+    .await
+    .expect("no update within 20 s");
+    assert_eq!(
+        heard.len(),
+        1,
+        "only what it may read and asked for: {heard:?}"
+    );
+    let listens = upstream.seen().into_iter();
+    let listens: Vec<Value> = listens
+        .filter(|s| s.method == "subscriptions/listen")
+        .map(|s| s.body["params"]["notifications"]["resourceSubscriptions"].clone())
+        .collect();
+    assert_eq!(listens, [json!(["test://watched"])]);
+    let end = reqwest::Client::new()
+        .delete(format!("{base}/mcp"))
+        .header("mcp-session-id", &session)
+        .bearer_auth(CLAUDE)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(end.status().as_u16(), 405, "nothing kept to end");
 }
