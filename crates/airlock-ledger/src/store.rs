@@ -223,16 +223,6 @@ pub trait Invocations: Send + Sync {
         owner: &str,
         outcome: Result<Value, ToolError>,
     ) -> LedgerFuture<'_, Invocation>;
-    /// Settles the running row `id` of `principal` with its MCP client's answer to a request
-    /// relayed on its call's stream: `running → succeeded | failed`, whoever holds the lease
-    /// (docs/rules.md LEDGER-87). Another principal's row is [`LedgerError::NotFound`]; a row
-    /// no longer running is refused as [`Invocations::finish`] refuses it.
-    fn answer_relayed(
-        &self,
-        id: InvocationId,
-        principal: &str,
-        outcome: Result<Value, ToolError>,
-    ) -> LedgerFuture<'_, Invocation>;
     /// Claims the row and runs `tool` inside the ledger's own transaction: the tool's writes
     /// and `succeeded` commit together; if the tool fails its writes roll back and the row
     /// commits as `failed`. The tool must not call the store (it would wait on itself).
@@ -359,8 +349,19 @@ pub trait Reads: Send + Sync {
     fn audit_trail(&self) -> LedgerFuture<'_, AuditTrail>;
 }
 
-/// A call held for the person's consent in a session (docs/rules.md POLICY-31 … POLICY-34).
+/// What the person at a client says: a call held for their consent in a session (docs/rules.md
+/// POLICY-31 … POLICY-34), and their client's answers to requests relayed to it (LEDGER-87).
 pub trait Confirmations: Send + Sync {
+    /// Settles the running row `id` of `principal` with its MCP client's answer to a request
+    /// relayed on its call's stream: `running → succeeded | failed`, whoever holds the lease
+    /// (docs/rules.md LEDGER-87). Another principal's row is [`LedgerError::NotFound`]; a row
+    /// no longer running is refused as [`Invocations::finish`] refuses it.
+    fn answer_relayed(
+        &self,
+        id: InvocationId,
+        principal: &str,
+        outcome: Result<Value, ToolError>,
+    ) -> LedgerFuture<'_, Invocation>;
     /// Holds `held` for the person's consent, replacing what its session held (docs/rules.md
     /// POLICY-31).
     fn hold_confirmation(&self, held: Confirmation) -> LedgerFuture<'_, ()>;

@@ -74,8 +74,6 @@ impl Invocations for WithInvocations {
             -> LedgerFuture<'_, Invocation>;
         fn finish(&self, id: InvocationId, owner: &str, outcome: Result<Value, ToolError>)
             -> LedgerFuture<'_, Invocation>;
-        fn answer_relayed(&self, id: InvocationId, principal: &str,
-            outcome: Result<Value, ToolError>) -> LedgerFuture<'_, Invocation>;
         fn run_transactional(&self, id: InvocationId, owner: &str, tool: TxTool)
             -> LedgerFuture<'_, Invocation>;
         fn decide(&self, id: InvocationId, by: &str, decision: Decision)
@@ -158,6 +156,8 @@ impl Confirmations for WithInvocations {
             call_id: String) -> LedgerFuture<'_, bool>;
         fn held_confirmation(&self, session: SessionId)
             -> LedgerFuture<'_, Option<Confirmation>>;
+        fn answer_relayed(&self, id: InvocationId, principal: &str,
+            outcome: Result<Value, ToolError>) -> LedgerFuture<'_, Invocation>;
     }
 }
 

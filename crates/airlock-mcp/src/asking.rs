@@ -16,7 +16,7 @@
 use serde_json::{Map, Value, json};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::rounds::NEEDED;
+use crate::rounds;
 
 /// How many requests may wait to be relayed at once; an upstream asks one at a time.
 const WAITING: usize = 4;
@@ -71,7 +71,7 @@ impl Asker {
     /// An asker for a client that declared `declared`, and the receiving end of its requests;
     /// `None` when it declared none of the capabilities a request can need.
     pub(crate) fn new(declared: &Map<String, Value>) -> Option<(Self, mpsc::Receiver<Question>)> {
-        let capabilities = needed(declared);
+        let capabilities = rounds::needed(declared);
         if capabilities.is_empty() {
             return None;
         }
@@ -92,7 +92,7 @@ impl Asker {
         params: Value,
         call: Option<String>,
     ) -> ClientAnswer {
-        let declared = NEEDED
+        let declared = rounds::NEEDED
             .iter()
             .any(|(m, name)| *m == method && self.capabilities.contains_key(*name));
         if !declared {
@@ -117,17 +117,6 @@ impl Asker {
 /// The error an upstream gets when the client's request went away before it answered.
 fn gone() -> Value {
     json!({"code": -32603, "message": "the client's request ended before it answered"})
-}
-
-/// The capabilities among `elicitation`, `sampling` and `roots` in `declared`, as objects.
-pub(crate) fn needed(declared: &Map<String, Value>) -> Map<String, Value> {
-    NEEDED
-        .iter()
-        .filter_map(|(_, name)| {
-            let object = declared.get(*name)?.as_object()?;
-            Some(((*name).to_owned(), Value::Object(object.clone())))
-        })
-        .collect()
 }
 
 #[cfg(test)]

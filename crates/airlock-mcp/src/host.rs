@@ -21,7 +21,10 @@ use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use serde_json::{Map, Value};
 
+mod ask;
+
 pub use crate::offer::{OfferAnswer, OfferRequest};
+pub use ask::{AskHost, ClientAnswer, ClientQuestion};
 
 /// One listed entry (a resource, a resource template or a prompt), or a request's params or
 /// result, in its wire form.
@@ -32,7 +35,7 @@ pub type Entry = Map<String, Value>;
 /// Every method is called with the scope of the URL the request came in on and, for calls, the
 /// authenticated [`Caller`]; the host records the principal on every invocation and must refuse
 /// an await for an invocation that belongs to another principal or another channel.
-pub trait ToolHost: OfferHost + Send + Sync + 'static {
+pub trait ToolHost: OfferHost + AskHost + Send + Sync + 'static {
     /// The tools of `scope` that `caller` may see, in the order `tools/list` shows them. The
     /// hints are airlock's own declarations, never copied from an upstream server.
     fn list_tools(
@@ -182,67 +185,6 @@ pub trait ToolHost: OfferHost + Send + Sync + 'static {
         let _ = (scope, caller);
         let refused = HostError::NotFound(format!("invocation {}", round.previous));
         Box::pin(async move { Err(CallerRefusal::Host(refused)) })
-    }
-
-    /// Records a request the upstream of the caller's call sends to the caller's client
-    /// (`question`), before the endpoint relays it on the call's stream (docs/rules.md MCP-96):
-    /// the row's id, which names the request to the client. The default keeps no ledger and
-    /// relays nothing: [`HostError::NotFound`].
-    fn ask_client<'a>(
-        &'a self,
-        scope: &'a ScopeId,
-        caller: &'a Caller,
-        question: ClientQuestion,
-    ) -> BoxFuture<'a, Result<String, HostError>> {
-        let _ = (scope, caller);
-        let refused = HostError::NotFound(format!("a place to record {}", question.method));
-        Box::pin(std::future::ready(Err(refused)))
-    }
-
-    /// Waits for the client's answer to the caller's relayed request `id`, wherever it arrived
-    /// (MCP-96); when `gone` resolves first — nobody waits for the answer any more — the
-    /// request is recorded unanswered and the wait ends with an error.
-    fn client_answer<'a>(
-        &'a self,
-        scope: &'a ScopeId,
-        caller: &'a Caller,
-        id: &'a str,
-        gone: BoxFuture<'a, ()>,
-    ) -> BoxFuture<'a, Result<ClientAnswer, HostError>> {
-        let _ = (scope, caller, gone);
-        Box::pin(std::future::ready(Err(HostError::NotFound(format!(
-            "request {id}"
-        )))))
-    }
-
-    /// The caller's relayed request `id`, still waiting for its client's answer: what the
-    /// answer is checked against. Anything else — unknown, another principal's, from another
-    /// endpoint URL, answered already — is [`HostError::NotFound`].
-    fn client_question<'a>(
-        &'a self,
-        scope: &'a ScopeId,
-        caller: &'a Caller,
-        id: &'a str,
-    ) -> BoxFuture<'a, Result<ClientQuestion, HostError>> {
-        let _ = (scope, caller);
-        Box::pin(std::future::ready(Err(HostError::NotFound(format!(
-            "request {id}"
-        )))))
-    }
-
-    /// Settles the caller's relayed request `id` with its client's `answer` (MCP-96); visibility
-    /// as for [`ToolHost::client_question`].
-    fn answer_client<'a>(
-        &'a self,
-        scope: &'a ScopeId,
-        caller: &'a Caller,
-        id: &'a str,
-        answer: ClientAnswer,
-    ) -> BoxFuture<'a, Result<(), HostError>> {
-        let _ = (scope, caller, answer);
-        Box::pin(std::future::ready(Err(HostError::NotFound(format!(
-            "request {id}"
-        )))))
     }
 
     /// Whether the host is shutting down: [`ToolHost::await_decision`] then answers at once, so
@@ -578,26 +520,6 @@ pub struct RoundCall {
     /// The arguments, the same as the previous round's (the state binds their digest).
     pub arguments: Value,
 }
-
-/// A request an upstream sends to the client during a call, as it is relayed (MCP-94).
-#[derive(Debug, Clone, PartialEq)]
-pub struct ClientQuestion {
-    /// `elicitation/create`, `sampling/createMessage` or `roots/list`.
-    pub method: String,
-    /// Its params, as relayed.
-    pub params: Value,
-    /// The invocation id of the call that asked, when known.
-    pub call: Option<String>,
-}
-
-/// Whether an upstream may send `method` to the client during a call (MCP-73, MCP-94).
-#[must_use]
-pub fn is_client_method(method: &str) -> bool {
-    crate::rounds::NEEDED.iter().any(|(m, _)| *m == method)
-}
-
-/// A client's JSON-RPC answer to a relayed request: its `result`, or its `error` object.
-pub type ClientAnswer = Result<Value, Value>;
 
 /// Why [`ToolHost::decide_as_caller`] or [`ToolHost::continue_round`] went no further.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

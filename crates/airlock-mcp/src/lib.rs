@@ -38,12 +38,15 @@ pub use client::upstream_task::{
 pub use downstream::Downstream;
 pub use error::{CallErrorKind, McpCallError};
 pub use host::{
-    CALL_KEY_META, CallKey, Caller, CallerDecision, CallerPrompt, CallerRefusal, CallerUse,
-    ClientAnswer, ClientQuestion, HostCall, HostError, HostOutcome, MAX_CALL_KEY_CHARS,
-    ParkedStatus, RoundCall, ToolDescriptor, ToolHost, is_client_method,
+    AskHost, ClientAnswer, ClientQuestion, Listed, OfferAnswer, OfferHost, OfferRequest, Offers,
 };
-pub use host::{Listed, OfferAnswer, OfferHost, OfferRequest, Offers};
+pub use host::{
+    CALL_KEY_META, CallKey, Caller, CallerDecision, CallerPrompt, CallerRefusal, CallerUse,
+    HostCall, HostError, HostOutcome, MAX_CALL_KEY_CHARS, ParkedStatus, RoundCall, ToolDescriptor,
+    ToolHost,
+};
 pub use oauth::{Clock, OAuthConfigError, OAuthSettings, ResourceServer, TokenError};
+pub use rounds::is_client_method;
 /// Fuzzing entry points (cargo feature `fuzzing`): not an API, no stability.
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]

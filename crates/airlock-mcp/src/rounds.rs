@@ -31,6 +31,23 @@ pub(crate) const NEEDED: [(&str, &str); 3] = [
     ("roots/list", "roots"),
 ];
 
+/// Whether an upstream may send `method` to the client during a call (MCP-73, MCP-94).
+#[must_use]
+pub fn is_client_method(method: &str) -> bool {
+    NEEDED.iter().any(|(m, _)| *m == method)
+}
+
+/// The capabilities among `elicitation`, `sampling` and `roots` in `declared`, as objects.
+pub(crate) fn needed(declared: &Map<String, Value>) -> Map<String, Value> {
+    NEEDED
+        .iter()
+        .filter_map(|(_, name)| {
+            let object = declared.get(*name)?.as_object()?;
+            Some(((*name).to_owned(), Value::Object(object.clone())))
+        })
+        .collect()
+}
+
 /// One round as the endpoint relays it.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Round {
@@ -49,7 +66,7 @@ impl Round {
     /// A round for a client that declared `declared`: only what an input request can need.
     pub(crate) fn new(declared: &Map<String, Value>) -> Self {
         Self {
-            capabilities: crate::asking::needed(declared),
+            capabilities: needed(declared),
             ..Self::default()
         }
     }

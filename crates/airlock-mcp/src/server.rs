@@ -2,8 +2,9 @@
 //!
 //! Guarantees:
 //! - `POST /mcp` serves [`ScopeId::Gateway`], `POST /agents/{name}/mcp` serves
-//!   [`ScopeId::Agent`]; every other method answers 405 (no GET stream, no DELETE: the
-//!   endpoint is stateless and keeps no session, for every protocol era).
+//!   [`ScopeId::Agent`]; a `GET` carrying a session id is that session's stream of resource
+//!   updates (`session_watch`, docs/rules.md MCP-98), and every other method answers 405 (no
+//!   DELETE: the session id is a sealed record, nothing kept that a client could end).
 //! - Before anything is parsed, the `Host` and any `Origin` must name an allowed host (403
 //!   otherwise, a DNS-rebinding guard), and a bearer token must match one configured token in
 //!   constant time, or be an OAuth access token accepted by the [`ResourceServer`] (401 with
@@ -13,15 +14,19 @@
 //!   except a `tools/call` whose upstream's progress or log messages are relayed to it: an
 //!   event stream of those messages, then the result (`notices`, docs/rules.md MCP-63); and a
 //!   2026-07-28 `subscriptions/listen`, whose stream carries resource updates for as long as
-//!   the client holds it (`subscriptions`, MCP-92).
+//!   the client holds it (`subscriptions`, MCP-92); and a session-era `tools/call` whose
+//!   upstream asks the client (`on_stream`, MCP-94).
 //! - Session-era clients (`initialize`, 2025-06-18 / 2025-11-25) and 2026-07-28 clients
 //!   (`server/discover`, per-request `_meta`, `resultType`) are both served; rmcp's stateless
 //!   Streamable HTTP service does the protocol checks, `handler` does the translation.
 //! - Every request goes through one pipeline of steps, in this order: admission (`admit`,
 //!   which waits for the body's share of the endpoint's body budget, `budget`, then reads and
-//!   parses the body, once), the `Mcp-Param-*` check (`param_headers`), the 2025 task
-//!   shape (`legacy_tasks`), then rmcp. Each step before rmcp either answers or hands on the
-//!   same parsed [`AdmittedRequest`]; only rmcp gets the body bytes.
+//!   parses the body, once), a session's subscriptions and stream (`session_watch`), a
+//!   client's answer to an upstream's question (`on_stream`), the `Mcp-Param-*` check
+//!   (`param_headers`), the 2025 task shape (`legacy_tasks`), a call whose upstream may ask
+//!   the client (`on_stream`), the plain call (`plain`), then rmcp, whose `initialize` answer
+//!   gets the session id (`sessions`, MCP-95). Each step before rmcp either answers or hands on
+//!   the same parsed [`AdmittedRequest`]; only rmcp gets the body bytes.
 //! - A parked call is a normal result that no model can read as success, with the
 //!   `airlock_await_decision` tool to wait for it; a failed call is always `isError: true`.
 //! - A 2026-07-28 client that declares elicitation is asked, through an input request, what

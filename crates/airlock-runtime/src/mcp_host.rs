@@ -27,8 +27,8 @@ use airlock_ledger::InvocationState;
 use airlock_ledger::{Decision, Invocation, InvocationId};
 use airlock_ledger::{LedgerError, NewSession, SessionId};
 use airlock_mcp::{
-    CallKey, Caller, CallerPrompt, CallerRefusal, CallerUse, ClientAnswer, ClientQuestion,
-    HostCall, HostError, ParkedStatus, RoundCall, ToolDescriptor, ToolHost,
+    CallKey, Caller, CallerPrompt, CallerRefusal, CallerUse, HostCall, HostError, ParkedStatus,
+    RoundCall, ToolDescriptor, ToolHost,
 };
 use airlock_spec::{Mode, ScopeId, ToolSource, ToolSpec};
 use futures::future::BoxFuture;
@@ -455,44 +455,6 @@ impl ToolHost for McpHost {
         round: RoundCall,
     ) -> BoxFuture<'a, Result<HostCall, CallerRefusal>> {
         Box::pin(self.mcp_continue_round(scope, caller, round))
-    }
-
-    fn ask_client<'a>(
-        &'a self,
-        scope: &'a ScopeId,
-        caller: &'a Caller,
-        question: ClientQuestion,
-    ) -> BoxFuture<'a, Result<String, HostError>> {
-        Box::pin(self.mcp_ask_client(scope, caller, question))
-    }
-
-    fn client_answer<'a>(
-        &'a self,
-        scope: &'a ScopeId,
-        caller: &'a Caller,
-        id: &'a str,
-        gone: BoxFuture<'a, ()>,
-    ) -> BoxFuture<'a, Result<ClientAnswer, HostError>> {
-        Box::pin(self.mcp_client_answer(scope, caller, id, gone))
-    }
-
-    fn client_question<'a>(
-        &'a self,
-        scope: &'a ScopeId,
-        caller: &'a Caller,
-        id: &'a str,
-    ) -> BoxFuture<'a, Result<ClientQuestion, HostError>> {
-        Box::pin(self.mcp_client_question(scope, caller, id))
-    }
-
-    fn answer_client<'a>(
-        &'a self,
-        scope: &'a ScopeId,
-        caller: &'a Caller,
-        id: &'a str,
-        answer: ClientAnswer,
-    ) -> BoxFuture<'a, Result<(), HostError>> {
-        Box::pin(self.mcp_answer_client(scope, caller, id, answer))
     }
 
     fn long_polls_ended(&self) -> bool {

@@ -1,15 +1,35 @@
 //! [`Confirmations`] for [`Ledger`]: what a session holds for the person's consent.
 //!
 //! Guarantees: a session's held call changes only on the session's lane, so holding, answering
-//! and taking it serialize with each other.
+//! and taking it serialize with each other; a client's answer to a relayed request settles its
+//! row on the row's lane, read fresh (another replica may hold it).
+
+use serde_json::Value;
 
 use super::Ledger;
 use crate::commit::writer::Prefetch;
 use crate::store::{Confirmations, LedgerFuture};
 use crate::transitions::confirmations::{self, Answered, Confirmation};
-use crate::vocabulary::ids::{RunId, SessionId};
+use crate::transitions::lease;
+use crate::vocabulary::error::ToolError;
+use crate::vocabulary::ids::{InvocationId, RunId, SessionId};
+use crate::vocabulary::model::Invocation;
 
 impl Confirmations for Ledger {
+    fn answer_relayed(
+        &self,
+        id: InvocationId,
+        principal: &str,
+        outcome: Result<Value, ToolError>,
+    ) -> LedgerFuture<'_, Invocation> {
+        let principal = principal.to_owned();
+        // Another replica may hold the row: it is read as the database has it now.
+        Box::pin(self.writer.submit(id.0, Prefetch::Fresh(id), move |tx, b| {
+            let (principal, outcome) = (principal.clone(), outcome.clone());
+            Box::pin(async move { lease::answer_relayed(tx, b, (id, &principal), outcome).await })
+        }))
+    }
+
     fn hold_confirmation(&self, held: Confirmation) -> LedgerFuture<'_, ()> {
         let key = held.session_id.0;
         Box::pin(self.writer.submit(key, Prefetch::Nothing, move |tx, b| {

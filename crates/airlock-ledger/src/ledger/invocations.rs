@@ -129,20 +129,6 @@ impl Invocations for Ledger {
         }))
     }
 
-    fn answer_relayed(
-        &self,
-        id: InvocationId,
-        principal: &str,
-        outcome: Result<Value, ToolError>,
-    ) -> LedgerFuture<'_, Invocation> {
-        let principal = principal.to_owned();
-        // Another replica may hold the row: it is read as the database has it now.
-        Box::pin(self.writer.submit(id.0, Prefetch::Fresh(id), move |tx, b| {
-            let (principal, outcome) = (principal.clone(), outcome.clone());
-            Box::pin(async move { lease::answer_relayed(tx, b, (id, &principal), outcome).await })
-        }))
-    }
-
     fn run_transactional(
         &self,
         id: InvocationId,

@@ -18,7 +18,7 @@ use serde_json::{Map, Value};
 
 use super::request::{Admitted, AdmittedRequest};
 use super::request_state::RequestStates;
-use crate::asking;
+use crate::rounds;
 
 /// The format's prefix; an id without it is not one of airlock's.
 const PREFIX: &str = "als1.";
@@ -46,7 +46,7 @@ pub(super) fn issue(
     let sealed = Sealed {
         principal: admitted.caller.principal.clone(),
         scope: admitted.scope.to_string(),
-        declared: asking::needed(capabilities.as_object().unwrap_or(&none)),
+        declared: rounds::needed(capabilities.as_object().unwrap_or(&none)),
     };
     // A struct of strings and JSON objects always serializes.
     let plain = serde_json::to_vec(&sealed).ok()?;

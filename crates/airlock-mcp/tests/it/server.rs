@@ -125,6 +125,7 @@ pub(crate) fn output_schema() -> Map<String, Value> {
 }
 
 impl airlock_mcp::OfferHost for FakeHost {}
+impl airlock_mcp::AskHost for FakeHost {}
 
 impl ToolHost for FakeHost {
     fn list_tools(

@@ -24,17 +24,28 @@ use crate::session;
 /// The call id of every relayed request's row: what tells it from a tool call's (`mcp`).
 pub(crate) const ASKED_CALL_ID: &str = "mcp-asked";
 
+/// The relayed requests' side of the gateway.
+pub(crate) struct Asked<'g>(&'g Gateway);
+
 impl Gateway {
+    /// The relayed requests' side of the gateway.
+    pub(crate) fn asked(&self) -> Asked<'_> {
+        Asked(self)
+    }
+}
+
+impl Asked<'_> {
     /// Records and claims the row of `method` with `params`, relayed to `principal`'s client
     /// for the call `call` (its invocation id, when known), in a session of `scope`.
-    pub(crate) async fn record_asked(
+    pub(crate) async fn record(
         &self,
         (scope, principal): (&ScopeId, &str),
         method: &str,
         params: Value,
         call: Option<String>,
     ) -> Result<InvocationId, GatewayError> {
-        let digest = self
+        let gateway = self.0;
+        let digest = gateway
             .scopes
             .get(scope)
             .map(|s| s.digest.clone())
@@ -51,8 +62,10 @@ impl Gateway {
         new.principal = Some(principal.to_owned());
         // One commit lane: the session is written right before the row that needs it.
         let (opened, recorded) = futures::join!(
-            self.store.create_session(session, opened),
-            self.store.record_and_claim(new, &self.owner, self.lease)
+            gateway.store.create_session(session, opened),
+            gateway
+                .store
+                .record_and_claim(new, &gateway.owner, gateway.lease)
         );
         opened?;
         Ok(recorded?.invocation.id)
@@ -61,22 +74,23 @@ impl Gateway {
     /// Waits for the relayed request `id` to be answered and returns its row as the answer
     /// left it; when `gone` resolves first (nobody waits for the answer any more), the row is
     /// failed and returned so.
-    pub(crate) async fn await_asked(
+    pub(crate) async fn answered(
         &self,
         id: InvocationId,
         gone: impl Future<Output = ()>,
     ) -> Result<Invocation, GatewayError> {
         tokio::pin!(gone);
-        let mut row = self.store.get(id).await?;
+        let gateway = self.0;
+        let mut row = gateway.store.get(id).await?;
         while row.state == InvocationState::Running {
-            let renew_at = tokio::time::Instant::now() + self.lease / 3;
+            let renew_at = tokio::time::Instant::now() + gateway.lease / 3;
             tokio::select! {
-                changed = self.store.wait_for_change(id, Some(row.version), renew_at) => {
+                changed = gateway.store.wait_for_change(id, Some(row.version), renew_at) => {
                     row = changed?;
                     if row.state == InvocationState::Running
                         && tokio::time::Instant::now() >= renew_at
                     {
-                        self.renew(id).await;
+                        gateway.renew(id).await;
                     }
                 }
                 () = &mut gone => {
@@ -84,7 +98,7 @@ impl Gateway {
                         ToolErrorKind::Timeout,
                         "the call ended before its client answered",
                     );
-                    return self.finish(id, Err(unanswered)).await;
+                    return gateway.finish(id, Err(unanswered)).await;
                 }
             }
         }

@@ -9,7 +9,7 @@
 //! request.
 
 use airlock_ledger::{Invocation, InvocationState, LedgerError};
-use airlock_mcp::{Caller, ClientAnswer, ClientQuestion, HostError};
+use airlock_mcp::{AskHost, Caller, ClientAnswer, ClientQuestion, HostError};
 use airlock_spec::ScopeId;
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
@@ -18,8 +18,48 @@ use super::{McpHost, internal};
 use crate::error::{ToolError, ToolErrorKind};
 use crate::gateway::ASKED_CALL_ID;
 
+impl AskHost for McpHost {
+    fn ask_client<'a>(
+        &'a self,
+        scope: &'a ScopeId,
+        caller: &'a Caller,
+        question: ClientQuestion,
+    ) -> BoxFuture<'a, Result<String, HostError>> {
+        Box::pin(self.mcp_ask_client(scope, caller, question))
+    }
+
+    fn client_answer<'a>(
+        &'a self,
+        scope: &'a ScopeId,
+        caller: &'a Caller,
+        id: &'a str,
+        gone: BoxFuture<'a, ()>,
+    ) -> BoxFuture<'a, Result<ClientAnswer, HostError>> {
+        Box::pin(self.mcp_client_answer(scope, caller, id, gone))
+    }
+
+    fn client_question<'a>(
+        &'a self,
+        scope: &'a ScopeId,
+        caller: &'a Caller,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<ClientQuestion, HostError>> {
+        Box::pin(self.mcp_client_question(scope, caller, id))
+    }
+
+    fn answer_client<'a>(
+        &'a self,
+        scope: &'a ScopeId,
+        caller: &'a Caller,
+        id: &'a str,
+        answer: ClientAnswer,
+    ) -> BoxFuture<'a, Result<(), HostError>> {
+        Box::pin(self.mcp_answer_client(scope, caller, id, answer))
+    }
+}
+
 impl McpHost {
-    pub(super) async fn mcp_ask_client(
+    async fn mcp_ask_client(
         &self,
         scope: &ScopeId,
         caller: &Caller,
@@ -37,11 +77,15 @@ impl McpHost {
             call,
         } = question;
         let who = (scope, caller.principal.as_str());
-        let id = self.gateway.record_asked(who, &method, params, call).await;
+        let id = self
+            .gateway
+            .asked()
+            .record(who, &method, params, call)
+            .await;
         id.map(|id| id.to_string()).map_err(|e| internal(&e))
     }
 
-    pub(super) async fn mcp_client_answer(
+    async fn mcp_client_answer(
         &self,
         scope: &ScopeId,
         caller: &Caller,
@@ -49,11 +93,11 @@ impl McpHost {
         gone: BoxFuture<'_, ()>,
     ) -> Result<ClientAnswer, HostError> {
         let row = self.asked_row(scope, caller, id).await?;
-        let row = self.gateway.await_asked(row.id, gone).await;
+        let row = self.gateway.asked().answered(row.id, gone).await;
         Ok(answer_of(&row.map_err(|e| internal(&e))?))
     }
 
-    pub(super) async fn mcp_client_question(
+    async fn mcp_client_question(
         &self,
         scope: &ScopeId,
         caller: &Caller,
@@ -72,7 +116,7 @@ impl McpHost {
         })
     }
 
-    pub(super) async fn mcp_answer_client(
+    async fn mcp_answer_client(
         &self,
         scope: &ScopeId,
         caller: &Caller,

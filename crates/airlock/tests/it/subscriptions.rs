@@ -25,6 +25,21 @@ fn deployment(url: &str, egress: &str) -> tempfile::TempDir {
     dir
 }
 
+/// A 2026-07-28 upstream whose resources can be subscribed to, and `airlock serve` in process
+/// on the deployment reaching it (`egress` added to `[egress]`); the deployment lives as long as
+/// the directory.
+async fn serving(egress: &str) -> (Upstream, tempfile::TempDir, std::net::SocketAddr) {
+    let script = Script {
+        modern: true,
+        subscribe: true,
+        ..Script::default()
+    };
+    let upstream = Upstream::start(script).await;
+    let dir = deployment(&upstream.loopback_url(), egress);
+    let (addr, _) = serve_in_process(dir.path()).await;
+    (upstream, dir, addr)
+}
+
 /// A 2026-07-28 request of `method` with `params` (and the request `_meta` that revision asks).
 fn modern(base: &str, method: &str, mut params: Value) -> reqwest::RequestBuilder {
     params["_meta"] = json!({
@@ -72,14 +87,7 @@ async fn until_updated(mut response: reqwest::Response, uri: &str, times: usize)
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mcp_92_a_listening_client_hears_the_upstreams_updates_of_what_it_may_read() {
-    let script = Script {
-        modern: true,
-        subscribe: true,
-        ..Script::default()
-    };
-    let upstream = Upstream::start(script).await;
-    let dir = deployment(&upstream.loopback_url(), "");
-    let (addr, _) = serve_in_process(dir.path()).await;
+    let (upstream, _dir, addr) = serving("").await;
     let base = format!("http://{addr}");
 
     let discovered = modern(&base, "server/discover", json!({}))
@@ -125,14 +133,7 @@ async fn mcp_92_a_listening_client_hears_the_upstreams_updates_of_what_it_may_re
 /// so the client's one stream goes on hearing updates.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mcp_93_an_upstream_stream_the_deadline_ends_is_listened_to_again() {
-    let script = Script {
-        modern: true,
-        subscribe: true,
-        ..Script::default()
-    };
-    let upstream = Upstream::start(script).await;
-    let dir = deployment(&upstream.loopback_url(), "deadline = \"1s\"\n");
-    let (addr, _) = serve_in_process(dir.path()).await;
+    let (upstream, _dir, addr) = serving("deadline = \"1s\"\n").await;
     let listen = json!({"notifications": {"resourceSubscriptions": ["crm+test://watched"]}});
     let stream = modern(&format!("http://{addr}"), "subscriptions/listen", listen);
     let stream = stream.send().await.unwrap();
@@ -154,7 +155,7 @@ fn session_era(
     base: &str,
     session: Option<&str>,
     method: &str,
-    params: Value,
+    params: &Value,
 ) -> reqwest::RequestBuilder {
     let body = json!({"jsonrpc": "2.0", "id": 5, "method": method, "params": params});
     let mut request = crate::support::mcp_request(base)
@@ -171,17 +172,10 @@ fn session_era(
 /// subscribe, and an id that is not its session's opens no stream.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mcp_98_a_session_era_client_hears_its_subscriptions_on_its_sessions_stream() {
-    let script = Script {
-        modern: true,
-        subscribe: true,
-        ..Script::default()
-    };
-    let upstream = Upstream::start(script).await;
-    let dir = deployment(&upstream.loopback_url(), "");
-    let (addr, _) = serve_in_process(dir.path()).await;
+    let (upstream, _dir, addr) = serving("").await;
     let base = format!("http://{addr}");
     let hello = json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}});
-    let reply = session_era(&base, None, "initialize", hello)
+    let reply = session_era(&base, None, "initialize", &hello)
         .send()
         .await
         .unwrap();
@@ -199,7 +193,7 @@ async fn mcp_98_a_session_era_client_hears_its_subscriptions_on_its_sessions_str
         &base,
         None,
         "resources/subscribe",
-        uri("crm+test://watched"),
+        &uri("crm+test://watched"),
     );
     let refused = refused.send().await.unwrap();
     assert_eq!(refused.status().as_u16(), 400);
@@ -210,7 +204,7 @@ async fn mcp_98_a_session_era_client_hears_its_subscriptions_on_its_sessions_str
         "crm+test://unwatched",
         "crm+test://gone",
     ] {
-        let done = session_era(&base, Some(&session), "resources/subscribe", uri(asked));
+        let done = session_era(&base, Some(&session), "resources/subscribe", &uri(asked));
         let done: Value = done.send().await.unwrap().json().await.unwrap();
         assert_eq!(done["result"], json!({}), "{done}");
     }
@@ -218,7 +212,7 @@ async fn mcp_98_a_session_era_client_hears_its_subscriptions_on_its_sessions_str
         &base,
         Some(&session),
         "resources/unsubscribe",
-        uri("crm+test://gone"),
+        &uri("crm+test://gone"),
     );
     let gone: Value = gone.send().await.unwrap().json().await.unwrap();
     assert_eq!(gone["result"], json!({}), "{gone}");

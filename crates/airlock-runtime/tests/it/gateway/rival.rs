@@ -51,14 +51,6 @@ impl Invocations for RivalClaims {
     ) -> LedgerFuture<'_, Invocation> {
         self.inner.finish(id, owner, outcome)
     }
-    fn answer_relayed(
-        &self,
-        id: InvocationId,
-        principal: &str,
-        outcome: Result<Value, StoredError>,
-    ) -> LedgerFuture<'_, Invocation> {
-        self.inner.answer_relayed(id, principal, outcome)
-    }
     fn run_transactional(
         &self,
         id: InvocationId,
