@@ -217,12 +217,15 @@ impl Pipeline {
     /// The steps after admission, each reading the request admission parsed.
     async fn serve(&self, request: AdmittedRequest, rmcp: Next) -> Response {
         let host = self.handler.host();
+        if let Some(gone) = sessions::unknown(self.handler.request_states(), &request) {
+            return gone;
+        }
         if let Some(answered) = session_watch::step(&self.handler, &self.subscribed, &request).await
         {
             return answered;
         }
         if let Some((row, answer)) = on_stream::client_answer(&request) {
-            return on_stream::settle(&self.handler, request.admitted(), &row, answer).await;
+            return on_stream::settle(&self.handler, &request, &row, answer).await;
         }
         if let Err(mismatch) = param_headers::check(host, &request) {
             return *mismatch;
@@ -233,9 +236,9 @@ impl Pipeline {
         };
         let (states, levels) = (self.handler.request_states(), self.handler.levels());
         if edit.is_none()
-            && let Some((id, declared)) = on_stream::asking_call(&request, states)
+            && let Some((id, session)) = on_stream::asking_call(&request, states)
         {
-            return on_stream::answer(&self.handler, request, id, &declared).await;
+            return on_stream::answer(&self.handler, request, id, session).await;
         }
         if edit.is_none()
             && let Some(id) = plain::plain_id(&request, levels)

@@ -37,7 +37,6 @@ use airlock_mcp::Downstream;
 use airlock_spec::{Credentials, Scope, ScopeId, ToolSource, ToolSpec};
 use serde_json::Value;
 
-pub(crate) use asked::ASKED_CALL_ID;
 pub use builder::{GatewayBuilder, InvalidSchema};
 pub use events::{HowToDecide, TARGET as EVENTS};
 pub use pinned::Definitions;

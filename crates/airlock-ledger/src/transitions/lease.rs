@@ -236,11 +236,16 @@ pub(crate) async fn finish(
         .await
 }
 
+/// The call id of every row of a request relayed to an MCP client (LEDGER-87): only such a row
+/// is settled by a client's answer.
+pub const RELAYED_CALL_ID: &str = "mcp-asked";
+
 /// Settles the running row `id` with the answer of its principal's MCP client (docs/rules.md
 /// LEDGER-87): a request the endpoint relayed to `principal`'s client on its call's stream,
 /// whose answer may reach any replica, not only the lease holder. Only a running row of
-/// `principal` is settled; another principal's row is [`LedgerError::NotFound`] (it is not
-/// theirs to see), and a row no longer running is refused as a finish would be.
+/// `principal` recorded under [`RELAYED_CALL_ID`] is settled; another principal's row, or a
+/// row of anything else, is [`LedgerError::NotFound`] (not theirs to answer), and a row no
+/// longer running is refused as a finish would be.
 pub(crate) async fn answer_relayed(
     tx: &mut LedgerTx,
     batch: &mut Batch,
@@ -248,7 +253,7 @@ pub(crate) async fn answer_relayed(
     outcome: Result<Value, ToolError>,
 ) -> Result<Invocation, LedgerError> {
     let inv = batch.load_required(tx, id).await?;
-    if inv.principal.as_deref() != Some(principal) {
+    if inv.principal.as_deref() != Some(principal) || inv.call_id != RELAYED_CALL_ID {
         return Err(LedgerError::NotFound(id));
     }
     if inv.state != S::Running {

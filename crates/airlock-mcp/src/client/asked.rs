@@ -47,14 +47,24 @@ impl Asked {
         }
     }
 
+    /// Relays `method` with `params` and waits for the answer, for as long as the session
+    /// lives: rmcp runs a handler as a task of its own and, when the session ends, only cancels
+    /// its context; the wait must end then, or the question would wait forever.
     async fn relay<P: Serialize, R: DeserializeOwned>(
         &self,
         method: &'static str,
         params: P,
+        context: &RequestContext<RoleClient>,
     ) -> Result<R, ErrorData> {
         let params = serde_json::to_value(params)
             .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
-        match self.asker.ask(method, params, self.call.clone()).await {
+        let asked = tokio::select! {
+            asked = self.asker.ask(method, params, self.call.clone()) => asked,
+            () = context.ct.cancelled() => {
+                return Err(ErrorData::internal_error("the session ended before the client answered", None));
+            }
+        };
+        match asked {
             Ok(result) => serde_json::from_value(result).map_err(|e| {
                 ErrorData::internal_error(
                     format!("the client's answer is not a {method} result: {e}"),
@@ -72,25 +82,25 @@ impl ClientHandler for Asked {
     async fn create_message(
         &self,
         params: CreateMessageRequestParams,
-        _context: RequestContext<RoleClient>,
+        context: RequestContext<RoleClient>,
     ) -> Result<CreateMessageResult, ErrorData> {
-        self.relay("sampling/createMessage", params).await
+        self.relay("sampling/createMessage", params, &context).await
     }
 
     async fn list_roots(
         &self,
-        _context: RequestContext<RoleClient>,
+        context: RequestContext<RoleClient>,
     ) -> Result<ListRootsResult, ErrorData> {
-        self.relay("roots/list", Value::Object(serde_json::Map::new()))
-            .await
+        let none = Value::Object(serde_json::Map::new());
+        self.relay("roots/list", none, &context).await
     }
 
     async fn create_elicitation(
         &self,
         request: ElicitRequestParams,
-        _context: RequestContext<RoleClient>,
+        context: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, ErrorData> {
-        self.relay("elicitation/create", request).await
+        self.relay("elicitation/create", request, &context).await
     }
 
     fn get_info(&self) -> ClientConfig {

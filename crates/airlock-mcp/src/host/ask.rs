@@ -22,6 +22,9 @@ pub struct ClientQuestion {
     pub params: Value,
     /// The invocation id of the call that asked, when known.
     pub call: Option<String>,
+    /// The session the request was asked in (the key of its session id, MCP-95): only an
+    /// answer carrying the same session's id settles it.
+    pub session: Option<String>,
 }
 
 /// A client's JSON-RPC answer to a relayed request: its `result`, or its `error` object.

@@ -1,6 +1,7 @@
 //! Admission: what every request passes before any step reads its body.
 //!
-//! Guarantees, in this order: only POST (405 otherwise, with `Allow: POST`); the `Host` and any
+//! Guarantees, in this order: only POST, and GET or DELETE carrying an `Mcp-Session-Id` (a
+//! session's stream, `session_watch`; 405 otherwise, with `Allow: POST`); the `Host` and any
 //! `Origin` name an allowed host (403); a bearer token matches a configured one, compared in
 //! constant time over digests so neither length nor content leaks through timing, or, with
 //! `[mcp.oauth]`, is an access token the [`ResourceServer`] accepts (`oauth_admit`; 401 with

@@ -27,7 +27,7 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures::{FutureExt, StreamExt};
 use rmcp::model::{RequestId, ServerJsonRpcMessage};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use super::elicited;
@@ -36,7 +36,7 @@ use super::notices;
 use super::plain::{self, PlainCall};
 use super::request::{Admitted, AdmittedRequest, rpc_refusal};
 use super::request_state::RequestStates;
-use super::sessions;
+use super::sessions::{self, Session};
 use crate::asking::{Answering, Asker, Question};
 use crate::host::{ClientAnswer, ClientQuestion, HostError};
 use crate::relay::{Notice, Relay};
@@ -46,16 +46,16 @@ const ID_PREFIX: &str = "airlock-asked-";
 /// How many events may wait for a slow client before the relay waits for it.
 const EVENTS: usize = 16;
 
-/// The id of `request` and what its client declared, when it is a call to answer here.
+/// The id of `request` and its session, when it is a call to answer here.
 pub(super) fn asking_call(
     request: &AdmittedRequest,
     states: Option<&RequestStates>,
-) -> Option<(RequestId, Map<String, Value>)> {
+) -> Option<(RequestId, Session)> {
     let states = states?;
     request.headers().get(sessions::HEADER)?;
     let id = plain::plain_but_logged(request)?;
-    let declared = sessions::opened(states, request)?.declared;
-    (!declared.is_empty()).then_some((id, declared))
+    let session = sessions::opened(states, request)?;
+    (!session.declared.is_empty()).then_some((id, session))
 }
 
 /// Runs the call `request`, relaying its upstream's requests: plain JSON when its result is the
@@ -64,15 +64,16 @@ pub(super) async fn answer(
     endpoint: &Endpoint,
     request: AdmittedRequest,
     id: RequestId,
-    declared: &Map<String, Value>,
+    session: Session,
 ) -> Response {
     let call = plain::take(request, id);
-    let Some((asker, questions)) = Asker::new(declared) else {
-        // `sessions` seals only ids that declare one of the three.
+    let Some((asker, questions)) = Asker::new(&session.declared) else {
+        // `asking_call` takes only sessions that declare one of the three.
         return StatusCode::INTERNAL_SERVER_ERROR.into_response();
     };
     let (events, mut body) = mpsc::channel::<Outgoing>(EVENTS);
-    tokio::spawn(drive(endpoint.clone(), call, (asker, questions), events));
+    let asking = (asker, questions, session.key);
+    tokio::spawn(drive(endpoint.clone(), call, asking, events));
     let Some(first) = body.recv().await else {
         return StatusCode::INTERNAL_SERVER_ERROR.into_response();
     };
@@ -116,7 +117,7 @@ type Events = mpsc::Sender<Outgoing>;
 async fn drive(
     endpoint: Endpoint,
     call: PlainCall,
-    (asker, mut questions): (Asker, mpsc::Receiver<Question>),
+    (asker, mut questions, session): (Asker, mpsc::Receiver<Question>, String),
     events: Events,
 ) {
     let admitted = call.admitted.clone();
@@ -135,10 +136,11 @@ async fn drive(
         tokio::select! {
             biased;
             message = &mut run => break message,
-            Some(question) = questions.recv() => {
-                relay(&endpoint, &admitted, question, &events).await;
-            }
+            // What the upstream sent first goes first: its messages before its next question.
             Some(notice) = next_notice(&mut notices) => log(&events, notice).await,
+            Some(question) = questions.recv() => {
+                relay(&endpoint, (&admitted, &session), question, &events).await;
+            }
         }
     };
     // What the upstream sent before its result goes out before it.
@@ -163,13 +165,19 @@ async fn log(events: &Events, notice: Notice) {
     }
 }
 
-/// Records `question`, sends it to the client, and leaves a task waiting for its answer.
-async fn relay(endpoint: &Endpoint, admitted: &Admitted, question: Question, events: &Events) {
+/// Records `question`, leaves a task waiting for its answer, and sends it to the client.
+async fn relay(
+    endpoint: &Endpoint,
+    (admitted, session): (&Admitted, &str),
+    question: Question,
+    events: &Events,
+) {
     let (method, params, call, answering) = question.into_parts();
     let asked = ClientQuestion {
         method: method.to_owned(),
         params: params.clone(),
         call,
+        session: Some(session.to_owned()),
     };
     let host = endpoint.host();
     let row = match host
@@ -183,9 +191,10 @@ async fn relay(endpoint: &Endpoint, admitted: &Admitted, question: Question, eve
         }
     };
     let message = json!({"jsonrpc": "2.0", "id": format!("{ID_PREFIX}{row}"), "method": method, "params": params});
-    // A client gone away is noticed when the call's session ends: the wait fails then.
-    send(events, &message).await;
+    // The wait renews the row's lease from now on, however slowly the client reads; a client
+    // gone away is noticed when the call's session ends, and the wait fails the row then.
     tokio::spawn(wait(endpoint.clone(), admitted.clone(), row, answering));
+    send(events, &message).await;
 }
 
 /// Waits for the client's answer to the request `row`, and hands it to the upstream session.
@@ -232,22 +241,32 @@ pub(super) fn client_answer(request: &AdmittedRequest) -> Option<(String, Client
     Some((row.to_owned(), answer))
 }
 
-/// Records the client's `answer` to its relayed request `row`: 202, or why not.
+/// Records the client's `answer` to its relayed request `row`: 202, or why not — never 404,
+/// which would tell the client its session is gone.
 pub(super) async fn settle(
     endpoint: &Endpoint,
-    admitted: &Admitted,
+    request: &AdmittedRequest,
     row: &str,
     answer: ClientAnswer,
 ) -> Response {
     let host = endpoint.host();
+    let admitted = request.admitted();
     let (scope, caller) = (&admitted.scope, &admitted.caller);
     let question = match host.client_question(scope, caller, row).await {
         Ok(question) => question,
-        Err(error) => return refused(StatusCode::NOT_FOUND, -32602, &error.to_string()),
+        Err(error) => return host_refusal(&error),
     };
-    let mismatch = match (&answer, question.method.as_str()) {
-        (Ok(result), "elicitation/create") => checked(&question.params, result).err(),
-        _ => None,
+    let session = endpoint
+        .request_states()
+        .and_then(|states| sessions::opened(states, request))
+        .map(|session| session.key);
+    if question.session.is_some() && question.session != session {
+        let other = "the request was asked in another session: answer it with that session's id";
+        return refused(StatusCode::BAD_REQUEST, -32602, other);
+    }
+    let mismatch = match &answer {
+        Ok(result) => fits(&question, result).err(),
+        Err(_) => None,
     };
     let recorded = match &mismatch {
         // The upstream is told why its question went unanswered.
@@ -255,11 +274,46 @@ pub(super) async fn settle(
         None => answer,
     };
     if let Err(error) = host.answer_client(scope, caller, row, recorded).await {
-        return refused(StatusCode::NOT_FOUND, -32602, &error.to_string());
+        return host_refusal(&error);
     }
     match mismatch {
         Some(refusal) => refused(StatusCode::BAD_REQUEST, -32602, &refusal.message),
         None => StatusCode::ACCEPTED.into_response(),
+    }
+}
+
+/// `result` read as the result of `question`'s method (rmcp's own type of it), and an
+/// elicitation's answer against the form it asked.
+fn fits(question: &ClientQuestion, result: &Value) -> Result<(), rmcp::ErrorData> {
+    #[allow(deprecated, reason = "sampling and roots are part of 2025-11-25")]
+    let read = match question.method.as_str() {
+        "sampling/createMessage" => {
+            serde_json::from_value::<rmcp::model::CreateMessageResult>(result.clone()).map(drop)
+        }
+        "roots/list" => {
+            serde_json::from_value::<rmcp::model::ListRootsResult>(result.clone()).map(drop)
+        }
+        _ => serde_json::from_value::<rmcp::model::ElicitResult>(result.clone()).map(drop),
+    };
+    if let Err(e) = read {
+        let method = &question.method;
+        let why = format!("result: not a {method} result: {e}");
+        return Err(rmcp::ErrorData::invalid_params(why, None));
+    }
+    match question.method.as_str() {
+        "elicitation/create" => checked(&question.params, result),
+        _ => Ok(()),
+    }
+}
+
+/// A host's refusal of an answer: 400 for what the client got wrong, 500 for the host's own
+/// failure.
+fn host_refusal(error: &HostError) -> Response {
+    match error {
+        HostError::Internal(_) => {
+            refused(StatusCode::INTERNAL_SERVER_ERROR, -32603, "internal error")
+        }
+        other => refused(StatusCode::BAD_REQUEST, -32602, &other.to_string()),
     }
 }
 

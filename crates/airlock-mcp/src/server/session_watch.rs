@@ -15,10 +15,12 @@
 //!   stream. A session id that does not open for the caller is 404, as MCP says of an unknown
 //!   session. `DELETE` is 405: a session is nothing kept that a client could end (its
 //!   subscriptions end with the process, or are undone one by one).
-//! - The subscriptions are this process's memory, bounded ([`MAX_SESSIONS`] sessions of at most
-//!   [`MAX_URIS`] URIs; past the first bound the memory starts over, ending the streams it
-//!   held): a subscription and its stream must reach the same replica, and a restart forgets
-//!   them (MCP-99).
+//! - The subscriptions are this process's memory, bounded: [`MAX_SESSIONS`] sessions, of which
+//!   [`MAX_PER_PRINCIPAL`] of one caller, each of at most [`MAX_URIS`] URIs of at most
+//!   [`MAX_URI_BYTES`] bytes and [`MAX_STREAMS`] open streams. A session with nothing
+//!   subscribed and no stream is dropped to make room; past the bounds a subscribe is -32602
+//!   and a stream 429, and one caller's sessions never push out another's. A subscription and
+//!   its stream must reach the same replica, and a restart forgets them (MCP-99).
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -37,44 +39,100 @@ use super::sessions;
 
 /// Sessions whose subscriptions one process keeps at most.
 pub(super) const MAX_SESSIONS: usize = 4096;
+/// Of those, the sessions of one principal at most.
+pub(super) const MAX_PER_PRINCIPAL: usize = 64;
 /// URIs one session subscribes to at most.
 pub(super) const MAX_URIS: usize = 256;
+/// The longest URI subscribed to, in bytes.
+pub(super) const MAX_URI_BYTES: usize = 2048;
+/// Streams one session holds open at once at most.
+pub(super) const MAX_STREAMS: usize = 4;
 /// How many updates may wait for a slow client; later ones are dropped.
 const WAITING: usize = 64;
 
-/// The URIs each session subscribes to, by session key, each behind a watch its stream follows.
+/// One session's subscriptions, behind the watch its streams follow.
+struct Watched {
+    principal: String,
+    uris: watch::Sender<BTreeSet<String>>,
+}
+
+impl Watched {
+    /// Neither subscribed to anything nor followed by a stream: nothing is lost by dropping it.
+    fn idle(&self) -> bool {
+        self.uris.receiver_count() == 0 && self.uris.borrow().is_empty()
+    }
+}
+
+/// The URIs each session subscribes to, by session key.
 #[derive(Clone, Default)]
-pub(super) struct Subscribed(Arc<Mutex<HashMap<String, watch::Sender<BTreeSet<String>>>>>);
+pub(super) struct Subscribed(Arc<Mutex<HashMap<String, Watched>>>);
 
 impl Subscribed {
-    fn sessions(
-        &self,
-    ) -> std::sync::MutexGuard<'_, HashMap<String, watch::Sender<BTreeSet<String>>>> {
+    fn sessions(&self) -> std::sync::MutexGuard<'_, HashMap<String, Watched>> {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The watch of `session`, made when it has none.
-    fn watch(&self, session: &str) -> watch::Sender<BTreeSet<String>> {
+    /// The watch of `session` of `principal`, made when it has none; `None` when the process
+    /// or the principal holds as many sessions as it may (idle ones are dropped first).
+    fn watch(&self, session: &str, principal: &str) -> Option<watch::Sender<BTreeSet<String>>> {
         let mut sessions = self.sessions();
-        if sessions.len() >= MAX_SESSIONS && !sessions.contains_key(session) {
-            sessions.clear();
+        if let Some(watched) = sessions.get(session) {
+            return Some(watched.uris.clone());
         }
-        let entry = sessions.entry(session.to_owned());
-        entry
-            .or_insert_with(|| watch::channel(BTreeSet::new()).0)
-            .clone()
+        let theirs = |sessions: &HashMap<String, Watched>| {
+            sessions
+                .values()
+                .filter(|w| w.principal == principal)
+                .count()
+        };
+        if sessions.len() >= MAX_SESSIONS || theirs(&sessions) >= MAX_PER_PRINCIPAL {
+            sessions.retain(|_, watched| !watched.idle());
+        }
+        if sessions.len() >= MAX_SESSIONS || theirs(&sessions) >= MAX_PER_PRINCIPAL {
+            return None;
+        }
+        let uris = watch::channel(BTreeSet::new()).0;
+        let watched = Watched {
+            principal: principal.to_owned(),
+            uris: uris.clone(),
+        };
+        sessions.insert(session.to_owned(), watched);
+        Some(uris)
     }
 
-    /// Adds `uri` to `session`'s subscriptions; `false` when it holds [`MAX_URIS`] already.
-    fn subscribe(&self, session: &str, uri: &str) -> bool {
-        self.watch(session)
-            .send_if_modified(|uris| uris.len() < MAX_URIS && uris.insert(uri.to_owned()))
-            || self.watch(session).borrow().contains(uri)
+    /// Adds `uri` to `session`'s subscriptions, or says why not.
+    fn subscribe(&self, session: &str, principal: &str, uri: &str) -> Result<(), String> {
+        if uri.len() > MAX_URI_BYTES {
+            return Err(format!("a subscribed URI is at most {MAX_URI_BYTES} bytes"));
+        }
+        let Some(uris) = self.watch(session, principal) else {
+            return Err(format!(
+                "this server keeps subscriptions for at most {MAX_PER_PRINCIPAL} sessions of one caller and {MAX_SESSIONS} in all"
+            ));
+        };
+        let mut full = false;
+        uris.send_if_modified(|uris| {
+            full = uris.len() >= MAX_URIS && !uris.contains(uri);
+            !full && uris.insert(uri.to_owned())
+        });
+        if full {
+            return Err(format!(
+                "a session subscribes to at most {MAX_URIS} resources"
+            ));
+        }
+        Ok(())
     }
 
+    /// Takes `uri` out of `session`'s subscriptions; a session left idle is forgotten.
     fn unsubscribe(&self, session: &str, uri: &str) {
-        self.watch(session)
-            .send_if_modified(|uris| uris.remove(uri));
+        let mut sessions = self.sessions();
+        let Some(watched) = sessions.get(session) else {
+            return;
+        };
+        watched.uris.send_if_modified(|uris| uris.remove(uri));
+        if watched.idle() {
+            sessions.remove(session);
+        }
     }
 }
 
@@ -116,8 +174,14 @@ pub(super) async fn step(
         (_, None) => StatusCode::NOT_FOUND.into_response(),
         (_, Some(_)) if !accepts_events(request) => StatusCode::NOT_ACCEPTABLE.into_response(),
         (_, Some(session)) => {
-            let watching = subscribed.watch(&session).subscribe();
-            stream(endpoint.clone(), admitted.clone(), watching)
+            let principal = &admitted.caller.principal;
+            match subscribed.watch(&session, principal) {
+                Some(uris) if uris.receiver_count() < MAX_STREAMS => {
+                    stream(endpoint.clone(), admitted.clone(), uris.subscribe())
+                }
+                // A session's streams, or the process's sessions, are as many as they may be.
+                _ => StatusCode::TOO_MANY_REQUESTS.into_response(),
+            }
         }
     })
 }
@@ -129,10 +193,10 @@ fn subscription(subscribed: &Subscribed, request: &AdmittedRequest, session: &st
         let refused = "Invalid params: `uri` must be a string";
         return rpc_refusal(StatusCode::OK, id, -32602, refused).into_response();
     };
+    let principal = &request.admitted().caller.principal;
     if request.method() == "resources/unsubscribe" {
         subscribed.unsubscribe(session, uri);
-    } else if !subscribed.subscribe(session, uri) {
-        let refused = format!("a session subscribes to at most {MAX_URIS} resources");
+    } else if let Err(refused) = subscribed.subscribe(session, principal, uri) {
         return rpc_refusal(StatusCode::OK, id, -32602, &refused).into_response();
     }
     axum::Json(json!({"jsonrpc": "2.0", "id": id, "result": {}})).into_response()
@@ -210,23 +274,38 @@ async fn relay(
 mod tests {
     use super::*;
 
-    /// MCP-99: a session's URIs are bounded, and the memory of sessions starts over past its
-    /// bound.
+    /// MCP-99: a session's URIs, their length, a principal's sessions and the process's are
+    /// bounded; idle sessions make room, and one caller cannot push out another's.
     #[test]
-    fn mcp_99_subscriptions_are_bounded_per_session_and_process() {
+    fn mcp_99_subscriptions_are_bounded_per_session_principal_and_process() {
         let subscribed = Subscribed::default();
-        let watching = subscribed.watch("s1").subscribe();
+        let watching = subscribed.watch("s1", "ann").unwrap().subscribe();
         for n in 0..MAX_URIS {
-            assert!(subscribed.subscribe("s1", &format!("test://{n}")));
+            subscribed
+                .subscribe("s1", "ann", &format!("test://{n}"))
+                .unwrap();
         }
-        assert!(subscribed.subscribe("s1", "test://0"), "already held");
-        assert!(!subscribed.subscribe("s1", "test://one-more"));
+        subscribed.subscribe("s1", "ann", "test://0").unwrap();
+        assert!(
+            subscribed
+                .subscribe("s1", "ann", "test://one-more")
+                .is_err()
+        );
         subscribed.unsubscribe("s1", "test://0");
         assert_eq!(watching.borrow().len(), MAX_URIS - 1);
-        for n in 0..MAX_SESSIONS {
-            subscribed.watch(&format!("other{n}"));
+        let long = format!("test://{}", "x".repeat(MAX_URI_BYTES));
+        assert!(subscribed.subscribe("s2", "ann", &long).is_err());
+        // Bob's sessions fill his share; Ann's subscriptions stay.
+        for n in 0..MAX_PER_PRINCIPAL {
+            subscribed
+                .subscribe(&format!("b{n}"), "bob", "test://b")
+                .unwrap();
         }
+        assert!(subscribed.subscribe("b-more", "bob", "test://b").is_err());
+        assert!(subscribed.sessions().contains_key("s1"));
+        // An idle session (nothing subscribed, no stream) makes room for another.
+        subscribed.unsubscribe("b0", "test://b");
+        subscribed.subscribe("b-more", "bob", "test://b").unwrap();
         assert!(subscribed.sessions().len() <= MAX_SESSIONS);
-        assert!(!subscribed.sessions().contains_key("s1"));
     }
 }

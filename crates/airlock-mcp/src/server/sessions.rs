@@ -16,7 +16,7 @@ use axum::http::HeaderValue;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::request::{Admitted, AdmittedRequest};
+use super::request::{Admitted, AdmittedRequest, rpc_refusal};
 use super::request_state::RequestStates;
 use crate::rounds;
 
@@ -46,11 +46,63 @@ pub(super) fn issue(
     let sealed = Sealed {
         principal: admitted.caller.principal.clone(),
         scope: admitted.scope.to_string(),
-        declared: rounds::needed(capabilities.as_object().unwrap_or(&none)),
+        declared: trimmed(rounds::needed(capabilities.as_object().unwrap_or(&none))),
     };
     // A struct of strings and JSON objects always serializes.
     let plain = serde_json::to_vec(&sealed).ok()?;
     HeaderValue::from_str(&states.seal_bytes(PREFIX, PURPOSE, &plain)).ok()
+}
+
+/// The answer to a POST carrying a session id that does not open for its caller — 404, as MCP
+/// says of a session the server does not know, so the client starts a new one — unless it is an
+/// `initialize` (which starts one); `None` for every other request.
+pub(super) fn unknown(
+    states: Option<&RequestStates>,
+    request: &AdmittedRequest,
+) -> Option<axum::response::Response> {
+    let states = states?;
+    request.headers().get(HEADER)?;
+    let post = *request.http_method() == axum::http::Method::POST;
+    if !post || request.method() == "initialize" || opened(states, request).is_some() {
+        return None;
+    }
+    let gone = "Not Found: this Mcp-Session-Id is not one this endpoint issued to this caller here; initialize again";
+    Some(*rpc_refusal(
+        axum::http::StatusCode::NOT_FOUND,
+        request.id(),
+        -32001,
+        gone,
+    ))
+}
+
+/// What is kept of a declared capability: the sub-keys MCP defines for it, each an empty
+/// object or a flag, so a client cannot make its session id large.
+fn trimmed(declared: Map<String, Value>) -> Map<String, Value> {
+    const KNOWN: [(&str, &[&str]); 3] = [
+        ("elicitation", &["form", "url"]),
+        ("sampling", &["tools", "context"]),
+        ("roots", &["listChanged"]),
+    ];
+    declared
+        .into_iter()
+        .map(|(name, value)| {
+            let keys = KNOWN
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map_or(&[][..], |k| k.1);
+            let kept = keys
+                .iter()
+                .filter_map(|key| {
+                    let small = match value.get(*key)? {
+                        Value::Bool(flag) => Value::Bool(*flag),
+                        _ => Value::Object(Map::new()),
+                    };
+                    Some(((*key).to_owned(), small))
+                })
+                .collect();
+            (name, Value::Object(kept))
+        })
+        .collect()
 }
 
 /// A session id this endpoint sealed, opened.
@@ -135,7 +187,17 @@ mod tests {
         let text = String::from_utf8(text).unwrap();
         let tampered = HeaderValue::from_str(&text).unwrap();
         assert!(declared(&states, &carrying(Some(&tampered), alice.clone())).is_none());
-        assert!(declared(&states, &carrying(None, alice)).is_none());
+        assert!(declared(&states, &carrying(None, alice.clone())).is_none());
+        // What the client declared is kept small: MCP's sub-keys, emptied.
+        let padded = json!({"elicitation": {"form": {"x": "y".repeat(4096)}, "extra": {}},
+            "roots": {"listChanged": true, "more": 1}});
+        let small = issue(&states, &alice, &padded).unwrap();
+        assert!(small.len() < 400, "{}", small.len());
+        let kept = declared(&states, &carrying(Some(&small), alice.clone())).unwrap();
+        assert_eq!(
+            Value::Object(kept),
+            json!({"elicitation": {"form": {}}, "roots": {"listChanged": true}})
+        );
         // A session id never opens as a request state.
         let refused = states.open(id.to_str().unwrap(), std::time::SystemTime::now());
         assert!(refused.is_err());

@@ -3,7 +3,7 @@
 //!
 //! Guarantees: the row is recorded and claimed by this process before the request is sent to
 //! the client, under the caller's principal, on channel `mcp` in a session of the request's
-//! scope, with call id [`ASKED_CALL_ID`], the method as its tool and the request's params (and
+//! scope, with call id [`RELAYED_CALL_ID`], the method as its tool and the request's params (and
 //! the call that asked) as its arguments. The client's answer settles it wherever it arrives
 //! (`Store::answer_relayed`); the process that relayed it learns the answer through the
 //! ledger's change notifications, renewing the row's lease while it waits, so a live wait is
@@ -13,16 +13,13 @@
 use std::future::Future;
 
 use airlock_ledger::{Invocation, InvocationId, InvocationState, NewInvocation, NewSession};
-use airlock_ledger::{SessionId, SourceKind};
+use airlock_ledger::{RELAYED_CALL_ID, SessionId, SourceKind};
 use airlock_spec::ScopeId;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::{Gateway, GatewayError};
 use crate::error::{ToolError, ToolErrorKind};
 use crate::session;
-
-/// The call id of every relayed request's row: what tells it from a tool call's (`mcp`).
-pub(crate) const ASKED_CALL_ID: &str = "mcp-asked";
 
 /// The relayed requests' side of the gateway.
 pub(crate) struct Asked<'g>(&'g Gateway);
@@ -35,14 +32,14 @@ impl Gateway {
 }
 
 impl Asked<'_> {
-    /// Records and claims the row of `method` with `params`, relayed to `principal`'s client
-    /// for the call `call` (its invocation id, when known), in a session of `scope`.
+    /// Records and claims the row of `method` with `arguments` (the request's params, the call
+    /// that asked, the client's session), relayed to `principal`'s client, in a session of
+    /// `scope`.
     pub(crate) async fn record(
         &self,
         (scope, principal): (&ScopeId, &str),
         method: &str,
-        params: Value,
-        call: Option<String>,
+        arguments: Value,
     ) -> Result<InvocationId, GatewayError> {
         let gateway = self.0;
         let digest = gateway
@@ -56,8 +53,7 @@ impl Asked<'_> {
             principal: Some(principal.to_owned()),
             metadata: session::metadata(scope),
         };
-        let arguments = json!({"call": call, "params": params});
-        let mut new = NewInvocation::new(session, ASKED_CALL_ID, method, arguments, digest);
+        let mut new = NewInvocation::new(session, RELAYED_CALL_ID, method, arguments, digest);
         new.source_kind = SourceKind::Mcp;
         new.principal = Some(principal.to_owned());
         // One commit lane: the session is written right before the row that needs it.

@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 
 use super::{McpHost, internal};
 use crate::error::{ToolError, ToolErrorKind};
-use crate::gateway::ASKED_CALL_ID;
+use airlock_ledger::RELAYED_CALL_ID;
 
 impl AskHost for McpHost {
     fn ask_client<'a>(
@@ -75,13 +75,11 @@ impl McpHost {
             method,
             params,
             call,
+            session,
         } = question;
+        let arguments = json!({"params": params, "call": call, "session": session});
         let who = (scope, caller.principal.as_str());
-        let id = self
-            .gateway
-            .asked()
-            .record(who, &method, params, call)
-            .await;
+        let id = self.gateway.asked().record(who, &method, arguments).await;
         id.map(|id| id.to_string()).map_err(|e| internal(&e))
     }
 
@@ -113,6 +111,7 @@ impl McpHost {
             method: row.tool.clone(),
             params: row.arguments["params"].clone(),
             call: row.arguments["call"].as_str().map(str::to_owned),
+            session: row.arguments["session"].as_str().map(str::to_owned),
         })
     }
 
@@ -149,7 +148,7 @@ impl McpHost {
         id: &str,
     ) -> Result<Invocation, HostError> {
         let row = self.mcp_row(scope, caller, id).await?;
-        if row.call_id != ASKED_CALL_ID {
+        if row.call_id != RELAYED_CALL_ID {
             return Err(HostError::NotFound(format!(
                 "request {id} was not relayed to a client"
             )));

@@ -19,6 +19,11 @@ const OTHER: &str = "mcp-5d41402abc4b2a76b9719d911017c592";
 /// A deployment whose connection file `ask` reaches the asking upstream at `port`, on
 /// `database` (`None`: the embedded SQLite).
 fn deployment(database: Option<&str>, port: u16) -> tempfile::TempDir {
+    deployment_with_egress(database, port, "")
+}
+
+/// [`deployment`] with `egress` added to `[egress]`.
+fn deployment_with_egress(database: Option<&str>, port: u16, egress: &str) -> tempfile::TempDir {
     let database = database
         .map(|url| format!("database_url = \"{url}\"\n"))
         .unwrap_or_default();
@@ -26,7 +31,7 @@ fn deployment(database: Option<&str>, port: u16) -> tempfile::TempDir {
         "{database}[[admin.tokens]]\ncredential = \"airlock.admin\"\nprincipal = \"alice\"\n\
          [[mcp.tokens]]\ncredential = \"airlock.client\"\nprincipal = \"claude\"\n\
          [[mcp.tokens]]\ncredential = \"airlock.other\"\nprincipal = \"mallory\"\n\
-         [egress]\nallow = [\"127.0.0.1/32\"]\n[credentials]\nfile = \"creds.yml\"\n"
+         [egress]\nallow = [\"127.0.0.1/32\"]\n{egress}[credentials]\nfile = \"creds.yml\"\n"
     );
     let creds = format!("airlock:\n  admin: {ADMIN}\n  client: {CLIENT}\n  other: {OTHER}\n");
     let dir = deployment_with(&toml, &creds);
@@ -39,11 +44,16 @@ fn deployment(database: Option<&str>, port: u16) -> tempfile::TempDir {
 
 /// `initialize` on `addr` declaring `capabilities`; the session id it answered with, if any.
 async fn initialize(addr: &str, capabilities: Value) -> Option<String> {
+    initialize_as(addr, CLIENT, capabilities).await
+}
+
+/// [`initialize`] as `token`'s principal.
+async fn initialize_as(addr: &str, token: &str, capabilities: Value) -> Option<String> {
     let body = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
         "protocolVersion": "2025-11-25", "capabilities": capabilities,
         "clientInfo": {"name": "test", "version": "1"}}});
     let reply = mcp_request(&format!("http://{addr}"))
-        .bearer_auth(CLIENT)
+        .bearer_auth(token)
         .body(body.to_string())
         .send()
         .await
@@ -173,15 +183,19 @@ async fn elicitation_answered_elsewhere(a: &Server, b: &Server) {
         "the request is a ledger row before the client sees it: {recorded}"
     );
     // Another principal cannot answer it, even with the session id.
-    let theirs = answer(
-        &b.addr,
-        OTHER,
-        &session,
-        &id,
-        json!({"result": {"action": "decline"}}),
-    )
-    .await;
-    assert_eq!(theirs.0, 404, "{theirs:?}");
+    let their_session = initialize_as(&b.addr, OTHER, json!({"elicitation": {}}))
+        .await
+        .unwrap();
+    let decline = json!({"result": {"action": "decline"}});
+    let theirs = answer(&b.addr, OTHER, &their_session, &id, decline).await;
+    assert_eq!(theirs.0, 400, "never 404, which ends a session: {theirs:?}");
+    // The same principal, in another session, cannot answer it either.
+    let elsewhere = initialize(&a.addr, json!({"elicitation": {}}))
+        .await
+        .unwrap();
+    let decline = json!({"result": {"action": "decline"}});
+    let other_session = answer(&b.addr, CLIENT, &elsewhere, &id, decline).await;
+    assert_eq!(other_session.0, 400, "{other_session:?}");
     let accept = json!({"result": {"action": "accept",
         "content": {"username": "ann", "email": "ann@example.com"}}});
     let (status, body) = answer(&b.addr, CLIENT, &session, &id, accept.clone()).await;
@@ -195,7 +209,7 @@ async fn elicitation_answered_elsewhere(a: &Server, b: &Server) {
     assert_eq!(settled["state"], "succeeded", "{settled}");
     assert_eq!(settled["result"]["content"]["username"], "ann");
     let again = answer(&a.addr, CLIENT, &session, &id, accept).await;
-    assert_eq!(again.0, 404, "answered once: {again:?}");
+    assert_eq!(again.0, 400, "answered once: {again:?}");
 }
 
 /// An answer not matching the form asked is refused naming the field, and fails the
@@ -287,6 +301,77 @@ async fn mcp_96_an_upstreams_questions_reach_a_session_era_client_on_its_calls_s
     elicitation_answered_elsewhere(&server, &server).await;
     bad_answers_and_sampling(&server, &server).await;
     clients_that_take_no_requests(&server).await;
+    sessions_are_the_callers_own(&server).await;
+}
+
+/// MCP-95, MCP-98: a GET is admitted only with a token and a session id, and only the
+/// caller's own session opens; a POST naming a session this endpoint never issued to the caller
+/// is 404, so its client starts a new one.
+async fn sessions_are_the_callers_own(a: &Server) {
+    let base = format!("http://{}/mcp", a.addr);
+    let get = |token: Option<&str>, session: Option<&str>| {
+        let mut get = reqwest::Client::new()
+            .get(&base)
+            .header("accept", "text/event-stream");
+        if let Some(token) = token {
+            get = get.bearer_auth(token);
+        }
+        if let Some(session) = session {
+            get = get.header("mcp-session-id", session);
+        }
+        get.send()
+    };
+    let session = initialize(&a.addr, json!({})).await.unwrap();
+    let status = |r: reqwest::Response| r.status().as_u16();
+    assert_eq!(status(get(None, Some(&session)).await.unwrap()), 401);
+    assert_eq!(status(get(Some(CLIENT), None).await.unwrap()), 405);
+    assert_eq!(status(get(Some(OTHER), Some(&session)).await.unwrap()), 404);
+    let list = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/list"});
+    let theirs = mcp_request(&format!("http://{}", a.addr))
+        .bearer_auth(OTHER)
+        .header("mcp-session-id", &session)
+        .body(list.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(theirs.status().as_u16(), 404);
+}
+
+/// MCP-97: a question nobody answers ends with the call's upstream session (its deadline):
+/// the row fails, and the call's stream ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_97_an_unanswered_question_fails_when_the_calls_session_ends() {
+    let Some((_fixture, port)) = asking_fixture().await else {
+        return;
+    };
+    let dir = deployment_with_egress(None, port, "deadline = \"2s\"\n");
+    let server = Server::start(dir.path(), &[]);
+    let session = initialize(&server.addr, json!({"elicitation": {}}))
+        .await
+        .unwrap();
+    let mut events = call(
+        &server.addr,
+        &session,
+        "ask__elicitation",
+        json!({"message": "?"}),
+    )
+    .await;
+    let id = events.next().await["id"].clone();
+    // The call itself timed out unanswered: in doubt, as any write that may have run.
+    let ended = events.next().await;
+    assert_eq!(
+        ended["result"]["structuredContent"]["status"], "in_doubt",
+        "{ended}"
+    );
+    let mut last = Value::Null;
+    for _ in 0..500 {
+        last = row(&server, &id).await;
+        if last["state"] == "failed" {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("the question's row never failed: {last}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -44,7 +44,25 @@ fn serve(dir: &std::path::Path) -> Server {
     Server::spawn(command)
 }
 
-/// One `tools/call` with JSON-RPC id `id`, optional `traceparent` header and `_meta`.
+/// The session id an `initialize` on `server` gives (docs/rules.md MCP-95).
+async fn session(server: &Server) -> String {
+    let hello = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"}}});
+    let reply = mcp_request(&format!("http://{}", server.addr))
+        .header("authorization", format!("Bearer {CLIENT}"))
+        .body(hello.to_string())
+        .send()
+        .await
+        .unwrap();
+    reply.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned()
+}
+
+/// One `tools/call` with JSON-RPC id `id`, optional `traceparent` header and `_meta`, in a
+/// session of its own.
 async fn call(
     server: &Server,
     id: u64,
@@ -58,7 +76,7 @@ async fn call(
     }
     let mut request = mcp_request(&format!("http://{}", server.addr))
         .header("authorization", format!("Bearer {CLIENT}"))
-        .header("mcp-session-id", "session-abc");
+        .header("mcp-session-id", session(server).await);
     if let Some(value) = header {
         request = request.header("traceparent", value);
     }
@@ -119,7 +137,11 @@ async fn a_traced_call_exports_its_span_tree_and_continues_the_trace_upstream() 
     assert_eq!(root.attr("mcp.method.name"), Some("tools/call"));
     assert_eq!(root.attr("gen_ai.tool.name"), Some("crm__echo"));
     assert_eq!(root.attr("jsonrpc.request.id"), Some("7"));
-    assert_eq!(root.attr("mcp.session.id"), Some("session-abc"));
+    let session = root.attr("mcp.session.id");
+    assert!(
+        session.is_some_and(|id| id.starts_with("als1.")),
+        "{session:?}"
+    );
     assert_eq!(root.attr("airlock.policy.verdict"), Some("allowed"));
     assert_eq!(root.attr("airlock.policy.approval"), Some("never"));
     assert_eq!(root.attr("airlock.outcome"), Some("succeeded"));

@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use airlock_ledger::{
-    Decision, Effect, InvocationId, InvocationState as S, LedgerError, Resolution, SourceKind,
-    ToolError, ToolErrorKind,
+    Decision, Effect, InvocationId, InvocationState as S, LedgerError, RELAYED_CALL_ID, Resolution,
+    SourceKind, ToolError, ToolErrorKind,
 };
 use serde_json::json;
 
@@ -149,8 +149,24 @@ pub(crate) async fn ledger_20_late_answer_wins_over_the_sweep(h: &Harness) {
 /// answer by whichever process received it, not only the lease holder; another principal's
 /// answer finds no such row, and a row settled once is not settled again.
 pub(crate) async fn ledger_87_a_relayed_request_is_settled_by_its_principals_answer(h: &Harness) {
+    // A tool call's row is never settled by a client's answer, even its principal's.
+    let s = h.session().await;
+    let mut call = h.call(s, "erp_create_invoice", json!({"cents": 5}));
+    call.principal = Some("alice".into());
+    let call = h
+        .store
+        .record_and_claim(call, "replica-a", LEASE)
+        .await
+        .unwrap();
+    let call = call.invocation.id;
+    let forged = h.store.answer_relayed(call, "alice", Ok(json!({}))).await;
+    assert!(
+        matches!(forged, Err(LedgerError::NotFound(got)) if got == call),
+        "{forged:?}"
+    );
     let s = h.session().await;
     let mut asked = h.call(s, "elicitation/create", json!({"message": "Name?"}));
+    asked.call_id = RELAYED_CALL_ID.into();
     asked.principal = Some("alice".into());
     let id = h
         .store
@@ -192,6 +208,7 @@ pub(crate) async fn ledger_87_a_relayed_request_is_settled_by_its_principals_ans
     // A refusal settles the row failed, with the client's error.
     let s = h.session().await;
     let mut refused = h.call(s, "sampling/createMessage", json!({"maxTokens": 5}));
+    refused.call_id = RELAYED_CALL_ID.into();
     refused.principal = Some("alice".into());
     let id = h
         .store
