@@ -249,11 +249,45 @@ async fn bad_answers_and_sampling(a: &Server, b: &Server) {
     assert_eq!(asked["method"], "sampling/createMessage");
     assert_eq!(asked["params"]["messages"][0]["content"]["text"], "Say hi");
     assert_eq!(asked["params"]["maxTokens"], 100);
+    // An answer that is not a sampling result is refused, and recorded nowhere as one.
+    let not_sampled = json!({"result": {"action": "accept"}});
+    let (status, body) = answer(&b.addr, CLIENT, &session, &asked["id"], not_sampled).await;
+    assert_eq!(status, 400, "{body}");
+    let message = body["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with("result: not a sampling/createMessage result"),
+        "{body}"
+    );
+    let ended = events.next().await;
+    assert!(
+        ended.get("error").is_some() || ended["result"]["isError"] == true,
+        "{ended}"
+    );
+    assert_eq!(row(a, &asked["id"]).await["state"], "failed");
+    let mut events = call(
+        &a.addr,
+        &session,
+        "ask__sampling",
+        json!({"prompt": "Again"}),
+    )
+    .await;
+    let asked = events.next().await;
     let sampled = json!({"result": {"role": "assistant", "model": "m",
         "content": {"type": "text", "text": "hi there"}}});
     let (status, _) = answer(&b.addr, CLIENT, &session, &asked["id"], sampled).await;
     assert_eq!(status, 202);
     assert_eq!(result_text(&events.next().await), "LLM response: hi there");
+    // Roots, for a client that declared them.
+    let rooted = initialize(&a.addr, json!({"roots": {"listChanged": true}}))
+        .await
+        .unwrap();
+    let mut events = call(&a.addr, &rooted, "ask__roots", json!({})).await;
+    let asked = events.next().await;
+    assert_eq!(asked["method"], "roots/list", "{asked}");
+    let roots = json!({"result": {"roots": [{"uri": "file:///work", "name": "work"}]}});
+    let (status, _) = answer(&b.addr, CLIENT, &rooted, &asked["id"], roots).await;
+    assert_eq!(status, 202);
+    assert_eq!(result_text(&events.next().await), "file:///work");
 }
 
 /// `tools/call` of `tool` on `a` as `token`'s principal carrying `session`: the answer's
