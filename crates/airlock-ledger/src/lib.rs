@@ -68,7 +68,7 @@ pub use transitions::decide::{MAX_BATCH_DECISION, Slots, Voted};
 pub use transitions::delegations::Delegation;
 pub use transitions::freezes::{Freeze, FreezeTarget};
 pub use transitions::grants::{Grant, GrantReach};
-pub use transitions::lease::RELAYED_CALL_ID;
+pub use transitions::lease::{RELAYED_CALL_ID, RELAYED_METHODS};
 pub use transitions::pins::ToolPin;
 pub use transitions::rate::{RateBudget, RateRefusal};
 pub use transitions::request_states::StateUse;

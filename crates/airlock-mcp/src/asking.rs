@@ -53,6 +53,11 @@ impl Answering {
         let _ = self.0.send(answer);
     }
 
+    /// Whether nobody waits for the answer any more.
+    pub(crate) fn is_gone(&self) -> bool {
+        self.0.is_closed()
+    }
+
     /// Resolves once nobody waits for the answer any more: the call's session ended.
     pub(crate) async fn gone(&mut self) {
         self.0.closed().await;
@@ -173,5 +178,6 @@ mod tests {
         asking.abort();
         // The session that asked is gone: the relaying side learns it.
         answering.gone().await;
+        assert!(answering.is_gone());
     }
 }

@@ -46,7 +46,6 @@ pub use host::{
     ToolHost,
 };
 pub use oauth::{Clock, OAuthConfigError, OAuthSettings, ResourceServer, TokenError};
-pub use rounds::is_client_method;
 /// Fuzzing entry points (cargo feature `fuzzing`): not an API, no stability.
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]

@@ -31,12 +31,6 @@ pub(crate) const NEEDED: [(&str, &str); 3] = [
     ("roots/list", "roots"),
 ];
 
-/// Whether an upstream may send `method` to the client during a call (MCP-73, MCP-94).
-#[must_use]
-pub fn is_client_method(method: &str) -> bool {
-    NEEDED.iter().any(|(m, _)| *m == method)
-}
-
 /// The capabilities among `elicitation`, `sampling` and `roots` in `declared`, as objects.
 pub(crate) fn needed(declared: &Map<String, Value>) -> Map<String, Value> {
     NEEDED

@@ -240,6 +240,10 @@ pub(crate) async fn finish(
 /// is settled by a client's answer.
 pub const RELAYED_CALL_ID: &str = "mcp-asked";
 
+/// The tools such a row has: the requests an MCP client answers.
+pub const RELAYED_METHODS: [&str; 3] =
+    ["elicitation/create", "sampling/createMessage", "roots/list"];
+
 /// Settles the running row `id` with the answer of its principal's MCP client (docs/rules.md
 /// LEDGER-87): a request the endpoint relayed to `principal`'s client on its call's stream,
 /// whose answer may reach any replica, not only the lease holder. Only a running row of
@@ -253,7 +257,8 @@ pub(crate) async fn answer_relayed(
     outcome: Result<Value, ToolError>,
 ) -> Result<Invocation, LedgerError> {
     let inv = batch.load_required(tx, id).await?;
-    if inv.principal.as_deref() != Some(principal) || inv.call_id != RELAYED_CALL_ID {
+    let relayed = inv.call_id == RELAYED_CALL_ID && RELAYED_METHODS.contains(&inv.tool.as_str());
+    if inv.principal.as_deref() != Some(principal) || !relayed {
         return Err(LedgerError::NotFound(id));
     }
     if inv.state != S::Running {

@@ -15,10 +15,11 @@
 //!   ends.
 //! - A POST whose body is a JSON-RPC answer (`result` or `error`, no `method`) to such an id is
 //!   the client's answer, at whichever replica it arrives: accepted (202) when it answers the
-//!   caller's own waiting request from the same endpoint URL, refused otherwise (404, with the
-//!   reason; 400 and -32602 naming the field for an elicitation answer not matching the
-//!   `requestedSchema` asked, which also fails the request upstream). The waiting replica
-//!   learns the answer from the ledger.
+//!   caller's own waiting request from the same endpoint URL in the same session and reads as
+//!   its method's result, refused otherwise with 400 naming why — never 404, which would end the
+//!   client's session — (an elicitation answer not matching the `requestedSchema` asked also
+//!   fails the request upstream), or 500 for the host's own failure. The waiting replica learns
+//!   the answer from the ledger.
 
 use std::convert::Infallible;
 
@@ -83,14 +84,20 @@ pub(super) async fn answer(
     let rest = futures::stream::unfold(body, |mut body| async move {
         body.recv().await.map(|next| (next.data, body))
     });
-    event_stream(futures::stream::iter([first.data]).chain(rest))
+    let messages = futures::stream::iter([first.data]).chain(rest);
+    event_stream(messages.map(|data| data_event(&data)))
 }
 
-/// An event stream of the serialized JSON-RPC messages `messages`, one event each.
+/// One serialized JSON-RPC message as an event.
+pub(super) fn data_event(data: &str) -> Bytes {
+    Bytes::from(format!("data: {data}\n\n"))
+}
+
+/// An event stream of `events`, each already framed ([`data_event`], or a comment).
 pub(super) fn event_stream(
-    messages: impl futures::Stream<Item = String> + Send + 'static,
+    events: impl futures::Stream<Item = Bytes> + Send + 'static,
 ) -> Response {
-    let events = messages.map(|data| Ok::<_, Infallible>(Bytes::from(format!("data: {data}\n\n"))));
+    let events = events.map(Ok::<_, Infallible>);
     let mut response = Response::new(Body::from_stream(events));
     let headers = response.headers_mut();
     headers.insert(
@@ -173,6 +180,10 @@ async fn relay(
     events: &Events,
 ) {
     let (method, params, call, answering) = question.into_parts();
+    if answering.is_gone() {
+        // Its upstream session ended while it waited to be relayed: nothing to ask.
+        return;
+    }
     let asked = ClientQuestion {
         method: method.to_owned(),
         params: params.clone(),

@@ -25,14 +25,16 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
 
+use axum::body::Bytes;
 use axum::http::{Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 use serde_json::json;
 use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
 
 use super::handler::Endpoint;
-use super::on_stream::event_stream;
+use super::on_stream::{data_event, event_stream};
 use super::plain::session_era;
 use super::request::{Admitted, AdmittedRequest, rpc_refusal};
 use super::sessions;
@@ -50,16 +52,21 @@ pub(super) const MAX_STREAMS: usize = 4;
 /// How many updates may wait for a slow client; later ones are dropped.
 const WAITING: usize = 64;
 
+/// How often a session's stream sends a comment, so a peer that went away is noticed.
+const KEEP_ALIVE: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// One session's subscriptions, behind the watch its streams follow.
 struct Watched {
     principal: String,
     uris: watch::Sender<BTreeSet<String>>,
+    /// When it was last subscribed to or streamed.
+    used: Instant,
 }
 
 impl Watched {
-    /// Neither subscribed to anything nor followed by a stream: nothing is lost by dropping it.
-    fn idle(&self) -> bool {
-        self.uris.receiver_count() == 0 && self.uris.borrow().is_empty()
+    /// Followed by no stream: its subscriptions deliver nothing until one opens.
+    fn unwatched(&self) -> bool {
+        self.uris.receiver_count() == 0
     }
 }
 
@@ -72,32 +79,37 @@ impl Subscribed {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The watch of `session` of `principal`, made when it has none; `None` when the process
-    /// or the principal holds as many sessions as it may (idle ones are dropped first).
-    fn watch(&self, session: &str, principal: &str) -> Option<watch::Sender<BTreeSet<String>>> {
+    /// Runs `with` on the watch of `session` of `principal`, made when it has none, under the
+    /// lock (so nothing drops it in between); `None` when the process or the principal holds as
+    /// many sessions as it may and none of them can make room. Room is made by dropping the
+    /// least recently used session followed by no stream: of the principal's own at its bound,
+    /// of anyone's at the process's, so one caller's sessions never push out another's streams.
+    fn with_watch<T>(
+        &self,
+        (session, principal): (&str, &str),
+        with: impl FnOnce(&watch::Sender<BTreeSet<String>>) -> T,
+    ) -> Option<T> {
         let mut sessions = self.sessions();
-        if let Some(watched) = sessions.get(session) {
-            return Some(watched.uris.clone());
-        }
-        let theirs = |sessions: &HashMap<String, Watched>| {
-            sessions
+        if !sessions.contains_key(session) {
+            let theirs = sessions
                 .values()
                 .filter(|w| w.principal == principal)
-                .count()
-        };
-        if sessions.len() >= MAX_SESSIONS || theirs(&sessions) >= MAX_PER_PRINCIPAL {
-            sessions.retain(|_, watched| !watched.idle());
+                .count();
+            if theirs >= MAX_PER_PRINCIPAL {
+                drop_oldest_unwatched(&mut sessions, Some(principal))?;
+            } else if sessions.len() >= MAX_SESSIONS {
+                drop_oldest_unwatched(&mut sessions, None)?;
+            }
+            let watched = Watched {
+                principal: principal.to_owned(),
+                uris: watch::channel(BTreeSet::new()).0,
+                used: Instant::now(),
+            };
+            sessions.insert(session.to_owned(), watched);
         }
-        if sessions.len() >= MAX_SESSIONS || theirs(&sessions) >= MAX_PER_PRINCIPAL {
-            return None;
-        }
-        let uris = watch::channel(BTreeSet::new()).0;
-        let watched = Watched {
-            principal: principal.to_owned(),
-            uris: uris.clone(),
-        };
-        sessions.insert(session.to_owned(), watched);
-        Some(uris)
+        let watched = sessions.get_mut(session)?;
+        watched.used = Instant::now();
+        Some(with(&watched.uris))
     }
 
     /// Adds `uri` to `session`'s subscriptions, or says why not.
@@ -105,35 +117,60 @@ impl Subscribed {
         if uri.len() > MAX_URI_BYTES {
             return Err(format!("a subscribed URI is at most {MAX_URI_BYTES} bytes"));
         }
-        let Some(uris) = self.watch(session, principal) else {
-            return Err(format!(
-                "this server keeps subscriptions for at most {MAX_PER_PRINCIPAL} sessions of one caller and {MAX_SESSIONS} in all"
-            ));
-        };
-        let mut full = false;
-        uris.send_if_modified(|uris| {
-            full = uris.len() >= MAX_URIS && !uris.contains(uri);
-            !full && uris.insert(uri.to_owned())
+        let added = self.with_watch((session, principal), |uris| {
+            let mut full = false;
+            uris.send_if_modified(|uris| {
+                full = uris.len() >= MAX_URIS && !uris.contains(uri);
+                !full && uris.insert(uri.to_owned())
+            });
+            !full
         });
-        if full {
-            return Err(format!(
+        match added {
+            Some(true) => Ok(()),
+            Some(false) => Err(format!(
                 "a session subscribes to at most {MAX_URIS} resources"
-            ));
+            )),
+            None => Err(format!(
+                "this server keeps subscriptions for at most {MAX_PER_PRINCIPAL} sessions of one caller and {MAX_SESSIONS} in all, each followed by a stream"
+            )),
         }
-        Ok(())
     }
 
-    /// Takes `uri` out of `session`'s subscriptions; a session left idle is forgotten.
+    /// A new stream of `session`'s subscriptions; `None` past [`MAX_STREAMS`] or the bounds.
+    fn follow(&self, session: &str, principal: &str) -> Option<watch::Receiver<BTreeSet<String>>> {
+        let follow = |uris: &watch::Sender<BTreeSet<String>>| {
+            (uris.receiver_count() < MAX_STREAMS).then(|| uris.subscribe())
+        };
+        self.with_watch((session, principal), follow).flatten()
+    }
+
+    /// Takes `uri` out of `session`'s subscriptions; a session left with nothing subscribed and
+    /// no stream is forgotten.
     fn unsubscribe(&self, session: &str, uri: &str) {
         let mut sessions = self.sessions();
         let Some(watched) = sessions.get(session) else {
             return;
         };
         watched.uris.send_if_modified(|uris| uris.remove(uri));
-        if watched.idle() {
+        if watched.unwatched() && watched.uris.borrow().is_empty() {
             sessions.remove(session);
         }
     }
+}
+
+/// Drops the least recently used session followed by no stream (of `principal`, when named);
+/// `None` when there is none.
+fn drop_oldest_unwatched(
+    sessions: &mut HashMap<String, Watched>,
+    principal: Option<&str>,
+) -> Option<()> {
+    let oldest = sessions
+        .iter()
+        .filter(|(_, w)| w.unwatched() && principal.is_none_or(|p| w.principal == p))
+        .min_by_key(|(_, w)| w.used)
+        .map(|(key, _)| key.clone())?;
+    sessions.remove(&oldest);
+    Some(())
 }
 
 /// Answers `request` when it is a session's subscription, stream or DELETE; `None` otherwise.
@@ -173,16 +210,11 @@ pub(super) async fn step(
         }
         (_, None) => StatusCode::NOT_FOUND.into_response(),
         (_, Some(_)) if !accepts_events(request) => StatusCode::NOT_ACCEPTABLE.into_response(),
-        (_, Some(session)) => {
-            let principal = &admitted.caller.principal;
-            match subscribed.watch(&session, principal) {
-                Some(uris) if uris.receiver_count() < MAX_STREAMS => {
-                    stream(endpoint.clone(), admitted.clone(), uris.subscribe())
-                }
-                // A session's streams, or the process's sessions, are as many as they may be.
-                _ => StatusCode::TOO_MANY_REQUESTS.into_response(),
-            }
-        }
+        (_, Some(session)) => match subscribed.follow(&session, &admitted.caller.principal) {
+            Some(watching) => stream(endpoint.clone(), admitted.clone(), watching),
+            // A session's streams, or the sessions kept, are as many as they may be.
+            None => StatusCode::TOO_MANY_REQUESTS.into_response(),
+        },
     })
 }
 
@@ -221,12 +253,12 @@ fn stream(
     admitted: Admitted,
     watching: watch::Receiver<BTreeSet<String>>,
 ) -> Response {
-    let (events, updates) = mpsc::channel::<String>(WAITING);
+    let (events, updates) = mpsc::channel::<Bytes>(WAITING);
     tokio::spawn(relay(endpoint, admitted, watching, events));
-    let messages = futures::stream::unfold(updates, |mut updates| async move {
+    let events = futures::stream::unfold(updates, |mut updates| async move {
         updates.recv().await.map(|update| (update, updates))
     });
-    event_stream(messages)
+    event_stream(events)
 }
 
 /// Relays the updates of the URIs `watching` holds until the client goes or the session is
@@ -235,10 +267,11 @@ async fn relay(
     endpoint: Endpoint,
     admitted: Admitted,
     mut watching: watch::Receiver<BTreeSet<String>>,
-    events: mpsc::Sender<String>,
+    events: mpsc::Sender<Bytes>,
 ) {
     let host = endpoint.host();
     let tells = host.offers(&admitted.scope).subscribe;
+    let mut alive = tokio::time::interval_at(Instant::now() + KEEP_ALIVE, KEEP_ALIVE);
     loop {
         let uris: Vec<String> = watching.borrow_and_update().iter().cloned().collect();
         let mut updates = if uris.is_empty() || !tells {
@@ -259,8 +292,15 @@ async fn relay(
                         "method": "notifications/resources/updated", "params": {"uri": uri}});
                     // A full queue drops the update: the upstreams never wait for this client.
                     if let Err(mpsc::error::TrySendError::Closed(_)) =
-                        events.try_send(update.to_string())
+                        events.try_send(data_event(&update.to_string()))
                     {
+                        return;
+                    }
+                }
+                // Writing something now and then is how a peer gone without a word is noticed.
+                _ = alive.tick() => {
+                    let comment = Bytes::from_static(b": keep-alive\n\n");
+                    if let Err(mpsc::error::TrySendError::Closed(_)) = events.try_send(comment) {
                         return;
                     }
                 }
@@ -275,11 +315,12 @@ mod tests {
     use super::*;
 
     /// MCP-99: a session's URIs, their length, a principal's sessions and the process's are
-    /// bounded; idle sessions make room, and one caller cannot push out another's.
+    /// bounded; a session followed by no stream makes room (the least recently used first),
+    /// one followed by a stream never does, and one caller cannot push out another's.
     #[test]
     fn mcp_99_subscriptions_are_bounded_per_session_principal_and_process() {
         let subscribed = Subscribed::default();
-        let watching = subscribed.watch("s1", "ann").unwrap().subscribe();
+        let watching = subscribed.follow("s1", "ann").unwrap();
         for n in 0..MAX_URIS {
             subscribed
                 .subscribe("s1", "ann", &format!("test://{n}"))
@@ -295,17 +336,31 @@ mod tests {
         assert_eq!(watching.borrow().len(), MAX_URIS - 1);
         let long = format!("test://{}", "x".repeat(MAX_URI_BYTES));
         assert!(subscribed.subscribe("s2", "ann", &long).is_err());
-        // Bob's sessions fill his share; Ann's subscriptions stay.
-        for n in 0..MAX_PER_PRINCIPAL {
-            subscribed
-                .subscribe(&format!("b{n}"), "bob", "test://b")
-                .unwrap();
-        }
+        let streams: Vec<_> = (1..MAX_STREAMS)
+            .map(|_| subscribed.follow("s1", "ann"))
+            .collect();
+        assert!(streams.iter().all(Option::is_some));
+        assert!(
+            subscribed.follow("s1", "ann").is_none(),
+            "at most {MAX_STREAMS} streams"
+        );
+        // Bob fills his share with sessions followed by a stream: none can make room.
+        let held: Vec<_> = (0..MAX_PER_PRINCIPAL)
+            .map(|n| subscribed.follow(&format!("b{n}"), "bob").unwrap())
+            .collect();
         assert!(subscribed.subscribe("b-more", "bob", "test://b").is_err());
-        assert!(subscribed.sessions().contains_key("s1"));
-        // An idle session (nothing subscribed, no stream) makes room for another.
-        subscribed.unsubscribe("b0", "test://b");
+        assert!(subscribed.sessions().contains_key("s1"), "Ann's stay");
+        // Once one has no stream, the least recently used such session makes room.
+        drop(held);
         subscribed.subscribe("b-more", "bob", "test://b").unwrap();
+        let bobs = |sessions: &HashMap<String, Watched>| {
+            sessions.values().filter(|w| w.principal == "bob").count()
+        };
+        assert_eq!(
+            bobs(&subscribed.sessions()),
+            MAX_PER_PRINCIPAL,
+            "one made room"
+        );
         assert!(subscribed.sessions().len() <= MAX_SESSIONS);
     }
 }

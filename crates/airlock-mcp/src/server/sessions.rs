@@ -7,8 +7,9 @@
 //!   the reverse) with the principal and the endpoint scope, under a random nonce that names
 //!   the session. The endpoint keeps nothing of it: any replica opens the id.
 //! - A later request's id is read only when it opens under the current key or a retired one and
-//!   names the same principal and scope; anything else — another caller's id, a tampered one —
-//!   is as if no id were sent: the request is served without on-stream requests.
+//!   names the same principal and scope; a POST carrying anything else — another caller's id,
+//!   a tampered one, one sealed under a key since dropped — is 404 (but an `initialize`, which
+//!   starts a new session), as MCP says of a session the server does not know.
 //! - The id has no expiry: it holds nothing but what the client itself declared, and a key
 //!   rotation ends it once the retired key is dropped.
 

@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 
 use super::{McpHost, internal};
 use crate::error::{ToolError, ToolErrorKind};
-use airlock_ledger::RELAYED_CALL_ID;
+use airlock_ledger::{RELAYED_CALL_ID, RELAYED_METHODS};
 
 impl AskHost for McpHost {
     fn ask_client<'a>(
@@ -65,7 +65,7 @@ impl McpHost {
         caller: &Caller,
         question: ClientQuestion,
     ) -> Result<String, HostError> {
-        if !airlock_mcp::is_client_method(&question.method) {
+        if !RELAYED_METHODS.contains(&question.method.as_str()) {
             return Err(HostError::InvalidParams(format!(
                 "{} is not a request a client answers",
                 question.method

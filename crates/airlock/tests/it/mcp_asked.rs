@@ -401,6 +401,10 @@ async fn mcp_97_an_unanswered_question_fails_when_the_calls_session_ends() {
     for _ in 0..500 {
         last = row(&server, &id).await;
         if last["state"] == "failed" {
+            let why = last["result"]["error"]["message"]
+                .as_str()
+                .unwrap_or_default();
+            assert_eq!(why, "the call ended before its client answered", "{last}");
             return;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;

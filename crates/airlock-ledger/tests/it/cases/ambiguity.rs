@@ -164,6 +164,25 @@ pub(crate) async fn ledger_87_a_relayed_request_is_settled_by_its_principals_ans
         matches!(forged, Err(LedgerError::NotFound(got)) if got == call),
         "{forged:?}"
     );
+    // Nor is a row that only borrows the call id: its tool must be a client's request.
+    let s = h.session().await;
+    let mut borrowed = h.call(s, "erp_create_invoice", json!({"cents": 6}));
+    borrowed.call_id = RELAYED_CALL_ID.into();
+    borrowed.principal = Some("alice".into());
+    let borrowed = h
+        .store
+        .record_and_claim(borrowed, "replica-a", LEASE)
+        .await
+        .unwrap();
+    let borrowed = borrowed.invocation.id;
+    let forged = h
+        .store
+        .answer_relayed(borrowed, "alice", Ok(json!({})))
+        .await;
+    assert!(
+        matches!(forged, Err(LedgerError::NotFound(_))),
+        "{forged:?}"
+    );
     let s = h.session().await;
     let mut asked = h.call(s, "elicitation/create", json!({"message": "Name?"}));
     asked.call_id = RELAYED_CALL_ID.into();
