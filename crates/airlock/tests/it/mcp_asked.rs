@@ -114,6 +114,15 @@ async fn call(addr: &str, session: &str, tool: &str, arguments: Value) -> Events
     }
 }
 
+/// A session on `addr` declaring `capabilities`, its call of `ask__elicitation` and the id of
+/// the question relayed on it.
+async fn elicited(addr: &str, capabilities: Value) -> (String, Events, Value) {
+    let session = initialize(addr, capabilities).await.unwrap();
+    let mut events = call(addr, &session, "ask__elicitation", json!({"message": "?"})).await;
+    let id = events.next().await["id"].clone();
+    (session, events, id)
+}
+
 /// POSTs `answer` (a JSON-RPC `result` or `error` member) to the request `id` on `addr`, as
 /// `token`'s principal; the status and body.
 async fn answer(addr: &str, token: &str, session: &str, id: &Value, answer: Value) -> (u16, Value) {
@@ -215,17 +224,8 @@ async fn elicitation_answered_elsewhere(a: &Server, b: &Server) {
 /// An answer not matching the form asked is refused naming the field, and fails the
 /// upstream's request; a sampling request is relayed as rebuilt and its answer comes back.
 async fn bad_answers_and_sampling(a: &Server, b: &Server) {
-    let session = initialize(&a.addr, json!({"elicitation": {}, "sampling": {}}))
-        .await
-        .unwrap();
-    let mut events = call(
-        &a.addr,
-        &session,
-        "ask__elicitation",
-        json!({"message": "?"}),
-    )
-    .await;
-    let id = events.next().await["id"].clone();
+    let caps = json!({"elicitation": {}, "sampling": {}});
+    let (session, mut events, id) = elicited(&a.addr, caps).await;
     let partial = json!({"result": {"action": "accept", "content": {"username": "ann"}}});
     let (status, body) = answer(&b.addr, CLIENT, &session, &id, partial).await;
     assert_eq!(status, 400, "{body}");
@@ -380,17 +380,7 @@ async fn mcp_97_an_unanswered_question_fails_when_the_calls_session_ends() {
     };
     let dir = deployment_with_egress(None, port, "deadline = \"2s\"\n");
     let server = Server::start(dir.path(), &[]);
-    let session = initialize(&server.addr, json!({"elicitation": {}}))
-        .await
-        .unwrap();
-    let mut events = call(
-        &server.addr,
-        &session,
-        "ask__elicitation",
-        json!({"message": "?"}),
-    )
-    .await;
-    let id = events.next().await["id"].clone();
+    let (_, mut events, id) = elicited(&server.addr, json!({"elicitation": {}})).await;
     // The call itself timed out unanswered: in doubt, as any write that may have run.
     let ended = events.next().await;
     assert_eq!(
