@@ -217,15 +217,18 @@ impl Pipeline {
     /// The steps after admission, each reading the request admission parsed.
     async fn serve(&self, request: AdmittedRequest, rmcp: Next) -> Response {
         let host = self.handler.host();
-        if let Some(gone) = sessions::unknown(self.handler.request_states(), &request) {
-            return gone;
-        }
-        if let Some(answered) = session_watch::step(&self.handler, &self.subscribed, &request).await
-        {
+        let states = self.handler.request_states();
+        let mut session = match sessions::carried(states, &request) {
+            Ok(session) => session,
+            Err(gone) => return *gone,
+        };
+        let key = session.as_ref().map(|s| s.key.as_str());
+        let watch = (&self.subscribed, key);
+        if let Some(answered) = session_watch::step(&self.handler, watch, &request).await {
             return answered;
         }
         if let Some((row, answer)) = on_stream::client_answer(&request) {
-            return on_stream::settle(&self.handler, &request, &row, answer).await;
+            return on_stream::settle(&self.handler, (&request, key), &row, answer).await;
         }
         if let Err(mismatch) = param_headers::check(host, &request) {
             return *mismatch;
@@ -234,9 +237,10 @@ impl Pipeline {
             Legacy::Answered(response) => return response,
             Legacy::ToRmcp(edit) => edit,
         };
-        let (states, levels) = (self.handler.request_states(), self.handler.levels());
+        let levels = self.handler.levels();
         if edit.is_none()
-            && let Some((id, session)) = on_stream::asking_call(&request, states)
+            && let Some(id) = on_stream::asking_call(&request, session.as_ref())
+            && let Some(session) = session.take()
         {
             return on_stream::answer(&self.handler, request, id, session).await;
         }
@@ -245,8 +249,8 @@ impl Pipeline {
         {
             return plain::answer(&self.handler, request, id).await;
         }
-        // A session-era client that takes requests gets a session id naming what it declared.
-        let session = match (request.method(), states) {
+        // A session-era client gets a session id naming what it declared (MCP-95).
+        let issued = match (request.method(), states) {
             ("initialize", Some(states)) => sessions::issue(
                 states,
                 request.admitted(),
@@ -270,7 +274,7 @@ impl Pipeline {
             Some(edit) => legacy_tasks::decorate(response, edit).await,
             None => response,
         };
-        if let Some(id) = session.filter(|_| response.status() == StatusCode::OK) {
+        if let Some(id) = issued.filter(|_| response.status() == StatusCode::OK) {
             response.headers_mut().insert(sessions::HEADER, id);
         }
         if lists_tools {

@@ -36,8 +36,7 @@ use super::handler::Endpoint;
 use super::notices;
 use super::plain::{self, PlainCall};
 use super::request::{Admitted, AdmittedRequest, rpc_refusal};
-use super::request_state::RequestStates;
-use super::sessions::{self, Session};
+use super::sessions::Session;
 use crate::asking::{Answering, Asker, Question};
 use crate::host::{ClientAnswer, ClientQuestion, HostError};
 use crate::relay::{Notice, Relay};
@@ -47,16 +46,14 @@ const ID_PREFIX: &str = "airlock-asked-";
 /// How many events may wait for a slow client before the relay waits for it.
 const EVENTS: usize = 16;
 
-/// The id of `request` and its session, when it is a call to answer here.
+/// The id of `request`, when it is a call to answer here: one whose `session` (as
+/// `sessions::carried` opened it) declares what a question needs.
 pub(super) fn asking_call(
     request: &AdmittedRequest,
-    states: Option<&RequestStates>,
-) -> Option<(RequestId, Session)> {
-    let states = states?;
-    request.headers().get(sessions::HEADER)?;
-    let id = plain::plain_but_logged(request)?;
-    let session = sessions::opened(states, request)?;
-    (!session.declared.is_empty()).then_some((id, session))
+    session: Option<&Session>,
+) -> Option<RequestId> {
+    session.filter(|s| !s.declared.is_empty())?;
+    plain::plain_but_logged(request)
 }
 
 /// Runs the call `request`, relaying its upstream's requests: plain JSON when its result is the
@@ -256,7 +253,7 @@ pub(super) fn client_answer(request: &AdmittedRequest) -> Option<(String, Client
 /// which would tell the client its session is gone.
 pub(super) async fn settle(
     endpoint: &Endpoint,
-    request: &AdmittedRequest,
+    (request, session): (&AdmittedRequest, Option<&str>),
     row: &str,
     answer: ClientAnswer,
 ) -> Response {
@@ -267,11 +264,7 @@ pub(super) async fn settle(
         Ok(question) => question,
         Err(error) => return host_refusal(&error),
     };
-    let session = endpoint
-        .request_states()
-        .and_then(|states| sessions::opened(states, request))
-        .map(|session| session.key);
-    if question.session.is_some() && question.session != session {
+    if question.session.is_some() && question.session.as_deref() != session {
         let other = "the request was asked in another session: answer it with that session's id";
         return refused(StatusCode::BAD_REQUEST, -32602, other);
     }

@@ -37,7 +37,6 @@ use super::handler::Endpoint;
 use super::on_stream::{data_event, event_stream};
 use super::plain::session_era;
 use super::request::{Admitted, AdmittedRequest, rpc_refusal};
-use super::sessions;
 
 /// Sessions whose subscriptions one process keeps at most.
 pub(super) const MAX_SESSIONS: usize = 4096;
@@ -174,9 +173,10 @@ fn drop_oldest_unwatched(
 }
 
 /// Answers `request` when it is a session's subscription, stream or DELETE; `None` otherwise.
+/// `session` is the key of the session it carries, as `sessions::carried` opened it.
 pub(super) async fn step(
     endpoint: &Endpoint,
-    subscribed: &Subscribed,
+    (subscribed, session): (&Subscribed, Option<&str>),
     request: &AdmittedRequest,
 ) -> Option<Response> {
     let method = request.http_method();
@@ -187,10 +187,7 @@ pub(super) async fn step(
     if *method == Method::POST && !subscribes {
         return None;
     }
-    let session = endpoint
-        .request_states()
-        .and_then(|states| sessions::opened(states, request))
-        .map(|session| session.key);
+    let session = session.map(str::to_owned);
     let admitted = request.admitted();
     Some(match (method, session) {
         (&Method::POST, None) => rpc_refusal(

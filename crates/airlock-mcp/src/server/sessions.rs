@@ -54,21 +54,28 @@ pub(super) fn issue(
     HeaderValue::from_str(&states.seal_bytes(PREFIX, PURPOSE, &plain)).ok()
 }
 
-/// The answer to a POST carrying a session id that does not open for its caller — 404, as MCP
-/// says of a session the server does not know, so the client starts a new one — unless it is an
-/// `initialize` (which starts one); `None` for every other request.
-pub(super) fn unknown(
+/// The session `request` carries, opened once for every step after admission: `Ok(None)`
+/// without an id (or without sealing, `states` `None`); `Err` — 404, as MCP says of a session
+/// the server does not know, so the client starts a new one — for a POST other than
+/// `initialize` (which starts one) whose id does not open for its caller. A GET's unknown id is
+/// `session_watch`'s to answer.
+pub(super) fn carried(
     states: Option<&RequestStates>,
     request: &AdmittedRequest,
-) -> Option<axum::response::Response> {
-    let states = states?;
-    request.headers().get(HEADER)?;
+) -> Result<Option<Session>, Box<axum::response::Response>> {
+    let Some(states) = states else {
+        return Ok(None);
+    };
+    if !request.headers().contains_key(HEADER) {
+        return Ok(None);
+    }
+    let session = opened(states, request);
     let post = *request.http_method() == axum::http::Method::POST;
-    if !post || request.method() == "initialize" || opened(states, request).is_some() {
-        return None;
+    if session.is_some() || !post || request.method() == "initialize" {
+        return Ok(session);
     }
     let gone = "Not Found: this Mcp-Session-Id is not one this endpoint issued to this caller here; initialize again";
-    Some(*rpc_refusal(
+    Err(rpc_refusal(
         axum::http::StatusCode::NOT_FOUND,
         request.id(),
         -32001,
