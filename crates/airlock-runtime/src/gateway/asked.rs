@@ -12,14 +12,12 @@
 
 use std::future::Future;
 
-use airlock_ledger::{Invocation, InvocationId, InvocationState, NewInvocation, NewSession};
-use airlock_ledger::{RELAYED_CALL_ID, SessionId, SourceKind};
+use airlock_ledger::{Invocation, InvocationId, InvocationState, RELAYED_CALL_ID};
 use airlock_spec::ScopeId;
 use serde_json::Value;
 
-use super::{Gateway, GatewayError};
+use super::{Gateway, GatewayError, reads};
 use crate::error::{ToolError, ToolErrorKind};
-use crate::session;
 
 /// The relayed requests' side of the gateway.
 pub(crate) struct Asked<'g>(&'g Gateway);
@@ -41,30 +39,10 @@ impl Asked<'_> {
         method: &str,
         arguments: Value,
     ) -> Result<InvocationId, GatewayError> {
-        let gateway = self.0;
-        let digest = gateway
-            .scopes
-            .get(scope)
-            .map(|s| s.digest.clone())
-            .ok_or_else(|| GatewayError::UnknownScope(scope.clone()))?;
-        let session = SessionId::new();
-        let opened = NewSession {
-            channel: "mcp".to_owned(),
-            principal: Some(principal.to_owned()),
-            metadata: session::metadata(scope),
-        };
-        let mut new = NewInvocation::new(session, RELAYED_CALL_ID, method, arguments, digest);
-        new.source_kind = SourceKind::Mcp;
-        new.principal = Some(principal.to_owned());
-        // One commit lane: the session is written right before the row that needs it.
-        let (opened, recorded) = futures::join!(
-            gateway.store.create_session(session, opened),
-            gateway
-                .store
-                .record_and_claim(new, &gateway.owner, gateway.lease)
-        );
-        opened?;
-        Ok(recorded?.invocation.id)
+        let who = (scope, principal);
+        let (opened, new) = reads::endpoint_row(self.0, who, (RELAYED_CALL_ID, method), arguments)?;
+        let row = reads::record_with_session(self.0, opened, new).await?;
+        Ok(row.id)
     }
 
     /// Waits for the relayed request `id` to be answered and returns its row as the answer

@@ -15,7 +15,9 @@
 
 use std::future::Future;
 
-use airlock_ledger::{InvocationId, NewInvocation, NewSession, RoundUse, SessionId, SourceKind};
+use airlock_ledger::{
+    Invocation, InvocationId, NewInvocation, NewSession, RoundUse, SessionId, SourceKind,
+};
 use airlock_spec::{Effect, ScopeId};
 use serde_json::Value;
 
@@ -55,19 +57,8 @@ impl Gateway {
     where
         W: Future<Output = Result<T, ToolError>>,
     {
-        let digest = self
-            .scopes
-            .get(read.scope)
-            .map(|s| s.digest.clone())
-            .ok_or_else(|| GatewayError::UnknownScope(read.scope.clone()))?;
-        let session = SessionId::new();
-        let opened = NewSession {
-            channel: "mcp".to_owned(),
-            principal: Some(read.principal.to_owned()),
-            metadata: session::metadata(read.scope),
-        };
-        let mut new = NewInvocation::new(session, "mcp", read.method, read.arguments, digest);
-        new.source_kind = SourceKind::Mcp;
+        let who = (read.scope, read.principal);
+        let (opened, mut new) = endpoint_row(self, who, ("mcp", read.method), read.arguments)?;
         // A freeze of everything, the scope's agent, the caller or the connection refuses a
         // read as it refuses a call: recorded denied, nothing sent (POLICY-52).
         let covered = Covered {
@@ -80,21 +71,14 @@ impl Gateway {
         new.refusal = frozen.as_ref().map(freeze::refusal);
         // Reading twice changes nothing: a read left running by a crash is not in doubt.
         new.effect = Effect::Idempotent;
-        new.principal = Some(read.principal.to_owned());
         let row = if read.follows.is_some() {
             // Recorded on the lane of the read it follows (LEDGER-62): the session goes first.
             new.follows = read.follows;
-            self.store.create_session(session, opened).await?;
+            self.store.create_session(new.session_id, opened).await?;
             let recorded = self.store.record_and_claim(new, &self.owner, self.lease);
             recorded.await?.invocation
         } else {
-            // One commit lane: the session is written right before the row that needs it.
-            let (opened, recorded) = futures::join!(
-                self.store.create_session(session, opened),
-                self.store.record_and_claim(new, &self.owner, self.lease)
-            );
-            opened?;
-            recorded?.invocation
+            record_with_session(self, opened, new).await?
         };
         if let Some(frozen) = frozen {
             let refused = ToolError::new(ToolErrorKind::Unavailable, freeze::reason(&frozen));
@@ -108,4 +92,46 @@ impl Gateway {
         self.finish(row.id, stored).await?;
         Ok((row.id, answer))
     }
+}
+
+/// The row of a request on the MCP endpoint that is not a tool call (a read, a request relayed
+/// to the client): in a session of its own on channel `mcp` of `scope`, under `principal`,
+/// with call id and tool as `(call_id, tool)`; the session to open with it.
+pub(super) fn endpoint_row(
+    gateway: &Gateway,
+    (scope, principal): (&ScopeId, &str),
+    (call_id, tool): (&str, &str),
+    arguments: Value,
+) -> Result<(NewSession, NewInvocation), GatewayError> {
+    let digest = gateway
+        .scopes
+        .get(scope)
+        .map(|s| s.digest.clone())
+        .ok_or_else(|| GatewayError::UnknownScope(scope.clone()))?;
+    let opened = NewSession {
+        channel: "mcp".to_owned(),
+        principal: Some(principal.to_owned()),
+        metadata: session::metadata(scope),
+    };
+    let mut new = NewInvocation::new(SessionId::new(), call_id, tool, arguments, digest);
+    new.source_kind = SourceKind::Mcp;
+    new.principal = Some(principal.to_owned());
+    Ok((opened, new))
+}
+
+/// Records and claims `new` with its session `opened`, on one commit lane: the session is
+/// written right before the row that needs it.
+pub(super) async fn record_with_session(
+    gateway: &Gateway,
+    opened: NewSession,
+    new: NewInvocation,
+) -> Result<Invocation, GatewayError> {
+    let (opened, recorded) = futures::join!(
+        gateway.store.create_session(new.session_id, opened),
+        gateway
+            .store
+            .record_and_claim(new, &gateway.owner, gateway.lease)
+    );
+    opened?;
+    Ok(recorded?.invocation)
 }

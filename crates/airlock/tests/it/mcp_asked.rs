@@ -149,6 +149,12 @@ async fn row(server: &Server, id: &Value) -> Value {
     http(addr, "GET", &path, Some(ADMIN), None).await.1
 }
 
+/// `event` ends a call that failed: the upstream's request was refused.
+fn assert_failed(event: &Value) {
+    let failed = event.get("error").is_some() || event["result"]["isError"] == true;
+    assert!(failed, "the upstream's request failed: {event}");
+}
+
 /// The call's text result, from the last event of its stream.
 fn result_text(event: &Value) -> String {
     assert_eq!(event["id"], 7, "{event}");
@@ -233,11 +239,7 @@ async fn bad_answers_and_sampling(a: &Server, b: &Server) {
         body["error"]["message"],
         "result.content.email: is required"
     );
-    let ended = events.next().await;
-    assert!(
-        ended.get("error").is_some() || ended["result"]["isError"] == true,
-        "the upstream's request failed: {ended}"
-    );
+    assert_failed(&events.next().await);
     let mut events = call(
         &a.addr,
         &session,
@@ -258,11 +260,7 @@ async fn bad_answers_and_sampling(a: &Server, b: &Server) {
         message.starts_with("result: not a sampling/createMessage result"),
         "{body}"
     );
-    let ended = events.next().await;
-    assert!(
-        ended.get("error").is_some() || ended["result"]["isError"] == true,
-        "{ended}"
-    );
+    assert_failed(&events.next().await);
     assert_eq!(row(a, &asked["id"]).await["state"], "failed");
     let mut events = call(
         &a.addr,
