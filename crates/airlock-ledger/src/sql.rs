@@ -5,5 +5,6 @@ pub(crate) mod db;
 pub(crate) mod pg_statement;
 pub(crate) mod pg_tx;
 pub(crate) mod row;
+pub(crate) mod sqlite_tx;
 pub(crate) mod tx;
 pub(crate) mod write;

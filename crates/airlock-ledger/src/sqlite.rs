@@ -35,7 +35,7 @@ use crate::vocabulary::error::LedgerError;
 /// release migrated it) is opened, not refused (OPS-86): migrations only add, so an older
 /// replica keeps working beside a newer one during a rolling upgrade, and may restart then.
 /// A known version whose text changed is still refused (sqlx compares checksums).
-static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate::Migrator {
+pub(crate) static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate::Migrator {
     ignore_missing: true,
     ..sqlx::migrate!("./migrations/sqlite")
 };

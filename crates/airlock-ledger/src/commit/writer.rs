@@ -25,6 +25,8 @@ use futures::future::BoxFuture;
 use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
 
+use crate::commit::announcer::{Notice, pg_announcer};
+pub(crate) use crate::commit::job::{Job, Prefetch};
 use crate::commit::telemetry::{self, CommitSpan};
 use crate::sql::db::{CountedWrite, DbPool, DbTx};
 use crate::sql::tx::LedgerTx;
@@ -47,42 +49,6 @@ const MAX_BATCH: usize = 256;
 
 /// Most times a lane yields to let callers queue more before it starts a batch.
 const GATHER_YIELDS: usize = 4;
-
-/// A unit of work for a writer lane.
-pub(crate) trait Job: Send {
-    /// Runs alone in its own transaction (a transactional tool's body).
-    fn exclusive(&self) -> bool {
-        false
-    }
-    /// The invocation the job reads first, fetched for the whole batch in one query.
-    fn prefetch(&self) -> Prefetch {
-        Prefetch::Nothing
-    }
-    /// Applies the job. `Err` only for database errors, which abort the batch.
-    fn run<'a>(
-        &'a mut self,
-        tx: &'a mut LedgerTx,
-        batch: &'a mut Batch,
-    ) -> BoxFuture<'a, Result<(), sqlx::Error>>;
-    /// Sends the job's outcome (called after commit).
-    fn reply(self: Box<Self>);
-    /// Sends a database error (the job's transaction did not commit).
-    fn fail(self: Box<Self>, e: sqlx::Error);
-}
-
-/// The row a job reads first, so the batch can read its jobs' rows in one query.
-#[derive(Debug, Clone)]
-pub(crate) enum Prefetch {
-    Nothing,
-    /// Read in the transaction: the job checks the row's content (a claim verifies the
-    /// arguments before anything runs, a decision binds to them), which only the database
-    /// holds as it is now.
-    Fresh(InvocationId),
-    /// A call this process runs under the lease of `owner` (renew, finish): the row as the
-    /// last commit left it will do, if the writer still has it running under that lease
-    /// (see `cache`).
-    Running(InvocationId, String),
-}
 
 /// A retryable job built from a closure.
 struct FnJob<T, F> {
@@ -186,6 +152,7 @@ impl Writer {
                     ctx: Arc::clone(ctx),
                     lane: i64::try_from(lane).unwrap_or(0),
                     head: None,
+                    kept: None,
                     notices: notices.clone(),
                 };
                 tokio::spawn(lane_loop(lane, rx));
@@ -256,6 +223,8 @@ struct Lane {
     ctx: Arc<LaneContext>,
     lane: i64,
     head: Option<(i64, String)>,
+    /// The lane's connection between batches, its transaction ended (see [`keep`]).
+    kept: Option<DbTx>,
     /// PostgreSQL: the store's announcer, which sends the NOTIFYs (see [`pg_announcer`]).
     notices: Option<mpsc::UnboundedSender<Notice>>,
 }
@@ -350,7 +319,8 @@ impl Lane {
         // race of a queued write clears its own condition.
         let mut collisions = 0;
         let result = loop {
-            match attempt(&self.ctx, self.lane, jobs, head.take(), queued).await {
+            let kept = &mut self.kept;
+            match attempt(&self.ctx, self.lane, jobs, head.take(), queued, kept).await {
                 Err(e) if is_unique_violation(&e) && collisions < MAX_COLLISIONS => {
                     collisions += 1;
                 }
@@ -443,71 +413,30 @@ impl Lane {
     }
 }
 
-/// A committed batch's announcements and the jobs to acknowledge once they are sent.
-struct Notice {
-    messages: Vec<String>,
-    jobs: Vec<Box<dyn Job>>,
-}
-
-/// Most batches one NOTIFY statement announces.
-const NOTICES_PER_STATEMENT: usize = 64;
-
-/// Sends the lanes' announcements — whatever queued meanwhile in one statement, so one round
-/// trip however many batches committed while the last one was out, in commit order — then
-/// acknowledges their jobs. Ends when every lane has ended.
-async fn pg_announcer(pool: sqlx::PgPool, mut rx: mpsc::UnboundedReceiver<Notice>) {
-    while let Some(first) = rx.recv().await {
-        let mut notices = vec![first];
-        while notices.len() < NOTICES_PER_STATEMENT {
-            match rx.try_recv() {
-                Ok(notice) => notices.push(notice),
-                Err(_) => break,
-            }
-        }
-        let messages: Vec<String> = notices
-            .iter_mut()
-            .flat_map(|n| std::mem::take(&mut n.messages))
-            .collect();
-        if !messages.is_empty()
-            && let Err(error) = notify(&pool, messages).await
-        {
-            tracing::warn!(%error, "ledger NOTIFY failed; other processes' waiters wake at their deadline");
-        }
-        for notice in notices {
-            notice.jobs.into_iter().for_each(Job::reply);
-        }
-    }
-}
-
-/// One statement, so one round trip: its implicit transaction commits with the local
-/// `synchronous_commit = off` the same statement set.
-async fn notify(pool: &sqlx::PgPool, messages: Vec<String>) -> Result<(), sqlx::Error> {
-    sqlx::query(
-        "SELECT set_config('synchronous_commit', 'off', true), pg_notify('airlock_ledger', m) \
-         FROM unnest($1::text[]) AS m",
-    )
-    .bind(messages)
-    .execute(pool)
-    .await
-    .map(|_| ())
-}
-
 /// `sqlx::Error` is not `Clone`; keep the message for the one job it belongs to.
 fn clone_error(e: &sqlx::Error) -> sqlx::Error {
     sqlx::Error::Protocol(e.to_string())
 }
 
 /// One transaction: the jobs, their writes and events, the commit. Returns what changed and
-/// the lane's chain head after the commit.
+/// the lane's chain head after the commit. It runs on the lane's kept connection if there is
+/// one, and leaves it there for the next batch (see [`keep`]).
 async fn attempt(
     ctx: &LaneContext,
     lane: i64,
     jobs: &mut [Box<dyn Job>],
     head: Option<(i64, String)>,
     queued: bool,
+    kept: &mut Option<DbTx>,
 ) -> Result<(Committed, (i64, String)), sqlx::Error> {
     let begun = std::time::Instant::now();
-    let mut inner = ctx.pool.begin_write(lane).await?;
+    let mut inner = match kept.take() {
+        Some(mut tx) => {
+            tx.next_batch();
+            tx
+        }
+        None => ctx.pool.begin_write(lane).await?,
+    };
     inner.set_sole(jobs.len() == 1);
     let mut tx = LedgerTx { inner };
     let result = match fill(ctx, lane, &mut tx, jobs, head, queued).await {
@@ -539,6 +468,7 @@ async fn attempt(
             Err(e)
         }
     };
+    *kept = keep(tx.inner, &result);
     if result.is_err() {
         // A session this batch created may have been cached, and a cached row it started from
         // may have moved on; neither is known after all.
@@ -547,6 +477,20 @@ async fn attempt(
         ctx.budgets.forget();
     }
     result
+}
+
+/// The connection a batch ran on, kept by its lane for the next batch when no transaction is
+/// left open on it and the database answered (a commit, or a refusal such as a lost race).
+/// Handing it back to the pool would cost a round trip per batch: sqlx tests every returned
+/// connection with a ping, a hand-off to SQLite's connection thread or a round trip to
+/// PostgreSQL (docs/benchmarks.md, "Where the time goes"). Any other error (I/O, a closed
+/// connection) drops it, and the next batch takes one from the pool.
+fn keep<T>(tx: DbTx, result: &Result<T, sqlx::Error>) -> Option<DbTx> {
+    let answered = match result {
+        Ok(_) => true,
+        Err(e) => matches!(e, sqlx::Error::Database(_)) || deferred::is_lost_race(e),
+    };
+    (answered && tx.idle()).then_some(tx)
 }
 
 /// Runs the jobs in the open transaction; returns the writes still to make (queued rows, then
@@ -594,4 +538,100 @@ async fn fill(
     }
     let writes = batch.take_writes(&tx.inner);
     Ok((writes, batch))
+}
+
+#[cfg(test)]
+mod tests {
+    use sqlx::AssertSqlSafe;
+    use sqlx::sqlite::SqlitePoolOptions;
+
+    use super::*;
+    use crate::sql::db::SQLITE_GUARD_TABLE;
+    use crate::vocabulary::clock::SystemClock;
+
+    async fn write_pool() -> sqlx::SqlitePool {
+        let pool = SqlitePoolOptions::new()
+            .max_connections(1)
+            .after_connect(|conn, _| {
+                Box::pin(async move {
+                    sqlx::query(SQLITE_GUARD_TABLE)
+                        .execute(conn)
+                        .await
+                        .map(|_| ())
+                })
+            })
+            .connect("sqlite::memory:")
+            .await
+            .unwrap();
+        crate::sqlite::MIGRATOR.run(&pool).await.unwrap();
+        pool
+    }
+
+    fn context(pool: &sqlx::SqlitePool) -> Arc<LaneContext> {
+        Arc::new(LaneContext {
+            pool: DbPool::Sqlite(pool.clone()),
+            clock: Arc::new(SystemClock),
+            wakeups: Arc::default(),
+            approval_ttl: Duration::from_secs(60),
+            sessions: Arc::default(),
+            recent: RecentRows::default(),
+            budgets: Arc::default(),
+            routes: Arc::new([]),
+            #[cfg(unix)]
+            wake: None,
+            commits: Arc::default(),
+            commit_ns: Arc::default(),
+            ack_at_commit: false,
+        })
+    }
+
+    /// A lane commits batch after batch on the connection it keeps: the pool never gets it
+    /// back, so sqlx never pings it on its return (a hand-off to SQLite's thread per batch).
+    #[tokio::test]
+    async fn a_lane_keeps_its_connection_between_batches() {
+        let pool = write_pool().await;
+        let writer = Writer::start(&context(&pool), 1);
+        for n in 0..3_i64 {
+            let written = writer
+                .submit(Uuid::now_v7(), Prefetch::Nothing, move |tx, _| {
+                    Box::pin(async move {
+                        let sql = "INSERT OR REPLACE INTO temp.airlock_guard (ok) VALUES (1)";
+                        tx.inner.execute(AssertSqlSafe(sql), &[]).await?;
+                        Ok(n)
+                    })
+                })
+                .await;
+            assert_eq!(written.unwrap(), n);
+            // A connection given back lands in the pool once its ping is answered.
+            let returned = tokio::time::timeout(Duration::from_millis(300), async {
+                while pool.num_idle() == 0 {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+            })
+            .await;
+            assert!(
+                returned.is_err(),
+                "batch {n}: the lane gave its connection back"
+            );
+            assert_eq!(pool.size(), 1);
+        }
+    }
+
+    /// The lane keeps a connection only while the database answers on it and no transaction
+    /// is left open; after an I/O or protocol error the next batch takes a fresh one.
+    #[tokio::test]
+    async fn a_connection_that_failed_is_not_kept() {
+        let pool = write_pool().await;
+        let db = DbPool::Sqlite(pool.clone());
+        let ok: Result<(), sqlx::Error> = Ok(());
+        assert!(keep(db.begin_write(0).await.unwrap(), &ok).is_some());
+        let refused: Result<(), _> = Err(deferred::lost_race());
+        assert!(keep(db.begin_write(0).await.unwrap(), &refused).is_some());
+        let broken: Result<(), _> = Err(sqlx::Error::Io(std::io::ErrorKind::BrokenPipe.into()));
+        assert!(keep(db.begin_write(0).await.unwrap(), &broken).is_none());
+        let mut open = db.begin_write(0).await.unwrap();
+        open.execute(AssertSqlSafe("SELECT 1"), &[]).await.unwrap();
+        assert!(!open.idle(), "the statement opened the transaction");
+        assert!(keep(open, &ok).is_none());
+    }
 }

@@ -4,16 +4,17 @@
 //! 64-bit integers (see the migrations), which both SQLite and PostgreSQL accept unchanged. The
 //! enums here only dispatch; they hold no logic.
 
-use sqlx::pool::PoolConnection;
 use sqlx::postgres::{PgPool, PgRow};
 use sqlx::sqlite::{SqlitePool, SqliteRow};
-use sqlx::{AssertSqlSafe, Row, SqlSafeStr, SqlStr, Sqlite};
+use sqlx::{AssertSqlSafe, Row, SqlSafeStr};
 
 use crate::sql::pg_statement::{
     Finish, as_ctes, bind_columns, fits_one_statement, lone_write, lone_write_then, pg_groups,
     pg_row_source,
 };
 use crate::sql::pg_tx::PgTx;
+pub(crate) use crate::sql::sqlite_tx::{SQLITE_GUARD_TABLE, SqliteTx};
+use crate::sql::sqlite_tx::{guarded, is_short_write};
 pub use crate::sql::write::SqlValue;
 use crate::sql::write::bound;
 pub(crate) use crate::sql::write::{CommitCheck, CountedWrite};
@@ -65,145 +66,6 @@ pub(crate) enum DbPool {
 pub(crate) enum DbTx {
     Sqlite(SqliteTx),
     Postgres(PgTx),
-}
-
-/// A SQLite write transaction whose `BEGIN IMMEDIATE` rides on its first statement and whose
-/// `COMMIT` on its last: every statement is a hand-off to sqlx's SQLite thread (tens of
-/// microseconds when that thread sleeps), so a batch that needs no read costs one hand-off,
-/// not three.
-#[derive(Debug)]
-pub(crate) struct SqliteTx {
-    conn: PoolConnection<Sqlite>,
-    /// How the transaction begins: `BEGIN IMMEDIATE` for a write, `BEGIN` for a read (in WAL
-    /// mode its snapshot is taken at its first read and kept to its end).
-    begin: &'static str,
-    /// `BEGIN` was sent and neither `COMMIT` nor `ROLLBACK` has ended it.
-    open: bool,
-}
-
-impl Drop for SqliteTx {
-    /// A transaction left open (a panic mid-batch) must not go back to the pool: the
-    /// connection is closed instead, which rolls it back.
-    fn drop(&mut self) {
-        if self.open {
-            self.conn.close_on_drop();
-        }
-    }
-}
-
-impl SqliteTx {
-    /// `sql`, behind the `BEGIN IMMEDIATE` if it is the transaction's first statement.
-    fn statement(&mut self, sql: impl SqlSafeStr) -> SqlStr {
-        let sql = sql.into_sql_str();
-        if self.open {
-            return sql;
-        }
-        self.open = true;
-        AssertSqlSafe(format!("{};\n{}", self.begin, sql.as_str())).into_sql_str()
-    }
-
-    /// Sends the `BEGIN` on its own if nothing opened the transaction yet.
-    async fn open_alone(&mut self) -> Result<(), sqlx::Error> {
-        if !self.open {
-            sqlx::query(AssertSqlSafe(self.begin))
-                .execute(&mut *self.conn)
-                .await?;
-            self.open = true;
-        }
-        Ok(())
-    }
-
-    /// Runs `writes` (each followed by its guard) and commits, in one hand-off; `false` if a
-    /// guard found a write short, and then nothing is committed.
-    async fn commit_writes(
-        mut self,
-        writes: Vec<CountedWrite>,
-        checks: Vec<CommitCheck>,
-    ) -> Result<bool, sqlx::Error> {
-        if writes.is_empty() && checks.is_empty() && !self.open {
-            return Ok(true);
-        }
-        let (mut sql, binds) = guarded(writes, checks);
-        sql.push_str("COMMIT");
-        let sql = self.statement(AssertSqlSafe(sql));
-        match bound!(sqlx::query(sql), &binds)
-            .execute(&mut *self.conn)
-            .await
-        {
-            Ok(_) => {
-                self.open = false;
-                Ok(true)
-            }
-            Err(e) => {
-                self.rollback().await;
-                if is_short_write(&e) {
-                    Ok(false)
-                } else {
-                    Err(e)
-                }
-            }
-        }
-    }
-
-    /// Ends the transaction if it is open. A failed `ROLLBACK` (the connection is gone) leaves
-    /// `open` set, so the connection is closed rather than reused.
-    async fn rollback(&mut self) {
-        if self.open
-            && sqlx::query("ROLLBACK")
-                .execute(&mut *self.conn)
-                .await
-                .is_ok()
-        {
-            self.open = false;
-        }
-    }
-}
-
-/// SQLite has no `RAISE` outside triggers, so a write that changed fewer rows than it must is
-/// caught by a `CHECK` on a one-row temporary table: each guard stores whether the statement
-/// before it changed exactly its rows, and `false` fails the constraint, which stops the
-/// statement list before its `COMMIT`. Temporary: never in the WAL, never fsynced. Created on
-/// every write connection (see the store's `after_connect`).
-pub(crate) const SQLITE_GUARD_TABLE: &str = "CREATE TEMP TABLE IF NOT EXISTS airlock_guard \
-     (ok INTEGER PRIMARY KEY CONSTRAINT airlock_short_write CHECK (ok = 1))";
-
-fn is_short_write(e: &sqlx::Error) -> bool {
-    matches!(e, sqlx::Error::Database(db) if db.message().contains("airlock_short_write"))
-}
-
-/// SQLite: the statements one after another, each followed by its guard, their binds in order;
-/// the last guard also requires every check. Each statement of the one hand-off still sends
-/// its result back from sqlx's thread (a wake-up), so a check adds a clause, not a statement.
-fn guarded(writes: Vec<CountedWrite>, mut checks: Vec<CommitCheck>) -> (String, Vec<SqlValue>) {
-    let mut sql = String::new();
-    let mut binds = Vec::new();
-    let last = writes.len().saturating_sub(1);
-    let mut add_checks = |sql: &mut String, binds: &mut Vec<SqlValue>| {
-        for check in std::mem::take(&mut checks) {
-            sql.push_str(&format!(" AND ({})", check.sql));
-            binds.extend(check.binds);
-        }
-    };
-    if writes.is_empty() {
-        // Nothing to follow: the checks stand alone.
-        sql.push_str("INSERT OR REPLACE INTO temp.airlock_guard (ok) VALUES (1");
-        add_checks(&mut sql, &mut binds);
-        sql.push_str(");\n");
-    }
-    for (i, w) in writes.into_iter().enumerate() {
-        sql.push_str(&w.sql);
-        binds.extend(w.binds);
-        // `rows` is a count we computed, not input: formatting it into the SQL is safe.
-        sql.push_str(&format!(
-            ";\nINSERT OR REPLACE INTO temp.airlock_guard (ok) VALUES (changes() = {}",
-            w.rows
-        ));
-        if i == last {
-            add_checks(&mut sql, &mut binds);
-        }
-        sql.push_str(");\n");
-    }
-    (sql, binds)
 }
 
 /// A fetched row of either backend, read by column name.
@@ -540,13 +402,13 @@ impl DbTx {
     /// one was short or a check false, and then the transaction is rolled back. On SQLite the
     /// writes and the `COMMIT` are one hand-off.
     pub(crate) async fn commit_writes(
-        self,
+        &mut self,
         writes: Vec<CountedWrite>,
         checks: Vec<CommitCheck>,
     ) -> Result<bool, sqlx::Error> {
-        let mut pg = match self {
+        match self {
             Self::Sqlite(tx) => return tx.commit_writes(writes, checks).await,
-            Self::Postgres(mut tx) => {
+            Self::Postgres(tx) => {
                 // A batch on PostgreSQL reads every limit under its lock and makes no checks
                 // (`budget_memo`); one made here would be lost.
                 debug_assert!(checks.is_empty(), "commit checks on PostgreSQL");
@@ -556,16 +418,31 @@ impl DbTx {
                 {
                     return lone_write(conn, writes).await;
                 }
-                Self::Postgres(tx)
             }
-        };
-        let outcome = pg.execute_counted(writes).await;
-        match (outcome, pg) {
+        }
+        let outcome = self.execute_counted(writes).await;
+        match (outcome, self) {
             (Ok(true), Self::Postgres(tx)) => tx.commit().await.map(|()| true),
-            (outcome, pg) => {
-                let _ = pg.rollback().await;
+            (outcome, tx) => {
+                let _ = tx.rollback().await;
                 outcome.map(|_| false)
             }
+        }
+    }
+
+    /// No transaction is open (committed or rolled back): the connection can carry the
+    /// lane's next batch (see the writer's kept transaction).
+    pub(crate) fn idle(&self) -> bool {
+        match self {
+            Self::Sqlite(tx) => !tx.open,
+            Self::Postgres(tx) => tx.idle(),
+        }
+    }
+
+    /// Readies an idle transaction for the lane's next batch, on the same connection.
+    pub(crate) fn next_batch(&mut self) {
+        if let Self::Postgres(tx) = self {
+            tx.next_batch();
         }
     }
 
@@ -577,9 +454,9 @@ impl DbTx {
         }
     }
 
-    pub(crate) async fn rollback(self) -> Result<(), sqlx::Error> {
+    pub(crate) async fn rollback(&mut self) -> Result<(), sqlx::Error> {
         match self {
-            Self::Sqlite(mut tx) => {
+            Self::Sqlite(tx) => {
                 tx.rollback().await;
                 Ok(())
             }
@@ -619,7 +496,7 @@ mod tests {
     #[tokio::test]
     async fn sqlite_row_counts_share_a_padded_statement_text() {
         let pool = sqlite_pool_with("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)").await;
-        let tx = pool.begin_write(0).await.unwrap();
+        let mut tx = pool.begin_write(0).await.unwrap();
         let texts: Vec<String> = (1..=9).map(|n| insert(&tx, n).sql).collect();
         assert_eq!(texts[2], texts[3], "3 and 4 rows");
         assert_eq!(texts[4], texts[7], "5 and 8 rows");
@@ -631,6 +508,7 @@ mod tests {
             "3 real rows, 4 bound"
         );
         assert!(tx.commit_writes(vec![write], Vec::new()).await.unwrap());
+        drop(tx);
         let DbPool::Sqlite(p) = &pool else {
             unreachable!()
         };
@@ -644,7 +522,7 @@ mod tests {
             .unwrap();
         assert_eq!((n, all), (3, 3));
         // The same rows again conflict: the guard finds the write short and nothing commits.
-        let tx = pool.begin_write(0).await.unwrap();
+        let mut tx = pool.begin_write(0).await.unwrap();
         let again = insert(&tx, 4);
         assert!(!tx.commit_writes(vec![again], Vec::new()).await.unwrap());
     }
@@ -658,7 +536,7 @@ mod tests {
             binds: vec![SqlValue::Int(ok)],
         };
         for (writes, ok, landed) in [(1, 0, false), (0, 0, false), (1, 1, true), (0, 1, true)] {
-            let tx = pool.begin_write(0).await.unwrap();
+            let mut tx = pool.begin_write(0).await.unwrap();
             let write = (writes > 0).then(|| insert(&tx, 1));
             let committed = tx
                 .commit_writes(write.into_iter().collect(), vec![check(ok)])

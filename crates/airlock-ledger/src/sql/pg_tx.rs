@@ -86,15 +86,26 @@ impl PgTx {
         (!self.open && !self.spent).then_some(&mut *self.conn)
     }
 
-    pub(crate) async fn commit(self) -> Result<(), sqlx::Error> {
+    pub(crate) async fn commit(&mut self) -> Result<(), sqlx::Error> {
         self.end("COMMIT").await
     }
 
-    pub(crate) async fn rollback(self) -> Result<(), sqlx::Error> {
+    pub(crate) async fn rollback(&mut self) -> Result<(), sqlx::Error> {
         self.end("ROLLBACK").await
     }
 
-    async fn end(mut self, how: &'static str) -> Result<(), sqlx::Error> {
+    /// No transaction is open: the connection can carry the lane's next batch.
+    pub(crate) fn idle(&self) -> bool {
+        !self.open
+    }
+
+    /// Readies an idle transaction's connection for the lane's next batch.
+    pub(crate) fn next_batch(&mut self) {
+        self.sole = false;
+        self.spent = false;
+    }
+
+    async fn end(&mut self, how: &'static str) -> Result<(), sqlx::Error> {
         if self.open {
             sqlx::raw_sql(how).execute(&mut *self.conn).await?;
             self.open = false;

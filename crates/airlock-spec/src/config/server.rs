@@ -15,9 +15,9 @@ pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// Default `[server] max_connections`.
 pub const DEFAULT_MAX_CONNECTIONS: u64 = 1024;
 /// Default `[server] max_in_flight`.
-pub const DEFAULT_MAX_IN_FLIGHT: u64 = 256;
+pub const DEFAULT_MAX_IN_FLIGHT: u64 = 512;
 /// Default `[server] max_in_flight_per_principal`.
-pub const DEFAULT_MAX_IN_FLIGHT_PER_PRINCIPAL: u64 = 64;
+pub const DEFAULT_MAX_IN_FLIGHT_PER_PRINCIPAL: u64 = 256;
 
 /// `[server]`: bounds on what clients may hold of the HTTP server. Every bound is at least 1.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

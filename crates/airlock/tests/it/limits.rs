@@ -11,7 +11,7 @@ use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;
 
 use crate::airlock;
-use crate::support::{Server, deployment_with, http, mcp_request};
+use crate::support::{Server, deployment_with, http, mcp_request, metrics};
 
 const ALICE: &str = "mcp-alice-4f0c2b8e9d1a47c3b5e6f708192a3b4c";
 const BOB: &str = "mcp-bob-9e8d7c6b5a4f43e2d1c0b9a8f7e6d5c4";
@@ -158,6 +158,33 @@ async fn requests_beyond_the_in_flight_bounds_are_answered_503() {
     assert_eq!(status, 503, "{body}");
     assert!(head.contains("retry-after: 1"), "{head}");
     assert_eq!(http(addr, "GET", "/healthz", None, None).await.0, 200);
+}
+
+/// OPS-13: under the default bounds one principal's 160 requests are in progress at once —
+/// a fleet of agents behind one token is not turned away at 64 — and a further request of
+/// that principal is still served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_default_bounds_hold_160_requests_of_one_principal() {
+    let dir = deployment("");
+    let server = Server::start(dir.path(), &[]);
+    let base = format!("http://{}", server.addr);
+    let mut held = Vec::new();
+    for _ in 0..160 {
+        held.push(open_a_request(&server.addr, ALICE).await);
+    }
+    let want = "airlock_requests_in_flight 160";
+    let mut gauge = String::new();
+    for _ in 0..200 {
+        gauge = metrics(&base, ADMIN).await;
+        if gauge.lines().any(|l| l == want) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert!(gauge.lines().any(|l| l == want), "never held 160:\n{gauge}");
+    let (status, _, body) = rpc(&base, ALICE, "tools/list", json!({})).await;
+    assert_eq!(status, 200, "{body}");
+    drop(held);
 }
 
 /// Opens a request by `token` whose body never finishes arriving, so it stays in progress;
