@@ -13,8 +13,8 @@ use crate::sql::pg_statement::{
     pg_row_source,
 };
 use crate::sql::pg_tx::PgTx;
+use crate::sql::sqlite_tx::{ROWS_KEPT, guarded, is_short_write};
 pub(crate) use crate::sql::sqlite_tx::{SQLITE_GUARD_TABLE, SqliteTx};
-use crate::sql::sqlite_tx::{guarded, is_short_write};
 pub use crate::sql::write::SqlValue;
 use crate::sql::write::bound;
 pub(crate) use crate::sql::write::{CommitCheck, CountedWrite};
@@ -229,7 +229,7 @@ impl DbTx {
     pub(crate) fn row_source(&self, binds: &[SqlValue], width: usize) -> String {
         match self {
             Self::Sqlite(_) => format!(
-                "SELECT * FROM (VALUES {}) WHERE column1 IS NOT NULL",
+                "SELECT * FROM (VALUES {}) {ROWS_KEPT}",
                 self.tuples(binds.len() / width.max(1), width)
             ),
             Self::Postgres(_) => pg_row_source(binds, width),
@@ -525,6 +525,68 @@ mod tests {
         let mut tx = pool.begin_write(0).await.unwrap();
         let again = insert(&tx, 4);
         assert!(!tx.commit_writes(vec![again], Vec::new()).await.unwrap());
+    }
+
+    /// LEDGER-70: a batch's writes are checked without a statement each — a short write
+    /// anywhere in the batch, first or last, still keeps the whole commit from landing, and
+    /// only the last write is followed by a guard.
+    #[tokio::test]
+    async fn a_short_write_anywhere_in_a_sqlite_batch_fails_it_with_one_guard() {
+        let pool = sqlite_pool_with("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)").await;
+        let tx = pool.begin_write(0).await.unwrap();
+        let (sql, _) = guarded(
+            vec![insert(&tx, 1), insert(&tx, 2), insert(&tx, 3)],
+            Vec::new(),
+        );
+        assert_eq!(sql.matches("airlock_guard").count(), 1, "{sql}");
+        assert_eq!(
+            sql.matches(";\n").count(),
+            4,
+            "three writes and a guard: {sql}"
+        );
+        drop(tx);
+        let rows_from = |tx: &DbTx, first: i64, n: i64| {
+            let binds = (first..first + n).flat_map(|i| [i.into(), format!("v{i}").into()]);
+            CountedWrite::rows(tx, 2, binds.collect(), false, |rows| {
+                format!("INSERT INTO t (id, v) {rows} ON CONFLICT (id) DO NOTHING")
+            })
+        };
+        let mut tx = pool.begin_write(0).await.unwrap();
+        assert!(
+            tx.commit_writes(vec![rows_from(&tx, 0, 2)], Vec::new())
+                .await
+                .unwrap()
+        );
+        // Rows 0 and 1 exist: a write of them again is short, wherever it stands.
+        for short_at in 0..3 {
+            let writes = (0..3)
+                .map(|i| match i == short_at {
+                    true => rows_from(&tx, 0, 2),
+                    false => rows_from(&tx, 10 * (i + 1) + 10 * short_at, 3),
+                })
+                .collect();
+            assert!(
+                !tx.commit_writes(writes, Vec::new()).await.unwrap(),
+                "short at {short_at}"
+            );
+        }
+        let all = tx.commit_writes(
+            vec![rows_from(&tx, 100, 1), rows_from(&tx, 200, 2)],
+            Vec::new(),
+        );
+        assert!(all.await.unwrap(), "no write short: the batch lands");
+        drop(tx);
+        let DbPool::Sqlite(p) = &pool else {
+            unreachable!()
+        };
+        let n: i64 = sqlx::query_scalar("SELECT count(*) FROM t")
+            .fetch_one(p)
+            .await
+            .unwrap();
+        assert_eq!(
+            n, 5,
+            "the first two rows and the last batch's three, nothing of the short ones"
+        );
     }
 
     /// LEDGER-74: a commit's checks hold it back when false, after writes or with none.

@@ -115,40 +115,71 @@ pub(super) fn is_short_write(e: &sqlx::Error) -> bool {
     matches!(e, sqlx::Error::Database(db) if db.message().contains("airlock_short_write"))
 }
 
-/// SQLite: the statements one after another, each followed by its guard, their binds in order;
-/// the last guard also requires every check. Each statement of the one hand-off still sends
-/// its result back from sqlx's thread (a wake-up), so a check adds a clause, not a statement.
+/// The filter of a SQLite row source (see `DbTx::row_source`), which drops the padding rows;
+/// a write's row source is where the check of the write before it is folded in.
+pub(crate) const ROWS_KEPT: &str = "WHERE column1 IS NOT NULL";
+
+/// SQLite: the writes one after another, their binds in order, then one guard that requires
+/// the last write's count and every check. Each statement of the one hand-off sends its result
+/// back from sqlx's thread, a wake-up of the waiting task, so checks ride on statements that run
+/// anyway: a write's count is checked inside the next write's row source (`changes()` there is
+/// still the count of the statement before: SQLite sets it when a statement ends, and restores
+/// it after each trigger), so a short write makes the next one write nothing, which the check
+/// after that finds short in turn, up to the last guard. A write that expects no rows could
+/// not carry the chain on, nor could one without a row source: the count before it then gets a
+/// guard statement of its own. Counts are bound, not formatted, so the text of a batch depends
+/// only on its kinds of writes and their padded sizes (LEDGER-70).
 pub(super) fn guarded(
     writes: Vec<CountedWrite>,
-    mut checks: Vec<CommitCheck>,
+    checks: Vec<CommitCheck>,
 ) -> (String, Vec<SqlValue>) {
     let mut sql = String::new();
     let mut binds = Vec::new();
-    let last = writes.len().saturating_sub(1);
-    let mut add_checks = |sql: &mut String, binds: &mut Vec<SqlValue>| {
-        for check in std::mem::take(&mut checks) {
-            sql.push_str(&format!(" AND ({})", check.sql));
-            binds.extend(check.binds);
+    // The count of the write before, not yet checked.
+    let mut unchecked: Option<u64> = None;
+    for w in writes {
+        let at = w.sql.find(ROWS_KEPT).filter(|_| w.rows > 0);
+        match (unchecked.take(), at) {
+            (Some(n), Some(at)) => {
+                let end = at + ROWS_KEPT.len();
+                sql.push_str(&w.sql[..end]);
+                sql.push_str(" AND changes() = ?");
+                sql.push_str(&w.sql[end..]);
+                binds.extend(w.binds);
+                binds.push(count(n));
+            }
+            (pending, _) => {
+                if let Some(n) = pending {
+                    guard(&mut sql, &mut binds, Some(n), Vec::new());
+                }
+                sql.push_str(&w.sql);
+                binds.extend(w.binds);
+            }
         }
-    };
-    if writes.is_empty() {
-        // Nothing to follow: the checks stand alone.
-        sql.push_str("INSERT OR REPLACE INTO temp.airlock_guard (ok) VALUES (1");
-        add_checks(&mut sql, &mut binds);
-        sql.push_str(");\n");
+        sql.push_str(";\n");
+        unchecked = Some(w.rows);
     }
-    for (i, w) in writes.into_iter().enumerate() {
-        sql.push_str(&w.sql);
-        binds.extend(w.binds);
-        // `rows` is a count we computed, not input: formatting it into the SQL is safe.
-        sql.push_str(&format!(
-            ";\nINSERT OR REPLACE INTO temp.airlock_guard (ok) VALUES (changes() = {}",
-            w.rows
-        ));
-        if i == last {
-            add_checks(&mut sql, &mut binds);
-        }
-        sql.push_str(");\n");
-    }
+    guard(&mut sql, &mut binds, unchecked, checks);
     (sql, binds)
+}
+
+/// A guard statement: the last statement changed `rows` rows (if given), and every check holds.
+fn guard(sql: &mut String, binds: &mut Vec<SqlValue>, rows: Option<u64>, checks: Vec<CommitCheck>) {
+    sql.push_str("INSERT OR REPLACE INTO temp.airlock_guard (ok) VALUES (");
+    match rows {
+        Some(n) => {
+            sql.push_str("changes() = ?");
+            binds.push(count(n));
+        }
+        None => sql.push('1'),
+    }
+    for check in checks {
+        sql.push_str(&format!(" AND ({})", check.sql));
+        binds.extend(check.binds);
+    }
+    sql.push_str(");\n");
+}
+
+fn count(n: u64) -> SqlValue {
+    SqlValue::Int(i64::try_from(n).unwrap_or(i64::MAX))
 }
