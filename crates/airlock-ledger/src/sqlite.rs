@@ -25,7 +25,8 @@ use sqlx::sqlite::{
 };
 
 use crate::ledger::{AbortOnDrop, Announce, Ledger};
-use crate::sql::db::{DbPool, SQLITE_GUARD_TABLE};
+use crate::sql::db::DbPool;
+use crate::sql::sqlite_tx::create_guard_table;
 use crate::store_config::StoreConfig;
 #[cfg(unix)]
 use crate::support::wake::{self, Announcer, Bound};
@@ -85,14 +86,7 @@ impl Ledger {
             .max_connections(1)
             .min_connections(1)
             .test_before_acquire(false)
-            .after_connect(|conn, _| {
-                Box::pin(async move {
-                    sqlx::query(SQLITE_GUARD_TABLE)
-                        .execute(conn)
-                        .await
-                        .map(|_| ())
-                })
-            })
+            .after_connect(|conn, _| Box::pin(create_guard_table(conn)))
             // A batch's statement journal stays in memory instead of spilling to a temporary
             // file. Only here: on the read pool it would also hold every sort in memory.
             .connect_with(opts.clone().pragma("temp_store", "memory"))

@@ -546,20 +546,13 @@ mod tests {
     use sqlx::sqlite::SqlitePoolOptions;
 
     use super::*;
-    use crate::sql::db::SQLITE_GUARD_TABLE;
+    use crate::sql::sqlite_tx::create_guard_table;
     use crate::vocabulary::clock::SystemClock;
 
     async fn write_pool() -> sqlx::SqlitePool {
         let pool = SqlitePoolOptions::new()
             .max_connections(1)
-            .after_connect(|conn, _| {
-                Box::pin(async move {
-                    sqlx::query(SQLITE_GUARD_TABLE)
-                        .execute(conn)
-                        .await
-                        .map(|_| ())
-                })
-            })
+            .after_connect(|conn, _| Box::pin(create_guard_table(conn)))
             .connect("sqlite::memory:")
             .await
             .unwrap();

@@ -13,8 +13,8 @@ use crate::sql::pg_statement::{
     pg_row_source,
 };
 use crate::sql::pg_tx::PgTx;
+pub(crate) use crate::sql::sqlite_tx::SqliteTx;
 use crate::sql::sqlite_tx::{ROWS_KEPT, guarded, is_short_write};
-pub(crate) use crate::sql::sqlite_tx::{SQLITE_GUARD_TABLE, SqliteTx};
 pub use crate::sql::write::SqlValue;
 use crate::sql::write::bound;
 pub(crate) use crate::sql::write::{CommitCheck, CountedWrite};
@@ -244,7 +244,7 @@ impl DbTx {
     ///
     /// One round trip where the backend allows, the bulk of a batch's time: on SQLite one
     /// multi-statement execute (sqlx binds `?` across the statements in order), each statement
-    /// checked by its guard (see [`SQLITE_GUARD_TABLE`]) — one hand-off to sqlx's SQLite
+    /// checked by its guard (see [`crate::sql::sqlite_tx::SQLITE_GUARD_TABLE`]) — one hand-off to sqlx's SQLite
     /// thread instead of one per statement. PostgreSQL
     /// cannot prepare several statements as one, so there the writes become data-modifying
     /// CTEs of one statement, which all see the snapshot from before it; a write that must see
@@ -468,6 +468,7 @@ impl DbTx {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sql::sqlite_tx::SQLITE_GUARD_TABLE;
 
     async fn sqlite_pool_with(table: &str) -> DbPool {
         let pool = sqlx::sqlite::SqlitePoolOptions::new()
@@ -482,6 +483,14 @@ mod tests {
                 .unwrap();
         }
         DbPool::Sqlite(pool)
+    }
+
+    /// `sql`'s one integer, read through `pool`.
+    async fn count(pool: &DbPool, sql: &'static str) -> i64 {
+        let DbPool::Sqlite(p) = pool else {
+            unreachable!()
+        };
+        sqlx::query_scalar(sql).fetch_one(p).await.unwrap()
     }
 
     fn insert(tx: &DbTx, rows: i64) -> CountedWrite {
@@ -509,17 +518,8 @@ mod tests {
         );
         assert!(tx.commit_writes(vec![write], Vec::new()).await.unwrap());
         drop(tx);
-        let DbPool::Sqlite(p) = &pool else {
-            unreachable!()
-        };
-        let n: i64 = sqlx::query_scalar("SELECT count(*) FROM t WHERE v IS NOT NULL")
-            .fetch_one(p)
-            .await
-            .unwrap();
-        let all: i64 = sqlx::query_scalar("SELECT count(*) FROM t")
-            .fetch_one(p)
-            .await
-            .unwrap();
+        let n = count(&pool, "SELECT count(*) FROM t WHERE v IS NOT NULL").await;
+        let all = count(&pool, "SELECT count(*) FROM t").await;
         assert_eq!((n, all), (3, 3));
         // The same rows again conflict: the guard finds the write short and nothing commits.
         let mut tx = pool.begin_write(0).await.unwrap();
@@ -576,13 +576,7 @@ mod tests {
         );
         assert!(all.await.unwrap(), "no write short: the batch lands");
         drop(tx);
-        let DbPool::Sqlite(p) = &pool else {
-            unreachable!()
-        };
-        let n: i64 = sqlx::query_scalar("SELECT count(*) FROM t")
-            .fetch_one(p)
-            .await
-            .unwrap();
+        let n = count(&pool, "SELECT count(*) FROM t").await;
         assert_eq!(
             n, 5,
             "the first two rows and the last batch's three, nothing of the short ones"
@@ -606,13 +600,7 @@ mod tests {
                 .unwrap();
             assert_eq!(committed, landed, "{writes} writes, check {ok}");
         }
-        let DbPool::Sqlite(p) = &pool else {
-            unreachable!()
-        };
-        let n: i64 = sqlx::query_scalar("SELECT count(*) FROM t")
-            .fetch_one(p)
-            .await
-            .unwrap();
+        let n = count(&pool, "SELECT count(*) FROM t").await;
         assert_eq!(n, 1, "only the write whose check held landed");
     }
 

@@ -7,7 +7,7 @@
 //! closed, which rolls it back.
 
 use sqlx::pool::PoolConnection;
-use sqlx::{AssertSqlSafe, SqlSafeStr, SqlStr, Sqlite};
+use sqlx::{AssertSqlSafe, SqlSafeStr, SqlStr, Sqlite, SqliteConnection};
 
 use crate::sql::write::{CommitCheck, CountedWrite, SqlValue, bound};
 
@@ -110,6 +110,14 @@ impl SqliteTx {
 /// every write connection (see the store's `after_connect`).
 pub(crate) const SQLITE_GUARD_TABLE: &str = "CREATE TEMP TABLE IF NOT EXISTS airlock_guard \
      (ok INTEGER PRIMARY KEY CONSTRAINT airlock_short_write CHECK (ok = 1))";
+
+/// Creates the guard table on a new write connection (the write pool's `after_connect`).
+pub(crate) async fn create_guard_table(conn: &mut SqliteConnection) -> Result<(), sqlx::Error> {
+    sqlx::query(SQLITE_GUARD_TABLE)
+        .execute(conn)
+        .await
+        .map(|_| ())
+}
 
 pub(super) fn is_short_write(e: &sqlx::Error) -> bool {
     matches!(e, sqlx::Error::Database(db) if db.message().contains("airlock_short_write"))
