@@ -36,7 +36,7 @@ const DUE: &str = "delivered_at IS NULL AND failed_at IS NULL AND next_attempt_a
 /// The claim: up to `$4` due rows, each taken under `$1`'s lease until `$2`.
 fn claim_sql(tx: &DbTx) -> String {
     let lock = match tx {
-        DbTx::Sqlite(_) => "",
+        DbTx::Sqlite(_) | DbTx::SqliteRead(_) => "",
         // Another replica's claim in progress is skipped, not waited for.
         DbTx::Postgres(_) => " FOR UPDATE SKIP LOCKED",
     };

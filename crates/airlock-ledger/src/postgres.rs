@@ -15,7 +15,7 @@ use std::time::Duration;
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions, PgSslMode};
 
 use crate::ledger::{AbortOnDrop, Announce, Ledger};
-use crate::sql::db::DbPool;
+use crate::sql::db::{DbPool, WriteDb};
 use crate::store_config::StoreConfig;
 use crate::support::wakeups::Wakeups;
 use crate::vocabulary::error::LedgerError;
@@ -63,7 +63,7 @@ impl Ledger {
         let mut listener = PgListener::connect_with(&pool).await?;
         listener.listen(CHANNEL).await?;
         let mut ledger = Self::start(
-            DbPool::Postgres(pool.clone()),
+            WriteDb::Postgres(pool.clone()),
             DbPool::Postgres(pool),
             &config,
             lanes,

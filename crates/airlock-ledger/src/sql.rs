@@ -2,6 +2,7 @@
 //! transition writes in.
 
 pub(crate) mod db;
+pub(crate) mod lite_tx;
 pub(crate) mod pg_statement;
 pub(crate) mod pg_tx;
 pub(crate) mod row;

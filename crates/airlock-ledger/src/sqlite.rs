@@ -6,7 +6,8 @@
 //! losing the `running` mark of a call that then ran. Throughput comes from group commit
 //! instead (one writer lane batches concurrent writes into one transaction and one fsync).
 //!
-//! Reads use a separate pool of read connections, which WAL lets run beside the writer.
+//! Writes go through the writer lane's own connection, on the lane's thread (`lite_tx`); reads
+//! use a separate pool of read connections, which WAL lets run beside the writer.
 //!
 //! [`backup`] copies a live ledger into a new file, consistent as of one instant, while the
 //! writer keeps committing (docs/rules.md OPS-74).
@@ -25,8 +26,8 @@ use sqlx::sqlite::{
 };
 
 use crate::ledger::{AbortOnDrop, Announce, Ledger};
-use crate::sql::db::DbPool;
-use crate::sql::sqlite_tx::create_guard_table;
+use crate::sql::db::{DbPool, WriteDb};
+use crate::sql::lite_tx::LiteDb;
 use crate::store_config::StoreConfig;
 #[cfg(unix)]
 use crate::support::wake::{self, Announcer, Bound};
@@ -79,19 +80,16 @@ impl Ledger {
         synchronous: SqliteSynchronous,
     ) -> Result<Self, LedgerError> {
         let opts = options(path, synchronous);
-        // The writer lane keeps its one connection; skipping the liveness ping on acquire saves
-        // a round trip to sqlx's connection thread per batch (a broken connection still
-        // surfaces as an error on the batch's first statement).
-        let write = SqlitePoolOptions::new()
-            .max_connections(1)
-            .min_connections(1)
-            .test_before_acquire(false)
-            .after_connect(|conn, _| Box::pin(create_guard_table(conn)))
-            // A batch's statement journal stays in memory instead of spilling to a temporary
-            // file. Only here: on the read pool it would also hold every sort in memory.
-            .connect_with(opts.clone().pragma("temp_store", "memory"))
-            .await?;
-        MIGRATOR.run(&write).await?;
+        let mut migrating = SqliteConnection::connect_with(&opts).await?;
+        MIGRATOR.run(&mut migrating).await?;
+        migrating.close().await?;
+        let write = LiteDb {
+            path: path.to_owned(),
+            synchronous: match synchronous {
+                SqliteSynchronous::Normal => "NORMAL",
+                _ => "FULL",
+            },
+        };
         // Connections are opened here, not on the first read (which would wait for one).
         let read = SqlitePoolOptions::new()
             .max_connections(4)
@@ -110,7 +108,7 @@ impl Ledger {
         };
         #[cfg_attr(not(unix), allow(unused_mut))]
         let mut ledger = Self::start(
-            DbPool::Sqlite(write),
+            WriteDb::Sqlite(write),
             DbPool::Sqlite(read),
             &config,
             1,

@@ -11,7 +11,9 @@
 //! A store has one lane on SQLite (one writer at a time is all SQLite allows) and several on
 //! PostgreSQL (each its own connection and audit chain). Jobs for one row always go to the same
 //! lane, so they never race each other inside the process; across processes the row-level
-//! compare-and-swap decides.
+//! compare-and-swap decides. SQLite's lane is a thread of its own that owns its connection, so
+//! a batch's statements are calls, not hand-offs to a driver's thread; PostgreSQL's lanes are
+//! tasks, each awaiting its connection's round trips.
 //!
 //! This is the seam between the state machine and the database: the writer runs [`Job`]s on a
 //! [`Batch`] and commits them, and knows nothing of the transitions the jobs run (the store in
@@ -28,7 +30,7 @@ use uuid::Uuid;
 use crate::commit::announcer::{Notice, pg_announcer};
 pub(crate) use crate::commit::job::{Job, Prefetch};
 use crate::commit::telemetry::{self, CommitSpan};
-use crate::sql::db::{CountedWrite, DbPool, DbTx};
+use crate::sql::db::{CountedWrite, DbTx, WriteDb};
 use crate::sql::tx::LedgerTx;
 use crate::support::budget_memo::KnownUses;
 use crate::support::cache::{RecentRows, SessionCache};
@@ -98,7 +100,7 @@ where
 
 /// Shared by the lanes.
 pub(crate) struct LaneContext {
-    pub(crate) pool: DbPool,
+    pub(crate) pool: WriteDb,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) wakeups: Arc<Wakeups>,
     pub(crate) approval_ttl: Duration,
@@ -138,12 +140,12 @@ pub(crate) struct Writer {
 impl Writer {
     pub(crate) fn start(ctx: &Arc<LaneContext>, lanes: usize) -> Self {
         let notices = match &ctx.pool {
-            DbPool::Postgres(pool) => {
+            WriteDb::Postgres(pool) => {
                 let (tx, rx) = mpsc::unbounded_channel();
                 tokio::spawn(pg_announcer(pool.clone(), rx));
                 Some(tx)
             }
-            DbPool::Sqlite(_) => None,
+            WriteDb::Sqlite(_) => None,
         };
         let lanes = (0..lanes.max(1))
             .map(|lane| {
@@ -155,7 +157,10 @@ impl Writer {
                     kept: None,
                     notices: notices.clone(),
                 };
-                tokio::spawn(lane_loop(lane, rx));
+                match &ctx.pool {
+                    WriteDb::Sqlite(_) => lane_thread(lane, rx),
+                    WriteDb::Postgres(_) => drop(tokio::spawn(lane_loop(lane, rx))),
+                }
                 tx
             })
             .collect();
@@ -229,48 +234,83 @@ struct Lane {
     notices: Option<mpsc::UnboundedSender<Notice>>,
 }
 
-async fn lane_loop(mut lane: Lane, mut rx: mpsc::UnboundedReceiver<Box<dyn Job>>) {
+type Queue = mpsc::UnboundedReceiver<Box<dyn Job>>;
+
+/// A PostgreSQL lane: a task.
+async fn lane_loop(mut lane: Lane, mut rx: Queue) {
     while let Some(first) = rx.recv().await {
-        let queued = gather(first, &mut rx).await;
+        let mut queued = vec![first];
+        for _ in 0..GATHER_YIELDS {
+            if gathered(&mut queued, &mut rx) {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        lane.run_queued(queued).await;
+    }
+}
+
+/// SQLite's lane: a thread of its own, on which the batch's statements run as calls on the
+/// lane's connection (`lite_tx`) and its commit waits for the fsync, so neither holds up the
+/// runtime's workers. A job's future is polled here; its database calls never wait on the
+/// runtime, and anything else it awaits (a transactional tool's own work) is driven by the
+/// runtime it was submitted from.
+fn lane_thread(mut lane: Lane, mut rx: Queue) {
+    let runtime = tokio::runtime::Handle::current();
+    let name = format!("airlock-writer-{}", lane.lane);
+    let run = move || {
+        // Yielding is a system call on a thread: it is worth one only when the last batch
+        // carried several callers, so at one client a batch starts at once.
+        let mut several = false;
+        while let Some(first) = rx.blocking_recv() {
+            let mut queued = vec![first];
+            for _ in 0..GATHER_YIELDS {
+                if gathered(&mut queued, &mut rx) || !several {
+                    break;
+                }
+                std::thread::yield_now();
+            }
+            several = queued.len() > 1;
+            runtime.block_on(lane.run_queued(queued));
+        }
+    };
+    if let Err(error) = std::thread::Builder::new().name(name).spawn(run) {
+        // Without its thread the lane's queue is dropped, so every write answers `Closed`.
+        tracing::error!(%error, "cannot start the ledger's writer thread");
+    }
+}
+
+/// Group commit: takes what queued while the previous batch was committing; the lane then
+/// yields to let callers that batch just answered queue their next write, for as long as that
+/// brings more. Without this the lane starts a batch with the first caller back and everyone
+/// else waits a whole commit behind it. Yielding costs microseconds, not a timer's
+/// milliseconds. True when the batch is complete: full, or a yield brought nothing more.
+fn gathered(queued: &mut Vec<Box<dyn Job>>, rx: &mut Queue) -> bool {
+    let before = queued.len();
+    while queued.len() < MAX_BATCH {
+        match rx.try_recv() {
+            Ok(job) => queued.push(job),
+            Err(_) => break,
+        }
+    }
+    queued.len() >= MAX_BATCH || (queued.len() == before && before > 1)
+}
+
+impl Lane {
+    /// Runs what was gathered in arrival order, each exclusive job alone between groups.
+    async fn run_queued(&mut self, queued: Vec<Box<dyn Job>>) {
         let mut group = Vec::with_capacity(queued.len());
         for job in queued {
             if job.exclusive() {
-                lane.run_group(std::mem::take(&mut group)).await;
-                lane.run_group(vec![job]).await;
+                self.run_group(std::mem::take(&mut group)).await;
+                self.run_group(vec![job]).await;
             } else {
                 group.push(job);
             }
         }
-        lane.run_group(group).await;
+        self.run_group(group).await;
     }
-}
 
-/// Group commit: takes what queued while the previous batch was committing, then yields to
-/// let callers that batch just answered queue their next write, for as long as that brings
-/// more. Without this the lane starts a batch with the first caller back and everyone else
-/// waits a whole commit behind it. Yielding costs microseconds, not a timer's milliseconds.
-async fn gather(
-    first: Box<dyn Job>,
-    rx: &mut mpsc::UnboundedReceiver<Box<dyn Job>>,
-) -> Vec<Box<dyn Job>> {
-    let mut queued = vec![first];
-    for _ in 0..GATHER_YIELDS {
-        let before = queued.len();
-        while queued.len() < MAX_BATCH {
-            match rx.try_recv() {
-                Ok(job) => queued.push(job),
-                Err(_) => break,
-            }
-        }
-        if queued.len() >= MAX_BATCH || (queued.len() == before && before > 1) {
-            break;
-        }
-        tokio::task::yield_now().await;
-    }
-    queued
-}
-
-impl Lane {
     async fn run_group(&mut self, mut jobs: Vec<Box<dyn Job>>) {
         if jobs.is_empty() {
             return;
@@ -481,10 +521,10 @@ async fn attempt(
 
 /// The connection a batch ran on, kept by its lane for the next batch when no transaction is
 /// left open on it and the database answered (a commit, or a refusal such as a lost race).
-/// Handing it back to the pool would cost a round trip per batch: sqlx tests every returned
-/// connection with a ping, a hand-off to SQLite's connection thread or a round trip to
-/// PostgreSQL (docs/benchmarks.md, "Where the time goes"). Any other error (I/O, a closed
-/// connection) drops it, and the next batch takes one from the pool.
+/// On PostgreSQL handing it back to the pool would cost a round trip per batch (sqlx tests
+/// every returned connection with a ping, docs/benchmarks.md, "Where the time goes"); on SQLite
+/// the lane's connection is its own (LEDGER-88). Any other error (I/O, a closed connection)
+/// drops it, and the next batch takes a fresh one.
 fn keep<T>(tx: DbTx, result: &Result<T, sqlx::Error>) -> Option<DbTx> {
     let answered = match result {
         Ok(_) => true,
@@ -542,27 +582,26 @@ async fn fill(
 
 #[cfg(test)]
 mod tests {
-    use sqlx::AssertSqlSafe;
-    use sqlx::sqlite::SqlitePoolOptions;
+    use sqlx::Connection as _;
 
     use super::*;
-    use crate::sql::sqlite_tx::create_guard_table;
+    use crate::sql::lite_tx::{LiteDb, scratch};
     use crate::vocabulary::clock::SystemClock;
 
-    async fn write_pool() -> sqlx::SqlitePool {
-        let pool = SqlitePoolOptions::new()
-            .max_connections(1)
-            .after_connect(|conn, _| Box::pin(create_guard_table(conn)))
-            .connect("sqlite::memory:")
-            .await
-            .unwrap();
-        crate::sqlite::MIGRATOR.run(&pool).await.unwrap();
-        pool
+    /// A migrated ledger file in a temporary directory.
+    async fn migrated() -> (tempfile::TempDir, LiteDb) {
+        let (dir, db) = scratch();
+        let opts = sqlx::sqlite::SqliteConnectOptions::new()
+            .filename(&db.path)
+            .create_if_missing(true);
+        let mut conn = sqlx::SqliteConnection::connect_with(&opts).await.unwrap();
+        crate::sqlite::MIGRATOR.run(&mut conn).await.unwrap();
+        (dir, db)
     }
 
-    fn context(pool: &sqlx::SqlitePool) -> Arc<LaneContext> {
+    fn context(db: &LiteDb) -> Arc<LaneContext> {
         Arc::new(LaneContext {
-            pool: DbPool::Sqlite(pool.clone()),
+            pool: WriteDb::Sqlite(db.clone()),
             clock: Arc::new(SystemClock),
             wakeups: Arc::default(),
             approval_ttl: Duration::from_secs(60),
@@ -578,44 +617,57 @@ mod tests {
         })
     }
 
-    /// A lane commits batch after batch on the connection it keeps: the pool never gets it
-    /// back, so sqlx never pings it on its return (a hand-off to SQLite's thread per batch).
+    /// A lane commits batch after batch on the connection it keeps: a temporary table (which
+    /// only its connection sees) fills across batches instead of starting over.
     #[tokio::test]
     async fn a_lane_keeps_its_connection_between_batches() {
-        let pool = write_pool().await;
-        let writer = Writer::start(&context(&pool), 1);
-        for n in 0..3_i64 {
-            let written = writer
+        let (_dir, db) = migrated().await;
+        let writer = Writer::start(&context(&db), 1);
+        for n in 1..=3_i64 {
+            let seen = writer
                 .submit(Uuid::now_v7(), Prefetch::Nothing, move |tx, _| {
                     Box::pin(async move {
-                        let sql = "INSERT OR REPLACE INTO temp.airlock_guard (ok) VALUES (1)";
-                        tx.inner.execute(AssertSqlSafe(sql), &[]).await?;
-                        Ok(n)
+                        let create = "CREATE TEMP TABLE IF NOT EXISTS kept (n INTEGER)";
+                        tx.inner.execute(create, &[]).await?;
+                        tx.inner
+                            .execute("INSERT INTO temp.kept VALUES ($1)", &[n.into()])
+                            .await?;
+                        tx.fetch_i64("SELECT count(*) FROM temp.kept", &[]).await
                     })
                 })
                 .await;
-            assert_eq!(written.unwrap(), n);
-            // A connection given back lands in the pool once its ping is answered.
-            let returned = tokio::time::timeout(Duration::from_millis(300), async {
-                while pool.num_idle() == 0 {
-                    tokio::time::sleep(Duration::from_millis(5)).await;
-                }
-            })
-            .await;
-            assert!(
-                returned.is_err(),
-                "batch {n}: the lane gave its connection back"
-            );
-            assert_eq!(pool.size(), 1);
+            assert_eq!(seen.unwrap(), Some(n), "batch {n} ran on a new connection");
         }
+    }
+
+    /// SQLite's lane runs its jobs on a thread of its own, where a job can still use the
+    /// runtime it was submitted from: spawn onto it and await what it spawned.
+    #[tokio::test]
+    async fn a_sqlite_lane_runs_its_jobs_on_its_own_thread_within_the_runtime() {
+        let (_dir, db) = migrated().await;
+        let writer = Writer::start(&context(&db), 1);
+        let caller = std::thread::current().id();
+        let (name, thread, spawned) = writer
+            .submit(Uuid::now_v7(), Prefetch::Nothing, move |_, _| {
+                Box::pin(async move {
+                    let here = std::thread::current();
+                    let spawned = tokio::spawn(async { 7 }).await.unwrap_or(0);
+                    Ok((here.name().map(str::to_owned), here.id(), spawned))
+                })
+            })
+            .await
+            .unwrap();
+        assert_eq!(name.as_deref(), Some("airlock-writer-0"));
+        assert_ne!(thread, caller);
+        assert_eq!(spawned, 7);
     }
 
     /// The lane keeps a connection only while the database answers on it and no transaction
     /// is left open; after an I/O or protocol error the next batch takes a fresh one.
     #[tokio::test]
     async fn a_connection_that_failed_is_not_kept() {
-        let pool = write_pool().await;
-        let db = DbPool::Sqlite(pool.clone());
+        let (_dir, db) = migrated().await;
+        let db = WriteDb::Sqlite(db);
         let ok: Result<(), sqlx::Error> = Ok(());
         assert!(keep(db.begin_write(0).await.unwrap(), &ok).is_some());
         let refused: Result<(), _> = Err(deferred::lost_race());
@@ -623,7 +675,7 @@ mod tests {
         let broken: Result<(), _> = Err(sqlx::Error::Io(std::io::ErrorKind::BrokenPipe.into()));
         assert!(keep(db.begin_write(0).await.unwrap(), &broken).is_none());
         let mut open = db.begin_write(0).await.unwrap();
-        open.execute(AssertSqlSafe("SELECT 1"), &[]).await.unwrap();
+        open.execute("SELECT 1", &[]).await.unwrap();
         assert!(!open.idle(), "the statement opened the transaction");
         assert!(keep(open, &ok).is_none());
     }

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use super::{Announce, Ledger};
 use crate::commit::writer::{LaneContext, Writer};
-use crate::sql::db::DbPool;
+use crate::sql::db::{DbPool, WriteDb};
 use crate::store_config::StoreConfig;
 use crate::support::cache::RecentRows;
 use crate::support::wakeups::Wakeups;
@@ -19,7 +19,7 @@ use crate::support::wakeups::Wakeups;
 impl Ledger {
     /// Writes go through `write` (the writer lanes), reads through `read`.
     pub(crate) fn start(
-        write: DbPool,
+        write: WriteDb,
         read: DbPool,
         config: &StoreConfig,
         lanes: usize,

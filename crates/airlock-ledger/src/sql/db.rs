@@ -1,4 +1,5 @@
-//! One thin layer over the two sqlx backends, so the state machine is written once.
+//! One thin layer over the two backends, so the state machine is written once: sqlx's pools
+//! for reads and PostgreSQL's writes, the writer's own connection for SQLite's (`lite_tx`).
 //!
 //! Every statement the ledger runs uses `$n` placeholders and only two column types, text and
 //! 64-bit integers (see the migrations), which both SQLite and PostgreSQL accept unchanged. The
@@ -8,13 +9,13 @@ use sqlx::postgres::{PgPool, PgRow};
 use sqlx::sqlite::{SqlitePool, SqliteRow};
 use sqlx::{AssertSqlSafe, Row, SqlSafeStr};
 
+use crate::sql::lite_tx::{LiteDb, LiteRow, LiteTx};
 use crate::sql::pg_statement::{
     Finish, as_ctes, bind_columns, fits_one_statement, lone_write, lone_write_then, pg_groups,
     pg_row_source,
 };
 use crate::sql::pg_tx::PgTx;
-pub(crate) use crate::sql::sqlite_tx::SqliteTx;
-use crate::sql::sqlite_tx::{ROWS_KEPT, guarded, is_short_write};
+use crate::sql::sqlite_tx::SqliteTx;
 pub use crate::sql::write::SqlValue;
 use crate::sql::write::bound;
 pub(crate) use crate::sql::write::{CommitCheck, CountedWrite};
@@ -44,10 +45,10 @@ impl CountedWrite {
 }
 
 /// SQLite (LEDGER-70): pads `binds` with all-NULL rows up to the next power of two, which
-/// the row source filters out (see [`DbTx::row_source`]). A batch's writes run as one statement
-/// list whose text sqlx caches per connection; with exact row counts nearly every batch under
-/// load had a text of its own and was parsed and planned again, where powers of two leave a
-/// few texts per kind, each prepared once.
+/// the row source filters out (see [`DbTx::row_source`]). The writer's connection keeps its
+/// statements prepared by text; with exact row counts nearly every batch under load had a text
+/// of its own and was parsed and planned again, where powers of two leave a few texts per
+/// kind, each prepared once.
 fn pad_rows(binds: &mut Vec<SqlValue>, width: usize) {
     let rows = binds.len() / width.max(1);
     let padded = rows.next_power_of_two();
@@ -61,15 +62,26 @@ pub(crate) enum DbPool {
     Postgres(PgPool),
 }
 
-/// An open transaction of either backend.
+/// Where the writer lanes write: the SQLite file they each open a connection to, or the
+/// PostgreSQL pool.
+#[derive(Debug, Clone)]
+pub(crate) enum WriteDb {
+    Sqlite(LiteDb),
+    Postgres(PgPool),
+}
+
+/// An open transaction: the writer's on SQLite, a read snapshot on SQLite, or PostgreSQL's.
 #[derive(Debug)]
 pub(crate) enum DbTx {
-    Sqlite(SqliteTx),
+    Sqlite(LiteTx),
+    SqliteRead(SqliteTx),
     Postgres(PgTx),
 }
 
 /// A fetched row of either backend, read by column name.
 pub(crate) enum DbRow {
+    /// Read on the writer's SQLite connection.
+    Lite(LiteRow),
     Sqlite(SqliteRow),
     Postgres(PgRow),
 }
@@ -77,6 +89,7 @@ pub(crate) enum DbRow {
 impl DbRow {
     pub(crate) fn text(&self, col: &str) -> Result<Option<String>, sqlx::Error> {
         match self {
+            Self::Lite(r) => r.text(col),
             Self::Sqlite(r) => r.try_get(col),
             Self::Postgres(r) => r.try_get(col),
         }
@@ -84,8 +97,18 @@ impl DbRow {
 
     pub(crate) fn int(&self, col: &str) -> Result<Option<i64>, sqlx::Error> {
         match self {
+            Self::Lite(r) => r.int(col),
             Self::Sqlite(r) => r.try_get(col),
             Self::Postgres(r) => r.try_get(col),
+        }
+    }
+
+    /// The integer in the first column.
+    pub(crate) fn first_int(&self) -> Result<Option<i64>, sqlx::Error> {
+        match self {
+            Self::Lite(r) => r.first_int(),
+            Self::Sqlite(r) => r.try_get(0),
+            Self::Postgres(r) => r.try_get(0),
         }
     }
 
@@ -146,20 +169,30 @@ impl DbPool {
         })
     }
 
+    /// Opens a read-only transaction: every read in it sees one snapshot, so a reader that
+    /// checks rows against each other (the audit) never sees half of a concurrent commit.
+    pub(crate) async fn begin_read(&self) -> Result<DbTx, sqlx::Error> {
+        match self {
+            Self::Sqlite(p) => Ok(DbTx::SqliteRead(SqliteTx::new(p.acquire().await?))),
+            Self::Postgres(p) => Ok(DbTx::Postgres(PgTx::new(
+                p.acquire().await?,
+                "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY".to_owned(),
+            ))),
+        }
+    }
+}
+
+impl WriteDb {
     /// Opens a write transaction that owns `lane` of the audit chain.
     ///
-    /// SQLite: `BEGIN IMMEDIATE` (sent with the first statement) takes the database write lock
-    /// before anything is read, so reading the chain head and appending to it cannot
-    /// interleave with another process (a deferred `BEGIN` would fail with SQLITE_BUSY when
-    /// upgrading). PostgreSQL: a transaction-scoped advisory
-    /// lock per (schema, lane) serializes the lane across processes; other lanes proceed.
+    /// SQLite: a connection of the lane's own, whose `BEGIN IMMEDIATE` takes the database
+    /// write lock before anything is read, so reading the chain head and appending to it
+    /// cannot interleave with another process (a deferred `BEGIN` would fail with SQLITE_BUSY
+    /// when upgrading). PostgreSQL: a transaction-scoped advisory lock per (schema, lane)
+    /// serializes the lane across processes; other lanes proceed.
     pub(crate) async fn begin_write(&self, lane: i64) -> Result<DbTx, sqlx::Error> {
         match self {
-            Self::Sqlite(p) => Ok(DbTx::Sqlite(SqliteTx {
-                conn: p.acquire().await?,
-                begin: "BEGIN IMMEDIATE",
-                open: false,
-            })),
+            Self::Sqlite(db) => Ok(DbTx::Sqlite(db.begin_write()?)),
             Self::Postgres(p) => {
                 // BEGIN and the lock in one simple-query message: one round trip, not two,
                 // and sent only if the batch reads (LEDGER-53). `lane` is an integer we own,
@@ -171,22 +204,11 @@ impl DbPool {
             }
         }
     }
+}
 
-    /// Opens a read-only transaction: every read in it sees one snapshot, so a reader that
-    /// checks rows against each other (the audit) never sees half of a concurrent commit.
-    pub(crate) async fn begin_read(&self) -> Result<DbTx, sqlx::Error> {
-        match self {
-            Self::Sqlite(p) => Ok(DbTx::Sqlite(SqliteTx {
-                conn: p.acquire().await?,
-                begin: "BEGIN",
-                open: false,
-            })),
-            Self::Postgres(p) => Ok(DbTx::Postgres(PgTx::new(
-                p.acquire().await?,
-                "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY".to_owned(),
-            ))),
-        }
-    }
+/// What a read transaction refuses: SQLite's writes go through the writer's connection.
+fn read_only() -> sqlx::Error {
+    sqlx::Error::Protocol("a read transaction does not write".to_owned())
 }
 
 impl DbTx {
@@ -204,7 +226,7 @@ impl DbTx {
                     sql.push_str(", ");
                 }
                 match self {
-                    Self::Sqlite(_) => sql.push('?'),
+                    Self::Sqlite(_) | Self::SqliteRead(_) => sql.push('?'),
                     Self::Postgres(_) => {
                         sql.push('$');
                         sql.push_str(&(r * width + k).to_string());
@@ -228,8 +250,8 @@ impl DbTx {
     /// callers made ever more likely). A column's type is its first row's value's.
     pub(crate) fn row_source(&self, binds: &[SqlValue], width: usize) -> String {
         match self {
-            Self::Sqlite(_) => format!(
-                "SELECT * FROM (VALUES {}) {ROWS_KEPT}",
+            Self::Sqlite(_) | Self::SqliteRead(_) => format!(
+                "SELECT * FROM (VALUES {}) WHERE column1 IS NOT NULL",
                 self.tuples(binds.len() / width.max(1), width)
             ),
             Self::Postgres(_) => pg_row_source(binds, width),
@@ -242,47 +264,25 @@ impl DbTx {
     /// affect more: each is an insert that skips conflicts or an update keyed by primary key,
     /// so a sum of counts is short exactly when one of them is).
     ///
-    /// One round trip where the backend allows, the bulk of a batch's time: on SQLite one
-    /// multi-statement execute (sqlx binds `?` across the statements in order), each statement
-    /// checked by its guard (see [`crate::sql::sqlite_tx::SQLITE_GUARD_TABLE`]) — one hand-off to sqlx's SQLite
-    /// thread instead of one per statement. PostgreSQL
-    /// cannot prepare several statements as one, so there the writes become data-modifying
-    /// CTEs of one statement, which all see the snapshot from before it; a write that must see
-    /// an earlier one's rows starts a new statement.
+    /// On SQLite each write is a call on the writer's own connection, its count checked as it
+    /// returns. PostgreSQL cannot prepare several statements as one, so there the writes become
+    /// data-modifying CTEs of one statement (one round trip), which all see the snapshot from
+    /// before it; a write that must see an earlier one's rows starts a new statement.
     pub(crate) async fn execute_counted(
         &mut self,
         writes: Vec<CountedWrite>,
     ) -> Result<bool, sqlx::Error> {
-        if writes.is_empty() {
-            return Ok(true);
-        }
-        let groups: Vec<Vec<CountedWrite>> = match self {
-            Self::Sqlite(_) => vec![writes],
-            Self::Postgres(_) => pg_groups(writes),
+        let tx = match self {
+            Self::Sqlite(tx) => return tx.execute_counted(&writes),
+            Self::SqliteRead(_) => return Err(read_only()),
+            Self::Postgres(tx) => tx,
         };
-        for group in groups {
+        for group in pg_groups(writes) {
             let expected: u64 = group.iter().map(|w| w.rows).sum();
-            let done = match self {
-                Self::Sqlite(tx) => {
-                    let (sql, binds) = guarded(group, Vec::new());
-                    let sql = tx.statement(AssertSqlSafe(sql));
-                    match bound!(sqlx::query(sql), &binds)
-                        .execute(&mut *tx.conn)
-                        .await
-                    {
-                        Ok(_) => expected,
-                        Err(e) if is_short_write(&e) => return Ok(false),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Self::Postgres(tx) => {
-                    let (sql, columns) = as_ctes(group, Finish::Count)?;
-                    let q = bind_columns(sqlx::query(AssertSqlSafe(sql)), columns);
-                    let n: Option<i64> = q.fetch_one(tx.conn().await?).await?.try_get("n")?;
-                    n.map_or(0, |n| u64::try_from(n).unwrap_or(0))
-                }
-            };
-            if done != expected {
+            let (sql, columns) = as_ctes(group, Finish::Count)?;
+            let q = bind_columns(sqlx::query(AssertSqlSafe(sql)), columns);
+            let n: Option<i64> = q.fetch_one(tx.conn().await?).await?.try_get("n")?;
+            if n.map_or(0, |n| u64::try_from(n).unwrap_or(0)) != expected {
                 return Ok(false);
             }
         }
@@ -340,23 +340,14 @@ impl DbTx {
         sql: impl SqlSafeStr,
         binds: &[SqlValue],
     ) -> Result<u64, sqlx::Error> {
-        Ok(match self {
-            Self::Sqlite(tx) => {
-                // AGENT-33: a `BEGIN` riding on this statement would add the connection's
-                // previous `changes()` (whatever its last write, in an earlier transaction,
-                // changed) to this statement's count, and a compare-and-swap that matched
-                // nothing could read as done. A counted statement never carries the `BEGIN`.
-                tx.open_alone().await?;
-                bound!(sqlx::query(tx.statement(sql)), binds)
-                    .execute(&mut *tx.conn)
-                    .await?
-                    .rows_affected()
-            }
-            Self::Postgres(tx) => bound!(sqlx::query(sql), binds)
+        match self {
+            Self::Sqlite(tx) => tx.execute(sql.into_sql_str().as_str(), binds),
+            Self::SqliteRead(_) => Err(read_only()),
+            Self::Postgres(tx) => Ok(bound!(sqlx::query(sql), binds)
                 .execute(tx.conn().await?)
                 .await?
-                .rows_affected(),
-        })
+                .rows_affected()),
+        }
     }
 
     pub(crate) async fn fetch_optional(
@@ -365,7 +356,10 @@ impl DbTx {
         binds: &[SqlValue],
     ) -> Result<Option<DbRow>, sqlx::Error> {
         Ok(match self {
-            Self::Sqlite(tx) => bound!(sqlx::query(tx.statement(sql)), binds)
+            Self::Sqlite(tx) => tx
+                .fetch_optional(sql.into_sql_str().as_str(), binds)?
+                .map(DbRow::Lite),
+            Self::SqliteRead(tx) => bound!(sqlx::query(tx.statement(sql)), binds)
                 .fetch_optional(&mut *tx.conn)
                 .await?
                 .map(DbRow::Sqlite),
@@ -382,7 +376,12 @@ impl DbTx {
         binds: &[SqlValue],
     ) -> Result<Vec<DbRow>, sqlx::Error> {
         Ok(match self {
-            Self::Sqlite(tx) => bound!(sqlx::query(tx.statement(sql)), binds)
+            Self::Sqlite(tx) => tx
+                .fetch_all(sql.into_sql_str().as_str(), binds)?
+                .into_iter()
+                .map(DbRow::Lite)
+                .collect(),
+            Self::SqliteRead(tx) => bound!(sqlx::query(tx.statement(sql)), binds)
                 .fetch_all(&mut *tx.conn)
                 .await?
                 .into_iter()
@@ -399,15 +398,15 @@ impl DbTx {
 
     /// Runs `writes` as [`DbTx::execute_counted`] does and commits, the commit also requiring
     /// `checks` (SQLite; a batch on PostgreSQL never makes any, see `budget_memo`); `false` if
-    /// one was short or a check false, and then the transaction is rolled back. On SQLite the
-    /// writes and the `COMMIT` are one hand-off.
+    /// one was short or a check false, and then the transaction is rolled back.
     pub(crate) async fn commit_writes(
         &mut self,
         writes: Vec<CountedWrite>,
         checks: Vec<CommitCheck>,
     ) -> Result<bool, sqlx::Error> {
         match self {
-            Self::Sqlite(tx) => return tx.commit_writes(writes, checks).await,
+            Self::Sqlite(tx) => return tx.commit_writes(&writes, checks),
+            Self::SqliteRead(_) => return Err(read_only()),
             Self::Postgres(tx) => {
                 // A batch on PostgreSQL reads every limit under its lock and makes no checks
                 // (`budget_memo`); one made here would be lost.
@@ -434,7 +433,8 @@ impl DbTx {
     /// lane's next batch (see the writer's kept transaction).
     pub(crate) fn idle(&self) -> bool {
         match self {
-            Self::Sqlite(tx) => !tx.open,
+            Self::Sqlite(tx) => tx.idle(),
+            Self::SqliteRead(tx) => !tx.open,
             Self::Postgres(tx) => tx.idle(),
         }
     }
@@ -446,8 +446,8 @@ impl DbTx {
         }
     }
 
-    /// Marks the transaction as a batch of one job (AGENT-62; PostgreSQL only: SQLite's writes
-    /// and `COMMIT` are one hand-off already).
+    /// Marks the transaction as a batch of one job (AGENT-62; PostgreSQL only: on SQLite every
+    /// statement is a call on the writer's own connection).
     pub(crate) fn set_sole(&mut self, sole: bool) {
         if let Self::Postgres(tx) = self {
             tx.set_sole(sole);
@@ -457,6 +457,10 @@ impl DbTx {
     pub(crate) async fn rollback(&mut self) -> Result<(), sqlx::Error> {
         match self {
             Self::Sqlite(tx) => {
+                tx.rollback();
+                Ok(())
+            }
+            Self::SqliteRead(tx) => {
                 tx.rollback().await;
                 Ok(())
             }
@@ -468,49 +472,48 @@ impl DbTx {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sql::sqlite_tx::SQLITE_GUARD_TABLE;
+    use crate::sql::lite_tx::scratch;
 
-    async fn sqlite_pool_with(table: &str) -> DbPool {
-        let pool = sqlx::sqlite::SqlitePoolOptions::new()
-            .max_connections(1)
-            .connect("sqlite::memory:")
+    const TABLE: &str = "CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)";
+
+    /// A scratch database holding `table`, and the writer's connection to it.
+    async fn writer_with(table: &str) -> (tempfile::TempDir, WriteDb) {
+        let (dir, db) = scratch();
+        let db = WriteDb::Sqlite(db);
+        let mut tx = db.begin_write(0).await.unwrap();
+        tx.execute(AssertSqlSafe(table.to_owned()), &[])
             .await
             .unwrap();
-        for sql in [SQLITE_GUARD_TABLE, table] {
-            sqlx::query(AssertSqlSafe(sql))
-                .execute(&pool)
-                .await
-                .unwrap();
-        }
-        DbPool::Sqlite(pool)
+        assert!(tx.commit_writes(Vec::new(), Vec::new()).await.unwrap());
+        (dir, db)
     }
 
-    /// `sql`'s one integer, read through `pool`.
-    async fn count(pool: &DbPool, sql: &'static str) -> i64 {
-        let DbPool::Sqlite(p) = pool else {
-            unreachable!()
-        };
-        sqlx::query_scalar(sql).fetch_one(p).await.unwrap()
+    /// `sql`'s one integer, read on a connection of `db`'s.
+    async fn count(db: &WriteDb, sql: &'static str) -> i64 {
+        let mut tx = db.begin_write(0).await.unwrap();
+        let row = tx.fetch_optional(sql, &[]).await.unwrap().unwrap();
+        tx.rollback().await.unwrap();
+        row.first_int().unwrap().unwrap()
     }
 
-    fn insert(tx: &DbTx, rows: i64) -> CountedWrite {
-        let binds = (0..rows).flat_map(|i| [i.into(), format!("v{i}").into()]);
+    fn insert(tx: &DbTx, first: i64, rows: i64) -> CountedWrite {
+        let binds = (first..first + rows).flat_map(|i| [i.into(), format!("v{i}").into()]);
         CountedWrite::rows(tx, 2, binds.collect(), false, |rows| {
             format!("INSERT INTO t (id, v) {rows} ON CONFLICT (id) DO NOTHING")
         })
     }
 
     /// LEDGER-70: row counts within one power of two share a statement text (so a connection
-    /// prepares it once), the padding writes nothing, and the guard still counts real rows.
+    /// prepares it once), the padding writes nothing, and the count still checks real rows.
     #[tokio::test]
     async fn sqlite_row_counts_share_a_padded_statement_text() {
-        let pool = sqlite_pool_with("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)").await;
-        let mut tx = pool.begin_write(0).await.unwrap();
-        let texts: Vec<String> = (1..=9).map(|n| insert(&tx, n).sql).collect();
+        let (_dir, db) = writer_with(TABLE).await;
+        let mut tx = db.begin_write(0).await.unwrap();
+        let texts: Vec<String> = (1..=9).map(|n| insert(&tx, 0, n).sql).collect();
         assert_eq!(texts[2], texts[3], "3 and 4 rows");
         assert_eq!(texts[4], texts[7], "5 and 8 rows");
         assert_ne!(texts[7], texts[8], "8 and 9 rows");
-        let write = insert(&tx, 3);
+        let write = insert(&tx, 0, 3);
         assert_eq!(
             (write.rows, write.binds.len()),
             (3, 8),
@@ -518,42 +521,24 @@ mod tests {
         );
         assert!(tx.commit_writes(vec![write], Vec::new()).await.unwrap());
         drop(tx);
-        let n = count(&pool, "SELECT count(*) FROM t WHERE v IS NOT NULL").await;
-        let all = count(&pool, "SELECT count(*) FROM t").await;
+        let n = count(&db, "SELECT count(*) FROM t WHERE v IS NOT NULL").await;
+        let all = count(&db, "SELECT count(*) FROM t").await;
         assert_eq!((n, all), (3, 3));
-        // The same rows again conflict: the guard finds the write short and nothing commits.
-        let mut tx = pool.begin_write(0).await.unwrap();
-        let again = insert(&tx, 4);
+        // The same rows again conflict: the write is short and nothing commits.
+        let mut tx = db.begin_write(0).await.unwrap();
+        let again = insert(&tx, 0, 4);
         assert!(!tx.commit_writes(vec![again], Vec::new()).await.unwrap());
+        assert!(tx.idle(), "the short batch was rolled back");
     }
 
-    /// LEDGER-70: a batch's writes are checked without a statement each — a short write
-    /// anywhere in the batch, first or last, still keeps the whole commit from landing, and
-    /// only the last write is followed by a guard.
+    /// A short write anywhere in a SQLite batch, first, in the middle or last, keeps the whole
+    /// commit from landing; a batch with none lands whole.
     #[tokio::test]
-    async fn a_short_write_anywhere_in_a_sqlite_batch_fails_it_with_one_guard() {
-        let pool = sqlite_pool_with("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)").await;
-        let tx = pool.begin_write(0).await.unwrap();
-        let (sql, _) = guarded(
-            vec![insert(&tx, 1), insert(&tx, 2), insert(&tx, 3)],
-            Vec::new(),
-        );
-        assert_eq!(sql.matches("airlock_guard").count(), 1, "{sql}");
-        assert_eq!(
-            sql.matches(";\n").count(),
-            4,
-            "three writes and a guard: {sql}"
-        );
-        drop(tx);
-        let rows_from = |tx: &DbTx, first: i64, n: i64| {
-            let binds = (first..first + n).flat_map(|i| [i.into(), format!("v{i}").into()]);
-            CountedWrite::rows(tx, 2, binds.collect(), false, |rows| {
-                format!("INSERT INTO t (id, v) {rows} ON CONFLICT (id) DO NOTHING")
-            })
-        };
-        let mut tx = pool.begin_write(0).await.unwrap();
+    async fn a_short_write_anywhere_in_a_sqlite_batch_keeps_it_from_landing() {
+        let (_dir, db) = writer_with(TABLE).await;
+        let mut tx = db.begin_write(0).await.unwrap();
         assert!(
-            tx.commit_writes(vec![rows_from(&tx, 0, 2)], Vec::new())
+            tx.commit_writes(vec![insert(&tx, 0, 2)], Vec::new())
                 .await
                 .unwrap()
         );
@@ -561,8 +546,8 @@ mod tests {
         for short_at in 0..3 {
             let writes = (0..3)
                 .map(|i| match i == short_at {
-                    true => rows_from(&tx, 0, 2),
-                    false => rows_from(&tx, 10 * (i + 1) + 10 * short_at, 3),
+                    true => insert(&tx, 0, 2),
+                    false => insert(&tx, 10 * (i + 1) + 10 * short_at, 3),
                 })
                 .collect();
             assert!(
@@ -570,13 +555,10 @@ mod tests {
                 "short at {short_at}"
             );
         }
-        let all = tx.commit_writes(
-            vec![rows_from(&tx, 100, 1), rows_from(&tx, 200, 2)],
-            Vec::new(),
-        );
+        let all = tx.commit_writes(vec![insert(&tx, 100, 1), insert(&tx, 200, 2)], Vec::new());
         assert!(all.await.unwrap(), "no write short: the batch lands");
         drop(tx);
-        let n = count(&pool, "SELECT count(*) FROM t").await;
+        let n = count(&db, "SELECT count(*) FROM t").await;
         assert_eq!(
             n, 5,
             "the first two rows and the last batch's three, nothing of the short ones"
@@ -586,55 +568,107 @@ mod tests {
     /// LEDGER-74: a commit's checks hold it back when false, after writes or with none.
     #[tokio::test]
     async fn a_false_check_keeps_a_sqlite_commit_from_landing() {
-        let pool = sqlite_pool_with("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)").await;
+        let (_dir, db) = writer_with(TABLE).await;
         let check = |ok: i64| CommitCheck {
             sql: "? = 1".to_owned(),
             binds: vec![SqlValue::Int(ok)],
         };
         for (writes, ok, landed) in [(1, 0, false), (0, 0, false), (1, 1, true), (0, 1, true)] {
-            let mut tx = pool.begin_write(0).await.unwrap();
-            let write = (writes > 0).then(|| insert(&tx, 1));
+            let mut tx = db.begin_write(0).await.unwrap();
+            let write = (writes > 0).then(|| insert(&tx, 0, 1));
             let committed = tx
                 .commit_writes(write.into_iter().collect(), vec![check(ok)])
                 .await
                 .unwrap();
             assert_eq!(committed, landed, "{writes} writes, check {ok}");
         }
-        let n = count(&pool, "SELECT count(*) FROM t").await;
+        let n = count(&db, "SELECT count(*) FROM t").await;
         assert_eq!(n, 1, "only the write whose check held landed");
     }
 
-    /// AGENT-33: on SQLite the first statement of a write transaction carries its `BEGIN
-    /// IMMEDIATE` with it; the affected-row count it reports must still be its own, because
-    /// `Batch::save`'s compare-and-swap reads a count of 0 as "another writer got there first".
+    /// AGENT-33: the affected-row count a SQLite statement reports is its own, the first of a
+    /// transaction too (it begins the transaction), and a read's is 0 whatever was written
+    /// before it: `Batch::save`'s compare-and-swap reads a count of 0 as "another writer got
+    /// there first".
     #[tokio::test]
-    async fn a_first_statements_count_is_its_own_on_sqlite() {
-        let pool = sqlx::sqlite::SqlitePoolOptions::new()
-            .max_connections(1)
-            .connect("sqlite::memory:")
+    async fn a_statements_count_is_its_own_on_sqlite() {
+        let (_dir, db) = writer_with("CREATE TABLE t (id INTEGER PRIMARY KEY, v INTEGER)").await;
+        let mut tx = db.begin_write(0).await.unwrap();
+        tx.execute("INSERT INTO t VALUES (1, 0), (2, 0)", &[])
             .await
             .unwrap();
-        sqlx::query("CREATE TABLE t (id INTEGER PRIMARY KEY, v INTEGER)")
-            .execute(&pool)
-            .await
-            .unwrap();
-        sqlx::query("INSERT INTO t VALUES (1, 0), (2, 0)")
-            .execute(&pool)
-            .await
-            .unwrap();
-        let pool = DbPool::Sqlite(pool);
+        assert!(tx.commit_writes(Vec::new(), Vec::new()).await.unwrap());
         let counts = [
             ("UPDATE t SET v = 1 WHERE id = 1", 1),
             ("UPDATE t SET v = 1", 2),
             ("UPDATE t SET v = 1 WHERE id = 3", 0),
         ];
         for (sql, expected) in counts {
-            let mut tx = pool.begin_write(0).await.unwrap();
-            let n = tx.execute(AssertSqlSafe(sql), &[]).await.unwrap();
+            let mut tx = db.begin_write(0).await.unwrap();
+            let n = tx.execute(sql, &[]).await.unwrap();
             assert_eq!(n, expected, "{sql}");
-            let later = tx.execute(AssertSqlSafe(sql), &[]).await.unwrap();
+            let later = tx.execute(sql, &[]).await.unwrap();
             assert_eq!(later, expected, "{sql} (not first)");
+            let read = tx.execute("SELECT v FROM t", &[]).await.unwrap();
+            assert_eq!(read, 0, "a read after {sql}");
             tx.rollback().await.unwrap();
         }
+    }
+
+    /// The ledger's statements number their parameters (`$1`, …) and may use them out of order
+    /// or twice; anonymous `?` bind in order. A missing value is an error, not a NULL.
+    #[tokio::test]
+    async fn sqlite_parameters_bind_by_their_number() {
+        let (_dir, db) = writer_with(TABLE).await;
+        let mut tx = db.begin_write(0).await.unwrap();
+        let binds = [SqlValue::Int(7), SqlValue::Text("x".into())];
+        let row = tx
+            .fetch_optional("SELECT $2 AS a, $1 AS b, $2 || $2 AS c", &binds)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(row.text("a").unwrap().as_deref(), Some("x"));
+        assert_eq!(row.int("b").unwrap(), Some(7));
+        assert_eq!(row.text("c").unwrap().as_deref(), Some("xx"));
+        assert!(row.int("a").is_err(), "text is not read as an integer");
+        assert!(row.text("d").is_err(), "no such column");
+        let row = tx.fetch_optional("SELECT ? AS a, ? AS b", &binds).await;
+        assert_eq!(
+            row.unwrap().unwrap().text("b").unwrap().as_deref(),
+            Some("x")
+        );
+        assert!(tx.fetch_optional("SELECT $3", &binds).await.is_err());
+        let nulls = [SqlValue::Null, SqlValue::NullInt];
+        let row = tx.fetch_optional("SELECT $1 AS a, $2 AS b", &nulls).await;
+        let row = row.unwrap().unwrap();
+        assert_eq!(
+            (row.text("a").unwrap(), row.int("b").unwrap()),
+            (None, None)
+        );
+    }
+
+    /// A constraint SQLite reports reads as the ledger's error kinds (the chain's collision
+    /// retry waits for a unique violation), and the transaction can still be rolled back.
+    #[tokio::test]
+    async fn a_sqlite_unique_violation_reads_as_one() {
+        let (_dir, db) = writer_with(TABLE).await;
+        let mut tx = db.begin_write(0).await.unwrap();
+        tx.execute("INSERT INTO t VALUES (1, 'a')", &[])
+            .await
+            .unwrap();
+        let Err(sqlx::Error::Database(e)) = tx.execute("INSERT INTO t VALUES (1, 'b')", &[]).await
+        else {
+            panic!("a second row 1 went in");
+        };
+        assert!(e.is_unique_violation(), "{e}");
+        assert_eq!(
+            e.code().as_deref(),
+            Some("1555"),
+            "SQLITE_CONSTRAINT_PRIMARYKEY"
+        );
+        assert!(!tx.idle());
+        tx.rollback().await.unwrap();
+        assert!(tx.idle());
+        assert_eq!(count(&db, "SELECT count(*) FROM t").await, 0);
     }
 }

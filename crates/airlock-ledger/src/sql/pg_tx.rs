@@ -124,7 +124,7 @@ fn after_last() -> sqlx::Error {
 mod tests {
     use sqlx::postgres::{PgPool, PgPoolOptions};
 
-    use crate::sql::db::{CountedWrite, DbPool, DbTx, SqlValue};
+    use crate::sql::db::{CountedWrite, DbTx, SqlValue, WriteDb};
 
     /// A pool on a fresh schema of the test database; `None` (skipped) without one, except in
     /// CI, where the PostgreSQL half must run.
@@ -167,7 +167,7 @@ mod tests {
     #[tokio::test]
     async fn a_sole_jobs_last_write_commits_alone_and_nothing_may_follow() {
         let Some(raw) = pool().await else { return };
-        let db = DbPool::Postgres(raw.clone());
+        let db = WriteDb::Postgres(raw.clone());
         let mut tx = db.begin_write(0).await.unwrap();
         tx.set_sole(true);
         let write = insert(&tx, &[1, 2]);
@@ -199,7 +199,7 @@ mod tests {
     #[tokio::test]
     async fn a_short_lone_write_commits_nothing_and_a_shared_batch_keeps_its_transaction() {
         let Some(raw) = pool().await else { return };
-        let db = DbPool::Postgres(raw.clone());
+        let db = WriteDb::Postgres(raw.clone());
         let mut tx = db.begin_write(0).await.unwrap();
         tx.set_sole(true);
         let first = insert(&tx, &[1]);

@@ -52,10 +52,6 @@ impl LedgerTx {
             .inner
             .fetch_optional(AssertSqlSafe(sql.to_owned()), args)
             .await?;
-        let Some(row) = row else { return Ok(None) };
-        Ok(match row {
-            crate::sql::db::DbRow::Sqlite(r) => sqlx::Row::try_get(&r, 0)?,
-            crate::sql::db::DbRow::Postgres(r) => sqlx::Row::try_get(&r, 0)?,
-        })
+        Ok(row.map(|r| r.first_int()).transpose()?.flatten())
     }
 }

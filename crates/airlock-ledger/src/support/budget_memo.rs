@@ -4,10 +4,10 @@
 //! Guarantees: within a batch a key's use is read (or assumed) once and then counted in memory,
 //! so the batch's later calls are judged with its earlier calls' shares, flushed or not. On
 //! SQLite a batch whose writes are queued may judge a key from what this process knew after its
-//! last commit touching it, instead of reading it — one statement and one hand-off to the
-//! database's thread fewer a call; it then carries a guard that fails the commit unless the
-//! key's buckets, after the batch's writes, hold no more than it assumed plus what it added.
-//! A failed guard is a lost race: the batch's calls are judged again, and the key is read. So an assumption can only
+//! last commit touching it, instead of reading it — one statement fewer a call; it then carries
+//! a commit check that fails the commit unless the key's buckets, after the batch's writes,
+//! hold no more than it assumed plus what it added. A failed check is a lost race: the batch's
+//! calls are judged again, and the key is read. So an assumption can only
 //! make a judgement stricter than the database's (a window that moved on, a share given back)
 //! or be refused at commit, never let a call past a cap.
 

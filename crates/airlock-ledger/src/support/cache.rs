@@ -1,6 +1,6 @@
 //! What a store's writer lanes remember between batches, so a batch need not read it again: on
-//! SQLite each read is a hand-off to sqlx's thread of its own, on PostgreSQL a round trip —
-//! each about as long as the batch's useful work.
+//! PostgreSQL each read is a round trip, about as long as the batch's useful work; on SQLite a
+//! statement on the writer's connection.
 //!
 //! [`SessionCache`]: sessions seen in the database, and the ids of agent runs seen there.
 //! Sessions are never updated or deleted, so a cached one stays true; runs are never deleted,

@@ -1,8 +1,8 @@
 //! Deferred row writes: the new rows and the compare-and-swaps of a batch, written in one
 //! statement each.
 //!
-//! Why. One statement per write means one round trip per job (to sqlx's SQLite thread, or to
-//! the PostgreSQL server), which is most of a batch's time. In every batch but a transactional
+//! Why. One statement per write means one round trip per job to the PostgreSQL server, which is
+//! most of a batch's time, and on SQLite a statement to prepare, bind and run per job. In every batch but a transactional
 //! tool's, a save queues its update here instead (the batch's `rows` already show the new row to later jobs),
 //! and the batch writes them all with `UPDATE … FROM (rows)` before its audit events; a
 //! record queues its row for one multi-row `INSERT … ON CONFLICT DO NOTHING` the same way (the

@@ -147,9 +147,8 @@ fn not_stored() -> LedgerError {
     LedgerError::Invalid("an agent run's steps or details were not all stored".into())
 }
 
-/// The upserts of `steps` and `detail`: one statement on PostgreSQL and one hand-off on SQLite
-/// (AGENT-55), however many steps a commit carries — a step's commit was a round trip per
-/// table.
+/// The upserts of `steps` and `detail`: one statement on PostgreSQL (AGENT-55), however many
+/// steps a commit carries — a step's commit was a round trip per table.
 fn steps_and_detail(
     tx: &LedgerTx,
     batch: &Batch,

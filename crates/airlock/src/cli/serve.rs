@@ -102,7 +102,7 @@ fn thread_namer(workers: usize) -> impl Fn() -> String + Send + Sync + 'static {
 }
 
 /// One worker fewer than the cores, at least one (OPS-66): the ledger's commits run on a thread
-/// of their own (SQLite's connection thread) or in another process (PostgreSQL), and a call
+/// of their own (SQLite's writer lane) or in another process (PostgreSQL), and a call
 /// hands off between its tasks several times; with a worker on every core the workers woke and
 /// robbed each other at each hand-off, which cost more than the extra worker gave
 /// (docs/benchmarks.md).

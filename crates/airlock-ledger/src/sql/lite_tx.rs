@@ -1,0 +1,369 @@
+//! The writer lane's own SQLite connection: every statement of a batch is a function call on
+//! the lane's thread, where a driver with a thread of its own answers each statement with a
+//! hand-off and a wake-up of the waiting task (docs/benchmarks.md, "A writer that owns its
+//! connection"). Reads outside the writer keep sqlx's pool.
+//!
+//! Guarantees. A commit lands only if every write changed exactly the rows it expected and
+//! every commit check holds; otherwise the transaction is rolled back and nothing of the batch
+//! lands. A connection whose transaction could not be ended is never reused: SQLite itself
+//! reports whether one is open ([`LiteTx::idle`]), and closing the connection rolls it back.
+//! Errors carry SQLite's extended code, so a unique violation reads as one (the chain's
+//! collision retry depends on it).
+
+use std::borrow::Cow;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rusqlite::types::{Null, Value, ValueRef};
+use rusqlite::{Connection, OpenFlags, Statement};
+use sqlx::error::{DatabaseError, ErrorKind};
+
+use crate::sql::write::{CommitCheck, CountedWrite, SqlValue};
+
+/// Statements a connection keeps prepared: a batch's kinds of writes at their padded sizes,
+/// the jobs' reads and the transactional tools' statements (LEDGER-70).
+const PREPARED: usize = 256;
+
+/// Where and how the writer opens its connection.
+#[derive(Debug, Clone)]
+pub(crate) struct LiteDb {
+    pub(crate) path: PathBuf,
+    /// `FULL` (durable, every commit fsynced) or `NORMAL` (benchmarks only).
+    pub(crate) synchronous: &'static str,
+}
+
+impl LiteDb {
+    /// Opens a write connection with the store's settings (see `crate::sqlite`); its write
+    /// transactions begin with `BEGIN IMMEDIATE`, so reading the chain head and appending to
+    /// it cannot interleave with another process.
+    pub(crate) fn begin_write(&self) -> Result<LiteTx, sqlx::Error> {
+        self.connect().map_err(into_sqlx)
+    }
+
+    fn connect(&self) -> rusqlite::Result<LiteTx> {
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn = Connection::open_with_flags(&self.path, flags)?;
+        // Another process (a second replica, a CLI) may hold the write lock briefly.
+        conn.busy_timeout(Duration::from_secs(10))?;
+        // A batch's statement journal stays in memory instead of spilling to a temporary file.
+        conn.execute_batch(&format!(
+            "PRAGMA journal_mode = WAL; PRAGMA synchronous = {}; PRAGMA foreign_keys = ON; \
+             PRAGMA temp_store = MEMORY;",
+            self.synchronous
+        ))?;
+        conn.set_prepared_statement_cache_capacity(PREPARED);
+        Ok(LiteTx { conn })
+    }
+}
+
+/// The writer's connection and the transaction open on it, if any. `BEGIN IMMEDIATE` is sent
+/// with the batch's first statement, so a batch that has nothing to write never takes the lock.
+#[derive(Debug)]
+pub(crate) struct LiteTx {
+    conn: Connection,
+}
+
+impl LiteTx {
+    /// No transaction is open: the connection can carry the lane's next batch. SQLite's own
+    /// answer, so a transaction SQLite rolled back by itself (a full disk) reads as ended.
+    pub(crate) fn idle(&self) -> bool {
+        self.conn.is_autocommit()
+    }
+
+    fn begin(&mut self) -> rusqlite::Result<()> {
+        if self.idle() {
+            self.conn.execute_batch("BEGIN IMMEDIATE")?;
+        }
+        Ok(())
+    }
+
+    /// Runs one statement; returns the rows it changed (0 for a statement that only reads).
+    pub(crate) fn execute(&mut self, sql: &str, binds: &[SqlValue]) -> Result<u64, sqlx::Error> {
+        self.run(sql, binds).map_err(into_sqlx)
+    }
+
+    fn run(&mut self, sql: &str, binds: &[SqlValue]) -> rusqlite::Result<u64> {
+        self.begin()?;
+        let mut statement = self.conn.prepare_cached(sql)?;
+        bind(&mut statement, binds)?;
+        let mut rows = statement.raw_query();
+        while rows.next()?.is_some() {}
+        drop(rows);
+        // `changes()` is the last write's count: a statement that only reads changed nothing.
+        Ok(if statement.readonly() {
+            0
+        } else {
+            self.conn.changes()
+        })
+    }
+
+    /// The rows a query returns, read by column name.
+    pub(crate) fn fetch_all(
+        &mut self,
+        sql: &str,
+        binds: &[SqlValue],
+    ) -> Result<Vec<LiteRow>, sqlx::Error> {
+        self.query(sql, binds, usize::MAX).map_err(into_sqlx)
+    }
+
+    /// The first row a query returns, if any.
+    pub(crate) fn fetch_optional(
+        &mut self,
+        sql: &str,
+        binds: &[SqlValue],
+    ) -> Result<Option<LiteRow>, sqlx::Error> {
+        let rows = self.query(sql, binds, 1).map_err(into_sqlx)?;
+        Ok(rows.into_iter().next())
+    }
+
+    fn query(
+        &mut self,
+        sql: &str,
+        binds: &[SqlValue],
+        most: usize,
+    ) -> rusqlite::Result<Vec<LiteRow>> {
+        self.begin()?;
+        let mut statement = self.conn.prepare_cached(sql)?;
+        bind(&mut statement, binds)?;
+        let columns: Arc<[String]> = statement
+            .column_names()
+            .into_iter()
+            .map(str::to_owned)
+            .collect();
+        let mut rows = statement.raw_query();
+        let mut out = Vec::new();
+        while out.len() < most
+            && let Some(row) = rows.next()?
+        {
+            let values = (0..columns.len())
+                .map(|i| owned(row.get_ref(i)?))
+                .collect::<rusqlite::Result<_>>()?;
+            out.push(LiteRow {
+                columns: Arc::clone(&columns),
+                values,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Runs `writes` in order; `false` at the first that changed fewer rows than it expected
+    /// (the writes before it stay in the open transaction, for the caller to roll back).
+    pub(crate) fn execute_counted(&mut self, writes: &[CountedWrite]) -> Result<bool, sqlx::Error> {
+        for write in writes {
+            if self.execute(&write.sql, &write.binds)? != write.rows {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Runs `writes` and commits, the commit also requiring every check; `false` if a write was
+    /// short or a check false, and then nothing is committed.
+    pub(crate) fn commit_writes(
+        &mut self,
+        writes: &[CountedWrite],
+        checks: Vec<CommitCheck>,
+    ) -> Result<bool, sqlx::Error> {
+        if writes.is_empty() && checks.is_empty() && self.idle() {
+            return Ok(true);
+        }
+        let landed = self
+            .execute_counted(writes)
+            .and_then(|full| Ok(full && self.checks_hold(checks)?));
+        let committed = match landed {
+            Ok(true) => self.conn.execute_batch("COMMIT").map_err(into_sqlx),
+            Ok(false) => {
+                self.rollback();
+                return Ok(false);
+            }
+            Err(e) => Err(e),
+        };
+        committed.map(|()| true).inspect_err(|_| self.rollback())
+    }
+
+    /// The checks, all at once; true when there are none.
+    fn checks_hold(&mut self, checks: Vec<CommitCheck>) -> Result<bool, sqlx::Error> {
+        if checks.is_empty() {
+            return Ok(true);
+        }
+        let mut sql = String::from("SELECT 1 WHERE 1");
+        let mut binds = Vec::new();
+        for check in checks {
+            sql.push_str(&format!(" AND ({})", check.sql));
+            binds.extend(check.binds);
+        }
+        Ok(self.fetch_optional(&sql, &binds)?.is_some())
+    }
+
+    /// Ends the transaction if one is open. If the `ROLLBACK` fails (the connection is gone),
+    /// [`LiteTx::idle`] stays false and the lane drops the connection, which rolls it back.
+    pub(crate) fn rollback(&mut self) {
+        if !self.idle() {
+            let _ = self.conn.execute_batch("ROLLBACK");
+        }
+    }
+}
+
+/// Binds `binds` to the statement's parameters: `$n` (and `?n`) by their number, as the
+/// ledger's statements and a transactional tool's use them, and anonymous `?` in order.
+fn bind(statement: &mut Statement<'_>, binds: &[SqlValue]) -> rusqlite::Result<()> {
+    for index in 1..=statement.parameter_count() {
+        let number = match statement.parameter_name(index) {
+            None => index,
+            Some(name) => name
+                .get(1..)
+                .and_then(|n| n.parse().ok())
+                .ok_or_else(|| rusqlite::Error::InvalidParameterName(name.to_owned()))?,
+        };
+        let value = number
+            .checked_sub(1)
+            .and_then(|i| binds.get(i))
+            .ok_or(rusqlite::Error::InvalidParameterCount(number, binds.len()))?;
+        match value {
+            SqlValue::Null | SqlValue::NullInt => statement.raw_bind_parameter(index, Null),
+            SqlValue::Int(v) => statement.raw_bind_parameter(index, v),
+            SqlValue::Text(s) => statement.raw_bind_parameter(index, s.as_str()),
+        }?;
+    }
+    Ok(())
+}
+
+fn owned(value: ValueRef<'_>) -> rusqlite::Result<Value> {
+    Ok(match value {
+        ValueRef::Null => Value::Null,
+        ValueRef::Integer(i) => Value::Integer(i),
+        ValueRef::Real(r) => Value::Real(r),
+        ValueRef::Text(_) => Value::Text(value.as_str()?.to_owned()),
+        ValueRef::Blob(b) => Value::Blob(b.to_vec()),
+    })
+}
+
+/// A row read on the writer's connection: its values, and its statement's column names.
+#[derive(Debug)]
+pub(crate) struct LiteRow {
+    columns: Arc<[String]>,
+    values: Vec<Value>,
+}
+
+impl LiteRow {
+    /// The text in `col`, `None` for NULL.
+    pub(crate) fn text(&self, col: &str) -> Result<Option<String>, sqlx::Error> {
+        match self.value(col)? {
+            Value::Null => Ok(None),
+            Value::Text(s) => Ok(Some(s.clone())),
+            other => Err(mismatch(col, "text", other)),
+        }
+    }
+
+    /// The integer in `col`, `None` for NULL.
+    pub(crate) fn int(&self, col: &str) -> Result<Option<i64>, sqlx::Error> {
+        match self.value(col)? {
+            Value::Null => Ok(None),
+            Value::Integer(i) => Ok(Some(*i)),
+            other => Err(mismatch(col, "integer", other)),
+        }
+    }
+
+    /// The integer in the first column, `None` for NULL.
+    pub(crate) fn first_int(&self) -> Result<Option<i64>, sqlx::Error> {
+        match self.columns.first() {
+            Some(col) => self.int(col),
+            None => Err(sqlx::Error::ColumnIndexOutOfBounds { index: 0, len: 0 }),
+        }
+    }
+
+    fn value(&self, col: &str) -> Result<&Value, sqlx::Error> {
+        self.columns
+            .iter()
+            .position(|c| c == col)
+            .and_then(|i| self.values.get(i))
+            .ok_or_else(|| sqlx::Error::ColumnNotFound(col.to_owned()))
+    }
+}
+
+fn mismatch(col: &str, wanted: &str, found: &Value) -> sqlx::Error {
+    sqlx::Error::ColumnDecode {
+        index: col.to_owned(),
+        source: format!("expected {wanted}, found {:?}", found.data_type()).into(),
+    }
+}
+
+/// An error SQLite returned, as the rest of the ledger reads database errors (sqlx's).
+#[derive(Debug)]
+struct LiteError {
+    /// SQLite's extended result code (`SQLITE_CONSTRAINT_UNIQUE` is 2067).
+    code: i32,
+    message: String,
+}
+
+impl std::fmt::Display for LiteError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "(code: {}) {}", self.code, self.message)
+    }
+}
+
+impl std::error::Error for LiteError {}
+
+impl DatabaseError for LiteError {
+    fn message(&self) -> &str {
+        &self.message
+    }
+
+    fn code(&self) -> Option<Cow<'_, str>> {
+        Some(Cow::Owned(self.code.to_string()))
+    }
+
+    fn as_error(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
+        self
+    }
+
+    fn as_error_mut(&mut self) -> &mut (dyn std::error::Error + Send + Sync + 'static) {
+        self
+    }
+
+    fn into_error(self: Box<Self>) -> Box<dyn std::error::Error + Send + Sync + 'static> {
+        self
+    }
+
+    fn kind(&self) -> ErrorKind {
+        use rusqlite::ffi;
+        match self.code {
+            ffi::SQLITE_CONSTRAINT_UNIQUE | ffi::SQLITE_CONSTRAINT_PRIMARYKEY => {
+                ErrorKind::UniqueViolation
+            }
+            ffi::SQLITE_CONSTRAINT_FOREIGNKEY => ErrorKind::ForeignKeyViolation,
+            ffi::SQLITE_CONSTRAINT_NOTNULL => ErrorKind::NotNullViolation,
+            ffi::SQLITE_CONSTRAINT_CHECK => ErrorKind::CheckViolation,
+            _ => ErrorKind::Other,
+        }
+    }
+}
+
+/// SQLite's refusals become database errors (their code and message kept); anything else the
+/// driver reports (a value it could not bind or read) is a protocol error.
+fn into_sqlx(e: rusqlite::Error) -> sqlx::Error {
+    match e {
+        rusqlite::Error::SqliteFailure(failure, message) => {
+            sqlx::Error::Database(Box::new(LiteError {
+                code: failure.extended_code,
+                message: message.unwrap_or_else(|| failure.to_string()),
+            }))
+        }
+        other => sqlx::Error::Protocol(other.to_string()),
+    }
+}
+
+/// A writer's connection settings for a fresh database file in a temporary directory (kept
+/// while the directory lives).
+#[cfg(test)]
+pub(crate) fn scratch() -> (tempfile::TempDir, LiteDb) {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let db = LiteDb {
+        path: dir.path().join("ledger.db"),
+        synchronous: "FULL",
+    };
+    (dir, db)
+}
