@@ -367,3 +367,14 @@ pub(crate) fn scratch() -> (tempfile::TempDir, LiteDb) {
     };
     (dir, db)
 }
+
+#[cfg(test)]
+mod tests {
+    /// LEDGER-89: the workspace's build configuration, which also builds SQLite, asks for
+    /// `fdatasync`.
+    #[test]
+    fn sqlite_is_built_to_sync_with_fdatasync() {
+        let flags = option_env!("LIBSQLITE3_FLAGS").unwrap_or_default();
+        assert!(flags.contains("-DHAVE_FDATASYNC=1"), "{flags:?}");
+    }
+}
