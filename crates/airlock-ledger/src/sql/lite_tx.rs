@@ -42,9 +42,11 @@ impl LiteDb {
     }
 
     fn connect(&self) -> rusqlite::Result<LiteTx> {
+        // URI names as sqlx opens them (migrations, reads), so both drivers open one file.
         let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
             | OpenFlags::SQLITE_OPEN_CREATE
-            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | OpenFlags::SQLITE_OPEN_URI;
         let conn = Connection::open_with_flags(&self.path, flags)?;
         // Another process (a second replica, a CLI) may hold the write lock briefly.
         conn.busy_timeout(Duration::from_secs(10))?;
@@ -55,7 +57,7 @@ impl LiteDb {
             self.synchronous
         ))?;
         conn.set_prepared_statement_cache_capacity(PREPARED);
-        Ok(LiteTx { conn })
+        Ok(LiteTx { conn, begun: false })
     }
 }
 
@@ -64,36 +66,54 @@ impl LiteDb {
 #[derive(Debug)]
 pub(crate) struct LiteTx {
     conn: Connection,
+    /// This batch sent its `BEGIN IMMEDIATE` and has not committed or rolled back. SQLite can
+    /// end a transaction by itself (a full disk, a `ROLLBACK` in a tool's SQL): a batch that
+    /// began must still find it open, or its later statements would commit on their own.
+    begun: bool,
 }
 
 impl LiteTx {
-    /// No transaction is open: the connection can carry the lane's next batch. SQLite's own
-    /// answer, so a transaction SQLite rolled back by itself (a full disk) reads as ended.
+    /// No transaction is open, by SQLite's own answer, and none was begun that has not been
+    /// ended here: the connection can carry the lane's next batch.
     pub(crate) fn idle(&self) -> bool {
-        self.conn.is_autocommit()
+        !self.begun && self.conn.is_autocommit()
     }
 
     fn begin(&mut self) -> rusqlite::Result<()> {
-        if self.idle() {
+        if !self.begun {
             self.conn.execute_batch("BEGIN IMMEDIATE")?;
+            self.begun = true;
+        }
+        self.still_open()
+    }
+
+    /// The batch's transaction has not ended under it.
+    fn still_open(&self) -> rusqlite::Result<()> {
+        if self.conn.is_autocommit() {
+            let ended = rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_ABORT);
+            let why = "the write transaction ended before its commit; nothing after it was kept";
+            return Err(rusqlite::Error::SqliteFailure(ended, Some(why.to_owned())));
         }
         Ok(())
     }
 
-    /// Runs one statement; returns the rows it changed (0 for a statement that only reads).
+    /// Runs one statement; returns the rows it changed (0 for one that changed none, a read or
+    /// a schema change, whatever the connection wrote before it).
     pub(crate) fn execute(&mut self, sql: &str, binds: &[SqlValue]) -> Result<u64, sqlx::Error> {
         self.run(sql, binds).map_err(into_sqlx)
     }
 
     fn run(&mut self, sql: &str, binds: &[SqlValue]) -> rusqlite::Result<u64> {
         self.begin()?;
+        let before = self.conn.total_changes();
         let mut statement = self.conn.prepare_cached(sql)?;
         bind(&mut statement, binds)?;
         let mut rows = statement.raw_query();
         while rows.next()?.is_some() {}
         drop(rows);
-        // `changes()` is the last write's count: a statement that only reads changed nothing.
-        Ok(if statement.readonly() {
+        drop(statement);
+        // `changes()` is the last write's count, which may be an earlier statement's.
+        Ok(if self.conn.total_changes() == before {
             0
         } else {
             self.conn.changes()
@@ -167,14 +187,18 @@ impl LiteTx {
         writes: &[CountedWrite],
         checks: Vec<CommitCheck>,
     ) -> Result<bool, sqlx::Error> {
-        if writes.is_empty() && checks.is_empty() && self.idle() {
+        if writes.is_empty() && checks.is_empty() && !self.begun {
             return Ok(true);
         }
         let landed = self
             .execute_counted(writes)
             .and_then(|full| Ok(full && self.checks_hold(checks)?));
         let committed = match landed {
-            Ok(true) => self.conn.execute_batch("COMMIT").map_err(into_sqlx),
+            Ok(true) => self
+                .still_open()
+                .and_then(|()| self.conn.execute_batch("COMMIT"))
+                .map(|()| self.begun = false)
+                .map_err(into_sqlx),
             Ok(false) => {
                 self.rollback();
                 return Ok(false);
@@ -201,9 +225,10 @@ impl LiteTx {
     /// Ends the transaction if one is open. If the `ROLLBACK` fails (the connection is gone),
     /// [`LiteTx::idle`] stays false and the lane drops the connection, which rolls it back.
     pub(crate) fn rollback(&mut self) {
-        if !self.idle() {
+        if !self.conn.is_autocommit() {
             let _ = self.conn.execute_batch("ROLLBACK");
         }
+        self.begun = false;
     }
 }
 
@@ -370,6 +395,44 @@ pub(crate) fn scratch() -> (tempfile::TempDir, LiteDb) {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    /// A transaction SQLite ended under the batch (here a `ROLLBACK` in a statement's place)
+    /// is an error for every later statement and for the commit, never a silent new
+    /// transaction nor a commit reported for writes that were rolled back.
+    #[test]
+    fn a_transaction_ended_mid_batch_fails_the_batch() {
+        let (_dir, db) = scratch();
+        let mut tx = db.begin_write().unwrap();
+        tx.execute("CREATE TABLE t (id INTEGER PRIMARY KEY)", &[])
+            .unwrap();
+        assert!(tx.commit_writes(&[], Vec::new()).unwrap());
+        tx.execute("INSERT INTO t VALUES (1)", &[]).unwrap();
+        tx.execute("ROLLBACK", &[]).unwrap();
+        assert!(!tx.idle(), "begun and not ended here");
+        assert!(tx.execute("INSERT INTO t VALUES (2)", &[]).is_err());
+        assert!(tx.commit_writes(&[], Vec::new()).is_err());
+        assert!(tx.idle(), "the failed commit ended the batch");
+        let n = tx
+            .fetch_optional("SELECT count(*) AS n FROM t", &[])
+            .unwrap();
+        assert_eq!(n.unwrap().int("n").unwrap(), Some(0));
+    }
+
+    /// A statement that changed nothing reports 0, a schema change too, whatever the
+    /// connection's last write changed (AGENT-33).
+    #[test]
+    fn a_schema_change_counts_no_rows() {
+        let (_dir, db) = scratch();
+        let mut tx = db.begin_write().unwrap();
+        tx.execute("CREATE TABLE t (id INTEGER PRIMARY KEY)", &[])
+            .unwrap();
+        assert_eq!(tx.execute("INSERT INTO t VALUES (1), (2)", &[]).unwrap(), 2);
+        assert_eq!(tx.execute("CREATE INDEX t_id ON t (id)", &[]).unwrap(), 0);
+        assert_eq!(tx.execute("SAVEPOINT s", &[]).unwrap(), 0);
+        assert_eq!(tx.execute("RELEASE s", &[]).unwrap(), 0);
+    }
+
     /// LEDGER-89: the workspace's build configuration, which also builds SQLite, asks for
     /// `fdatasync`.
     #[test]

@@ -14,7 +14,11 @@ use sqlx::AssertSqlSafe;
 use crate::sql::db::{DbTx, SqlValue};
 use crate::vocabulary::error::{LedgerError, ToolError};
 
-/// An open ledger transaction. Statements use `$1, $2, …` placeholders on both backends.
+/// An open ledger transaction. Statements use `$1, $2, …` placeholders on both backends, each
+/// of which must be bound; a call runs one statement (several in one string are refused on
+/// SQLite), and a statement that ends the transaction (`COMMIT`, `ROLLBACK`) fails the batch.
+/// On SQLite a tool's body runs on the writer's thread (docs/rules.md LEDGER-88): it may await
+/// the runtime's work, never another ledger write, which would wait behind its own batch.
 #[derive(Debug)]
 pub struct LedgerTx {
     pub(crate) inner: DbTx,
