@@ -397,15 +397,21 @@ pub(crate) fn scratch() -> (tempfile::TempDir, LiteDb) {
 mod tests {
     use super::*;
 
+    /// A scratch database and the writer's connection, inside a transaction that created `t`.
+    fn with_table() -> (tempfile::TempDir, LiteTx) {
+        let (dir, db) = scratch();
+        let mut tx = db.begin_write().unwrap();
+        tx.execute("CREATE TABLE t (id INTEGER PRIMARY KEY)", &[])
+            .unwrap();
+        (dir, tx)
+    }
+
     /// A transaction SQLite ended under the batch (here a `ROLLBACK` in a statement's place)
     /// is an error for every later statement and for the commit, never a silent new
     /// transaction nor a commit reported for writes that were rolled back.
     #[test]
     fn a_transaction_ended_mid_batch_fails_the_batch() {
-        let (_dir, db) = scratch();
-        let mut tx = db.begin_write().unwrap();
-        tx.execute("CREATE TABLE t (id INTEGER PRIMARY KEY)", &[])
-            .unwrap();
+        let (_dir, mut tx) = with_table();
         assert!(tx.commit_writes(&[], Vec::new()).unwrap());
         tx.execute("INSERT INTO t VALUES (1)", &[]).unwrap();
         tx.execute("ROLLBACK", &[]).unwrap();
@@ -423,10 +429,7 @@ mod tests {
     /// connection's last write changed (AGENT-33).
     #[test]
     fn a_schema_change_counts_no_rows() {
-        let (_dir, db) = scratch();
-        let mut tx = db.begin_write().unwrap();
-        tx.execute("CREATE TABLE t (id INTEGER PRIMARY KEY)", &[])
-            .unwrap();
+        let (_dir, mut tx) = with_table();
         assert_eq!(tx.execute("INSERT INTO t VALUES (1), (2)", &[]).unwrap(), 2);
         assert_eq!(tx.execute("CREATE INDEX t_id ON t (id)", &[]).unwrap(), 0);
         assert_eq!(tx.execute("SAVEPOINT s", &[]).unwrap(), 0);
