@@ -548,7 +548,7 @@ async fn fill(
         None => chain::head(&mut tx.inner, lane).await?,
     };
     // Limits are judged on what this process knew only where the commit can check it (SQLite's
-    // guards) and a lost race runs the batch again (queued writes).
+    // commit checks) and a lost race runs the batch again (queued writes).
     let known = (queued && matches!(tx.inner, DbTx::Sqlite(_))).then(|| Arc::clone(&ctx.budgets));
     let mut batch = Batch::new(
         truncate(ctx.clock.now()),
@@ -563,7 +563,7 @@ async fn fill(
         match job.prefetch() {
             Prefetch::Nothing => {}
             Prefetch::Fresh(id) => fresh.push(id),
-            // A stale row here fails the batch's guard and the batch reruns from the database.
+            // A stale row here makes the batch's write short and the batch reruns from the database.
             Prefetch::Running(id, owner) if queued => running.push((id, owner)),
             Prefetch::Running(id, _) => fresh.push(id),
         }

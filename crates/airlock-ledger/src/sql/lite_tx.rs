@@ -5,8 +5,9 @@
 //!
 //! Guarantees. A commit lands only if every write changed exactly the rows it expected and
 //! every commit check holds; otherwise the transaction is rolled back and nothing of the batch
-//! lands. A connection whose transaction could not be ended is never reused: SQLite itself
-//! reports whether one is open ([`LiteTx::idle`]), and closing the connection rolls it back.
+//! lands. A transaction that ended under its batch fails the batch's later statements and its
+//! commit. A connection whose transaction could not be ended is never reused ([`LiteTx::idle`]),
+//! and closing the connection rolls it back.
 //! Errors carry SQLite's extended code, so a unique violation reads as one (the chain's
 //! collision retry depends on it).
 
@@ -16,7 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rusqlite::types::{Null, Value, ValueRef};
-use rusqlite::{Connection, OpenFlags, Statement};
+use rusqlite::{CachedStatement, Connection, OpenFlags, Statement};
 use sqlx::error::{DatabaseError, ErrorKind};
 
 use crate::sql::write::{CommitCheck, CountedWrite, SqlValue};
@@ -62,7 +63,8 @@ impl LiteDb {
 }
 
 /// The writer's connection and the transaction open on it, if any. `BEGIN IMMEDIATE` is sent
-/// with the batch's first statement, so a batch that has nothing to write never takes the lock.
+/// before the batch's first statement, so a batch that has nothing to write never takes the
+/// lock.
 #[derive(Debug)]
 pub(crate) struct LiteTx {
     conn: Connection,
@@ -103,11 +105,18 @@ impl LiteTx {
         self.run(sql, binds).map_err(into_sqlx)
     }
 
-    fn run(&mut self, sql: &str, binds: &[SqlValue]) -> rusqlite::Result<u64> {
+    /// `sql`, prepared (or taken from the connection's cache) with `binds` bound, inside the
+    /// batch's transaction.
+    fn prepared(&mut self, sql: &str, binds: &[SqlValue]) -> rusqlite::Result<CachedStatement<'_>> {
         self.begin()?;
-        let before = self.conn.total_changes();
         let mut statement = self.conn.prepare_cached(sql)?;
         bind(&mut statement, binds)?;
+        Ok(statement)
+    }
+
+    fn run(&mut self, sql: &str, binds: &[SqlValue]) -> rusqlite::Result<u64> {
+        let before = self.conn.total_changes();
+        let mut statement = self.prepared(sql, binds)?;
         let mut rows = statement.raw_query();
         while rows.next()?.is_some() {}
         drop(rows);
@@ -145,9 +154,7 @@ impl LiteTx {
         binds: &[SqlValue],
         most: usize,
     ) -> rusqlite::Result<Vec<LiteRow>> {
-        self.begin()?;
-        let mut statement = self.conn.prepare_cached(sql)?;
-        bind(&mut statement, binds)?;
+        let mut statement = self.prepared(sql, binds)?;
         let columns: Arc<[String]> = statement
             .column_names()
             .into_iter()

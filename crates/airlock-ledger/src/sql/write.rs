@@ -53,7 +53,7 @@ pub(crate) struct CountedWrite {
     pub(crate) sees_earlier: bool,
 }
 
-/// A condition a SQLite commit also requires, checked by the guard after its last write: a
+/// A condition a SQLite commit also requires, checked after its last write, before `COMMIT`: a
 /// boolean SQL expression with `?` placeholders for `binds`. When it is false nothing is
 /// committed and the commit reports a short write (a lost race).
 pub(crate) struct CommitCheck {

@@ -61,7 +61,7 @@ struct KeyUse {
     base: i64,
     /// The shares the batch's rows added.
     added: i64,
-    /// The base first assumed without a read, which the commit's guard checks.
+    /// The base first assumed without a read, which the commit's check holds it to.
     assumed: Option<i64>,
     /// Read in the transaction after an assumption judged a call over (once a key).
     refreshed: bool,

@@ -11,7 +11,7 @@
 //! job of the lease that holds it (a renewal or a finish), so a cached row always leads its job
 //! to write, never to a refusal read off a stale copy. Only batches whose writes are queued borrow, and every queued
 //! write is a compare-and-swap on the (state, version) its job read: if another process
-//! changed the row since (a second replica's sweeper), the batch's guard finds the write
+//! changed the row since (a second replica's sweeper), the batch finds the write
 //! short, the whole batch rolls back, the cache is emptied, and the jobs run again from rows
 //! read in the transaction. A version never goes backwards here, so a slower lane cannot
 //! overwrite a newer row with an older one.
