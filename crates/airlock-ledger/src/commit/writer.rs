@@ -353,10 +353,12 @@ impl Lane {
         let rerunnable = !jobs.iter().any(|j| j.exclusive());
         let mut head = self.head.take().filter(|_| rerunnable);
         let mut queued = rerunnable;
-        // A lost race for the lane's next `seq` is run again on a head read afresh. A head read
-        // under the lane's lock can still lose to another process's lone write, which takes
-        // no lock (LEDGER-53), so that is retried too — a bounded number of times. The lost
-        // race of a queued write clears its own condition.
+        // A lost race for the lane's next `seq` is run again on a head read afresh, under the
+        // lane's lock, which every appender holds while it appends (LEDGER-53): that head
+        // stays the head until the batch commits. Only a replica of the previous release,
+        // whose lone writes took no lock, can still win against it during a rolling upgrade;
+        // hence a bound rather than one retry. The lost race of a queued write clears its own
+        // condition.
         let mut collisions = 0;
         let result = loop {
             let kept = &mut self.kept;

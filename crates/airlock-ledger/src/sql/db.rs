@@ -195,15 +195,19 @@ impl WriteDb {
             Self::Sqlite(db) => Ok(DbTx::Sqlite(db.begin_write()?)),
             Self::Postgres(p) => {
                 // BEGIN and the lock in one simple-query message: one round trip, not two,
-                // and sent only if the batch reads (LEDGER-53). `lane` is an integer we own,
-                // so formatting it into the SQL is safe.
-                let sql = format!(
-                    "BEGIN; SELECT pg_advisory_xact_lock(hashtext(current_schema()), {lane}::int)"
-                );
+                // and sent only if the batch reads (LEDGER-53).
+                let sql = format!("BEGIN; SELECT {}", pg_lane_lock(lane));
                 Ok(DbTx::Postgres(PgTx::new(p.acquire().await?, sql)))
             }
         }
     }
+}
+
+/// PostgreSQL's lock on `lane` of the audit chain, held until the transaction ends: whoever
+/// appends to the lane holds it, a batch from its `BEGIN` and a lone write from its events'
+/// insert (LEDGER-53). `lane` is an integer we own, so formatting it into the SQL is safe.
+fn pg_lane_lock(lane: i64) -> String {
+    format!("pg_advisory_xact_lock(hashtext(current_schema()), {lane}::int)")
 }
 
 /// What a read transaction refuses: SQLite's writes go through the writer's connection.
@@ -236,6 +240,17 @@ impl DbTx {
             sql.push(')');
         }
         sql
+    }
+
+    /// What an insert of `lane`'s audit events appends to its row source so that no event is
+    /// inserted before the lane's lock is held (LEDGER-53): on PostgreSQL a one-time filter,
+    /// evaluated before the first row; a lock the transaction already holds is taken again at
+    /// no cost. SQLite's writer holds the database's write lock from its `BEGIN IMMEDIATE`.
+    pub(crate) fn lane_locked(&self, lane: i64) -> String {
+        match self {
+            Self::Sqlite(_) | Self::SqliteRead(_) => String::new(),
+            Self::Postgres(_) => format!(" WHERE (SELECT {} IS NOT NULL)", pg_lane_lock(lane)),
+        }
     }
 
     /// The rows of `binds` (`width` values each) as a statement's row source, with columns

@@ -3,10 +3,11 @@
 //! Why. A writer batch that reads nothing — every job's rows already in hand, the lane's chain
 //! head cached — is a single statement of writes: sent alone it is its own transaction, which
 //! commits (durably, `synchronous_commit = on`) when the statement ends. That is one round trip
-//! where `BEGIN` with the lane's lock, the statement and `COMMIT` were three. The lane's lock
-//! is not needed there: it serializes a lane's appends across processes for a batch that reads
-//! the chain's head, and a batch on a cached head that another process moved past collides on
-//! the chain's primary key and is run again on a head read under the lock.
+//! where `BEGIN` with the lane's lock, the statement and `COMMIT` were three. The statement
+//! still takes the lane's lock before it inserts an event (`DbTx::lane_locked`), so a batch
+//! that read the chain's head under the lock appends before anyone else; a lone write on a
+//! cached head that another process moved past collides on the chain's primary key and is run
+//! again on a head read under the lock.
 //!
 //! Guarantees. Any statement other than that lone write opens the transaction first (the
 //! `BEGIN` message given at creation, with the lane's lock for a write transaction). A lone

@@ -137,6 +137,7 @@ impl Chain {
 
     /// The queued events as insert statements, a chunk per statement; empties the queue.
     pub(crate) fn take(&mut self, tx: &DbTx) -> Vec<CountedWrite> {
+        let locked = tx.lane_locked(self.lane);
         let writes = self
             .events
             .chunks(EVENTS_PER_INSERT)
@@ -145,7 +146,7 @@ impl Chain {
                 CountedWrite::rows(tx, 10, binds, false, |rows| {
                     format!(
                         "INSERT INTO ledger_events (lane, seq, entity, entity_id, version, \
-                         state, row_hash, prev_hash, hash, at) {rows}"
+                         state, row_hash, prev_hash, hash, at) {rows}{locked}"
                     )
                 })
             })

@@ -217,12 +217,13 @@ async fn ops_57_a_serving_store_answers_before_its_notify_is_sent() {
     );
 }
 
-/// LEDGER-53: a batch that reads nothing is one statement, its own transaction, without the
-/// lane's lock: with the lock held by another session, a finish (its row and the chain head
-/// already in hand) and a second call's record-and-claim still commit; a batch that must read
-/// the chain's head waits for the lock, as it must.
+/// LEDGER-53: a batch that reads nothing is one statement, its own transaction, and it takes
+/// the lane's lock before it appends to the chain: while a transaction of another process holds
+/// the lock (as a batch that read the chain's head does), a finish whose row and chain head are
+/// already in hand waits as that one statement, no `BEGIN` sent, and appends nothing; once the
+/// lock is released it commits, and the chain verifies.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn ledger_53_a_batch_that_reads_nothing_commits_without_the_lane_lock() {
+async fn ledger_53_a_batch_that_reads_nothing_is_one_statement_under_the_lane_lock() {
     let Some(h) = Harness::postgres().await else {
         return;
     };
@@ -240,29 +241,107 @@ async fn ledger_53_a_batch_that_reads_nothing_commits_without_the_lane_lock() {
     let mut locker = sqlx::PgConnection::connect_with(&pg_options(&url, &h.location))
         .await
         .unwrap();
-    sqlx::query("SELECT pg_advisory_lock(hashtext(current_schema()), 0)")
-        .execute(&mut locker)
+    let mut head = locker.begin().await.unwrap();
+    sqlx::query("SELECT pg_advisory_xact_lock(hashtext(current_schema()), 0)")
+        .execute(&mut *head)
         .await
         .unwrap();
-    let bounded = Duration::from_secs(10);
-    let finished = tokio::time::timeout(
-        bounded,
-        store.finish(first.invocation.id, owner, Ok(json!("done"))),
-    )
-    .await
-    .expect("the finish waited for the lane's lock")
-    .unwrap();
+    let events = "SELECT count(*) FROM ledger_events";
+    let before: i64 = sqlx::query_scalar(events)
+        .fetch_one(&mut *head)
+        .await
+        .unwrap();
+    let pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
+        .fetch_one(&mut *head)
+        .await
+        .unwrap();
+    let finishing = {
+        let store = Arc::clone(&store);
+        let id = first.invocation.id;
+        tokio::spawn(async move { store.finish(id, owner, Ok(json!("done"))).await })
+    };
+    let waiting = blocked_by(&url, pid).await;
+    assert!(
+        // PostgreSQL shows the start of a long statement only: its writes as CTEs, no BEGIN.
+        waiting.starts_with("WITH w0 AS ("),
+        "the lone write waits as one statement: {waiting}"
+    );
+    let during: i64 = sqlx::query_scalar(events)
+        .fetch_one(&mut *head)
+        .await
+        .unwrap();
+    assert_eq!(during, before, "nothing appended while the lane is locked");
+    head.rollback().await.unwrap();
+    let finished = tokio::time::timeout(Duration::from_secs(10), finishing)
+        .await
+        .expect("the finish went on once the lock was released")
+        .unwrap()
+        .unwrap();
     assert_eq!(finished.state, S::Succeeded);
-    let second = h.call(s, "noop", json!({"n": 2}));
-    let second = tokio::time::timeout(bounded, store.record_and_claim(second, owner, lease))
-        .await
-        .expect("the record-and-claim waited for the lane's lock")
-        .unwrap();
-    assert_eq!(second.invocation.state, S::Running);
-    sqlx::query("SELECT pg_advisory_unlock(hashtext(current_schema()), 0)")
-        .execute(&mut locker)
-        .await
-        .unwrap();
     let report = h.store.verify().await.unwrap();
     assert!(report.first_break.is_none(), "{report:?}");
+}
+
+/// The query of a backend that the backend `pid` blocks, once there is one (a bounded wait).
+async fn blocked_by(url: &str, pid: i32) -> String {
+    let mut watcher = sqlx::PgConnection::connect(url).await.unwrap();
+    for _ in 0..500 {
+        let found: Option<String> = sqlx::query_scalar(
+            "SELECT query FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))",
+        )
+        .bind(pid)
+        .fetch_optional(&mut watcher)
+        .await
+        .unwrap();
+        if let Some(query) = found {
+            return query;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("nothing waited for the lane's lock");
+}
+
+/// LEDGER-53: two stores (two processes) writing one lane as fast as they can, most writes
+/// sent alone on a cached chain head: every write lands, none fails for losing the lane's
+/// chain race (a batch that read the head under the lane's lock cannot lose it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_busy_processes_on_one_lane_lose_no_write() {
+    let Some(h) = Harness::postgres().await else {
+        return;
+    };
+    let one_lane = || airlock_ledger::StoreConfig {
+        lanes: 1,
+        ..config(&h.clock)
+    };
+    let stores = [h.reopen(one_lane()).await, h.reopen(one_lane()).await];
+    let s = h.session().await;
+    let lease = Duration::from_secs(30);
+    let mut tasks = Vec::new();
+    for (n, store) in stores.iter().enumerate() {
+        for t in 0..8 {
+            let store = Arc::clone(store);
+            let calls: Vec<_> = (0..50)
+                .map(|i| h.call(s, "noop", json!({"n": n, "t": t, "i": i})))
+                .collect();
+            tasks.push(tokio::spawn(async move {
+                let mut failed = Vec::new();
+                for call in calls {
+                    match store.record_and_claim(call, "w", lease).await {
+                        Ok(r) => {
+                            if let Err(e) = store.finish(r.invocation.id, "w", Ok(json!(1))).await {
+                                failed.push(format!("finish: {e}"));
+                            }
+                        }
+                        Err(e) => failed.push(format!("record: {e}")),
+                    }
+                }
+                failed
+            }));
+        }
+    }
+    let mut failed = Vec::new();
+    for t in tasks {
+        failed.extend(t.await.unwrap());
+    }
+    assert_eq!(failed, Vec::<String>::new());
 }

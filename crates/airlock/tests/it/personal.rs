@@ -290,6 +290,8 @@ async fn ten_thousand_interleaved_calls_of_fifty_principals_carry_only_their_own
         f64::from(u32::try_from(total).unwrap()) / took.as_secs_f64()
     );
     for (text, result) in &results {
+        // A JSON-RPC error has no result at all: every call must have one.
+        assert!(result.is_object(), "not a result: {text}");
         assert_ne!(result["isError"], true, "{text}");
         assert!(result["structuredContent"]["status"].is_null(), "{text}");
         replies += text;
