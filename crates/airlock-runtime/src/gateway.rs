@@ -76,6 +76,14 @@ pub struct CallContext {
     pub downstream: airlock_mcp::Downstream,
 }
 
+/// What a call's record carries beside the call: the round it continues (LEDGER-62) and the
+/// new session it opens (LEDGER-90).
+#[derive(Default)]
+struct Carried {
+    follows: Option<RoundUse>,
+    opens: Option<NewSession>,
+}
+
 /// Why a call could not even be recorded.
 #[derive(Debug, thiserror::Error)]
 pub enum GatewayError {
@@ -262,33 +270,43 @@ impl Gateway {
         arguments: Value,
     ) -> Result<Outcome, GatewayError> {
         let tool = self.resolve(&ctx.scope, tool)?;
-        self.call_as(ctx, None, tool, arguments, None).await
+        self.call_as(ctx, None, tool, arguments, Carried::default())
+            .await
     }
 
     /// [`Gateway::call`] of a tool its caller has already resolved, so that a call looks its
-    /// tool up once (the MCP endpoint refuses an unknown one before it writes anything).
+    /// tool up once (the MCP endpoint refuses an unknown one before it writes anything). `opens`:
+    /// the call's new session, opened in the commit that records it (LEDGER-90).
     pub(crate) async fn call_resolved(
         &self,
         ctx: &CallContext,
         tool: Resolved<'_>,
         arguments: Value,
+        opens: Option<NewSession>,
     ) -> Result<Outcome, GatewayError> {
-        self.call_as(ctx, None, tool, arguments, None).await
+        let carried = Carried {
+            follows: None,
+            opens,
+        };
+        self.call_as(ctx, None, tool, arguments, carried).await
     }
 
     /// Calls `tool` with `arguments` as the next round of a relayed MCP call (docs/rules.md
     /// LEDGER-62): recorded without gating again, its state's nonce used in the commit that
-    /// records it.
+    /// records it, with its new session `opens` (LEDGER-90).
     pub(crate) async fn call_round(
         &self,
         ctx: &CallContext,
-        tool: &str,
-        arguments: Value,
+        (tool, arguments): (&str, Value),
         follows: RoundUse,
+        opens: NewSession,
     ) -> Result<Outcome, GatewayError> {
         let tool = self.resolve(&ctx.scope, tool)?;
-        self.call_as(ctx, None, tool, arguments, Some(follows))
-            .await
+        let carried = Carried {
+            follows: Some(follows),
+            opens: Some(opens),
+        };
+        self.call_as(ctx, None, tool, arguments, carried).await
     }
 
     /// Calls `tool` with `arguments` along the one path for agent run `run` (docs/rules.md
@@ -302,7 +320,8 @@ impl Gateway {
         arguments: Value,
     ) -> Result<Outcome, GatewayError> {
         let tool = self.resolve(&ctx.scope, tool)?;
-        self.call_as(ctx, Some(run), tool, arguments, None).await
+        self.call_as(ctx, Some(run), tool, arguments, Carried::default())
+            .await
     }
 
     async fn call_as(
@@ -311,12 +330,12 @@ impl Gateway {
         run: Option<&RunCall>,
         tool: Resolved<'_>,
         arguments: Value,
-        follows: Option<RoundUse>,
+        carried: Carried,
     ) -> Result<Outcome, GatewayError> {
         events::received(ctx, tool.1.spec.definition.name.as_str());
         let began = std::time::Instant::now();
         let outcome = self
-            .record_and_run(ctx, run, tool, arguments, follows)
+            .record_and_run(ctx, run, tool, arguments, carried)
             .await;
         if let Ok(outcome) = &outcome {
             let what = telemetry::count(outcome);
@@ -332,7 +351,7 @@ impl Gateway {
         run: Option<&RunCall>,
         (prepared, tool): Resolved<'_>,
         arguments: Value,
-        follows: Option<RoundUse>,
+        carried: Carried,
     ) -> Result<Outcome, GatewayError> {
         let spec = &tool.spec;
         let room = run.map_or(ProposalRoom::NoReceiver, |r| r.proposals);
@@ -347,7 +366,8 @@ impl Gateway {
         let verdict = self.verdict(ctx, spec.definition.name.as_str());
         let mut new = new_invocation(ctx, spec, arguments, &tool.digest, invalid.is_some());
         new.run_id = run.map(|r| r.run);
-        new.follows = follows;
+        new.follows = carried.follows;
+        new.opens = carried.opens;
         // A later round of a relayed call is the same call: its first round took the shares.
         if invalid.is_none() && new.follows.is_none() {
             new.shares = shares.unwrap_or_default();

@@ -108,16 +108,12 @@ impl McpHost {
             downstream: caller.downstream.clone(),
         };
         let called = match key {
+            // The session is opened by the job that records the call, in its commit
+            // (LEDGER-90).
             None => {
-                // The session is written in the commit that records the call: the record
-                // queues right behind it on the same writer lane (a call's record is refused if
-                // its session failed).
-                let (opened, called) = futures::join!(
-                    self.gateway.store().create_session(ctx.session, new),
-                    self.gateway.call_resolved(&ctx, tool, arguments)
-                );
-                opened.map_err(|e| internal(&e.into()))?;
-                called
+                self.gateway
+                    .call_resolved(&ctx, tool, arguments, Some(new))
+                    .await
             }
             Some(key) => self.keyed_call(ctx, new, tool, arguments, key).await?,
         };
@@ -146,12 +142,17 @@ impl McpHost {
             Ok(_) => {
                 let name = tool.1.spec.definition.name.as_str();
                 self.same_call(&ctx, name, &arguments, key).await?;
-                Ok(self.gateway.call_resolved(&ctx, tool, arguments).await)
+                Ok(self
+                    .gateway
+                    .call_resolved(&ctx, tool, arguments, None)
+                    .await)
             }
             Err(LedgerError::SessionNotFound(_)) => {
+                // Concurrent sends of one key open one session: its own job, whose conflict
+                // is answered below, not the record's, whose conflict would fail the call.
                 let (opened, called) = futures::join!(
                     self.gateway.store().create_session(ctx.session, new),
-                    self.gateway.call_resolved(&ctx, tool, arguments)
+                    self.gateway.call_resolved(&ctx, tool, arguments, None)
                 );
                 if let Err(e) = opened {
                     // A concurrent send of the same key opened it first; otherwise it failed.

@@ -78,15 +78,24 @@ async fn record_with(
             new.tool, new.source_kind
         )));
     }
-    let session_principal = runs::session_principal(tx, batch, new.session_id)
-        .await?
-        .ok_or(LedgerError::SessionNotFound(new.session_id))?;
+    let session_principal = match &new.opens {
+        Some(opened) => opened.principal.clone(),
+        None => runs::session_principal(tx, batch, new.session_id)
+            .await?
+            .ok_or(LedgerError::SessionNotFound(new.session_id))?,
+    };
     if let Some(run_id) = new.run_id {
         runs::require_run(tx, batch, run_id).await?;
     }
     if let Some(round) = &new.follows {
         // Checked before anything is written: a refused round writes nothing (LEDGER-62).
         request_states::follow_round(tx, batch, round).await?;
+    }
+    if let Some(opened) = new.opens.clone() {
+        // In this job, not one queued beside it (LEDGER-90): the writer may start a batch
+        // between two jobs, and the session would then commit alone. After every check that
+        // refuses, so a refused call leaves no session either.
+        runs::create_session(tx, batch, new.session_id, opened).await?;
     }
     let principal = new.principal.clone().or(session_principal);
     let args_hash = arguments_hash(&new.arguments);

@@ -137,6 +137,10 @@ pub struct NewInvocation {
     /// Whether a person's grant may let the call through (LEDGER-77): not when its tool names
     /// its approvers, whose quorum no one person's grant stands for (default `true`).
     pub grantable: bool,
+    /// The session to open in the job that records the call, when the call has a new session
+    /// of its own (an MCP request's): one commit for both, never the session's alone
+    /// (LEDGER-90). `None` (the default): the session exists already.
+    pub opens: Option<NewSession>,
 }
 
 /// The next round of a relayed MCP call: the sealed state's one-time nonce and the round it
@@ -184,6 +188,7 @@ impl NewInvocation {
             shares: Vec::new(),
             follows: None,
             grantable: true,
+            opens: None,
         }
     }
 }

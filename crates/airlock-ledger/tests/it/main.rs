@@ -56,6 +56,7 @@ harness::both_backends!(
     fused_claims_an_ungated_call_once,
     fused_racing_duplicates_claim_once,
     fused_leaves_gated_calls_unclaimed,
+    ledger_90_a_call_opens_its_session_in_its_own_commit,
     fused_batches_stay_exact,
     sessions_and_first_calls_share_batches,
     approved_unclaimed_oldest_first_until_claimed,

@@ -71,15 +71,9 @@ impl Gateway {
         new.refusal = frozen.as_ref().map(freeze::refusal);
         // Reading twice changes nothing: a read left running by a crash is not in doubt.
         new.effect = Effect::Idempotent;
-        let row = if read.follows.is_some() {
-            // Recorded on the lane of the read it follows (LEDGER-62): the session goes first.
-            new.follows = read.follows;
-            self.store.create_session(new.session_id, opened).await?;
-            let recorded = self.store.record_and_claim(new, &self.owner, self.lease);
-            recorded.await?.invocation
-        } else {
-            record_with_session(self, opened, new).await?
-        };
+        // Recorded on the lane of the read it follows, if any (LEDGER-62).
+        new.follows = read.follows;
+        let row = record_with_session(self, opened, new).await?;
         if let Some(frozen) = frozen {
             let refused = ToolError::new(ToolErrorKind::Unavailable, freeze::reason(&frozen));
             return Ok((row.id, Err(refused)));
@@ -119,19 +113,16 @@ pub(super) fn endpoint_row(
     Ok((opened, new))
 }
 
-/// Records and claims `new` with its session `opened`, on one commit lane: the session is
-/// written right before the row that needs it.
+/// Records and claims `new` with its new session `opened`, in one job and so one commit
+/// (LEDGER-90).
 pub(super) async fn record_with_session(
     gateway: &Gateway,
     opened: NewSession,
-    new: NewInvocation,
+    mut new: NewInvocation,
 ) -> Result<Invocation, GatewayError> {
-    let (opened, recorded) = futures::join!(
-        gateway.store.create_session(new.session_id, opened),
-        gateway
-            .store
-            .record_and_claim(new, &gateway.owner, gateway.lease)
-    );
-    opened?;
-    Ok(recorded?.invocation)
+    new.opens = Some(opened);
+    let recorded = gateway
+        .store
+        .record_and_claim(new, &gateway.owner, gateway.lease);
+    Ok(recorded.await?.invocation)
 }

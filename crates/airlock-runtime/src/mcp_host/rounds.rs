@@ -47,10 +47,6 @@ impl McpHost {
             principal,
             metadata: session::metadata(scope),
         };
-        // Written first: the round is recorded on the lane of the round it follows, not on
-        // its session's (LEDGER-62).
-        let opened = self.gateway.store().create_session(ctx.session, new).await;
-        opened.map_err(|e| internal(&e.into()))?;
         let follows = RoundUse {
             nonce: round.state_id,
             previous: previous.id,
@@ -58,7 +54,7 @@ impl McpHost {
         };
         match self
             .gateway
-            .call_round(&ctx, &round.tool, round.arguments, follows)
+            .call_round(&ctx, (&round.tool, round.arguments), follows, new)
             .await
         {
             Ok(outcome) => Ok(host_call(&outcome)),

@@ -978,6 +978,36 @@ async fn an_unknown_mcp_tool_writes_nothing() {
     assert_eq!(f.gateway.store().verify().await.unwrap().rows, before);
 }
 
+/// LEDGER-90: a call through the MCP host opens its session in the commit that records it, so
+/// an ungated call costs two durable commits (its record, its result), never a third for its
+/// session alone, however the writer's batches fall.
+#[tokio::test]
+async fn an_mcp_call_commits_its_session_with_its_record() {
+    use airlock_mcp::{Caller, ToolHost};
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(
+        airlock_ledger::SqliteStore::open(&dir.path().join("ledger.db"), StoreConfig::default())
+            .await
+            .unwrap(),
+    );
+    let f = gateway_on(store.clone(), policy(Approval::Never), "", dir).await;
+    let caller = Caller {
+        principal: "ada".into(),
+        groups: Vec::new(),
+        ..Default::default()
+    };
+    let before = store.commits();
+    for n in 0..20 {
+        let done = f
+            .host()
+            .call_tool(&ScopeId::Gateway, &caller, "count", json!({"amount": n}))
+            .await
+            .unwrap();
+        assert!(!done.is_parked(), "{done:?}");
+    }
+    assert_eq!(store.commits() - before, 40, "two commits a call");
+}
+
 /// The await tool only settles calls made through the MCP endpoint, by the same principal,
 /// from the same endpoint URL (scope).
 #[tokio::test]

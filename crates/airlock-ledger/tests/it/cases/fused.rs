@@ -2,7 +2,10 @@
 
 use std::sync::Arc;
 
-use airlock_ledger::{Approval, InvocationState as S, LedgerError, Mode, NewSession, SessionId};
+use airlock_ledger::{
+    Approval, InvocationId, InvocationState as S, LedgerError, Mode, NewSession, RoundUse,
+    SessionId,
+};
 use serde_json::json;
 
 use crate::harness::{Harness, LEASE};
@@ -225,6 +228,55 @@ pub(crate) async fn finish_after_another_process_swept_the_call(h: &Harness) {
     assert!(matches!(
         h.store.finish(swept.id, "w1", Ok(json!("again"))).await,
         Err(LedgerError::AlreadyFinished { .. })
+    ));
+    let audit = h.store.verify().await.unwrap();
+    assert!(audit.first_break.is_none(), "{audit:?}");
+}
+
+/// LEDGER-90: a call that opens its own session records it in the same job: the session exists
+/// with the call's principal, and both chain events are written; a call refused before it is
+/// written (a round that follows nothing) leaves no session either.
+pub(crate) async fn ledger_90_a_call_opens_its_session_in_its_own_commit(h: &Harness) {
+    let opened = |principal: &str| NewSession {
+        channel: "mcp".into(),
+        principal: Some(principal.into()),
+        metadata: json!({"scope": "gateway"}),
+    };
+    let id = SessionId::new();
+    let mut call = h.call(id, "crm__search", json!({"q": "ada"}));
+    call.principal = None;
+    call.opens = Some(opened("ada"));
+    let recorded = h.store.record_and_claim(call, "w", LEASE).await.unwrap();
+    assert!(recorded.created);
+    assert_eq!(recorded.invocation.state, S::Running);
+    assert_eq!(recorded.invocation.principal.as_deref(), Some("ada"));
+    let session = h.store.get_session(id).await.unwrap();
+    assert_eq!(
+        (session.channel.as_str(), session.principal.as_deref()),
+        ("mcp", Some("ada"))
+    );
+    let events = format!(
+        "SELECT count(*) FROM ledger_events WHERE entity_id IN ('{id}', '{}')",
+        recorded.invocation.id
+    );
+    assert_eq!(
+        h.raw.count(&events).await,
+        3,
+        "the session's event and the call's two"
+    );
+
+    let refused = SessionId::new();
+    let mut round = h.call(refused, "crm__search", json!({"q": "eve"}));
+    round.opens = Some(opened("eve"));
+    round.follows = Some(RoundUse {
+        nonce: "n-1".into(),
+        previous: InvocationId::new(),
+        by: "eve".into(),
+    });
+    assert!(h.store.record_and_claim(round, "w", LEASE).await.is_err());
+    assert!(matches!(
+        h.store.get_session(refused).await,
+        Err(LedgerError::SessionNotFound(_))
     ));
     let audit = h.store.verify().await.unwrap();
     assert!(audit.first_break.is_none(), "{audit:?}");
