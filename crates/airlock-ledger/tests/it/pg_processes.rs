@@ -345,3 +345,35 @@ async fn two_busy_processes_on_one_lane_lose_no_write() {
     }
     assert_eq!(failed, Vec::<String>::new());
 }
+
+/// LEDGER-91: the writer lanes' connections plan generically, with scans and hash or merge
+/// joins priced out (a transactional tool's SQL runs on one and reads its settings).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ledger_91_a_lanes_connection_plans_once_and_by_key() {
+    let Some(h) = Harness::postgres().await else {
+        return;
+    };
+    let s = h.session().await;
+    let mut call = h.call(s, "settings", json!({}));
+    call.effect = airlock_ledger::Effect::Transactional;
+    let row = h.store.record(call).await.unwrap().invocation;
+    let read = "SELECT CASE WHEN current_setting('plan_cache_mode') = 'force_generic_plan' \
+                AND current_setting('enable_seqscan') = 'off' \
+                AND current_setting('enable_hashjoin') = 'off' \
+                AND current_setting('enable_mergejoin') = 'off' THEN 1 ELSE 0 END::bigint";
+    let done = h
+        .store
+        .run_transactional(
+            row.id,
+            "w",
+            airlock_ledger::tx_tool(move |tx| {
+                Box::pin(async move {
+                    let planned = tx.fetch_i64(read, &[]).await;
+                    Ok(json!({ "lane": planned.ok().flatten() }))
+                })
+            }),
+        )
+        .await
+        .unwrap();
+    assert_eq!(done.result, Some(json!({"lane": 1})), "{done:?}");
+}
