@@ -52,7 +52,7 @@ use crate::freeze::{self, Covered, FreezeWatch};
 use crate::outcome::Outcome;
 use crate::rate_limit;
 use crate::session;
-use new_row::new_invocation;
+use new_row::{Carried, new_invocation};
 
 /// Who calls, from where, in which scope.
 #[derive(Debug, Clone)]
@@ -74,14 +74,6 @@ pub struct CallContext {
     /// upstream (an input round, the upstream's task, notices): handed on, as a value, to the
     /// MCP target the call runs against. None for every other caller.
     pub downstream: airlock_mcp::Downstream,
-}
-
-/// What a call's record carries beside the call: the round it continues (LEDGER-62) and the
-/// new session it opens (LEDGER-90).
-#[derive(Default)]
-struct Carried {
-    follows: Option<RoundUse>,
-    opens: Option<NewSession>,
 }
 
 /// Why a call could not even be recorded.

@@ -1,11 +1,19 @@
 //! The row a call is recorded as: its call, its tool's policy — or, for a call refused before
 //! it is recorded (bad arguments, a proposal nobody receives), the policy that never parks it.
 
-use airlock_ledger::{CallKind, NewInvocation};
+use airlock_ledger::{CallKind, NewInvocation, NewSession, RoundUse};
 use airlock_spec::{Builtin, ToolSource, ToolSpec};
 use serde_json::Value;
 
 use super::CallContext;
+
+/// What a call's record carries beside the call: the round it continues (LEDGER-62) and the
+/// new session it opens (LEDGER-90).
+#[derive(Default)]
+pub(super) struct Carried {
+    pub(super) follows: Option<RoundUse>,
+    pub(super) opens: Option<NewSession>,
+}
 
 pub(super) fn new_invocation(
     ctx: &CallContext,
