@@ -78,8 +78,9 @@ impl Ledger {
             .await?;
         MIGRATOR.run(&pool).await?;
         let writes = PgPoolOptions::new()
-            // One per writer lane, kept by it; one more for the announcer's NOTIFYs.
-            .max_connections(u32::try_from(lanes + 1).unwrap_or(16))
+            // One per writer lane, kept by it; two more for the announcer's NOTIFYs, since sqlx
+            // pings a connection given back before another may take it.
+            .max_connections(u32::try_from(lanes + 2).unwrap_or(16))
             .min_connections(u32::try_from(lanes).unwrap_or(4))
             .test_before_acquire(false)
             .acquire_timeout(Duration::from_secs(30))

@@ -4,10 +4,10 @@
 //! head cached — is a single statement of writes: sent alone it is its own transaction, which
 //! commits (durably, `synchronous_commit = on`) when the statement ends. That is one round trip
 //! where `BEGIN` with the lane's lock, the statement and `COMMIT` were three. The statement
-//! still takes the lane's lock before it inserts an event (`DbTx::lane_locked`), so a batch
-//! that read the chain's head under the lock appends before anyone else; a lone write on a
-//! cached head that another process moved past collides on the chain's primary key and is run
-//! again on a head read under the lock.
+//! still takes the lane's lock, in its events' insert, which comes before its other writes
+//! (`DbTx::lane_locked`, `Batch::take_writes`), so a batch that read the chain's head under the
+//! lock appends before anyone else; a lone write on a cached head that another process moved
+//! past collides on the chain's primary key and is run again on a head read under the lock.
 //!
 //! Guarantees. Any statement other than that lone write opens the transaction first (the
 //! `BEGIN` message given at creation, with the lane's lock for a write transaction). A lone

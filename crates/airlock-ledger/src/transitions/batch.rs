@@ -130,13 +130,15 @@ impl Batch {
         self.budgets.checks(to_micros(self.now))
     }
 
-    /// The writes still to make at commit: queued rows, then audit events.
+    /// The writes still to make at commit: audit events, then queued rows. The events go first
+    /// because a PostgreSQL batch sent as one statement takes the lane's lock in their insert
+    /// (LEDGER-53): before any row its other writes lock, in the order a batch that opened
+    /// its transaction with the lock takes them, so the two cannot wait on each other.
     pub(crate) fn take_writes(&mut self, tx: &DbTx) -> Vec<CountedWrite> {
-        let mut writes = match self.deferred.as_mut() {
-            Some(deferred) => deferred.take(tx),
-            None => Vec::new(),
-        };
-        writes.extend(self.chain.take(tx));
+        let mut writes = self.chain.take(tx);
+        if let Some(deferred) = self.deferred.as_mut() {
+            writes.extend(deferred.take(tx));
+        }
         writes.extend(notice::inserts(&self.notices, tx));
         self.noticed |= !self.notices.is_empty();
         self.notices.clear();

@@ -91,12 +91,6 @@ async fn record_with(
         // Checked before anything is written: a refused round writes nothing (LEDGER-62).
         request_states::follow_round(tx, batch, round).await?;
     }
-    if let Some(opened) = new.opens.clone() {
-        // In this job, not one queued beside it (LEDGER-90): the writer may start a batch
-        // between two jobs, and the session would then commit alone. After every check that
-        // refuses, so a refused call leaves no session either.
-        runs::create_session(tx, batch, new.session_id, opened).await?;
-    }
     let principal = new.principal.clone().or(session_principal);
     let args_hash = arguments_hash(&new.arguments);
     let (mut state, mut approval_ref) =
@@ -152,6 +146,12 @@ async fn record_with(
         }
         _ => None,
     };
+    if let Some(opened) = new.opens.clone() {
+        // In this job, not one queued beside it (LEDGER-90): the writer may start a batch
+        // between two jobs, and the session would then commit alone. Right before the row,
+        // after every check that refuses, so a refused call leaves no session either.
+        runs::create_session(tx, batch, new.session_id, opened).await?;
+    }
     if insert(tx, batch, &inv, running.as_ref(), &uses).await? {
         if let Some(round) = &new.follows {
             request_states::record_use(tx, batch, &round.nonce, round.previous, &round.by).await?;

@@ -218,10 +218,11 @@ async fn ops_57_a_serving_store_answers_before_its_notify_is_sent() {
 }
 
 /// LEDGER-53: a batch that reads nothing is one statement, its own transaction, and it takes
-/// the lane's lock before it appends to the chain: while a transaction of another process holds
-/// the lock (as a batch that read the chain's head does), a finish whose row and chain head are
-/// already in hand waits as that one statement, no `BEGIN` sent, and appends nothing; once the
-/// lock is released it commits, and the chain verifies.
+/// the lane's lock before it appends to the chain or locks a row: while a transaction of
+/// another process holds the lock (as a batch that read the chain's head does), a finish whose
+/// row and chain head are already in hand waits as that one statement, no `BEGIN` sent,
+/// appends nothing and leaves its row free; once the lock is released it commits, and the
+/// chain verifies.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ledger_53_a_batch_that_reads_nothing_is_one_statement_under_the_lane_lock() {
     let Some(h) = Harness::postgres().await else {
@@ -271,6 +272,13 @@ async fn ledger_53_a_batch_that_reads_nothing_is_one_statement_under_the_lane_lo
         .await
         .unwrap();
     assert_eq!(during, before, "nothing appended while the lane is locked");
+    // It waits before locking any row, as a transaction opened with the lock would: the row
+    // it updates is free, so a locked batch that needs it cannot deadlock with it.
+    let free = sqlx::query("SELECT id FROM invocations WHERE id = $1 FOR UPDATE NOWAIT")
+        .bind(first.invocation.id.to_string())
+        .execute(&mut *head)
+        .await;
+    assert!(free.is_ok(), "the waiting write holds the row: {free:?}");
     head.rollback().await.unwrap();
     let finished = tokio::time::timeout(Duration::from_secs(10), finishing)
         .await
