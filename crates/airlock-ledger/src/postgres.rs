@@ -43,6 +43,17 @@ const LANE_PLANNING: [(&str, &str); 4] = [
     ("enable_mergejoin", "off"),
 ];
 
+/// A pool of at most `max` connections, `min` of them opened now rather than on first use, with
+/// no liveness ping per acquire (a round trip per batch or read): a dead connection fails its
+/// statement, and a batch is retried.
+fn pool_options(max: usize, min: usize) -> PgPoolOptions {
+    PgPoolOptions::new()
+        .max_connections(u32::try_from(max).unwrap_or(16))
+        .min_connections(u32::try_from(min).unwrap_or(4))
+        .test_before_acquire(false)
+        .acquire_timeout(Duration::from_secs(30))
+}
+
 /// The `LISTEN` channel.
 const CHANNEL: &str = "airlock_ledger";
 
@@ -66,24 +77,12 @@ impl Ledger {
         let reads = options
             .clone()
             .options([("plan_cache_mode", "force_custom_plan")]);
-        let pool = PgPoolOptions::new()
-            // One for LISTEN, the rest for reads.
-            .max_connections(6)
-            // Opened now, not on the first read; and no liveness ping per acquire (a round
-            // trip per read): a dead connection fails its read.
-            .min_connections(2)
-            .test_before_acquire(false)
-            .acquire_timeout(Duration::from_secs(30))
-            .connect_with(reads)
-            .await?;
+        // One for LISTEN, the rest for reads.
+        let pool = pool_options(6, 2).connect_with(reads).await?;
         MIGRATOR.run(&pool).await?;
-        let writes = PgPoolOptions::new()
-            // One per writer lane, kept by it; two more for the announcer's NOTIFYs, since sqlx
-            // pings a connection given back before another may take it.
-            .max_connections(u32::try_from(lanes + 2).unwrap_or(16))
-            .min_connections(u32::try_from(lanes).unwrap_or(4))
-            .test_before_acquire(false)
-            .acquire_timeout(Duration::from_secs(30))
+        // One per writer lane, kept by it; two more for the announcer's NOTIFYs, since sqlx
+        // pings a connection given back before another may take it.
+        let writes = pool_options(lanes + 2, lanes)
             .connect_with(options.options(LANE_PLANNING))
             .await?;
         let mut listener = PgListener::connect_with(&pool).await?;

@@ -93,11 +93,7 @@ impl McpHost {
             Err(e) => return Err(host_error(e)),
         };
         let principal = Some(caller.principal.clone());
-        let new = NewSession {
-            channel: "mcp".to_owned(),
-            principal: principal.clone(),
-            metadata: session::metadata(scope),
-        };
+        let new = session::on_mcp(scope, &caller.principal);
         let ctx = CallContext {
             scope: scope.clone(),
             session: SessionId::new(),

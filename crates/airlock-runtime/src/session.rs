@@ -2,13 +2,22 @@
 //! scope in its one written form (`gateway`, `agent:<name>`). Existing ledgers hold this
 //! form, so it is written and read only here, through [`ScopeId`]'s `Display` and `FromStr`.
 
-use airlock_ledger::Session;
+use airlock_ledger::{NewSession, Session};
 use airlock_spec::ScopeId;
 use serde_json::{Value, json};
 
 /// The metadata of a session opened in `scope`.
 pub(crate) fn metadata(scope: &ScopeId) -> Value {
     json!({ "scope": scope.to_string() })
+}
+
+/// The session of its own that one MCP endpoint request of `principal` in `scope` opens.
+pub(crate) fn on_mcp(scope: &ScopeId, principal: &str) -> NewSession {
+    NewSession {
+        channel: "mcp".to_owned(),
+        principal: Some(principal.to_owned()),
+        metadata: metadata(scope),
+    }
 }
 
 /// The scope `session` was opened in; `None` if its metadata names none (or none readable).

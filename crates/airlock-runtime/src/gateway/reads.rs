@@ -102,11 +102,7 @@ pub(super) fn endpoint_row(
         .get(scope)
         .map(|s| s.digest.clone())
         .ok_or_else(|| GatewayError::UnknownScope(scope.clone()))?;
-    let opened = NewSession {
-        channel: "mcp".to_owned(),
-        principal: Some(principal.to_owned()),
-        metadata: session::metadata(scope),
-    };
+    let opened = session::on_mcp(scope, principal);
     let mut new = NewInvocation::new(SessionId::new(), call_id, tool, arguments, digest);
     new.source_kind = SourceKind::Mcp;
     new.principal = Some(principal.to_owned());

@@ -9,7 +9,7 @@
 //! records and claims it, so of any number of retries with one state exactly one runs; the
 //! others are replays. The access policy still applies to every round.
 
-use airlock_ledger::{InvocationState, LedgerError, NewSession, RoundUse, SessionId};
+use airlock_ledger::{InvocationState, LedgerError, RoundUse, SessionId};
 use airlock_mcp::{Caller, CallerRefusal, HostCall, HostError, RoundCall};
 use airlock_spec::ScopeId;
 
@@ -37,16 +37,12 @@ impl McpHost {
             scope: scope.clone(),
             session: SessionId::new(),
             call_id: "mcp".to_owned(),
-            principal: principal.clone(),
+            principal,
             groups: Some(caller.groups.clone()),
             channel: "mcp",
             downstream: caller.downstream.clone(),
         };
-        let new = NewSession {
-            channel: "mcp".to_owned(),
-            principal,
-            metadata: session::metadata(scope),
-        };
+        let new = session::on_mcp(scope, &caller.principal);
         let follows = RoundUse {
             nonce: round.state_id,
             previous: previous.id,
